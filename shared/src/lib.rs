@@ -1,0 +1,12 @@
+//! Floe's core library: everything the three Lambda functions and the `floe` command-line
+//! program share.
+//!
+//! The crate is organised by what each part does. Parts that talk to an outside service
+//! sit behind a small trait with an AWS implementation and a local one (the local one is
+//! what `floe` runs on, not a mock).
+//!
+//! - [`segment`]: decoding Kafka log segments (`.log` files a broker writes and tiered
+//!   storage copies to S3) into records, with read_committed transaction semantics,
+//!   streaming over any byte source with bounded memory.
+
+pub mod segment;

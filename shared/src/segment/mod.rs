@@ -1,0 +1,67 @@
+//! Kafka log segment decoding.
+//!
+//! Owns everything between "bytes of a `.log` file" and "the committed records in it":
+//!
+//! ```text
+//!  SegmentSource ──open_at(pos)──▶ AsyncRead ──▶ FrameReader ──frames──▶ decode_frame
+//!  (file, memory, S3 ranged GETs)                 (offset+length            (CRC, codec,
+//!                                                  framing, limits)          records)
+//!                                                        │
+//!                                                        ▼
+//!                                 SegmentReader: read_committed filtering, summary
+//!                                 (lookahead TxnScan from the first transactional batch,
+//!                                  optional .txnindex)
+//! ```
+//!
+//! - magic v2 record batches (CRC-32C) and legacy v0/v1 message sets (CRC-32), including
+//!   compressed wrapper messages;
+//! - codecs gzip, snappy (raw and xerial framing), lz4 (frame format), zstd;
+//! - control batches are recognised and never emitted as records; records of aborted
+//!   transactions are dropped; transactions still open at the end of the segment are
+//!   reported in the [`SegmentSummary`], their batches flagged [`BatchTxn::Open`];
+//! - memory is bounded by the largest batch, never by the segment; every length field
+//!   is checked against [`Limits`] and against the bytes actually present before it
+//!   drives an allocation.
+//!
+//! Every error names the file, the byte position of the batch and its base offset.
+
+mod codec;
+mod error;
+mod frame;
+mod legacy;
+mod location;
+mod reader;
+mod record;
+mod source;
+mod txn;
+mod v2;
+
+pub use codec::Codec;
+pub use error::{SegmentError, SegmentErrorKind};
+pub use frame::{Frame, FrameReader};
+pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
+pub use reader::{SegmentReader, decode_frame};
+pub use record::{Batch, BatchKind, BatchTxn, ControlType, Header, Record, TimestampType};
+pub use source::{FileSource, MemorySource, SegmentSource};
+pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
+
+pub use reader::SegmentSummary;
+
+/// Bounds on what a segment may make the decoder allocate. A length field beyond these
+/// ends decoding with an error instead of an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest record batch (or legacy message) accepted, in bytes as stored.
+    pub max_batch_bytes: u32,
+    /// Largest decompressed payload of one batch (decompression-bomb guard).
+    pub max_decompressed_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_batch_bytes: 64 * 1024 * 1024,
+            max_decompressed_bytes: 256 * 1024 * 1024,
+        }
+    }
+}

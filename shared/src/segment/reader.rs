@@ -1,0 +1,303 @@
+//! The segment reader: frames → decoded batches, read_committed, and a summary.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::AsyncRead;
+
+use super::Limits;
+use super::codec::Codec;
+use super::error::{SegmentError, SegmentErrorKind};
+use super::frame::{Frame, FrameReader};
+use super::legacy;
+use super::record::{Batch, BatchKind, BatchTxn, ControlType};
+use super::source::SegmentSource;
+use super::txn::{AbortedTxn, OpenTxn, Outcome, TxnMarker, TxnPlan};
+use super::v2::{self, BatchHeader};
+
+type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+
+/// Decodes one frame: checks its CRC, decompresses, parses its records. Pure CPU work on
+/// bytes already in memory; errors carry no location (the caller adds it).
+pub fn decode_frame(frame: &Frame, limits: &Limits) -> Result<Batch, SegmentErrorKind> {
+    match frame.magic() {
+        2 => decode_v2(frame, limits),
+        0 | 1 => {
+            let (codec, records) = legacy::decode_entry(frame.bytes.clone(), limits)?;
+            Ok(Batch {
+                position: frame.position,
+                size: frame.bytes.len() as u32,
+                magic: frame.magic(),
+                base_offset: legacy::first_offset(&records, frame.base_offset),
+                last_offset: frame.base_offset,
+                kind: BatchKind::Legacy,
+                codec,
+                producer_id: -1,
+                producer_epoch: -1,
+                records,
+                control: Vec::new(),
+                txn: BatchTxn::Committed,
+            })
+        }
+        other => Err(SegmentErrorKind::UnsupportedMagic(other)),
+    }
+}
+
+fn decode_v2(frame: &Frame, limits: &Limits) -> Result<Batch, SegmentErrorKind> {
+    let header = BatchHeader::parse(&frame.bytes, true)?;
+    let codec = header.codec()?;
+    let payload = frame.bytes.slice(v2::HEADER_LEN..);
+    let data = match codec {
+        Codec::None => payload,
+        _ => Bytes::from(codec.decompress(&payload, limits.max_decompressed_bytes)?),
+    };
+    let kind = match (header.is_control(), header.is_transactional()) {
+        (true, _) => BatchKind::Control,
+        (false, true) => BatchKind::Transactional,
+        (false, false) => BatchKind::Data,
+    };
+    let (records, control) = if header.is_control() {
+        let types = v2::decode_control(&header, data)?;
+        (
+            Vec::new(),
+            types.into_iter().map(ControlType::from_code).collect(),
+        )
+    } else {
+        (v2::decode_records(&header, data)?, Vec::new())
+    };
+    Ok(Batch {
+        position: frame.position,
+        size: frame.bytes.len() as u32,
+        magic: 2,
+        base_offset: header.base_offset,
+        last_offset: header.last_offset(),
+        kind,
+        codec,
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        records,
+        control,
+        txn: BatchTxn::Committed,
+    })
+}
+
+/// An error of `frame` in `file`.
+fn locate(file: &str, frame: &Frame, kind: SegmentErrorKind) -> SegmentError {
+    SegmentError::new(file, frame.position, Some(frame.base_offset), kind)
+}
+
+/// What a segment held, counted as it was read.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SegmentSummary {
+    pub file: String,
+    /// Bytes read, trailing zeros included.
+    pub bytes: u64,
+    /// Batches per kind (legacy entries count as one batch each).
+    pub batches: BTreeMap<BatchKind, u64>,
+    /// Batches per codec.
+    pub codecs: BTreeMap<Codec, u64>,
+    /// Batches per magic byte.
+    pub magic: BTreeMap<i8, u64>,
+    /// Committed data records (what `inspect` prints).
+    pub records: u64,
+    /// Committed data records whose value is null (tombstones).
+    pub tombstones: u64,
+    /// Records of transactions aborted in this segment (dropped).
+    pub aborted_records: u64,
+    /// Records of transactions still open at the end of the segment (not emitted as committed).
+    pub open_records: u64,
+    /// Control records (transaction markers and others).
+    pub control_records: u64,
+    /// First and last offset covered by the segment's batches, control batches included.
+    pub first_offset: Option<i64>,
+    pub last_offset: Option<i64>,
+    /// Transaction markers found in the segment.
+    pub markers: Vec<TxnMarker>,
+    /// Transactions whose marker lies beyond this segment.
+    pub open_transactions: Vec<OpenTxn>,
+    /// Zero bytes after the last batch (preallocated segment files).
+    pub trailing_zero_bytes: u64,
+}
+
+/// Streams the committed batches of a segment.
+pub struct SegmentReader {
+    source: Arc<dyn SegmentSource>,
+    frames: FrameReader<BoxRead>,
+    limits: Limits,
+    txn_index: Option<Vec<AbortedTxn>>,
+    plan: Option<TxnPlan>,
+    open: BTreeMap<(i64, i64), OpenTxn>,
+    summary: SegmentSummary,
+}
+
+impl SegmentReader {
+    /// Opens `source` from its first byte.
+    pub async fn open(
+        source: Arc<dyn SegmentSource>,
+        limits: Limits,
+    ) -> Result<Self, SegmentError> {
+        let reader = source
+            .open_at(0)
+            .await
+            .map_err(|e| SegmentError::new(source.name(), 0, None, e.into()))?;
+        let frames = FrameReader::new(reader, source.name(), 0, limits);
+        Ok(SegmentReader {
+            summary: SegmentSummary {
+                file: source.name().to_string(),
+                ..Default::default()
+            },
+            source,
+            frames,
+            limits,
+            txn_index: None,
+            plan: None,
+            open: BTreeMap::new(),
+        })
+    }
+
+    /// Uses the aborted transactions of the segment's `.txnindex` (checked against the
+    /// markers in the segment).
+    pub fn with_txn_index(mut self, aborted: Vec<AbortedTxn>) -> Self {
+        self.txn_index = Some(aborted);
+        self
+    }
+
+    pub fn summary(&self) -> &SegmentSummary {
+        &self.summary
+    }
+
+    /// The summary, complete once [`Self::next_batch`] has returned `None`.
+    pub fn into_summary(self) -> SegmentSummary {
+        self.summary
+    }
+
+    /// The next batch of data records that are committed ([`BatchTxn::Committed`]) or
+    /// whose transaction is still open ([`BatchTxn::Open`]); `None` at the end. Control
+    /// batches and aborted batches are counted in the summary and skipped.
+    pub async fn next_batch(&mut self) -> Result<Option<Batch>, SegmentError> {
+        loop {
+            let Some(frame) = self.frames.next_frame().await? else {
+                self.finish();
+                return Ok(None);
+            };
+            let mut batch = decode_frame(&frame, &self.limits)
+                .map_err(|k| locate(self.source.name(), &frame, k))?;
+            self.count(&batch);
+            match batch.kind {
+                BatchKind::Control => {
+                    self.record_markers(&batch);
+                    continue;
+                }
+                BatchKind::Transactional => {
+                    if self.plan.is_none() {
+                        self.plan = Some(self.scan_from(&frame).await?);
+                    }
+                    let plan = self.plan.as_mut().expect("plan");
+                    let outcome = plan
+                        .outcome(batch.producer_id, batch.base_offset)
+                        .map_err(|k| locate(self.source.name(), &frame, k))?;
+                    let n = batch.records.len() as u64;
+                    match outcome {
+                        Outcome::Abort => {
+                            self.summary.aborted_records += n;
+                            continue;
+                        }
+                        Outcome::Open => {
+                            self.summary.open_records += n;
+                            self.track_open(&batch);
+                            batch.txn = BatchTxn::Open {
+                                producer_id: batch.producer_id,
+                            };
+                            return Ok(Some(batch));
+                        }
+                        Outcome::Commit => {}
+                    }
+                }
+                BatchKind::Data | BatchKind::Legacy => {}
+            }
+            self.summary.records += batch.records.len() as u64;
+            self.summary.tombstones +=
+                batch.records.iter().filter(|r| r.value.is_none()).count() as u64;
+            return Ok(Some(batch));
+        }
+    }
+
+    async fn scan_from(&self, frame: &Frame) -> Result<TxnPlan, SegmentError> {
+        tracing::debug!(
+            file = self.source.name(),
+            position = frame.position,
+            "transactional batch: lookahead scan"
+        );
+        let reader =
+            self.source.open_at(frame.position).await.map_err(|e| {
+                SegmentError::new(self.source.name(), frame.position, None, e.into())
+            })?;
+        let frames = FrameReader::new(reader, self.source.name(), frame.position, self.limits);
+        TxnPlan::scan(
+            frames,
+            self.txn_index.clone().unwrap_or_default(),
+            &self.limits,
+        )
+        .await
+    }
+
+    fn count(&mut self, batch: &Batch) {
+        let s = &mut self.summary;
+        *s.batches.entry(batch.kind).or_default() += 1;
+        *s.codecs.entry(batch.codec).or_default() += 1;
+        *s.magic.entry(batch.magic).or_default() += 1;
+        s.first_offset = Some(
+            s.first_offset
+                .map_or(batch.base_offset, |f| f.min(batch.base_offset)),
+        );
+        s.last_offset = Some(
+            s.last_offset
+                .map_or(batch.last_offset, |l| l.max(batch.last_offset)),
+        );
+    }
+
+    fn record_markers(&mut self, batch: &Batch) {
+        self.summary.control_records += batch.control.len() as u64;
+        for (i, control) in batch.control.iter().enumerate() {
+            let commit = match control {
+                ControlType::Commit => true,
+                ControlType::Abort => false,
+                ControlType::Other(_) => continue,
+            };
+            self.summary.markers.push(TxnMarker {
+                producer_id: batch.producer_id,
+                producer_epoch: batch.producer_epoch,
+                offset: batch.base_offset + i as i64,
+                commit,
+            });
+        }
+    }
+
+    fn track_open(&mut self, batch: &Batch) {
+        let pid = batch.producer_id;
+        let key = self
+            .open
+            .keys()
+            .find(|(p, _)| *p == pid)
+            .copied()
+            .unwrap_or((pid, batch.base_offset));
+        let txn = self.open.entry(key).or_insert_with(|| OpenTxn {
+            producer_id: pid,
+            producer_epoch: batch.producer_epoch,
+            first_offset: batch.base_offset,
+            last_offset: batch.last_offset,
+            batches: Vec::new(),
+            records: 0,
+        });
+        txn.last_offset = batch.last_offset;
+        txn.batches.push([batch.base_offset, batch.last_offset]);
+        txn.records += batch.records.len() as u64;
+    }
+
+    fn finish(&mut self) {
+        self.summary.bytes = self.frames.position();
+        self.summary.trailing_zero_bytes = self.frames.trailing_zero_bytes();
+        self.summary.open_transactions = std::mem::take(&mut self.open).into_values().collect();
+    }
+}

@@ -1,0 +1,1 @@
+//! Helpers live in the integration test binary; this library is intentionally empty.
