@@ -11,7 +11,7 @@ use floe_core::segment::{BatchTxn, FileSource, Limits, Record, SegmentReader, pa
 use serde::Serialize;
 
 #[derive(Serialize)]
-struct RecordLine<'a> {
+pub struct RecordLine<'a> {
     offset: i64,
     timestamp: i64,
     timestamp_type: &'static str,
@@ -21,12 +21,12 @@ struct RecordLine<'a> {
 }
 
 #[derive(Serialize)]
-struct HeaderLine<'a> {
+pub struct HeaderLine<'a> {
     key: std::borrow::Cow<'a, str>,
     value: Option<String>,
 }
 
-fn line(record: &Record) -> RecordLine<'_> {
+pub fn line(record: &Record) -> RecordLine<'_> {
     let b64 = |b: &Option<bytes::Bytes>| b.as_ref().map(|b| STANDARD.encode(b));
     RecordLine {
         offset: record.offset,
@@ -45,10 +45,13 @@ fn line(record: &Record) -> RecordLine<'_> {
     }
 }
 
+/// Decodes `segment` and writes its committed records as JSON lines to `out` (or, with
+/// `summary_only`, the [`floe_core::segment::SegmentSummary`] as one JSON object).
 pub async fn run(
     segment: &Path,
     txn_index: Option<&Path>,
     summary_only: bool,
+    out: impl Write,
 ) -> anyhow::Result<()> {
     let mut reader =
         SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
@@ -57,8 +60,7 @@ pub async fn run(
         let aborted = parse_txn_index(&bytes).with_context(|| format!("{}", path.display()))?;
         reader = reader.with_txn_index(aborted);
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(out);
     while let Some(batch) = reader.next_batch().await? {
         if summary_only || batch.txn != BatchTxn::Committed {
             continue;

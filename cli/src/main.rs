@@ -1,11 +1,10 @@
 //! `floe`: Floe's core on one machine — the embedded default and operator commands.
 
-mod inspect;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use floe_cli::inspect;
 
 #[derive(Parser)]
 #[command(
@@ -44,13 +43,23 @@ async fn main() -> ExitCode {
             segment,
             txn_index,
             summary,
-        } => inspect::run(&segment, txn_index.as_deref(), summary).await,
+        } => {
+            inspect::run(&segment, txn_index.as_deref(), summary, std::io::stdout().lock()).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`floe inspect … | head`) is the reader's choice, not a failure.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("floe: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }

@@ -1,1 +1,7 @@
+//! Floe's integration tests: one binary, run by the README's test command.
+//!
+//! Independent judges: segments written by real brokers (tests/data/kafka) and segments
+//! built at test time by kafka-python (tests/py), never by our own encoder.
 
+mod segments;
+mod support;

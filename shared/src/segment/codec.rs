@@ -58,6 +58,18 @@ impl Codec {
         }
     }
 
+    /// Decompresses the value of a legacy (magic v0/v1) wrapper message. Kafka 0.8–0.9
+    /// wrote magic v0 lz4 frames whose header checksum also covers the frame's magic
+    /// number (KAFKA-3160); those are repaired before decoding.
+    pub fn decompress_legacy(self, magic: i8, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
+        if self == Codec::Lz4 && magic == 0 {
+            if let Some(fixed) = fix_kafka_lz4_header_checksum(input) {
+                return self.decompress(&fixed, limit);
+            }
+        }
+        self.decompress(input, limit)
+    }
+
     fn error(self, detail: impl Into<String>) -> SegmentErrorKind {
         SegmentErrorKind::Decompress {
             codec: self.name(),
@@ -70,6 +82,26 @@ impl Codec {
 /// (magic, version, compatible version), then blocks of `[length: i32 BE][raw snappy]`.
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_LEN: usize = 16;
+
+/// Returns `frame` with the header checksum computed as the LZ4 frame format defines it
+/// (over the descriptor only), or `None` when it is already right or not a frame.
+fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
+    const MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
+    if frame.get(..4)? != MAGIC {
+        return None;
+    }
+    let flags = *frame.get(4)?;
+    let descriptor_end = 6 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 };
+    let stored = *frame.get(descriptor_end)?;
+    let hash = |bytes: &[u8]| ((twox_hash::XxHash32::oneshot(0, bytes) >> 8) & 0xff) as u8;
+    let correct = hash(&frame[4..descriptor_end]);
+    if stored == correct || stored != hash(&frame[..descriptor_end]) {
+        return None;
+    }
+    let mut fixed = frame.to_vec();
+    fixed[descriptor_end] = correct;
+    Some(fixed)
+}
 
 fn read_limited(
     codec: Codec,

@@ -65,3 +65,14 @@ impl Default for Limits {
         }
     }
 }
+
+/// Decodes a whole segment held in memory, returning its committed records' count and
+/// summary; used by the fuzz target and its corpus replay. Never panics on any input.
+pub fn decode_bytes(name: &str, bytes: bytes::Bytes, limits: Limits) -> Result<SegmentSummary, SegmentError> {
+    futures::executor::block_on(async {
+        let source = std::sync::Arc::new(MemorySource::new(name, bytes));
+        let mut reader = SegmentReader::open(source, limits).await?;
+        while reader.next_batch().await?.is_some() {}
+        Ok(reader.into_summary())
+    })
+}

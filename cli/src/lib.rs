@@ -1,0 +1,3 @@
+//! The `floe` command-line program's commands, as a library so that tests can run them.
+
+pub mod inspect;
