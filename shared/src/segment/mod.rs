@@ -32,6 +32,7 @@ mod legacy;
 mod location;
 mod reader;
 mod record;
+mod s3;
 mod source;
 mod txn;
 mod v2;
@@ -42,6 +43,7 @@ pub use frame::{Frame, FrameReader};
 pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
 pub use reader::{SegmentReader, decode_frame};
 pub use record::{Batch, BatchKind, BatchTxn, ControlType, Header, Record, TimestampType};
+pub use s3::{DEFAULT_RANGE_BYTES, S3Source};
 pub use source::{FileSource, MemorySource, SegmentSource};
 pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
 
