@@ -44,7 +44,13 @@ async fn main() -> ExitCode {
             txn_index,
             summary,
         } => {
-            inspect::run(&segment, txn_index.as_deref(), summary, std::io::stdout().lock()).await
+            inspect::run(
+                &segment,
+                txn_index.as_deref(),
+                summary,
+                std::io::stdout().lock(),
+            )
+            .await
         }
     };
     match result {

@@ -5,8 +5,10 @@
 //! sit behind a small trait with an AWS implementation and a local one (the local one is
 //! what `floe` runs on, not a mock).
 //!
+//! - [`config`]: `floe.toml`, the typed configuration shared by the CLI and the Lambdas.
 //! - [`segment`]: decoding Kafka log segments (`.log` files a broker writes and tiered
 //!   storage copies to S3) into records, with read_committed transaction semantics,
 //!   streaming over any byte source with bounded memory.
 
+pub mod config;
 pub mod segment;

@@ -6,7 +6,10 @@ use std::sync::OnceLock;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
 }
 
 pub fn data(rel: &str) -> PathBuf {
@@ -74,7 +77,10 @@ pub fn moto() -> &'static Moto {
         std::io::BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
             .expect("reading moto port");
-        let port: u16 = line.trim().parse().unwrap_or_else(|_| panic!("moto printed {line:?}"));
+        let port: u16 = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("moto printed {line:?}"));
         Moto {
             endpoint: format!("http://127.0.0.1:{port}"),
             _child: child,
@@ -87,12 +93,16 @@ pub async fn aws_config() -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(&moto().endpoint)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_s3::config::Credentials::new("testing", "testing", None, None, "moto"))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "testing", "testing", None, None, "moto",
+        ))
         .load()
         .await
 }
 
 pub async fn s3_client() -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::from(&aws_config().await).force_path_style(true).build();
+    let config = aws_sdk_s3::config::Builder::from(&aws_config().await)
+        .force_path_style(true)
+        .build();
     aws_sdk_s3::Client::from_conf(config)
 }

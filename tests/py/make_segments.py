@@ -293,5 +293,29 @@ def build(root):
     out.write()
 
 
+def bench_seeds(root):
+    """~4 MiB seed segments per codec for the benchmarks (tiled to any size there):
+    batches of ~64 KiB like a producer with batch.size=65536, JSON-ish values."""
+    os.makedirs(root, exist_ok=True)
+    for codec in CODECS:
+        parts, off, size = [], 0, 0
+        while size < 4 << 20:
+            recs = []
+            for i in range(150):
+                value = json.dumps({"order_id": off + i, "customer": "c-%06d" % rng.randrange(10**6),
+                                    "amount": rng.randrange(10**5) / 100, "status": rng.choice(["NEW", "PAID", "SHIPPED"]),
+                                    "note": "x" * rng.randrange(100, 600)}).encode()
+                recs.append((T0 + off + i, b"order-%d" % (off + i), value, [("source", b"bench")]))
+            data, _ = v2_batch(off, recs, codec=codec)
+            parts.append(data)
+            off += len(recs)
+            size += len(data)
+        with open(os.path.join(root, "seed_%s.log" % codec), "wb") as f:
+            f.write(b"".join(parts))
+
+
 if __name__ == "__main__":
-    build(sys.argv[1])
+    if sys.argv[1] == "--bench-seeds":
+        bench_seeds(sys.argv[2])
+    else:
+        build(sys.argv[1])

@@ -61,7 +61,12 @@ impl Codec {
     /// Decompresses the value of a legacy (magic v0/v1) wrapper message. Kafka 0.8–0.9
     /// wrote magic v0 lz4 frames whose header checksum also covers the frame's magic
     /// number (KAFKA-3160); those are repaired before decoding.
-    pub fn decompress_legacy(self, magic: i8, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
+    pub fn decompress_legacy(
+        self,
+        magic: i8,
+        input: &[u8],
+        limit: usize,
+    ) -> Result<Vec<u8>, SegmentErrorKind> {
         if self == Codec::Lz4 && magic == 0 {
             if let Some(fixed) = fix_kafka_lz4_header_checksum(input) {
                 return self.decompress(&fixed, limit);
@@ -91,7 +96,8 @@ fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let flags = *frame.get(4)?;
-    let descriptor_end = 6 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 };
+    let descriptor_end =
+        6 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 };
     let stored = *frame.get(descriptor_end)?;
     let hash = |bytes: &[u8]| ((twox_hash::XxHash32::oneshot(0, bytes) >> 8) & 0xff) as u8;
     let correct = hash(&frame[4..descriptor_end]);

@@ -41,7 +41,11 @@ pub fn decode_entry(
     let compressed = outer.value.as_ref().ok_or_else(|| {
         SegmentErrorKind::Malformed("compressed wrapper message with null value".into())
     })?;
-    let inner = Bytes::from(codec.decompress_legacy(outer.magic, compressed, limits.max_decompressed_bytes)?);
+    let inner = Bytes::from(codec.decompress_legacy(
+        outer.magic,
+        compressed,
+        limits.max_decompressed_bytes,
+    )?);
     let mut messages = Vec::new();
     let mut pos = 0;
     while pos < inner.len() {

@@ -32,6 +32,7 @@ mod legacy;
 mod location;
 mod reader;
 mod record;
+#[cfg(feature = "aws")]
 mod s3;
 mod source;
 mod txn;
@@ -43,6 +44,7 @@ pub use frame::{Frame, FrameReader};
 pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
 pub use reader::{SegmentReader, decode_frame};
 pub use record::{Batch, BatchKind, BatchTxn, ControlType, Header, Record, TimestampType};
+#[cfg(feature = "aws")]
 pub use s3::{DEFAULT_RANGE_BYTES, S3Source};
 pub use source::{FileSource, MemorySource, SegmentSource};
 pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
@@ -70,7 +72,11 @@ impl Default for Limits {
 
 /// Decodes a whole segment held in memory, returning its committed records' count and
 /// summary; used by the fuzz target and its corpus replay. Never panics on any input.
-pub fn decode_bytes(name: &str, bytes: bytes::Bytes, limits: Limits) -> Result<SegmentSummary, SegmentError> {
+pub fn decode_bytes(
+    name: &str,
+    bytes: bytes::Bytes,
+    limits: Limits,
+) -> Result<SegmentSummary, SegmentError> {
     futures::executor::block_on(async {
         let source = std::sync::Arc::new(MemorySource::new(name, bytes));
         let mut reader = SegmentReader::open(source, limits).await?;

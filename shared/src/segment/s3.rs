@@ -38,8 +38,16 @@ impl S3Source {
             .key(key)
             .send()
             .await
-            .map_err(|e| io::Error::other(format!("HEAD s3://{bucket}/{key}: {}", aws_sdk_s3::error::DisplayErrorContext(e))))?;
-        let size = head.content_length().and_then(|l| u64::try_from(l).ok()).unwrap_or(0);
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "HEAD s3://{bucket}/{key}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                ))
+            })?;
+        let size = head
+            .content_length()
+            .and_then(|l| u64::try_from(l).ok())
+            .unwrap_or(0);
         Ok(S3Source {
             client,
             bucket: bucket.to_string(),
@@ -76,17 +84,29 @@ impl S3Source {
             .set_if_match(self.etag.clone())
             .send()
             .await
-            .map_err(|e| io::Error::other(format!("GET {} bytes {start}-{end}: {}", self.name, aws_sdk_s3::error::DisplayErrorContext(e))))?;
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "GET {} bytes {start}-{end}: {}",
+                    self.name,
+                    aws_sdk_s3::error::DisplayErrorContext(e)
+                ))
+            })?;
         let body = response
             .body
             .collect()
             .await
-            .map_err(|e| io::Error::other(format!("reading {} bytes {start}-{end}: {e}", self.name)))?
+            .map_err(|e| {
+                io::Error::other(format!("reading {} bytes {start}-{end}: {e}", self.name))
+            })?
             .into_bytes();
         if body.len() as u64 != end - start + 1 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("{} bytes {start}-{end}: got {} bytes", self.name, body.len()),
+                format!(
+                    "{} bytes {start}-{end}: got {} bytes",
+                    self.name,
+                    body.len()
+                ),
             ));
         }
         Ok(body)

@@ -1,0 +1,768 @@
+//! `floe.toml`: the one typed configuration the CLI and the Lambdas share.
+//!
+//! Defaults plus per-topic entries; a topic is matched by exact name first, then by the
+//! first entry whose `pattern` (a regular expression over the whole name) matches.
+//! Topics matched by nothing are ignored unless `defaults.enabled = true`. Every value
+//! is checked at start-up, and an invalid one is an error naming its field
+//! (`topics[2].value_format: …`).
+//!
+//! ```toml
+//! [defaults]
+//! enabled = true              # materialize topics no entry names (default false)
+//! namespace = "kafka"
+//! key_format = "raw"          # auto | avro | protobuf | json-schema | json | raw
+//! value_format = "raw"
+//! bad_records = "suspend"     # suspend | skip | dlq
+//! target_file_size = "128MiB"
+//!
+//! [schema_registry]
+//! url = "https://registry.example.com"
+//! username = "floe"
+//! password_env = "FLOE_SCHEMA_REGISTRY_PASSWORD"
+//!
+//! [[topics]]
+//! topic = "orders"            # or: pattern = "orders\\..*"
+//! namespace = "sales"
+//! table = "orders"
+//! value_format = "avro"       # schema by the id in each record (Schema Registry)
+//! partition_by = ["day(timestamp)"]
+//!
+//! [[topics]]
+//! pattern = "audit\\..*"
+//! value_format = "json-schema"
+//! value_schema = { file = "schemas/audit.json" }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A configuration error: the field it is about and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+impl ConfigError {
+    fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// How a key or value is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// The Schema Registry subject `<topic>-key` / `<topic>-value` decides; raw when
+    /// there is none.
+    Auto,
+    Avro,
+    Protobuf,
+    JsonSchema,
+    /// JSON without a schema: the columns are inferred from the records.
+    Json,
+    /// Bytes as they are: a `binary` column.
+    Raw,
+}
+
+impl Format {
+    /// Formats whose payloads carry the Confluent wire-format header.
+    pub fn uses_schema(self) -> bool {
+        matches!(self, Format::Avro | Format::Protobuf | Format::JsonSchema)
+    }
+}
+
+/// What to do with a record that cannot be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BadRecordMode {
+    /// Stop the table with a status naming the record (the default).
+    Suspend,
+    /// Leave the record out, counted.
+    Skip,
+    /// Keep it, with its raw bytes and the error, in a dead-letter table beside the table.
+    Dlq,
+}
+
+/// Where a schema comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SchemaSource {
+    /// The Schema Registry, by the id each record carries.
+    Registry,
+    /// The latest version of a Schema Registry subject.
+    Subject(String),
+    /// A local schema file (`.avsc`, `.proto` descriptor set, `.json`).
+    File(PathBuf),
+}
+
+/// A size in bytes, written as a number or as `"128MiB"`, `"64MB"`, `"1GiB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(ByteSize(n)),
+            Raw::Text(s) => parse_byte_size(&s)
+                .map(ByteSize)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+fn parse_byte_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("invalid size {s:?}"))?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1000,
+        "KiB" => 1 << 10,
+        "MB" => 1000 * 1000,
+        "MiB" => 1 << 20,
+        "GB" => 1000 * 1000 * 1000,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?} (B, KB, KiB, MB, MiB, GB, GiB)"
+            ));
+        }
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("size {s:?} too large"))
+}
+
+/// Settings a topic entry may set, each falling back to `[defaults]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub namespace: Option<String>,
+    pub key_format: Option<Format>,
+    pub value_format: Option<Format>,
+    pub key_schema: Option<SchemaSource>,
+    pub value_schema: Option<SchemaSource>,
+    pub bad_records: Option<BadRecordMode>,
+    pub target_file_size: Option<ByteSize>,
+    pub partition_by: Option<Vec<String>>,
+}
+
+/// The Confluent Schema Registry to use. Credentials are never logged.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaRegistryConfig {
+    pub url: String,
+    pub username: Option<String>,
+    /// Name of the environment variable holding the password.
+    pub password_env: Option<String>,
+    /// ARN of a Secrets Manager secret `{"username": …, "password": …}` (Lambda).
+    pub secret_arn: Option<String>,
+    /// Request timeout in milliseconds (default 5000).
+    pub timeout_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for SchemaRegistryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaRegistryConfig")
+            .field("url", &self.url)
+            .field("username", &self.username.as_ref().map(|_| "<set>"))
+            .field("password_env", &self.password_env)
+            .field("secret_arn", &self.secret_arn)
+            .finish()
+    }
+}
+
+/// One partition field: a source column and an Iceberg transform.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionField {
+    pub source: String,
+    pub transform: Transform,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transform {
+    Identity,
+    Year,
+    Month,
+    Day,
+    Hour,
+    Bucket(u32),
+    Truncate(u32),
+}
+
+/// `day(timestamp)`, `bucket(16, key)`, `identity(partition)`, or a bare column name.
+fn parse_partition_field(s: &str) -> Result<PartitionField, String> {
+    let s = s.trim();
+    let Some((name, rest)) = s.split_once('(') else {
+        return valid_column(s).map(|source| PartitionField {
+            source,
+            transform: Transform::Identity,
+        });
+    };
+    let args = rest
+        .strip_suffix(')')
+        .ok_or_else(|| format!("missing ')' in {s:?}"))?;
+    let args: Vec<&str> = args.split(',').map(str::trim).collect();
+    let width = |args: &[&str]| -> Result<(u32, String), String> {
+        match args {
+            [n, col] => Ok((
+                n.parse()
+                    .map_err(|_| format!("invalid width {n:?} in {s:?}"))?,
+                valid_column(col)?,
+            )),
+            _ => Err(format!("{name} takes (width, column): {s:?}")),
+        }
+    };
+    let single = |args: &[&str]| -> Result<String, String> {
+        match args {
+            [col] => valid_column(col),
+            _ => Err(format!("{name} takes one column: {s:?}")),
+        }
+    };
+    let (transform, source) = match name.trim() {
+        "identity" => (Transform::Identity, single(&args)?),
+        "year" => (Transform::Year, single(&args)?),
+        "month" => (Transform::Month, single(&args)?),
+        "day" => (Transform::Day, single(&args)?),
+        "hour" => (Transform::Hour, single(&args)?),
+        "bucket" => {
+            let (n, col) = width(&args)?;
+            (Transform::Bucket(n), col)
+        }
+        "truncate" => {
+            let (n, col) = width(&args)?;
+            (Transform::Truncate(n), col)
+        }
+        other => {
+            return Err(format!(
+                "unknown transform {other:?} (identity, year, month, day, hour, bucket, truncate)"
+            ));
+        }
+    };
+    Ok(PartitionField { source, transform })
+}
+
+fn valid_column(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("invalid column name {s:?}"))
+    }
+}
+
+/// Everything Floe needs to know about one topic.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TopicConfig {
+    pub topic: String,
+    pub namespace: String,
+    pub table: String,
+    pub key_format: Format,
+    pub value_format: Format,
+    pub key_schema: SchemaSource,
+    pub value_schema: SchemaSource,
+    pub bad_records: BadRecordMode,
+    pub target_file_size: u64,
+    pub partition_by: Vec<PartitionField>,
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    Exact(String),
+    Pattern(regex::Regex),
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    matcher: Matcher,
+    table: Option<String>,
+    settings: Settings,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct FloeConfig {
+    enabled_by_default: bool,
+    defaults: Settings,
+    entries: Vec<Entry>,
+    pub schema_registry: Option<SchemaRegistryConfig>,
+}
+
+pub const DEFAULT_NAMESPACE: &str = "kafka";
+pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
+
+impl Default for FloeConfig {
+    /// Every topic enabled with raw key and value into namespace `kafka`: what `floe`
+    /// does without `--config`.
+    fn default() -> Self {
+        FloeConfig {
+            enabled_by_default: true,
+            defaults: Settings::default(),
+            entries: Vec::new(),
+            schema_registry: None,
+        }
+    }
+}
+
+impl FloeConfig {
+    pub fn from_file(path: &Path) -> Result<FloeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<FloeConfig, ConfigError> {
+        let parse_error = |message: String| ConfigError::Parse {
+            path: "floe.toml".into(),
+            message,
+        };
+        let mut root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
+        let mut defaults = take_table(&mut root, "defaults")?.unwrap_or_default();
+        let enabled = match defaults.remove("enabled") {
+            None => false,
+            Some(toml::Value::Boolean(b)) => b,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "defaults.enabled",
+                    format!("expected true or false, found {other}"),
+                ));
+            }
+        };
+        let defaults: Settings = typed("defaults", defaults)?;
+        validate_settings("defaults", &defaults)?;
+        validate_schemas("defaults", &defaults, &Settings::default())?;
+        let schema_registry: Option<SchemaRegistryConfig> =
+            take_table(&mut root, "schema_registry")?
+                .map(|t| typed("schema_registry", t))
+                .transpose()?;
+        if let Some(registry) = &schema_registry {
+            if !(registry.url.starts_with("http://") || registry.url.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    "schema_registry.url",
+                    "must start with http:// or https://",
+                ));
+            }
+        }
+        let topics = match root.remove("topics") {
+            None => Vec::new(),
+            Some(toml::Value::Array(items)) => items,
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    "topics",
+                    "expected an array of tables ([[topics]])",
+                ));
+            }
+        };
+        if let Some(key) = root.keys().next() {
+            return Err(ConfigError::invalid(
+                key.clone(),
+                "unknown section (defaults, schema_registry, topics)",
+            ));
+        }
+        let mut entries = Vec::new();
+        for (i, item) in topics.into_iter().enumerate() {
+            let at = |field: &str| format!("topics[{i}].{field}");
+            let toml::Value::Table(mut table) = item else {
+                return Err(ConfigError::invalid(
+                    format!("topics[{i}]"),
+                    "expected a table",
+                ));
+            };
+            let mut text_field = |name: &str| match table.remove(name) {
+                None => Ok(None),
+                Some(toml::Value::String(s)) => Ok(Some(s)),
+                Some(other) => Err(ConfigError::invalid(
+                    at(name),
+                    format!("expected a string, found {other}"),
+                )),
+            };
+            let (topic, pattern, table_name) = (
+                text_field("topic")?,
+                text_field("pattern")?,
+                text_field("table")?,
+            );
+            let settings: Settings = typed(&format!("topics[{i}]"), table)?;
+            let matcher = match (topic, pattern) {
+                (Some(name), None) => {
+                    if !valid_topic_name(&name) {
+                        return Err(ConfigError::invalid(
+                            at("topic"),
+                            format!("{name:?} is not a Kafka topic name"),
+                        ));
+                    }
+                    Matcher::Exact(name)
+                }
+                (None, Some(p)) => Matcher::Pattern(
+                    regex::Regex::new(&format!("^(?:{p})$"))
+                        .map_err(|e| ConfigError::invalid(at("pattern"), e.to_string()))?,
+                ),
+                _ => {
+                    return Err(ConfigError::invalid(
+                        format!("topics[{i}]"),
+                        "set exactly one of `topic` and `pattern`",
+                    ));
+                }
+            };
+            if let Some(table) = &table_name {
+                if !valid_identifier(table) {
+                    return Err(ConfigError::invalid(
+                        at("table"),
+                        format!("{table:?}: use [a-z0-9_], not starting with a digit"),
+                    ));
+                }
+            }
+            validate_settings(&format!("topics[{i}]"), &settings)?;
+            validate_schemas(&format!("topics[{i}]"), &settings, &defaults)?;
+            entries.push(Entry {
+                matcher,
+                table: table_name,
+                settings,
+            });
+        }
+        Ok(FloeConfig {
+            enabled_by_default: enabled,
+            defaults,
+            entries,
+            schema_registry,
+        })
+    }
+
+    /// The configuration of `topic`, or `None` when it is not to be materialized.
+    pub fn resolve(&self, topic: &str) -> Option<TopicConfig> {
+        let exact = self
+            .entries
+            .iter()
+            .find(|e| matches!(&e.matcher, Matcher::Exact(n) if n == topic));
+        let entry = exact.or_else(|| {
+            self.entries
+                .iter()
+                .find(|e| matches!(&e.matcher, Matcher::Pattern(p) if p.is_match(topic)))
+        });
+        if entry.is_none() && !self.enabled_by_default {
+            return None;
+        }
+        let empty = Settings::default();
+        let s = entry.map_or(&empty, |e| &e.settings);
+        let d = &self.defaults;
+        let pick = |a: &Option<Format>, b: &Option<Format>| a.or(*b).unwrap_or(Format::Raw);
+        let key_format = pick(&s.key_format, &d.key_format);
+        let value_format = pick(&s.value_format, &d.value_format);
+        let schema = |a: &Option<SchemaSource>, b: &Option<SchemaSource>| {
+            a.clone()
+                .or_else(|| b.clone())
+                .unwrap_or(SchemaSource::Registry)
+        };
+        let partition_by = s
+            .partition_by
+            .as_ref()
+            .or(d.partition_by.as_ref())
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|f| parse_partition_field(f).expect("validated at parse"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(TopicConfig {
+            topic: topic.to_string(),
+            namespace: s
+                .namespace
+                .clone()
+                .or_else(|| d.namespace.clone())
+                .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+            table: entry
+                .and_then(|e| e.table.clone())
+                .unwrap_or_else(|| table_name_for(topic)),
+            key_format,
+            value_format,
+            key_schema: schema(&s.key_schema, &d.key_schema),
+            value_schema: schema(&s.value_schema, &d.value_schema),
+            bad_records: s
+                .bad_records
+                .or(d.bad_records)
+                .unwrap_or(BadRecordMode::Suspend),
+            target_file_size: s
+                .target_file_size
+                .or(d.target_file_size)
+                .map_or(DEFAULT_TARGET_FILE_SIZE, |b| b.0),
+            partition_by,
+        })
+    }
+
+    /// Local schema files named anywhere in the configuration, by field.
+    pub fn schema_files(&self) -> BTreeMap<String, PathBuf> {
+        let mut files = BTreeMap::new();
+        let mut add = |field: String, s: &Settings| {
+            for (name, source) in [
+                ("key_schema", &s.key_schema),
+                ("value_schema", &s.value_schema),
+            ] {
+                if let Some(SchemaSource::File(p)) = source {
+                    files.insert(format!("{field}.{name}"), p.clone());
+                }
+            }
+        };
+        add("defaults".into(), &self.defaults);
+        for (i, e) in self.entries.iter().enumerate() {
+            add(format!("topics[{i}]"), &e.settings);
+        }
+        files
+    }
+}
+
+fn take_table(root: &mut toml::Table, name: &str) -> Result<Option<toml::Table>, ConfigError> {
+    match root.remove(name) {
+        None => Ok(None),
+        Some(toml::Value::Table(t)) => Ok(Some(t)),
+        Some(_) => Err(ConfigError::invalid(name, "expected a table")),
+    }
+}
+
+/// Deserializes one section, naming it in the error.
+fn typed<T: serde::de::DeserializeOwned>(at: &str, table: toml::Table) -> Result<T, ConfigError> {
+    T::deserialize(toml::Value::Table(table))
+        .map_err(|e| ConfigError::invalid(at, e.to_string().trim().to_string()))
+}
+
+fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
+    if let Some(ns) = &s.namespace {
+        if !valid_identifier(ns) {
+            return Err(ConfigError::invalid(
+                format!("{at}.namespace"),
+                format!("{ns:?}: use [a-z0-9_], not starting with a digit"),
+            ));
+        }
+    }
+    if let Some(size) = s.target_file_size {
+        if size.0 < (1 << 20) {
+            return Err(ConfigError::invalid(
+                format!("{at}.target_file_size"),
+                format!("{} bytes: at least 1MiB", size.0),
+            ));
+        }
+    }
+    for (i, f) in s.partition_by.iter().flatten().enumerate() {
+        parse_partition_field(f)
+            .map_err(|m| ConfigError::invalid(format!("{at}.partition_by[{i}]"), m))?;
+    }
+    Ok(())
+}
+
+/// A schema source only makes sense for a format that uses one (after defaults apply).
+fn validate_schemas(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
+    for (field, format, schema) in [
+        (
+            "key_schema",
+            s.key_format.or(defaults.key_format),
+            &s.key_schema,
+        ),
+        (
+            "value_schema",
+            s.value_format.or(defaults.value_format),
+            &s.value_schema,
+        ),
+    ] {
+        let format = format.unwrap_or(Format::Raw);
+        if schema.is_some() && !format.uses_schema() && format != Format::Auto {
+            return Err(ConfigError::invalid(
+                format!("{at}.{field}"),
+                format!("a schema is meaningless for format {format:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn valid_topic_name(name: &str) -> bool {
+    (1..=249).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn valid_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The default table name of a topic: lower case, characters outside `[a-z0-9_]`
+/// become `_`, and a leading digit gets a `t_` prefix.
+pub fn table_name_for(topic: &str) -> String {
+    let name: String = topic
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("t_{name}")
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+        [defaults]
+        namespace = "raw_kafka"
+        target_file_size = "64MiB"
+
+        [schema_registry]
+        url = "http://127.0.0.1:8081"
+        username = "floe"
+        password_env = "SR_PASSWORD"
+
+        [[topics]]
+        topic = "orders"
+        namespace = "sales"
+        value_format = "avro"
+        partition_by = ["day(timestamp)", "bucket(16, key)"]
+
+        [[topics]]
+        pattern = "audit\\..*"
+        value_format = "json-schema"
+        value_schema = { file = "schemas/audit.json" }
+        bad_records = "dlq"
+    "#;
+
+    #[test]
+    fn resolves_exact_then_pattern_then_defaults() {
+        let c = FloeConfig::parse(EXAMPLE).unwrap();
+        let orders = c.resolve("orders").unwrap();
+        assert_eq!(
+            (orders.namespace.as_str(), orders.table.as_str()),
+            ("sales", "orders")
+        );
+        assert_eq!(orders.value_format, Format::Avro);
+        assert_eq!(orders.key_format, Format::Raw);
+        assert_eq!(orders.target_file_size, 64 << 20);
+        assert_eq!(
+            orders.partition_by[1],
+            PartitionField {
+                source: "key".into(),
+                transform: Transform::Bucket(16)
+            }
+        );
+        let audit = c.resolve("audit.logins-eu").unwrap();
+        assert_eq!(audit.table, "audit_logins_eu");
+        assert_eq!(audit.namespace, "raw_kafka");
+        assert_eq!(audit.bad_records, BadRecordMode::Dlq);
+        assert_eq!(
+            audit.value_schema,
+            SchemaSource::File("schemas/audit.json".into())
+        );
+        assert_eq!(
+            c.resolve("audit"),
+            None,
+            "pattern must match the whole name"
+        );
+        assert_eq!(
+            c.resolve("payments"),
+            None,
+            "unmatched topics are ignored unless enabled"
+        );
+        assert!(format!("{:?}", c.schema_registry).contains("<set>"));
+        assert!(!format!("{:?}", c.schema_registry).contains("\"floe\""));
+    }
+
+    #[test]
+    fn default_config_takes_every_topic_raw() {
+        let t = FloeConfig::default().resolve("Orders.V2-eu").unwrap();
+        assert_eq!(
+            (t.namespace.as_str(), t.table.as_str()),
+            ("kafka", "orders_v2_eu")
+        );
+        assert_eq!(
+            (t.key_format, t.value_format, t.bad_records),
+            (Format::Raw, Format::Raw, BadRecordMode::Suspend)
+        );
+        assert_eq!(table_name_for("42-things"), "t_42_things");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        for (text, field) in [
+            (
+                "[[topics]]\ntopic = \"a\"\nvalue_format = \"avroo\"",
+                "value_format",
+            ),
+            ("[[topics]]\ntopic = \"a\"\npattern = \"b\"", "topics[0]"),
+            ("[[topics]]\npattern = \"(\"", "topics[0].pattern"),
+            (
+                "[[topics]]\ntopic = \"a\"\nnamespace = \"Bad-NS\"",
+                "topics[0].namespace",
+            ),
+            (
+                "[defaults]\ntarget_file_size = \"12XB\"",
+                "target_file_size",
+            ),
+            (
+                "[defaults]\ntarget_file_size = 10",
+                "defaults.target_file_size",
+            ),
+            (
+                "[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]",
+                "topics[0].partition_by[0]",
+            ),
+            (
+                "[[topics]]\ntopic = \"a\"\ntable = \"9x\"",
+                "topics[0].table",
+            ),
+            (
+                "[[topics]]\ntopic = \"a\"\nvalue_schema = { file = \"x\" }",
+                "topics[0].value_schema",
+            ),
+            (
+                "[schema_registry]\nurl = \"ftp://x\"",
+                "schema_registry.url",
+            ),
+            ("[defaults]\nnamespce = \"x\"", "namespce"),
+        ] {
+            let err = FloeConfig::parse(text).unwrap_err().to_string();
+            assert!(err.contains(field), "{text:?} → {err}");
+        }
+    }
+}
