@@ -1,3 +1,4 @@
 //! The `floe` command-line program's commands, as a library so that tests can run them.
 
+pub mod convert;
 pub mod inspect;

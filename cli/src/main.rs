@@ -30,6 +30,24 @@ enum Command {
         #[arg(long)]
         summary: bool,
     },
+    /// Convert a segment to Parquet files (the materializer's core, by hand): one JSON
+    /// line per file written.
+    Convert {
+        /// The segment (`.log`) file.
+        segment: PathBuf,
+        /// The Kafka topic the segment belongs to.
+        #[arg(long)]
+        topic: String,
+        /// The Kafka partition the segment belongs to.
+        #[arg(long)]
+        partition: i32,
+        /// Directory for the Parquet files (`data/`, `dead_letter/`).
+        #[arg(long)]
+        out: PathBuf,
+        /// `floe.toml`; without it, every topic converts with raw key and value.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -52,6 +70,13 @@ async fn main() -> ExitCode {
             )
             .await
         }
+        Command::Convert {
+            segment,
+            topic,
+            partition,
+            out,
+            config,
+        } => convert(&segment, &topic, partition, &out, config.as_deref()).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,4 +93,26 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain()
         .filter_map(|c| c.downcast_ref::<std::io::Error>())
         .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+async fn convert(
+    segment: &std::path::Path,
+    topic: &str,
+    partition: i32,
+    out: &std::path::Path,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let config = match config {
+        Some(path) => floe_core::config::FloeConfig::from_file(path)?,
+        None => floe_core::config::FloeConfig::default(),
+    };
+    floe_cli::convert::run(
+        segment,
+        topic,
+        partition,
+        out,
+        &config,
+        std::io::stdout().lock(),
+    )
+    .await
 }

@@ -6,9 +6,17 @@
 //! what `floe` runs on, not a mock).
 //!
 //! - [`config`]: `floe.toml`, the typed configuration shared by the CLI and the Lambdas.
+//! - [`schema`]: table layout, source schemas → Iceberg schemas, the evolution planner.
+//! - [`convert`]: records → Arrow record batches, column by column.
+//! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
+//! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
 //! - [`segment`]: decoding Kafka log segments (`.log` files a broker writes and tiered
 //!   storage copies to S3) into records, with read_committed transaction semantics,
 //!   streaming over any byte source with bounded memory.
 
 pub mod config;
+pub mod convert;
+pub mod datafile;
+pub mod materialize;
+pub mod schema;
 pub mod segment;

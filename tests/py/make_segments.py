@@ -297,6 +297,7 @@ def bench_seeds(root):
     """~4 MiB seed segments per codec for the benchmarks (tiled to any size there):
     batches of ~64 KiB like a producer with batch.size=65536, JSON-ish values."""
     os.makedirs(root, exist_ok=True)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 11))) for _ in range(2000)]
     for codec in CODECS:
         parts, off, size = [], 0, 0
         while size < 4 << 20:
@@ -304,7 +305,7 @@ def bench_seeds(root):
             for i in range(150):
                 value = json.dumps({"order_id": off + i, "customer": "c-%06d" % rng.randrange(10**6),
                                     "amount": rng.randrange(10**5) / 100, "status": rng.choice(["NEW", "PAID", "SHIPPED"]),
-                                    "note": "x" * rng.randrange(100, 600)}).encode()
+                                    "note": " ".join(rng.choice(words) for _ in range(rng.randrange(15, 90)))}).encode()
                 recs.append((T0 + off + i, b"order-%d" % (off + i), value, [("source", b"bench")]))
             data, _ = v2_batch(off, recs, codec=codec)
             parts.append(data)

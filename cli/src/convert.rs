@@ -1,0 +1,86 @@
+//! `floe convert`: the materializer's core run by hand — a segment to Parquet files in a
+//! directory, one JSON line per file.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use floe_core::config::FloeConfig;
+use floe_core::materialize::{MaterializeOptions, materialize_segment, source_id};
+use floe_core::segment::{FileSource, Limits, SegmentReader};
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct FileLine<'a> {
+    path: &'a str,
+    record_count: u64,
+    first_offset: i64,
+    last_offset: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dead_letter: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_producer_id: Option<i64>,
+}
+
+pub async fn run(
+    segment: &Path,
+    topic: &str,
+    partition: i32,
+    out_dir: &Path,
+    config: &FloeConfig,
+    out: impl Write,
+) -> anyhow::Result<()> {
+    let topic_config = config
+        .resolve(topic)
+        .with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
+    let formats = floe_core::schema::formats::Formats::load(config, &topic_config).await?;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out_dir = std::fs::canonicalize(out_dir)?;
+    let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;
+    let options = MaterializeOptions {
+        partition,
+        data_dir: out_dir.join("data").display().to_string(),
+        dead_letter_dir: out_dir.join("dead_letter").display().to_string(),
+        source_id: source_id(&segment.display().to_string(), &meta.len().to_string()),
+        topic: topic_config,
+    };
+    let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
+    let file_io = iceberg::io::FileIO::new_with_fs();
+    let done = materialize_segment(
+        reader,
+        formats.schema.clone(),
+        formats.key,
+        formats.value,
+        &options,
+        &file_io,
+    )
+    .await?;
+    let mut out = std::io::BufWriter::new(out);
+    let files = done.files.iter().map(|f| (f, None, None));
+    let dead = done.dead_letter_files.iter().map(|f| (f, Some(true), None));
+    let pending = done
+        .pending_files
+        .iter()
+        .flat_map(|(pid, fs)| fs.iter().map(move |f| (f, None, Some(*pid))));
+    for (f, dead_letter, pending_producer_id) in files.chain(dead).chain(pending) {
+        let line = FileLine {
+            path: f.path(),
+            record_count: f.record_count(),
+            first_offset: f.first_offset,
+            last_offset: f.last_offset,
+            dead_letter,
+            pending_producer_id,
+        };
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    tracing::info!(
+        records = done.records,
+        skipped = done.skipped,
+        dead_letters = done.dead_letters,
+        "converted"
+    );
+    Ok(())
+}

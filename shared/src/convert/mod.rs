@@ -1,0 +1,272 @@
+//! Records → Arrow record batches in the table's layout ([`crate::schema::layout`]),
+//! column by column: the Kafka metadata from the record, the key and the value through a
+//! [`PayloadDecoder`] per format. Nothing is allocated per record beyond what the Arrow
+//! buffers need.
+//!
+//! A payload is validated before anything is appended, so a bad record leaves the
+//! builders untouched and the caller decides what becomes of it (suspend, skip, DLQ).
+
+pub mod builder;
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use iceberg::spec::Schema;
+
+use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
+use crate::segment::{Record, TimestampType};
+pub use builder::{Column, StructColumn};
+
+/// Why one record's key or value could not be decoded.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{part} at byte {position}: {detail}")]
+pub struct DecodeError {
+    /// `key` or `value`.
+    pub part: &'static str,
+    /// Byte position in the payload.
+    pub position: usize,
+    pub detail: String,
+}
+
+/// Decodes one format's payloads into Arrow columns.
+pub trait PayloadDecoder: Send + Sync {
+    /// Checks that `payload` decodes, touching no builder; `Err` leaves nothing behind.
+    fn validate(&self, payload: &[u8]) -> Result<(), DecodeError>;
+    /// Appends the decoded payload to `column`. Called only after `validate` passed.
+    fn append(&self, payload: &[u8], column: &mut Column);
+    /// Appends a record payload's fields to `fields` (the value-as-payload layout).
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
+        let _ = (payload, fields);
+        unreachable!("only record decoders are used for the value-as-payload layout")
+    }
+}
+
+/// Bytes as they are: a `binary` column.
+pub struct RawDecoder;
+
+impl PayloadDecoder for RawDecoder {
+    fn validate(&self, _payload: &[u8]) -> Result<(), DecodeError> {
+        Ok(())
+    }
+
+    fn append(&self, payload: &[u8], column: &mut Column) {
+        match column {
+            Column::Binary(b) => b.append_value(payload),
+            other => unreachable!("raw payload into {}", column_kind(other)),
+        }
+    }
+}
+
+fn column_kind(c: &Column) -> &'static str {
+    match c {
+        Column::Struct(_) => "struct",
+        Column::List(_) => "list",
+        Column::Map(_) => "map",
+        _ => "primitive",
+    }
+}
+
+/// Builds record batches of one table from records of one Kafka partition.
+pub struct RecordConverter {
+    schema: Arc<Schema>,
+    arrow_schema: SchemaRef,
+    root: StructColumn,
+    partition: i32,
+    key: Arc<dyn PayloadDecoder>,
+    value: Arc<dyn PayloadDecoder>,
+    /// Index of the first value field among the root's children (value-as-payload), or
+    /// `None` for the `_kafka`, `key`, `value` layout.
+    payload_start: Option<usize>,
+    /// Index of the `error` column of a dead-letter table.
+    error_column: Option<usize>,
+    first_offset: Option<i64>,
+    last_offset: Option<i64>,
+}
+
+/// Child positions inside `_kafka`.
+const K_PARTITION: usize = 0;
+const K_OFFSET: usize = 1;
+const K_TIMESTAMP: usize = 2;
+const K_TIMESTAMP_TYPE: usize = 3;
+const K_HEADERS: usize = 4;
+const K_KEY: usize = 5;
+
+impl RecordConverter {
+    /// `schema` must follow the table layout (see [`crate::schema::layout`]).
+    pub fn new(
+        schema: Arc<Schema>,
+        partition: i32,
+        key: Arc<dyn PayloadDecoder>,
+        value: Arc<dyn PayloadDecoder>,
+    ) -> Result<RecordConverter, iceberg::Error> {
+        let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
+        let root = StructColumn::new(arrow_schema.fields()).map_err(|e| {
+            iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, e.to_string())
+        })?;
+        let names: Vec<&str> = schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        if names.first() != Some(&KAFKA_COLUMN) {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                "table schema does not start with _kafka",
+            ));
+        }
+        let kv = names.get(1..3) == Some(&[KEY_COLUMN, VALUE_COLUMN][..]);
+        let payload_start = (!kv).then_some(1);
+        let error_column = (kv && names.get(3) == Some(&ERROR_COLUMN)).then_some(3);
+        Ok(RecordConverter {
+            schema,
+            arrow_schema,
+            root,
+            partition,
+            key,
+            value,
+            payload_start,
+            error_column,
+            first_offset: None,
+            last_offset: None,
+        })
+    }
+
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    pub fn arrow_schema(&self) -> &SchemaRef {
+        &self.arrow_schema
+    }
+
+    pub fn rows(&self) -> usize {
+        self.root.len()
+    }
+
+    /// Offsets of the rows buffered since the last [`Self::finish`].
+    pub fn offsets(&self) -> Option<(i64, i64)> {
+        self.first_offset.zip(self.last_offset)
+    }
+
+    /// Appends one record as a row; on `Err` nothing was appended.
+    pub fn append(&mut self, record: &Record) -> Result<(), DecodeError> {
+        let key = record.key.as_deref();
+        let value = record.value.as_deref();
+        if let Some(k) = key {
+            self.key
+                .validate(k)
+                .map_err(|e| DecodeError { part: "key", ..e })?;
+        }
+        if let Some(v) = value {
+            self.value.validate(v)?;
+        }
+        self.root.append_valid();
+        let Column::Struct(kafka) = &mut self.root.children[0] else {
+            unreachable!("_kafka is a struct")
+        };
+        append_metadata(kafka, self.partition, record);
+        match self.payload_start {
+            Some(start) => {
+                append_payload(&*self.key, key, &mut kafka.children[K_KEY]);
+                let fields = &mut self.root.children[start..];
+                match value {
+                    Some(v) => self.value.append_fields(v, fields),
+                    None => fields.iter_mut().for_each(Column::append_null),
+                }
+            }
+            None => {
+                append_payload(&*self.key, key, &mut self.root.children[1]);
+                append_payload(&*self.value, value, &mut self.root.children[2]);
+            }
+        }
+        self.first_offset.get_or_insert(record.offset);
+        self.last_offset = Some(record.offset);
+        Ok(())
+    }
+
+    /// Appends a record that could not be decoded, raw, with its error (dead-letter
+    /// tables, whose schema is [`crate::schema::layout::dead_letter_struct`]).
+    pub fn append_dead_letter(&mut self, record: &Record, error: &str) {
+        let Some(error_column) = self.error_column else {
+            unreachable!("append_dead_letter on a table without an error column")
+        };
+        self.root.append_valid();
+        let Column::Struct(kafka) = &mut self.root.children[0] else {
+            unreachable!("layout")
+        };
+        append_metadata(kafka, self.partition, record);
+        for (i, payload) in [(1, record.key.as_deref()), (2, record.value.as_deref())] {
+            append_payload(&RawDecoder, payload, &mut self.root.children[i]);
+        }
+        let Column::String(e) = &mut self.root.children[error_column] else {
+            unreachable!("layout")
+        };
+        e.append_value(error);
+        self.first_offset.get_or_insert(record.offset);
+        self.last_offset = Some(record.offset);
+    }
+
+    /// The rows appended so far as one batch; the converter is empty afterwards.
+    pub fn finish(&mut self) -> RecordBatch {
+        self.first_offset = None;
+        self.last_offset = None;
+        RecordBatch::from(self.root.finish())
+            .with_schema(self.arrow_schema.clone())
+            .expect("same fields")
+    }
+}
+
+fn append_payload(decoder: &dyn PayloadDecoder, payload: Option<&[u8]>, column: &mut Column) {
+    match payload {
+        Some(p) => decoder.append(p, column),
+        None => column.append_null(),
+    }
+}
+
+fn append_metadata(kafka: &mut StructColumn, partition: i32, record: &Record) {
+    kafka.append_valid();
+    let c = &mut kafka.children;
+    let Column::Int(p) = &mut c[K_PARTITION] else {
+        unreachable!("layout")
+    };
+    p.append_value(partition);
+    let Column::Long(o) = &mut c[K_OFFSET] else {
+        unreachable!("layout")
+    };
+    o.append_value(record.offset);
+    let Column::TimestampMicros(ts) = &mut c[K_TIMESTAMP] else {
+        unreachable!("layout")
+    };
+    if record.timestamp >= 0 {
+        ts.append_value(record.timestamp.saturating_mul(1000));
+    } else {
+        ts.append_null();
+    }
+    let Column::String(tt) = &mut c[K_TIMESTAMP_TYPE] else {
+        unreachable!("layout")
+    };
+    tt.append_value(match record.timestamp_type {
+        TimestampType::Create => "create",
+        TimestampType::LogAppend => "log_append",
+    });
+    let Column::List(headers) = &mut c[K_HEADERS] else {
+        unreachable!("layout")
+    };
+    let Column::Struct(header) = headers.child.as_mut() else {
+        unreachable!("layout")
+    };
+    for h in &record.headers {
+        header.append_valid();
+        let Column::String(k) = &mut header.children[0] else {
+            unreachable!("layout")
+        };
+        k.append_value(String::from_utf8_lossy(&h.key));
+        let Column::Binary(v) = &mut header.children[1] else {
+            unreachable!("layout")
+        };
+        v.append_option(h.value.as_deref());
+    }
+    headers.close(record.headers.len());
+}

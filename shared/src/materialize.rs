@@ -1,0 +1,227 @@
+//! The materializer's core: one segment → Parquet data files of its table (and of its
+//! dead-letter table), with the bad-record mode applied and open transactions kept apart.
+//!
+//! ```text
+//!  SegmentReader ──batches──▶ RecordConverter ──RecordBatch──▶ DataFileWriter ──▶ files
+//!        │                        │ bad record: suspend → error naming it
+//!        │                        │             skip    → counted
+//!        │                        │             dlq     → dead-letter converter/writer
+//!        └─ open-transaction batches → a writer per producer (pending files)
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use iceberg::io::FileIO;
+use iceberg::spec::Schema;
+
+use crate::config::{BadRecordMode, TopicConfig};
+use crate::convert::{PayloadDecoder, RecordConverter};
+use crate::datafile::{DataFileWriter, WrittenFile};
+use crate::schema::layout::dead_letter_struct;
+use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
+
+/// Rows per record batch handed to the Parquet writer.
+const BATCH_ROWS: usize = 8192;
+
+/// What stopped a conversion.
+#[derive(Debug, thiserror::Error)]
+pub enum MaterializeError {
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// The table's mode is `suspend` and a record could not be decoded.
+    #[error("table suspended: {file}: partition {partition} offset {offset}: {error}")]
+    Suspended {
+        file: String,
+        partition: i32,
+        offset: i64,
+        error: String,
+    },
+    #[error("writing data files: {0}")]
+    Write(#[from] iceberg::Error),
+}
+
+impl MaterializeError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            MaterializeError::Segment(e) => e.retryable(),
+            MaterializeError::Suspended { .. } => false,
+            MaterializeError::Write(e) => e.retryable(),
+        }
+    }
+}
+
+/// Where and how to write one segment's files.
+pub struct MaterializeOptions {
+    pub topic: TopicConfig,
+    pub partition: i32,
+    /// Directory (path or URI) of the table's data files.
+    pub data_dir: String,
+    /// Directory of the dead-letter table's data files.
+    pub dead_letter_dir: String,
+    /// Stable identity of the input, part of every file name.
+    pub source_id: String,
+}
+
+/// Files written for one segment.
+#[derive(Debug)]
+pub struct Materialized {
+    pub files: Vec<WrittenFile>,
+    pub dead_letter_files: Vec<WrittenFile>,
+    /// Files of transactions still open at the end of the segment, by producer id.
+    pub pending_files: BTreeMap<i64, Vec<WrittenFile>>,
+    pub schema: Arc<Schema>,
+    pub records: u64,
+    pub skipped: u64,
+    pub dead_letters: u64,
+    pub summary: SegmentSummary,
+}
+
+/// A converter and its writer, flushed every `BATCH_ROWS` rows.
+struct Sink {
+    converter: RecordConverter,
+    writer: DataFileWriter,
+}
+
+impl Sink {
+    async fn flush_if_full(&mut self) -> Result<(), iceberg::Error> {
+        if self.converter.rows() >= BATCH_ROWS {
+            self.flush().await
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), iceberg::Error> {
+        if let Some((first, last)) = self.converter.offsets() {
+            let batch = self.converter.finish();
+            self.writer.write(&batch, first, last).await?;
+        }
+        Ok(())
+    }
+
+    async fn close(mut self) -> Result<Vec<WrittenFile>, iceberg::Error> {
+        self.flush().await?;
+        self.writer.close().await
+    }
+}
+
+/// Decodes every batch of `reader` into data files under `options.data_dir`.
+pub async fn materialize_segment(
+    mut reader: SegmentReader,
+    schema: Arc<Schema>,
+    key: Arc<dyn PayloadDecoder>,
+    value: Arc<dyn PayloadDecoder>,
+    options: &MaterializeOptions,
+    file_io: &FileIO,
+) -> Result<Materialized, MaterializeError> {
+    let target = options.topic.target_file_size;
+    let sink =
+        |dir: &str, source_id: String, schema: Arc<Schema>| -> Result<Sink, iceberg::Error> {
+            Ok(Sink {
+                converter: RecordConverter::new(
+                    schema.clone(),
+                    options.partition,
+                    key.clone(),
+                    value.clone(),
+                )?,
+                writer: DataFileWriter::new(
+                    file_io.clone(),
+                    dir,
+                    options.partition,
+                    source_id,
+                    schema,
+                    target,
+                ),
+            })
+        };
+    let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone())?;
+    let mut dead_letters: Option<Sink> = None;
+    let mut pending: BTreeMap<i64, Sink> = BTreeMap::new();
+    let (mut records, mut skipped, mut dead) = (0u64, 0u64, 0u64);
+
+    while let Some(batch) = reader.next_batch().await? {
+        let target = match batch.txn {
+            BatchTxn::Committed => &mut main,
+            BatchTxn::Open { producer_id } => match pending.entry(producer_id) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(sink(
+                    &options.data_dir,
+                    format!("{}-txn{producer_id}", options.source_id),
+                    schema.clone(),
+                )?),
+            },
+        };
+        for record in &batch.records {
+            match target.converter.append(record) {
+                Ok(()) => records += 1,
+                Err(error) => match options.topic.bad_records {
+                    BadRecordMode::Suspend => {
+                        return Err(MaterializeError::Suspended {
+                            file: reader.summary().file.clone(),
+                            partition: options.partition,
+                            offset: record.offset,
+                            error: error.to_string(),
+                        });
+                    }
+                    BadRecordMode::Skip => {
+                        skipped += 1;
+                        tracing::warn!(topic = %options.topic.topic, partition = options.partition, offset = record.offset, %error, "bad record skipped");
+                    }
+                    BadRecordMode::Dlq => {
+                        dead += 1;
+                        let dlq = match &mut dead_letters {
+                            Some(d) => d,
+                            None => {
+                                let dlq_schema = Arc::new(
+                                    crate::schema::plan(None, &dead_letter_struct())
+                                        .map_err(|e| {
+                                            iceberg::Error::new(
+                                                iceberg::ErrorKind::Unexpected,
+                                                e.to_string(),
+                                            )
+                                        })?
+                                        .schema,
+                                );
+                                dead_letters.insert(sink(
+                                    &options.dead_letter_dir,
+                                    options.source_id.clone(),
+                                    dlq_schema,
+                                )?)
+                            }
+                        };
+                        dlq.converter.append_dead_letter(record, &error.to_string());
+                        dlq.flush_if_full().await?;
+                    }
+                },
+            }
+        }
+        target.flush_if_full().await?;
+    }
+    let mut pending_files = BTreeMap::new();
+    for (pid, s) in pending {
+        pending_files.insert(pid, s.close().await?);
+    }
+    Ok(Materialized {
+        files: main.close().await?,
+        dead_letter_files: match dead_letters {
+            Some(d) => d.close().await?,
+            None => Vec::new(),
+        },
+        pending_files,
+        schema,
+        records,
+        skipped,
+        dead_letters: dead,
+        summary: reader.into_summary(),
+    })
+}
+
+/// A short stable identity of an input object: its name and version (ETag, size…).
+pub fn source_id(name: &str, version: &str) -> String {
+    let mut bytes = Vec::with_capacity(name.len() + version.len() + 1);
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(version.as_bytes());
+    format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes))
+}

@@ -1,0 +1,12 @@
+//! Schemas: what a topic's records look like and what its table looks like.
+//!
+//! - [`layout`]: the columns every table has (Kafka metadata, key, value);
+//! - [`evolution`]: the planner from (table schema, source schema) to compatible changes
+//!   with stable field ids, or an incompatible verdict.
+
+pub mod evolution;
+pub mod formats;
+pub mod layout;
+
+pub use evolution::{Change, Evolution, Incompatible, plan};
+pub use layout::{PayloadType, table_struct};
