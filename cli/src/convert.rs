@@ -31,9 +31,8 @@ pub async fn run(
     config: &FloeConfig,
     out: impl Write,
 ) -> anyhow::Result<()> {
-    let topic_config = config
-        .resolve(topic)
-        .with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
+    let topic_config =
+        config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
     let formats = floe_core::schema::formats::Formats::load(config, &topic_config).await?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out_dir = std::fs::canonicalize(out_dir)?;
@@ -47,22 +46,12 @@ pub async fn run(
     };
     let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
     let file_io = iceberg::io::FileIO::new_with_fs();
-    let done = materialize_segment(
-        reader,
-        formats.schema.clone(),
-        formats.key,
-        formats.value,
-        &options,
-        &file_io,
-    )
-    .await?;
+    let done =
+        materialize_segment(reader, formats.schema.clone(), formats.key, formats.value, &options, &file_io).await?;
     let mut out = std::io::BufWriter::new(out);
     let files = done.files.iter().map(|f| (f, None, None));
     let dead = done.dead_letter_files.iter().map(|f| (f, Some(true), None));
-    let pending = done
-        .pending_files
-        .iter()
-        .flat_map(|(pid, fs)| fs.iter().map(move |f| (f, None, Some(*pid))));
+    let pending = done.pending_files.iter().flat_map(|(pid, fs)| fs.iter().map(move |f| (f, None, Some(*pid))));
     for (f, dead_letter, pending_producer_id) in files.chain(dead).chain(pending) {
         let line = FileLine {
             path: f.path(),
@@ -76,11 +65,6 @@ pub async fn run(
         out.write_all(b"\n")?;
     }
     out.flush()?;
-    tracing::info!(
-        records = done.records,
-        skipped = done.skipped,
-        dead_letters = done.dead_letters,
-        "converted"
-    );
+    tracing::info!(records = done.records, skipped = done.skipped, dead_letters = done.dead_letters, "converted");
     Ok(())
 }

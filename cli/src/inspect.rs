@@ -37,24 +37,15 @@ pub fn line(record: &Record) -> RecordLine<'_> {
         headers: record
             .headers
             .iter()
-            .map(|h| HeaderLine {
-                key: String::from_utf8_lossy(&h.key),
-                value: b64(&h.value),
-            })
+            .map(|h| HeaderLine { key: String::from_utf8_lossy(&h.key), value: b64(&h.value) })
             .collect(),
     }
 }
 
 /// Decodes `segment` and writes its committed records as JSON lines to `out` (or, with
 /// `summary_only`, the [`floe_core::segment::SegmentSummary`] as one JSON object).
-pub async fn run(
-    segment: &Path,
-    txn_index: Option<&Path>,
-    summary_only: bool,
-    out: impl Write,
-) -> anyhow::Result<()> {
-    let mut reader =
-        SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
+pub async fn run(segment: &Path, txn_index: Option<&Path>, summary_only: bool, out: impl Write) -> anyhow::Result<()> {
+    let mut reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
     if let Some(path) = txn_index {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let aborted = parse_txn_index(&bytes).with_context(|| format!("{}", path.display()))?;

@@ -7,11 +7,7 @@ use clap::{Parser, Subcommand};
 use floe_cli::inspect;
 
 #[derive(Parser)]
-#[command(
-    name = "floe",
-    version,
-    about = "Kafka tiered-storage segments → Apache Iceberg tables"
-)]
+#[command(name = "floe", version, about = "Kafka tiered-storage segments → Apache Iceberg tables")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -57,26 +53,12 @@ async fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("FLOE_LOG"))
         .init();
     let result = match Cli::parse().command {
-        Command::Inspect {
-            segment,
-            txn_index,
-            summary,
-        } => {
-            inspect::run(
-                &segment,
-                txn_index.as_deref(),
-                summary,
-                std::io::stdout().lock(),
-            )
-            .await
+        Command::Inspect { segment, txn_index, summary } => {
+            inspect::run(&segment, txn_index.as_deref(), summary, std::io::stdout().lock()).await
         }
-        Command::Convert {
-            segment,
-            topic,
-            partition,
-            out,
-            config,
-        } => convert(&segment, &topic, partition, &out, config.as_deref()).await,
+        Command::Convert { segment, topic, partition, out, config } => {
+            convert(&segment, &topic, partition, &out, config.as_deref()).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -90,9 +72,7 @@ async fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    e.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 async fn convert(
@@ -106,13 +86,5 @@ async fn convert(
         Some(path) => floe_core::config::FloeConfig::from_file(path)?,
         None => floe_core::config::FloeConfig::default(),
     };
-    floe_cli::convert::run(
-        segment,
-        topic,
-        partition,
-        out,
-        &config,
-        std::io::stdout().lock(),
-    )
-    .await
+    floe_cli::convert::run(segment, topic, partition, out, &config, std::io::stdout().lock()).await
 }

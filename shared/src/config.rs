@@ -55,10 +55,7 @@ pub enum ConfigError {
 
 impl ConfigError {
     fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            field: field.into(),
-            message: message.into(),
-        }
+        ConfigError::Invalid { field: field.into(), message: message.into() }
     }
 }
 
@@ -123,9 +120,7 @@ impl<'de> Deserialize<'de> for ByteSize {
         }
         match Raw::deserialize(d)? {
             Raw::Number(n) => Ok(ByteSize(n)),
-            Raw::Text(s) => parse_byte_size(&s)
-                .map(ByteSize)
-                .map_err(serde::de::Error::custom),
+            Raw::Text(s) => parse_byte_size(&s).map(ByteSize).map_err(serde::de::Error::custom),
         }
     }
 }
@@ -144,13 +139,10 @@ fn parse_byte_size(s: &str) -> Result<u64, String> {
         "GB" => 1000 * 1000 * 1000,
         "GiB" => 1 << 30,
         other => {
-            return Err(format!(
-                "unknown unit {other:?} in {s:?} (B, KB, KiB, MB, MiB, GB, GiB)"
-            ));
+            return Err(format!("unknown unit {other:?} in {s:?} (B, KB, KiB, MB, MiB, GB, GiB)"));
         }
     };
-    n.checked_mul(factor)
-        .ok_or_else(|| format!("size {s:?} too large"))
+    n.checked_mul(factor).ok_or_else(|| format!("size {s:?} too large"))
 }
 
 /// Settings a topic entry may set, each falling back to `[defaults]`.
@@ -215,22 +207,13 @@ pub enum Transform {
 fn parse_partition_field(s: &str) -> Result<PartitionField, String> {
     let s = s.trim();
     let Some((name, rest)) = s.split_once('(') else {
-        return valid_column(s).map(|source| PartitionField {
-            source,
-            transform: Transform::Identity,
-        });
+        return valid_column(s).map(|source| PartitionField { source, transform: Transform::Identity });
     };
-    let args = rest
-        .strip_suffix(')')
-        .ok_or_else(|| format!("missing ')' in {s:?}"))?;
+    let args = rest.strip_suffix(')').ok_or_else(|| format!("missing ')' in {s:?}"))?;
     let args: Vec<&str> = args.split(',').map(str::trim).collect();
     let width = |args: &[&str]| -> Result<(u32, String), String> {
         match args {
-            [n, col] => Ok((
-                n.parse()
-                    .map_err(|_| format!("invalid width {n:?} in {s:?}"))?,
-                valid_column(col)?,
-            )),
+            [n, col] => Ok((n.parse().map_err(|_| format!("invalid width {n:?} in {s:?}"))?, valid_column(col)?)),
             _ => Err(format!("{name} takes (width, column): {s:?}")),
         }
     };
@@ -255,23 +238,15 @@ fn parse_partition_field(s: &str) -> Result<PartitionField, String> {
             (Transform::Truncate(n), col)
         }
         other => {
-            return Err(format!(
-                "unknown transform {other:?} (identity, year, month, day, hour, bucket, truncate)"
-            ));
+            return Err(format!("unknown transform {other:?} (identity, year, month, day, hour, bucket, truncate)"));
         }
     };
     Ok(PartitionField { source, transform })
 }
 
 fn valid_column(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.split('.')
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'));
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(format!("invalid column name {s:?}"))
-    }
+    let ok = !s.is_empty() && s.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    if ok { Ok(s.to_string()) } else { Err(format!("invalid column name {s:?}")) }
 }
 
 /// Everything Floe needs to know about one topic.
@@ -329,99 +304,62 @@ impl Default for FloeConfig {
 
 impl FloeConfig {
     pub fn from_file(path: &Path) -> Result<FloeConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
         Self::parse(&text).map_err(|e| match e {
-            ConfigError::Parse { message, .. } => ConfigError::Parse {
-                path: path.display().to_string(),
-                message,
-            },
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.display().to_string(), message },
             other => other,
         })
     }
 
     pub fn parse(text: &str) -> Result<FloeConfig, ConfigError> {
-        let parse_error = |message: String| ConfigError::Parse {
-            path: "floe.toml".into(),
-            message,
-        };
-        let mut root: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
+        let parse_error = |message: String| ConfigError::Parse { path: "floe.toml".into(), message };
+        let mut root: toml::Table = text.parse().map_err(|e: toml::de::Error| parse_error(e.to_string()))?;
         let mut defaults = take_table(&mut root, "defaults")?.unwrap_or_default();
         let enabled = match defaults.remove("enabled") {
             None => false,
             Some(toml::Value::Boolean(b)) => b,
             Some(other) => {
-                return Err(ConfigError::invalid(
-                    "defaults.enabled",
-                    format!("expected true or false, found {other}"),
-                ));
+                return Err(ConfigError::invalid("defaults.enabled", format!("expected true or false, found {other}")));
             }
         };
         let defaults: Settings = typed("defaults", defaults)?;
         validate_settings("defaults", &defaults)?;
         validate_schemas("defaults", &defaults, &Settings::default())?;
         let schema_registry: Option<SchemaRegistryConfig> =
-            take_table(&mut root, "schema_registry")?
-                .map(|t| typed("schema_registry", t))
-                .transpose()?;
+            take_table(&mut root, "schema_registry")?.map(|t| typed("schema_registry", t)).transpose()?;
         if let Some(registry) = &schema_registry {
             if !(registry.url.starts_with("http://") || registry.url.starts_with("https://")) {
-                return Err(ConfigError::invalid(
-                    "schema_registry.url",
-                    "must start with http:// or https://",
-                ));
+                return Err(ConfigError::invalid("schema_registry.url", "must start with http:// or https://"));
             }
         }
         let topics = match root.remove("topics") {
             None => Vec::new(),
             Some(toml::Value::Array(items)) => items,
             Some(_) => {
-                return Err(ConfigError::invalid(
-                    "topics",
-                    "expected an array of tables ([[topics]])",
-                ));
+                return Err(ConfigError::invalid("topics", "expected an array of tables ([[topics]])"));
             }
         };
         if let Some(key) = root.keys().next() {
-            return Err(ConfigError::invalid(
-                key.clone(),
-                "unknown section (defaults, schema_registry, topics)",
-            ));
+            return Err(ConfigError::invalid(key.clone(), "unknown section (defaults, schema_registry, topics)"));
         }
         let mut entries = Vec::new();
         for (i, item) in topics.into_iter().enumerate() {
             let at = |field: &str| format!("topics[{i}].{field}");
             let toml::Value::Table(mut table) = item else {
-                return Err(ConfigError::invalid(
-                    format!("topics[{i}]"),
-                    "expected a table",
-                ));
+                return Err(ConfigError::invalid(format!("topics[{i}]"), "expected a table"));
             };
             let mut text_field = |name: &str| match table.remove(name) {
                 None => Ok(None),
                 Some(toml::Value::String(s)) => Ok(Some(s)),
-                Some(other) => Err(ConfigError::invalid(
-                    at(name),
-                    format!("expected a string, found {other}"),
-                )),
+                Some(other) => Err(ConfigError::invalid(at(name), format!("expected a string, found {other}"))),
             };
-            let (topic, pattern, table_name) = (
-                text_field("topic")?,
-                text_field("pattern")?,
-                text_field("table")?,
-            );
+            let (topic, pattern, table_name) = (text_field("topic")?, text_field("pattern")?, text_field("table")?);
             let settings: Settings = typed(&format!("topics[{i}]"), table)?;
             let matcher = match (topic, pattern) {
                 (Some(name), None) => {
                     if !valid_topic_name(&name) {
-                        return Err(ConfigError::invalid(
-                            at("topic"),
-                            format!("{name:?} is not a Kafka topic name"),
-                        ));
+                        return Err(ConfigError::invalid(at("topic"), format!("{name:?} is not a Kafka topic name")));
                     }
                     Matcher::Exact(name)
                 }
@@ -446,31 +384,16 @@ impl FloeConfig {
             }
             validate_settings(&format!("topics[{i}]"), &settings)?;
             validate_schemas(&format!("topics[{i}]"), &settings, &defaults)?;
-            entries.push(Entry {
-                matcher,
-                table: table_name,
-                settings,
-            });
+            entries.push(Entry { matcher, table: table_name, settings });
         }
-        Ok(FloeConfig {
-            enabled_by_default: enabled,
-            defaults,
-            entries,
-            schema_registry,
-        })
+        Ok(FloeConfig { enabled_by_default: enabled, defaults, entries, schema_registry })
     }
 
     /// The configuration of `topic`, or `None` when it is not to be materialized.
     pub fn resolve(&self, topic: &str) -> Option<TopicConfig> {
-        let exact = self
-            .entries
-            .iter()
-            .find(|e| matches!(&e.matcher, Matcher::Exact(n) if n == topic));
-        let entry = exact.or_else(|| {
-            self.entries
-                .iter()
-                .find(|e| matches!(&e.matcher, Matcher::Pattern(p) if p.is_match(topic)))
-        });
+        let exact = self.entries.iter().find(|e| matches!(&e.matcher, Matcher::Exact(n) if n == topic));
+        let entry = exact
+            .or_else(|| self.entries.iter().find(|e| matches!(&e.matcher, Matcher::Pattern(p) if p.is_match(topic))));
         if entry.is_none() && !self.enabled_by_default {
             return None;
         }
@@ -481,43 +404,24 @@ impl FloeConfig {
         let key_format = pick(&s.key_format, &d.key_format);
         let value_format = pick(&s.value_format, &d.value_format);
         let schema = |a: &Option<SchemaSource>, b: &Option<SchemaSource>| {
-            a.clone()
-                .or_else(|| b.clone())
-                .unwrap_or(SchemaSource::Registry)
+            a.clone().or_else(|| b.clone()).unwrap_or(SchemaSource::Registry)
         };
         let partition_by = s
             .partition_by
             .as_ref()
             .or(d.partition_by.as_ref())
-            .map(|fields| {
-                fields
-                    .iter()
-                    .map(|f| parse_partition_field(f).expect("validated at parse"))
-                    .collect()
-            })
+            .map(|fields| fields.iter().map(|f| parse_partition_field(f).expect("validated at parse")).collect())
             .unwrap_or_default();
         Some(TopicConfig {
             topic: topic.to_string(),
-            namespace: s
-                .namespace
-                .clone()
-                .or_else(|| d.namespace.clone())
-                .unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
-            table: entry
-                .and_then(|e| e.table.clone())
-                .unwrap_or_else(|| table_name_for(topic)),
+            namespace: s.namespace.clone().or_else(|| d.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
+            table: entry.and_then(|e| e.table.clone()).unwrap_or_else(|| table_name_for(topic)),
             key_format,
             value_format,
             key_schema: schema(&s.key_schema, &d.key_schema),
             value_schema: schema(&s.value_schema, &d.value_schema),
-            bad_records: s
-                .bad_records
-                .or(d.bad_records)
-                .unwrap_or(BadRecordMode::Suspend),
-            target_file_size: s
-                .target_file_size
-                .or(d.target_file_size)
-                .map_or(DEFAULT_TARGET_FILE_SIZE, |b| b.0),
+            bad_records: s.bad_records.or(d.bad_records).unwrap_or(BadRecordMode::Suspend),
+            target_file_size: s.target_file_size.or(d.target_file_size).map_or(DEFAULT_TARGET_FILE_SIZE, |b| b.0),
             partition_by,
         })
     }
@@ -526,10 +430,7 @@ impl FloeConfig {
     pub fn schema_files(&self) -> BTreeMap<String, PathBuf> {
         let mut files = BTreeMap::new();
         let mut add = |field: String, s: &Settings| {
-            for (name, source) in [
-                ("key_schema", &s.key_schema),
-                ("value_schema", &s.value_schema),
-            ] {
+            for (name, source) in [("key_schema", &s.key_schema), ("value_schema", &s.value_schema)] {
                 if let Some(SchemaSource::File(p)) = source {
                     files.insert(format!("{field}.{name}"), p.clone());
                 }
@@ -553,8 +454,7 @@ fn take_table(root: &mut toml::Table, name: &str) -> Result<Option<toml::Table>,
 
 /// Deserializes one section, naming it in the error.
 fn typed<T: serde::de::DeserializeOwned>(at: &str, table: toml::Table) -> Result<T, ConfigError> {
-    T::deserialize(toml::Value::Table(table))
-        .map_err(|e| ConfigError::invalid(at, e.to_string().trim().to_string()))
+    T::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::invalid(at, e.to_string().trim().to_string()))
 }
 
 fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
@@ -575,8 +475,7 @@ fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
         }
     }
     for (i, f) in s.partition_by.iter().flatten().enumerate() {
-        parse_partition_field(f)
-            .map_err(|m| ConfigError::invalid(format!("{at}.partition_by[{i}]"), m))?;
+        parse_partition_field(f).map_err(|m| ConfigError::invalid(format!("{at}.partition_by[{i}]"), m))?;
     }
     Ok(())
 }
@@ -584,16 +483,8 @@ fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
 /// A schema source only makes sense for a format that uses one (after defaults apply).
 fn validate_schemas(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
     for (field, format, schema) in [
-        (
-            "key_schema",
-            s.key_format.or(defaults.key_format),
-            &s.key_schema,
-        ),
-        (
-            "value_schema",
-            s.value_format.or(defaults.value_format),
-            &s.value_schema,
-        ),
+        ("key_schema", s.key_format.or(defaults.key_format), &s.key_schema),
+        ("value_schema", s.value_format.or(defaults.value_format), &s.value_schema),
     ] {
         let format = format.unwrap_or(Format::Raw);
         if schema.is_some() && !format.uses_schema() && format != Format::Auto {
@@ -608,16 +499,13 @@ fn validate_schemas(at: &str, s: &Settings, defaults: &Settings) -> Result<(), C
 
 fn valid_topic_name(name: &str) -> bool {
     (1..=249).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 fn valid_identifier(s: &str) -> bool {
     !s.is_empty()
         && !s.starts_with(|c: char| c.is_ascii_digit())
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The default table name of a topic: lower case, characters outside `[a-z0-9_]`
@@ -627,18 +515,10 @@ pub fn table_name_for(topic: &str) -> String {
         .chars()
         .map(|c| {
             let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
-                c
-            } else {
-                '_'
-            }
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '_' }
         })
         .collect();
-    if name.starts_with(|c: char| c.is_ascii_digit()) {
-        format!("t_{name}")
-    } else {
-        name
-    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) { format!("t_{name}") } else { name }
 }
 
 #[cfg(test)]
@@ -672,38 +552,18 @@ mod tests {
     fn resolves_exact_then_pattern_then_defaults() {
         let c = FloeConfig::parse(EXAMPLE).unwrap();
         let orders = c.resolve("orders").unwrap();
-        assert_eq!(
-            (orders.namespace.as_str(), orders.table.as_str()),
-            ("sales", "orders")
-        );
+        assert_eq!((orders.namespace.as_str(), orders.table.as_str()), ("sales", "orders"));
         assert_eq!(orders.value_format, Format::Avro);
         assert_eq!(orders.key_format, Format::Raw);
         assert_eq!(orders.target_file_size, 64 << 20);
-        assert_eq!(
-            orders.partition_by[1],
-            PartitionField {
-                source: "key".into(),
-                transform: Transform::Bucket(16)
-            }
-        );
+        assert_eq!(orders.partition_by[1], PartitionField { source: "key".into(), transform: Transform::Bucket(16) });
         let audit = c.resolve("audit.logins-eu").unwrap();
         assert_eq!(audit.table, "audit_logins_eu");
         assert_eq!(audit.namespace, "raw_kafka");
         assert_eq!(audit.bad_records, BadRecordMode::Dlq);
-        assert_eq!(
-            audit.value_schema,
-            SchemaSource::File("schemas/audit.json".into())
-        );
-        assert_eq!(
-            c.resolve("audit"),
-            None,
-            "pattern must match the whole name"
-        );
-        assert_eq!(
-            c.resolve("payments"),
-            None,
-            "unmatched topics are ignored unless enabled"
-        );
+        assert_eq!(audit.value_schema, SchemaSource::File("schemas/audit.json".into()));
+        assert_eq!(c.resolve("audit"), None, "pattern must match the whole name");
+        assert_eq!(c.resolve("payments"), None, "unmatched topics are ignored unless enabled");
         assert!(format!("{:?}", c.schema_registry).contains("<set>"));
         assert!(!format!("{:?}", c.schema_registry).contains("\"floe\""));
     }
@@ -711,54 +571,24 @@ mod tests {
     #[test]
     fn default_config_takes_every_topic_raw() {
         let t = FloeConfig::default().resolve("Orders.V2-eu").unwrap();
-        assert_eq!(
-            (t.namespace.as_str(), t.table.as_str()),
-            ("kafka", "orders_v2_eu")
-        );
-        assert_eq!(
-            (t.key_format, t.value_format, t.bad_records),
-            (Format::Raw, Format::Raw, BadRecordMode::Suspend)
-        );
+        assert_eq!((t.namespace.as_str(), t.table.as_str()), ("kafka", "orders_v2_eu"));
+        assert_eq!((t.key_format, t.value_format, t.bad_records), (Format::Raw, Format::Raw, BadRecordMode::Suspend));
         assert_eq!(table_name_for("42-things"), "t_42_things");
     }
 
     #[test]
     fn errors_name_the_field() {
         for (text, field) in [
-            (
-                "[[topics]]\ntopic = \"a\"\nvalue_format = \"avroo\"",
-                "value_format",
-            ),
+            ("[[topics]]\ntopic = \"a\"\nvalue_format = \"avroo\"", "value_format"),
             ("[[topics]]\ntopic = \"a\"\npattern = \"b\"", "topics[0]"),
             ("[[topics]]\npattern = \"(\"", "topics[0].pattern"),
-            (
-                "[[topics]]\ntopic = \"a\"\nnamespace = \"Bad-NS\"",
-                "topics[0].namespace",
-            ),
-            (
-                "[defaults]\ntarget_file_size = \"12XB\"",
-                "target_file_size",
-            ),
-            (
-                "[defaults]\ntarget_file_size = 10",
-                "defaults.target_file_size",
-            ),
-            (
-                "[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]",
-                "topics[0].partition_by[0]",
-            ),
-            (
-                "[[topics]]\ntopic = \"a\"\ntable = \"9x\"",
-                "topics[0].table",
-            ),
-            (
-                "[[topics]]\ntopic = \"a\"\nvalue_schema = { file = \"x\" }",
-                "topics[0].value_schema",
-            ),
-            (
-                "[schema_registry]\nurl = \"ftp://x\"",
-                "schema_registry.url",
-            ),
+            ("[[topics]]\ntopic = \"a\"\nnamespace = \"Bad-NS\"", "topics[0].namespace"),
+            ("[defaults]\ntarget_file_size = \"12XB\"", "target_file_size"),
+            ("[defaults]\ntarget_file_size = 10", "defaults.target_file_size"),
+            ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
+            ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),
+            ("[[topics]]\ntopic = \"a\"\nvalue_schema = { file = \"x\" }", "topics[0].value_schema"),
+            ("[schema_registry]\nurl = \"ftp://x\"", "schema_registry.url"),
             ("[defaults]\nnamespce = \"x\"", "namespce"),
         ] {
             let err = FloeConfig::parse(text).unwrap_err().to_string();

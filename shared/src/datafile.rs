@@ -12,9 +12,7 @@ use arrow_array::RecordBatch;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, DataFileFormat, FormatVersion, Schema, StructType};
 use iceberg::writer::CurrentFileStatus;
-use iceberg::writer::file_writer::{
-    FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder,
-};
+use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -45,8 +43,7 @@ impl WrittenFile {
             &StructType::new(vec![]),
             FormatVersion::V2,
         )?;
-        serde_json::from_str(&json)
-            .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
+        serde_json::from_str(&json).map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
     }
 }
 
@@ -108,25 +105,14 @@ impl DataFileWriter {
         }
         if self.current.is_none() {
             let props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(
-                    ZstdLevel::try_new(3).expect("valid level"),
-                ))
+                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
                 .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
                 .set_statistics_truncate_length(Some(256))
                 .build();
-            let path = format!(
-                "{}/{:05}-{first_offset:020}-{}.parquet",
-                self.dir, self.partition, self.source_id
-            );
+            let path = format!("{}/{:05}-{first_offset:020}-{}.parquet", self.dir, self.partition, self.source_id);
             let output = self.file_io.new_output(&path)?;
-            let writer = ParquetWriterBuilder::new(props, self.schema.clone())
-                .build(output)
-                .await?;
-            self.current = Some(OpenFile {
-                writer,
-                first_offset,
-                last_offset,
-            });
+            let writer = ParquetWriterBuilder::new(props, self.schema.clone()).build(output).await?;
+            self.current = Some(OpenFile { writer, first_offset, last_offset });
         }
         let open = self.current.as_mut().expect("opened above");
         open.writer.write(batch).await?;
@@ -142,14 +128,9 @@ impl DataFileWriter {
             return Ok(());
         };
         for builder in open.writer.close().await? {
-            let data_file = builder
-                .build()
-                .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))?;
-            tracing::debug!(
-                path = data_file.file_path(),
-                records = data_file.record_count(),
-                "data file written"
-            );
+            let data_file =
+                builder.build().map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))?;
+            tracing::debug!(path = data_file.file_path(), records = data_file.record_count(), "data file written");
             self.written.push(WrittenFile {
                 data_file,
                 first_offset: open.first_offset,

@@ -21,8 +21,10 @@ use crate::datafile::{DataFileWriter, WrittenFile};
 use crate::schema::layout::dead_letter_struct;
 use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
 
-/// Rows per record batch handed to the Parquet writer.
+/// A record batch goes to the Parquet writer at this many rows, or at a sixteenth of the
+/// target file size (so files roll close to the target).
 const BATCH_ROWS: usize = 8192;
+const BATCHES_PER_FILE: u64 = 16;
 
 /// What stopped a conversion.
 #[derive(Debug, thiserror::Error)]
@@ -31,12 +33,7 @@ pub enum MaterializeError {
     Segment(#[from] SegmentError),
     /// The table's mode is `suspend` and a record could not be decoded.
     #[error("table suspended: {file}: partition {partition} offset {offset}: {error}")]
-    Suspended {
-        file: String,
-        partition: i32,
-        offset: i64,
-        error: String,
-    },
+    Suspended { file: String, partition: i32, offset: i64, error: String },
     #[error("writing data files: {0}")]
     Write(#[from] iceberg::Error),
 }
@@ -81,11 +78,12 @@ pub struct Materialized {
 struct Sink {
     converter: RecordConverter,
     writer: DataFileWriter,
+    batch_bytes: usize,
 }
 
 impl Sink {
     async fn flush_if_full(&mut self) -> Result<(), iceberg::Error> {
-        if self.converter.rows() >= BATCH_ROWS {
+        if self.converter.rows() >= BATCH_ROWS || self.converter.payload_bytes() >= self.batch_bytes {
             self.flush().await
         } else {
             Ok(())
@@ -116,25 +114,13 @@ pub async fn materialize_segment(
     file_io: &FileIO,
 ) -> Result<Materialized, MaterializeError> {
     let target = options.topic.target_file_size;
-    let sink =
-        |dir: &str, source_id: String, schema: Arc<Schema>| -> Result<Sink, iceberg::Error> {
-            Ok(Sink {
-                converter: RecordConverter::new(
-                    schema.clone(),
-                    options.partition,
-                    key.clone(),
-                    value.clone(),
-                )?,
-                writer: DataFileWriter::new(
-                    file_io.clone(),
-                    dir,
-                    options.partition,
-                    source_id,
-                    schema,
-                    target,
-                ),
-            })
-        };
+    let sink = |dir: &str, source_id: String, schema: Arc<Schema>| -> Result<Sink, iceberg::Error> {
+        Ok(Sink {
+            converter: RecordConverter::new(schema.clone(), options.partition, key.clone(), value.clone())?,
+            writer: DataFileWriter::new(file_io.clone(), dir, options.partition, source_id, schema, target),
+            batch_bytes: (target / BATCHES_PER_FILE) as usize,
+        })
+    };
     let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone())?;
     let mut dead_letters: Option<Sink> = None;
     let mut pending: BTreeMap<i64, Sink> = BTreeMap::new();
@@ -154,7 +140,10 @@ pub async fn materialize_segment(
         };
         for record in &batch.records {
             match target.converter.append(record) {
-                Ok(()) => records += 1,
+                Ok(()) => {
+                    records += 1;
+                    target.flush_if_full().await?;
+                }
                 Err(error) => match options.topic.bad_records {
                     BadRecordMode::Suspend => {
                         return Err(MaterializeError::Suspended {
@@ -176,10 +165,7 @@ pub async fn materialize_segment(
                                 let dlq_schema = Arc::new(
                                     crate::schema::plan(None, &dead_letter_struct())
                                         .map_err(|e| {
-                                            iceberg::Error::new(
-                                                iceberg::ErrorKind::Unexpected,
-                                                e.to_string(),
-                                            )
+                                            iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
                                         })?
                                         .schema,
                                 );
@@ -196,7 +182,6 @@ pub async fn materialize_segment(
                 },
             }
         }
-        target.flush_if_full().await?;
     }
     let mut pending_files = BTreeMap::new();
     for (pid, s) in pending {

@@ -17,10 +17,7 @@ const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
 const MIB: u64 = 1 << 20;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Writes `seed` repeated until `size` bytes, rewriting base offsets so they increase.
@@ -52,14 +49,9 @@ fn tile(seed: &[u8], size: u64, out: &Path) {
 
 /// Decodes the whole segment, touching every record; returns (records, value bytes).
 fn decode(path: &Path) -> (u64, u64) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let mut reader = SegmentReader::open(Arc::new(FileSource::new(path)), Limits::default())
-            .await
-            .unwrap();
+        let mut reader = SegmentReader::open(Arc::new(FileSource::new(path)), Limits::default()).await.unwrap();
         let (mut records, mut bytes) = (0u64, 0u64);
         while let Some(batch) = reader.next_batch().await.unwrap() {
             for r in &batch.records {
@@ -85,8 +77,7 @@ fn main() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let python = std::env::var("FLOE_PYTHON")
-        .unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
     let status = Command::new(&python)
         .arg(root().join("tests/py/make_segments.py"))
         .arg("--bench-seeds")
@@ -127,27 +118,11 @@ fn main() {
         for size in [64 * MIB, 1024 * MIB] {
             let path = dir.path().join(format!("rss_{codec}.log"));
             tile(&seed, size, &path);
-            let out = Command::new(std::env::current_exe().unwrap())
-                .arg("--rss-child")
-                .arg(&path)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let out = Command::new(std::env::current_exe().unwrap()).arg("--rss-child").arg(&path).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             let kib: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-            println!(
-                "peak RSS {codec} {} MiB segment: {} MiB",
-                size / MIB,
-                kib / 1024
-            );
-            rss_rows.push(format!(
-                "| {codec} | {} | {:.1} |",
-                size / MIB,
-                kib as f64 / 1024.0
-            ));
+            println!("peak RSS {codec} {} MiB segment: {} MiB", size / MIB, kib / 1024);
+            rss_rows.push(format!("| {codec} | {} | {:.1} |", size / MIB, kib as f64 / 1024.0));
             std::fs::remove_file(&path).unwrap();
         }
     }
@@ -155,9 +130,7 @@ fn main() {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap().trim().to_string())
+            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap().trim().to_string())
         })
         .unwrap_or_default();
     let section = format!(
@@ -181,10 +154,7 @@ fn main() {
 fn update_benchmarks(name: &str, body: &str) {
     let path = root().join("BENCHMARKS.md");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let (start, end) = (
-        format!("<!-- {name}:start -->"),
-        format!("<!-- {name}:end -->"),
-    );
+    let (start, end) = (format!("<!-- {name}:start -->"), format!("<!-- {name}:end -->"));
     let block = format!("{start}\n{body}{end}");
     let updated = match (text.find(&start), text.find(&end)) {
         (Some(s), Some(e)) => format!("{}{block}{}", &text[..s], &text[e + end.len()..]),

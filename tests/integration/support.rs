@@ -6,10 +6,7 @@ use std::sync::OnceLock;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
 pub fn data(rel: &str) -> PathBuf {
@@ -19,9 +16,7 @@ pub fn data(rel: &str) -> PathBuf {
 /// The Python with the test requirements (tests/py/requirements.txt): `FLOE_PYTHON`, or
 /// the `.venv` the README test command creates. Missing Python fails the test.
 pub fn python() -> PathBuf {
-    let path = std::env::var_os("FLOE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    let path = std::env::var_os("FLOE_PYTHON").map(PathBuf::from).unwrap_or_else(|| root().join(".venv/bin/python"));
     assert!(
         path.exists(),
         "no Python at {} — run the README test command (scripts/test.sh), which creates .venv",
@@ -32,16 +27,9 @@ pub fn python() -> PathBuf {
 
 /// Runs `tests/py/<script>` with `args`; panics with its stderr on failure.
 pub fn run_python(script: &str, args: &[&Path]) {
-    let output = Command::new(python())
-        .arg(root().join("tests/py").join(script))
-        .args(args)
-        .output()
-        .expect("starting python");
-    assert!(
-        output.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output =
+        Command::new(python()).arg(root().join("tests/py").join(script)).args(args).output().expect("starting python");
+    assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
 /// Segments built by kafka-python, once per test run: the folder holding `cases.json`.
@@ -74,17 +62,9 @@ pub fn moto() -> &'static Moto {
             .spawn()
             .expect("starting moto server");
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("reading moto port");
-        let port: u16 = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("moto printed {line:?}"));
-        Moto {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            _child: child,
-        }
+        std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("reading moto port");
+        let port: u16 = line.trim().parse().unwrap_or_else(|_| panic!("moto printed {line:?}"));
+        Moto { endpoint: format!("http://127.0.0.1:{port}"), _child: child }
     })
 }
 
@@ -93,16 +73,12 @@ pub async fn aws_config() -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(&moto().endpoint)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "testing", "testing", None, None, "moto",
-        ))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new("testing", "testing", None, None, "moto"))
         .load()
         .await
 }
 
 pub async fn s3_client() -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::from(&aws_config().await)
-        .force_path_style(true)
-        .build();
+    let config = aws_sdk_s3::config::Builder::from(&aws_config().await).force_path_style(true).build();
     aws_sdk_s3::Client::from_conf(config)
 }

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder,
-    Float64Builder, Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder,
-    Time64MicrosecondBuilder, TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
+    BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder, Float64Builder,
+    Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder, Time64MicrosecondBuilder,
+    TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
 };
 use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
@@ -73,15 +73,13 @@ impl Column {
                     .map_err(|_| UnsupportedType(data_type.clone()))?,
             ),
             DataType::Date32 => Column::Date(Date32Builder::new()),
-            DataType::Time64(TimeUnit::Microsecond) => {
-                Column::Time(Time64MicrosecondBuilder::new())
+            DataType::Time64(TimeUnit::Microsecond) => Column::Time(Time64MicrosecondBuilder::new()),
+            DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+                Column::TimestampMicros(TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()))
             }
-            DataType::Timestamp(TimeUnit::Microsecond, tz) => Column::TimestampMicros(
-                TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()),
-            ),
-            DataType::Timestamp(TimeUnit::Nanosecond, tz) => Column::TimestampNanos(
-                TimestampNanosecondBuilder::new().with_timezone_opt(tz.clone()),
-            ),
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                Column::TimestampNanos(TimestampNanosecondBuilder::new().with_timezone_opt(tz.clone()))
+            }
             DataType::Utf8 => Column::String(StringBuilder::new()),
             DataType::LargeBinary => Column::Binary(LargeBinaryBuilder::new()),
             DataType::FixedSizeBinary(n) => Column::Fixed(FixedSizeBinaryBuilder::new(*n)),
@@ -157,34 +155,14 @@ impl Column {
             Column::Fixed(b) => Arc::new(b.finish()),
             Column::Struct(s) => Arc::new(s.finish()),
             Column::List(l) => {
-                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(
-                    &mut l.offsets,
-                    vec![0],
-                )));
-                Arc::new(ListArray::new(
-                    l.field.clone(),
-                    offsets,
-                    l.child.finish(),
-                    l.nulls.finish(),
-                ))
+                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut l.offsets, vec![0])));
+                Arc::new(ListArray::new(l.field.clone(), offsets, l.child.finish(), l.nulls.finish()))
             }
             Column::Map(m) => {
-                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(
-                    &mut m.offsets,
-                    vec![0],
-                )));
-                let DataType::Struct(kv) = m.entries.data_type() else {
-                    unreachable!("checked in new")
-                };
-                let entries =
-                    StructArray::new(kv.clone(), vec![m.keys.finish(), m.values.finish()], None);
-                Arc::new(MapArray::new(
-                    m.entries.clone(),
-                    offsets,
-                    entries,
-                    m.nulls.finish(),
-                    false,
-                ))
+                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut m.offsets, vec![0])));
+                let DataType::Struct(kv) = m.entries.data_type() else { unreachable!("checked in new") };
+                let entries = StructArray::new(kv.clone(), vec![m.keys.finish(), m.values.finish()], None);
+                Arc::new(MapArray::new(m.entries.clone(), offsets, entries, m.nulls.finish(), false))
             }
         }
     }
@@ -194,10 +172,7 @@ impl StructColumn {
     pub fn new(fields: &Fields) -> Result<StructColumn, UnsupportedType> {
         Ok(StructColumn {
             fields: fields.clone(),
-            children: fields
-                .iter()
-                .map(|f| Column::new(f.data_type()))
-                .collect::<Result<_, _>>()?,
+            children: fields.iter().map(|f| Column::new(f.data_type())).collect::<Result<_, _>>()?,
             nulls: NullBufferBuilder::new(0),
         })
     }

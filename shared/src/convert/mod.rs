@@ -82,6 +82,8 @@ pub struct RecordConverter {
     error_column: Option<usize>,
     first_offset: Option<i64>,
     last_offset: Option<i64>,
+    /// Payload bytes appended since the last [`Self::finish`].
+    payload_bytes: usize,
 }
 
 /// Child positions inside `_kafka`.
@@ -101,15 +103,9 @@ impl RecordConverter {
         value: Arc<dyn PayloadDecoder>,
     ) -> Result<RecordConverter, iceberg::Error> {
         let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
-        let root = StructColumn::new(arrow_schema.fields()).map_err(|e| {
-            iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, e.to_string())
-        })?;
-        let names: Vec<&str> = schema
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect();
+        let root = StructColumn::new(arrow_schema.fields())
+            .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, e.to_string()))?;
+        let names: Vec<&str> = schema.as_struct().fields().iter().map(|f| f.name.as_str()).collect();
         if names.first() != Some(&KAFKA_COLUMN) {
             return Err(iceberg::Error::new(
                 iceberg::ErrorKind::DataInvalid,
@@ -130,6 +126,7 @@ impl RecordConverter {
             error_column,
             first_offset: None,
             last_offset: None,
+            payload_bytes: 0,
         })
     }
 
@@ -145,6 +142,11 @@ impl RecordConverter {
         self.root.len()
     }
 
+    /// Key and value bytes of the rows buffered since the last [`Self::finish`].
+    pub fn payload_bytes(&self) -> usize {
+        self.payload_bytes
+    }
+
     /// Offsets of the rows buffered since the last [`Self::finish`].
     pub fn offsets(&self) -> Option<(i64, i64)> {
         self.first_offset.zip(self.last_offset)
@@ -155,17 +157,13 @@ impl RecordConverter {
         let key = record.key.as_deref();
         let value = record.value.as_deref();
         if let Some(k) = key {
-            self.key
-                .validate(k)
-                .map_err(|e| DecodeError { part: "key", ..e })?;
+            self.key.validate(k).map_err(|e| DecodeError { part: "key", ..e })?;
         }
         if let Some(v) = value {
             self.value.validate(v)?;
         }
         self.root.append_valid();
-        let Column::Struct(kafka) = &mut self.root.children[0] else {
-            unreachable!("_kafka is a struct")
-        };
+        let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("_kafka is a struct") };
         append_metadata(kafka, self.partition, record);
         match self.payload_start {
             Some(start) => {
@@ -181,8 +179,7 @@ impl RecordConverter {
                 append_payload(&*self.value, value, &mut self.root.children[2]);
             }
         }
-        self.first_offset.get_or_insert(record.offset);
-        self.last_offset = Some(record.offset);
+        self.note_row(record);
         Ok(())
     }
 
@@ -193,28 +190,28 @@ impl RecordConverter {
             unreachable!("append_dead_letter on a table without an error column")
         };
         self.root.append_valid();
-        let Column::Struct(kafka) = &mut self.root.children[0] else {
-            unreachable!("layout")
-        };
+        let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("layout") };
         append_metadata(kafka, self.partition, record);
         for (i, payload) in [(1, record.key.as_deref()), (2, record.value.as_deref())] {
             append_payload(&RawDecoder, payload, &mut self.root.children[i]);
         }
-        let Column::String(e) = &mut self.root.children[error_column] else {
-            unreachable!("layout")
-        };
+        let Column::String(e) = &mut self.root.children[error_column] else { unreachable!("layout") };
         e.append_value(error);
+        self.note_row(record);
+    }
+
+    fn note_row(&mut self, record: &Record) {
         self.first_offset.get_or_insert(record.offset);
         self.last_offset = Some(record.offset);
+        self.payload_bytes += record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len());
     }
 
     /// The rows appended so far as one batch; the converter is empty afterwards.
     pub fn finish(&mut self) -> RecordBatch {
+        self.payload_bytes = 0;
         self.first_offset = None;
         self.last_offset = None;
-        RecordBatch::from(self.root.finish())
-            .with_schema(self.arrow_schema.clone())
-            .expect("same fields")
+        RecordBatch::from(self.root.finish()).with_schema(self.arrow_schema.clone()).expect("same fields")
     }
 }
 
@@ -228,44 +225,28 @@ fn append_payload(decoder: &dyn PayloadDecoder, payload: Option<&[u8]>, column: 
 fn append_metadata(kafka: &mut StructColumn, partition: i32, record: &Record) {
     kafka.append_valid();
     let c = &mut kafka.children;
-    let Column::Int(p) = &mut c[K_PARTITION] else {
-        unreachable!("layout")
-    };
+    let Column::Int(p) = &mut c[K_PARTITION] else { unreachable!("layout") };
     p.append_value(partition);
-    let Column::Long(o) = &mut c[K_OFFSET] else {
-        unreachable!("layout")
-    };
+    let Column::Long(o) = &mut c[K_OFFSET] else { unreachable!("layout") };
     o.append_value(record.offset);
-    let Column::TimestampMicros(ts) = &mut c[K_TIMESTAMP] else {
-        unreachable!("layout")
-    };
+    let Column::TimestampMicros(ts) = &mut c[K_TIMESTAMP] else { unreachable!("layout") };
     if record.timestamp >= 0 {
         ts.append_value(record.timestamp.saturating_mul(1000));
     } else {
         ts.append_null();
     }
-    let Column::String(tt) = &mut c[K_TIMESTAMP_TYPE] else {
-        unreachable!("layout")
-    };
+    let Column::String(tt) = &mut c[K_TIMESTAMP_TYPE] else { unreachable!("layout") };
     tt.append_value(match record.timestamp_type {
         TimestampType::Create => "create",
         TimestampType::LogAppend => "log_append",
     });
-    let Column::List(headers) = &mut c[K_HEADERS] else {
-        unreachable!("layout")
-    };
-    let Column::Struct(header) = headers.child.as_mut() else {
-        unreachable!("layout")
-    };
+    let Column::List(headers) = &mut c[K_HEADERS] else { unreachable!("layout") };
+    let Column::Struct(header) = headers.child.as_mut() else { unreachable!("layout") };
     for h in &record.headers {
         header.append_valid();
-        let Column::String(k) = &mut header.children[0] else {
-            unreachable!("layout")
-        };
+        let Column::String(k) = &mut header.children[0] else { unreachable!("layout") };
         k.append_value(String::from_utf8_lossy(&h.key));
-        let Column::Binary(v) = &mut header.children[1] else {
-            unreachable!("layout")
-        };
+        let Column::Binary(v) = &mut header.children[1] else { unreachable!("layout") };
         v.append_option(h.value.as_deref());
     }
     headers.close(record.headers.len());

@@ -16,29 +16,15 @@
 
 use std::sync::Arc;
 
-use iceberg::spec::{
-    ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type,
-};
+use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type};
 
 /// One compatible change.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum Change {
-    AddColumn {
-        path: String,
-        id: i32,
-        field_type: String,
-    },
-    Promote {
-        path: String,
-        id: i32,
-        from: String,
-        to: String,
-    },
-    MakeOptional {
-        path: String,
-        id: i32,
-    },
+    AddColumn { path: String, id: i32, field_type: String },
+    Promote { path: String, id: i32, from: String, to: String },
+    MakeOptional { path: String, id: i32 },
 }
 
 /// Why a source schema cannot be applied to the table.
@@ -69,24 +55,15 @@ pub fn plan(current: Option<&Schema>, source: &StructType) -> Result<Evolution, 
         None => planner.fresh_struct(source),
     };
     if let (Some(schema), true) = (current, planner.changes.is_empty()) {
-        return Ok(Evolution {
-            schema: schema.clone(),
-            changes: Vec::new(),
-        });
+        return Ok(Evolution { schema: schema.clone(), changes: Vec::new() });
     }
     let schema_id = current.map_or(0, |s| s.schema_id() + 1);
     let schema = Schema::builder()
         .with_schema_id(schema_id)
         .with_fields(fields)
         .build()
-        .map_err(|e| Incompatible {
-            path: String::new(),
-            reason: e.to_string(),
-        })?;
-    Ok(Evolution {
-        schema,
-        changes: planner.changes,
-    })
+        .map_err(|e| Incompatible { path: String::new(), reason: e.to_string() })?;
+    Ok(Evolution { schema, changes: planner.changes })
 }
 
 struct Planner {
@@ -96,11 +73,7 @@ struct Planner {
 }
 
 fn join(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
-    }
+    if path.is_empty() { name.to_string() } else { format!("{path}.{name}") }
 }
 
 impl Planner {
@@ -112,10 +85,7 @@ impl Planner {
 
     /// Assigns fresh ids to a whole subtree (pre-order).
     fn fresh_struct(&mut self, s: &StructType) -> Vec<NestedFieldRef> {
-        s.fields()
-            .iter()
-            .map(|f| Arc::new(self.fresh_field(f, f.required)))
-            .collect()
+        s.fields().iter().map(|f| Arc::new(self.fresh_field(f, f.required))).collect()
     }
 
     fn fresh_field(&mut self, f: &NestedField, required: bool) -> NestedField {
@@ -132,11 +102,7 @@ impl Planner {
             Type::List(l) => {
                 let id = self.id();
                 let element = self.fresh_type(&l.element_field.field_type);
-                Type::List(ListType::new(Arc::new(NestedField::list_element(
-                    id,
-                    element,
-                    l.element_field.required,
-                ))))
+                Type::List(ListType::new(Arc::new(NestedField::list_element(id, element, l.element_field.required))))
             }
             Type::Map(m) => {
                 let (key_id, value_id) = (self.id(), self.id());
@@ -144,11 +110,7 @@ impl Planner {
                 let value = self.fresh_type(&m.value_field.field_type);
                 Type::Map(MapType::new(
                     Arc::new(NestedField::map_key_element(key_id, key)),
-                    Arc::new(NestedField::map_value_element(
-                        value_id,
-                        value,
-                        m.value_field.required,
-                    )),
+                    Arc::new(NestedField::map_value_element(value_id, value, m.value_field.required)),
                 ))
             }
         }
@@ -167,10 +129,7 @@ impl Planner {
                 Some(src) => out.push(Arc::new(self.merge_field(&field_path, field, src)?)),
                 None if field.required => {
                     // Gone from the source: kept, null from now on.
-                    self.changes.push(Change::MakeOptional {
-                        path: field_path,
-                        id: field.id,
-                    });
+                    self.changes.push(Change::MakeOptional { path: field_path, id: field.id });
                     out.push(Arc::new(with_required(field, false)));
                 }
                 None => out.push(field.clone()),
@@ -204,31 +163,18 @@ impl Planner {
         current: &NestedField,
         source: &NestedField,
     ) -> Result<NestedField, Incompatible> {
-        let field_type =
-            self.merge_type(path, current.id, &current.field_type, &source.field_type)?;
+        let field_type = self.merge_type(path, current.id, &current.field_type, &source.field_type)?;
         let required = current.required && source.required;
         if current.required && !source.required {
-            self.changes.push(Change::MakeOptional {
-                path: path.to_string(),
-                id: current.id,
-            });
+            self.changes.push(Change::MakeOptional { path: path.to_string(), id: current.id });
         }
         let mut field = NestedField::new(current.id, &current.name, field_type, required);
         field.doc = current.doc.clone().or_else(|| source.doc.clone());
         Ok(field)
     }
 
-    fn merge_type(
-        &mut self,
-        path: &str,
-        id: i32,
-        current: &Type,
-        source: &Type,
-    ) -> Result<Type, Incompatible> {
-        let incompatible = |reason: String| Incompatible {
-            path: path.to_string(),
-            reason,
-        };
+    fn merge_type(&mut self, path: &str, id: i32, current: &Type, source: &Type) -> Result<Type, Incompatible> {
+        let incompatible = |reason: String| Incompatible { path: path.to_string(), reason };
         match (current, source) {
             (Type::Primitive(c), Type::Primitive(s)) => {
                 if c == s {
@@ -250,13 +196,10 @@ impl Planner {
                 }
                 Err(incompatible(format!("type {c} cannot become {s}")))
             }
-            (Type::Struct(c), Type::Struct(s)) => Ok(Type::Struct(StructType::new(
-                self.merge_struct(path, c, s)?,
-            ))),
+            (Type::Struct(c), Type::Struct(s)) => Ok(Type::Struct(StructType::new(self.merge_struct(path, c, s)?))),
             (Type::List(c), Type::List(s)) => {
                 let element_path = join(path, "element");
-                let element =
-                    self.merge_field(&element_path, &c.element_field, &s.element_field)?;
+                let element = self.merge_field(&element_path, &c.element_field, &s.element_field)?;
                 Ok(Type::List(ListType::new(Arc::new(element))))
             }
             (Type::Map(c), Type::Map(s)) => {
@@ -266,12 +209,8 @@ impl Planner {
                         c.key_field.field_type, s.key_field.field_type
                     )));
                 }
-                let value =
-                    self.merge_field(&join(path, "value"), &c.value_field, &s.value_field)?;
-                Ok(Type::Map(MapType::new(
-                    c.key_field.clone(),
-                    Arc::new(value),
-                )))
+                let value = self.merge_field(&join(path, "value"), &c.value_field, &s.value_field)?;
+                Ok(Type::Map(MapType::new(c.key_field.clone(), Arc::new(value))))
             }
             (c, s) => Err(incompatible(format!("type {c} cannot become {s}"))),
         }
@@ -281,18 +220,10 @@ impl Planner {
 /// Iceberg's allowed type promotions.
 pub fn promotable(from: &PrimitiveType, to: &PrimitiveType) -> bool {
     match (from, to) {
-        (PrimitiveType::Int, PrimitiveType::Long)
-        | (PrimitiveType::Float, PrimitiveType::Double) => true,
-        (
-            PrimitiveType::Decimal {
-                precision: p1,
-                scale: s1,
-            },
-            PrimitiveType::Decimal {
-                precision: p2,
-                scale: s2,
-            },
-        ) => s1 == s2 && p2 > p1,
+        (PrimitiveType::Int, PrimitiveType::Long) | (PrimitiveType::Float, PrimitiveType::Double) => true,
+        (PrimitiveType::Decimal { precision: p1, scale: s1 }, PrimitiveType::Decimal { precision: p2, scale: s2 }) => {
+            s1 == s2 && p2 > p1
+        }
         _ => false,
     }
 }
@@ -318,31 +249,16 @@ mod tests {
     fn base() -> Schema {
         let s = source(vec![
             NestedField::required(0, "id", p(PrimitiveType::Int)),
-            NestedField::optional(
-                0,
-                "price",
-                p(PrimitiveType::Decimal {
-                    precision: 9,
-                    scale: 2,
-                }),
-            ),
+            NestedField::optional(0, "price", p(PrimitiveType::Decimal { precision: 9, scale: 2 })),
             NestedField::optional(
                 0,
                 "tags",
-                Type::List(ListType::new(Arc::new(NestedField::list_element(
-                    0,
-                    p(PrimitiveType::String),
-                    true,
-                )))),
+                Type::List(ListType::new(Arc::new(NestedField::list_element(0, p(PrimitiveType::String), true)))),
             ),
             NestedField::optional(
                 0,
                 "address",
-                Type::Struct(source(vec![NestedField::optional(
-                    0,
-                    "city",
-                    p(PrimitiveType::String),
-                )])),
+                Type::Struct(source(vec![NestedField::optional(0, "city", p(PrimitiveType::String))])),
             ),
         ]);
         plan(None, &s).unwrap().schema
@@ -351,26 +267,10 @@ mod tests {
     #[test]
     fn new_table_gets_ids_in_order() {
         let schema = base();
-        let ids: Vec<(String, i32)> = schema
-            .as_struct()
-            .fields()
-            .iter()
-            .map(|f| (f.name.clone(), f.id))
-            .collect();
-        assert_eq!(
-            ids,
-            [
-                ("id".into(), 1),
-                ("price".into(), 2),
-                ("tags".into(), 3),
-                ("address".into(), 5)
-            ]
-        );
+        let ids: Vec<(String, i32)> = schema.as_struct().fields().iter().map(|f| (f.name.clone(), f.id)).collect();
+        assert_eq!(ids, [("id".into(), 1), ("price".into(), 2), ("tags".into(), 3), ("address".into(), 5)]);
         assert_eq!(schema.highest_field_id(), 6);
-        assert!(
-            schema.as_struct().fields()[0].required,
-            "a new table keeps required fields"
-        );
+        assert!(schema.as_struct().fields()[0].required, "a new table keeps required fields");
     }
 
     #[test]
@@ -386,14 +286,7 @@ mod tests {
         let schema = base();
         let s = source(vec![
             NestedField::required(0, "id", p(PrimitiveType::Long)),
-            NestedField::optional(
-                0,
-                "price",
-                p(PrimitiveType::Decimal {
-                    precision: 12,
-                    scale: 2,
-                }),
-            ),
+            NestedField::optional(0, "price", p(PrimitiveType::Decimal { precision: 12, scale: 2 })),
             NestedField::optional(
                 0,
                 "address",
@@ -408,28 +301,15 @@ mod tests {
         assert_eq!(
             e.changes,
             vec![
-                Change::Promote {
-                    path: "id".into(),
-                    id: 1,
-                    from: "int".into(),
-                    to: "long".into()
-                },
+                Change::Promote { path: "id".into(), id: 1, from: "int".into(), to: "long".into() },
                 Change::Promote {
                     path: "price".into(),
                     id: 2,
                     from: "decimal(9,2)".into(),
                     to: "decimal(12,2)".into()
                 },
-                Change::AddColumn {
-                    path: "address.zip".into(),
-                    id: 7,
-                    field_type: "string".into()
-                },
-                Change::AddColumn {
-                    path: "note".into(),
-                    id: 8,
-                    field_type: "string".into()
-                },
+                Change::AddColumn { path: "address.zip".into(), id: 7, field_type: "string".into() },
+                Change::AddColumn { path: "note".into(), id: 8, field_type: "string".into() },
             ]
         );
         let fields = e.schema.as_struct().fields();
@@ -438,18 +318,8 @@ mod tests {
         assert_eq!(e.schema.schema_id(), 1);
         assert!(!fields[4].required, "added columns are optional");
         // An old writer (int) after the promotion is still fine and changes nothing.
-        let old = plan(
-            Some(&e.schema),
-            &source(vec![NestedField::required(0, "id", p(PrimitiveType::Int))]),
-        )
-        .unwrap();
-        assert!(
-            old.changes
-                .iter()
-                .all(|c| !matches!(c, Change::Promote { .. })),
-            "{:?}",
-            old.changes
-        );
+        let old = plan(Some(&e.schema), &source(vec![NestedField::required(0, "id", p(PrimitiveType::Int))])).unwrap();
+        assert!(old.changes.iter().all(|c| !matches!(c, Change::Promote { .. })), "{:?}", old.changes);
     }
 
     #[test]
@@ -457,23 +327,10 @@ mod tests {
         let schema = base();
         let e = plan(
             Some(&schema),
-            &source(vec![NestedField::optional(
-                0,
-                "price",
-                p(PrimitiveType::Decimal {
-                    precision: 9,
-                    scale: 2,
-                }),
-            )]),
+            &source(vec![NestedField::optional(0, "price", p(PrimitiveType::Decimal { precision: 9, scale: 2 }))]),
         )
         .unwrap();
-        assert_eq!(
-            e.changes,
-            vec![Change::MakeOptional {
-                path: "id".into(),
-                id: 1
-            }]
-        );
+        assert_eq!(e.changes, vec![Change::MakeOptional { path: "id".into(), id: 1 }]);
         assert!(!e.schema.as_struct().fields()[0].required);
     }
 
@@ -481,50 +338,18 @@ mod tests {
     fn incompatible_changes_say_why() {
         let schema = base();
         for (s, path) in [
+            (source(vec![NestedField::required(0, "id", p(PrimitiveType::String))]), "id"),
             (
-                source(vec![NestedField::required(
-                    0,
-                    "id",
-                    p(PrimitiveType::String),
-                )]),
-                "id",
-            ),
-            (
-                source(vec![NestedField::optional(
-                    0,
-                    "price",
-                    p(PrimitiveType::Decimal {
-                        precision: 9,
-                        scale: 3,
-                    }),
-                )]),
+                source(vec![NestedField::optional(0, "price", p(PrimitiveType::Decimal { precision: 9, scale: 3 }))]),
                 "price",
             ),
-            (
-                source(vec![NestedField::required(
-                    0,
-                    "created",
-                    p(PrimitiveType::Long),
-                )]),
-                "created",
-            ),
-            (
-                source(vec![NestedField::optional(
-                    0,
-                    "address",
-                    p(PrimitiveType::String),
-                )]),
-                "address",
-            ),
+            (source(vec![NestedField::required(0, "created", p(PrimitiveType::Long))]), "created"),
+            (source(vec![NestedField::optional(0, "address", p(PrimitiveType::String))]), "address"),
             (
                 source(vec![NestedField::optional(
                     0,
                     "tags",
-                    Type::List(ListType::new(Arc::new(NestedField::list_element(
-                        0,
-                        p(PrimitiveType::Int),
-                        true,
-                    )))),
+                    Type::List(ListType::new(Arc::new(NestedField::list_element(0, p(PrimitiveType::Int), true)))),
                 )]),
                 "tags.element",
             ),
@@ -534,18 +359,7 @@ mod tests {
         }
         // Narrowing after a promotion is the old writer case, not an error — but long → int
         // on a column that was always long is.
-        let long = plan(
-            None,
-            &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Long))]),
-        )
-        .unwrap()
-        .schema;
-        assert!(
-            plan(
-                Some(&long),
-                &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Float))])
-            )
-            .is_err()
-        );
+        let long = plan(None, &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Long))])).unwrap().schema;
+        assert!(plan(Some(&long), &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Float))])).is_err());
     }
 }

@@ -13,11 +13,7 @@ use crate::schema::{Incompatible, plan};
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     #[error("{topic}: {part} format {format:?} is not supported yet")]
-    Unsupported {
-        topic: String,
-        part: &'static str,
-        format: Format,
-    },
+    Unsupported { topic: String, part: &'static str, format: Format },
     #[error("{topic}: {0}", topic = .1)]
     Reserved(ReservedName, String),
     #[error(transparent)]
@@ -35,8 +31,7 @@ impl Formats {
     pub async fn load(_config: &FloeConfig, topic: &TopicConfig) -> Result<Formats, FormatError> {
         let (key_type, key) = Self::part(topic, "key", topic.key_format)?;
         let (value_type, value) = Self::part(topic, "value", topic.value_format)?;
-        let source = table_struct(&key_type, &value_type)
-            .map_err(|e| FormatError::Reserved(e, topic.topic.clone()))?;
+        let source = table_struct(&key_type, &value_type).map_err(|e| FormatError::Reserved(e, topic.topic.clone()))?;
         let schema = Arc::new(plan(None, &source)?.schema);
         Ok(Formats { schema, key, value })
     }
@@ -48,11 +43,7 @@ impl Formats {
     ) -> Result<(PayloadType, Arc<dyn PayloadDecoder>), FormatError> {
         match format {
             Format::Raw | Format::Auto => Ok((PayloadType::Raw, Arc::new(RawDecoder))),
-            other => Err(FormatError::Unsupported {
-                topic: topic.topic.clone(),
-                part,
-                format: other,
-            }),
+            other => Err(FormatError::Unsupported { topic: topic.topic.clone(), part, format: other }),
         }
     }
 }

@@ -53,10 +53,7 @@ fn f(name: &str, t: PrimitiveType, required: bool) -> Arc<NestedField> {
 
 /// The `_kafka` struct's fields; `key` is included when the value is a record.
 fn kafka_struct(key: Option<&PayloadType>) -> Type {
-    let header = StructType::new(vec![
-        f("key", PrimitiveType::String, true),
-        f("value", PrimitiveType::Binary, false),
-    ]);
+    let header = StructType::new(vec![f("key", PrimitiveType::String, true), f("value", PrimitiveType::Binary, false)]);
     let mut fields = vec![
         f("partition", PrimitiveType::Int, true),
         f("offset", PrimitiveType::Long, true),
@@ -65,20 +62,12 @@ fn kafka_struct(key: Option<&PayloadType>) -> Type {
         Arc::new(NestedField::new(
             0,
             "headers",
-            Type::List(ListType::new(Arc::new(NestedField::list_element(
-                0,
-                Type::Struct(header),
-                true,
-            )))),
+            Type::List(ListType::new(Arc::new(NestedField::list_element(0, Type::Struct(header), true)))),
             false,
         )),
     ];
     if let Some(key) = key {
-        fields.push(Arc::new(NestedField::optional(
-            0,
-            KEY_COLUMN,
-            key.column_type(),
-        )));
+        fields.push(Arc::new(NestedField::optional(0, KEY_COLUMN, key.column_type())));
     }
     Type::Struct(StructType::new(fields))
 }
@@ -93,11 +82,7 @@ pub fn table_struct(key: &PayloadType, value: &PayloadType) -> Result<StructType
     let mut fields = Vec::new();
     match value {
         PayloadType::Record(record) => {
-            fields.push(Arc::new(NestedField::required(
-                0,
-                KAFKA_COLUMN,
-                kafka_struct(Some(key)),
-            )));
+            fields.push(Arc::new(NestedField::required(0, KAFKA_COLUMN, kafka_struct(Some(key)))));
             for field in record.fields() {
                 if field.name == KAFKA_COLUMN {
                     return Err(ReservedName(field.name.clone()));
@@ -109,21 +94,9 @@ pub fn table_struct(key: &PayloadType, value: &PayloadType) -> Result<StructType
             }
         }
         _ => {
-            fields.push(Arc::new(NestedField::required(
-                0,
-                KAFKA_COLUMN,
-                kafka_struct(None),
-            )));
-            fields.push(Arc::new(NestedField::optional(
-                0,
-                KEY_COLUMN,
-                key.column_type(),
-            )));
-            fields.push(Arc::new(NestedField::optional(
-                0,
-                VALUE_COLUMN,
-                value.column_type(),
-            )));
+            fields.push(Arc::new(NestedField::required(0, KAFKA_COLUMN, kafka_struct(None))));
+            fields.push(Arc::new(NestedField::optional(0, KEY_COLUMN, key.column_type())));
+            fields.push(Arc::new(NestedField::optional(0, VALUE_COLUMN, value.column_type())));
         }
     }
     Ok(StructType::new(fields))
@@ -132,14 +105,7 @@ pub fn table_struct(key: &PayloadType, value: &PayloadType) -> Result<StructType
 /// The dead-letter table beside a table: the record as it was (metadata, raw key and
 /// value) and why it could not be decoded.
 pub fn dead_letter_struct() -> StructType {
-    let mut fields = table_struct(&PayloadType::Raw, &PayloadType::Raw)
-        .expect("no reserved names")
-        .fields()
-        .to_vec();
-    fields.push(Arc::new(NestedField::required(
-        0,
-        ERROR_COLUMN,
-        Type::Primitive(PrimitiveType::String),
-    )));
+    let mut fields = table_struct(&PayloadType::Raw, &PayloadType::Raw).expect("no reserved names").fields().to_vec();
+    fields.push(Arc::new(NestedField::required(0, ERROR_COLUMN, Type::Primitive(PrimitiveType::String))));
     StructType::new(fields)
 }

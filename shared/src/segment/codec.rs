@@ -44,8 +44,7 @@ impl Codec {
             Codec::Gzip => read_limited(self, flate2::read::MultiGzDecoder::new(input), limit),
             Codec::Lz4 => read_limited(self, lz4_flex::frame::FrameDecoder::new(input), limit),
             Codec::Zstd => {
-                let decoder = zstd::stream::read::Decoder::with_buffer(input)
-                    .map_err(|e| self.error(e.to_string()))?;
+                let decoder = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| self.error(e.to_string()))?;
                 read_limited(self, decoder, limit)
             }
             Codec::Snappy => {
@@ -61,12 +60,7 @@ impl Codec {
     /// Decompresses the value of a legacy (magic v0/v1) wrapper message. Kafka 0.8–0.9
     /// wrote magic v0 lz4 frames whose header checksum also covers the frame's magic
     /// number (KAFKA-3160); those are repaired before decoding.
-    pub fn decompress_legacy(
-        self,
-        magic: i8,
-        input: &[u8],
-        limit: usize,
-    ) -> Result<Vec<u8>, SegmentErrorKind> {
+    pub fn decompress_legacy(self, magic: i8, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
         if self == Codec::Lz4 && magic == 0 {
             if let Some(fixed) = fix_kafka_lz4_header_checksum(input) {
                 return self.decompress(&fixed, limit);
@@ -76,10 +70,7 @@ impl Codec {
     }
 
     fn error(self, detail: impl Into<String>) -> SegmentErrorKind {
-        SegmentErrorKind::Decompress {
-            codec: self.name(),
-            detail: detail.into(),
-        }
+        SegmentErrorKind::Decompress { codec: self.name(), detail: detail.into() }
     }
 }
 
@@ -96,8 +87,7 @@ fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let flags = *frame.get(4)?;
-    let descriptor_end =
-        6 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 };
+    let descriptor_end = 6 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 };
     let stored = *frame.get(descriptor_end)?;
     let hash = |bytes: &[u8]| ((twox_hash::XxHash32::oneshot(0, bytes) >> 8) & 0xff) as u8;
     let correct = hash(&frame[4..descriptor_end]);
@@ -109,21 +99,11 @@ fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
     Some(fixed)
 }
 
-fn read_limited(
-    codec: Codec,
-    reader: impl Read,
-    limit: usize,
-) -> Result<Vec<u8>, SegmentErrorKind> {
+fn read_limited(codec: Codec, reader: impl Read, limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
     let mut out = Vec::new();
-    reader
-        .take(limit as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| codec.error(e.to_string()))?;
+    reader.take(limit as u64 + 1).read_to_end(&mut out).map_err(|e| codec.error(e.to_string()))?;
     if out.len() > limit {
-        return Err(SegmentErrorKind::DecompressedTooLarge {
-            codec: codec.name(),
-            limit,
-        });
+        return Err(SegmentErrorKind::DecompressedTooLarge { codec: codec.name(), limit });
     }
     Ok(out)
 }
@@ -131,14 +111,9 @@ fn read_limited(
 fn snappy_block(input: &[u8], limit: usize, already: usize) -> Result<Vec<u8>, SegmentErrorKind> {
     let len = snap::raw::decompress_len(input).map_err(|e| Codec::Snappy.error(e.to_string()))?;
     if already.saturating_add(len) > limit {
-        return Err(SegmentErrorKind::DecompressedTooLarge {
-            codec: "snappy",
-            limit,
-        });
+        return Err(SegmentErrorKind::DecompressedTooLarge { codec: "snappy", limit });
     }
-    snap::raw::Decoder::new()
-        .decompress_vec(input)
-        .map_err(|e| Codec::Snappy.error(e.to_string()))
+    snap::raw::Decoder::new().decompress_vec(input).map_err(|e| Codec::Snappy.error(e.to_string()))
 }
 
 fn xerial_decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
@@ -153,10 +128,7 @@ fn xerial_decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentError
         };
         let len = i32::from_be_bytes(*len);
         let Some(block) = usize::try_from(len).ok().and_then(|l| tail.get(..l)) else {
-            return Err(Codec::Snappy.error(format!(
-                "xerial block of {len} bytes with {} bytes left",
-                tail.len()
-            )));
+            return Err(Codec::Snappy.error(format!("xerial block of {len} bytes with {} bytes left", tail.len())));
         };
         out.extend_from_slice(&snappy_block(block, limit, out.len())?);
         rest = &tail[block.len()..];
@@ -176,14 +148,8 @@ mod tests {
         let bomb = enc.finish().unwrap();
         assert!(bomb.len() < 64 * 1024);
         let err = Codec::Gzip.decompress(&bomb, 1 << 20).unwrap_err();
-        assert!(
-            matches!(err, SegmentErrorKind::DecompressedTooLarge { .. }),
-            "{err}"
-        );
-        assert_eq!(
-            Codec::Gzip.decompress(&bomb, 10 << 20).unwrap().len(),
-            10 << 20
-        );
+        assert!(matches!(err, SegmentErrorKind::DecompressedTooLarge { .. }), "{err}");
+        assert_eq!(Codec::Gzip.decompress(&bomb, 10 << 20).unwrap().len(), 10 << 20);
     }
 
     #[test]
@@ -215,10 +181,7 @@ mod tests {
     #[test]
     fn garbage_is_an_error_for_every_codec() {
         for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
-            assert!(
-                codec.decompress(b"\x01\x02garbage", 1 << 20).is_err(),
-                "{codec:?}"
-            );
+            assert!(codec.decompress(b"\x01\x02garbage", 1 << 20).is_err(), "{codec:?}");
         }
     }
 }

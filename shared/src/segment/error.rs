@@ -19,11 +19,7 @@ pub enum SegmentErrorKind {
     BatchTooLarge { length: u32, limit: u32 },
     /// A checksum mismatch.
     #[error("{algorithm} mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    Checksum {
-        algorithm: &'static str,
-        stored: u32,
-        computed: u32,
-    },
+    Checksum { algorithm: &'static str, stored: u32, computed: u32 },
     #[error("unsupported magic byte {0}")]
     UnsupportedMagic(i8),
     #[error("unsupported compression codec id {0}")]
@@ -35,11 +31,7 @@ pub enum SegmentErrorKind {
     DecompressedTooLarge { codec: &'static str, limit: usize },
     /// A record inside a batch does not parse.
     #[error("record {index} (offset {offset:?}): {detail}")]
-    Record {
-        index: usize,
-        offset: Option<i64>,
-        detail: String,
-    },
+    Record { index: usize, offset: Option<i64>, detail: String },
     /// The batch header is inconsistent (negative counts, offsets out of range, ...).
     #[error("malformed batch: {0}")]
     Malformed(String),
@@ -62,18 +54,8 @@ pub struct SegmentError {
 }
 
 impl SegmentError {
-    pub fn new(
-        file: impl Into<String>,
-        position: u64,
-        base_offset: Option<i64>,
-        kind: SegmentErrorKind,
-    ) -> Self {
-        SegmentError {
-            file: file.into(),
-            position,
-            base_offset,
-            kind,
-        }
+    pub fn new(file: impl Into<String>, position: u64, base_offset: Option<i64>, kind: SegmentErrorKind) -> Self {
+        SegmentError { file: file.into(), position, base_offset, kind }
     }
 
     /// True when trying again may succeed (the bytes could not be read); false when the

@@ -78,13 +78,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// many are available. Never reserves more than the data read justifies.
     async fn fill(&mut self, n: usize) -> Result<usize, SegmentError> {
         while self.buf.len() < n && !self.eof {
-            self.buf
-                .reserve(READ_CHUNK.min(n - self.buf.len()).max(8 * 1024));
-            let read = self
-                .reader
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|e| self.error(None, e.into()))?;
+            self.buf.reserve(READ_CHUNK.min(n - self.buf.len()).max(8 * 1024));
+            let read = self.reader.read_buf(&mut self.buf).await.map_err(|e| self.error(None, e.into()))?;
             if read == 0 {
                 self.eof = true;
             }
@@ -101,10 +96,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         if available < LOG_OVERHEAD {
             return Err(self.error(
                 None,
-                SegmentErrorKind::Truncated {
-                    needed: LOG_OVERHEAD as u64,
-                    available: available as u64,
-                },
+                SegmentErrorKind::Truncated { needed: LOG_OVERHEAD as u64, available: available as u64 },
             ));
         }
         let base_offset = i64::from_be_bytes(self.buf[..8].try_into().expect("8 bytes"));
@@ -114,40 +106,22 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
         let base = Some(base_offset);
         if length < MIN_BODY as i32 {
-            return Err(self.error(
-                base,
-                SegmentErrorKind::InvalidLength {
-                    length,
-                    minimum: MIN_BODY,
-                },
-            ));
+            return Err(self.error(base, SegmentErrorKind::InvalidLength { length, minimum: MIN_BODY }));
         }
         let length = length as u32;
         if length > self.limits.max_batch_bytes {
-            return Err(self.error(
-                base,
-                SegmentErrorKind::BatchTooLarge {
-                    length,
-                    limit: self.limits.max_batch_bytes,
-                },
-            ));
+            return Err(
+                self.error(base, SegmentErrorKind::BatchTooLarge { length, limit: self.limits.max_batch_bytes })
+            );
         }
         let total = LOG_OVERHEAD + length as usize;
         let available = self.fill(total).await?;
         if available < total {
-            return Err(self.error(
-                base,
-                SegmentErrorKind::Truncated {
-                    needed: total as u64,
-                    available: available as u64,
-                },
-            ));
+            return Err(
+                self.error(base, SegmentErrorKind::Truncated { needed: total as u64, available: available as u64 })
+            );
         }
-        let frame = Frame {
-            position: self.position,
-            base_offset,
-            bytes: self.buf.split_to(total).freeze(),
-        };
+        let frame = Frame { position: self.position, base_offset, bytes: self.buf.split_to(total).freeze() };
         self.position += total as u64;
         Ok(Some(frame))
     }
@@ -161,8 +135,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 return Err(self.error(
                     None,
                     SegmentErrorKind::Malformed(
-                        "non-zero bytes after a zero batch length (garbage after the last batch)"
-                            .into(),
+                        "non-zero bytes after a zero batch length (garbage after the last batch)".into(),
                     ),
                 ));
             }

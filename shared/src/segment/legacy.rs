@@ -29,23 +29,17 @@ struct Message {
 
 /// Decodes one legacy entry (prefix included) into its records: one for a plain
 /// message, the inner messages for a compressed wrapper. Returns the codec too.
-pub fn decode_entry(
-    entry: Bytes,
-    limits: &Limits,
-) -> Result<(Codec, Vec<Record>), SegmentErrorKind> {
+pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Vec<Record>), SegmentErrorKind> {
     let outer = parse_message(&entry)?;
     let codec = Codec::from_attributes(outer.attributes)?;
     if codec == Codec::None {
         return Ok((codec, vec![plain_record(outer, None)]));
     }
-    let compressed = outer.value.as_ref().ok_or_else(|| {
-        SegmentErrorKind::Malformed("compressed wrapper message with null value".into())
-    })?;
-    let inner = Bytes::from(codec.decompress_legacy(
-        outer.magic,
-        compressed,
-        limits.max_decompressed_bytes,
-    )?);
+    let compressed = outer
+        .value
+        .as_ref()
+        .ok_or_else(|| SegmentErrorKind::Malformed("compressed wrapper message with null value".into()))?;
+    let inner = Bytes::from(codec.decompress_legacy(outer.magic, compressed, limits.max_decompressed_bytes)?);
     let mut messages = Vec::new();
     let mut pos = 0;
     while pos < inner.len() {
@@ -63,30 +57,20 @@ pub fn decode_entry(
             .ok()
             .and_then(|s| (pos + 12).checked_add(s))
             .filter(|&end| end <= inner.len())
-            .ok_or_else(|| {
-                inner_err(format!(
-                    "size {size} with {} bytes left",
-                    inner.len() - pos - 12
-                ))
-            })?;
-        let message =
-            parse_message(&inner.slice(pos..end)).map_err(|e| inner_err(e.to_string()))?;
+            .ok_or_else(|| inner_err(format!("size {size} with {} bytes left", inner.len() - pos - 12)))?;
+        let message = parse_message(&inner.slice(pos..end)).map_err(|e| inner_err(e.to_string()))?;
         if Codec::from_attributes(message.attributes)? != Codec::None {
             return Err(inner_err("nested compression".into()));
         }
         messages.push(message);
         pos = end;
     }
-    let last_inner = messages.last().map(|m| m.offset).ok_or_else(|| {
-        SegmentErrorKind::Malformed("compressed wrapper with no inner messages".into())
-    })?;
-    let rebase = if outer.magic >= 1 {
-        outer.offset - last_inner
-    } else {
-        0
-    };
-    let log_append = (outer.magic >= 1
-        && TimestampType::from_attributes(outer.attributes) == TimestampType::LogAppend)
+    let last_inner = messages
+        .last()
+        .map(|m| m.offset)
+        .ok_or_else(|| SegmentErrorKind::Malformed("compressed wrapper with no inner messages".into()))?;
+    let rebase = if outer.magic >= 1 { outer.offset - last_inner } else { 0 };
+    let log_append = (outer.magic >= 1 && TimestampType::from_attributes(outer.attributes) == TimestampType::LogAppend)
         .then_some(outer.timestamp);
     let records = messages
         .into_iter()
@@ -109,23 +93,11 @@ fn plain_record(m: Message, log_append_timestamp: Option<i64>) -> Record {
         (_, Some(ts)) => (ts, TimestampType::LogAppend),
         (_, None) => (m.timestamp, TimestampType::from_attributes(m.attributes)),
     };
-    Record {
-        offset: m.offset,
-        timestamp,
-        timestamp_type,
-        key: m.key,
-        value: m.value,
-        headers: Vec::new(),
-    }
+    Record { offset: m.offset, timestamp, timestamp_type, key: m.key, value: m.value, headers: Vec::new() }
 }
 
 fn parse_message(entry: &Bytes) -> Result<Message, SegmentErrorKind> {
-    let short = || {
-        SegmentErrorKind::Malformed(format!(
-            "legacy message of {} bytes is too short",
-            entry.len()
-        ))
-    };
+    let short = || SegmentErrorKind::Malformed(format!("legacy message of {} bytes is too short", entry.len()));
     if entry.len() < 26 {
         return Err(short());
     }
@@ -133,11 +105,7 @@ fn parse_message(entry: &Bytes) -> Result<Message, SegmentErrorKind> {
     let stored = u32::from_be_bytes(entry[12..16].try_into().expect("4 bytes"));
     let computed = crc32fast::hash(&entry[16..]);
     if stored != computed {
-        return Err(SegmentErrorKind::Checksum {
-            algorithm: "CRC-32",
-            stored,
-            computed,
-        });
+        return Err(SegmentErrorKind::Checksum { algorithm: "CRC-32", stored, computed });
     }
     let magic = entry[16] as i8;
     let attributes = entry[17] as u16;
@@ -159,37 +127,21 @@ fn parse_message(entry: &Bytes) -> Result<Message, SegmentErrorKind> {
             entry.len() - pos
         )));
     }
-    Ok(Message {
-        offset,
-        magic,
-        attributes,
-        timestamp,
-        key,
-        value,
-    })
+    Ok(Message { offset, magic, attributes, timestamp, key, value })
 }
 
 fn nullable(entry: &Bytes, pos: &mut usize) -> Result<Option<Bytes>, SegmentErrorKind> {
     let len = entry
         .get(*pos..*pos + 4)
         .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
-        .ok_or_else(|| {
-            SegmentErrorKind::Malformed("legacy message length field truncated".into())
-        })?;
+        .ok_or_else(|| SegmentErrorKind::Malformed("legacy message length field truncated".into()))?;
     *pos += 4;
     if len == -1 {
         return Ok(None);
     }
-    let end = usize::try_from(len)
-        .ok()
-        .map(|l| *pos + l)
-        .filter(|&end| end <= entry.len())
-        .ok_or_else(|| {
-            SegmentErrorKind::Malformed(format!(
-                "legacy message field length {len} with {} bytes left",
-                entry.len() - *pos
-            ))
-        })?;
+    let end = usize::try_from(len).ok().map(|l| *pos + l).filter(|&end| end <= entry.len()).ok_or_else(|| {
+        SegmentErrorKind::Malformed(format!("legacy message field length {len} with {} bytes left", entry.len() - *pos))
+    })?;
     let bytes = entry.slice(*pos..end);
     *pos = end;
     Ok(Some(bytes))

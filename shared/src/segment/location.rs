@@ -69,11 +69,7 @@ impl SegmentLocation {
         let base_offset = parse_offset(stem.get(..OFFSET_LEN)?)?;
         let (parent_path, parent) = dirs.rsplit_once('/').map_or(("", dirs), |(p, d)| (p, d));
         let with_slash = |p: &str| {
-            if p.is_empty() {
-                String::new()
-            } else {
-                format!("{p}/")
-            }
+            if p.is_empty() { String::new() } else { format!("{p}/") }
         };
 
         if stem.len() == OFFSET_LEN {
@@ -89,15 +85,10 @@ impl SegmentLocation {
                 kind,
             });
         }
-        let segment_id = stem
-            .get(OFFSET_LEN..)?
-            .strip_prefix('-')
-            .filter(|id| is_uuid(id))?;
+        let segment_id = stem.get(OFFSET_LEN..)?.strip_prefix('-').filter(|id| is_uuid(id))?;
         if let Some(partition) = parse_partition(parent) {
             // Aiven: <prefix><topic>-<topicId>/<partition>/<file>
-            let (prefix, topic_dir) = parent_path
-                .rsplit_once('/')
-                .map_or(("", parent_path), |(p, d)| (p, d));
+            let (prefix, topic_dir) = parent_path.rsplit_once('/').map_or(("", parent_path), |(p, d)| (p, d));
             let (topic, topic_id) = split_uuid_suffix(topic_dir)?;
             return Some(SegmentLocation {
                 layout: SegmentLayout::TieredStorage,
@@ -135,25 +126,15 @@ fn split_extension(file: &str) -> Option<(&str, &str)> {
 }
 
 fn parse_offset(digits: &str) -> Option<i64> {
-    if digits.len() == OFFSET_LEN && digits.bytes().all(|b| b.is_ascii_digit()) {
-        digits.parse().ok()
-    } else {
-        None
-    }
+    if digits.len() == OFFSET_LEN && digits.bytes().all(|b| b.is_ascii_digit()) { digits.parse().ok() } else { None }
 }
 
 fn parse_partition(s: &str) -> Option<i32> {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse().ok()
-    } else {
-        None
-    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) { s.parse().ok() } else { None }
 }
 
 fn is_uuid(s: &str) -> bool {
-    s.len() == UUID_LEN
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    s.len() == UUID_LEN && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// `name-<22-char uuid>` → (`name`, uuid).
@@ -167,9 +148,7 @@ fn split_uuid_suffix(s: &str) -> Option<(&str, &str)> {
 /// Kafka topic names: 1–249 characters of `[a-zA-Z0-9._-]`.
 fn valid_topic(topic: &str) -> Option<String> {
     let ok = (1..=249).contains(&topic.len())
-        && topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        && topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     ok.then(|| topic.to_string())
 }
 
@@ -179,9 +158,7 @@ mod tests {
 
     #[test]
     fn broker_log_dir() {
-        let loc =
-            SegmentLocation::parse("/var/kafka-logs/orders.v1-eu-12/00000000000000001234.log")
-                .unwrap();
+        let loc = SegmentLocation::parse("/var/kafka-logs/orders.v1-eu-12/00000000000000001234.log").unwrap();
         assert_eq!(loc.layout, SegmentLayout::BrokerLogDir);
         assert_eq!(loc.topic, "orders.v1-eu");
         assert_eq!(loc.partition, 12);
@@ -206,13 +183,9 @@ mod tests {
         assert_eq!(loc.base_offset, 4096);
         assert_eq!(loc.segment_id.as_deref(), Some("zz_-_abcdefghijklmnopq"));
         assert_eq!(loc.kind, ObjectKind::Manifest);
-        let no_prefix =
-            "orders-Ab3defGhIjKlMnOpQrStUv/0/00000000000000000000-zz_-_abcdefghijklmnopq.log";
+        let no_prefix = "orders-Ab3defGhIjKlMnOpQrStUv/0/00000000000000000000-zz_-_abcdefghijklmnopq.log";
         let loc = SegmentLocation::parse(no_prefix).unwrap();
-        assert_eq!(
-            (loc.prefix.as_str(), loc.topic.as_str(), loc.kind),
-            ("", "orders", ObjectKind::Log)
-        );
+        assert_eq!((loc.prefix.as_str(), loc.topic.as_str(), loc.kind), ("", "orders", ObjectKind::Log));
     }
 
     #[test]
@@ -220,10 +193,7 @@ mod tests {
         let key = "/tmp/kafka-remote/orders-3-Ab3defGhIjKlMnOpQrStUv/00000000000000000010-zz_-_abcdefghijklmnopq.log";
         let loc = SegmentLocation::parse(key).unwrap();
         assert_eq!(loc.layout, SegmentLayout::LocalTieredStorage);
-        assert_eq!(
-            (loc.topic.as_str(), loc.partition, loc.base_offset),
-            ("orders", 3, 10)
-        );
+        assert_eq!((loc.topic.as_str(), loc.partition, loc.base_offset), ("orders", 3, 10));
     }
 
     #[test]

@@ -63,20 +63,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_batch_bytes: 64 * 1024 * 1024,
-            max_decompressed_bytes: 256 * 1024 * 1024,
-        }
+        Limits { max_batch_bytes: 64 * 1024 * 1024, max_decompressed_bytes: 256 * 1024 * 1024 }
     }
 }
 
 /// Decodes a whole segment held in memory, returning its committed records' count and
 /// summary; used by the fuzz target and its corpus replay. Never panics on any input.
-pub fn decode_bytes(
-    name: &str,
-    bytes: bytes::Bytes,
-    limits: Limits,
-) -> Result<SegmentSummary, SegmentError> {
+pub fn decode_bytes(name: &str, bytes: bytes::Bytes, limits: Limits) -> Result<SegmentSummary, SegmentError> {
     futures::executor::block_on(async {
         let source = std::sync::Arc::new(MemorySource::new(name, bytes));
         let mut reader = SegmentReader::open(source, limits).await?;

@@ -59,10 +59,7 @@ fn decode_v2(frame: &Frame, limits: &Limits) -> Result<Batch, SegmentErrorKind> 
     };
     let (records, control) = if header.is_control() {
         let types = v2::decode_control(&header, data)?;
-        (
-            Vec::new(),
-            types.into_iter().map(ControlType::from_code).collect(),
-        )
+        (Vec::new(), types.into_iter().map(ControlType::from_code).collect())
     } else {
         (v2::decode_records(&header, data)?, Vec::new())
     };
@@ -133,20 +130,11 @@ pub struct SegmentReader {
 
 impl SegmentReader {
     /// Opens `source` from its first byte.
-    pub async fn open(
-        source: Arc<dyn SegmentSource>,
-        limits: Limits,
-    ) -> Result<Self, SegmentError> {
-        let reader = source
-            .open_at(0)
-            .await
-            .map_err(|e| SegmentError::new(source.name(), 0, None, e.into()))?;
+    pub async fn open(source: Arc<dyn SegmentSource>, limits: Limits) -> Result<Self, SegmentError> {
+        let reader = source.open_at(0).await.map_err(|e| SegmentError::new(source.name(), 0, None, e.into()))?;
         let frames = FrameReader::new(reader, source.name(), 0, limits);
         Ok(SegmentReader {
-            summary: SegmentSummary {
-                file: source.name().to_string(),
-                ..Default::default()
-            },
+            summary: SegmentSummary { file: source.name().to_string(), ..Default::default() },
             source,
             frames,
             limits,
@@ -181,8 +169,7 @@ impl SegmentReader {
                 self.finish();
                 return Ok(None);
             };
-            let mut batch = decode_frame(&frame, &self.limits)
-                .map_err(|k| locate(self.source.name(), &frame, k))?;
+            let mut batch = decode_frame(&frame, &self.limits).map_err(|k| locate(self.source.name(), &frame, k))?;
             self.count(&batch);
             match batch.kind {
                 BatchKind::Control => {
@@ -206,9 +193,7 @@ impl SegmentReader {
                         Outcome::Open => {
                             self.summary.open_records += n;
                             self.track_open(&batch);
-                            batch.txn = BatchTxn::Open {
-                                producer_id: batch.producer_id,
-                            };
+                            batch.txn = BatchTxn::Open { producer_id: batch.producer_id };
                             return Ok(Some(batch));
                         }
                         Outcome::Commit => {}
@@ -217,29 +202,20 @@ impl SegmentReader {
                 BatchKind::Data | BatchKind::Legacy => {}
             }
             self.summary.records += batch.records.len() as u64;
-            self.summary.tombstones +=
-                batch.records.iter().filter(|r| r.value.is_none()).count() as u64;
+            self.summary.tombstones += batch.records.iter().filter(|r| r.value.is_none()).count() as u64;
             return Ok(Some(batch));
         }
     }
 
     async fn scan_from(&self, frame: &Frame) -> Result<TxnPlan, SegmentError> {
-        tracing::debug!(
-            file = self.source.name(),
-            position = frame.position,
-            "transactional batch: lookahead scan"
-        );
-        let reader =
-            self.source.open_at(frame.position).await.map_err(|e| {
-                SegmentError::new(self.source.name(), frame.position, None, e.into())
-            })?;
+        tracing::debug!(file = self.source.name(), position = frame.position, "transactional batch: lookahead scan");
+        let reader = self
+            .source
+            .open_at(frame.position)
+            .await
+            .map_err(|e| SegmentError::new(self.source.name(), frame.position, None, e.into()))?;
         let frames = FrameReader::new(reader, self.source.name(), frame.position, self.limits);
-        TxnPlan::scan(
-            frames,
-            self.txn_index.clone().unwrap_or_default(),
-            &self.limits,
-        )
-        .await
+        TxnPlan::scan(frames, self.txn_index.clone().unwrap_or_default(), &self.limits).await
     }
 
     fn count(&mut self, batch: &Batch) {
@@ -247,14 +223,8 @@ impl SegmentReader {
         *s.batches.entry(batch.kind).or_default() += 1;
         *s.codecs.entry(batch.codec).or_default() += 1;
         *s.magic.entry(batch.magic).or_default() += 1;
-        s.first_offset = Some(
-            s.first_offset
-                .map_or(batch.base_offset, |f| f.min(batch.base_offset)),
-        );
-        s.last_offset = Some(
-            s.last_offset
-                .map_or(batch.last_offset, |l| l.max(batch.last_offset)),
-        );
+        s.first_offset = Some(s.first_offset.map_or(batch.base_offset, |f| f.min(batch.base_offset)));
+        s.last_offset = Some(s.last_offset.map_or(batch.last_offset, |l| l.max(batch.last_offset)));
     }
 
     fn record_markers(&mut self, batch: &Batch) {
@@ -276,12 +246,7 @@ impl SegmentReader {
 
     fn track_open(&mut self, batch: &Batch) {
         let pid = batch.producer_id;
-        let key = self
-            .open
-            .keys()
-            .find(|(p, _)| *p == pid)
-            .copied()
-            .unwrap_or((pid, batch.base_offset));
+        let key = self.open.keys().find(|(p, _)| *p == pid).copied().unwrap_or((pid, batch.base_offset));
         let txn = self.open.entry(key).or_insert_with(|| OpenTxn {
             producer_id: pid,
             producer_epoch: batch.producer_epoch,

@@ -14,11 +14,7 @@ pub enum TimestampType {
 
 impl TimestampType {
     pub fn from_attributes(attributes: u16) -> TimestampType {
-        if attributes & 0x08 != 0 {
-            TimestampType::LogAppend
-        } else {
-            TimestampType::Create
-        }
+        if attributes & 0x08 != 0 { TimestampType::LogAppend } else { TimestampType::Create }
     }
 
     pub fn name(self) -> &'static str {

@@ -32,22 +32,10 @@ pub struct S3Source {
 impl S3Source {
     /// Looks the object up (HEAD) for its size and ETag.
     pub async fn open(client: Client, bucket: &str, key: &str) -> io::Result<S3Source> {
-        let head = client
-            .head_object()
-            .bucket(bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| {
-                io::Error::other(format!(
-                    "HEAD s3://{bucket}/{key}: {}",
-                    aws_sdk_s3::error::DisplayErrorContext(e)
-                ))
-            })?;
-        let size = head
-            .content_length()
-            .and_then(|l| u64::try_from(l).ok())
-            .unwrap_or(0);
+        let head = client.head_object().bucket(bucket).key(key).send().await.map_err(|e| {
+            io::Error::other(format!("HEAD s3://{bucket}/{key}: {}", aws_sdk_s3::error::DisplayErrorContext(e)))
+        })?;
+        let size = head.content_length().and_then(|l| u64::try_from(l).ok()).unwrap_or(0);
         Ok(S3Source {
             client,
             bucket: bucket.to_string(),
@@ -95,18 +83,12 @@ impl S3Source {
             .body
             .collect()
             .await
-            .map_err(|e| {
-                io::Error::other(format!("reading {} bytes {start}-{end}: {e}", self.name))
-            })?
+            .map_err(|e| io::Error::other(format!("reading {} bytes {start}-{end}: {e}", self.name)))?
             .into_bytes();
         if body.len() as u64 != end - start + 1 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{} bytes {start}-{end}: got {} bytes",
-                    self.name,
-                    body.len()
-                ),
+                format!("{} bytes {start}-{end}: got {} bytes", self.name, body.len()),
             ));
         }
         Ok(body)

@@ -27,10 +27,7 @@ pub struct FileSource {
 impl FileSource {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
-        FileSource {
-            name: path.display().to_string(),
-            path,
-        }
+        FileSource { name: path.display().to_string(), path }
     }
 }
 
@@ -55,10 +52,7 @@ pub struct MemorySource {
 
 impl MemorySource {
     pub fn new(name: impl Into<String>, bytes: impl Into<Bytes>) -> Self {
-        MemorySource {
-            name: name.into(),
-            bytes: bytes.into(),
-        }
+        MemorySource { name: name.into(), bytes: bytes.into() }
     }
 }
 
@@ -69,9 +63,7 @@ impl SegmentSource for MemorySource {
     }
 
     async fn open_at(&self, position: u64) -> io::Result<Box<dyn AsyncRead + Send + Unpin>> {
-        let start = usize::try_from(position)
-            .unwrap_or(usize::MAX)
-            .min(self.bytes.len());
+        let start = usize::try_from(position).unwrap_or(usize::MAX).min(self.bytes.len());
         Ok(Box::new(io::Cursor::new(self.bytes.slice(start..))))
     }
 }

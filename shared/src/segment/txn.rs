@@ -49,9 +49,7 @@ pub fn parse_txn_index(bytes: &[u8]) -> Result<Vec<AbortedTxn>, SegmentErrorKind
         .map(|(i, e)| {
             let version = i16::from_be_bytes([e[0], e[1]]);
             if version != 0 {
-                return Err(SegmentErrorKind::TxnIndex(format!(
-                    "entry {i}: unknown version {version}"
-                )));
+                return Err(SegmentErrorKind::TxnIndex(format!("entry {i}: unknown version {version}")));
             }
             let long = |at: usize| i64::from_be_bytes(e[at..at + 8].try_into().expect("8 bytes"));
             Ok(AbortedTxn {
@@ -114,17 +112,12 @@ impl TxnPlan {
         index: Vec<AbortedTxn>,
         limits: &super::Limits,
     ) -> Result<TxnPlan, SegmentError> {
-        let mut plan = TxnPlan {
-            spans: HashMap::new(),
-            index,
-        };
+        let mut plan = TxnPlan { spans: HashMap::new(), index };
         while let Some(frame) = frames.next_frame().await? {
             if frame.magic() != 2 {
                 continue;
             }
-            let locate = |kind| {
-                SegmentError::new(frames.file(), frame.position, Some(frame.base_offset), kind)
-            };
+            let locate = |kind| SegmentError::new(frames.file(), frame.position, Some(frame.base_offset), kind);
             let header = BatchHeader::parse(&frame.bytes, false).map_err(locate)?;
             if !header.is_transactional() {
                 continue;
@@ -133,10 +126,7 @@ impl TxnPlan {
             let is_open = open.back().is_some_and(|s| s.end.is_none());
             if !header.is_control() {
                 if !is_open {
-                    open.push_back(Span {
-                        first_offset: header.base_offset,
-                        end: None,
-                    });
+                    open.push_back(Span { first_offset: header.base_offset, end: None });
                 }
                 continue;
             }
@@ -154,21 +144,14 @@ impl TxnPlan {
     }
 
     /// The fate of a transactional data batch of `producer_id` at `base_offset`.
-    pub fn outcome(
-        &mut self,
-        producer_id: i64,
-        base_offset: i64,
-    ) -> Result<Outcome, SegmentErrorKind> {
+    pub fn outcome(&mut self, producer_id: i64, base_offset: i64) -> Result<Outcome, SegmentErrorKind> {
         let spans = self.spans.get_mut(&producer_id);
         let Some(spans) = spans else {
             return Err(SegmentErrorKind::Malformed(format!(
                 "transactional batch of producer {producer_id} missed by the lookahead scan"
             )));
         };
-        while spans
-            .front()
-            .is_some_and(|s| s.end.is_some_and(|(marker, _)| marker < base_offset))
-        {
+        while spans.front().is_some_and(|s| s.end.is_some_and(|(marker, _)| marker < base_offset)) {
             spans.pop_front();
         }
         let outcome = match spans.front() {
@@ -183,11 +166,10 @@ impl TxnPlan {
                 )));
             }
         };
-        let indexed_abort = self.index.iter().any(|a| {
-            a.producer_id == producer_id
-                && a.first_offset <= base_offset
-                && base_offset <= a.last_offset
-        });
+        let indexed_abort = self
+            .index
+            .iter()
+            .any(|a| a.producer_id == producer_id && a.first_offset <= base_offset && base_offset <= a.last_offset);
         if indexed_abort && outcome != Outcome::Abort {
             return Err(SegmentErrorKind::TxnIndex(format!(
                 "lists producer {producer_id} offset {base_offset} as aborted, the segment says {outcome:?}"
@@ -212,15 +194,7 @@ mod tests {
         }
         let parsed = parse_txn_index(&bytes).unwrap();
         assert_eq!(parsed.len(), 2);
-        assert_eq!(
-            parsed[1],
-            AbortedTxn {
-                producer_id: 8,
-                first_offset: 30,
-                last_offset: 31,
-                last_stable_offset: 5
-            }
-        );
+        assert_eq!(parsed[1], AbortedTxn { producer_id: 8, first_offset: 30, last_offset: 31, last_stable_offset: 5 });
         assert!(parse_txn_index(&bytes[..40]).is_err());
         bytes[0] = 1;
         assert!(parse_txn_index(&bytes).is_err());
@@ -232,18 +206,9 @@ mod tests {
         plan.spans.insert(
             1,
             VecDeque::from([
-                Span {
-                    first_offset: 0,
-                    end: Some((5, false)),
-                },
-                Span {
-                    first_offset: 6,
-                    end: Some((9, true)),
-                },
-                Span {
-                    first_offset: 10,
-                    end: None,
-                },
+                Span { first_offset: 0, end: Some((5, false)) },
+                Span { first_offset: 6, end: Some((9, true)) },
+                Span { first_offset: 10, end: None },
             ]),
         );
         assert_eq!(plan.outcome(1, 0).unwrap(), Outcome::Abort);

@@ -49,11 +49,7 @@ impl BatchHeader {
             let stored = be.u32(CRC_OFFSET);
             let computed = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
             if stored != computed {
-                return Err(SegmentErrorKind::Checksum {
-                    algorithm: "CRC-32C",
-                    stored,
-                    computed,
-                });
+                return Err(SegmentErrorKind::Checksum { algorithm: "CRC-32C", stored, computed });
             }
         }
         let header = BatchHeader {
@@ -72,16 +68,8 @@ impl BatchHeader {
                 header.record_count, header.last_offset_delta
             )));
         }
-        if header.base_offset < 0
-            || header
-                .base_offset
-                .checked_add(header.last_offset_delta as i64)
-                .is_none()
-        {
-            return Err(SegmentErrorKind::Malformed(format!(
-                "base offset {} out of range",
-                header.base_offset
-            )));
+        if header.base_offset < 0 || header.base_offset.checked_add(header.last_offset_delta as i64).is_none() {
+            return Err(SegmentErrorKind::Malformed(format!("base offset {} out of range", header.base_offset)));
         }
         Ok(header)
     }
@@ -115,30 +103,22 @@ pub fn decode_records(header: &BatchHeader, data: Bytes) -> Result<Vec<Record>, 
     let ts_type = header.timestamp_type();
     let mut cur = Cursor::new(data);
     for index in 0..count {
-        let record = decode_record(header, ts_type, &mut cur).map_err(|detail| {
-            SegmentErrorKind::Record {
-                index,
-                offset: None,
-                detail,
-            }
+        let record = decode_record(header, ts_type, &mut cur).map_err(|detail| SegmentErrorKind::Record {
+            index,
+            offset: None,
+            detail,
         })?;
         if record.offset > header.last_offset() {
             return Err(SegmentErrorKind::Record {
                 index,
                 offset: Some(record.offset),
-                detail: format!(
-                    "offset beyond the batch's last offset {}",
-                    header.last_offset()
-                ),
+                detail: format!("offset beyond the batch's last offset {}", header.last_offset()),
             });
         }
         records.push(record);
     }
     if cur.remaining() != 0 {
-        return Err(SegmentErrorKind::Malformed(format!(
-            "{} bytes left after {count} records",
-            cur.remaining()
-        )));
+        return Err(SegmentErrorKind::Malformed(format!("{} bytes left after {count} records", cur.remaining())));
     }
     Ok(records)
 }
@@ -160,18 +140,11 @@ pub fn decode_control(header: &BatchHeader, data: Bytes) -> Result<Vec<i16>, Seg
         .collect()
 }
 
-fn decode_record(
-    header: &BatchHeader,
-    ts_type: TimestampType,
-    cur: &mut Cursor,
-) -> Result<Record, String> {
+fn decode_record(header: &BatchHeader, ts_type: TimestampType, cur: &mut Cursor) -> Result<Record, String> {
     let length = cur.varint()?;
     let length = usize::try_from(length).map_err(|_| format!("negative record length {length}"))?;
     if length > cur.remaining() {
-        return Err(format!(
-            "record length {length} with {} bytes left",
-            cur.remaining()
-        ));
+        return Err(format!("record length {length} with {} bytes left", cur.remaining()));
     }
     let end = cur.pos + length;
     let _attributes = cur.byte()?;
@@ -180,13 +153,10 @@ fn decode_record(
     let key = cur.nullable_bytes()?;
     let value = cur.nullable_bytes()?;
     let header_count = cur.varint()?;
-    let header_count = usize::try_from(header_count)
-        .map_err(|_| format!("negative header count {header_count}"))?;
+    let header_count = usize::try_from(header_count).map_err(|_| format!("negative header count {header_count}"))?;
     // Each header takes at least 2 bytes.
     if header_count > (end.saturating_sub(cur.pos)) / 2 {
-        return Err(format!(
-            "header count {header_count} exceeds the record's length"
-        ));
+        return Err(format!("header count {header_count} exceeds the record's length"));
     }
     let mut headers = Vec::with_capacity(header_count);
     for _ in 0..header_count {
@@ -248,10 +218,7 @@ impl Cursor {
     }
 
     fn byte(&mut self) -> Result<u8, String> {
-        let b = *self
-            .data
-            .get(self.pos)
-            .ok_or("unexpected end of record data")?;
+        let b = *self.data.get(self.pos).ok_or("unexpected end of record data")?;
         self.pos += 1;
         Ok(b)
     }
@@ -305,16 +272,8 @@ mod tests {
         assert_eq!(cursor(&[0x01]).varint().unwrap(), -1);
         assert_eq!(cursor(&[0x02]).varint().unwrap(), 1);
         assert_eq!(cursor(&[0xac, 0x02]).varint().unwrap(), 150);
-        assert_eq!(
-            cursor(&[0xfe, 0xff, 0xff, 0xff, 0x0f]).varint().unwrap(),
-            i32::MAX
-        );
-        assert_eq!(
-            cursor(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01])
-                .varlong()
-                .unwrap(),
-            i64::MIN
-        );
+        assert_eq!(cursor(&[0xfe, 0xff, 0xff, 0xff, 0x0f]).varint().unwrap(), i32::MAX);
+        assert_eq!(cursor(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).varlong().unwrap(), i64::MIN);
     }
 
     #[test]
@@ -327,11 +286,7 @@ mod tests {
     #[test]
     fn lengths_beyond_the_data_fail_without_allocating() {
         // length 2^30 announced, 1 byte present
-        assert!(
-            cursor(&[0x80, 0x80, 0x80, 0x80, 0x08, 0x00])
-                .nullable_bytes()
-                .is_err()
-        );
+        assert!(cursor(&[0x80, 0x80, 0x80, 0x80, 0x08, 0x00]).nullable_bytes().is_err());
         assert_eq!(cursor(&[0x01]).nullable_bytes().unwrap(), None);
     }
 }
