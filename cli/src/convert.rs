@@ -33,7 +33,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
-    let formats = floe_core::schema::formats::Formats::load(config, &topic_config).await?;
+    let registry = floe_core::schema::formats::http_registry(config)?;
+    let formats = floe_core::schema::formats::Formats::load(config, &topic_config, registry).await?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out_dir = std::fs::canonicalize(out_dir)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;

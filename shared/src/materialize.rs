@@ -16,7 +16,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::Schema;
 
 use crate::config::{BadRecordMode, TopicConfig};
-use crate::convert::{PayloadDecoder, RecordConverter};
+use crate::convert::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
 use crate::datafile::{DataFileWriter, WrittenFile};
 use crate::schema::layout::dead_letter_struct;
 use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
@@ -36,6 +36,9 @@ pub enum MaterializeError {
     Suspended { file: String, partition: i32, offset: i64, error: String },
     #[error("writing data files: {0}")]
     Write(#[from] iceberg::Error),
+    /// The Schema Registry could not be reached.
+    #[error(transparent)]
+    Schema(SchemaLoadError),
 }
 
 impl MaterializeError {
@@ -44,6 +47,7 @@ impl MaterializeError {
             MaterializeError::Segment(e) => e.retryable(),
             MaterializeError::Suspended { .. } => false,
             MaterializeError::Write(e) => e.retryable(),
+            MaterializeError::Schema(e) => e.retryable,
         }
     }
 }
@@ -139,7 +143,15 @@ pub async fn materialize_segment(
             },
         };
         for record in &batch.records {
-            match target.converter.append(record) {
+            let mut outcome = target.converter.append(record);
+            if let Err(DecodeError { missing_schema: Some(id), part, .. }) = &outcome {
+                outcome = match target.converter.load_schema(part, *id).await {
+                    Ok(()) => target.converter.append(record),
+                    Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
+                    Err(e) => Err(DecodeError { part, position: 1, detail: e.to_string(), missing_schema: None }),
+                };
+            }
+            match outcome {
                 Ok(()) => {
                     records += 1;
                     target.flush_if_full().await?;

@@ -27,9 +27,24 @@ pub struct DecodeError {
     /// Byte position in the payload.
     pub position: usize,
     pub detail: String,
+    /// Set when the payload names a schema id the decoder has not loaded yet: the caller
+    /// loads it ([`PayloadDecoder::load_schema`]) and tries again.
+    pub missing_schema: Option<u32>,
+}
+
+/// A schema a payload named could not be loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("schema id {id}: {message}")]
+pub struct SchemaLoadError {
+    pub id: u32,
+    pub message: String,
+    /// The registry could not be reached: try the segment again later. Otherwise the
+    /// record is a bad record (unknown id, schema that does not fit the table).
+    pub retryable: bool,
 }
 
 /// Decodes one format's payloads into Arrow columns.
+#[async_trait::async_trait]
 pub trait PayloadDecoder: Send + Sync {
     /// Checks that `payload` decodes, touching no builder; `Err` leaves nothing behind.
     fn validate(&self, payload: &[u8]) -> Result<(), DecodeError>;
@@ -39,6 +54,10 @@ pub trait PayloadDecoder: Send + Sync {
     fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
         let _ = (payload, fields);
         unreachable!("only record decoders are used for the value-as-payload layout")
+    }
+    /// Loads the schema `id` that a payload named ([`DecodeError::missing_schema`]).
+    async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
+        Err(SchemaLoadError { id, message: "this format has no schemas".into(), retryable: false })
     }
 }
 
@@ -181,6 +200,11 @@ impl RecordConverter {
         }
         self.note_row(record);
         Ok(())
+    }
+
+    /// Loads schema `id` into the key or value decoder (`part` of a [`DecodeError`]).
+    pub async fn load_schema(&self, part: &str, id: u32) -> Result<(), SchemaLoadError> {
+        if part == "key" { self.key.load_schema(id).await } else { self.value.load_schema(id).await }
     }
 
     /// Appends a record that could not be decoded, raw, with its error (dead-letter

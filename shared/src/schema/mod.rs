@@ -4,9 +4,12 @@
 //! - [`evolution`]: the planner from (table schema, source schema) to compatible changes
 //!   with stable field ids, or an incompatible verdict.
 
+pub mod avro;
 pub mod evolution;
 pub mod formats;
 pub mod layout;
+pub mod registry;
+pub mod wire;
 
 pub use evolution::{Change, Evolution, Incompatible, plan};
 pub use layout::{PayloadType, table_struct};
