@@ -82,3 +82,91 @@ pub async fn s3_client() -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::config::Builder::from(&aws_config().await).force_path_style(true).build();
     aws_sdk_s3::Client::from_conf(config)
 }
+
+/// A Confluent Schema Registry stand-in speaking the same REST API (`GET /schemas/ids/N`,
+/// `GET /subjects/S/versions/latest`) on a free 127.0.0.1 port, with optional basic auth
+/// and a number of 503 answers before it starts answering.
+pub struct RegistryServer {
+    pub url: String,
+    pub requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+pub async fn start_registry(registry_json: &Path, basic_auth: Option<&str>, fail_first: usize) -> RegistryServer {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(registry_json).unwrap()).unwrap();
+    let data = Arc::new(data);
+    let expected_auth = basic_auth.map(|up| {
+        use base64::Engine;
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(up))
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counter = requests.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let (data, counter, expected_auth) = (data.clone(), counter.clone(), expected_auth.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let request = String::from_utf8_lossy(&buf).to_string();
+                let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let auth_ok = expected_auth
+                    .as_ref()
+                    .is_none_or(|a| request.lines().any(|l| l.eq_ignore_ascii_case(&format!("authorization: {a}"))));
+                let (status, body) = if n < fail_first {
+                    ("503 Service Unavailable", r#"{"error_code":50301,"message":"busy"}"#.to_string())
+                } else if !auth_ok {
+                    ("401 Unauthorized", r#"{"error_code":401,"message":"Unauthorized"}"#.to_string())
+                } else if let Some(id) = path.strip_prefix("/schemas/ids/") {
+                    match data["ids"].get(id) {
+                        Some(s) => ("200 OK", s.to_string()),
+                        None => ("404 Not Found", r#"{"error_code":40403,"message":"Schema not found"}"#.to_string()),
+                    }
+                } else if let Some(subject) =
+                    path.strip_prefix("/subjects/").and_then(|p| p.strip_suffix("/versions/latest"))
+                {
+                    match data["subjects"].get(subject).and_then(|id| id.as_u64()) {
+                        Some(id) => {
+                            let s = &data["ids"][id.to_string()];
+                            let body = serde_json::json!({"subject": subject, "version": 1, "id": id,
+                                "schemaType": s["schemaType"], "schema": s["schema"]});
+                            ("200 OK", body.to_string())
+                        }
+                        None => ("404 Not Found", r#"{"error_code":40401,"message":"Subject not found"}"#.to_string()),
+                    }
+                } else {
+                    ("404 Not Found", "{}".to_string())
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/vnd.schemaregistry.v1+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    RegistryServer { url, requests }
+}
+
+/// Avro test data built by fastavro (tests/py/make_avro.py), once per test run.
+pub fn avro_data() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        run_python("make_avro.py", &[dir.path()]);
+        dir
+    })
+    .path()
+}

@@ -36,15 +36,22 @@ def missing_field_ids(fields, path=""):
     return out
 
 
-def plain(v):
-    """pyarrow values → JSON-comparable values (bytes as base64, times as ISO)."""
+def plain(v, t=None):
+    """pyarrow values → JSON-comparable values (bytes as base64, times as ISO, maps as
+    objects), guided by the column type `t` where the value alone is ambiguous."""
+    if v is None:
+        return None
+    if t is not None and pa.types.is_map(t):
+        return {str(k): plain(x, t.item_type) for k, x in v}
+    if t is not None and pa.types.is_struct(t):
+        return {t.field(i).name: plain(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
+    if t is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return [plain(x, t.value_type) for x in v]
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
     if isinstance(v, dict):
         return {k: plain(x) for k, x in v.items()}
     if isinstance(v, list):
-        if v and isinstance(v[0], tuple):  # map
-            return {str(k): plain(x) for k, x in v}
         return [plain(x) for x in v]
     if isinstance(v, (datetime.datetime, datetime.date, datetime.time)):
         return v.isoformat()
@@ -65,17 +72,19 @@ def main():
     for path in args[1:]:
         table = pq.read_table(path)
         missing += [f"{path}:{m}" for m in missing_field_ids(list(table.schema))]
-        rows += table.to_pylist()
-    rows.sort(key=lambda r: r["_kafka"]["offset"])
+        schema = table.schema
+        row_type = pa.struct(list(schema))
+        rows += [(r, row_type) for r in table.to_pylist()]
+    rows.sort(key=lambda r: r[0]["_kafka"]["offset"])
     problems = []
     if missing:
         problems.append({"missing_field_ids": missing[:10]})
     if len(rows) != len(expected):
         problems.append({"rows": len(rows), "expected": len(expected)})
-    for got, want in zip(rows, expected):
+    for (got, row_type), want in zip(rows, expected):
         k = got["_kafka"]
         if rows_mode:
-            got_cmp = plain(got)
+            got_cmp = plain(got, row_type)
             want_cmp = want
         else:
             ts = k["timestamp"]

@@ -37,9 +37,9 @@ use arrow_schema::{DataType, Fields};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 
 use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError};
+use crate::schema::layout::PayloadType;
 use crate::schema::registry::{SchemaRegistry, SchemaType};
 use crate::schema::wire;
-use crate::schema::layout::PayloadType;
 
 /// An Avro schema Floe cannot map or decode against the table.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -163,7 +163,11 @@ fn to_type<'a>(s: &'a Avro, names: &Names<'a>, stack: &mut Vec<String>) -> Resul
                     many => {
                         let mut fields = Vec::with_capacity(many.len());
                         for (i, v) in many.iter().enumerate() {
-                            fields.push(Arc::new(NestedField::optional(0, format!("member{i}"), to_type(v, names, stack)?.0)));
+                            fields.push(Arc::new(NestedField::optional(
+                                0,
+                                format!("member{i}"),
+                                to_type(v, names, stack)?.0,
+                            )));
                         }
                         Ok((Type::Struct(StructType::new(fields)), nullable))
                     }
@@ -188,7 +192,9 @@ enum Node {
     String,
     Enum(Arc<[String]>),
     Fixed(usize),
-    Decimal { fixed: Option<usize> },
+    Decimal {
+        fixed: Option<usize>,
+    },
     Uuid,
     Date,
     TimeMillis,
@@ -202,13 +208,21 @@ enum Node {
     /// Record fields in writer order, each with its column among the target's
     /// children (`None`: not in the table, skipped); `missing`: the target's columns no
     /// writer field feeds (null in every row).
-    Record { fields: Vec<(Node, Option<usize>)>, missing: Vec<usize> },
+    Record {
+        fields: Vec<(Node, Option<usize>)>,
+        missing: Vec<usize>,
+    },
     /// Union branches: `Null`, or the node and, for a multi-type union, the member index.
     Union(Vec<(Node, Option<usize>)>),
 }
 
 /// Compiles `writer` for columns of `target` type (`None`: skipped everywhere).
-fn compile<'a>(w: &'a Avro, names: &Names<'a>, target: Option<&DataType>, depth: usize) -> Result<Node, AvroSchemaError> {
+fn compile<'a>(
+    w: &'a Avro,
+    names: &Names<'a>,
+    target: Option<&DataType>,
+    depth: usize,
+) -> Result<Node, AvroSchemaError> {
     if depth > 64 {
         return err("schema nested more than 64 levels (recursive?)");
     }
@@ -329,7 +343,9 @@ fn check_primitive(w: &Avro, t: &DataType) -> Result<(), AvroSchemaError> {
         Avro::String => matches!(t, DataType::Utf8 | DataType::LargeBinary),
         Avro::Enum(_) => matches!(t, DataType::Utf8),
         Avro::Fixed(f) => matches!(t, DataType::LargeBinary) || *t == DataType::FixedSizeBinary(f.size as i32),
-        Avro::Decimal(d) => matches!(t, DataType::Decimal128(p, s) if *s as usize == d.scale && *p as usize >= d.precision),
+        Avro::Decimal(d) => {
+            matches!(t, DataType::Decimal128(p, s) if *s as usize == d.scale && *p as usize >= d.precision)
+        }
         Avro::Uuid => *t == DataType::FixedSizeBinary(16),
         Avro::Date => matches!(t, DataType::Date32),
         Avro::TimeMillis | Avro::TimeMicros => matches!(t, DataType::Time64(Microsecond)),
@@ -464,7 +480,9 @@ fn put_bytes(col: &mut Column, v: &[u8]) -> R<()> {
     match col {
         Column::Binary(b) => b.append_value(v),
         Column::Fixed(b) => b.append_value(v).map_err(|e| (0, e.to_string()))?,
-        Column::String(b) => b.append_value(std::str::from_utf8(v).map_err(|_| (0, "bytes are not UTF-8".to_string()))?),
+        Column::String(b) => {
+            b.append_value(std::str::from_utf8(v).map_err(|_| (0, "bytes are not UTF-8".to_string()))?)
+        }
         other => return Err(mismatch("bytes", other)),
     }
     Ok(())
@@ -703,7 +721,12 @@ fn decode(node: &Node, r: &mut Reader, col: Option<&mut Column>) -> R<()> {
 
 /// A record's fields into `children` (writer fields the table lacks are skipped; table
 /// columns the writer lacks get a null).
-fn decode_fields(fields: &[(Node, Option<usize>)], missing: &[usize], r: &mut Reader, mut children: Option<&mut [Column]>) -> R<()> {
+fn decode_fields(
+    fields: &[(Node, Option<usize>)],
+    missing: &[usize],
+    r: &mut Reader,
+    mut children: Option<&mut [Column]>,
+) -> R<()> {
     for (node, target) in fields {
         match (&mut children, target) {
             (Some(cols), Some(i)) => decode(node, r, Some(&mut cols[*i]))?,
@@ -742,9 +765,18 @@ impl CompiledAvro {
     pub fn validate(&self, payload: &[u8], part: &'static str, offset: usize) -> Result<(), DecodeError> {
         let mut r = Reader { buf: payload, pos: 0 };
         let result = decode(&self.node, &mut r, None).and_then(|()| {
-            if r.pos == payload.len() { Ok(()) } else { Err((r.pos, format!("{} bytes left over", payload.len() - r.pos))) }
+            if r.pos == payload.len() {
+                Ok(())
+            } else {
+                Err((r.pos, format!("{} bytes left over", payload.len() - r.pos)))
+            }
         });
-        result.map_err(|(position, detail)| DecodeError { part, position: position + offset, detail, missing_schema: None })
+        result.map_err(|(position, detail)| DecodeError {
+            part,
+            position: position + offset,
+            detail,
+            missing_schema: None,
+        })
     }
 
     /// Appends a validated payload to `col`.
@@ -772,14 +804,14 @@ pub enum AvroTarget<'a> {
     Fields(&'a Fields),
 }
 
-
 /// Where an [`AvroDecoder`]'s writer schemas come from.
 pub enum AvroSchemas {
     /// One schema for every payload (a local schema file); the id in the header is not
     /// checked.
     Fixed(Arc<CompiledAvro>),
-    /// By the id in each payload's header, from a registry, compiled once per id.
-    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Arc<CompiledAvro>>>),
+    /// By the id in each payload's header, from a registry, compiled once per id (an id
+    /// that failed for good is remembered with its error, not asked for again).
+    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<CompiledAvro>, String>>>),
 }
 
 /// The column shape an [`AvroDecoder`] writes into.
@@ -823,7 +855,10 @@ impl AvroDecoder {
         match &self.schemas {
             AvroSchemas::Fixed(c) => Ok((c.clone(), body)),
             AvroSchemas::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&id) {
-                Some(c) => Ok((c.clone(), body)),
+                Some(Ok(c)) => Ok((c.clone(), body)),
+                Some(Err(reason)) => {
+                    Err(DecodeError { part: self.part, position: 1, detail: reason.clone(), missing_schema: None })
+                }
                 None => Err(DecodeError {
                     part: self.part,
                     position: 1,
@@ -856,18 +891,25 @@ impl PayloadDecoder for AvroDecoder {
         let AvroSchemas::Registry(registry, compiled) = &self.schemas else {
             return Ok(());
         };
-        let registered = registry.schema_by_id(id).await.map_err(|e| SchemaLoadError {
-            id,
-            retryable: e.retryable(),
-            message: e.to_string(),
-        })?;
-        let bad = |message: String| SchemaLoadError { id, message, retryable: false };
-        if registered.schema_type != SchemaType::Avro {
-            return Err(bad(format!("a {:?} schema where Avro was configured", registered.schema_type)));
-        }
-        let writer = Avro::parse_str(&registered.schema).map_err(|e| bad(e.to_string()))?;
-        let c = CompiledAvro::new(&writer, self.shape.target()).map_err(|e| bad(e.to_string()))?;
-        compiled.write().expect("schema lock").insert(id, Arc::new(c));
-        Ok(())
+        let registered = match registry.schema_by_id(id).await {
+            Ok(r) => r,
+            Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
+            Err(e) => {
+                let message = format!("schema id {id}: {e}");
+                compiled.write().expect("schema lock").insert(id, Err(message.clone()));
+                return Err(SchemaLoadError { id, retryable: false, message });
+            }
+        };
+        let result = if registered.schema_type != SchemaType::Avro {
+            Err(format!("schema id {id} is a {:?} schema where Avro was configured", registered.schema_type))
+        } else {
+            Avro::parse_str(&registered.schema)
+                .map_err(|e| e.to_string())
+                .and_then(|writer| CompiledAvro::new(&writer, self.shape.target()).map_err(|e| e.to_string()))
+                .map(Arc::new)
+                .map_err(|e| format!("schema id {id}: {e}"))
+        };
+        compiled.write().expect("schema lock").insert(id, result.clone());
+        result.map(|_| ()).map_err(|message| SchemaLoadError { id, retryable: false, message })
     }
 }

@@ -62,7 +62,8 @@ enum PartKind {
 pub fn http_registry(config: &FloeConfig) -> Result<Option<Arc<dyn SchemaRegistry>>, RegistryError> {
     let Some(sr) = &config.schema_registry else { return Ok(None) };
     let password = sr.password_env.as_ref().and_then(|v| std::env::var(v).ok());
-    let credentials = sr.username.clone().map(|username| Credentials { username, password: password.unwrap_or_default() });
+    let credentials =
+        sr.username.clone().map(|username| Credentials { username, password: password.unwrap_or_default() });
     let timeout = Duration::from_millis(sr.timeout_ms.unwrap_or(5000));
     Ok(Some(Arc::new(HttpSchemaRegistry::new(&sr.url, credentials, timeout)?)))
 }
@@ -118,13 +119,21 @@ impl Formats {
         match format {
             Format::Raw | Format::Auto => Ok(Part { name, payload: PayloadType::Raw, kind: PartKind::Raw }),
             Format::Avro => {
-                let (registered, kind_registry): (Arc<RegisteredSchema>, Option<Arc<dyn SchemaRegistry>>) = match source {
-                    SchemaSource::File(path) => {
-                        (FileSchema::load(path, SchemaType::Avro).map_err(registry_error)?.latest("").await.map_err(registry_error)?, None)
-                    }
+                let (registered, kind_registry): (Arc<RegisteredSchema>, Option<Arc<dyn SchemaRegistry>>) = match source
+                {
+                    SchemaSource::File(path) => (
+                        FileSchema::load(path, SchemaType::Avro)
+                            .map_err(registry_error)?
+                            .latest("")
+                            .await
+                            .map_err(registry_error)?,
+                        None,
+                    ),
                     SchemaSource::Subject(_) | SchemaSource::Registry => {
                         let registry = registry.ok_or_else(|| {
-                            schema_error(format!("{name} format avro needs a [schema_registry] or a {name}_schema file"))
+                            schema_error(format!(
+                                "{name} format avro needs a [schema_registry] or a {name}_schema file"
+                            ))
                         })?;
                         let subject = match source {
                             SchemaSource::Subject(s) => s.clone(),
@@ -135,7 +144,8 @@ impl Formats {
                 };
                 let avro = apache_avro::Schema::parse_str(&registered.schema)
                     .map_err(|e| schema_error(format!("{name} schema: {e}")))?;
-                let payload = crate::schema::avro::to_payload_type(&avro).map_err(|e| schema_error(format!("{name}: {e}")))?;
+                let payload =
+                    crate::schema::avro::to_payload_type(&avro).map_err(|e| schema_error(format!("{name}: {e}")))?;
                 let kind = match kind_registry {
                     Some(r) => PartKind::AvroRegistry(r),
                     None => PartKind::AvroFixed(avro),

@@ -90,10 +90,10 @@ struct SchemaAnswer {
 
 impl HttpSchemaRegistry {
     pub fn new(url: &str, credentials: Option<Credentials>, timeout: Duration) -> Result<Self, RegistryError> {
-        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| RegistryError::Invalid {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| RegistryError::Invalid { url: url.to_string(), message: e.to_string() })?;
         Ok(HttpSchemaRegistry {
             client,
             base: url.trim_end_matches('/').to_string(),
@@ -137,7 +137,10 @@ impl HttpSchemaRegistry {
                     if !status.is_success() {
                         return Err(RegistryError::Invalid { url, message: format!("HTTP {status}") });
                     }
-                    return response.json().await.map_err(|e| RegistryError::Invalid { url, message: e.without_url().to_string() });
+                    return response
+                        .json()
+                        .await
+                        .map_err(|e| RegistryError::Invalid { url, message: e.without_url().to_string() });
                 }
             }
             tracing::warn!(url = %url, attempt, "schema registry request failed, retrying");

@@ -1,0 +1,142 @@
+//! Avro topics: fastavro-encoded payloads in kafka-python segments, schemas from a
+//! Schema Registry (an in-test HTTP server speaking its API) or a local file, Parquet
+//! judged by pyarrow; bad records in each mode.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use floe_core::config::FloeConfig;
+use floe_core::materialize::{MaterializeError, MaterializeOptions, Materialized, materialize_segment};
+use floe_core::schema::formats::{Formats, http_registry};
+use floe_core::segment::{FileSource, Limits, SegmentReader};
+
+use crate::convert::judge;
+use crate::support;
+
+fn segment() -> std::path::PathBuf {
+    support::avro_data().join("orders-0/00000000000000000000.log")
+}
+
+fn config(registry_url: &str, mode: &str, extra: &str) -> FloeConfig {
+    FloeConfig::parse(&format!(
+        "[schema_registry]\nurl = \"{registry_url}\"\n{extra}\n[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nbad_records = \"{mode}\"\n"
+    ))
+    .unwrap()
+}
+
+async fn run(config: &FloeConfig, out: &Path) -> Result<Materialized, anyhow::Error> {
+    let topic = config.resolve("orders").unwrap();
+    let formats = Formats::load(config, &topic, http_registry(config)?).await?;
+    let options = MaterializeOptions {
+        topic,
+        partition: 0,
+        data_dir: out.join("data").display().to_string(),
+        dead_letter_dir: out.join("dead_letter").display().to_string(),
+        source_id: "test".into(),
+    };
+    let reader = SegmentReader::open(Arc::new(FileSource::new(segment())), Limits::default()).await?;
+    let file_io = iceberg::io::FileIO::new_with_fs();
+    Ok(materialize_segment(reader, formats.schema, formats.key, formats.value, &options, &file_io).await?)
+}
+
+fn bad_offsets() -> Vec<i64> {
+    let bad: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(support::avro_data().join("bad.json")).unwrap()).unwrap();
+    bad.as_array().unwrap().iter().map(|b| b["offset"].as_i64().unwrap()).collect()
+}
+
+/// (offset, error) of the rows of dead-letter files, read with the parquet crate.
+fn dead_letters(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64, String, Option<Vec<u8>>)> {
+    use arrow::array::{Array, AsArray};
+    let mut rows = Vec::new();
+    for f in files {
+        let file = std::fs::File::open(f.path()).unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let kafka = batch.column_by_name("_kafka").unwrap().as_struct();
+            let offsets = kafka.column_by_name("offset").unwrap().as_primitive::<arrow::datatypes::Int64Type>();
+            let errors = batch.column_by_name("error").unwrap().as_string::<i32>();
+            let values = batch.column_by_name("value").unwrap().as_binary::<i64>();
+            for i in 0..batch.num_rows() {
+                let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
+                rows.push((offsets.value(i), errors.value(i).to_string(), value));
+            }
+        }
+    }
+    rows
+}
+
+#[tokio::test]
+async fn registry_schemas_decode_every_mapped_type_and_bad_records_go_to_the_dead_letter_table() {
+    let registry = support::start_registry(&support::avro_data().join("registry.json"), None, 0).await;
+    let out = tempfile::tempdir().unwrap();
+    let done = run(&config(&registry.url, "dlq", ""), out.path()).await.unwrap();
+    assert_eq!((done.records, done.dead_letters, done.skipped), (31, 3, 0));
+    let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
+    judge(&support::avro_data().join("expected.jsonl"), &files, true);
+    let dead = dead_letters(&done.dead_letter_files);
+    assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
+    assert!(dead[0].1.contains("schema id 99") && dead[0].1.contains("not found"), "{}", dead[0].1);
+    assert!(dead[1].1.contains("value at byte"), "{}", dead[1].1);
+    assert!(dead[2].1.contains("magic byte 1"), "{}", dead[2].1);
+    assert!(dead.iter().all(|d| d.2.is_some()), "raw bytes kept");
+    // The latest subject version (id 2, cached), then ids 1 and 99 once each — the
+    // unknown id is remembered, not asked for again per record.
+    assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn skip_counts_and_suspend_names_the_record() {
+    let registry = support::start_registry(&support::avro_data().join("registry.json"), None, 0).await;
+    let out = tempfile::tempdir().unwrap();
+    let skipped = run(&config(&registry.url, "skip", ""), out.path()).await.unwrap();
+    assert_eq!((skipped.records, skipped.skipped, skipped.dead_letter_files.len()), (31, 3, 0));
+    let err = run(&config(&registry.url, "suspend", ""), tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    let err = err.downcast::<MaterializeError>().unwrap();
+    assert!(!err.retryable());
+    let msg = err.to_string();
+    assert!(msg.contains("partition 0 offset 6") && msg.contains("00000000000000000000.log"), "{msg}");
+}
+
+#[tokio::test]
+async fn registry_retries_5xx_and_sends_basic_auth() {
+    let registry = support::start_registry(&support::avro_data().join("registry.json"), Some("floe:s3cret"), 2).await;
+    // SAFETY: set before any other thread reads this variable name; unique to this test.
+    unsafe { std::env::set_var("FLOE_TEST_SR_PASSWORD", "s3cret") };
+    let auth = "username = \"floe\"\npassword_env = \"FLOE_TEST_SR_PASSWORD\"";
+    let done = run(&config(&registry.url, "skip", auth), tempfile::tempdir().unwrap().path()).await.unwrap();
+    assert_eq!(done.records, 31);
+    let wrong = "username = \"floe\"\npassword_env = \"FLOE_TEST_SR_NO_SUCH_VAR\"";
+    let err = run(&config(&registry.url, "skip", wrong), tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    assert!(err.to_string().contains("401"), "{err}");
+    assert!(!err.to_string().contains("s3cret"));
+}
+
+#[tokio::test]
+async fn an_unreachable_registry_is_a_retryable_error_not_bad_records() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = config(&format!("http://127.0.0.1:{port}"), "dlq", "timeout_ms = 500");
+    let err = run(&config, tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    let err = err.downcast::<floe_core::schema::formats::FormatError>().unwrap();
+    assert!(err.retryable(), "{err}");
+}
+
+#[tokio::test]
+async fn a_local_schema_file_decodes_the_records_written_with_it() {
+    let schema = support::avro_data().join("orders_v2.avsc");
+    let config = FloeConfig::parse(&format!(
+        "[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\nbad_records = \"dlq\"\n",
+        schema.display()
+    ))
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let done = run(&config, out.path()).await.unwrap();
+    // v1 records (offsets 0..=12 but for the bad one) lack v2's `note`: with one fixed
+    // schema they are bad records, kept in the dead-letter table.
+    let dead = dead_letters(&done.dead_letter_files);
+    assert_eq!(done.records + done.dead_letters, 34);
+    assert_eq!(dead.len(), 15, "{dead:?}");
+    assert!(done.records >= 18);
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Avro test data from an independent encoder (fastavro), framed in the Confluent wire
+format and wrapped in a segment built by kafka-python.
+
+    make_avro.py OUT_DIR
+
+Writes:
+  OUT_DIR/orders-0/00000000000000000000.log   the segment (topic "orders", partition 0)
+  OUT_DIR/registry.json   {"ids": {id: {"schemaType": ..., "schema": ...}}, "subjects": {subject: id}}
+  OUT_DIR/orders_v2.avsc  the latest value schema, for the local-file schema source
+  OUT_DIR/expected.jsonl  the table rows (good records), as check_parquet.py --rows compares them
+  OUT_DIR/bad.json        offsets of the bad records and why they are bad
+
+Schema v1 (id 1) and v2 (id 2, latest): v2 promotes `qty` int → long and adds `note`.
+Every row of the Avro → Iceberg mapping table appears in the schemas.
+"""
+import base64
+import datetime
+import decimal
+import io
+import json
+import os
+import struct
+import sys
+import uuid
+
+import fastavro
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+UTC = datetime.timezone.utc
+T0 = 1764000000000
+
+
+def schema(version):
+    fields = [
+        {"name": "id", "type": "long"},
+        {"name": "qty", "type": "int" if version == 1 else "long"},
+        {"name": "active", "type": "boolean"},
+        {"name": "ratio", "type": "float"},
+        {"name": "score", "type": "double"},
+        {"name": "blob", "type": "bytes"},
+        {"name": "name", "type": "string"},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID", "SHIPPED"]}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "counts", "type": {"type": "map", "values": "long"}},
+        {"name": "code", "type": {"type": "fixed", "name": "Code", "size": 4}},
+        {"name": "nickname", "type": ["null", "string"], "default": None},
+        {"name": "either", "type": ["null", "int", "string"], "default": None},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "big", "type": {"type": "fixed", "name": "Big", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 4}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "t_ms", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "t_us", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "ts_ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "ts_us", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "local_ts", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "address", "type": {"type": "record", "name": "Address", "fields": [
+            {"name": "city", "type": "string"},
+            {"name": "zip", "type": ["null", "string"], "default": None}]}},
+        {"name": "history", "type": {"type": "array", "items": "Address"}},
+    ]
+    if version == 2:
+        fields.append({"name": "note", "type": ["null", "string"], "default": None})
+    return {"type": "record", "name": "Order", "namespace": "shop", "fields": fields}
+
+
+def b64(b):
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def record(i, version):
+    ts = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC) + datetime.timedelta(hours=i)
+    r = {
+        "id": 1000 + i,
+        "qty": (2**40 + i) if version == 2 and i % 3 == 0 else i * 7 - 3,
+        "active": i % 2 == 0,
+        "ratio": 0.5 + i,
+        "score": 1.0 / (i + 3),
+        "blob": bytes([i, 255, 0, 7]),
+        "name": "ordér-%d ✓" % i,
+        "status": ["NEW", "PAID", "SHIPPED"][i % 3],
+        "tags": ["t%d" % j for j in range(i % 4)],
+        "counts": {"k%d" % j: j * i for j in range(i % 3)},
+        "code": b"C%03d" % i,
+        "nickname": None if i % 2 else "nick%d" % i,
+        "either": [None, i, "s%d" % i][i % 3],
+        "price": decimal.Decimal("%d.%02d" % (i * 13, i % 100)) * (-1 if i % 5 == 4 else 1),
+        "big": decimal.Decimal("123456.7890") + i,
+        "day": datetime.date(2026, 1, 1) + datetime.timedelta(days=i),
+        "t_ms": datetime.time(1, 2, 3, 4000 * (i + 1)),
+        "t_us": datetime.time(4, 5, 6, 7 + i),
+        "ts_ms": ts,
+        "ts_us": ts + datetime.timedelta(microseconds=123),
+        "local_ts": datetime.datetime(2026, 5, 6, 7, 8, 9, 10 + i),
+        "uid": str(uuid.UUID(int=(i + 1) * 0x1234567890abcdef)),
+        "address": {"city": "Città %d" % i, "zip": None if i % 2 else "%05d" % i},
+        "history": [{"city": "old%d" % j, "zip": None} for j in range(i % 2)],
+    }
+    if version == 2:
+        r["note"] = None if i % 4 == 0 else "note %d" % i
+    return r
+
+
+def expected_row(i, version, offset, ts_ms, key):
+    r = record(i, version)
+    row = {
+        "_kafka": {
+            "partition": 0, "offset": offset,
+            "timestamp": datetime.datetime.fromtimestamp(ts_ms / 1000, UTC).isoformat(),
+            "timestamp_type": "create", "headers": [], "key": b64(key),
+        },
+        "id": r["id"], "qty": r["qty"], "active": r["active"], "ratio": r["ratio"], "score": r["score"],
+        "blob": b64(r["blob"]), "name": r["name"], "status": r["status"], "tags": r["tags"],
+        "counts": {k: v for k, v in r["counts"].items()} if r["counts"] else {},
+        "code": b64(r["code"]), "nickname": r["nickname"],
+        "either": None if r["either"] is None else {
+            "member0": r["either"] if isinstance(r["either"], int) else None,
+            "member1": r["either"] if isinstance(r["either"], str) else None},
+        "price": str(r["price"]), "big": str(r["big"]),
+        "day": r["day"].isoformat(), "t_ms": r["t_ms"].isoformat(), "t_us": r["t_us"].isoformat(),
+        "ts_ms": r["ts_ms"].isoformat(), "ts_us": r["ts_us"].isoformat(),
+        "local_ts": r["local_ts"].isoformat(),
+        "uid": b64(uuid.UUID(r["uid"]).bytes),
+        "address": r["address"],
+        "history": r["history"],
+        "note": r.get("note"),
+    }
+    return row
+
+
+def frame(schema_id, parsed, rec):
+    buf = io.BytesIO()
+    buf.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(buf, parsed, rec)
+    return buf.getvalue()
+
+
+def main(out):
+    os.makedirs(os.path.join(out, "orders-0"), exist_ok=True)
+    schemas = {1: schema(1), 2: schema(2)}
+    parsed = {k: fastavro.parse_schema(v) for k, v in schemas.items()}
+    records, expected, bad = [], [], []
+    offset = 0
+    for i in range(30):
+        version = 1 if i < 12 else 2
+        key = None if i % 7 == 3 else b"order-%d" % i
+        ts_ms = T0 + i * 1000
+        value = frame(version, parsed[version], record(i, version))
+        records.append((ts_ms, key, value))
+        expected.append(expected_row(i, version, offset, ts_ms, key))
+        offset += 1
+        if i in (5, 17, 23):
+            bad_value = {5: frame(99, parsed[1], record(i, 1)),                # unknown schema id
+                         17: frame(2, parsed[2], record(i, 2))[:-9],           # truncated
+                         23: b"\x01" + frame(2, parsed[2], record(i, 2))[1:]}[i]  # wrong magic byte
+            records.append((ts_ms, b"bad", bad_value))
+            bad.append({"offset": offset, "why": {5: "schema id 99", 17: "truncated", 23: "magic byte 1"}[i]})
+            offset += 1
+    # A tombstone: null value, all value columns null.
+    records.append((T0 + 99_000, b"gone", None))
+    row = {k: None for k in expected[0] if k != "_kafka"}
+    row["_kafka"] = {"partition": 0, "offset": offset, "timestamp": datetime.datetime.fromtimestamp((T0 + 99_000) / 1000, UTC).isoformat(),
+                     "timestamp_type": "create", "headers": [], "key": b64(b"gone")}
+    expected.append(row)
+
+    parts, base = [], 0
+    for chunk in (records[:10], records[10:25], records[25:]):
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False,
+                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        for j, (ts, k, v) in enumerate(chunk):
+            b.append(j, timestamp=ts, key=k, value=v, headers=[])
+        data = bytearray(b.build())
+        struct.pack_into(">q", data, 0, base)
+        base += len(chunk)
+        parts.append(bytes(data))
+    with open(os.path.join(out, "orders-0", "%020d.log" % 0), "wb") as f:
+        f.write(b"".join(parts))
+    registry = {"ids": {str(k): {"schemaType": "AVRO", "schema": json.dumps(v)} for k, v in schemas.items()},
+                "subjects": {"orders-value": 2}}
+    with open(os.path.join(out, "registry.json"), "w") as f:
+        json.dump(registry, f)
+    with open(os.path.join(out, "orders_v2.avsc"), "w") as f:
+        json.dump(schemas[2], f)
+    with open(os.path.join(out, "expected.jsonl"), "w") as f:
+        for r in expected:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    with open(os.path.join(out, "bad.json"), "w") as f:
+        json.dump(bad, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
