@@ -157,6 +157,10 @@ pub struct Settings {
     pub bad_records: Option<BadRecordMode>,
     pub target_file_size: Option<ByteSize>,
     pub partition_by: Option<Vec<String>>,
+    /// Protobuf: full name of the key's message (default: the first message of the schema).
+    pub key_message: Option<String>,
+    /// Protobuf: full name of the value's message (default: the first message of the schema).
+    pub value_message: Option<String>,
 }
 
 /// The Confluent Schema Registry to use. Credentials are never logged.
@@ -262,6 +266,8 @@ pub struct TopicConfig {
     pub bad_records: BadRecordMode,
     pub target_file_size: u64,
     pub partition_by: Vec<PartitionField>,
+    pub key_message: Option<String>,
+    pub value_message: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -423,6 +429,8 @@ impl FloeConfig {
             bad_records: s.bad_records.or(d.bad_records).unwrap_or(BadRecordMode::Suspend),
             target_file_size: s.target_file_size.or(d.target_file_size).map_or(DEFAULT_TARGET_FILE_SIZE, |b| b.0),
             partition_by,
+            key_message: s.key_message.clone().or_else(|| d.key_message.clone()),
+            value_message: s.value_message.clone().or_else(|| d.value_message.clone()),
         })
     }
 

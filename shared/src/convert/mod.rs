@@ -61,6 +61,14 @@ pub trait PayloadDecoder: Send + Sync {
     }
 }
 
+/// What a payload decoder writes into: one column (a key, or a value that is not a
+/// record), or the top-level value fields of the value-as-payload layout.
+#[derive(Clone, Debug)]
+pub enum Shape {
+    Column(arrow_schema::DataType),
+    Fields(arrow_schema::Fields),
+}
+
 /// Bytes as they are: a `binary` column.
 pub struct RawDecoder;
 

@@ -36,7 +36,8 @@ use apache_avro::Schema as Avro;
 use arrow_schema::{DataType, Fields};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 
-use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError};
+use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
 use crate::schema::registry::{SchemaRegistry, SchemaType};
 use crate::schema::wire;
@@ -814,18 +815,11 @@ pub enum AvroSchemas {
     Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<CompiledAvro>, String>>>),
 }
 
-/// The column shape an [`AvroDecoder`] writes into.
-#[derive(Clone)]
-pub enum AvroShape {
-    Column(DataType),
-    Fields(Fields),
-}
-
-impl AvroShape {
+impl Shape {
     fn target(&self) -> AvroTarget<'_> {
         match self {
-            AvroShape::Column(t) => AvroTarget::Column(t),
-            AvroShape::Fields(f) => AvroTarget::Fields(f),
+            Shape::Column(t) => AvroTarget::Column(t),
+            Shape::Fields(f) => AvroTarget::Fields(f),
         }
     }
 }
@@ -833,19 +827,19 @@ impl AvroShape {
 /// Avro payloads in the Confluent wire format.
 pub struct AvroDecoder {
     part: &'static str,
-    shape: AvroShape,
+    shape: Shape,
     schemas: AvroSchemas,
 }
 
 impl AvroDecoder {
     /// Every payload decoded with `writer` (a local schema file).
-    pub fn fixed(part: &'static str, writer: &Avro, shape: AvroShape) -> Result<AvroDecoder, AvroSchemaError> {
+    pub fn fixed(part: &'static str, writer: &Avro, shape: Shape) -> Result<AvroDecoder, AvroSchemaError> {
         let compiled = CompiledAvro::new(writer, shape.target())?;
         Ok(AvroDecoder { part, shape, schemas: AvroSchemas::Fixed(Arc::new(compiled)) })
     }
 
     /// Writer schemas by the id in each payload, loaded from `registry` on first sight.
-    pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: AvroShape) -> AvroDecoder {
+    pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> AvroDecoder {
         AvroDecoder { part, shape, schemas: AvroSchemas::Registry(registry, RwLock::new(HashMap::new())) }
     }
 
@@ -912,4 +906,24 @@ impl PayloadDecoder for AvroDecoder {
         compiled.write().expect("schema lock").insert(id, result.clone());
         result.map(|_| ()).map_err(|message| SchemaLoadError { id, retryable: false, message })
     }
+}
+
+/// Sets up an Avro key or value: the table's type from the schema the context names,
+/// and a decoder by payload schema id (registry) or with that one schema (local file).
+pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
+    let (registered, registry) = ctx.table_schema(SchemaType::Avro).await?;
+    let avro = Avro::parse_str(&registered.schema).map_err(|e| ctx.error(e))?;
+    let payload = to_payload_type(&avro).map_err(|e| ctx.error(e))?;
+    let name = ctx.name;
+    let make: MakeDecoder = match registry {
+        Some(registry) => {
+            Box::new(move |shape| Ok(Arc::new(AvroDecoder::registry(name, registry, shape)) as Arc<dyn PayloadDecoder>))
+        }
+        None => Box::new(move |shape| {
+            AvroDecoder::fixed(name, &avro, shape)
+                .map(|d| Arc::new(d) as Arc<dyn PayloadDecoder>)
+                .map_err(|e| e.to_string())
+        }),
+    };
+    Ok(Part { payload, make })
 }

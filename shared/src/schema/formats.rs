@@ -7,8 +7,8 @@ use arrow_schema::{DataType, Fields};
 use iceberg::spec::Schema;
 
 use crate::config::{FloeConfig, Format, SchemaSource, TopicConfig};
+use crate::convert::Shape;
 use crate::convert::{PayloadDecoder, RawDecoder};
-use crate::schema::avro::{AvroDecoder, AvroShape};
 use crate::schema::layout::{KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload};
 use crate::schema::registry::{
     Credentials, FileSchema, HttpSchemaRegistry, RegisteredSchema, RegistryError, SchemaRegistry, SchemaType,
@@ -45,17 +45,59 @@ pub struct Formats {
     pub value: Arc<dyn PayloadDecoder>,
 }
 
-/// One part (key or value) before the table schema exists.
-struct Part {
-    name: &'static str,
-    payload: PayloadType,
-    kind: PartKind,
+/// Builds a part's decoder once the table's columns are known.
+pub type MakeDecoder = Box<dyn FnOnce(Shape) -> Result<Arc<dyn PayloadDecoder>, String> + Send>;
+
+/// One part (key or value) of a topic, before the table schema exists.
+pub struct Part {
+    pub payload: PayloadType,
+    pub make: MakeDecoder,
 }
 
-enum PartKind {
-    Raw,
-    AvroFixed(apache_avro::Schema),
-    AvroRegistry(Arc<dyn SchemaRegistry>),
+/// What a format needs to set up one part.
+pub struct PartContext<'a> {
+    pub topic: &'a TopicConfig,
+    /// `key` or `value`.
+    pub name: &'static str,
+    pub source: &'a SchemaSource,
+    /// Protobuf: the configured message name.
+    pub message: Option<&'a str>,
+    pub registry: Option<Arc<dyn SchemaRegistry>>,
+}
+
+impl PartContext<'_> {
+    pub fn error(&self, message: impl std::fmt::Display) -> FormatError {
+        FormatError::Schema { topic: self.topic.topic.clone(), message: format!("{}: {message}", self.name) }
+    }
+
+    /// The schema the table is built from: a local file, a named subject's latest version,
+    /// or the latest version of `<topic>-key` / `<topic>-value`. Also returns the registry
+    /// to resolve each payload's schema id with (none for a local file).
+    pub async fn table_schema(
+        &self,
+        schema_type: SchemaType,
+    ) -> Result<(Arc<RegisteredSchema>, Option<Arc<dyn SchemaRegistry>>), FormatError> {
+        let registry_error = |source: RegistryError| FormatError::Registry { topic: self.topic.topic.clone(), source };
+        match self.source {
+            SchemaSource::File(path) => {
+                let file = FileSchema::load(path, schema_type).map_err(registry_error)?;
+                Ok((file.latest("").await.map_err(registry_error)?, None))
+            }
+            SchemaSource::Subject(_) | SchemaSource::Registry => {
+                let registry = self.registry.clone().ok_or_else(|| {
+                    self.error(format!(
+                        "format {schema_type:?} needs a [schema_registry] or a {}_schema file",
+                        self.name
+                    ))
+                })?;
+                let subject = match self.source {
+                    SchemaSource::Subject(s) => s.clone(),
+                    _ => format!("{}-{}", self.topic.topic, self.name),
+                };
+                Ok((registry.latest(&subject).await.map_err(registry_error)?, Some(registry)))
+            }
+        }
+    }
 }
 
 /// The Schema Registry of the configuration (password from the named environment variable).
@@ -77,8 +119,22 @@ impl Formats {
         registry: Option<Arc<dyn SchemaRegistry>>,
     ) -> Result<Formats, FormatError> {
         let _ = config;
-        let key = Self::part(topic, "key", topic.key_format, &topic.key_schema, registry.clone()).await?;
-        let value = Self::part(topic, "value", topic.value_format, &topic.value_schema, registry).await?;
+        let key_context = PartContext {
+            topic,
+            name: "key",
+            source: &topic.key_schema,
+            message: topic.key_message.as_deref(),
+            registry: registry.clone(),
+        };
+        let key = Self::part(key_context, topic.key_format).await?;
+        let value_context = PartContext {
+            topic,
+            name: "value",
+            source: &topic.value_schema,
+            message: topic.value_message.as_deref(),
+            registry,
+        };
+        let value = Self::part(value_context, topic.value_format).await?;
         let source = table_struct(&key.payload, &value.payload)
             .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?;
         let schema = Arc::new(plan(None, &source)?.schema);
@@ -89,81 +145,36 @@ impl Formats {
         let column = |name: &str| fields.find(name).map(|(_, f)| f.data_type().clone()).expect("layout column");
         let key_shape = if payload_layout {
             match column(KAFKA_COLUMN) {
-                DataType::Struct(k) => AvroShape::Column(k.find(KEY_COLUMN).expect("layout").1.data_type().clone()),
+                DataType::Struct(k) => Shape::Column(k.find(KEY_COLUMN).expect("layout").1.data_type().clone()),
                 _ => unreachable!("_kafka is a struct"),
             }
         } else {
-            AvroShape::Column(column(KEY_COLUMN))
+            Shape::Column(column(KEY_COLUMN))
         };
         let value_shape = if payload_layout {
-            AvroShape::Fields(Fields::from(fields[1..].to_vec()))
+            Shape::Fields(Fields::from(fields[1..].to_vec()))
         } else {
-            AvroShape::Column(column(VALUE_COLUMN))
+            Shape::Column(column(VALUE_COLUMN))
+        };
+        let decoder_error = |name: &str, message: String| FormatError::Schema {
+            topic: topic.topic.clone(),
+            message: format!("{name}: {message}"),
         };
         Ok(Formats {
-            key: Self::decoder(topic, key, key_shape)?,
-            value: Self::decoder(topic, value, value_shape)?,
+            key: (key.make)(key_shape).map_err(|m| decoder_error("key", m))?,
+            value: (value.make)(value_shape).map_err(|m| decoder_error("value", m))?,
             schema,
         })
     }
 
-    async fn part(
-        topic: &TopicConfig,
-        name: &'static str,
-        format: Format,
-        source: &SchemaSource,
-        registry: Option<Arc<dyn SchemaRegistry>>,
-    ) -> Result<Part, FormatError> {
-        let schema_error = |message: String| FormatError::Schema { topic: topic.topic.clone(), message };
-        let registry_error = |source: RegistryError| FormatError::Registry { topic: topic.topic.clone(), source };
+    async fn part(ctx: PartContext<'_>, format: Format) -> Result<Part, FormatError> {
         match format {
-            Format::Raw | Format::Auto => Ok(Part { name, payload: PayloadType::Raw, kind: PartKind::Raw }),
-            Format::Avro => {
-                let (registered, kind_registry): (Arc<RegisteredSchema>, Option<Arc<dyn SchemaRegistry>>) = match source
-                {
-                    SchemaSource::File(path) => (
-                        FileSchema::load(path, SchemaType::Avro)
-                            .map_err(registry_error)?
-                            .latest("")
-                            .await
-                            .map_err(registry_error)?,
-                        None,
-                    ),
-                    SchemaSource::Subject(_) | SchemaSource::Registry => {
-                        let registry = registry.ok_or_else(|| {
-                            schema_error(format!(
-                                "{name} format avro needs a [schema_registry] or a {name}_schema file"
-                            ))
-                        })?;
-                        let subject = match source {
-                            SchemaSource::Subject(s) => s.clone(),
-                            _ => format!("{}-{name}", topic.topic),
-                        };
-                        (registry.latest(&subject).await.map_err(registry_error)?, Some(registry))
-                    }
-                };
-                let avro = apache_avro::Schema::parse_str(&registered.schema)
-                    .map_err(|e| schema_error(format!("{name} schema: {e}")))?;
-                let payload =
-                    crate::schema::avro::to_payload_type(&avro).map_err(|e| schema_error(format!("{name}: {e}")))?;
-                let kind = match kind_registry {
-                    Some(r) => PartKind::AvroRegistry(r),
-                    None => PartKind::AvroFixed(avro),
-                };
-                Ok(Part { name, payload, kind })
-            }
-            other => Err(FormatError::Unsupported { topic: topic.topic.clone(), part: name, format: other }),
+            Format::Raw | Format::Auto => Ok(Part {
+                payload: PayloadType::Raw,
+                make: Box::new(|_| Ok(Arc::new(RawDecoder) as Arc<dyn PayloadDecoder>)),
+            }),
+            Format::Avro => crate::schema::avro::part(&ctx).await,
+            other => Err(FormatError::Unsupported { topic: ctx.topic.topic.clone(), part: ctx.name, format: other }),
         }
-    }
-
-    fn decoder(topic: &TopicConfig, part: Part, shape: AvroShape) -> Result<Arc<dyn PayloadDecoder>, FormatError> {
-        Ok(match part.kind {
-            PartKind::Raw => Arc::new(RawDecoder),
-            PartKind::AvroFixed(schema) => Arc::new(
-                AvroDecoder::fixed(part.name, &schema, shape)
-                    .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?,
-            ),
-            PartKind::AvroRegistry(registry) => Arc::new(AvroDecoder::registry(part.name, registry, shape)),
-        })
     }
 }
