@@ -6,8 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use floe_core::config::FloeConfig;
+use floe_core::config::{FloeConfig, Format};
 use floe_core::materialize::{MaterializeOptions, materialize_segment, source_id};
+use floe_core::schema::formats::Formats;
+use floe_core::schema::json::infer;
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 use serde::Serialize;
 
@@ -34,7 +36,13 @@ pub async fn run(
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
     let registry = floe_core::schema::formats::http_registry(config)?;
-    let formats = floe_core::schema::formats::Formats::load(config, &topic_config, registry).await?;
+    // Plain JSON has no schema: a first pass over the segment infers its types.
+    let uses_json = [topic_config.key_format, topic_config.value_format].contains(&Format::Json);
+    let inferred = match uses_json {
+        true => Some(infer(SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?).await?),
+        false => None,
+    };
+    let formats = Formats::load_inferred(config, &topic_config, registry, inferred.as_ref()).await?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out_dir = std::fs::canonicalize(out_dir)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;

@@ -3,12 +3,9 @@
 //! judged by pyarrow; bad records in each mode.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use floe_core::config::FloeConfig;
-use floe_core::materialize::{MaterializeError, MaterializeOptions, Materialized, materialize_segment};
-use floe_core::schema::formats::{Formats, http_registry};
-use floe_core::segment::{FileSource, Limits, SegmentReader};
+use floe_core::materialize::{MaterializeError, Materialized};
 
 use crate::convert::judge;
 use crate::support;
@@ -25,47 +22,13 @@ fn config(registry_url: &str, mode: &str, extra: &str) -> FloeConfig {
 }
 
 async fn run(config: &FloeConfig, out: &Path) -> Result<Materialized, anyhow::Error> {
-    let topic = config.resolve("orders").unwrap();
-    let formats = Formats::load(config, &topic, http_registry(config)?).await?;
-    let options = MaterializeOptions {
-        topic,
-        partition: 0,
-        data_dir: out.join("data").display().to_string(),
-        dead_letter_dir: out.join("dead_letter").display().to_string(),
-        source_id: "test".into(),
-    };
-    let reader = SegmentReader::open(Arc::new(FileSource::new(segment())), Limits::default()).await?;
-    let file_io = iceberg::io::FileIO::new_with_fs();
-    Ok(materialize_segment(reader, formats.schema, formats.key, formats.value, &options, &file_io).await?)
+    support::materialize(config, "orders", &segment(), out).await
 }
 
 fn bad_offsets() -> Vec<i64> {
     let bad: serde_json::Value =
         serde_json::from_slice(&std::fs::read(support::avro_data().join("bad.json")).unwrap()).unwrap();
     bad.as_array().unwrap().iter().map(|b| b["offset"].as_i64().unwrap()).collect()
-}
-
-/// (offset, error) of the rows of dead-letter files, read with the parquet crate.
-fn dead_letters(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64, String, Option<Vec<u8>>)> {
-    use arrow::array::{Array, AsArray};
-    let mut rows = Vec::new();
-    for f in files {
-        let file = std::fs::File::open(f.path()).unwrap();
-        let reader =
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let kafka = batch.column_by_name("_kafka").unwrap().as_struct();
-            let offsets = kafka.column_by_name("offset").unwrap().as_primitive::<arrow::datatypes::Int64Type>();
-            let errors = batch.column_by_name("error").unwrap().as_string::<i32>();
-            let values = batch.column_by_name("value").unwrap().as_binary::<i64>();
-            for i in 0..batch.num_rows() {
-                let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
-                rows.push((offsets.value(i), errors.value(i).to_string(), value));
-            }
-        }
-    }
-    rows
 }
 
 #[tokio::test]
@@ -76,7 +39,7 @@ async fn registry_schemas_decode_every_mapped_type_and_bad_records_go_to_the_dea
     assert_eq!((done.records, done.dead_letters, done.skipped), (31, 3, 0));
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
     judge(&support::avro_data().join("expected.jsonl"), &files, true);
-    let dead = dead_letters(&done.dead_letter_files);
+    let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
     assert!(dead[0].1.contains("schema id 99") && dead[0].1.contains("not found"), "{}", dead[0].1);
     assert!(dead[1].1.contains("value at byte"), "{}", dead[1].1);
@@ -135,7 +98,7 @@ async fn a_local_schema_file_decodes_the_records_written_with_it() {
     let done = run(&config, out.path()).await.unwrap();
     // v1 records (offsets 0..=12 but for the bad one) lack v2's `note`: with one fixed
     // schema they are bad records, kept in the dead-letter table.
-    let dead = dead_letters(&done.dead_letter_files);
+    let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(done.records + done.dead_letters, 34);
     assert_eq!(dead.len(), 15, "{dead:?}");
     assert!(done.records >= 18);

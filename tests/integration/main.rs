@@ -5,5 +5,6 @@
 
 mod avro;
 mod convert;
+mod json;
 mod segments;
 mod support;

@@ -170,3 +170,70 @@ pub fn avro_data() -> &'static Path {
     })
     .path()
 }
+
+/// Materializes `segment` of `topic` (partition 0) as the materializer would, with the
+/// configured formats (plain JSON types inferred from the segment first).
+pub async fn materialize(
+    config: &floe_core::config::FloeConfig,
+    topic: &str,
+    segment: &Path,
+    out: &Path,
+) -> anyhow::Result<floe_core::materialize::Materialized> {
+    use floe_core::config::Format;
+    use floe_core::materialize::{MaterializeOptions, materialize_segment};
+    use floe_core::schema::formats::{Formats, http_registry};
+    use floe_core::segment::{FileSource, Limits, SegmentReader};
+    use std::sync::Arc;
+
+    let topic_config = config.resolve(topic).expect("topic enabled");
+    let open = || SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default());
+    let inferred = if [topic_config.key_format, topic_config.value_format].contains(&Format::Json) {
+        Some(floe_core::schema::json::infer(open().await?).await?)
+    } else {
+        None
+    };
+    let formats = Formats::load_inferred(config, &topic_config, http_registry(config)?, inferred.as_ref()).await?;
+    let options = MaterializeOptions {
+        topic: topic_config,
+        partition: 0,
+        data_dir: out.join("data").display().to_string(),
+        dead_letter_dir: out.join("dead_letter").display().to_string(),
+        source_id: "test".into(),
+    };
+    let file_io = iceberg::io::FileIO::new_with_fs();
+    Ok(materialize_segment(open().await?, formats.schema, formats.key, formats.value, &options, &file_io).await?)
+}
+
+/// (offset, error, raw value) of every row of dead-letter files, read with the parquet crate.
+pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64, String, Option<Vec<u8>>)> {
+    use arrow::array::{Array, AsArray};
+    let mut rows = Vec::new();
+    for f in files {
+        let file = std::fs::File::open(f.path()).unwrap();
+        let reader =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let kafka = batch.column_by_name("_kafka").unwrap().as_struct();
+            let offsets = kafka.column_by_name("offset").unwrap().as_primitive::<arrow::datatypes::Int64Type>();
+            let errors = batch.column_by_name("error").unwrap().as_string::<i32>();
+            let values = batch.column_by_name("value").unwrap().as_binary::<i64>();
+            for i in 0..batch.num_rows() {
+                let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
+                rows.push((offsets.value(i), errors.value(i).to_string(), value));
+            }
+        }
+    }
+    rows
+}
+
+/// JSON test data built with Python's json module (tests/py/make_json.py), once per run.
+pub fn json_data() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        run_python("make_json.py", &[dir.path()]);
+        dir
+    })
+    .path()
+}

@@ -9,6 +9,7 @@ use iceberg::spec::Schema;
 use crate::config::{FloeConfig, Format, SchemaSource, TopicConfig};
 use crate::convert::Shape;
 use crate::convert::{PayloadDecoder, RawDecoder};
+use crate::schema::json::Inferred;
 use crate::schema::layout::{KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload};
 use crate::schema::registry::{
     Credentials, FileSchema, HttpSchemaRegistry, RegisteredSchema, RegistryError, SchemaRegistry, SchemaType,
@@ -63,6 +64,8 @@ pub struct PartContext<'a> {
     /// Protobuf: the configured message name.
     pub message: Option<&'a str>,
     pub registry: Option<Arc<dyn SchemaRegistry>>,
+    /// Plain JSON: the types inferred from the records (see [`crate::schema::json`]).
+    pub inferred: Option<&'a Inferred>,
 }
 
 impl PartContext<'_> {
@@ -118,6 +121,17 @@ impl Formats {
         topic: &TopicConfig,
         registry: Option<Arc<dyn SchemaRegistry>>,
     ) -> Result<Formats, FormatError> {
+        Self::load_inferred(config, topic, registry, None).await
+    }
+
+    /// [`Self::load`] with the key and value types inferred from the records, for plain
+    /// JSON parts ([`crate::schema::json::infer`]).
+    pub async fn load_inferred(
+        config: &FloeConfig,
+        topic: &TopicConfig,
+        registry: Option<Arc<dyn SchemaRegistry>>,
+        inferred: Option<&(Inferred, Inferred)>,
+    ) -> Result<Formats, FormatError> {
         let _ = config;
         let key_context = PartContext {
             topic,
@@ -125,6 +139,7 @@ impl Formats {
             source: &topic.key_schema,
             message: topic.key_message.as_deref(),
             registry: registry.clone(),
+            inferred: inferred.map(|i| &i.0),
         };
         let key = Self::part(key_context, topic.key_format).await?;
         let value_context = PartContext {
@@ -133,6 +148,7 @@ impl Formats {
             source: &topic.value_schema,
             message: topic.value_message.as_deref(),
             registry,
+            inferred: inferred.map(|i| &i.1),
         };
         let value = Self::part(value_context, topic.value_format).await?;
         let source = table_struct(&key.payload, &value.payload)
@@ -174,6 +190,9 @@ impl Formats {
                 make: Box::new(|_| Ok(Arc::new(RawDecoder) as Arc<dyn PayloadDecoder>)),
             }),
             Format::Avro => crate::schema::avro::part(&ctx).await,
+            Format::Protobuf => crate::schema::protobuf::part(&ctx).await,
+            Format::JsonSchema => crate::schema::json_schema::part(&ctx).await,
+            Format::Json => crate::schema::json::part(&ctx),
             other => Err(FormatError::Unsupported { topic: ctx.topic.topic.clone(), part: ctx.name, format: other }),
         }
     }

@@ -7,7 +7,10 @@
 pub mod avro;
 pub mod evolution;
 pub mod formats;
+pub mod json;
+pub mod json_schema;
 pub mod layout;
+pub mod protobuf;
 pub mod registry;
 pub mod wire;
 

@@ -1,0 +1,751 @@
+//! Protobuf: schemas (`.proto` text from a Schema Registry or a local `.proto` file,
+//! compiled with protox; or a binary `FileDescriptorSet`) → Iceberg types, and payloads
+//! in the Confluent wire format decoded into Arrow columns.
+//!
+//! | Protobuf | Iceberg | Arrow |
+//! |---|---|---|
+//! | bool | boolean | Boolean |
+//! | int32, sint32, sfixed32 | int | Int32 |
+//! | int64, sint64, sfixed64 | long | Int64 |
+//! | uint32, fixed32 | long | Int64 |
+//! | uint64, fixed64 | decimal(20, 0) (every value, none wrapped negative) | Decimal128(20, 0) |
+//! | float | float | Float32 |
+//! | double | double | Float64 |
+//! | string | string | Utf8 |
+//! | bytes | binary | LargeBinary |
+//! | enum | string (the symbol; a number the schema does not name → that number, as text) | Utf8 |
+//! | message | struct (fields optional) | Struct |
+//! | repeated T | list (elements required) | List |
+//! | map<K, V> | map<K, V> (values required) | Map |
+//! | oneof | its fields stay optional fields of the struct, at most one set | — |
+//! | google.protobuf.Timestamp | timestamptz (nanoseconds truncated to µs) | Timestamp(µs, UTC) |
+//! | google.protobuf.{Bool,Int32,Int64,UInt32,UInt64,Float,Double,String,Bytes}Value | the optional primitive of its `value`, mapped as above | as above |
+//!
+//! Other well-known types (Duration, Any, Empty…) are ordinary messages; a message that
+//! contains itself (google.protobuf.Struct / Value included) cannot be a table column
+//! and is rejected with the path of the cycle.
+//!
+//! Presence: a field that tracks presence — a message field (Timestamp and wrappers
+//! included), a oneof member, a proto3 `optional` or a proto2 `optional` / `required`
+//! field — is null when the payload does not set it. A proto3 scalar without presence
+//! cannot be told apart from its default on the wire, so it is written as that default
+//! (0, false, "", empty bytes, the enum's first symbol), as Confluent's converters and
+//! Tableflow do; it is never null (but for a whole missing value, e.g. a tombstone).
+//! Repeated fields and maps are empty lists / maps when absent, never null.
+//!
+//! Wire format: `[0][schema id: u32 BE][message indexes][message]`. The indexes are
+//! zig-zag varints, a count then that many indexes (count 0, the single byte 0, means
+//! `[0]`); they walk from the schema's main file to the payload's message (`[1, 0]`: the
+//! first message nested in the second top-level one). A payload written with another
+//! message or schema version than the table's is resolved by field name: fields the
+//! table lacks are skipped, table columns the message lacks are null, and int → long,
+//! float → double are widened.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use arrow_schema::{DataType, Fields, TimeUnit};
+use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
+use prost_reflect::{DynamicMessage, EnumDescriptor, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor, Value};
+
+use crate::config::SchemaSource;
+use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
+use crate::schema::layout::PayloadType;
+use crate::schema::registry::{SchemaRegistry, SchemaType};
+use crate::schema::wire;
+
+/// A Protobuf schema Floe cannot read, map or decode against the table.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("protobuf schema: {0}")]
+pub struct ProtobufSchemaError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ProtobufSchemaError> {
+    Err(ProtobufSchemaError(msg.into()))
+}
+
+/// The name registry schema text is compiled under (imports of well-known types resolve).
+const REGISTRY_FILE: &str = "floe_registry_schema.proto";
+
+/// One in-memory `.proto` file for protox.
+struct TextFile {
+    name: &'static str,
+    text: String,
+}
+
+impl protox::file::FileResolver for TextFile {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        if name == self.name {
+            protox::file::File::from_source(name, &self.text)
+        } else {
+            Err(protox::Error::file_not_found(name))
+        }
+    }
+}
+
+fn compile_with(
+    resolver: impl protox::file::FileResolver + 'static,
+    main: &str,
+) -> Result<FileDescriptor, ProtobufSchemaError> {
+    let mut chain = protox::file::ChainFileResolver::new();
+    chain.add(resolver);
+    chain.add(protox::file::GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(chain);
+    compiler.open_file(main).map_err(|e| ProtobufSchemaError(e.to_string()))?;
+    compiler.descriptor_pool().get_file_by_name(main).ok_or_else(|| ProtobufSchemaError(format!("no file {main}")))
+}
+
+/// Compiles `.proto` text (a registry schema). Imports of google/protobuf files resolve;
+/// other imports (registry schema references) are not supported.
+pub fn parse_proto(text: &str) -> Result<FileDescriptor, ProtobufSchemaError> {
+    compile_with(TextFile { name: REGISTRY_FILE, text: text.to_string() }, REGISTRY_FILE)
+}
+
+/// A local schema file: `.proto` text (imports resolved beside it), or else a binary
+/// `FileDescriptorSet` (`protoc --descriptor_set_out`, whose last file is the main one).
+pub fn load_file(path: &Path) -> Result<FileDescriptor, ProtobufSchemaError> {
+    let fail = |m: String| ProtobufSchemaError(format!("{}: {m}", path.display()));
+    if path.extension().is_some_and(|e| e == "proto") {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| fail("not a file name".into()))?;
+        let mut chain = protox::file::ChainFileResolver::new();
+        chain.add(protox::file::IncludeFileResolver::new(dir.to_path_buf()));
+        return compile_with(chain, name).map_err(|e| fail(e.0));
+    }
+    use prost_reflect::prost::Message;
+    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let set = prost_reflect::prost_types::FileDescriptorSet::decode(bytes.as_slice())
+        .map_err(|e| fail(format!("not a .proto file nor a FileDescriptorSet: {e}")))?;
+    let main = set.file.last().map(|f| f.name().to_string()).ok_or_else(|| fail("empty FileDescriptorSet".into()))?;
+    compile_with(protox::file::DescriptorSetFileResolver::new(set), &main).map_err(|e| fail(e.0))
+}
+
+/// The table's message: `name` (a full name, found in the main file or its imports), or
+/// the first message of the main file.
+pub fn table_message(main: &FileDescriptor, name: Option<&str>) -> Result<MessageDescriptor, ProtobufSchemaError> {
+    match name {
+        Some(n) => main
+            .parent_pool()
+            .get_message_by_name(n.trim_start_matches('.'))
+            .ok_or_else(|| ProtobufSchemaError(format!("no message {n} in the schema"))),
+        None => main.messages().next().ok_or_else(|| ProtobufSchemaError("the schema defines no message".into())),
+    }
+}
+
+const TIMESTAMP: &str = "google.protobuf.Timestamp";
+
+/// The wrapped kind of a google.protobuf wrapper message.
+fn wrapped(m: &MessageDescriptor) -> Option<Kind> {
+    const WRAPPERS: [&str; 9] = [
+        "google.protobuf.BoolValue",
+        "google.protobuf.Int32Value",
+        "google.protobuf.Int64Value",
+        "google.protobuf.UInt32Value",
+        "google.protobuf.UInt64Value",
+        "google.protobuf.FloatValue",
+        "google.protobuf.DoubleValue",
+        "google.protobuf.StringValue",
+        "google.protobuf.BytesValue",
+    ];
+    if WRAPPERS.contains(&m.full_name()) { m.get_field_by_name("value").map(|f| f.kind()) } else { None }
+}
+
+/// Maps a message to the Iceberg type of its payload (placeholder field ids).
+pub fn to_payload_type(message: &MessageDescriptor) -> Result<PayloadType, ProtobufSchemaError> {
+    Ok(PayloadType::Record(message_struct(message, &mut Vec::new())?))
+}
+
+fn prim(p: PrimitiveType) -> Type {
+    Type::Primitive(p)
+}
+
+fn message_struct(m: &MessageDescriptor, stack: &mut Vec<String>) -> Result<StructType, ProtobufSchemaError> {
+    let name = m.full_name().to_string();
+    if stack.contains(&name) {
+        return err(format!("recursive message {} → {name} cannot be a table column", stack.join(" → ")));
+    }
+    stack.push(name);
+    let mut fields = Vec::new();
+    for f in m.fields() {
+        fields.push(Arc::new(NestedField::optional(0, f.name(), field_type(&f, stack)?)));
+    }
+    stack.pop();
+    Ok(StructType::new(fields))
+}
+
+fn field_type(f: &FieldDescriptor, stack: &mut Vec<String>) -> Result<Type, ProtobufSchemaError> {
+    if f.is_map() {
+        let Kind::Message(entry) = f.kind() else { return err(format!("map field {} without entry", f.full_name())) };
+        let key = kind_type(entry.map_entry_key_field().kind(), stack)?;
+        let value = kind_type(entry.map_entry_value_field().kind(), stack)?;
+        Ok(Type::Map(MapType::new(
+            Arc::new(NestedField::map_key_element(0, key)),
+            Arc::new(NestedField::map_value_element(0, value, true)),
+        )))
+    } else if f.is_list() {
+        let element = kind_type(f.kind(), stack)?;
+        Ok(Type::List(ListType::new(Arc::new(NestedField::list_element(0, element, true)))))
+    } else {
+        kind_type(f.kind(), stack)
+    }
+}
+
+fn kind_type(kind: Kind, stack: &mut Vec<String>) -> Result<Type, ProtobufSchemaError> {
+    Ok(match kind {
+        Kind::Bool => prim(PrimitiveType::Boolean),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => prim(PrimitiveType::Int),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 | Kind::Uint32 | Kind::Fixed32 => prim(PrimitiveType::Long),
+        Kind::Uint64 | Kind::Fixed64 => prim(PrimitiveType::Decimal { precision: 20, scale: 0 }),
+        Kind::Float => prim(PrimitiveType::Float),
+        Kind::Double => prim(PrimitiveType::Double),
+        Kind::String | Kind::Enum(_) => prim(PrimitiveType::String),
+        Kind::Bytes => prim(PrimitiveType::Binary),
+        Kind::Message(m) if m.full_name() == TIMESTAMP => prim(PrimitiveType::Timestamptz),
+        Kind::Message(m) => match wrapped(&m) {
+            Some(inner) => kind_type(inner, stack)?,
+            None => Type::Struct(message_struct(&m, stack)?),
+        },
+    })
+}
+
+/// A message field compiled against the table's columns.
+#[derive(Debug)]
+enum Node {
+    Bool,
+    Int,
+    Long,
+    UInt,
+    ULong,
+    Float,
+    Double,
+    String,
+    Bytes,
+    Enum(EnumDescriptor),
+    Timestamp,
+    /// A wrapper message: its `value` field.
+    Wrapper(Box<Node>),
+    Message(MessagePlan),
+    List(Box<Node>),
+    Map(Box<Node>, Box<Node>),
+}
+
+#[derive(Debug)]
+struct FieldPlan {
+    field: FieldDescriptor,
+    node: Node,
+    /// Index among the target's columns.
+    column: usize,
+    /// Null when the payload does not set it (the field tracks presence).
+    nullable: bool,
+}
+
+/// A message's fields that the table has, and the table's columns the message lacks.
+#[derive(Debug)]
+struct MessagePlan {
+    fields: Vec<FieldPlan>,
+    missing: Vec<usize>,
+}
+
+fn compile_message(m: &MessageDescriptor, target: &Fields, depth: usize) -> Result<MessagePlan, ProtobufSchemaError> {
+    if depth > 64 {
+        return err("message nested more than 64 levels");
+    }
+    let mut fields = Vec::new();
+    for f in m.fields() {
+        let Some((column, c)) = target.find(f.name()) else { continue };
+        let node = compile_field(&f, c.data_type(), depth)
+            .map_err(|e| ProtobufSchemaError(format!("field {}: {}", f.full_name(), e.0)))?;
+        let nullable = f.supports_presence() && !f.is_list() && !f.is_map();
+        fields.push(FieldPlan { field: f, node, column, nullable });
+    }
+    let missing = (0..target.len()).filter(|i| !fields.iter().any(|f| f.column == *i)).collect();
+    Ok(MessagePlan { fields, missing })
+}
+
+fn compile_field(f: &FieldDescriptor, t: &DataType, depth: usize) -> Result<Node, ProtobufSchemaError> {
+    if f.is_map() {
+        let Kind::Message(entry) = f.kind() else { return err("map without entry type") };
+        let DataType::Map(entries, _) = t else { return err(format!("map written into a {t} column")) };
+        let DataType::Struct(kv) = entries.data_type() else { return err("malformed map column") };
+        if kv.len() != 2 {
+            return err("malformed map column");
+        }
+        let key = compile_kind(entry.map_entry_key_field().kind(), kv[0].data_type(), depth)?;
+        let value = compile_kind(entry.map_entry_value_field().kind(), kv[1].data_type(), depth)?;
+        Ok(Node::Map(Box::new(key), Box::new(value)))
+    } else if f.is_list() {
+        let DataType::List(element) = t else { return err(format!("repeated field written into a {t} column")) };
+        Ok(Node::List(Box::new(compile_kind(f.kind(), element.data_type(), depth)?)))
+    } else {
+        compile_kind(f.kind(), t, depth)
+    }
+}
+
+fn compile_kind(kind: Kind, t: &DataType, depth: usize) -> Result<Node, ProtobufSchemaError> {
+    use DataType as D;
+    let described = match &kind {
+        Kind::Message(m) => m.full_name().to_string(),
+        Kind::Enum(e) => format!("enum {}", e.full_name()),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    let (node, ok) = match kind {
+        Kind::Bool => (Node::Bool, matches!(t, D::Boolean)),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => (Node::Int, matches!(t, D::Int32 | D::Int64)),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => (Node::Long, matches!(t, D::Int64)),
+        Kind::Uint32 | Kind::Fixed32 => (Node::UInt, matches!(t, D::Int64)),
+        Kind::Uint64 | Kind::Fixed64 => (Node::ULong, matches!(t, D::Decimal128(p, 0) if *p >= 20)),
+        Kind::Float => (Node::Float, matches!(t, D::Float32 | D::Float64)),
+        Kind::Double => (Node::Double, matches!(t, D::Float64)),
+        Kind::String => (Node::String, matches!(t, D::Utf8 | D::LargeBinary)),
+        Kind::Bytes => (Node::Bytes, matches!(t, D::LargeBinary)),
+        Kind::Enum(e) => (Node::Enum(e), matches!(t, D::Utf8)),
+        Kind::Message(m) if m.full_name() == TIMESTAMP => {
+            (Node::Timestamp, matches!(t, D::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _)))
+        }
+        Kind::Message(m) => match wrapped(&m) {
+            Some(inner) => return Ok(Node::Wrapper(Box::new(compile_kind(inner, t, depth)?))),
+            None => match t {
+                D::Struct(fields) => return Ok(Node::Message(compile_message(&m, fields, depth + 1)?)),
+                _ => (Node::Bool, false),
+            },
+        },
+    };
+    if ok { Ok(node) } else { err(format!("{described} cannot be written into a {t} column")) }
+}
+
+type R<T> = Result<T, String>;
+
+fn mismatch(what: &str) -> String {
+    format!("internal: {what} value for a column of another type")
+}
+
+fn put_long(col: &mut Column, v: i64) -> R<()> {
+    match col {
+        Column::Long(b) => b.append_value(v),
+        Column::Int(b) => b.append_value(i32::try_from(v).map_err(|_| format!("{v} does not fit an int column"))?),
+        _ => return Err(mismatch("integer")),
+    }
+    Ok(())
+}
+
+fn put_double(col: &mut Column, v: f64) -> R<()> {
+    match col {
+        Column::Double(b) => b.append_value(v),
+        Column::Float(b) => b.append_value(v as f32),
+        _ => return Err(mismatch("floating-point")),
+    }
+    Ok(())
+}
+
+/// Microseconds or nanoseconds since the epoch of a google.protobuf.Timestamp.
+fn timestamp(m: &DynamicMessage, nanos_unit: bool) -> R<i64> {
+    let seconds = match m.get_field_by_name("seconds").as_deref() {
+        Some(Value::I64(s)) => *s,
+        _ => return Err(mismatch("timestamp")),
+    };
+    let nanos = match m.get_field_by_name("nanos").as_deref() {
+        Some(Value::I32(n)) => *n,
+        _ => return Err(mismatch("timestamp")),
+    };
+    if !(0..1_000_000_000).contains(&nanos) {
+        return Err(format!("timestamp nanos {nanos} out of range"));
+    }
+    let v = if nanos_unit {
+        seconds.checked_mul(1_000_000_000).and_then(|s| s.checked_add(nanos.into()))
+    } else {
+        seconds.checked_mul(1_000_000).and_then(|s| s.checked_add((nanos / 1000).into()))
+    };
+    v.ok_or_else(|| format!("timestamp of {seconds} s out of range"))
+}
+
+/// Writes one value of `node` to `col` (or only checks it when `None`).
+fn write(node: &Node, v: &Value, col: Option<&mut Column>) -> R<()> {
+    match (node, v) {
+        (Node::Bool, Value::Bool(b)) => match col {
+            Some(Column::Boolean(x)) => x.append_value(*b),
+            Some(_) => return Err(mismatch("bool")),
+            None => {}
+        },
+        (Node::Int, Value::I32(i)) => {
+            if let Some(c) = col {
+                put_long(c, (*i).into())?;
+            }
+        }
+        (Node::Long, Value::I64(i)) => {
+            if let Some(c) = col {
+                put_long(c, *i)?;
+            }
+        }
+        (Node::UInt, Value::U32(u)) => {
+            if let Some(c) = col {
+                put_long(c, (*u).into())?;
+            }
+        }
+        (Node::ULong, Value::U64(u)) => match col {
+            Some(Column::Decimal(x)) => x.append_value((*u).into()),
+            Some(_) => return Err(mismatch("uint64")),
+            None => {}
+        },
+        (Node::Float, Value::F32(f)) => {
+            if let Some(c) = col {
+                put_double(c, (*f).into())?;
+            }
+        }
+        (Node::Double, Value::F64(f)) => {
+            if let Some(c) = col {
+                put_double(c, *f)?;
+            }
+        }
+        (Node::String, Value::String(s)) => match col {
+            Some(Column::String(x)) => x.append_value(s),
+            Some(Column::Binary(x)) => x.append_value(s.as_bytes()),
+            Some(_) => return Err(mismatch("string")),
+            None => {}
+        },
+        (Node::Bytes, Value::Bytes(b)) => match col {
+            Some(Column::Binary(x)) => x.append_value(b),
+            Some(_) => return Err(mismatch("bytes")),
+            None => {}
+        },
+        (Node::Enum(e), Value::EnumNumber(n)) => match col {
+            Some(Column::String(x)) => match e.get_value(*n) {
+                Some(symbol) => x.append_value(symbol.name()),
+                None => x.append_value(n.to_string()),
+            },
+            Some(_) => return Err(mismatch("enum")),
+            None => {}
+        },
+        (Node::Timestamp, Value::Message(m)) => match col {
+            Some(Column::TimestampMicros(x)) => x.append_value(timestamp(m, false)?),
+            Some(Column::TimestampNanos(x)) => x.append_value(timestamp(m, true)?),
+            Some(_) => return Err(mismatch("timestamp")),
+            None => {
+                timestamp(m, false)?;
+            }
+        },
+        (Node::Wrapper(inner), Value::Message(m)) => {
+            let value = m.get_field_by_name("value").ok_or_else(|| mismatch("wrapper"))?;
+            write(inner, &value, col)?;
+        }
+        (Node::Message(plan), Value::Message(m)) => match col {
+            Some(Column::Struct(s)) => {
+                s.append_valid();
+                write_message(plan, m, Some(s.children.as_mut_slice()))?;
+            }
+            Some(_) => return Err(mismatch("message")),
+            None => write_message(plan, m, None)?,
+        },
+        (Node::List(element), Value::List(items)) => match col {
+            Some(Column::List(list)) => {
+                for item in items {
+                    write(element, item, Some(&mut list.child))?;
+                }
+                list.close(items.len());
+            }
+            Some(_) => return Err(mismatch("repeated")),
+            None => {
+                for item in items {
+                    write(element, item, None)?;
+                }
+            }
+        },
+        (Node::Map(key, value), Value::Map(entries)) => {
+            // Sorted by key: the same payload always gives the same file.
+            let mut sorted: Vec<_> = entries.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            match col {
+                Some(Column::Map(map)) => {
+                    for (k, v) in &sorted {
+                        write(key, &Value::from((*k).clone()), Some(&mut map.keys))?;
+                        write(value, v, Some(&mut map.values))?;
+                    }
+                    map.close(sorted.len());
+                }
+                Some(_) => return Err(mismatch("map")),
+                None => {
+                    for (k, v) in &sorted {
+                        write(key, &Value::from((*k).clone()), None)?;
+                        write(value, v, None)?;
+                    }
+                }
+            }
+        }
+        (node, v) => return Err(format!("internal: {v:?} decoded for a {node:?} field")),
+    }
+    Ok(())
+}
+
+/// A message's fields into `children` (null for unset fields with presence and for table
+/// columns the message lacks).
+fn write_message(plan: &MessagePlan, m: &DynamicMessage, mut children: Option<&mut [Column]>) -> R<()> {
+    for f in &plan.fields {
+        let col = children.as_deref_mut().map(|c| &mut c[f.column]);
+        if f.nullable && !m.has_field(&f.field) {
+            if let Some(c) = col {
+                c.append_null();
+            }
+            continue;
+        }
+        write(&f.node, &m.get_field(&f.field), col).map_err(|e| format!("{}: {e}", f.field.name()))?;
+    }
+    if let Some(cols) = children {
+        for &i in &plan.missing {
+            cols[i].append_null();
+        }
+    }
+    Ok(())
+}
+
+/// Reads the message-index array at the start of a wire-format body: the path and the
+/// bytes it took.
+pub fn message_indexes(body: &[u8]) -> Result<(Vec<usize>, usize), (usize, String)> {
+    let mut pos = 0;
+    let mut next = |what: &str| -> Result<i64, (usize, String)> {
+        let at = pos;
+        let mut raw: u64 = 0;
+        for shift in (0..70).step_by(7) {
+            let Some(&b) = body.get(pos) else { return Err((at, format!("message indexes: {what} cut short"))) };
+            pos += 1;
+            raw |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
+            }
+        }
+        Err((at, format!("message indexes: {what} varint longer than 10 bytes")))
+    };
+    let count = next("count")?;
+    if count == 0 {
+        return Ok((vec![0], 1));
+    }
+    // Every index takes at least one byte.
+    if count < 0 || count as u64 > body.len() as u64 {
+        return Err((0, format!("message indexes: count {count}")));
+    }
+    let mut path = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let i = next("index")?;
+        path.push(usize::try_from(i).map_err(|_| (0, format!("message indexes: negative index {i}")))?);
+    }
+    Ok((path, pos))
+}
+
+/// The message at `path` in `main` (first index: a top-level message; then nested ones).
+fn message_at(main: &FileDescriptor, path: &[usize]) -> Option<MessageDescriptor> {
+    let (first, rest) = path.split_first()?;
+    let mut m = main.messages().nth(*first)?;
+    for i in rest {
+        let child = m.child_messages().nth(*i)?;
+        m = child;
+    }
+    Some(m)
+}
+
+/// A schema's messages compiled against the table's columns.
+pub struct CompiledProtobuf {
+    main: FileDescriptor,
+    /// By full name: every message of the main file (some may not fit the table; only
+    /// payloads of those are bad records).
+    plans: HashMap<String, Result<MessagePlan, String>>,
+}
+
+impl CompiledProtobuf {
+    /// Compiles the messages of `main` for `shape` (a struct column, or the top-level
+    /// fields of the value-as-payload layout).
+    pub fn new(main: FileDescriptor, shape: &Shape) -> Result<CompiledProtobuf, ProtobufSchemaError> {
+        let fields = match shape {
+            Shape::Fields(f) | Shape::Column(DataType::Struct(f)) => f,
+            Shape::Column(other) => return err(format!("a message cannot be written into a {other} column")),
+        };
+        let mut plans = HashMap::new();
+        let mut queue: Vec<MessageDescriptor> = main.messages().collect();
+        while let Some(m) = queue.pop() {
+            queue.extend(m.child_messages().filter(|c| !c.is_map_entry()));
+            let plan = compile_message(&m, fields, 0).map_err(|e| format!("message {}: {}", m.full_name(), e.0));
+            plans.insert(m.full_name().to_string(), plan);
+        }
+        Ok(CompiledProtobuf { main, plans })
+    }
+
+    /// Checks that `message` fits the table (a local file's table message must).
+    fn check(&self, message: &MessageDescriptor) -> Result<(), ProtobufSchemaError> {
+        match self.plans.get(message.full_name()) {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(ProtobufSchemaError(e.clone())),
+            None => err(format!("message {} is not in the schema's main file", message.full_name())),
+        }
+    }
+
+    /// Decodes a body (message indexes, then the message) and checks every value;
+    /// `offset` is the body's position in the payload.
+    fn decode(
+        &self,
+        body: &[u8],
+        part: &'static str,
+        offset: usize,
+    ) -> Result<(&MessagePlan, DynamicMessage), DecodeError> {
+        let fail = |position: usize, detail: String| DecodeError {
+            part,
+            position: offset + position,
+            detail,
+            missing_schema: None,
+        };
+        let (path, used) = message_indexes(body).map_err(|(p, d)| fail(p, d))?;
+        let message = message_at(&self.main, &path)
+            .ok_or_else(|| fail(0, format!("message indexes {path:?}: no such message")))?;
+        let plan = match self.plans.get(message.full_name()) {
+            Some(Ok(plan)) => plan,
+            Some(Err(e)) => return Err(fail(0, e.clone())),
+            None => return Err(fail(0, format!("message {} cannot be decoded", message.full_name()))),
+        };
+        let decoded = DynamicMessage::decode(message, &body[used..]).map_err(|e| fail(used, e.to_string()))?;
+        write_message(plan, &decoded, None).map_err(|e| fail(used, e))?;
+        Ok((plan, decoded))
+    }
+}
+
+/// Where a [`ProtobufDecoder`]'s schemas come from.
+pub enum ProtobufSchemas {
+    /// One schema for every payload (a local file); the id in the header is not checked.
+    Fixed(Arc<CompiledProtobuf>),
+    /// By the id in each payload's header, from a registry, compiled once per id (an id
+    /// that failed for good is remembered with its error, not asked for again).
+    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<CompiledProtobuf>, String>>>),
+}
+
+/// Protobuf payloads in the Confluent wire format.
+pub struct ProtobufDecoder {
+    part: &'static str,
+    shape: Shape,
+    schemas: ProtobufSchemas,
+}
+
+impl ProtobufDecoder {
+    /// Every payload decoded with the schema of `main` (a local schema file); `message`,
+    /// the table's, must fit the table's columns.
+    pub fn fixed(
+        part: &'static str,
+        main: FileDescriptor,
+        message: &MessageDescriptor,
+        shape: Shape,
+    ) -> Result<ProtobufDecoder, ProtobufSchemaError> {
+        let compiled = CompiledProtobuf::new(main, &shape)?;
+        compiled.check(message)?;
+        Ok(ProtobufDecoder { part, shape, schemas: ProtobufSchemas::Fixed(Arc::new(compiled)) })
+    }
+
+    /// Schemas by the id in each payload, loaded from `registry` on first sight.
+    pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> ProtobufDecoder {
+        ProtobufDecoder { part, shape, schemas: ProtobufSchemas::Registry(registry, RwLock::new(HashMap::new())) }
+    }
+
+    fn compiled<'p>(&self, payload: &'p [u8]) -> Result<(Arc<CompiledProtobuf>, &'p [u8]), DecodeError> {
+        let (id, body) = wire::split(payload, self.part)?;
+        match &self.schemas {
+            ProtobufSchemas::Fixed(c) => Ok((c.clone(), body)),
+            ProtobufSchemas::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&id) {
+                Some(Ok(c)) => Ok((c.clone(), body)),
+                Some(Err(reason)) => {
+                    Err(DecodeError { part: self.part, position: 1, detail: reason.clone(), missing_schema: None })
+                }
+                None => Err(DecodeError {
+                    part: self.part,
+                    position: 1,
+                    detail: format!("schema id {id} not loaded"),
+                    missing_schema: Some(id),
+                }),
+            },
+        }
+    }
+
+    fn append_to(&self, payload: &[u8], column: Option<&mut Column>, fields: Option<&mut [Column]>) {
+        let (compiled, body) = self.compiled(payload).expect("validated");
+        let (plan, message) = compiled.decode(body, self.part, wire::HEADER_LEN).expect("validated");
+        let result = match (column, fields) {
+            (Some(Column::Struct(s)), None) => {
+                s.append_valid();
+                write_message(plan, &message, Some(s.children.as_mut_slice()))
+            }
+            (None, Some(fields)) => write_message(plan, &message, Some(fields)),
+            _ => Err(mismatch("message")),
+        };
+        if let Err(e) = result {
+            unreachable!("validated payload failed: {e}")
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl PayloadDecoder for ProtobufDecoder {
+    fn validate(&self, payload: &[u8]) -> Result<(), DecodeError> {
+        let (compiled, body) = self.compiled(payload)?;
+        compiled.decode(body, self.part, wire::HEADER_LEN).map(|_| ())
+    }
+
+    fn append(&self, payload: &[u8], column: &mut Column) {
+        self.append_to(payload, Some(column), None);
+    }
+
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
+        self.append_to(payload, None, Some(fields));
+    }
+
+    async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
+        let ProtobufSchemas::Registry(registry, compiled) = &self.schemas else {
+            return Ok(());
+        };
+        let registered = match registry.schema_by_id(id).await {
+            Ok(r) => r,
+            Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
+            Err(e) => {
+                let message = format!("schema id {id}: {e}");
+                compiled.write().expect("schema lock").insert(id, Err(message.clone()));
+                return Err(SchemaLoadError { id, retryable: false, message });
+            }
+        };
+        let result = if registered.schema_type != SchemaType::Protobuf {
+            Err(format!("schema id {id} is a {:?} schema where Protobuf was configured", registered.schema_type))
+        } else {
+            parse_proto(&registered.schema)
+                .and_then(|main| CompiledProtobuf::new(main, &self.shape))
+                .map(Arc::new)
+                .map_err(|e| format!("schema id {id}: {e}"))
+        };
+        compiled.write().expect("schema lock").insert(id, result.clone());
+        result.map(|_| ()).map_err(|message| SchemaLoadError { id, retryable: false, message })
+    }
+}
+
+/// Sets up a Protobuf key or value: the table's type from the configured message (or
+/// the first one) of the schema the context names, and a decoder by payload schema id
+/// (registry) or with that one schema (local file).
+pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
+    let (main, registry) = match ctx.source {
+        SchemaSource::File(path) => (load_file(path).map_err(|e| ctx.error(e))?, None),
+        _ => {
+            let (registered, registry) = ctx.table_schema(SchemaType::Protobuf).await?;
+            if registered.schema_type != SchemaType::Protobuf {
+                return Err(ctx.error(format!(
+                    "the latest schema (id {}) is a {:?} schema where Protobuf was configured",
+                    registered.id, registered.schema_type
+                )));
+            }
+            (parse_proto(&registered.schema).map_err(|e| ctx.error(e))?, registry)
+        }
+    };
+    let message = table_message(&main, ctx.message).map_err(|e| ctx.error(e))?;
+    let payload = to_payload_type(&message).map_err(|e| ctx.error(e))?;
+    let name = ctx.name;
+    let make: MakeDecoder = match registry {
+        Some(registry) => Box::new(move |shape| {
+            Ok(Arc::new(ProtobufDecoder::registry(name, registry, shape)) as Arc<dyn PayloadDecoder>)
+        }),
+        None => Box::new(move |shape| {
+            // Payload message indexes are resolved in the file defining the table's message.
+            ProtobufDecoder::fixed(name, message.parent_file(), &message, shape)
+                .map(|d| Arc::new(d) as Arc<dyn PayloadDecoder>)
+                .map_err(|e| e.to_string())
+        }),
+    };
+    Ok(Part { payload, make })
+}

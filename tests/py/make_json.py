@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""JSON test data from Python's json module, in segments built by kafka-python.
+
+    make_json.py OUT_DIR
+
+Writes two topics:
+  OUT_DIR/events-0/…log   JSON Schema values (Confluent wire format, schema id 7);
+                          OUT_DIR/events.registry.json, OUT_DIR/events.schema.json,
+                          OUT_DIR/events.expected.jsonl, OUT_DIR/events.bad.json
+  OUT_DIR/clicks-0/…log   plain JSON values (no schema), whose types must be inferred;
+                          OUT_DIR/clicks.expected.jsonl, OUT_DIR/clicks.bad.json
+"""
+import base64
+import datetime
+import json
+import os
+import struct
+import sys
+import uuid
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+UTC = datetime.timezone.utc
+T0 = 1764000000000
+
+EVENTS_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Event",
+    "type": "object",
+    "definitions": {
+        "Place": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": ["string", "null"]}},
+                  "required": ["city"]},
+    },
+    "properties": {
+        "id": {"type": "integer"},
+        "ok": {"type": "boolean"},
+        "score": {"type": "number"},
+        "label": {"type": "string"},
+        "at": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "clock": {"type": "string", "format": "time"},
+        "uid": {"type": "string", "format": "uuid"},
+        "kind": {"enum": ["A", "B", "C"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "maybe": {"type": ["integer", "null"]},
+        "either": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+        "mixed": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "place": {"$ref": "#/definitions/Place"},
+        "history": {"type": "array", "items": {"$ref": "#/definitions/Place"}},
+    },
+    "required": ["id"],
+}
+
+
+def b64(b):
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def segment(path, records):
+    """records: list of (timestamp ms, key bytes|None, value bytes|None) → offsets 0.."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    parts, base = [], 0
+    for chunk in (records[: len(records) // 2], records[len(records) // 2:]):
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False,
+                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        for j, (ts, k, v) in enumerate(chunk):
+            b.append(j, timestamp=ts, key=k, value=v, headers=[])
+        data = bytearray(b.build())
+        struct.pack_into(">q", data, 0, base)
+        base += len(chunk)
+        parts.append(bytes(data))
+    with open(path, "wb") as f:
+        f.write(b"".join(parts))
+
+
+def kafka(offset, ts, key):
+    return {"partition": 0, "offset": offset, "timestamp": datetime.datetime.fromtimestamp(ts / 1000, UTC).isoformat(),
+            "timestamp_type": "create", "headers": [], "key": b64(key)}
+
+
+def events(out):
+    records, expected, bad = [], [], []
+    for i in range(20):
+        at = datetime.datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC) + datetime.timedelta(days=i)
+        u = uuid.UUID(int=0xfeedface * (i + 1))
+        v = {
+            "id": i, "ok": i % 2 == 0, "score": i * 1.5, "label": "é%d" % i, "at": at.isoformat().replace("+00:00", "Z"),
+            "day": (datetime.date(2026, 1, 1) + datetime.timedelta(days=i)).isoformat(), "clock": "12:34:%02d.5" % i,
+            "uid": str(u), "kind": "ABC"[i % 3], "tags": ["x"] * (i % 3), "counts": {"a": i, "b": -i} if i % 2 else {},
+            "maybe": None if i % 3 == 0 else i, "either": None if i % 2 else "e%d" % i,
+            "mixed": i if i % 2 else "m%d" % i,
+            "place": {"city": "C%d" % i, "zip": None if i % 2 else "Z%d" % i},
+            "history": [{"city": "H%d" % j} for j in range(i % 2)],
+        }
+        if i == 4:
+            del v["label"]  # optional field absent → null
+        ts, key = T0 + i, b"k%d" % i
+        records.append((ts, key, b"\x00\x00\x00\x00\x07" + json.dumps(v).encode()))
+        row = {"_kafka": kafka(len(records) - 1, ts, key)}
+        for name in EVENTS_SCHEMA["properties"]:
+            row[name] = v.get(name)
+        row["at"] = at.isoformat()
+        row["clock"] = datetime.time(12, 34, i, 500000).isoformat()
+        row["uid"] = b64(u.bytes)
+        row["mixed"] = json.dumps(v["mixed"]) if not isinstance(v["mixed"], str) else v["mixed"]
+        row["place"] = {"city": v["place"]["city"], "zip": v["place"]["zip"]}
+        row["history"] = [{"city": h["city"], "zip": None} for h in v["history"]]
+        expected.append(row)
+        if i in (3, 9, 14, 17):
+            why = {3: "not JSON", 9: "required field `city` is missing", 14: "a string where Int64 was expected",
+                   17: "magic byte"}[i]
+            payload = {3: b"\x00\x00\x00\x00\x07{not json",
+                       9: b"\x00\x00\x00\x00\x07" + json.dumps({"id": 1, "place": {"zip": "x"}}).encode(),
+                       14: b"\x00\x00\x00\x00\x07" + json.dumps({"id": "one"}).encode(),
+                       17: json.dumps({"id": 1}).encode()}[i]
+            records.append((ts, b"bad", payload))
+            bad.append({"offset": len(records) - 1, "why": why})
+    segment(os.path.join(out, "events-0", "%020d.log" % 0), records)
+    with open(os.path.join(out, "events.registry.json"), "w") as f:
+        json.dump({"ids": {"7": {"schemaType": "JSON", "schema": json.dumps(EVENTS_SCHEMA)}}, "subjects": {"events-value": 7}}, f)
+    with open(os.path.join(out, "events.schema.json"), "w") as f:
+        json.dump(EVENTS_SCHEMA, f)
+    write(out, "events", expected, bad)
+
+
+def clicks(out):
+    records, values, bad = [], [], []
+    for i in range(16):
+        v = {"user": "u%d" % i, "n": i}
+        if i >= 5:
+            v["price"] = i if i % 2 else i + 0.25          # long and double → double
+        if i >= 8:
+            v["meta"] = {"ref": "r%d" % i, "depth": i}     # a struct appears mid-segment
+        v["odd"] = "s%d" % i if i % 3 else [i, i + 1]      # string vs array → JSON text
+        if i % 4 == 0:
+            v["tags"] = ["t%d" % i]
+        ts = T0 + i
+        records.append((ts, b"c%d" % i, json.dumps(v).encode()))
+        values.append((len(records) - 1, ts, b"c%d" % i, v))
+        if i == 6:
+            records.append((ts, b"bad", b"{\"user\": "))
+            bad.append({"offset": len(records) - 1, "why": "not JSON"})
+    fields = sorted({k for _, _, _, v in values for k in v})
+    expected = []
+    for offset, ts, key, v in values:
+        row = {"_kafka": kafka(offset, ts, key)}
+        for name in fields:
+            x = v.get(name)
+            if name == "price" and x is not None:
+                x = float(x)
+            if name == "odd" and not isinstance(x, str):
+                x = json.dumps(x, separators=(",", ":"), sort_keys=True)
+            if name == "meta" and x is not None:
+                x = {"depth": x["depth"], "ref": x["ref"]}
+            row[name] = x
+        expected.append(row)
+    segment(os.path.join(out, "clicks-0", "%020d.log" % 0), records)
+    write(out, "clicks", expected, bad)
+
+
+def write(out, name, expected, bad):
+    with open(os.path.join(out, name + ".expected.jsonl"), "w") as f:
+        for r in expected:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    with open(os.path.join(out, name + ".bad.json"), "w") as f:
+        json.dump(bad, f)
+
+
+if __name__ == "__main__":
+    os.makedirs(sys.argv[1], exist_ok=True)
+    events(sys.argv[1])
+    clicks(sys.argv[1])
