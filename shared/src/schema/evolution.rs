@@ -305,8 +305,8 @@ mod tests {
                 Change::Promote {
                     path: "price".into(),
                     id: 2,
-                    from: "decimal(9,2)".into(),
-                    to: "decimal(12,2)".into()
+                    from: "decimal(9, 2)".into(),
+                    to: "decimal(12, 2)".into()
                 },
                 Change::AddColumn { path: "address.zip".into(), id: 7, field_type: "string".into() },
                 Change::AddColumn { path: "note".into(), id: 8, field_type: "string".into() },

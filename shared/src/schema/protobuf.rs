@@ -749,3 +749,186 @@ pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     };
     Ok(Part { payload, make })
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Decimal128Type, Int32Type, Int64Type, TimestampMicrosecondType};
+    use arrow_array::{Array, ArrayRef};
+    use prost_reflect::prost::Message;
+
+    use super::*;
+
+    const PROTO: &str = r#"
+        syntax = "proto3";
+        package t;
+        import "google/protobuf/timestamp.proto";
+        import "google/protobuf/wrappers.proto";
+        message M {
+          bool b = 1; int32 i = 2; sint32 si = 3; sfixed32 sf = 4; int64 l = 5; sint64 sl = 6;
+          sfixed64 sfl = 7; uint32 u = 8; uint64 ul = 9; float f = 10; double d = 11; string s = 12;
+          bytes by = 13; E e = 14; Inner inner = 15; repeated int32 r = 16; map<string, Inner> m = 17;
+          oneof choice { string a = 18; int64 n = 19; }
+          google.protobuf.Timestamp ts = 20; google.protobuf.Int32Value w = 21;
+          optional int32 opt = 22; fixed32 f32 = 23; fixed64 f64 = 24;
+          message Inner { string x = 1; }
+        }
+        enum E { ZERO = 0; ONE = 1; }
+        message Rec { string id = 1; Rec next = 2; }
+    "#;
+
+    fn main_file() -> FileDescriptor {
+        parse_proto(PROTO).unwrap()
+    }
+
+    fn fields(m: &MessageDescriptor) -> Fields {
+        let PayloadType::Record(s) = to_payload_type(m).unwrap() else { panic!("record") };
+        let schema = crate::schema::plan(None, &s).unwrap().schema;
+        iceberg::arrow::schema_to_arrow_schema(&schema).unwrap().fields().clone()
+    }
+
+    fn framed(indexes: &[u8], body: &[u8]) -> Vec<u8> {
+        let mut v = vec![0, 0, 0, 0, 7];
+        v.extend_from_slice(indexes);
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn maps_every_type() {
+        let m = table_message(&main_file(), None).unwrap();
+        assert_eq!(m.full_name(), "t.M");
+        let PayloadType::Record(s) = to_payload_type(&m).unwrap() else { panic!("record") };
+        let t = |name: &str| s.field_by_name(name).unwrap().field_type.to_string();
+        let expect = [
+            ("b", "boolean"),
+            ("i", "int"),
+            ("si", "int"),
+            ("sf", "int"),
+            ("l", "long"),
+            ("sl", "long"),
+            ("sfl", "long"),
+            ("u", "long"),
+            ("ul", "decimal(20,0)"),
+            ("f", "float"),
+            ("d", "double"),
+            ("s", "string"),
+            ("by", "binary"),
+            ("e", "string"),
+            ("ts", "timestamptz"),
+            ("w", "int"),
+            ("a", "string"),
+            ("n", "long"),
+            ("opt", "int"),
+            ("f32", "long"),
+            ("f64", "decimal(20,0)"),
+        ];
+        for (name, ty) in expect {
+            assert_eq!(t(name), ty, "{name}");
+        }
+        assert!(matches!(s.field_by_name("inner").unwrap().field_type.as_ref(), Type::Struct(_)));
+        assert!(matches!(s.field_by_name("r").unwrap().field_type.as_ref(), Type::List(_)));
+        assert!(matches!(s.field_by_name("m").unwrap().field_type.as_ref(), Type::Map(_)));
+        assert!(s.fields().iter().all(|f| !f.required));
+    }
+
+    #[test]
+    fn recursive_messages_are_rejected_with_their_cycle() {
+        let rec = table_message(&main_file(), Some("t.Rec")).unwrap();
+        let e = to_payload_type(&rec).unwrap_err().to_string();
+        assert!(e.contains("recursive message t.Rec → t.Rec"), "{e}");
+        assert!(table_message(&main_file(), Some("t.Nope")).is_err());
+        assert!(parse_proto("message { oops").is_err());
+    }
+
+    #[test]
+    fn message_indexes_are_zigzag_varints() {
+        assert_eq!(message_indexes(&[0, 9]).unwrap(), (vec![0], 1));
+        assert_eq!(message_indexes(&[4, 2, 0, 9]).unwrap(), (vec![1, 0], 3));
+        assert_eq!(message_indexes(&[2, 6]).unwrap(), (vec![3], 2));
+        assert!(message_indexes(&[]).unwrap_err().1.contains("cut short"));
+        assert!(message_indexes(&[1]).unwrap_err().1.contains("count -1"));
+        assert!(message_indexes(&[6, 2]).is_err(), "three indexes in one byte");
+        assert!(message_indexes(&[2, 1]).unwrap_err().1.contains("negative index"));
+        assert!(message_indexes(&[0xff; 11]).unwrap_err().1.contains("longer than 10 bytes"));
+    }
+
+    fn finish(cols: &mut [Column], fields: &Fields, name: &str) -> ArrayRef {
+        cols[fields.find(name).unwrap().0].finish()
+    }
+
+    #[test]
+    fn decodes_presence_defaults_and_leaves_builders_alone_on_bad_payloads() {
+        let main = main_file();
+        let m = table_message(&main, None).unwrap();
+        let fields = fields(&m);
+        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        let mut msg = DynamicMessage::new(m.clone());
+        msg.set_field_by_name("ul", Value::U64(u64::MAX));
+        msg.set_field_by_name("e", Value::EnumNumber(7));
+        msg.set_field_by_name("n", Value::I64(5));
+        let mut ts = DynamicMessage::new(main.parent_pool().get_message_by_name(TIMESTAMP).unwrap());
+        ts.set_field_by_name("seconds", Value::I64(1_700_000_000));
+        ts.set_field_by_name("nanos", Value::I32(123_456_789));
+        msg.set_field_by_name("ts", Value::Message(ts));
+        let good = framed(&[0], &msg.encode_to_vec());
+        let mut cols: Vec<Column> = fields.iter().map(|f| Column::new(f.data_type()).unwrap()).collect();
+
+        // Truncated, an unknown message path, a bad magic byte: nothing appended.
+        for bad in [&good[..good.len() - 3], &framed(&[2, 8], &[])[..], &[1, 0, 0, 0, 7, 0][..]] {
+            assert!(decoder.validate(bad).is_err());
+        }
+        decoder.validate(&good).unwrap();
+        decoder.append_fields(&good, &mut cols);
+        let empty = framed(&[0], &[]);
+        decoder.validate(&empty).unwrap();
+        decoder.append_fields(&empty, &mut cols);
+
+        let i = finish(&mut cols, &fields, "i");
+        assert_eq!(i.as_primitive::<Int32Type>().values().to_vec(), vec![0, 0], "proto3 scalars: defaults");
+        assert_eq!(i.null_count(), 0);
+        let opt = finish(&mut cols, &fields, "opt");
+        assert_eq!(opt.null_count(), 2, "proto3 optional: null when unset");
+        let ul = finish(&mut cols, &fields, "ul");
+        assert_eq!(ul.as_primitive::<Decimal128Type>().value(0), u64::MAX as i128);
+        let e = finish(&mut cols, &fields, "e");
+        assert_eq!((e.as_string::<i32>().value(0), e.as_string::<i32>().value(1)), ("7", "ZERO"));
+        let (a, n) = (finish(&mut cols, &fields, "a"), finish(&mut cols, &fields, "n"));
+        assert!(a.is_null(0) && a.is_null(1) && n.is_null(1));
+        assert_eq!(n.as_primitive::<Int64Type>().value(0), 5);
+        let ts = finish(&mut cols, &fields, "ts");
+        assert_eq!(ts.as_primitive::<TimestampMicrosecondType>().value(0), 1_700_000_000_123_456);
+        assert!(ts.is_null(1));
+        let (w, inner, r) =
+            (finish(&mut cols, &fields, "w"), finish(&mut cols, &fields, "inner"), finish(&mut cols, &fields, "r"));
+        assert!(w.is_null(0) && inner.is_null(0));
+        assert_eq!((r.null_count(), r.as_list::<i32>().value(0).len()), (0, 0), "repeated: empty, not null");
+    }
+
+    #[test]
+    fn nested_message_paths_resolve_by_name_into_the_table() {
+        let main = main_file();
+        let m = table_message(&main, None).unwrap();
+        let fields = fields(&m);
+        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        // [0, 0]: M.Inner, whose `x` the table lacks: every column null or default-free.
+        let inner = main.parent_pool().get_message_by_name("t.M.Inner").unwrap();
+        let mut msg = DynamicMessage::new(inner);
+        msg.set_field_by_name("x", Value::String("hi".into()));
+        let payload = framed(&[4, 0, 0], &msg.encode_to_vec());
+        decoder.validate(&payload).unwrap();
+        let mut cols: Vec<Column> = fields.iter().map(|f| Column::new(f.data_type()).unwrap()).collect();
+        decoder.append_fields(&payload, &mut cols);
+        assert!(cols.iter_mut().all(|c| c.finish().is_null(0)));
+    }
+
+    #[test]
+    fn a_message_that_does_not_fit_the_table_is_a_bad_record() {
+        let main = main_file();
+        let m = table_message(&main, None).unwrap();
+        let other = parse_proto("syntax = \"proto3\"; message X { string i = 2; }").unwrap();
+        let compiled = CompiledProtobuf::new(other, &Shape::Fields(fields(&m))).unwrap();
+        let e = compiled.decode(&[0], "value", 5).unwrap_err();
+        assert!(e.detail.contains("cannot be written into a Int32 column"), "{}", e.detail);
+    }
+}
