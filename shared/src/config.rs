@@ -63,8 +63,8 @@ impl ConfigError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
-    /// The Schema Registry subject `<topic>-key` / `<topic>-value` decides; raw when
-    /// there is none.
+    /// The type of the Schema Registry subject's schema (`<topic>-key` / `<topic>-value`,
+    /// or the configured subject) decides; raw when there is no such subject.
     Auto,
     Avro,
     Protobuf,

@@ -5,47 +5,19 @@
 //! BENCHMARKS.md. Seeds (~4 MiB per codec) come from kafka-python via
 //! tests/py/make_segments.py and are tiled to size with rewritten base offsets.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+use common::{MIB, cpu, tile, update_benchmarks};
+
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 
 const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
-const MIB: u64 = 1 << 20;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// Writes `seed` repeated until `size` bytes, rewriting base offsets so they increase.
-fn tile(seed: &[u8], size: u64, out: &Path) {
-    let mut frames = Vec::new();
-    let mut pos = 0;
-    while pos + 12 <= seed.len() {
-        let len = i32::from_be_bytes(seed[pos + 8..pos + 12].try_into().unwrap()) as usize;
-        frames.push(&seed[pos..pos + 12 + len]);
-        pos += 12 + len;
-    }
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
-    let (mut written, mut next_offset) = (0u64, 0i64);
-    'outer: loop {
-        for frame in &frames {
-            let mut frame = frame.to_vec();
-            let last_delta = i32::from_be_bytes(frame[23..27].try_into().unwrap()) as i64;
-            frame[..8].copy_from_slice(&next_offset.to_be_bytes());
-            next_offset += last_delta + 1;
-            file.write_all(&frame).unwrap();
-            written += frame.len() as u64;
-            if written >= size {
-                break 'outer;
-            }
-        }
-    }
-    file.flush().unwrap();
-}
 
 /// Decodes the whole segment, touching every record; returns (records, value bytes).
 fn decode(path: &Path) -> (u64, u64) {
@@ -77,14 +49,7 @@ fn main() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
-    let status = Command::new(&python)
-        .arg(root().join("tests/py/make_segments.py"))
-        .arg("--bench-seeds")
-        .arg(dir.path())
-        .status()
-        .expect("python with tests/py/requirements.txt (run scripts/test.sh once)");
-    assert!(status.success());
+    common::python("make_segments.py", &["--bench-seeds", dir.path().to_str().unwrap()]);
 
     let mut rows = Vec::new();
     let size = 256 * MIB;
@@ -127,12 +92,7 @@ fn main() {
         }
     }
 
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap().trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu = cpu();
     let section = format!(
         "Measured by `cargo bench -p floe-tests --bench segment_decode` (release, one core: a\n\
          current-thread runtime reading a local file; CPU: {cpu}). Segments of ~64 KiB batches\n\
@@ -146,19 +106,5 @@ fn main() {
         rows.join("\n"),
         rss_rows.join("\n")
     );
-    update_benchmarks("segment-decode", &section);
-}
-
-/// Replaces the section between `<!-- NAME:start -->` and `<!-- NAME:end -->` in
-/// BENCHMARKS.md (appending it when absent).
-fn update_benchmarks(name: &str, body: &str) {
-    let path = root().join("BENCHMARKS.md");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let (start, end) = (format!("<!-- {name}:start -->"), format!("<!-- {name}:end -->"));
-    let block = format!("{start}\n{body}{end}");
-    let updated = match (text.find(&start), text.find(&end)) {
-        (Some(s), Some(e)) => format!("{}{block}{}", &text[..s], &text[e + end.len()..]),
-        _ => format!("{}\n## Segment decode\n\n{block}\n", text.trim_end()),
-    };
-    std::fs::write(&path, updated).unwrap();
+    update_benchmarks("segment-decode", "Segment decode", &section);
 }

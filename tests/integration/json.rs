@@ -66,3 +66,20 @@ async fn plain_json_types_are_inferred_from_the_segment() {
         FloeConfig::parse("[[topics]]\ntopic = \"clicks\"\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap();
     check(&config, "clicks", 16).await;
 }
+
+#[tokio::test]
+async fn auto_takes_the_format_of_the_registry_subject_or_raw() {
+    let registry = support::start_registry(&data("events.registry.json"), None, 0).await;
+    let config = FloeConfig::parse(&format!(
+        "[schema_registry]\nurl = \"{}\"\n[defaults]\nenabled = true\nvalue_format = \"auto\"\nbad_records = \"dlq\"\n",
+        registry.url
+    ))
+    .unwrap();
+    check(&config, "events", 20).await;
+    // No `clicks-value` subject: raw bytes, every record kept as it is.
+    let out = tempfile::tempdir().unwrap();
+    let done =
+        support::materialize(&config, "clicks", &data("clicks-0/00000000000000000000.log"), out.path()).await.unwrap();
+    assert_eq!((done.records, done.dead_letters), (17, 0));
+    assert!(done.schema.as_struct().field_by_name("value").is_some());
+}

@@ -6,5 +6,6 @@
 mod avro;
 mod convert;
 mod json;
+mod protobuf;
 mod segments;
 mod support;

@@ -171,6 +171,18 @@ pub fn avro_data() -> &'static Path {
     .path()
 }
 
+/// Protobuf test data built by the `protobuf` package (tests/py/make_protobuf.py), once
+/// per test run.
+pub fn protobuf_data() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        run_python("make_protobuf.py", &[dir.path()]);
+        dir
+    })
+    .path()
+}
+
 /// Materializes `segment` of `topic` (partition 0) as the materializer would, with the
 /// configured formats (plain JSON types inferred from the segment first).
 pub async fn materialize(

@@ -189,5 +189,33 @@ def main(out):
         json.dump(bad, f)
 
 
+def bench_seed(out):
+    """~4 MiB segment of v2 records (zstd batches of ~64 KiB) for the benchmarks, with the
+    registry file beside it."""
+    os.makedirs(out, exist_ok=True)
+    parsed = fastavro.parse_schema(schema(2))
+    parts, base, size, i = [], 0, 0, 0
+    while size < 4 << 20:
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False,
+                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        n = 0
+        while b.size() < 64 * 1024:
+            b.append(n, timestamp=T0 + i, key=b"order-%d" % i, value=frame(2, parsed, record(i % 200, 2)), headers=[])
+            n += 1
+            i += 1
+        data = bytearray(b.build())
+        struct.pack_into(">q", data, 0, base)
+        base += n
+        size += len(data)
+        parts.append(bytes(data))
+    with open(os.path.join(out, "seed_avro.log"), "wb") as f:
+        f.write(b"".join(parts))
+    with open(os.path.join(out, "orders_v2.avsc"), "w") as f:
+        json.dump(schema(2), f)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--bench-seed":
+        bench_seed(sys.argv[2])
+    else:
+        main(sys.argv[1])

@@ -19,8 +19,6 @@ use crate::schema::{Incompatible, plan};
 /// Why a topic's formats could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
-    #[error("{topic}: {part} format {format:?} is not supported yet")]
-    Unsupported { topic: String, part: &'static str, format: Format },
     #[error("{topic}: {message}")]
     Schema { topic: String, message: String },
     #[error("{topic}: {source}")]
@@ -185,15 +183,40 @@ impl Formats {
 
     async fn part(ctx: PartContext<'_>, format: Format) -> Result<Part, FormatError> {
         match format {
-            Format::Raw | Format::Auto => Ok(Part {
+            Format::Raw => Ok(Part {
                 payload: PayloadType::Raw,
                 make: Box::new(|_| Ok(Arc::new(RawDecoder) as Arc<dyn PayloadDecoder>)),
             }),
+            Format::Auto => {
+                let format = Self::detect(&ctx).await?;
+                Box::pin(Self::part(ctx, format)).await
+            }
             Format::Avro => crate::schema::avro::part(&ctx).await,
             Format::Protobuf => crate::schema::protobuf::part(&ctx).await,
             Format::JsonSchema => crate::schema::json_schema::part(&ctx).await,
             Format::Json => crate::schema::json::part(&ctx),
-            other => Err(FormatError::Unsupported { topic: ctx.topic.topic.clone(), part: ctx.name, format: other }),
+        }
+    }
+
+    /// `auto`: the type of the schema the part's subject (or file) names; raw when the
+    /// registry has no such subject or none is configured.
+    async fn detect(ctx: &PartContext<'_>) -> Result<Format, FormatError> {
+        let subject = match ctx.source {
+            SchemaSource::File(_) => {
+                return Err(ctx.error("format auto cannot tell a schema file's type: name the format"));
+            }
+            SchemaSource::Subject(s) => s.clone(),
+            SchemaSource::Registry => format!("{}-{}", ctx.topic.topic, ctx.name),
+        };
+        let Some(registry) = &ctx.registry else { return Ok(Format::Raw) };
+        match registry.latest(&subject).await {
+            Ok(schema) => Ok(match schema.schema_type {
+                SchemaType::Avro => Format::Avro,
+                SchemaType::Protobuf => Format::Protobuf,
+                SchemaType::Json => Format::JsonSchema,
+            }),
+            Err(RegistryError::NotFound(_)) => Ok(Format::Raw),
+            Err(source) => Err(FormatError::Registry { topic: ctx.topic.topic.clone(), source }),
         }
     }
 }

@@ -1,0 +1,75 @@
+//! What the benchmarks share: paths, seed segments from the Python generators, tiling
+//! seeds to any size, and writing result sections into BENCHMARKS.md.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const MIB: u64 = 1 << 20;
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Runs a generator in tests/py with the test virtualenv's Python.
+pub fn python(script: &str, args: &[&str]) {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
+    let status = Command::new(&python)
+        .arg(root().join("tests/py").join(script))
+        .args(args)
+        .status()
+        .expect("python with tests/py/requirements.txt (run scripts/test.sh once)");
+    assert!(status.success(), "{script} failed");
+}
+
+/// Writes `seed` repeated until `size` bytes, rewriting base offsets so they increase.
+pub fn tile(seed: &[u8], size: u64, out: &Path) {
+    let mut frames = Vec::new();
+    let mut pos = 0;
+    while pos + 12 <= seed.len() {
+        let len = i32::from_be_bytes(seed[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        frames.push(&seed[pos..pos + 12 + len]);
+        pos += 12 + len;
+    }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    let (mut written, mut next_offset) = (0u64, 0i64);
+    'outer: loop {
+        for frame in &frames {
+            let mut frame = frame.to_vec();
+            let last_delta = i32::from_be_bytes(frame[23..27].try_into().unwrap()) as i64;
+            frame[..8].copy_from_slice(&next_offset.to_be_bytes());
+            next_offset += last_delta + 1;
+            file.write_all(&frame).unwrap();
+            written += frame.len() as u64;
+            if written >= size {
+                break 'outer;
+            }
+        }
+    }
+    file.flush().unwrap();
+}
+
+pub fn cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap().trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// Replaces the section between `<!-- NAME:start -->` and `<!-- NAME:end -->` in
+/// BENCHMARKS.md (appending it, under `title`, when absent).
+pub fn update_benchmarks(name: &str, title: &str, body: &str) {
+    let path = root().join("BENCHMARKS.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".into());
+    let (start, end) = (format!("<!-- {name}:start -->"), format!("<!-- {name}:end -->"));
+    let block = format!("{start}\n{body}{end}");
+    let updated = match (text.find(&start), text.find(&end)) {
+        (Some(s), Some(e)) => format!("{}{block}{}", &text[..s], &text[e + end.len()..]),
+        _ => format!("{}\n\n## {title}\n\n{block}\n", text.trim_end()),
+    };
+    std::fs::write(&path, updated).unwrap();
+}

@@ -1,0 +1,138 @@
+//! Segment → Parquet benchmark: the whole materializer core (decode, convert, encode,
+//! write) on one core, next to the Parquet encoder alone writing the same Arrow batches.
+//! Target (DESIGN §7): the pipeline at ≥ 70% of the encoder's speed.
+//!
+//! `cargo bench -p floe-tests --bench convert` — writes its table into BENCHMARKS.md.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use common::{MIB, cpu, tile, update_benchmarks};
+use floe_core::config::FloeConfig;
+use floe_core::convert::RecordConverter;
+use floe_core::datafile::DataFileWriter;
+use floe_core::materialize::{MaterializeOptions, materialize_segment};
+use floe_core::schema::formats::Formats;
+use floe_core::segment::{FileSource, Limits, SegmentReader};
+
+const SEGMENT: u64 = 128 * MIB;
+const TARGET_FILE: u64 = 128 * MIB;
+
+async fn formats(config: &FloeConfig) -> Formats {
+    Formats::load(config, &config.resolve("bench").unwrap(), None).await.unwrap()
+}
+
+async fn reader(path: &Path) -> SegmentReader {
+    SegmentReader::open(Arc::new(FileSource::new(path)), Limits::default()).await.unwrap()
+}
+
+/// The whole pipeline; returns seconds and rows.
+async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> (f64, u64) {
+    let f = formats(config).await;
+    let options = MaterializeOptions {
+        topic: config.resolve("bench").unwrap(),
+        partition: 0,
+        data_dir: out.join("data").display().to_string(),
+        dead_letter_dir: out.join("dlq").display().to_string(),
+        source_id: "bench".into(),
+    };
+    let file_io = iceberg::io::FileIO::new_with_fs();
+    let start = Instant::now();
+    let done = materialize_segment(reader(path).await, f.schema, f.key, f.value, &options, &file_io).await.unwrap();
+    (start.elapsed().as_secs_f64(), done.records)
+}
+
+/// The same Arrow batches the pipeline makes, built beforehand (not timed).
+async fn batches(path: &Path, config: &FloeConfig) -> (Arc<iceberg::spec::Schema>, Vec<(RecordBatch, i64, i64)>) {
+    let f = formats(config).await;
+    let mut converter = RecordConverter::new(f.schema.clone(), 0, f.key, f.value).unwrap();
+    let mut r = reader(path).await;
+    let mut out = Vec::new();
+    while let Some(batch) = r.next_batch().await.unwrap() {
+        for record in &batch.records {
+            converter.append(record).unwrap();
+            if converter.rows() >= 8192 || converter.payload_bytes() >= (TARGET_FILE / 16) as usize {
+                let (a, b) = converter.offsets().unwrap();
+                out.push((converter.finish(), a, b));
+            }
+        }
+    }
+    if let Some((a, b)) = converter.offsets() {
+        out.push((converter.finish(), a, b));
+    }
+    (f.schema, out)
+}
+
+/// The Parquet encoder (and file write) alone on prepared batches.
+async fn encoder(schema: Arc<iceberg::spec::Schema>, batches: &[(RecordBatch, i64, i64)], out: &Path) -> f64 {
+    let file_io = iceberg::io::FileIO::new_with_fs();
+    let mut writer = DataFileWriter::new(file_io, out.join("enc").display().to_string(), 0, "enc", schema, TARGET_FILE);
+    let start = Instant::now();
+    for (b, first, last) in batches {
+        writer.write(b, *first, *last).await.unwrap();
+    }
+    writer.close().await.unwrap();
+    start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    common::python("make_avro.py", &["--bench-seed", d]);
+    common::python("make_segments.py", &["--bench-seeds", d]);
+    let avsc = dir.path().join("orders_v2.avsc");
+    let cases = [
+        (
+            "Avro (24 columns, nested, logical types), zstd batches",
+            "seed_avro.log",
+            format!(
+                "[[topics]]\ntopic = \"bench\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\ntarget_file_size = \"128MiB\"\n",
+                avsc.display()
+            ),
+        ),
+        ("raw key/value (JSON text), zstd batches", "seed_zstd.log", "[defaults]\nenabled = true\n".to_string()),
+    ];
+    let mut rows = Vec::new();
+    for (label, seed, config) in cases {
+        let config = FloeConfig::parse(&config).unwrap();
+        let path = dir.path().join("bench.log");
+        tile(&std::fs::read(dir.path().join(seed)).unwrap(), SEGMENT, &path);
+        let bytes = std::fs::metadata(&path).unwrap().len() as f64 / MIB as f64;
+        let (schema, prepared) = rt.block_on(batches(&path, &config));
+        let (mut best_pipe, mut best_enc, mut records) = (f64::MAX, f64::MAX, 0);
+        for round in 0..3 {
+            let out = dir.path().join(format!("out{round}"));
+            let (t, n) = rt.block_on(pipeline(&path, &config, &out));
+            best_pipe = best_pipe.min(t);
+            records = n;
+            best_enc = best_enc.min(rt.block_on(encoder(schema.clone(), &prepared, &out)));
+            std::fs::remove_dir_all(&out).unwrap();
+        }
+        let ratio = best_enc / best_pipe * 100.0;
+        println!("{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}%");
+        rows.push(format!(
+            "| {label} | {bytes:.0} | {records} | {:.1} | {:.1} | **{ratio:.0}%** |",
+            bytes / best_pipe,
+            bytes / best_enc
+        ));
+    }
+    let section = format!(
+        "Measured by `cargo bench -p floe-tests --bench convert` (release, one core, local\n\
+         files; CPU: {}). A {} MiB segment (kafka-python/fastavro seed tiled to size) through\n\
+         the whole materializer core — decode, convert to Arrow, Parquet (zstd) encode,\n\
+         write — next to the Parquet encoder alone writing the same Arrow batches, built\n\
+         beforehand. MiB/s are of segment bytes; best of 3.\n\n\
+         | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | pipeline / encoder (target ≥ 70%) |\n\
+         |---|---|---|---|---|---|\n{}\n",
+        cpu(),
+        SEGMENT / MIB,
+        rows.join("\n")
+    );
+    update_benchmarks("convert", "Segment → Parquet", &section);
+}
