@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder, Float64Builder,
-    Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder, Time64MicrosecondBuilder,
+    ArrayBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder,
+    Float64Builder, Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder, Time64MicrosecondBuilder,
     TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
 };
 use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
@@ -27,7 +27,8 @@ pub enum Column {
     TimestampNanos(TimestampNanosecondBuilder),
     String(StringBuilder),
     Binary(LargeBinaryBuilder),
-    Fixed(FixedSizeBinaryBuilder),
+    /// With its width in bytes.
+    Fixed(FixedSizeBinaryBuilder, i32),
     Struct(StructColumn),
     List(ListColumn),
     Map(MapColumn),
@@ -82,7 +83,7 @@ impl Column {
             }
             DataType::Utf8 => Column::String(StringBuilder::new()),
             DataType::LargeBinary => Column::Binary(LargeBinaryBuilder::new()),
-            DataType::FixedSizeBinary(n) => Column::Fixed(FixedSizeBinaryBuilder::new(*n)),
+            DataType::FixedSizeBinary(n) => Column::Fixed(FixedSizeBinaryBuilder::new(*n), *n),
             DataType::Struct(fields) => Column::Struct(StructColumn::new(fields)?),
             DataType::List(field) => Column::List(ListColumn {
                 field: field.clone(),
@@ -124,7 +125,7 @@ impl Column {
             Column::TimestampNanos(b) => b.append_null(),
             Column::String(b) => b.append_null(),
             Column::Binary(b) => b.append_null(),
-            Column::Fixed(b) => b.append_null(),
+            Column::Fixed(b, _) => b.append_null(),
             Column::Struct(s) => s.append_null(),
             Column::List(l) => {
                 l.offsets.push(*l.offsets.last().expect("offsets"));
@@ -134,6 +135,77 @@ impl Column {
                 m.offsets.push(*m.offsets.last().expect("offsets"));
                 m.nulls.append_null();
             }
+        }
+    }
+
+    /// Rows appended so far.
+    pub fn len(&self) -> usize {
+        match self {
+            Column::Boolean(b) => b.len(),
+            Column::Int(b) => b.len(),
+            Column::Long(b) => b.len(),
+            Column::Float(b) => b.len(),
+            Column::Double(b) => b.len(),
+            Column::Decimal(b) => b.len(),
+            Column::Date(b) => b.len(),
+            Column::Time(b) => b.len(),
+            Column::TimestampMicros(b) => b.len(),
+            Column::TimestampNanos(b) => b.len(),
+            Column::String(b) => b.len(),
+            Column::Binary(b) => b.len(),
+            Column::Fixed(b, _) => b.len(),
+            Column::Struct(s) => s.len(),
+            Column::List(l) => l.offsets.len() - 1,
+            Column::Map(m) => m.offsets.len() - 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends a non-null placeholder (zero, empty): completes a row that an interrupted
+    /// append left short and that will be dropped (see [`StructColumn::repair`]).
+    fn append_placeholder(&mut self) {
+        match self {
+            Column::Boolean(b) => b.append_value(false),
+            Column::Int(b) => b.append_value(0),
+            Column::Long(b) => b.append_value(0),
+            Column::Float(b) => b.append_value(0.0),
+            Column::Double(b) => b.append_value(0.0),
+            Column::Decimal(b) => b.append_value(0),
+            Column::Date(b) => b.append_value(0),
+            Column::Time(b) => b.append_value(0),
+            Column::TimestampMicros(b) => b.append_value(0),
+            Column::TimestampNanos(b) => b.append_value(0),
+            Column::String(b) => b.append_value(""),
+            Column::Binary(b) => b.append_value(b""),
+            Column::Fixed(b, width) => {
+                let zeros = vec![0u8; *width as usize];
+                b.append_value(&zeros).expect("placeholder of the column's width");
+            }
+            Column::Struct(s) => {
+                s.append_valid();
+                s.children.iter_mut().for_each(Column::append_placeholder);
+            }
+            Column::List(l) => l.close(0),
+            Column::Map(m) => m.close(0),
+        }
+    }
+
+    /// Makes the column's parts agree again after an append stopped half-way.
+    fn repair(&mut self) {
+        match self {
+            Column::Struct(s) => s.repair(),
+            Column::List(l) => l.child.repair(),
+            Column::Map(m) => {
+                m.keys.repair();
+                m.values.repair();
+                while m.values.len() < m.keys.len() {
+                    m.values.append_placeholder();
+                }
+            }
+            _ => {}
         }
     }
 
@@ -152,7 +224,7 @@ impl Column {
             Column::TimestampNanos(b) => Arc::new(b.finish()),
             Column::String(b) => Arc::new(b.finish()),
             Column::Binary(b) => Arc::new(b.finish()),
-            Column::Fixed(b) => Arc::new(b.finish()),
+            Column::Fixed(b, _) => Arc::new(b.finish()),
             Column::Struct(s) => Arc::new(s.finish()),
             Column::List(l) => {
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut l.offsets, vec![0])));
@@ -197,6 +269,19 @@ impl StructColumn {
         self.len() == 0
     }
 
+    /// After an append stopped half-way: brings every child to the struct's row count with
+    /// placeholders (and nested parts into agreement), so the half-written row can be
+    /// finished and then dropped.
+    pub fn repair(&mut self) {
+        let rows = self.len();
+        for child in &mut self.children {
+            child.repair();
+            while child.len() < rows {
+                child.append_placeholder();
+            }
+        }
+    }
+
     pub fn finish(&mut self) -> StructArray {
         let columns = self.children.iter_mut().map(Column::finish).collect();
         StructArray::new(self.fields.clone(), columns, self.nulls.finish())
@@ -218,5 +303,52 @@ impl MapColumn {
         let last = *self.offsets.last().expect("offsets");
         self.offsets.push(last + entries as i32);
         self.nulls.append_non_null();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+    use arrow_schema::Field;
+
+    #[test]
+    fn repair_completes_a_half_written_row_at_every_level() {
+        let point = Fields::from(vec![Field::new("x", DataType::Int64, false), Field::new("y", DataType::Utf8, false)]);
+        let entries = Field::new(
+            "key_value",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Int64, false),
+            ])),
+            false,
+        );
+        let fields = Fields::from(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("points", DataType::List(Arc::new(Field::new("element", DataType::Struct(point), false))), true),
+            Field::new("tags", DataType::Map(Arc::new(entries), false), true),
+            Field::new("uid", DataType::FixedSizeBinary(16), true),
+        ]);
+        let mut root = StructColumn::new(&fields).unwrap();
+        // A complete row.
+        root.append_valid();
+        root.children.iter_mut().for_each(Column::append_null);
+        // A row interrupted inside a list element's struct and with a key but no value.
+        root.append_valid();
+        let Column::Long(id) = &mut root.children[0] else { panic!() };
+        id.append_value(7);
+        let Column::List(list) = &mut root.children[1] else { panic!() };
+        let Column::Struct(p) = list.child.as_mut() else { panic!() };
+        p.append_valid();
+        let Column::Long(x) = &mut p.children[0] else { panic!() };
+        x.append_value(1);
+        let Column::Map(m) = &mut root.children[2] else { panic!() };
+        let Column::String(k) = m.keys.as_mut() else { panic!() };
+        k.append_value("k");
+        root.repair();
+        assert!(root.children.iter().all(|c| c.len() == 2));
+        let array = root.finish();
+        assert_eq!(array.len(), 2);
+        assert_eq!(array.column(3).len(), 2);
     }
 }

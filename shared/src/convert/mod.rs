@@ -3,8 +3,10 @@
 //! [`PayloadDecoder`] per format. Nothing is allocated per record beyond what the Arrow
 //! buffers need.
 //!
-//! A payload is validated before anything is appended, so a bad record leaves the
-//! builders untouched and the caller decides what becomes of it (suspend, skip, DLQ).
+//! Payloads are decoded in one pass straight into the builders. A payload that fails
+//! half-way leaves its row half-written: the converter completes it with placeholders
+//! (so every column keeps the same length) and drops it when the batch is finished; the
+//! caller decides what becomes of the record (suspend, skip, DLQ).
 
 pub mod builder;
 
@@ -44,16 +46,22 @@ pub struct SchemaLoadError {
 }
 
 /// Decodes one format's payloads into Arrow columns.
+///
+/// An append may fail half-way through a payload; the converter then repairs the columns
+/// and drops the row, so decoders need not check a payload before writing it.
 #[async_trait::async_trait]
 pub trait PayloadDecoder: Send + Sync {
-    /// Checks that `payload` decodes, touching no builder; `Err` leaves nothing behind.
-    fn validate(&self, payload: &[u8]) -> Result<(), DecodeError>;
-    /// Appends the decoded payload to `column`. Called only after `validate` passed.
-    fn append(&self, payload: &[u8], column: &mut Column);
+    /// Appends the decoded payload to `column`.
+    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError>;
     /// Appends a record payload's fields to `fields` (the value-as-payload layout).
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
         let _ = (payload, fields);
-        unreachable!("only record decoders are used for the value-as-payload layout")
+        Err(DecodeError {
+            part: "value",
+            position: 0,
+            detail: "internal: this format has no record layout".into(),
+            missing_schema: None,
+        })
     }
     /// Loads the schema `id` that a payload named ([`DecodeError::missing_schema`]).
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
@@ -72,25 +80,18 @@ pub enum Shape {
 /// Bytes as they are: a `binary` column.
 pub struct RawDecoder;
 
+#[async_trait::async_trait]
 impl PayloadDecoder for RawDecoder {
-    fn validate(&self, _payload: &[u8]) -> Result<(), DecodeError> {
-        Ok(())
-    }
-
-    fn append(&self, payload: &[u8], column: &mut Column) {
+    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
         match column {
-            Column::Binary(b) => b.append_value(payload),
-            other => unreachable!("raw payload into {}", column_kind(other)),
+            Column::Binary(b) => Ok(b.append_value(payload)),
+            _ => Err(DecodeError {
+                part: "value",
+                position: 0,
+                detail: "internal: raw bytes into a non-binary column".into(),
+                missing_schema: None,
+            }),
         }
-    }
-}
-
-fn column_kind(c: &Column) -> &'static str {
-    match c {
-        Column::Struct(_) => "struct",
-        Column::List(_) => "list",
-        Column::Map(_) => "map",
-        _ => "primitive",
     }
 }
 
@@ -111,6 +112,8 @@ pub struct RecordConverter {
     last_offset: Option<i64>,
     /// Payload bytes appended since the last [`Self::finish`].
     payload_bytes: usize,
+    /// Rows left half-written by a failed append, dropped by [`Self::finish`].
+    dropped: Vec<usize>,
 }
 
 /// Child positions inside `_kafka`.
@@ -154,6 +157,7 @@ impl RecordConverter {
             first_offset: None,
             last_offset: None,
             payload_bytes: 0,
+            dropped: Vec::new(),
         })
     }
 
@@ -179,35 +183,44 @@ impl RecordConverter {
         self.first_offset.zip(self.last_offset)
     }
 
-    /// Appends one record as a row; on `Err` nothing was appended.
+    /// Appends one record as a row; on `Err` the row is dropped (nothing of it remains in
+    /// the batch [`Self::finish`] returns).
     pub fn append(&mut self, record: &Record) -> Result<(), DecodeError> {
+        let row = self.root.len();
+        self.root.append_valid();
+        match self.append_row(record) {
+            Ok(()) => {
+                self.note_row(record);
+                Ok(())
+            }
+            Err(e) => {
+                self.root.repair();
+                self.dropped.push(row);
+                Err(e)
+            }
+        }
+    }
+
+    fn append_row(&mut self, record: &Record) -> Result<(), DecodeError> {
         let key = record.key.as_deref();
         let value = record.value.as_deref();
-        if let Some(k) = key {
-            self.key.validate(k).map_err(|e| DecodeError { part: "key", ..e })?;
-        }
-        if let Some(v) = value {
-            self.value.validate(v)?;
-        }
-        self.root.append_valid();
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("_kafka is a struct") };
         append_metadata(kafka, self.partition, record);
+        let key_column = match self.payload_start {
+            Some(_) => &mut kafka.children[K_KEY],
+            None => &mut self.root.children[1],
+        };
+        append_payload(&*self.key, key, key_column).map_err(|e| DecodeError { part: "key", ..e })?;
         match self.payload_start {
             Some(start) => {
-                append_payload(&*self.key, key, &mut kafka.children[K_KEY]);
                 let fields = &mut self.root.children[start..];
                 match value {
                     Some(v) => self.value.append_fields(v, fields),
-                    None => fields.iter_mut().for_each(Column::append_null),
+                    None => Ok(fields.iter_mut().for_each(Column::append_null)),
                 }
             }
-            None => {
-                append_payload(&*self.key, key, &mut self.root.children[1]);
-                append_payload(&*self.value, value, &mut self.root.children[2]);
-            }
+            None => append_payload(&*self.value, value, &mut self.root.children[2]),
         }
-        self.note_row(record);
-        Ok(())
     }
 
     /// Loads schema `id` into the key or value decoder (`part` of a [`DecodeError`]).
@@ -225,7 +238,7 @@ impl RecordConverter {
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("layout") };
         append_metadata(kafka, self.partition, record);
         for (i, payload) in [(1, record.key.as_deref()), (2, record.value.as_deref())] {
-            append_payload(&RawDecoder, payload, &mut self.root.children[i]);
+            append_payload(&RawDecoder, payload, &mut self.root.children[i]).expect("raw into binary");
         }
         let Column::String(e) = &mut self.root.children[error_column] else { unreachable!("layout") };
         e.append_value(error);
@@ -243,14 +256,28 @@ impl RecordConverter {
         self.payload_bytes = 0;
         self.first_offset = None;
         self.last_offset = None;
-        RecordBatch::from(self.root.finish()).with_schema(self.arrow_schema.clone()).expect("same fields")
+        let rows = self.root.len();
+        let batch = RecordBatch::from(self.root.finish()).with_schema(self.arrow_schema.clone()).expect("same fields");
+        if self.dropped.is_empty() {
+            return batch;
+        }
+        let mut keep = vec![true; rows];
+        for row in self.dropped.drain(..) {
+            keep[row] = false;
+        }
+        arrow::compute::filter_record_batch(&batch, &arrow_array::BooleanArray::from(keep))
+            .expect("mask of the batch's length")
     }
 }
 
-fn append_payload(decoder: &dyn PayloadDecoder, payload: Option<&[u8]>, column: &mut Column) {
+fn append_payload(
+    decoder: &dyn PayloadDecoder,
+    payload: Option<&[u8]>,
+    column: &mut Column,
+) -> Result<(), DecodeError> {
     match payload {
         Some(p) => decoder.append(p, column),
-        None => column.append_null(),
+        None => Ok(column.append_null()),
     }
 }
 

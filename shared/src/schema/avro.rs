@@ -409,6 +409,15 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The payload must end where the datum does.
+    fn finished(&self) -> R<()> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err((self.pos, format!("{} bytes left over after the datum", self.buf.len() - self.pos)))
+        }
+    }
+
     fn str(&mut self) -> R<&'a str> {
         let at = self.pos;
         let b = self.bytes()?;
@@ -450,7 +459,7 @@ fn col_name(c: &Column) -> &'static str {
         Column::TimestampMicros(_) | Column::TimestampNanos(_) => "timestamp",
         Column::String(_) => "string",
         Column::Binary(_) => "binary",
-        Column::Fixed(_) => "fixed",
+        Column::Fixed(..) => "fixed",
         Column::Struct(_) => "struct",
         Column::List(_) => "list",
         Column::Map(_) => "map",
@@ -480,7 +489,7 @@ fn put_double(col: &mut Column, v: f64) -> R<()> {
 fn put_bytes(col: &mut Column, v: &[u8]) -> R<()> {
     match col {
         Column::Binary(b) => b.append_value(v),
-        Column::Fixed(b) => b.append_value(v).map_err(|e| (0, e.to_string()))?,
+        Column::Fixed(b, _) => b.append_value(v).map_err(|e| (0, e.to_string()))?,
         Column::String(b) => {
             b.append_value(std::str::from_utf8(v).map_err(|_| (0, "bytes are not UTF-8".to_string()))?)
         }
@@ -762,16 +771,17 @@ impl CompiledAvro {
         Ok(CompiledAvro { node })
     }
 
-    /// Checks that `payload` decodes completely, appending nothing.
-    pub fn validate(&self, payload: &[u8], part: &'static str, offset: usize) -> Result<(), DecodeError> {
+    /// Appends `payload` to `col` (an `Err` may leave the column half-written: the
+    /// converter repairs it and drops the row).
+    pub fn append(
+        &self,
+        payload: &[u8],
+        col: &mut Column,
+        part: &'static str,
+        offset: usize,
+    ) -> Result<(), DecodeError> {
         let mut r = Reader { buf: payload, pos: 0 };
-        let result = decode(&self.node, &mut r, None).and_then(|()| {
-            if r.pos == payload.len() {
-                Ok(())
-            } else {
-                Err((r.pos, format!("{} bytes left over", payload.len() - r.pos)))
-            }
-        });
+        let result = decode(&self.node, &mut r, Some(col)).and_then(|()| r.finished());
         result.map_err(|(position, detail)| DecodeError {
             part,
             position: position + offset,
@@ -780,21 +790,23 @@ impl CompiledAvro {
         })
     }
 
-    /// Appends a validated payload to `col`.
-    pub fn append(&self, payload: &[u8], col: &mut Column) {
-        let mut r = Reader { buf: payload, pos: 0 };
-        if let Err((pos, msg)) = decode(&self.node, &mut r, Some(col)) {
-            unreachable!("validated payload failed at {pos}: {msg}")
-        }
-    }
-
-    /// Appends a validated record payload's fields to `fields`.
-    pub fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
+    /// Appends a record payload's fields to `fields`.
+    pub fn append_fields(
+        &self,
+        payload: &[u8],
+        fields: &mut [Column],
+        part: &'static str,
+        offset: usize,
+    ) -> Result<(), DecodeError> {
         let Node::Record { fields: plan, missing } = &self.node else { unreachable!("checked in new") };
         let mut r = Reader { buf: payload, pos: 0 };
-        if let Err((pos, msg)) = decode_fields(plan, missing, &mut r, Some(fields)) {
-            unreachable!("validated payload failed at {pos}: {msg}")
-        }
+        let result = decode_fields(plan, missing, &mut r, Some(fields)).and_then(|()| r.finished());
+        result.map_err(|(position, detail)| DecodeError {
+            part,
+            position: position + offset,
+            detail,
+            missing_schema: None,
+        })
     }
 }
 
@@ -866,19 +878,14 @@ impl AvroDecoder {
 
 #[async_trait::async_trait]
 impl PayloadDecoder for AvroDecoder {
-    fn validate(&self, payload: &[u8]) -> Result<(), DecodeError> {
+    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
         let (compiled, body) = self.compiled(payload)?;
-        compiled.validate(body, self.part, wire::HEADER_LEN)
+        compiled.append(body, column, self.part, wire::HEADER_LEN)
     }
 
-    fn append(&self, payload: &[u8], column: &mut Column) {
-        let (compiled, body) = self.compiled(payload).expect("validated");
-        compiled.append(body, column);
-    }
-
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
-        let (compiled, body) = self.compiled(payload).expect("validated");
-        compiled.append_fields(body, fields);
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+        let (compiled, body) = self.compiled(payload)?;
+        compiled.append_fields(body, fields, self.part, wire::HEADER_LEN)
     }
 
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {

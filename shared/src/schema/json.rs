@@ -99,7 +99,7 @@ pub fn put(v: &Value, dt: &DataType, col: Option<&mut Column>) -> R<()> {
         }
         (DataType::FixedSizeBinary(16), Value::String(s)) => {
             let u = uuid::Uuid::parse_str(s).map_err(|e| format!("uuid {s:?}: {e}"))?;
-            if let Some(Column::Fixed(c)) = col {
+            if let Some(Column::Fixed(c, _)) = col {
                 c.append_value(u.as_bytes()).map_err(|e| e.to_string())?;
             }
         }
@@ -215,6 +215,10 @@ impl JsonDecoder {
         })
     }
 
+    fn error(&self, detail: String) -> DecodeError {
+        DecodeError { part: self.part, position: 0, detail, missing_schema: None }
+    }
+
     fn walk(&self, v: &Value, target: Option<Target<'_>>) -> R<()> {
         match (&self.shape, target) {
             (Shape::Column(dt), None) => put(v, dt, None),
@@ -257,23 +261,14 @@ fn byte_of(body: &[u8], line: usize, column: usize) -> usize {
 
 #[async_trait::async_trait]
 impl PayloadDecoder for JsonDecoder {
-    fn validate(&self, payload: &[u8]) -> Result<(), DecodeError> {
+    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
         let v = self.parse(payload)?;
-        self.walk(&v, None).map_err(|detail| DecodeError { part: self.part, position: 0, detail, missing_schema: None })
+        self.walk(&v, Some(Target::Column(column))).map_err(|detail| self.error(detail))
     }
 
-    fn append(&self, payload: &[u8], column: &mut Column) {
-        let v = self.parse(payload).expect("validated");
-        if let Err(e) = self.walk(&v, Some(Target::Column(column))) {
-            unreachable!("validated JSON failed: {e}")
-        }
-    }
-
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
-        let v = self.parse(payload).expect("validated");
-        if let Err(e) = self.walk(&v, Some(Target::Fields(fields))) {
-            unreachable!("validated JSON failed: {e}")
-        }
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+        let v = self.parse(payload)?;
+        self.walk(&v, Some(Target::Fields(fields))).map_err(|detail| self.error(detail))
     }
 
     async fn load_schema(&self, _id: u32) -> Result<(), crate::convert::SchemaLoadError> {

@@ -43,8 +43,8 @@
 //! float → double are widened.
 //!
 //! A payload is decoded into a prost-reflect `DynamicMessage` (nesting bounded by prost's
-//! recursion limit) and then walked into the builders; `validate` and `append` each
-//! decode it, so a record is decoded twice. A proto2 field's declared default is not
+//! recursion limit) and then walked into the builders, so a payload that does not decode
+//! touches no builder. A proto2 field's declared default is not
 //! applied: unset, it is null like any field with presence.
 
 use std::collections::HashMap;
@@ -666,9 +666,14 @@ impl ProtobufDecoder {
         }
     }
 
-    fn append_to(&self, payload: &[u8], column: Option<&mut Column>, fields: Option<&mut [Column]>) {
-        let (compiled, body) = self.compiled(payload).expect("validated");
-        let (plan, message) = compiled.decode(body, self.part, wire::HEADER_LEN).expect("validated");
+    fn append_to(
+        &self,
+        payload: &[u8],
+        column: Option<&mut Column>,
+        fields: Option<&mut [Column]>,
+    ) -> Result<(), DecodeError> {
+        let (compiled, body) = self.compiled(payload)?;
+        let (plan, message) = compiled.decode(body, self.part, wire::HEADER_LEN)?;
         let result = match (column, fields) {
             (Some(Column::Struct(s)), None) => {
                 s.append_valid();
@@ -677,25 +682,18 @@ impl ProtobufDecoder {
             (None, Some(fields)) => write_message(plan, &message, Some(fields)),
             _ => Err(mismatch("message")),
         };
-        if let Err(e) = result {
-            unreachable!("validated payload failed: {e}")
-        }
+        result.map_err(|e| DecodeError { part: self.part, position: 0, detail: e.to_string(), missing_schema: None })
     }
 }
 
 #[async_trait::async_trait]
 impl PayloadDecoder for ProtobufDecoder {
-    fn validate(&self, payload: &[u8]) -> Result<(), DecodeError> {
-        let (compiled, body) = self.compiled(payload)?;
-        compiled.decode(body, self.part, wire::HEADER_LEN).map(|_| ())
+    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
+        self.append_to(payload, Some(column), None)
     }
 
-    fn append(&self, payload: &[u8], column: &mut Column) {
-        self.append_to(payload, Some(column), None);
-    }
-
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) {
-        self.append_to(payload, None, Some(fields));
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+        self.append_to(payload, None, Some(fields))
     }
 
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
@@ -884,13 +882,12 @@ mod tests {
 
         // Truncated, an unknown message path, a bad magic byte: nothing appended.
         for bad in [&good[..good.len() - 3], &framed(&[2, 8], &[])[..], &[1, 0, 0, 0, 7, 0][..]] {
-            assert!(decoder.validate(bad).is_err());
+            assert!(decoder.append_fields(bad, &mut cols).is_err());
+            assert!(cols.iter().all(Column::is_empty));
         }
-        decoder.validate(&good).unwrap();
-        decoder.append_fields(&good, &mut cols);
+        decoder.append_fields(&good, &mut cols).unwrap();
         let empty = framed(&[0], &[]);
-        decoder.validate(&empty).unwrap();
-        decoder.append_fields(&empty, &mut cols);
+        decoder.append_fields(&empty, &mut cols).unwrap();
 
         let i = finish(&mut cols, &fields, "i");
         assert_eq!(i.as_primitive::<Int32Type>().values().to_vec(), vec![0, 0], "proto3 scalars: defaults");
@@ -925,9 +922,8 @@ mod tests {
         let mut msg = DynamicMessage::new(inner);
         msg.set_field_by_name("x", Value::String("hi".into()));
         let payload = framed(&[4, 0, 0], &msg.encode_to_vec());
-        decoder.validate(&payload).unwrap();
         let mut cols: Vec<Column> = fields.iter().map(|f| Column::new(f.data_type()).unwrap()).collect();
-        decoder.append_fields(&payload, &mut cols);
+        decoder.append_fields(&payload, &mut cols).unwrap();
         for (c, f) in cols.iter_mut().zip(fields.iter()) {
             assert!(c.finish().is_null(0), "{}", f.name());
         }
@@ -944,8 +940,7 @@ mod tests {
         let mut msg = DynamicMessage::new(m.clone());
         msg.set_field_by_name("s", Value::String("k".into()));
         let payload = framed(&[0], &msg.encode_to_vec());
-        decoder.validate(&payload).unwrap();
-        decoder.append(&payload, &mut col);
+        decoder.append(&payload, &mut col).unwrap();
         let array = col.finish();
         let s = array.as_struct();
         assert_eq!((s.len(), s.null_count()), (1, 0));
