@@ -89,7 +89,7 @@ fn main() {
     let avsc = dir.path().join("orders_v2.avsc");
     let cases = [
         (
-            "Avro (24 columns, nested, logical types), zstd batches",
+            "Avro (25 columns, nested, logical types; varied values), zstd batches",
             "seed_avro.log",
             format!(
                 "[[topics]]\ntopic = \"bench\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\ntarget_file_size = \"128MiB\"\n",

@@ -192,6 +192,23 @@ def main(out):
 def bench_seed(out):
     """~4 MiB segment of v2 records (zstd batches of ~64 KiB) for the benchmarks, with the
     registry file beside it."""
+    import random
+    rng = random.Random(7)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10))) for _ in range(5000)]
+
+    def varied(i):
+        # Realistic spread: unique ids, free text, random numbers, varying collections.
+        r = record(i % 200, 2)
+        r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
+                 name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
+                 blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
+                 tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
+                 counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
+                 note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
+                 uid=str(uuid.UUID(int=rng.getrandbits(128))),
+                 price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
+        return r
+
     os.makedirs(out, exist_ok=True)
     parsed = fastavro.parse_schema(schema(2))
     parts, base, size, i = [], 0, 0, 0
@@ -200,7 +217,7 @@ def bench_seed(out):
                                       producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
         n = 0
         while b.size() < 64 * 1024:
-            b.append(n, timestamp=T0 + i, key=b"order-%d" % i, value=frame(2, parsed, record(i % 200, 2)), headers=[])
+            b.append(n, timestamp=T0 + i, key=b"order-%d" % i, value=frame(2, parsed, varied(i)), headers=[])
             n += 1
             i += 1
         data = bytearray(b.build())
