@@ -108,3 +108,33 @@ async fn a_topic_the_config_does_not_enable_is_refused() {
     let err = convert(&case.log, tempfile::tempdir().unwrap().path(), &config).await.unwrap_err();
     assert!(err.to_string().contains("not enabled"), "{err}");
 }
+
+#[tokio::test]
+async fn each_file_is_described_as_an_iceberg_data_file() {
+    let case = cases().into_iter().find(|c| c.name == "v2_base_offset").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let config = FloeConfig::default();
+    let topic = config.resolve("floe-test.events").unwrap();
+    let formats = floe_core::schema::formats::Formats::load(&config, &topic, None).await.unwrap();
+    let done = support::materialize(&config, "floe-test.events", &case.log, out.path()).await.unwrap();
+    assert_eq!(done.files.len(), 1);
+    let file = &done.files[0];
+    let df = &file.data_file;
+    assert_eq!(df.record_count(), 5);
+    assert_eq!(df.file_size_in_bytes(), std::fs::metadata(file.path()).unwrap().len());
+    // `_kafka.offset` is field 3: its bounds are the file's offsets.
+    let offset_id = 3;
+    let offset_field = formats.schema.field_by_id(offset_id).unwrap();
+    assert_eq!(offset_field.name, "offset");
+    assert_eq!(df.lower_bounds()[&offset_id], iceberg::spec::Datum::long(1_000_000));
+    assert_eq!(df.upper_bounds()[&offset_id], iceberg::spec::Datum::long(1_000_004));
+    assert_eq!(df.value_counts()[&offset_id], 5);
+    assert_eq!(df.null_value_counts()[&offset_id], 0);
+    assert!(df.column_sizes().contains_key(&offset_id));
+    assert_eq!((file.first_offset, file.last_offset), (1_000_000, 1_000_004));
+    let json = file.data_file_json().unwrap();
+    assert_eq!(json["record_count"], 5);
+    assert_eq!(json["file_format"], "PARQUET");
+    assert_eq!(json["file_path"].as_str().unwrap(), file.path());
+    assert!(json["lower_bounds"].as_array().unwrap().iter().any(|b| b["key"] == offset_id));
+}
