@@ -41,11 +41,26 @@ impl Codec {
     pub fn decompress(self, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
         match self {
             Codec::None => Ok(input.to_vec()),
-            Codec::Gzip => read_limited(self, flate2::read::MultiGzDecoder::new(input), limit),
-            Codec::Lz4 => read_limited(self, lz4_flex::frame::FrameDecoder::new(input), limit),
+            Codec::Gzip => read_limited(self, flate2::read::MultiGzDecoder::new(input), input.len(), limit),
+            Codec::Lz4 => read_limited(self, lz4_flex::frame::FrameDecoder::new(input), input.len(), limit),
             Codec::Zstd => {
+                // A frame that states its size is decompressed in one call into a buffer
+                // of exactly that size (when within the limit).
+                if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(input) {
+                    let size = usize::try_from(size).unwrap_or(usize::MAX);
+                    if size > limit {
+                        return Err(SegmentErrorKind::DecompressedTooLarge { codec: self.name(), limit });
+                    }
+                    let mut out = Vec::with_capacity(size);
+                    if zstd::bulk::Decompressor::new()
+                        .and_then(|mut d| d.decompress_to_buffer(input, &mut out))
+                        .is_ok_and(|n| n == size)
+                    {
+                        return Ok(out);
+                    }
+                }
                 let decoder = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| self.error(e.to_string()))?;
-                read_limited(self, decoder, limit)
+                read_limited(self, decoder, input.len(), limit)
             }
             Codec::Snappy => {
                 if input.starts_with(XERIAL_MAGIC) {
@@ -99,8 +114,10 @@ fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
     Some(fixed)
 }
 
-fn read_limited(codec: Codec, reader: impl Read, limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
-    let mut out = Vec::new();
+/// Reads a decompressing reader to its end, failing past `limit` bytes. The buffer starts
+/// at a few times the compressed size (never beyond the limit) to spare regrowth.
+fn read_limited(codec: Codec, reader: impl Read, compressed: usize, limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
+    let mut out = Vec::with_capacity(compressed.saturating_mul(4).min(limit).min(64 << 20));
     reader.take(limit as u64 + 1).read_to_end(&mut out).map_err(|e| codec.error(e.to_string()))?;
     if out.len() > limit {
         return Err(SegmentErrorKind::DecompressedTooLarge { codec: codec.name(), limit });
