@@ -429,7 +429,7 @@ impl<'a> Reader<'a> {
         let n = self.long()?;
         let n = if n < 0 {
             self.long()?;
-            n.checked_neg().ok_or((self.pos, "block count overflow".to_string()))?
+            n.checked_neg().ok_or_else(|| (self.pos, "block count overflow".to_string()))?
         } else {
             n
         };
@@ -583,7 +583,8 @@ fn decode(node: &Node, r: &mut Reader, col: Option<&mut Column>) -> R<()> {
         Node::Enum(symbols) => {
             let at = r.pos;
             let i = r.int()?;
-            let symbol = usize::try_from(i).ok().and_then(|i| symbols.get(i)).ok_or((at, format!("enum index {i}")))?;
+            let symbol =
+                usize::try_from(i).ok().and_then(|i| symbols.get(i)).ok_or_else(|| (at, format!("enum index {i}")))?;
             if let Some(c) = col {
                 put_str(c, symbol)?;
             }
@@ -707,8 +708,10 @@ fn decode(node: &Node, r: &mut Reader, col: Option<&mut Column>) -> R<()> {
         Node::Union(branches) => {
             let at = r.pos;
             let i = r.long()?;
-            let (branch, member) =
-                usize::try_from(i).ok().and_then(|i| branches.get(i)).ok_or((at, format!("union branch {i}")))?;
+            let (branch, member) = usize::try_from(i)
+                .ok()
+                .and_then(|i| branches.get(i))
+                .ok_or_else(|| (at, format!("union branch {i}")))?;
             match (col, member) {
                 (None, _) => decode(branch, r, None)?,
                 (Some(c), None) => decode(branch, r, Some(c))?,

@@ -46,19 +46,20 @@ pub fn put(v: &Value, dt: &DataType, col: Option<&mut Column>) -> R<()> {
             }
         }
         (DataType::Int32, Value::Number(n)) => {
-            let i = n.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or(format!("{n} is not a 32-bit integer"))?;
+            let i =
+                n.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or_else(|| format!("{n} is not a 32-bit integer"))?;
             if let Some(Column::Int(c)) = col {
                 c.append_value(i);
             }
         }
         (DataType::Int64, Value::Number(n)) => {
-            let i = n.as_i64().ok_or(format!("{n} is not a 64-bit integer"))?;
+            let i = n.as_i64().ok_or_else(|| format!("{n} is not a 64-bit integer"))?;
             if let Some(Column::Long(c)) = col {
                 c.append_value(i);
             }
         }
         (DataType::Float64 | DataType::Float32, Value::Number(n)) => {
-            let f = n.as_f64().ok_or(format!("{n} is not a number"))?;
+            let f = n.as_f64().ok_or_else(|| format!("{n} is not a number"))?;
             match col {
                 Some(Column::Double(c)) => c.append_value(f),
                 Some(Column::Float(c)) => c.append_value(f as f32),

@@ -59,10 +59,11 @@ fn resolve<'a>(s: &'a Value, root: &'a Value) -> Result<&'a Value, String> {
     match s.get("$ref").and_then(Value::as_str) {
         None => Ok(s),
         Some(r) => {
-            let path = r.strip_prefix("#/").ok_or(format!("$ref {r:?}: only local references (#/…) are supported"))?;
+            let path =
+                r.strip_prefix("#/").ok_or_else(|| format!("$ref {r:?}: only local references (#/…) are supported"))?;
             let mut at = root;
             for part in path.split('/') {
-                at = at.get(part).ok_or(format!("$ref {r:?} not found"))?;
+                at = at.get(part).ok_or_else(|| format!("$ref {r:?} not found"))?;
             }
             Ok(at)
         }

@@ -52,10 +52,7 @@ impl Codec {
                         return Err(SegmentErrorKind::DecompressedTooLarge { codec: self.name(), limit });
                     }
                     let mut out = Vec::with_capacity(size);
-                    if zstd::bulk::Decompressor::new()
-                        .and_then(|mut d| d.decompress_to_buffer(input, &mut out))
-                        .is_ok_and(|n| n == size)
-                    {
+                    if zstd_one_shot(input, &mut out).is_ok_and(|n| n == size) {
                         return Ok(out);
                     }
                 }
@@ -112,6 +109,21 @@ fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
     let mut fixed = frame.to_vec();
     fixed[descriptor_end] = correct;
     Some(fixed)
+}
+
+thread_local! {
+    /// One zstd decompression context per thread, reused for every batch.
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn zstd_one_shot(input: &[u8], out: &mut Vec<u8>) -> std::io::Result<usize> {
+    ZSTD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        slot.as_mut().expect("set above").decompress_to_buffer(input, out)
+    })
 }
 
 /// Reads a decompressing reader to its end, failing past `limit` bytes. The buffer starts
