@@ -5,12 +5,10 @@
 //! table.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use floe_core::config::FloeConfig;
-use floe_core::materialize::{MaterializeOptions, Materialized, materialize_segment};
-use floe_core::schema::formats::{Formats, http_registry};
-use floe_core::segment::{FileSource, Limits, SegmentReader};
+use floe_core::materialize::Materialized;
+use floe_core::schema::formats::Formats;
 
 use crate::convert::judge;
 use crate::support;
@@ -35,47 +33,12 @@ fn file_config(file: &str) -> FloeConfig {
 }
 
 async fn run(config: &FloeConfig, out: &Path) -> Result<Materialized, anyhow::Error> {
-    let topic = config.resolve("orders").unwrap();
-    let formats = Formats::load(config, &topic, http_registry(config)?).await?;
-    let options = MaterializeOptions {
-        topic,
-        partition: 0,
-        data_dir: out.join("data").display().to_string(),
-        dead_letter_dir: out.join("dead_letter").display().to_string(),
-        source_id: "test".into(),
-    };
-    let segment = data().join("orders-0/00000000000000000000.log");
-    let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
-    let file_io = iceberg::io::FileIO::new_with_fs();
-    Ok(materialize_segment(reader, formats.schema, formats.key, formats.value, &options, &file_io).await?)
+    support::materialize(config, "orders", &data().join("orders-0/00000000000000000000.log"), out).await
 }
 
 fn bad_offsets() -> Vec<i64> {
     let bad: serde_json::Value = serde_json::from_slice(&std::fs::read(data().join("bad.json")).unwrap()).unwrap();
     bad.as_array().unwrap().iter().map(|b| b["offset"].as_i64().unwrap()).collect()
-}
-
-/// (offset, error, raw value) of the rows of dead-letter files, read with the parquet crate.
-fn dead_letters(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64, String, Option<Vec<u8>>)> {
-    use arrow::array::{Array, AsArray};
-    let mut rows = Vec::new();
-    for f in files {
-        let file = std::fs::File::open(f.path()).unwrap();
-        let reader =
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let kafka = batch.column_by_name("_kafka").unwrap().as_struct();
-            let offsets = kafka.column_by_name("offset").unwrap().as_primitive::<arrow::datatypes::Int64Type>();
-            let errors = batch.column_by_name("error").unwrap().as_string::<i32>();
-            let values = batch.column_by_name("value").unwrap().as_binary::<i64>();
-            for i in 0..batch.num_rows() {
-                let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
-                rows.push((offsets.value(i), errors.value(i).to_string(), value));
-            }
-        }
-    }
-    rows
 }
 
 #[tokio::test]
@@ -86,7 +49,7 @@ async fn registry_proto_schemas_decode_every_mapped_type_and_bad_records_go_to_t
     assert_eq!((done.records, done.dead_letters, done.skipped), (31, 3, 0));
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
     judge(&data().join("expected.jsonl"), &files, true);
-    let dead = dead_letters(&done.dead_letter_files);
+    let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
     assert!(dead[0].1.contains("schema id 99") && dead[0].1.contains("not found"), "{}", dead[0].1);
     assert!(dead[1].1.contains("value at byte 6"), "{}", dead[1].1);
@@ -106,7 +69,7 @@ async fn a_local_proto_file_or_descriptor_set_decodes_every_record_with_that_sch
         assert_eq!((done.records, done.dead_letters), (32, 2), "{file}");
         let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
         judge(&data().join("expected_local.jsonl"), &files, true);
-        let dead = dead_letters(&done.dead_letter_files);
+        let dead = support::dead_letter_rows(&done.dead_letter_files);
         assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets()[1..], "{file}");
     }
 }

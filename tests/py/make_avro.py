@@ -26,6 +26,7 @@ import uuid
 
 import fastavro
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from segment_file import write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -164,18 +165,7 @@ def main(out):
                      "timestamp_type": "create", "headers": [], "key": b64(b"gone")}
     expected.append(row)
 
-    parts, base = [], 0
-    for chunk in (records[:10], records[10:25], records[25:]):
-        b = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False,
-                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-        for j, (ts, k, v) in enumerate(chunk):
-            b.append(j, timestamp=ts, key=k, value=v, headers=[])
-        data = bytearray(b.build())
-        struct.pack_into(">q", data, 0, base)
-        base += len(chunk)
-        parts.append(bytes(data))
-    with open(os.path.join(out, "orders-0", "%020d.log" % 0), "wb") as f:
-        f.write(b"".join(parts))
+    write_segment(os.path.join(out, "orders-0", "%020d.log" % 0), records, [10, 15], codec=4)
     registry = {"ids": {str(k): {"schemaType": "AVRO", "schema": json.dumps(v)} for k, v in schemas.items()},
                 "subjects": {"orders-value": 2}}
     with open(os.path.join(out, "registry.json"), "w") as f:

@@ -14,11 +14,10 @@ import base64
 import datetime
 import json
 import os
-import struct
 import sys
 import uuid
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from segment_file import write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -59,19 +58,7 @@ def b64(b):
 
 def segment(path, records):
     """records: list of (timestamp ms, key bytes|None, value bytes|None) → offsets 0.."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    parts, base = [], 0
-    for chunk in (records[: len(records) // 2], records[len(records) // 2:]):
-        b = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False,
-                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-        for j, (ts, k, v) in enumerate(chunk):
-            b.append(j, timestamp=ts, key=k, value=v, headers=[])
-        data = bytearray(b.build())
-        struct.pack_into(">q", data, 0, base)
-        base += len(chunk)
-        parts.append(bytes(data))
-    with open(path, "wb") as f:
-        f.write(b"".join(parts))
+    write_segment(path, records, [len(records) // 2], codec=1)
 
 
 def kafka(offset, ts, key):

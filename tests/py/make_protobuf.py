@@ -29,7 +29,7 @@ import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import timestamp_pb2, wrappers_pb2
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from segment_file import write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -364,18 +364,7 @@ def main(out):
     row = {c: None for c in columns}
     add(T0 + 99_000, b"gone", None, row, row)
 
-    parts, base = [], 0
-    for chunk in (records[:10], records[10:25], records[25:]):
-        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-        for j, (ts, k, v) in enumerate(chunk):
-            b.append(j, timestamp=ts, key=k, value=v, headers=[])
-        data = bytearray(b.build())
-        struct.pack_into(">q", data, 0, base)
-        base += len(chunk)
-        parts.append(bytes(data))
-    with open(os.path.join(out, "orders-0", "%020d.log" % 0), "wb") as f:
-        f.write(b"".join(parts))
+    write_segment(os.path.join(out, "orders-0", "%020d.log" % 0), records, [10, 15])
     registry = {"ids": {str(v): {"schemaType": "PROTOBUF", "schema": proto_text(v)} for v in (1, 2)},
                 "subjects": {"orders-value": 2}}
     with open(os.path.join(out, "registry.json"), "w") as f:

@@ -30,13 +30,14 @@
 //! int → long / float / double, long → float / double, float → double are widened.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use apache_avro::Schema as Avro;
 use arrow_schema::{DataType, Fields};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 
 use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::schema::by_id::SchemaSet;
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
 use crate::schema::registry::{SchemaRegistry, SchemaType};
@@ -820,16 +821,6 @@ pub enum AvroTarget<'a> {
     Fields(&'a Fields),
 }
 
-/// Where an [`AvroDecoder`]'s writer schemas come from.
-pub enum AvroSchemas {
-    /// One schema for every payload (a local schema file); the id in the header is not
-    /// checked.
-    Fixed(Arc<CompiledAvro>),
-    /// By the id in each payload's header, from a registry, compiled once per id (an id
-    /// that failed for good is remembered with its error, not asked for again).
-    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<CompiledAvro>, String>>>),
-}
-
 impl Shape {
     fn target(&self) -> AvroTarget<'_> {
         match self {
@@ -843,78 +834,41 @@ impl Shape {
 pub struct AvroDecoder {
     part: &'static str,
     shape: Shape,
-    schemas: AvroSchemas,
+    schemas: SchemaSet<CompiledAvro>,
 }
 
 impl AvroDecoder {
     /// Every payload decoded with `writer` (a local schema file).
     pub fn fixed(part: &'static str, writer: &Avro, shape: Shape) -> Result<AvroDecoder, AvroSchemaError> {
         let compiled = CompiledAvro::new(writer, shape.target())?;
-        Ok(AvroDecoder { part, shape, schemas: AvroSchemas::Fixed(Arc::new(compiled)) })
+        Ok(AvroDecoder { part, shape, schemas: SchemaSet::fixed(compiled) })
     }
 
     /// Writer schemas by the id in each payload, loaded from `registry` on first sight.
     pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> AvroDecoder {
-        AvroDecoder { part, shape, schemas: AvroSchemas::Registry(registry, RwLock::new(HashMap::new())) }
-    }
-
-    /// The compiled writer schema of a framed payload and the payload's body.
-    fn compiled<'p>(&self, payload: &'p [u8]) -> Result<(Arc<CompiledAvro>, &'p [u8]), DecodeError> {
-        let (id, body) = wire::split(payload, self.part)?;
-        match &self.schemas {
-            AvroSchemas::Fixed(c) => Ok((c.clone(), body)),
-            AvroSchemas::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&id) {
-                Some(Ok(c)) => Ok((c.clone(), body)),
-                Some(Err(reason)) => {
-                    Err(DecodeError { part: self.part, position: 1, detail: reason.clone(), missing_schema: None })
-                }
-                None => Err(DecodeError {
-                    part: self.part,
-                    position: 1,
-                    detail: format!("schema id {id} not loaded"),
-                    missing_schema: Some(id),
-                }),
-            },
-        }
+        AvroDecoder { part, shape, schemas: SchemaSet::registry(registry) }
     }
 }
 
 #[async_trait::async_trait]
 impl PayloadDecoder for AvroDecoder {
     fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
-        let (compiled, body) = self.compiled(payload)?;
+        let (compiled, body) = self.schemas.get(payload, self.part)?;
         compiled.append(body, column, self.part, wire::HEADER_LEN)
     }
 
     fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
-        let (compiled, body) = self.compiled(payload)?;
+        let (compiled, body) = self.schemas.get(payload, self.part)?;
         compiled.append_fields(body, fields, self.part, wire::HEADER_LEN)
     }
 
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
-        let AvroSchemas::Registry(registry, compiled) = &self.schemas else {
-            return Ok(());
-        };
-        let registered = match registry.schema_by_id(id).await {
-            Ok(r) => r,
-            Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
-            Err(e) => {
-                let message = format!("schema id {id}: {e}");
-                compiled.write().expect("schema lock").insert(id, Err(message.clone()));
-                return Err(SchemaLoadError { id, retryable: false, message });
-            }
-        };
-        let result = if registered.schema_type != SchemaType::Avro {
-            Err(format!("schema id {id} is a {:?} schema where Avro was configured", registered.schema_type))
-        } else {
-            Avro::parse_str(&registered.schema)
-                .map_err(|e| e.to_string())
-                .and_then(|writer| CompiledAvro::new(&writer, self.shape.target()).map_err(|e| e.to_string()))
-                .map(Arc::new)
-                .map_err(|e| format!("schema id {id}: {e}"))
-        };
-        compiled.write().expect("schema lock").insert(id, result.clone());
-        result.map(|_| ()).map_err(|message| SchemaLoadError { id, retryable: false, message })
+        self.schemas
+            .load(id, SchemaType::Avro, |text| {
+                let writer = Avro::parse_str(text).map_err(|e| e.to_string())?;
+                CompiledAvro::new(&writer, self.shape.target()).map_err(|e| e.to_string())
+            })
+            .await
     }
 }
 

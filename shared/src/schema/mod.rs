@@ -5,6 +5,7 @@
 //!   with stable field ids, or an incompatible verdict.
 
 pub mod avro;
+pub mod by_id;
 pub mod evolution;
 pub mod formats;
 pub mod json;

@@ -49,7 +49,9 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use crate::schema::by_id::SchemaSet;
 
 use arrow_schema::{DataType, Fields, TimeUnit};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
@@ -612,20 +614,11 @@ impl CompiledProtobuf {
     }
 }
 
-/// Where a [`ProtobufDecoder`]'s schemas come from.
-pub enum ProtobufSchemas {
-    /// One schema for every payload (a local file); the id in the header is not checked.
-    Fixed(Arc<CompiledProtobuf>),
-    /// By the id in each payload's header, from a registry, compiled once per id (an id
-    /// that failed for good is remembered with its error, not asked for again).
-    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<CompiledProtobuf>, String>>>),
-}
-
 /// Protobuf payloads in the Confluent wire format.
 pub struct ProtobufDecoder {
     part: &'static str,
     shape: Shape,
-    schemas: ProtobufSchemas,
+    schemas: SchemaSet<CompiledProtobuf>,
 }
 
 impl ProtobufDecoder {
@@ -639,31 +632,12 @@ impl ProtobufDecoder {
     ) -> Result<ProtobufDecoder, ProtobufSchemaError> {
         let compiled = CompiledProtobuf::new(main, &shape)?;
         compiled.check(message)?;
-        Ok(ProtobufDecoder { part, shape, schemas: ProtobufSchemas::Fixed(Arc::new(compiled)) })
+        Ok(ProtobufDecoder { part, shape, schemas: SchemaSet::fixed(compiled) })
     }
 
     /// Schemas by the id in each payload, loaded from `registry` on first sight.
     pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> ProtobufDecoder {
-        ProtobufDecoder { part, shape, schemas: ProtobufSchemas::Registry(registry, RwLock::new(HashMap::new())) }
-    }
-
-    fn compiled<'p>(&self, payload: &'p [u8]) -> Result<(Arc<CompiledProtobuf>, &'p [u8]), DecodeError> {
-        let (id, body) = wire::split(payload, self.part)?;
-        match &self.schemas {
-            ProtobufSchemas::Fixed(c) => Ok((c.clone(), body)),
-            ProtobufSchemas::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&id) {
-                Some(Ok(c)) => Ok((c.clone(), body)),
-                Some(Err(reason)) => {
-                    Err(DecodeError { part: self.part, position: 1, detail: reason.clone(), missing_schema: None })
-                }
-                None => Err(DecodeError {
-                    part: self.part,
-                    position: 1,
-                    detail: format!("schema id {id} not loaded"),
-                    missing_schema: Some(id),
-                }),
-            },
-        }
+        ProtobufDecoder { part, shape, schemas: SchemaSet::registry(registry) }
     }
 
     fn append_to(
@@ -672,7 +646,7 @@ impl ProtobufDecoder {
         column: Option<&mut Column>,
         fields: Option<&mut [Column]>,
     ) -> Result<(), DecodeError> {
-        let (compiled, body) = self.compiled(payload)?;
+        let (compiled, body) = self.schemas.get(payload, self.part)?;
         let (plan, message) = compiled.decode(body, self.part, wire::HEADER_LEN)?;
         let result = match (column, fields) {
             (Some(Column::Struct(s)), None) => {
@@ -697,28 +671,11 @@ impl PayloadDecoder for ProtobufDecoder {
     }
 
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
-        let ProtobufSchemas::Registry(registry, compiled) = &self.schemas else {
-            return Ok(());
-        };
-        let registered = match registry.schema_by_id(id).await {
-            Ok(r) => r,
-            Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
-            Err(e) => {
-                let message = format!("schema id {id}: {e}");
-                compiled.write().expect("schema lock").insert(id, Err(message.clone()));
-                return Err(SchemaLoadError { id, retryable: false, message });
-            }
-        };
-        let result = if registered.schema_type != SchemaType::Protobuf {
-            Err(format!("schema id {id} is a {:?} schema where Protobuf was configured", registered.schema_type))
-        } else {
-            parse_proto(&registered.schema)
-                .and_then(|main| CompiledProtobuf::new(main, &self.shape))
-                .map(Arc::new)
-                .map_err(|e| format!("schema id {id}: {e}"))
-        };
-        compiled.write().expect("schema lock").insert(id, result.clone());
-        result.map(|_| ()).map_err(|message| SchemaLoadError { id, retryable: false, message })
+        self.schemas
+            .load(id, SchemaType::Protobuf, |text| {
+                parse_proto(text).and_then(|main| CompiledProtobuf::new(main, &self.shape)).map_err(|e| e.to_string())
+            })
+            .await
     }
 }
 

@@ -1,0 +1,69 @@
+//! Compiled writer schemas by schema id, shared by the formats whose payloads carry one
+//! (Avro, Protobuf): one fixed schema (a local file), or one per id from a registry,
+//! compiled on first sight. An id that failed for good (unknown, wrong type, does not
+//! fit the table) is remembered with its error and not asked for again; a registry that
+//! cannot be reached is a retryable error, never a bad record.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::convert::{DecodeError, SchemaLoadError};
+use crate::schema::registry::{SchemaRegistry, SchemaType};
+use crate::schema::wire;
+
+pub enum SchemaSet<T> {
+    /// Every payload uses this schema; the id in the header is not checked.
+    Fixed(Arc<T>),
+    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<T>, String>>>),
+}
+
+impl<T> SchemaSet<T> {
+    pub fn fixed(compiled: T) -> Self {
+        SchemaSet::Fixed(Arc::new(compiled))
+    }
+
+    pub fn registry(registry: Arc<dyn SchemaRegistry>) -> Self {
+        SchemaSet::Registry(registry, RwLock::new(HashMap::new()))
+    }
+
+    /// The compiled schema of a framed payload and the payload after the 5-byte header;
+    /// an id not loaded yet is a [`DecodeError`] with `missing_schema` set.
+    pub fn get<'p>(&self, payload: &'p [u8], part: &'static str) -> Result<(Arc<T>, &'p [u8]), DecodeError> {
+        let (id, body) = wire::split(payload, part)?;
+        let error = |detail: String, missing_schema| DecodeError { part, position: 1, detail, missing_schema };
+        match self {
+            SchemaSet::Fixed(c) => Ok((c.clone(), body)),
+            SchemaSet::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&id) {
+                Some(Ok(c)) => Ok((c.clone(), body)),
+                Some(Err(reason)) => Err(error(reason.clone(), None)),
+                None => Err(error(format!("schema id {id} not loaded"), Some(id))),
+            },
+        }
+    }
+
+    /// Fetches schema `id` (which must be of `schema_type`) and compiles it.
+    pub async fn load(
+        &self,
+        id: u32,
+        schema_type: SchemaType,
+        compile: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<(), SchemaLoadError> {
+        let SchemaSet::Registry(registry, compiled) = self else { return Ok(()) };
+        let result = match registry.schema_by_id(id).await {
+            Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
+            Err(e) => Err(e.to_string()),
+            Ok(r) if r.schema_type != schema_type => {
+                Err(format!("a {:?} schema where {schema_type:?} was configured", r.schema_type))
+            }
+            Ok(r) => compile(&r.schema).map(Arc::new),
+        }
+        .map_err(|e| format!("schema id {id}: {e}"));
+        let outcome = result.as_ref().map(|_| ()).map_err(|message| SchemaLoadError {
+            id,
+            retryable: false,
+            message: message.clone(),
+        });
+        compiled.write().expect("schema lock").insert(id, result);
+        outcome
+    }
+}
