@@ -9,7 +9,7 @@ use arrow_array::builder::{
     Float64Builder, Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder, Time64MicrosecondBuilder,
     TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
 };
-use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
+use arrow_array::{Array, ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, FieldRef, Fields, TimeUnit};
 
@@ -210,20 +210,43 @@ impl Column {
     }
 
     /// Finishes the column into an array; the builder is empty afterwards.
+    /// The next batch's builder starts with this batch's size, sparing regrowth.
     pub fn finish(&mut self) -> ArrayRef {
+        /// Finishes a primitive builder and leaves a fresh one of the same capacity and
+        /// data type (precision, time zone) in its place.
+        macro_rules! primitive {
+            ($b:expr) => {{
+                let array = $b.finish();
+                *$b = arrow_array::builder::PrimitiveBuilder::with_capacity(array.len())
+                    .with_data_type(array.data_type().clone());
+                Arc::new(array)
+            }};
+        }
         match self {
-            Column::Boolean(b) => Arc::new(b.finish()),
-            Column::Int(b) => Arc::new(b.finish()),
-            Column::Long(b) => Arc::new(b.finish()),
-            Column::Float(b) => Arc::new(b.finish()),
-            Column::Double(b) => Arc::new(b.finish()),
-            Column::Decimal(b) => Arc::new(b.finish()),
-            Column::Date(b) => Arc::new(b.finish()),
-            Column::Time(b) => Arc::new(b.finish()),
-            Column::TimestampMicros(b) => Arc::new(b.finish()),
-            Column::TimestampNanos(b) => Arc::new(b.finish()),
-            Column::String(b) => Arc::new(b.finish()),
-            Column::Binary(b) => Arc::new(b.finish()),
+            Column::Boolean(b) => {
+                let array = b.finish();
+                *b = BooleanBuilder::with_capacity(array.len());
+                Arc::new(array)
+            }
+            Column::Int(b) => primitive!(b),
+            Column::Long(b) => primitive!(b),
+            Column::Float(b) => primitive!(b),
+            Column::Double(b) => primitive!(b),
+            Column::Decimal(b) => primitive!(b),
+            Column::Date(b) => primitive!(b),
+            Column::Time(b) => primitive!(b),
+            Column::TimestampMicros(b) => primitive!(b),
+            Column::TimestampNanos(b) => primitive!(b),
+            Column::String(b) => {
+                let array = b.finish();
+                *b = StringBuilder::with_capacity(array.len(), array.value_data().len());
+                Arc::new(array)
+            }
+            Column::Binary(b) => {
+                let array = b.finish();
+                *b = LargeBinaryBuilder::with_capacity(array.len(), array.value_data().len());
+                Arc::new(array)
+            }
             Column::Fixed(b, _) => Arc::new(b.finish()),
             Column::Struct(s) => Arc::new(s.finish()),
             Column::List(l) => {
