@@ -645,58 +645,29 @@ fn decode(node: &Node, r: &mut Reader, col: Option<&mut Column>) -> R<()> {
         }
         Node::Array(item) => match col {
             Some(Column::List(list)) => {
-                let mut n = 0;
-                loop {
-                    let count = r.block()?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        decode(item, r, Some(&mut list.child))?;
-                    }
-                    n += count;
-                }
+                let n = items(r, |r| decode(item, r, Some(&mut list.child)))?;
                 list.close(n);
             }
             Some(other) => return Err(mismatch("array", other)),
-            None => loop {
-                let count = r.block()?;
-                if count == 0 {
-                    break;
-                }
-                for _ in 0..count {
-                    decode(item, r, None)?;
-                }
-            },
+            None => {
+                items(r, |r| decode(item, r, None))?;
+            }
         },
         Node::Map(value) => match col {
             Some(Column::Map(map)) => {
-                let mut n = 0;
-                loop {
-                    let count = r.block()?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        let k = r.str()?;
-                        put_str(&mut map.keys, k)?;
-                        decode(value, r, Some(&mut map.values))?;
-                    }
-                    n += count;
-                }
+                let n = items(r, |r| {
+                    put_str(&mut map.keys, r.str()?)?;
+                    decode(value, r, Some(&mut map.values))
+                })?;
                 map.close(n);
             }
             Some(other) => return Err(mismatch("map", other)),
-            None => loop {
-                let count = r.block()?;
-                if count == 0 {
-                    break;
-                }
-                for _ in 0..count {
+            None => {
+                items(r, |r| {
                     r.str()?;
-                    decode(value, r, None)?;
-                }
-            },
+                    decode(value, r, None)
+                })?;
+            }
         },
         Node::Record { fields, missing } => match col {
             Some(Column::Struct(s)) => {
@@ -731,6 +702,22 @@ fn decode(node: &Node, r: &mut Reader, col: Option<&mut Column>) -> R<()> {
         }
     }
     Ok(())
+}
+
+/// The items of an array or map (blocks until a zero count), each read by `each`;
+/// returns how many there were.
+fn items(r: &mut Reader, mut each: impl FnMut(&mut Reader) -> R<()>) -> R<usize> {
+    let mut n = 0;
+    loop {
+        let count = r.block()?;
+        if count == 0 {
+            return Ok(n);
+        }
+        for _ in 0..count {
+            each(r)?;
+        }
+        n += count;
+    }
 }
 
 /// A record's fields into `children` (writer fields the table lacks are skipped; table

@@ -111,6 +111,14 @@ impl HttpSchemaRegistry {
         self
     }
 
+    /// Caches an answer under its id (ids never change their schema).
+    fn remember(&self, id: u32, answer: SchemaAnswer) -> Arc<RegisteredSchema> {
+        let schema_type = answer.schema_type.unwrap_or(SchemaType::Avro);
+        let schema = Arc::new(RegisteredSchema { id, schema_type, schema: answer.schema });
+        self.by_id.lock().expect("cache lock").insert(id, schema.clone());
+        schema
+    }
+
     async fn get(&self, path: &str, what: &str) -> Result<SchemaAnswer, RegistryError> {
         let url = format!("{}{path}", self.base);
         let unavailable = |message: String| RegistryError::Unavailable { url: url.clone(), message };
@@ -156,13 +164,7 @@ impl SchemaRegistry for HttpSchemaRegistry {
             return Ok(s.clone());
         }
         let answer = self.get(&format!("/schemas/ids/{id}"), &format!("id {id}")).await?;
-        let schema = Arc::new(RegisteredSchema {
-            id,
-            schema_type: answer.schema_type.unwrap_or(SchemaType::Avro),
-            schema: answer.schema,
-        });
-        self.by_id.lock().expect("cache lock").insert(id, schema.clone());
-        Ok(schema)
+        Ok(self.remember(id, answer))
     }
 
     async fn latest(&self, subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
@@ -171,13 +173,7 @@ impl SchemaRegistry for HttpSchemaRegistry {
             url: format!("{}/subjects/{subject}/versions/latest", self.base),
             message: "no id in the answer".into(),
         })?;
-        let schema = Arc::new(RegisteredSchema {
-            id,
-            schema_type: answer.schema_type.unwrap_or(SchemaType::Avro),
-            schema: answer.schema,
-        });
-        self.by_id.lock().expect("cache lock").insert(id, schema.clone());
-        Ok(schema)
+        Ok(self.remember(id, answer))
     }
 }
 
