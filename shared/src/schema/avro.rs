@@ -374,7 +374,19 @@ impl<'a> Reader<'a> {
         Err((self.pos, msg.into()))
     }
 
+    #[inline]
     fn long(&mut self) -> R<i64> {
+        // Most varints (small numbers, lengths, union branches) are one byte.
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+        }
+        self.long_slow()
+    }
+
+    fn long_slow(&mut self) -> R<i64> {
         let mut raw: u64 = 0;
         for shift in (0..70).step_by(7) {
             let Some(&b) = self.buf.get(self.pos) else { return self.fail("unexpected end of data") };
@@ -387,11 +399,13 @@ impl<'a> Reader<'a> {
         self.fail("varint longer than 10 bytes")
     }
 
+    #[inline]
     fn int(&mut self) -> R<i32> {
         let v = self.long()?;
         i32::try_from(v).or_else(|_| self.fail(format!("int {v} out of range")))
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         match self.buf.get(self.pos..self.pos.saturating_add(n)) {
             Some(s) => {
@@ -402,6 +416,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn bytes(&mut self) -> R<&'a [u8]> {
         let n = self.long()?;
         match usize::try_from(n) {
@@ -419,10 +434,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn str(&mut self) -> R<&'a str> {
         let at = self.pos;
         let b = self.bytes()?;
-        std::str::from_utf8(b).map_err(|_| (at, "string is not UTF-8".to_string()))
+        simdutf8::basic::from_utf8(b).map_err(|_| (at, "string is not UTF-8".to_string()))
     }
 
     /// Block counts of arrays and maps; a negative count is followed by a byte size.
