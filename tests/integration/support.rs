@@ -32,15 +32,21 @@ pub fn run_python(script: &str, args: &[&Path]) {
     assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
-/// Segments built by kafka-python, once per test run: the folder holding `cases.json`.
-pub fn generated_segments() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
+/// The folder a generator in tests/py fills, run once per test run into a temporary
+/// folder that lives as long as the test process.
+fn generated_once(cell: &'static OnceLock<tempfile::TempDir>, script: &str) -> &'static Path {
+    cell.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
-        run_python("make_segments.py", &[dir.path()]);
+        run_python(script, &[dir.path()]);
         dir
     })
     .path()
+}
+
+/// Segments built by kafka-python, once per test run: the folder holding `cases.json`.
+pub fn generated_segments() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    generated_once(&DIR, "make_segments.py")
 }
 
 /// A moto server started for this test run (S3, SQS, DynamoDB, Glue on one port). It
@@ -163,24 +169,14 @@ pub async fn start_registry(registry_json: &Path, basic_auth: Option<&str>, fail
 /// Avro test data built by fastavro (tests/py/make_avro.py), once per test run.
 pub fn avro_data() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        run_python("make_avro.py", &[dir.path()]);
-        dir
-    })
-    .path()
+    generated_once(&DIR, "make_avro.py")
 }
 
 /// Protobuf test data built by the `protobuf` package (tests/py/make_protobuf.py), once
 /// per test run.
 pub fn protobuf_data() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        run_python("make_protobuf.py", &[dir.path()]);
-        dir
-    })
-    .path()
+    generated_once(&DIR, "make_protobuf.py")
 }
 
 /// Materializes `segment` of `topic` (partition 0) as the materializer would, with the
@@ -242,10 +238,5 @@ pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64,
 /// JSON test data built with Python's json module (tests/py/make_json.py), once per run.
 pub fn json_data() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        run_python("make_json.py", &[dir.path()]);
-        dir
-    })
-    .path()
+    generated_once(&DIR, "make_json.py")
 }
