@@ -10,6 +10,8 @@
 //! - [`convert`]: records → Arrow record batches, column by column.
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
+//! - [`retry`]: bounded retries with backoff; which AWS errors are retryable.
+//! - [`storage`]: the warehouse's bytes (`s3://` through the SDK, local paths), as an Iceberg `FileIO`.
 //! - [`segment`]: decoding Kafka log segments (`.log` files a broker writes and tiered
 //!   storage copies to S3) into records, with read_committed transaction semantics,
 //!   streaming over any byte source with bounded memory.
@@ -18,5 +20,7 @@ pub mod config;
 pub mod convert;
 pub mod datafile;
 pub mod materialize;
+pub mod retry;
 pub mod schema;
 pub mod segment;
+pub mod storage;

@@ -61,7 +61,8 @@ impl SegmentError {
     /// True when trying again may succeed (the bytes could not be read); false when the
     /// bytes themselves are bad and a retry would fail the same way.
     pub fn retryable(&self) -> bool {
-        matches!(self.kind, SegmentErrorKind::Io(_))
+        // InvalidData: the bytes arrived but are bad (a corrupt tiered-storage chunk).
+        matches!(&self.kind, SegmentErrorKind::Io(e) if e.kind() != std::io::ErrorKind::InvalidData)
     }
 }
 

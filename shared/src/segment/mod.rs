@@ -23,6 +23,8 @@
 //!   is checked against [`Limits`] and against the bytes actually present before it
 //!   drives an allocation.
 //!
+//! Tiered-storage layouts that store the segment in chunks are read through [`tiered`].
+//!
 //! Every error names the file, the byte position of the batch and its base offset.
 
 mod codec;
@@ -35,6 +37,7 @@ mod record;
 #[cfg(feature = "aws")]
 mod s3;
 mod source;
+pub mod tiered;
 mod txn;
 mod v2;
 
@@ -46,7 +49,7 @@ pub use reader::{SegmentReader, decode_frame};
 pub use record::{Batch, BatchKind, BatchTxn, ControlType, Header, Record, TimestampType};
 #[cfg(feature = "aws")]
 pub use s3::{DEFAULT_RANGE_BYTES, S3Source};
-pub use source::{FileSource, MemorySource, SegmentSource};
+pub use source::{FileSource, MemorySource, RangeRead, SegmentSource};
 pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
 
 pub use reader::SegmentSummary;

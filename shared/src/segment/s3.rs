@@ -62,7 +62,12 @@ impl S3Source {
     }
 
     async fn get_range(&self, start: u64) -> io::Result<Bytes> {
-        let end = (start + self.range_bytes).min(self.size) - 1;
+        self.read_range(start..(start + self.range_bytes).min(self.size)).await
+    }
+
+    /// Bytes `range` of the object (not empty, within the object), pinned to its ETag.
+    pub async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+        let (start, end) = (range.start, range.end.saturating_sub(1));
         let response = self
             .client
             .get_object()
@@ -115,5 +120,23 @@ impl SegmentSource for S3Source {
             }
         });
         Ok(Box::new(StreamReader::new(Box::pin(ranges.into_stream()))))
+    }
+}
+
+#[async_trait]
+impl super::source::RangeRead for S3Source {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn len(&self) -> io::Result<u64> {
+        Ok(self.size)
+    }
+
+    async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        S3Source::read_range(self, range).await
     }
 }

@@ -67,3 +67,57 @@ impl SegmentSource for MemorySource {
         Ok(Box::new(io::Cursor::new(self.bytes.slice(start..))))
     }
 }
+
+/// Random access to an object's bytes, for layouts that locate data through an index
+/// (the tiered-storage chunk index, the `.indexes` blob).
+#[async_trait]
+pub trait RangeRead: Send + Sync {
+    fn name(&self) -> &str;
+    /// The object's size in bytes.
+    async fn len(&self) -> io::Result<u64>;
+    /// Bytes `range` (within the object).
+    async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes>;
+}
+
+#[async_trait]
+impl RangeRead for FileSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn len(&self) -> io::Result<u64> {
+        Ok(tokio::fs::metadata(&self.path).await?.len())
+    }
+
+    async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+        use tokio::io::AsyncReadExt;
+        let mut file = tokio::fs::File::open(&self.path).await?;
+        file.seek(io::SeekFrom::Start(range.start)).await?;
+        let mut buf = vec![0; usize::try_from(range.end.saturating_sub(range.start)).map_err(io::Error::other)?];
+        file.read_exact(&mut buf).await?;
+        Ok(buf.into())
+    }
+}
+
+#[async_trait]
+impl RangeRead for MemorySource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn len(&self) -> io::Result<u64> {
+        Ok(self.bytes.len() as u64)
+    }
+
+    async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+        let (start, end) =
+            (usize::try_from(range.start).unwrap_or(usize::MAX), usize::try_from(range.end).unwrap_or(usize::MAX));
+        if start > end || end > self.bytes.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{}: bytes {start}..{end} beyond its {} bytes", self.name, self.bytes.len()),
+            ));
+        }
+        Ok(self.bytes.slice(start..end))
+    }
+}
