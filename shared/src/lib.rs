@@ -10,6 +10,10 @@
 //! - [`convert`]: records → Arrow record batches, column by column.
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
+//! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
+//! - [`materializer`]: an S3 object event → segment → data files → a CommitTask on the queue.
+//! - [`queue`]: the task queue to the committer (FIFO SQS, or in process).
+//! - [`task`]: the CommitTask, versioned JSON from the materializer to the committer.
 //! - [`retry`]: bounded retries with backoff; which AWS errors are retryable.
 //! - [`storage`]: the warehouse's bytes (`s3://` through the SDK, local paths), as an Iceberg `FileIO`.
 //! - [`segment`]: decoding Kafka log segments (`.log` files a broker writes and tiered
@@ -19,8 +23,13 @@
 pub mod config;
 pub mod convert;
 pub mod datafile;
+#[cfg(feature = "aws")]
+pub mod lambda;
 pub mod materialize;
+pub mod materializer;
+pub mod queue;
 pub mod retry;
 pub mod schema;
 pub mod segment;
 pub mod storage;
+pub mod task;

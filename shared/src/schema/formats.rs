@@ -103,8 +103,17 @@ impl PartContext<'_> {
 
 /// The Schema Registry of the configuration (password from the named environment variable).
 pub fn http_registry(config: &FloeConfig) -> Result<Option<Arc<dyn SchemaRegistry>>, RegistryError> {
+    let password =
+        config.schema_registry.as_ref().and_then(|sr| sr.password_env.as_ref()).and_then(|v| std::env::var(v).ok());
+    http_registry_with_password(config, password)
+}
+
+/// The Schema Registry of the configuration, with a password found elsewhere (Secrets Manager).
+pub fn http_registry_with_password(
+    config: &FloeConfig,
+    password: Option<String>,
+) -> Result<Option<Arc<dyn SchemaRegistry>>, RegistryError> {
     let Some(sr) = &config.schema_registry else { return Ok(None) };
-    let password = sr.password_env.as_ref().and_then(|v| std::env::var(v).ok());
     let credentials =
         sr.username.clone().map(|username| Credentials { username, password: password.unwrap_or_default() });
     let timeout = Duration::from_millis(sr.timeout_ms.unwrap_or(5000));
@@ -130,6 +139,20 @@ impl Formats {
         registry: Option<Arc<dyn SchemaRegistry>>,
         inferred: Option<&(Inferred, Inferred)>,
     ) -> Result<Formats, FormatError> {
+        Self::load_for_table(config, topic, registry, inferred, None).await
+    }
+
+    /// [`Self::load_inferred`] for a table that exists: the files keep the field ids of
+    /// its `current` schema, plus whatever compatible changes the source brings. When the
+    /// source is incompatible with it, the files get a fresh schema and the committer,
+    /// which owns the table, suspends it.
+    pub async fn load_for_table(
+        config: &FloeConfig,
+        topic: &TopicConfig,
+        registry: Option<Arc<dyn SchemaRegistry>>,
+        inferred: Option<&(Inferred, Inferred)>,
+        current: Option<&Schema>,
+    ) -> Result<Formats, FormatError> {
         let _ = config;
         let key_context = PartContext {
             topic,
@@ -151,7 +174,15 @@ impl Formats {
         let value = Self::part(value_context, topic.value_format).await?;
         let source = table_struct(&key.payload, &value.payload)
             .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?;
-        let schema = Arc::new(plan(None, &source)?.schema);
+        let schema = match current.map(|c| plan(Some(c), &source)) {
+            Some(Ok(evolution)) => evolution.schema,
+            Some(Err(incompatible)) => {
+                tracing::warn!(topic = %topic.topic, %incompatible, "source schema incompatible with the table");
+                plan(None, &source)?.schema
+            }
+            None => plan(None, &source)?.schema,
+        };
+        let schema = Arc::new(schema);
         let arrow = iceberg::arrow::schema_to_arrow_schema(&schema)
             .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?;
         let fields = arrow.fields();

@@ -13,7 +13,7 @@
 //! length, not by the last `-`. The prefix of the tiered layout is taken to end in `/`.
 
 /// Which layout a key follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SegmentLayout {
     BrokerLogDir,

@@ -1,0 +1,218 @@
+//! What the Lambda functions share: their typed environment, read once at init; the
+//! `floe.toml` they load (from S3 or a path); Schema Registry credentials from Secrets
+//! Manager; JSON logs; and the materializer's event handler.
+//!
+//! A function's `main.rs` only wires these together; everything here is testable
+//! without the Lambda runtime.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::FloeConfig;
+use crate::materializer::{Materializer, MaterializerError, ObjectRef, Outcome, objects_in_event};
+use crate::queue::sqs::SqsTaskQueue;
+use crate::schema::formats::http_registry_with_password;
+use crate::segment::Limits;
+use crate::storage::{split_s3_uri, warehouse_file_io};
+
+/// A missing or invalid setting, or a failure while loading what it points to.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("environment variable {name}: {message}")]
+    Env { name: &'static str, message: String },
+    #[error("loading the configuration from {uri}: {message}")]
+    Config { uri: String, message: String },
+    #[error("reading the Schema Registry secret {arn}: {message}")]
+    Secret { arn: String, message: String },
+}
+
+fn required(name: &'static str) -> Result<String, InitError> {
+    std::env::var(name).map_err(|_| InitError::Env { name, message: "not set".into() })
+}
+
+/// The materializer's environment.
+#[derive(Debug, Clone)]
+pub struct MaterializerEnv {
+    /// `FLOE_CONFIG`: `s3://bucket/key` or a path of `floe.toml`; unset = every topic raw.
+    pub config: Option<String>,
+    /// `FLOE_WAREHOUSE`: `s3://bucket/prefix` where tables live.
+    pub warehouse: String,
+    /// `FLOE_TASK_QUEUE_URL`: the FIFO queue of CommitTasks.
+    pub task_queue_url: String,
+    /// `FLOE_S3_PATH_STYLE`: `true` for S3 emulators without virtual-host addressing.
+    pub s3_path_style: bool,
+}
+
+impl MaterializerEnv {
+    pub fn from_env() -> Result<Self, InitError> {
+        let warehouse = required("FLOE_WAREHOUSE")?;
+        if split_s3_uri(&format!("{}/", warehouse.trim_end_matches('/'))).is_none() {
+            return Err(InitError::Env {
+                name: "FLOE_WAREHOUSE",
+                message: format!("{warehouse:?} is not s3://bucket/prefix"),
+            });
+        }
+        Ok(MaterializerEnv {
+            config: std::env::var("FLOE_CONFIG").ok().filter(|v| !v.is_empty()),
+            warehouse,
+            task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
+            s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
+        })
+    }
+}
+
+/// JSON logs (what CloudWatch and Logs Insights read), level from `RUST_LOG` (default info).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// Reads `floe.toml` from `s3://…` or a path; `None` gives the defaults.
+pub async fn load_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<FloeConfig, InitError> {
+    let Some(uri) = uri else { return Ok(FloeConfig::default()) };
+    let error = |message: String| InitError::Config { uri: uri.to_string(), message };
+    let text = match split_s3_uri(uri) {
+        Some((bucket, key)) => {
+            let object = s3
+                .get_object()
+                .bucket(bucket)
+                .key(key)
+                .send()
+                .await
+                .map_err(|e| error(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+            let bytes = object.body.collect().await.map_err(|e| error(e.to_string()))?.into_bytes();
+            String::from_utf8(bytes.to_vec()).map_err(|e| error(e.to_string()))?
+        }
+        None => std::fs::read_to_string(uri).map_err(|e| error(e.to_string()))?,
+    };
+    FloeConfig::parse(&text).map_err(|e| error(e.to_string()))
+}
+
+/// The Schema Registry password: from the configured Secrets Manager secret (a JSON
+/// object with `password`, or the bare password), else from the configured variable.
+pub async fn registry_password(
+    secrets: &aws_sdk_secretsmanager::Client,
+    config: &FloeConfig,
+) -> Result<Option<String>, InitError> {
+    let Some(sr) = &config.schema_registry else { return Ok(None) };
+    let Some(arn) = &sr.secret_arn else {
+        return Ok(sr.password_env.as_ref().and_then(|v| std::env::var(v).ok()));
+    };
+    let error = |message: String| InitError::Secret { arn: arn.clone(), message };
+    let secret = secrets
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| error(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+    let text = secret.secret_string().ok_or_else(|| error("the secret has no string value".into()))?;
+    Ok(Some(password_from_secret(text)))
+}
+
+/// `{"password": "…"}` (the shape Secrets Manager's console writes) or the bare string.
+fn password_from_secret(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => map.get("password").and_then(Value::as_str).unwrap_or_default().to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// Builds the materializer from the environment and the AWS clients (once per container).
+pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) -> Result<Materializer, InitError> {
+    let s3_config = aws_sdk_s3::config::Builder::from(aws).force_path_style(env.s3_path_style).build();
+    let s3 = aws_sdk_s3::Client::from_conf(s3_config);
+    let config = load_config(&s3, env.config.as_deref()).await?;
+    let password = registry_password(&aws_sdk_secretsmanager::Client::new(aws), &config).await?;
+    let registry = http_registry_with_password(&config, password)
+        .map_err(|e| InitError::Config { uri: env.config.clone().unwrap_or_default(), message: e.to_string() })?;
+    let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
+    Ok(Materializer {
+        config: Arc::new(config),
+        registry,
+        objects: Arc::new(crate::materializer::objects::S3Objects::new(s3.clone())),
+        file_io: warehouse_file_io(s3),
+        warehouse: env.warehouse.trim_end_matches('/').to_string(),
+        queue: Arc::new(queue),
+        tables: None,
+        limits: Limits::default(),
+    })
+}
+
+/// What the materializer answers for one invocation.
+#[derive(Debug, serde::Serialize)]
+pub struct MaterializerResponse {
+    pub queued: Vec<String>,
+    pub ignored: Vec<String>,
+}
+
+/// Handles one event: every object it names is tried. When any fails, the invocation
+/// fails with every failure listed (Lambda retries it, then sends it with the reason to
+/// the function's failure destination); the objects that succeeded are idempotent.
+pub async fn handle_materializer_event(
+    materializer: &Materializer,
+    event: Value,
+) -> Result<MaterializerResponse, MaterializerFailure> {
+    let objects = objects_in_event(&event).map_err(|e| MaterializerFailure { failures: vec![e], retryable: false })?;
+    let mut response = MaterializerResponse { queued: Vec::new(), ignored: objects.ignored };
+    let mut failures = Vec::new();
+    let mut retryable = false;
+    for object in &objects.objects {
+        match materializer.handle(object).await {
+            Ok(Outcome::Queued(task)) => response.queued.push(task.task_id.clone()),
+            Ok(Outcome::Ignored { uri, reason }) => response.ignored.push(format!("{uri}: {reason}")),
+            Err(error) => {
+                retryable |= error.retryable();
+                tracing::error!(object = %describe(object), retryable = error.retryable(), %error, "materializing failed");
+                failures.push(format!("{}: {error}", describe(object)));
+            }
+        }
+    }
+    match failures.is_empty() {
+        true => Ok(response),
+        false => Err(MaterializerFailure { failures, retryable }),
+    }
+}
+
+fn describe(object: &ObjectRef) -> String {
+    format!("s3://{}/{}", object.bucket, object.key)
+}
+
+/// The objects of an invocation that failed, with their reasons.
+#[derive(Debug, thiserror::Error)]
+#[error("{} object(s) failed (retryable: {retryable}): {}", failures.len(), failures.join("; "))]
+pub struct MaterializerFailure {
+    pub failures: Vec<String>,
+    pub retryable: bool,
+}
+
+impl MaterializerFailure {
+    /// The `errorType` the failure destination records.
+    pub fn error_type(&self) -> &'static str {
+        if self.retryable { "Floe.Retryable" } else { "Floe.NotRetryable" }
+    }
+}
+
+impl From<MaterializerError> for MaterializerFailure {
+    fn from(error: MaterializerError) -> Self {
+        MaterializerFailure { retryable: error.retryable(), failures: vec![error.to_string()] }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_hold_a_json_password_or_a_bare_one() {
+        assert_eq!(password_from_secret(r#"{"username":"u","password":"p w"}"#), "p w");
+        assert_eq!(password_from_secret("s3cret"), "s3cret");
+    }
+}

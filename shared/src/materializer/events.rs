@@ -1,0 +1,168 @@
+//! The events that start the materializer, turned into the objects they name.
+//!
+//! - S3 event notifications (`Records[].s3`, several per event; keys URL-encoded, `+` for
+//!   a space), as S3 invokes a function or as they arrive inside SQS messages;
+//! - EventBridge "Object Created" events from S3 (`detail.bucket.name`,
+//!   `detail.object.key`), which work with an existing tiered-storage bucket;
+//! - `s3:TestEvent`, sent when a notification is configured: nothing to do.
+
+use aws_lambda_events::event::s3::S3Event;
+use serde_json::Value;
+
+use super::objects::ObjectRef;
+
+/// What an event asks for.
+#[derive(Debug, Default, PartialEq)]
+pub struct EventObjects {
+    pub objects: Vec<ObjectRef>,
+    /// Parts of the event that name nothing to materialize, with the reason.
+    pub ignored: Vec<String>,
+}
+
+/// Reads an event of any supported shape.
+pub fn objects_in_event(event: &Value) -> Result<EventObjects, String> {
+    let mut out = EventObjects::default();
+    collect(event, &mut out)?;
+    Ok(out)
+}
+
+fn collect(event: &Value, out: &mut EventObjects) -> Result<(), String> {
+    if event.get("Event").and_then(Value::as_str) == Some("s3:TestEvent") {
+        out.ignored.push("s3:TestEvent".to_string());
+        return Ok(());
+    }
+    if event.get("detail-type").is_some() {
+        return collect_eventbridge(event, out);
+    }
+    let Some(records) = event.get("Records").and_then(Value::as_array) else {
+        return Err(format!("not an S3, SQS or EventBridge event: {}", preview(event)));
+    };
+    if records.iter().any(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:sqs")) {
+        for record in records {
+            let body = record.get("body").and_then(Value::as_str).unwrap_or_default();
+            let inner: Value = serde_json::from_str(body).map_err(|e| format!("SQS message body is not JSON: {e}"))?;
+            collect(&inner, out)?;
+        }
+        return Ok(());
+    }
+    let s3: S3Event = serde_json::from_value(event.clone()).map_err(|e| format!("not an S3 event: {e}"))?;
+    for record in s3.records {
+        let name = record.event_name.unwrap_or_default();
+        let (Some(bucket), Some(key)) = (record.s3.bucket.name, record.s3.object.key) else {
+            out.ignored.push(format!("{name}: a record without bucket or key"));
+            continue;
+        };
+        let key = url_decode(&key)?;
+        if !name.starts_with("ObjectCreated:") {
+            out.ignored.push(format!("s3://{bucket}/{key}: event {name}"));
+            continue;
+        }
+        out.objects.push(ObjectRef::new(bucket, key));
+    }
+    Ok(())
+}
+
+fn collect_eventbridge(event: &Value, out: &mut EventObjects) -> Result<(), String> {
+    let detail_type = event.get("detail-type").and_then(Value::as_str).unwrap_or_default();
+    if detail_type != "Object Created" {
+        out.ignored.push(format!("EventBridge event {detail_type:?}"));
+        return Ok(());
+    }
+    let detail = event.get("detail").ok_or("EventBridge event without detail")?;
+    let bucket = detail.pointer("/bucket/name").and_then(Value::as_str);
+    let key = detail.pointer("/object/key").and_then(Value::as_str);
+    let (Some(bucket), Some(key)) = (bucket, key) else {
+        return Err(format!("EventBridge Object Created event without bucket or key: {}", preview(detail)));
+    };
+    // EventBridge URL-encodes keys like S3 notifications do.
+    out.objects.push(ObjectRef::new(bucket, url_decode(key)?));
+    Ok(())
+}
+
+fn preview(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+/// Decodes an S3 event key: `+` is a space, `%XX` a byte.
+pub fn url_decode(key: &str) -> Result<String, String> {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = key.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+                out.push(hex.ok_or_else(|| format!("bad escape at byte {i} of key {key:?}"))?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| format!("key {key:?} does not decode to UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_keys() {
+        assert_eq!(url_decode("a+b%2Fc%3D.log").unwrap(), "a b/c=.log");
+        assert_eq!(url_decode("t%C3%B6pic").unwrap(), "töpic");
+        assert!(url_decode("bad%2").is_err());
+        assert!(url_decode("bad%zz").is_err());
+    }
+
+    #[test]
+    fn test_events_and_other_event_names_are_ignored() {
+        let test = serde_json::json!({"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-11-30T00:00:00Z",
+            "Bucket":"b","RequestId":"r","HostId":"h"});
+        let got = objects_in_event(&test).unwrap();
+        assert!(got.objects.is_empty());
+        assert_eq!(got.ignored, vec!["s3:TestEvent"]);
+        assert!(objects_in_event(&serde_json::json!({"hello": 1})).is_err());
+    }
+}
+
+#[cfg(test)]
+mod event_files {
+    //! The sample events in `events/` (also what `cargo lambda invoke --data-file` sends).
+    use super::*;
+
+    fn event(name: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events").join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn s3_notification_with_two_records() {
+        let got = objects_in_event(&event("s3-object-created.json")).unwrap();
+        assert_eq!(
+            got.objects,
+            vec![
+                ObjectRef::new(
+                    "kafka-tiered",
+                    "tiered/orders-MWJ6FHTfRYy67jzwZdeqSQ/3/00000000000000001234-tqimKeZwStOEOwRzT3L5oQ.rsm-manifest"
+                ),
+                ObjectRef::new("kafka-tiered", "logs/click events-0/00000000000000000000.log"),
+            ]
+        );
+    }
+
+    #[test]
+    fn eventbridge_sqs_and_test_events() {
+        let got = objects_in_event(&event("eventbridge-object-created.json")).unwrap();
+        assert_eq!(got.objects.len(), 1);
+        assert!(got.objects[0].key.ends_with(".rsm-manifest"));
+        let got = objects_in_event(&event("sqs-s3-notification.json")).unwrap();
+        assert_eq!(got.objects, vec![ObjectRef::new("kafka-tiered", "logs/click events-0/00000000000000000000.log")]);
+        let got = objects_in_event(&event("s3-test-event.json")).unwrap();
+        assert!(got.objects.is_empty() && got.ignored == vec!["s3:TestEvent"]);
+    }
+}

@@ -1,0 +1,362 @@
+//! The materializer: a segment object's arrival → Parquet in the warehouse → one
+//! CommitTask on the queue.
+//!
+//! ```text
+//!  event ─▶ objects_in_event ─▶ ObjectRef ─▶ SegmentLocation::parse(key)
+//!                                              │ index file, tiered .log, topic not enabled → Ignored
+//!                                              ▼
+//!        tiered storage: .rsm-manifest ─▶ chunk index ─▶ ChunkedSource(.log), txn index from .indexes
+//!        broker log dir / LocalTieredStorage: .log ─▶ the object itself, sibling .txnindex
+//!                                              ▼
+//!                     materialize_segment ─▶ Parquet (multipart upload) under
+//!                     <table location>/data/<partition>-<first offset>-<source id>.parquet
+//!                                              ▼
+//!                     CommitTask ─▶ TaskQueue (group = table, dedup id = task id)
+//! ```
+//!
+//! The same object gives the same task id and the same file names, so a retried or
+//! duplicated event overwrites its own files and queues the same task. The same offsets
+//! uploaded twice under two segment ids give two tasks; the committer keeps one copy of
+//! each offset.
+
+pub mod events;
+pub mod objects;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+
+use iceberg::io::FileIO;
+use iceberg::spec::Schema;
+
+use crate::config::{FloeConfig, Format, TopicConfig};
+use crate::datafile::WrittenFile;
+use crate::materialize::{MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id};
+use crate::queue::{QueueError, TaskQueue};
+use crate::schema::formats::{FormatError, Formats};
+use crate::schema::json::infer;
+use crate::schema::registry::SchemaRegistry;
+use crate::segment::tiered::{ChunkedSource, Manifest, TieredError, transaction_index};
+use crate::segment::{
+    Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,
+};
+use crate::task::{
+    CommitTask, OffsetRange, PendingTransaction, SourceObject, TASK_VERSION, TableName, TaskFile, TaskSchema,
+};
+pub use events::{EventObjects, objects_in_event};
+pub use objects::{LocalObjects, ObjectRef, ObjectStore, Opened};
+
+/// Why an object could not be materialized.
+#[derive(Debug, thiserror::Error)]
+pub enum MaterializerError {
+    #[error("{uri}: {source}")]
+    Object { uri: String, source: io::Error },
+    #[error(transparent)]
+    Tiered(#[from] TieredError),
+    #[error("{uri}: transaction index: {detail}")]
+    TxnIndex { uri: String, detail: String },
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error(transparent)]
+    Materialize(#[from] MaterializeError),
+    #[error("{0}")]
+    Task(String),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl MaterializerError {
+    /// True when the same object may succeed later (throttling, 5xx, network); false when
+    /// the object itself is the problem (corrupt, encrypted, undecodable).
+    pub fn retryable(&self) -> bool {
+        match self {
+            MaterializerError::Object { source, .. } => {
+                !matches!(source.kind(), io::ErrorKind::InvalidData | io::ErrorKind::NotFound)
+            }
+            MaterializerError::Tiered(e) => e.retryable(),
+            MaterializerError::TxnIndex { .. } | MaterializerError::Task(_) => false,
+            MaterializerError::Format(e) => e.retryable(),
+            MaterializerError::Materialize(e) => e.retryable(),
+            MaterializerError::Queue(e) => e.retryable(),
+        }
+    }
+}
+
+/// What became of one object.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Not a segment to materialize (an index, a topic not enabled, …).
+    Ignored { uri: String, reason: String },
+    /// Files written and the task queued.
+    Queued(Box<CommitTask>),
+}
+
+/// Where a table's files go: `<warehouse>/<namespace>.db/<table>`.
+pub fn table_location(warehouse: &str, table: &TableName) -> String {
+    format!("{}/{}.db/{}", warehouse.trim_end_matches('/'), table.namespace, table.name)
+}
+
+/// The current schema of a table, when it exists, so new files keep its field ids.
+#[async_trait::async_trait]
+pub trait TableSchemas: Send + Sync {
+    async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String>;
+}
+
+/// Turns segment objects into data files and tasks.
+pub struct Materializer {
+    pub config: Arc<FloeConfig>,
+    pub registry: Option<Arc<dyn SchemaRegistry>>,
+    pub objects: Arc<dyn ObjectStore>,
+    /// Where the warehouse's files are written.
+    pub file_io: FileIO,
+    /// Warehouse root: `s3://bucket/prefix` or a local directory.
+    pub warehouse: String,
+    pub queue: Arc<dyn TaskQueue>,
+    pub tables: Option<Arc<dyn TableSchemas>>,
+    pub limits: Limits,
+}
+
+/// A segment ready to decode.
+struct SegmentInput {
+    location: SegmentLocation,
+    source: Arc<dyn SegmentSource>,
+    txn_index: Option<bytes::Bytes>,
+    object: SourceObject,
+    offsets: Option<OffsetRange>,
+}
+
+impl Materializer {
+    /// Materializes one object, or says why it was ignored.
+    pub async fn handle(&self, object: &ObjectRef) -> Result<Outcome, MaterializerError> {
+        let uri = if object.bucket.is_empty() {
+            object.key.clone()
+        } else {
+            format!("s3://{}/{}", object.bucket, object.key)
+        };
+        let ignored = |reason: String| {
+            tracing::info!(object = %uri, %reason, "ignored");
+            Ok(Outcome::Ignored { uri: uri.clone(), reason })
+        };
+        let Some(location) = SegmentLocation::parse(&object.key) else {
+            return ignored("not a Kafka segment key".into());
+        };
+        match (&location.kind, location.layout) {
+            (ObjectKind::Manifest, SegmentLayout::TieredStorage) | (ObjectKind::Log, SegmentLayout::BrokerLogDir) => {}
+            (ObjectKind::Log, SegmentLayout::LocalTieredStorage) => {}
+            (ObjectKind::Log, SegmentLayout::TieredStorage) => {
+                return ignored("a tiered-storage .log is materialized when its .rsm-manifest arrives".into());
+            }
+            (kind, _) => return ignored(format!("an index file ({kind:?}), not a segment")),
+        }
+        let Some(topic) = self.config.resolve(&location.topic) else {
+            return ignored(format!("topic {:?} is not enabled in the configuration", location.topic));
+        };
+        let input = match location.kind {
+            ObjectKind::Manifest => self.open_tiered(object, location).await?,
+            _ => self.open_plain(object, location).await?,
+        };
+        let task = self.materialize(&topic, input).await?;
+        self.queue.send(&task).await?;
+        Ok(Outcome::Queued(Box::new(task)))
+    }
+
+    async fn open_tiered(
+        &self,
+        object: &ObjectRef,
+        location: SegmentLocation,
+    ) -> Result<SegmentInput, MaterializerError> {
+        let manifest_uri = format!("s3://{}/{}", object.bucket, object.key);
+        let object_error = |uri: &str, source: io::Error| MaterializerError::Object { uri: uri.to_string(), source };
+        let bytes = self.objects.get(object).await.map_err(|e| object_error(&manifest_uri, e))?.ok_or_else(|| {
+            object_error(&manifest_uri, io::Error::new(io::ErrorKind::NotFound, "manifest not found"))
+        })?;
+        let manifest = Manifest::parse(&manifest_uri, &bytes)?;
+        let sibling = |ext: &str| {
+            object.sibling(ext).ok_or_else(|| MaterializerError::Task(format!("{manifest_uri}: no .{ext} beside it")))
+        };
+        let log = sibling("log")?;
+        let opened = self.objects.open(&log).await.map_err(|e| object_error(&log.key, e))?;
+        let source: Arc<dyn SegmentSource> = if manifest.compression {
+            Arc::new(ChunkedSource::new(opened.object.clone(), &manifest, &manifest_uri)?)
+        } else {
+            opened.object.clone()
+        };
+        let indexes = sibling("indexes")?;
+        let txn_index = match manifest.segment_indexes.as_ref().and_then(|s| s.transaction) {
+            None => None,
+            Some(_) => {
+                let blob = self.objects.open(&indexes).await.map_err(|e| object_error(&indexes.key, e))?;
+                transaction_index(blob.object.as_ref(), &manifest).await.map_err(|e| object_error(&indexes.key, e))?
+            }
+        };
+        let metadata = manifest.remote_log_segment_metadata.as_ref();
+        Ok(SegmentInput {
+            offsets: metadata.map(|m| OffsetRange { first: m.start_offset, last: m.end_offset }),
+            object: SourceObject {
+                uri: manifest_uri,
+                etag: opened.etag.clone(),
+                size: manifest.segment_size(),
+                layout: location.layout,
+                segment_id: location.segment_id.clone(),
+                leader_epochs: metadata.map(|m| m.segment_leader_epochs.clone()).unwrap_or_default(),
+            },
+            location,
+            source,
+            txn_index,
+        })
+    }
+
+    async fn open_plain(
+        &self,
+        object: &ObjectRef,
+        location: SegmentLocation,
+    ) -> Result<SegmentInput, MaterializerError> {
+        let opened = self
+            .objects
+            .open(object)
+            .await
+            .map_err(|source| MaterializerError::Object { uri: object.key.clone(), source })?;
+        let txn = object
+            .sibling("txnindex")
+            .ok_or_else(|| MaterializerError::Task(format!("{}: no extension", object.key)))?;
+        let txn_index = self
+            .objects
+            .get(&txn)
+            .await
+            .map_err(|source| MaterializerError::Object { uri: txn.key.clone(), source })?;
+        Ok(SegmentInput {
+            offsets: None,
+            object: SourceObject {
+                uri: opened.uri.clone(),
+                etag: opened.etag.clone(),
+                size: opened.size,
+                layout: location.layout,
+                segment_id: location.segment_id.clone(),
+                leader_epochs: BTreeMap::new(),
+            },
+            location,
+            source: opened.object,
+            txn_index,
+        })
+    }
+
+    async fn reader(&self, input: &SegmentInput) -> Result<SegmentReader, MaterializerError> {
+        let mut reader =
+            SegmentReader::open(input.source.clone(), self.limits).await.map_err(MaterializeError::Segment)?;
+        if let Some(bytes) = &input.txn_index {
+            let aborted = parse_txn_index(bytes)
+                .map_err(|e| MaterializerError::TxnIndex { uri: input.object.uri.clone(), detail: e.to_string() })?;
+            reader = reader.with_txn_index(aborted);
+        }
+        Ok(reader)
+    }
+
+    async fn materialize(&self, topic: &TopicConfig, input: SegmentInput) -> Result<CommitTask, MaterializerError> {
+        let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
+        let dead_letter_table = TableName { namespace: topic.namespace.clone(), name: format!("{}_dlq", topic.table) };
+        let uses_json = [topic.key_format, topic.value_format].contains(&Format::Json);
+        let inferred = match uses_json {
+            true => Some(infer(self.reader(&input).await?).await.map_err(MaterializeError::Segment)?),
+            false => None,
+        };
+        let current = match &self.tables {
+            Some(tables) => tables.current_schema(&table).await.map_err(MaterializerError::Task)?,
+            None => None,
+        };
+        let formats =
+            Formats::load_for_table(&self.config, topic, self.registry.clone(), inferred.as_ref(), current.as_ref())
+                .await?;
+        let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
+        let options = MaterializeOptions {
+            topic: topic.clone(),
+            partition: input.location.partition,
+            data_dir: format!("{}/data", table_location(&self.warehouse, &table)),
+            dead_letter_dir: format!("{}/data", table_location(&self.warehouse, &dead_letter_table)),
+            source_id: task_id.clone(),
+        };
+        tracing::info!(table = %table, topic = %topic.topic, partition = options.partition, object = %input.object.uri, "materializing");
+        let reader = self.reader(&input).await?;
+        let done =
+            materialize_segment(reader, formats.schema.clone(), formats.key, formats.value, &options, &self.file_io)
+                .await?;
+        let task = build_task(topic, table, dead_letter_table, task_id, input, done)?;
+        tracing::info!(
+            table = %task.table, partition = task.partition, task_id = %task.task_id,
+            first_offset = task.offsets.map(|o| o.first), last_offset = task.offsets.map(|o| o.last),
+            records = task.record_count, files = task.data_files.len(), "segment materialized"
+        );
+        Ok(task)
+    }
+}
+
+fn task_files(files: &[WrittenFile]) -> Result<Vec<TaskFile>, MaterializerError> {
+    files.iter().map(|f| TaskFile::from_written(f).map_err(|e| MaterializerError::Task(e.to_string()))).collect()
+}
+
+fn format_name(format: Format) -> String {
+    serde_json::to_value(format).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+fn build_task(
+    topic: &TopicConfig,
+    table: TableName,
+    dead_letter_table: TableName,
+    task_id: String,
+    input: SegmentInput,
+    done: Materialized,
+) -> Result<CommitTask, MaterializerError> {
+    let summary = &done.summary;
+    let from_batches = summary.first_offset.zip(summary.last_offset).map(|(first, last)| OffsetRange { first, last });
+    let offsets = match (input.offsets, from_batches) {
+        // The manifest's range is authoritative; the batches must lie inside it.
+        (Some(m), Some(b)) if b.first < m.first || b.last > m.last => {
+            return Err(MaterializerError::Task(format!(
+                "{}: batches cover offsets {}..={} outside the manifest's {}..={}",
+                input.object.uri, b.first, b.last, m.first, m.last
+            )));
+        }
+        (m, b) => m.or(b),
+    };
+    let mut open_transactions = Vec::new();
+    for txn in &summary.open_transactions {
+        let files = done.pending_files.get(&txn.producer_id).map(|f| task_files(f)).transpose()?.unwrap_or_default();
+        open_transactions.push(PendingTransaction {
+            producer_id: txn.producer_id,
+            producer_epoch: txn.producer_epoch,
+            first_offset: txn.first_offset,
+            last_offset: txn.last_offset,
+            records: txn.records,
+            files,
+        });
+    }
+    let dead_letter_schema = match done.dead_letter_files.is_empty() {
+        true => None,
+        false => Some(
+            crate::schema::plan(None, &crate::schema::layout::dead_letter_struct())
+                .map_err(|e| MaterializerError::Task(e.to_string()))?
+                .schema,
+        ),
+    };
+    Ok(CommitTask {
+        version: TASK_VERSION,
+        task_id,
+        dead_letter_table: dead_letter_schema.as_ref().map(|_| dead_letter_table),
+        table,
+        topic: topic.topic.clone(),
+        partition: input.location.partition,
+        offsets,
+        record_count: done.records,
+        data_files: task_files(&done.files)?,
+        dead_letter_files: task_files(&done.dead_letter_files)?,
+        open_transactions,
+        transaction_markers: summary.markers.clone(),
+        schema: TaskSchema {
+            key_format: format_name(topic.key_format),
+            value_format: format_name(topic.value_format),
+            iceberg: done.schema.as_ref().clone(),
+        },
+        dead_letter_schema,
+        source: input.object,
+        created_at_ms: chrono::Utc::now().timestamp_millis(),
+    })
+}

@@ -1,0 +1,115 @@
+//! CommitTasks through a FIFO SQS queue; tasks over SQS's 256 KiB limit go to S3 and the
+//! message carries their location.
+
+use async_trait::async_trait;
+use aws_sdk_s3::error::DisplayErrorContext;
+use serde::{Deserialize, Serialize};
+
+use super::{QueueError, TaskQueue, message_group};
+use crate::retry::sdk_error_retryable;
+use crate::storage::split_s3_uri;
+use crate::task::{CommitTask, TASK_VERSION, TaskError};
+
+/// Largest message body sent inline (SQS accepts 256 KiB; a margin for attributes).
+pub const MAX_INLINE_BYTES: usize = 250 * 1024;
+
+/// The body of a message whose task is stored in S3.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredTask {
+    version: u32,
+    task_location: String,
+}
+
+/// Sends tasks to a FIFO queue.
+#[derive(Clone)]
+pub struct SqsTaskQueue {
+    sqs: aws_sdk_sqs::Client,
+    s3: aws_sdk_s3::Client,
+    queue_url: String,
+    /// `s3://bucket/prefix/` where oversized tasks are stored.
+    overflow: String,
+}
+
+impl SqsTaskQueue {
+    pub fn new(sqs: aws_sdk_sqs::Client, s3: aws_sdk_s3::Client, queue_url: &str, overflow: &str) -> Self {
+        let overflow = if overflow.ends_with('/') { overflow.to_string() } else { format!("{overflow}/") };
+        SqsTaskQueue { sqs, s3, queue_url: queue_url.to_string(), overflow }
+    }
+}
+
+#[async_trait]
+impl TaskQueue for SqsTaskQueue {
+    async fn send(&self, task: &CommitTask) -> Result<(), QueueError> {
+        let error = |message: String, retryable: bool| QueueError {
+            task_id: task.task_id.clone(),
+            table: task.table.to_string(),
+            message,
+            retryable,
+        };
+        let mut body = task.to_json().map_err(|e| error(e.to_string(), false))?;
+        if body.len() > MAX_INLINE_BYTES {
+            let location = format!("{}tasks/{}/{}.json", self.overflow, task.table, task.task_id);
+            let (bucket, key) =
+                split_s3_uri(&location).ok_or_else(|| error(format!("overflow location {location}"), false))?;
+            self.s3
+                .put_object()
+                .bucket(bucket)
+                .key(key)
+                .content_type("application/json")
+                .body(body.into_bytes().into())
+                .send()
+                .await
+                .map_err(|e| {
+                    error(format!("storing {location}: {}", DisplayErrorContext(&e)), sdk_error_retryable(&e))
+                })?;
+            body = serde_json::to_string(&StoredTask { version: TASK_VERSION, task_location: location })
+                .map_err(|e| error(e.to_string(), false))?;
+        }
+        self.sqs
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_group_id(message_group(&task.table))
+            .message_deduplication_id(&task.task_id)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| error(format!("SendMessage: {}", DisplayErrorContext(&e)), sdk_error_retryable(&e)))?;
+        tracing::info!(task_id = %task.task_id, table = %task.table, partition = task.partition, "task queued");
+        Ok(())
+    }
+}
+
+/// Why a message could not be turned back into a task.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    #[error("fetching the stored task {location}: {message}")]
+    Fetch { location: String, message: String, retryable: bool },
+}
+
+impl MessageError {
+    pub fn retryable(&self) -> bool {
+        matches!(self, MessageError::Fetch { retryable: true, .. })
+    }
+}
+
+/// The task a message carries, fetching it from S3 when it was stored there.
+pub async fn task_from_message(s3: &aws_sdk_s3::Client, body: &str) -> Result<CommitTask, MessageError> {
+    let Ok(stored) = serde_json::from_str::<StoredTask>(body) else {
+        return Ok(CommitTask::from_json(body.as_bytes())?);
+    };
+    let location = stored.task_location;
+    let fetch =
+        |message: String, retryable: bool| MessageError::Fetch { location: location.clone(), message, retryable };
+    let (bucket, key) = split_s3_uri(&location).ok_or_else(|| fetch("not an s3:// location".into(), false))?;
+    let object = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| fetch(DisplayErrorContext(&e).to_string(), sdk_error_retryable(&e)))?;
+    let bytes = object.body.collect().await.map_err(|e| fetch(e.to_string(), true))?.into_bytes();
+    Ok(CommitTask::from_json(&bytes)?)
+}

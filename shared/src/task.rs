@@ -1,0 +1,177 @@
+//! The CommitTask: what the materializer hands the committer for one segment.
+//!
+//! It travels as JSON through the FIFO queue (group = the table, deduplication id = the
+//! segment's identity) and is versioned: `version` is [`TASK_VERSION`]; a committer
+//! refuses versions it does not know rather than guessing.
+//!
+//! ```json
+//! {
+//!   "version": 1,
+//!   "task_id": "3f2a…",                       // the segment's identity (stable across retries)
+//!   "table": {"namespace": "kafka", "name": "orders"},
+//!   "dead_letter_table": {"namespace": "kafka", "name": "orders_dlq"},
+//!   "topic": "orders", "partition": 3,
+//!   "offsets": {"first": 1000, "last": 1999},  // every offset the segment covers
+//!   "record_count": 998,                      // committed data records written
+//!   "data_files": [{"first_offset": 1000, "last_offset": 1999, "record_count": 998,
+//!                   "data_file": { …Iceberg DataFile JSON… }}],
+//!   "dead_letter_files": [],
+//!   "open_transactions": [{"producer_id": 7, "producer_epoch": 0, "first_offset": 1990,
+//!                          "last_offset": 1995, "records": 2, "files": [ … ]}],
+//!   "transaction_markers": [{"producer_id": 5, "producer_epoch": 0, "offset": 1001, "commit": true}],
+//!   "schema": {"key_format": "raw", "value_format": "avro", "iceberg": { …Iceberg schema JSON… }},
+//!   "dead_letter_schema": null,
+//!   "source": {"uri": "s3://tiered/orders-…/3/00000000000000001000-….rsm-manifest",
+//!              "etag": "\"9b2c…\"", "size": 1048576, "layout": "tiered_storage",
+//!              "segment_id": "…", "leader_epochs": {"0": 0}},
+//!   "created_at_ms": 1764489600000
+//! }
+//! ```
+//!
+//! `offsets` spans the whole segment, control records and aborted transactions included:
+//! once committed, the table holds every committed record of that range. Records of
+//! transactions still open at the end of the segment are in `open_transactions` (their
+//! files are written but not part of `data_files`); the committer appends them when a
+//! later task brings their COMMIT marker, and never when it brings ABORT.
+
+use std::collections::BTreeMap;
+
+use iceberg::spec::{DataFile, Schema, StructType};
+use serde::{Deserialize, Serialize};
+
+use crate::datafile::WrittenFile;
+use crate::segment::{SegmentLayout, TxnMarker};
+
+/// The CommitTask JSON version this build writes and reads.
+pub const TASK_VERSION: u32 = 1;
+
+/// An Iceberg table name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TableName {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.name)
+    }
+}
+
+/// An inclusive range of Kafka offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffsetRange {
+    pub first: i64,
+    pub last: i64,
+}
+
+/// One data file of a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskFile {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub record_count: u64,
+    /// Iceberg's JSON form of the `DataFile` (unpartitioned, format v2).
+    pub data_file: serde_json::Value,
+}
+
+impl TaskFile {
+    pub fn from_written(file: &WrittenFile) -> Result<TaskFile, iceberg::Error> {
+        Ok(TaskFile {
+            first_offset: file.first_offset,
+            last_offset: file.last_offset,
+            record_count: file.record_count(),
+            data_file: file.data_file_json()?,
+        })
+    }
+
+    /// The `DataFile` back, read against the schema it was written with.
+    pub fn data_file(&self, schema: &Schema) -> Result<DataFile, iceberg::Error> {
+        iceberg::spec::deserialize_data_file_from_json(&self.data_file.to_string(), 0, &StructType::new(vec![]), schema)
+    }
+
+    pub fn path(&self) -> &str {
+        self.data_file.get("file-path").and_then(|p| p.as_str()).unwrap_or_default()
+    }
+}
+
+/// A transaction still open at the end of the segment, with the files of its records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingTransaction {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub records: u64,
+    pub files: Vec<TaskFile>,
+}
+
+/// The schema the files were written with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSchema {
+    pub key_format: String,
+    pub value_format: String,
+    pub iceberg: Schema,
+}
+
+/// The object the task was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceObject {
+    pub uri: String,
+    pub etag: Option<String>,
+    pub size: u64,
+    pub layout: SegmentLayout,
+    pub segment_id: Option<String>,
+    /// Leader epoch → its start offset, from the tiered-storage manifest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub leader_epochs: BTreeMap<String, i64>,
+}
+
+/// One segment's contribution to a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitTask {
+    pub version: u32,
+    pub task_id: String,
+    pub table: TableName,
+    pub dead_letter_table: Option<TableName>,
+    pub topic: String,
+    pub partition: i32,
+    /// `None` for a segment without batches.
+    pub offsets: Option<OffsetRange>,
+    pub record_count: u64,
+    pub data_files: Vec<TaskFile>,
+    pub dead_letter_files: Vec<TaskFile>,
+    pub open_transactions: Vec<PendingTransaction>,
+    pub transaction_markers: Vec<TxnMarker>,
+    pub schema: TaskSchema,
+    pub dead_letter_schema: Option<Schema>,
+    pub source: SourceObject,
+    pub created_at_ms: i64,
+}
+
+/// Why a task could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("not a CommitTask: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("CommitTask version {0} (this build reads version {TASK_VERSION})")]
+    Version(u32),
+}
+
+impl CommitTask {
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    pub fn from_json(json: &[u8]) -> Result<CommitTask, TaskError> {
+        #[derive(Deserialize)]
+        struct Version {
+            version: u32,
+        }
+        let Version { version } = serde_json::from_slice(json)?;
+        if version != TASK_VERSION {
+            return Err(TaskError::Version(version));
+        }
+        Ok(serde_json::from_slice(json)?)
+    }
+}
