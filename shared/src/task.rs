@@ -91,7 +91,7 @@ impl TaskFile {
     }
 
     pub fn path(&self) -> &str {
-        self.data_file.get("file-path").and_then(|p| p.as_str()).unwrap_or_default()
+        self.data_file.get("file_path").and_then(|p| p.as_str()).unwrap_or_default()
     }
 }
 

@@ -1,25 +1,11 @@
 //! `floe convert`: segments → Parquet files, judged by pyarrow (tests/py/check_parquet.py).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use floe_core::config::FloeConfig;
 use serde_json::Value;
 
-use crate::support;
-
-#[derive(serde::Deserialize)]
-struct Case {
-    name: String,
-    log: PathBuf,
-    expected: PathBuf,
-    error: Option<String>,
-    summary: Value,
-}
-
-fn cases() -> Vec<Case> {
-    let dir = support::generated_segments();
-    serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap()
-}
+use crate::support::{self, cases};
 
 /// Runs `floe convert`; returns the JSON lines it printed.
 async fn convert(segment: &Path, out: &Path, config: &FloeConfig) -> anyhow::Result<Vec<Value>> {

@@ -6,6 +6,7 @@
 mod avro;
 mod convert;
 mod json;
+mod materializer;
 mod protobuf;
 mod segments;
 mod support;

@@ -11,7 +11,7 @@ use floe_core::segment::{
 };
 use serde_json::Value;
 
-use crate::support;
+use crate::support::{self, cases};
 
 /// Decodes a segment from a source: the committed records as `floe inspect` lines and the
 /// summary.
@@ -133,28 +133,6 @@ async fn fixture_details_match_the_brokers() {
     assert!(s.markers[0].commit);
     assert_eq!(s.markers[0].offset, 1);
     assert!(s.open_transactions.is_empty());
-}
-
-#[derive(serde::Deserialize)]
-struct Case {
-    name: String,
-    log: PathBuf,
-    txn_index: Option<PathBuf>,
-    expected: PathBuf,
-    summary: Value,
-    error: Option<String>,
-    limits: Option<LimitsJson>,
-}
-
-#[derive(serde::Deserialize)]
-struct LimitsJson {
-    max_batch_bytes: u32,
-    max_decompressed_bytes: usize,
-}
-
-fn cases() -> Vec<Case> {
-    let dir = support::generated_segments();
-    serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap()
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use serde_json::Value;
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
@@ -239,4 +241,28 @@ pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64,
 pub fn json_data() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     generated_once(&DIR, "make_json.py")
+}
+
+/// A segment built by make_segments.py, with what a correct decoder must report.
+#[derive(serde::Deserialize)]
+pub struct Case {
+    pub name: String,
+    pub log: PathBuf,
+    pub txn_index: Option<PathBuf>,
+    pub expected: PathBuf,
+    pub summary: Value,
+    pub error: Option<String>,
+    #[serde(default)]
+    pub limits: Option<LimitsJson>,
+}
+
+#[derive(serde::Deserialize)]
+pub struct LimitsJson {
+    pub max_batch_bytes: u32,
+    pub max_decompressed_bytes: usize,
+}
+
+pub fn cases() -> Vec<Case> {
+    let dir = generated_segments();
+    serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap()
 }

@@ -6,7 +6,7 @@
 //!   `detail.object.key`), which work with an existing tiered-storage bucket;
 //! - `s3:TestEvent`, sent when a notification is configured: nothing to do.
 
-use aws_lambda_events::event::s3::S3Event;
+use aws_lambda_events::event::s3::S3EventRecord;
 use serde_json::Value;
 
 use super::objects::ObjectRef;
@@ -45,13 +45,8 @@ fn collect(event: &Value, out: &mut EventObjects) -> Result<(), String> {
         }
         return Ok(());
     }
-    let s3: S3Event = serde_json::from_value(event.clone()).map_err(|e| format!("not an S3 event: {e}"))?;
-    for record in s3.records {
-        let name = record.event_name.unwrap_or_default();
-        let (Some(bucket), Some(key)) = (record.s3.bucket.name, record.s3.object.key) else {
-            out.ignored.push(format!("{name}: a record without bucket or key"));
-            continue;
-        };
+    for record in records {
+        let (name, bucket, key) = s3_record(record)?;
         let key = url_decode(&key)?;
         if !name.starts_with("ObjectCreated:") {
             out.ignored.push(format!("s3://{bucket}/{key}: event {name}"));
@@ -60,6 +55,23 @@ fn collect(event: &Value, out: &mut EventObjects) -> Result<(), String> {
         out.objects.push(ObjectRef::new(bucket, key));
     }
     Ok(())
+}
+
+/// (event name, bucket, URL-encoded key) of one S3 notification record: read as
+/// `aws_lambda_events`' `S3EventRecord`, or, when a field that type requires is absent
+/// (S3-compatible stores and emulators leave out `userIdentity` and others), from the
+/// three fields Floe needs.
+fn s3_record(record: &Value) -> Result<(String, String, String), String> {
+    if let Ok(typed) = serde_json::from_value::<S3EventRecord>(record.clone()) {
+        if let (Some(bucket), Some(key)) = (typed.s3.bucket.name, typed.s3.object.key) {
+            return Ok((typed.event_name.unwrap_or_default(), bucket, key));
+        }
+    }
+    let text = |pointer: &str| record.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    match (text("/eventName"), text("/s3/bucket/name"), text("/s3/object/key")) {
+        (Some(name), Some(bucket), Some(key)) => Ok((name, bucket, key)),
+        _ => Err(format!("not an S3 event record: {}", preview(record))),
+    }
 }
 
 fn collect_eventbridge(event: &Value, out: &mut EventObjects) -> Result<(), String> {

@@ -345,7 +345,7 @@ fn build_task(
         topic: topic.topic.clone(),
         partition: input.location.partition,
         offsets,
-        record_count: done.records,
+        record_count: done.files.iter().map(WrittenFile::record_count).sum(),
         data_files: task_files(&done.files)?,
         dead_letter_files: task_files(&done.dead_letter_files)?,
         open_transactions,
