@@ -5,14 +5,17 @@
 //! sit behind a small trait with an AWS implementation and a local one (the local one is
 //! what `floe` runs on, not a mock).
 //!
+//! - [`catalog`]: where tables are registered (Glue, or a SQLite file), and the pointer compare-and-swap.
 //! - [`config`]: `floe.toml`, the typed configuration shared by the CLI and the Lambdas.
 //! - [`schema`]: table layout, source schemas → Iceberg schemas, the evolution planner.
 //! - [`convert`]: records → Arrow record batches, column by column.
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
 //! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
+//! - [`lock`]: one committer per table: leases with fencing, and each table's status (DynamoDB, SQLite).
 //! - [`materializer`]: an S3 object event → segment → data files → a CommitTask on the queue.
 //! - [`queue`]: the task queue to the committer (FIFO SQS, or in process).
+//! - [`table`]: Iceberg tables as Floe commits them: snapshots, committed offsets, schema evolution.
 //! - [`task`]: the CommitTask, versioned JSON from the materializer to the committer.
 //! - [`retry`]: bounded retries with backoff; which AWS errors are retryable.
 //! - [`storage`]: the warehouse's bytes (`s3://` through the SDK, local paths), as an Iceberg `FileIO`.
@@ -20,11 +23,13 @@
 //!   storage copies to S3) into records, with read_committed transaction semantics,
 //!   streaming over any byte source with bounded memory.
 
+pub mod catalog;
 pub mod config;
 pub mod convert;
 pub mod datafile;
 #[cfg(feature = "aws")]
 pub mod lambda;
+pub mod lock;
 pub mod materialize;
 pub mod materializer;
 pub mod queue;
@@ -32,4 +37,5 @@ pub mod retry;
 pub mod schema;
 pub mod segment;
 pub mod storage;
+pub mod table;
 pub mod task;

@@ -1,0 +1,149 @@
+//! AWS Glue as the catalog: one Glue database per namespace, one `EXTERNAL_TABLE` with
+//! `table_type=ICEBERG` and `metadata_location` per table (what Athena, Spark, Trino and
+//! PyIceberg's Glue catalog read). The swap is `UpdateTable` with the `VersionId` read
+//! with the pointer, so Glue refuses it if anyone updated the table in between.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_glue::Client;
+use aws_sdk_glue::error::DisplayErrorContext;
+use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
+use iceberg::spec::TableMetadata;
+
+use super::{Catalog, CatalogError, TablePointer};
+use crate::retry::sdk_error_retryable;
+use crate::task::TableName;
+
+pub struct GlueCatalog {
+    client: Client,
+}
+
+impl GlueCatalog {
+    pub fn new(client: Client) -> Self {
+        GlueCatalog { client }
+    }
+
+    fn other<E: aws_sdk_glue::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+        table: &TableName,
+        what: &str,
+        e: aws_sdk_glue::error::SdkError<E, aws_sdk_glue::config::http::HttpResponse>,
+    ) -> CatalogError {
+        CatalogError::Other {
+            table: table.to_string(),
+            retryable: sdk_error_retryable(&e),
+            detail: format!("{what}: {}", DisplayErrorContext(&e)),
+        }
+    }
+
+    fn table_input(
+        table: &TableName,
+        metadata: &TableMetadata,
+        mut parameters: HashMap<String, String>,
+        location: &str,
+        previous: Option<&str>,
+    ) -> Result<TableInput, CatalogError> {
+        parameters.insert("table_type".into(), "ICEBERG".into());
+        parameters.insert("metadata_location".into(), location.into());
+        match previous {
+            Some(p) => parameters.insert("previous_metadata_location".into(), p.into()),
+            None => parameters.remove("previous_metadata_location"),
+        };
+        TableInput::builder()
+            .name(&table.name)
+            .table_type("EXTERNAL_TABLE")
+            .set_parameters(Some(parameters))
+            .storage_descriptor(StorageDescriptor::builder().location(metadata.location()).build())
+            .build()
+            .map_err(|e| CatalogError::Other { table: table.to_string(), detail: e.to_string(), retryable: false })
+    }
+
+    async fn get(&self, table: &TableName) -> Result<Option<aws_sdk_glue::types::Table>, CatalogError> {
+        match self.client.get_table().database_name(&table.namespace).name(&table.name).send().await {
+            Ok(out) => Ok(out.table),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => Ok(None),
+            Err(e) => Err(Self::other(table, "GetTable", e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Catalog for GlueCatalog {
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
+        let Some(glue) = self.get(table).await? else { return Ok(None) };
+        let location =
+            glue.parameters().and_then(|p| p.get("metadata_location")).cloned().ok_or_else(|| CatalogError::Other {
+                table: table.to_string(),
+                detail: "a Glue table without metadata_location is not an Iceberg table".into(),
+                retryable: false,
+            })?;
+        Ok(Some(TablePointer { metadata_location: location, version: glue.version_id().map(str::to_string) }))
+    }
+
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+        let database = DatabaseInput::builder().name(&table.namespace).build().map_err(|e| CatalogError::Other {
+            table: table.to_string(),
+            detail: e.to_string(),
+            retryable: false,
+        })?;
+        match self.client.create_database().database_input(database).send().await {
+            Ok(_) => {}
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {}
+            Err(e) => return Err(Self::other(table, "CreateDatabase", e)),
+        }
+        let input = Self::table_input(table, metadata, HashMap::new(), location, None)?;
+        match self.client.create_table().database_name(&table.namespace).table_input(input).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {
+                Err(CatalogError::Conflict { table: table.to_string(), detail: "the table already exists".into() })
+            }
+            Err(e) => Err(Self::other(table, "CreateTable", e)),
+        }
+    }
+
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        location: &str,
+    ) -> Result<(), CatalogError> {
+        // Parameters others set on the table are kept: UpdateTable replaces the whole input.
+        let existing = self.get(table).await?.and_then(|t| t.parameters).unwrap_or_default();
+        let input = Self::table_input(table, metadata, existing, location, Some(&expected.metadata_location))?;
+        let mut update =
+            self.client.update_table().database_name(&table.namespace).table_input(input).skip_archive(true);
+        if let Some(version) = &expected.version {
+            update = update.version_id(version);
+        }
+        match update.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_concurrent_modification_exception()) => {
+                Err(CatalogError::Conflict { table: table.to_string(), detail: DisplayErrorContext(&e).to_string() })
+            }
+            Err(e) => Err(Self::other(table, "UpdateTable", e)),
+        }
+    }
+
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
+        let probe = TableName { namespace: namespace.to_string(), name: "*".into() };
+        let mut pages = self.client.get_tables().database_name(namespace).into_paginator().send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = match page {
+                Ok(p) => p,
+                Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => return Ok(out),
+                Err(e) => return Err(Self::other(&probe, "GetTables", e)),
+            };
+            for t in page.table_list() {
+                let iceberg =
+                    t.parameters().and_then(|p| p.get("table_type")).is_some_and(|v| v.eq_ignore_ascii_case("iceberg"));
+                if iceberg {
+                    out.push(TableName { namespace: namespace.to_string(), name: t.name().to_string() });
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

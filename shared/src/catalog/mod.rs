@@ -1,0 +1,73 @@
+//! Where a table's current metadata file is registered, and the compare-and-swap that
+//! moves it.
+//!
+//! ```text
+//!  current(table) ─▶ TablePointer { metadata_location, version }
+//!  …write the new metadata file…
+//!  swap(table, expected pointer, new location)
+//!     Glue:   UpdateTable(VersionId = expected.version)   — ConcurrentModificationException ⇒ Conflict
+//!     SQLite: UPDATE iceberg_tables SET metadata_location = new
+//!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
+//! ```
+//!
+//! A `Conflict` means another writer moved the table first: reload, re-check, retry.
+//! Both catalogs use the layouts other engines read: Glue tables of `table_type=ICEBERG`,
+//! and the `iceberg_tables` SQLite layout of the JDBC catalog and PyIceberg's `SqlCatalog`.
+
+#[cfg(feature = "aws")]
+pub mod glue;
+pub mod sqlite;
+
+use async_trait::async_trait;
+use iceberg::spec::TableMetadata;
+
+use crate::task::TableName;
+
+/// A table's registered metadata file, and the catalog's version of that registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablePointer {
+    pub metadata_location: String,
+    /// Glue's `VersionId`; `None` where the location itself is compared.
+    pub version: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// Another writer changed the table (or created it) first.
+    #[error("{table}: commit conflict: {detail}")]
+    Conflict { table: String, detail: String },
+    #[error("{table}: {detail}")]
+    Other { table: String, detail: String, retryable: bool },
+}
+
+impl CatalogError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            CatalogError::Conflict { .. } => true,
+            CatalogError::Other { retryable, .. } => *retryable,
+        }
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, CatalogError::Conflict { .. })
+    }
+}
+
+/// An Iceberg catalog, reduced to what commits need.
+#[async_trait]
+pub trait Catalog: Send + Sync {
+    /// The table's pointer, `None` when the table does not exist.
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError>;
+    /// Registers a new table (and its namespace when missing); `Conflict` when it exists.
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError>;
+    /// Moves the pointer from `expected` to `location`, or fails with `Conflict`.
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        location: &str,
+    ) -> Result<(), CatalogError>;
+    /// Every table of a namespace.
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError>;
+}

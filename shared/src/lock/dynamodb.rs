@@ -1,0 +1,149 @@
+//! Leases and statuses in a DynamoDB table (partition key `table`, a string), by
+//! conditional updates: the condition is the lock.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+
+use super::{Lease, LockError, TableLocks, now_ms};
+use crate::retry::sdk_error_retryable;
+
+pub struct DynamoDbLocks {
+    client: Client,
+    table: String,
+}
+
+impl DynamoDbLocks {
+    /// `table`: the DynamoDB table (key attribute `table`, type S).
+    pub fn new(client: Client, table: &str) -> Self {
+        DynamoDbLocks { client, table: table.to_string() }
+    }
+}
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn store<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+    what: &str,
+    e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> LockError {
+    LockError::Store { retryable: sdk_error_retryable(&e), detail: format!("{what}: {}", DisplayErrorContext(&e)) }
+}
+
+fn condition_failed<E: ProvideErrorMetadata>(e: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>) -> bool {
+    e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException")
+}
+
+#[async_trait]
+impl TableLocks for DynamoDbLocks {
+    async fn acquire(&self, table: &str, owner: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        let now = now_ms();
+        let expires_at_ms = now + ttl.as_millis() as i64;
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("table", s(table))
+            .update_expression("SET #o = :o, expires_at_ms = :e ADD fencing :one")
+            .condition_expression("attribute_not_exists(expires_at_ms) OR expires_at_ms < :now OR #o = :o")
+            .expression_attribute_names("#o", "owner")
+            .expression_attribute_values(":o", s(owner))
+            .expression_attribute_values(":e", n(expires_at_ms))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":now", n(now))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let fencing = out
+                    .attributes()
+                    .and_then(|a| a.get("fencing"))
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| LockError::Store { detail: "lease without fencing".into(), retryable: false })?;
+                Ok(Some(Lease { table: table.to_string(), owner: owner.to_string(), fencing, expires_at_ms }))
+            }
+            Err(e) if condition_failed(&e) => Ok(None),
+            Err(e) => Err(store("acquiring the lease", e)),
+        }
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LockError> {
+        let now = now_ms();
+        let renewed = Lease { expires_at_ms: now + ttl.as_millis() as i64, ..lease.clone() };
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("table", s(&lease.table))
+            .update_expression("SET expires_at_ms = :e")
+            .condition_expression("#o = :o AND fencing = :f AND expires_at_ms >= :now")
+            .expression_attribute_names("#o", "owner")
+            .expression_attribute_values(":o", s(&lease.owner))
+            .expression_attribute_values(":f", n(lease.fencing as i64))
+            .expression_attribute_values(":e", n(renewed.expires_at_ms))
+            .expression_attribute_values(":now", n(now))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(renewed),
+            Err(e) if condition_failed(&e) => {
+                Err(LockError::Lost { table: lease.table.clone(), fencing: lease.fencing })
+            }
+            Err(e) => Err(store("renewing the lease", e)),
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), LockError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("table", s(&lease.table))
+            .update_expression("SET expires_at_ms = :zero")
+            .condition_expression("#o = :o AND fencing = :f")
+            .expression_attribute_names("#o", "owner")
+            .expression_attribute_values(":o", s(&lease.owner))
+            .expression_attribute_values(":f", n(lease.fencing as i64))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if condition_failed(&e) => Ok(()), // someone took it over: nothing to release
+            Err(e) => Err(store("releasing the lease", e)),
+        }
+    }
+
+    async fn suspended(&self, table: &str) -> Result<Option<String>, LockError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("table", s(table))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store("reading the table status", e))?;
+        Ok(out.item().and_then(|i| i.get("suspended_reason")).and_then(|v| v.as_s().ok()).cloned())
+    }
+
+    async fn set_suspended(&self, table: &str, reason: Option<&str>) -> Result<(), LockError> {
+        let update = self.client.update_item().table_name(&self.table).key("table", s(table));
+        let update = match reason {
+            Some(r) => update.update_expression("SET suspended_reason = :r").expression_attribute_values(":r", s(r)),
+            None => update.update_expression("REMOVE suspended_reason"),
+        };
+        update.send().await.map_err(|e| store("writing the table status", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,182 @@
+//! Iceberg tables as Floe writes them: created on the first task (format v2, data and
+//! metadata under the warehouse), loaded through a [`Catalog`], changed only by
+//! snapshots Floe writes itself ([`snapshot`]), each carrying the committed Kafka
+//! offsets ([`offsets`]) and the transactions still waiting for their marker ([`state`]).
+
+pub mod offsets;
+pub mod snapshot;
+pub mod state;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    FormatVersion, NestedField, Schema, SortOrder, TableMetadata, TableMetadataBuilder, Type, UnboundPartitionSpec,
+};
+use iceberg::{Error, ErrorKind, MetadataLocation};
+
+use crate::catalog::{Catalog, CatalogError, TablePointer};
+use crate::task::TableName;
+
+/// A table's metadata and the catalog pointer it was loaded from.
+#[derive(Debug, Clone)]
+pub struct LoadedTable {
+    pub name: TableName,
+    pub pointer: TablePointer,
+    pub metadata: TableMetadata,
+}
+
+/// Failures while loading or committing a table.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("{table}: {source}")]
+    Iceberg { table: String, source: Error },
+}
+
+impl TableError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            TableError::Catalog(e) => e.retryable(),
+            TableError::Iceberg { source, .. } => source.retryable(),
+        }
+    }
+
+    pub fn iceberg(table: &TableName) -> impl Fn(Error) -> TableError + '_ {
+        move |source| TableError::Iceberg { table: table.to_string(), source }
+    }
+}
+
+/// Loads a table; `None` when the catalog does not have it.
+pub async fn load(
+    catalog: &dyn Catalog,
+    file_io: &FileIO,
+    name: &TableName,
+) -> Result<Option<LoadedTable>, TableError> {
+    let Some(pointer) = catalog.current(name).await? else { return Ok(None) };
+    let metadata =
+        TableMetadata::read_from(file_io, &pointer.metadata_location).await.map_err(TableError::iceberg(name))?;
+    Ok(Some(LoadedTable { name: name.clone(), pointer, metadata }))
+}
+
+/// Table properties Floe sets: Parquet files, commit retries well inside a Lambda's
+/// lifetime (for other writers), and a name mapping for files written without field ids.
+pub fn table_properties(schema: &Schema) -> HashMap<String, String> {
+    HashMap::from([
+        ("write.format.default".to_string(), "parquet".to_string()),
+        ("write.parquet.compression-codec".to_string(), "zstd".to_string()),
+        ("commit.retry.num-retries".to_string(), "4".to_string()),
+        ("commit.retry.min-wait-ms".to_string(), "100".to_string()),
+        ("commit.retry.max-wait-ms".to_string(), "10000".to_string()),
+        ("commit.retry.total-timeout-ms".to_string(), "60000".to_string()),
+        ("schema.name-mapping.default".to_string(), name_mapping(schema).to_string()),
+        ("floe.managed".to_string(), "true".to_string()),
+    ])
+}
+
+/// Iceberg's name mapping (`[{"field-id": 1, "names": ["a"], "fields": […]}]`).
+pub fn name_mapping(schema: &Schema) -> serde_json::Value {
+    fn fields(fields: &[std::sync::Arc<NestedField>]) -> Vec<serde_json::Value> {
+        fields.iter().map(|f| field(f.id, &f.name, &f.field_type)).collect()
+    }
+    fn field(id: i32, name: &str, ty: &Type) -> serde_json::Value {
+        let mut entry = serde_json::json!({"field-id": id, "names": [name]});
+        let nested = match ty {
+            Type::Struct(s) => fields(s.fields()),
+            Type::List(l) => vec![field(l.element_field.id, "element", &l.element_field.field_type)],
+            Type::Map(m) => vec![
+                field(m.key_field.id, "key", &m.key_field.field_type),
+                field(m.value_field.id, "value", &m.value_field.field_type),
+            ],
+            Type::Primitive(_) => Vec::new(),
+        };
+        if !nested.is_empty() {
+            entry["fields"] = nested.into();
+        }
+        entry
+    }
+    serde_json::Value::Array(fields(schema.as_struct().fields()))
+}
+
+/// Metadata of a new, unpartitioned v2 table at `location` with exactly `schema`'s field ids,
+/// and where to write it.
+pub fn new_table_metadata(location: &str, schema: &Schema) -> iceberg::Result<(TableMetadata, MetadataLocation)> {
+    let metadata = TableMetadataBuilder::new(
+        schema.clone(),
+        UnboundPartitionSpec::builder().build(),
+        SortOrder::unsorted_order(),
+        location.to_string(),
+        FormatVersion::V2,
+        table_properties(schema),
+    )?
+    .build()?
+    .metadata;
+    // The builder renumbers field ids in its own order; the files carry ours, so when
+    // they differ ours is added as the current schema (ids kept).
+    let metadata = if metadata.current_schema().as_struct() == schema.as_struct() {
+        metadata
+    } else {
+        metadata.into_builder(None).add_current_schema(schema.clone())?.build()?.metadata
+    };
+    let metadata_location = MetadataLocation::new_with_metadata(location, &metadata);
+    Ok((metadata, metadata_location))
+}
+
+/// Creates the table in the catalog; `Ok(false)` when someone else created it first.
+pub async fn create(
+    catalog: &dyn Catalog,
+    file_io: &FileIO,
+    name: &TableName,
+    location: &str,
+    schema: &Schema,
+) -> Result<bool, TableError> {
+    let (metadata, metadata_location) = new_table_metadata(location, schema).map_err(TableError::iceberg(name))?;
+    metadata.write_to(file_io, &metadata_location).await.map_err(TableError::iceberg(name))?;
+    match catalog.create(name, &metadata, &metadata_location.to_string()).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Parses a metadata location Floe (or another writer using Iceberg's naming) wrote.
+pub fn parse_metadata_location(location: &str) -> iceberg::Result<MetadataLocation> {
+    MetadataLocation::from_str(location).map_err(|e| Error::new(ErrorKind::DataInvalid, format!("{location}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use iceberg::spec::{ListType, PrimitiveType};
+
+    use super::*;
+
+    #[test]
+    fn new_tables_keep_the_field_ids_of_the_files() {
+        // Depth-first ids (as the planner assigns them), which the builder would renumber.
+        let schema = Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::optional(
+                    1,
+                    "a",
+                    Type::List(ListType::new(Arc::new(NestedField::list_element(
+                        2,
+                        Type::Primitive(PrimitiveType::Long),
+                        false,
+                    )))),
+                )),
+                Arc::new(NestedField::optional(3, "b", Type::Primitive(PrimitiveType::String))),
+            ])
+            .build()
+            .unwrap();
+        let (metadata, location) = new_table_metadata("file:///tmp/t", &schema).unwrap();
+        assert_eq!(metadata.current_schema().as_struct(), schema.as_struct());
+        assert!(location.to_string().starts_with("file:///tmp/t/metadata/00000-"));
+        let mapping = name_mapping(&schema);
+        assert_eq!(mapping[0]["fields"][0]["field-id"], 2);
+        assert_eq!(mapping[1]["names"][0], "b");
+    }
+}

@@ -1,0 +1,138 @@
+//! Materializer benchmark: a 1 GiB broker segment in the S3 emulator (moto) → Parquet in
+//! the warehouse bucket → a CommitTask, through the Lambda's own init and handler.
+//!
+//! `cargo bench -p floe-tests --bench materializer` — writes its rows into BENCHMARKS.md.
+//! The run happens in a child process configured only by environment variables, as a
+//! Lambda container is, so its peak RSS (VmHWM) is the function's, and its init time is
+//! what a cold start adds before the first event.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use common::{MIB, cpu, tile, update_benchmarks};
+
+const BUCKET: &str = "bench-segments";
+const WAREHOUSE: &str = "bench-warehouse";
+const KEY: &str = "logs/bench.orders-0/00000000000000000000.log";
+
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The child: init as the Lambda does, handle one S3 event, print a JSON line.
+fn child() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let started = Instant::now();
+        let env = floe_core::lambda::MaterializerEnv::from_env().unwrap();
+        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let materializer = floe_core::lambda::materializer(&aws, &env).await.unwrap();
+        let init = started.elapsed();
+        let event = serde_json::json!({"Records": [{"eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": BUCKET}, "object": {"key": KEY}}}]});
+        let started = Instant::now();
+        let response = floe_core::lambda::handle_materializer_event(&materializer, event).await.unwrap();
+        let run = started.elapsed();
+        assert_eq!(response.queued.len(), 1);
+        println!(
+            "{}",
+            serde_json::json!({"init_ms": init.as_secs_f64() * 1e3, "run_s": run.as_secs_f64(), "rss_kib": peak_rss_kib()})
+        );
+    });
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--child") {
+        return child();
+    }
+    let python =
+        std::env::var("FLOE_PYTHON").unwrap_or_else(|_| common::root().join(".venv/bin/python").display().to_string());
+    let mut moto = Command::new(&python)
+        .arg(common::root().join("tests/py/moto_server.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(moto.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    let endpoint = format!("http://127.0.0.1:{}", port.trim());
+
+    let dir = tempfile::tempdir().unwrap();
+    common::python("make_segments.py", &["--bench-seeds", dir.path().to_str().unwrap()]);
+    let seed = std::fs::read(dir.path().join("seed_lz4.log")).unwrap();
+    let segment = dir.path().join("segment.log");
+    tile(&seed, 1024 * MIB, &segment);
+    let bytes = std::fs::metadata(&segment).unwrap().len();
+
+    let envs = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("FLOE_S3_PATH_STYLE", "true"),
+    ];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let queue_url = rt.block_on(async {
+        for (k, v) in envs {
+            // SAFETY: set before any other thread of this process reads the environment.
+            unsafe { std::env::set_var(k, v) };
+        }
+        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
+        for bucket in [BUCKET, WAREHOUSE] {
+            s3.create_bucket().bucket(bucket).send().await.unwrap();
+        }
+        let body = aws_sdk_s3::primitives::ByteStream::from_path(&segment).await.unwrap();
+        s3.put_object().bucket(BUCKET).key(KEY).body(body).send().await.unwrap();
+        let sqs = aws_sdk_sqs::Client::new(&aws);
+        let queue = sqs
+            .create_queue()
+            .queue_name("bench-tasks.fifo")
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+            .send()
+            .await
+            .unwrap();
+        queue.queue_url.unwrap()
+    });
+    let output = Command::new(std::env::current_exe().unwrap())
+        .arg("--child")
+        .env("FLOE_WAREHOUSE", format!("s3://{WAREHOUSE}/warehouse"))
+        .env("FLOE_TASK_QUEUE_URL", &queue_url)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let line = String::from_utf8(output.stdout).unwrap();
+    let result: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    drop(moto.stdin.take());
+    let _ = moto.wait();
+
+    let run_s = result["run_s"].as_f64().unwrap();
+    let rss_mib = result["rss_kib"].as_f64().unwrap() / 1024.0;
+    let init_ms = result["init_ms"].as_f64().unwrap();
+    let body = format!(
+        "CPU: {}. One 1 GiB broker segment (lz4 batches of ~64 KiB, JSON-ish values, tiled from\n\
+         kafka-python seeds) in moto's S3 → Parquet (raw layout) in moto's S3 → one CommitTask in\n\
+         moto's FIFO SQS, through the Lambda's init and handler in one child process. The emulator\n\
+         runs on the same 2 cores, so MB/s is a floor for real S3.\n\n\
+         | measure | value | target |\n|---|---|---|\n\
+         | segment size | {:.0} MiB | 1 GiB |\n\
+         | segment → Parquet → task | {:.1} s, {:.1} MiB/s of segment | — |\n\
+         | peak RSS (VmHWM) | {:.0} MiB | ≤ 256 MiB |\n\
+         | init (config, clients; cold start before the first event) | {:.1} ms | ≤ 100 ms |\n",
+        cpu(),
+        bytes as f64 / MIB as f64,
+        run_s,
+        bytes as f64 / MIB as f64 / run_s,
+        rss_mib,
+        init_ms,
+    );
+    print!("{body}");
+    update_benchmarks("materializer", "Materializer: 1 GiB segment from the S3 emulator", &body);
+}
