@@ -2,3 +2,4 @@
 
 pub mod convert;
 pub mod inspect;
+pub mod local;

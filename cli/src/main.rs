@@ -44,6 +44,27 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Run Floe on this machine.
+    Local {
+        #[command(subcommand)]
+        command: LocalCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LocalCommand {
+    /// Materialize and commit every segment under INPUT (broker log dirs or tiered-storage
+    /// keys) into Iceberg tables in WAREHOUSE (SQLite catalog `floe` in WAREHOUSE/catalog.db).
+    /// Segments already in their table are skipped.
+    Run {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// `floe.toml`; without it every topic found becomes `kafka.<topic>` with raw key and value.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -58,6 +79,14 @@ async fn main() -> ExitCode {
         }
         Command::Convert { segment, topic, partition, out, config } => {
             convert(&segment, &topic, partition, &out, config.as_deref()).await
+        }
+        Command::Local { command: LocalCommand::Run { input, warehouse, config } } => {
+            match load_config(config.as_deref()) {
+                Ok(config) => {
+                    floe_cli::local::run(&input, &warehouse, config, std::io::stdout().lock()).await.map(drop)
+                }
+                Err(e) => Err(e),
+            }
         }
     };
     match result {
@@ -82,9 +111,13 @@ async fn convert(
     out: &std::path::Path,
     config: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let config = match config {
+    let config = load_config(config)?;
+    floe_cli::convert::run(segment, topic, partition, out, &config, std::io::stdout().lock()).await
+}
+
+fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<floe_core::config::FloeConfig> {
+    Ok(match path {
         Some(path) => floe_core::config::FloeConfig::from_file(path)?,
         None => floe_core::config::FloeConfig::default(),
-    };
-    floe_cli::convert::run(segment, topic, partition, out, &config, std::io::stdout().lock()).await
+    })
 }

@@ -6,12 +6,14 @@
 //! what `floe` runs on, not a mock).
 //!
 //! - [`catalog`]: where tables are registered (Glue, or a SQLite file), and the pointer compare-and-swap.
+//! - [`committer`]: batches of CommitTasks → one snapshot per table, exactly once.
 //! - [`config`]: `floe.toml`, the typed configuration shared by the CLI and the Lambdas.
 //! - [`schema`]: table layout, source schemas → Iceberg schemas, the evolution planner.
 //! - [`convert`]: records → Arrow record batches, column by column.
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
 //! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
+//! - [`local`]: `floe local run`: materializer and committer in one process, SQLite catalog.
 //! - [`lock`]: one committer per table: leases with fencing, and each table's status (DynamoDB, SQLite).
 //! - [`materializer`]: an S3 object event → segment → data files → a CommitTask on the queue.
 //! - [`queue`]: the task queue to the committer (FIFO SQS, or in process).
@@ -24,11 +26,13 @@
 //!   streaming over any byte source with bounded memory.
 
 pub mod catalog;
+pub mod committer;
 pub mod config;
 pub mod convert;
 pub mod datafile;
 #[cfg(feature = "aws")]
 pub mod lambda;
+pub mod local;
 pub mod lock;
 pub mod materialize;
 pub mod materializer;

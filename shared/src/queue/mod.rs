@@ -45,6 +45,14 @@ pub struct InProcessQueue {
 }
 
 impl InProcessQueue {
+    pub fn len(&self) -> usize {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Takes every queued task, in the order they were sent.
     pub fn drain(&self) -> Vec<CommitTask> {
         std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()))

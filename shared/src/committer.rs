@@ -1,0 +1,425 @@
+//! The committer: batches of CommitTasks → at most one snapshot per table, exactly once.
+//!
+//! ```text
+//!  tasks (FIFO order) ─▶ group by table ─▶ for each table:
+//!     suspended? ─▶ every task kept (failed, stays in the queue)
+//!     lease (owner, expiry, fencing) ─ held elsewhere ─▶ tasks kept, retried later
+//!     loop (bounded attempts, within the deadline):
+//!        load (create on the first task) ─▶ committed offsets + pending transactions
+//!        per task: covered offsets ─▶ dropped as already committed
+//!                  new offsets     ─▶ its files; its open transactions kept pending;
+//!                                     its markers resolve pending ones (COMMIT ⇒ files added)
+//!                  schema          ─▶ compatible: evolved schema in the same commit
+//!                                     incompatible: table suspended, tasks kept
+//!        one append snapshot: files + offsets (+ schema, + pending state)
+//!        lease still ours? ─ no ─▶ abort
+//!        catalog compare-and-swap ─ conflict ─▶ reload, re-check, retry
+//!  then the dead-letter tables, the same way, with the tasks' dead-letter files.
+//! ```
+//!
+//! Why duplicates cannot happen: the offsets a snapshot records are computed from the
+//! snapshot it replaces, and the swap only succeeds if that snapshot is still current. A
+//! task delivered twice, a crash between the swap and the queue delete, or two
+//! committers racing all end with the second attempt finding its offsets covered.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, Operation, Schema};
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::lock::{Lease, LockError, TableLocks};
+use crate::materializer::table_location;
+use crate::retry::RetryPolicy;
+use crate::schema::plan;
+use crate::table::offsets::CommittedOffsets;
+use crate::table::snapshot::{SnapshotChange, write_snapshot};
+use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
+use crate::table::{LoadedTable, TableError, create, load};
+use crate::task::{CommitTask, TableName, TaskFile};
+
+/// What became of one task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskResult {
+    /// Its new offsets are in the table now.
+    Committed,
+    /// The table already held all its offsets: nothing to do.
+    AlreadyCommitted,
+    /// Not committed; the task must stay in the queue.
+    Failed { error: String, retryable: bool },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("{table}: incompatible schema, table suspended: {reason}")]
+    Incompatible { table: String, reason: String },
+    #[error("{table}: task {task_id}: {detail}")]
+    Task { table: String, task_id: String, detail: String },
+}
+
+impl CommitError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            CommitError::Table(e) => e.retryable(),
+            CommitError::Lock(e) => e.retryable(),
+            CommitError::Incompatible { .. } | CommitError::Task { .. } => false,
+        }
+    }
+
+    fn is_conflict(&self) -> bool {
+        matches!(self, CommitError::Table(TableError::Catalog(CatalogError::Conflict { .. })))
+    }
+}
+
+/// One committed snapshot, for the caller's report.
+#[derive(Debug, Clone)]
+pub struct CommittedSnapshot {
+    pub table: TableName,
+    pub snapshot_id: i64,
+    pub tasks: usize,
+    pub files: usize,
+    pub records: u64,
+}
+
+/// The outcome of a batch.
+#[derive(Debug, Default)]
+pub struct BatchReport {
+    /// Per task id, in the order the tasks came.
+    pub results: Vec<(String, TaskResult)>,
+    pub snapshots: Vec<CommittedSnapshot>,
+}
+
+pub struct Committer {
+    pub catalog: Arc<dyn Catalog>,
+    pub file_io: FileIO,
+    pub locks: Arc<dyn TableLocks>,
+    /// Where new tables are created: `<warehouse>/<namespace>.db/<table>`.
+    pub warehouse: String,
+    /// Who holds the leases (the Lambda's request id, the process).
+    pub owner: String,
+    pub lease_ttl: Duration,
+    /// Attempts per table on catalog conflicts, waiting between them.
+    pub retry: RetryPolicy,
+}
+
+impl Committer {
+    /// Commits a batch; one snapshot per table at most (plus one per dead-letter table).
+    pub async fn commit(&self, tasks: &[CommitTask], deadline: Option<Instant>) -> BatchReport {
+        let mut results: BTreeMap<String, TaskResult> = BTreeMap::new();
+        let mut report = BatchReport::default();
+        let dead_letters: Vec<CommitTask> = tasks.iter().filter_map(dead_letter_task).collect();
+        for group in [tasks, dead_letters.as_slice()] {
+            let mut by_table: Vec<(TableName, Vec<&CommitTask>)> = Vec::new();
+            for task in group {
+                match by_table.iter_mut().find(|(t, _)| *t == task.table) {
+                    Some((_, v)) => v.push(task),
+                    None => by_table.push((task.table.clone(), vec![task])),
+                }
+            }
+            for (table, table_tasks) in by_table {
+                // A task whose main commit failed waits whole: its dead letters too.
+                let table_tasks: Vec<&CommitTask> = table_tasks
+                    .into_iter()
+                    .filter(|t| !matches!(results.get(&t.task_id), Some(TaskResult::Failed { .. })))
+                    .collect();
+                if table_tasks.is_empty() {
+                    continue;
+                }
+                let (task_results, snapshot) = self.commit_table(&table, &table_tasks, deadline).await;
+                report.snapshots.extend(snapshot);
+                for (id, result) in task_results {
+                    match (results.get(&id), &result) {
+                        (Some(TaskResult::Committed), TaskResult::AlreadyCommitted) => {}
+                        _ => {
+                            results.insert(id, result);
+                        }
+                    }
+                }
+            }
+        }
+        report.results = tasks
+            .iter()
+            .map(|t| (t.task_id.clone(), results.get(&t.task_id).cloned().unwrap_or(TaskResult::AlreadyCommitted)))
+            .collect();
+        report
+    }
+
+    async fn commit_table(
+        &self,
+        table: &TableName,
+        tasks: &[&CommitTask],
+        deadline: Option<Instant>,
+    ) -> (Vec<(String, TaskResult)>, Option<CommittedSnapshot>) {
+        let fail_all = |error: String, retryable: bool| {
+            let results = tasks
+                .iter()
+                .map(|t| (t.task_id.clone(), TaskResult::Failed { error: error.clone(), retryable }))
+                .collect();
+            (results, None)
+        };
+        let key = table.to_string();
+        match self.locks.suspended(&key).await {
+            Ok(Some(reason)) => return fail_all(format!("{table} is suspended: {reason}"), false),
+            Ok(None) => {}
+            Err(e) => return fail_all(e.to_string(), e.retryable()),
+        }
+        let mut lease = match self.locks.acquire(&key, &self.owner, self.lease_ttl).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => return fail_all(format!("{table} is being committed by another committer"), true),
+            Err(e) => return fail_all(e.to_string(), e.retryable()),
+        };
+        let outcome = self.commit_with_retries(table, tasks, &mut lease, deadline).await;
+        if let Err(e) = self.locks.release(&lease).await {
+            tracing::warn!(table = %table, error = %e, "releasing the lease failed; it expires by itself");
+        }
+        match outcome {
+            Ok(done) => done,
+            Err(CommitError::Incompatible { table: t, reason }) => {
+                tracing::error!(table = %t, %reason, "incompatible schema: table suspended, its tasks kept");
+                if let Err(e) = self.locks.set_suspended(&key, Some(&reason)).await {
+                    return fail_all(format!("suspending {t}: {e}"), true);
+                }
+                fail_all(format!("{t} suspended: {reason}"), false)
+            }
+            Err(e) => {
+                tracing::error!(table = %table, error = %e, retryable = e.retryable(), "commit failed");
+                fail_all(e.to_string(), e.retryable())
+            }
+        }
+    }
+
+    async fn commit_with_retries(
+        &self,
+        table: &TableName,
+        tasks: &[&CommitTask],
+        lease: &mut Lease,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
+        let mut attempt = 1;
+        loop {
+            match self.try_commit(table, tasks, lease).await {
+                Err(e) if e.is_conflict() && attempt < self.retry.attempts => {
+                    let wait = self.retry.wait(attempt);
+                    if deadline.is_some_and(|d| Instant::now() + wait + Duration::from_secs(1) > d) {
+                        return Err(e);
+                    }
+                    tracing::warn!(table = %table, attempt, error = %e, "commit conflict: reloading");
+                    tokio::time::sleep(wait).await;
+                    *lease = self.locks.renew(lease, self.lease_ttl).await?;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn load_or_create(&self, table: &TableName, schema: &Schema) -> Result<LoadedTable, CommitError> {
+        if let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? {
+            return Ok(loaded);
+        }
+        let location = table_location(&self.warehouse, table);
+        if create(self.catalog.as_ref(), &self.file_io, table, &location, schema).await? {
+            tracing::info!(table = %table, %location, "table created");
+        }
+        load(self.catalog.as_ref(), &self.file_io, table).await?.ok_or_else(|| CommitError::Task {
+            table: table.to_string(),
+            task_id: String::new(),
+            detail: "the table vanished right after it was created".into(),
+        })
+    }
+
+    /// One attempt: load, decide, write, swap.
+    async fn try_commit(
+        &self,
+        table: &TableName,
+        tasks: &[&CommitTask],
+        lease: &mut Lease,
+    ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
+        let loaded = self.load_or_create(table, &tasks[0].schema.iceberg).await?;
+        let iceberg = TableError::iceberg(table);
+        let metadata = &loaded.metadata;
+        let summary =
+            metadata.current_snapshot().map(|s| s.summary().additional_properties.clone()).unwrap_or_default();
+        let task_error = |task: &CommitTask, detail: String| CommitError::Task {
+            table: table.to_string(),
+            task_id: task.task_id.clone(),
+            detail,
+        };
+        let mut offsets = CommittedOffsets::from_summary(&summary)
+            .map_err(|detail| task_error(tasks[0], format!("summary: {detail}")))?;
+        let mut state = TableState::load(&self.file_io, summary.get(STATE_KEY)).await.map_err(&iceberg)?;
+        let mut state_changed = false;
+        let mut schema = metadata.current_schema().as_ref().clone();
+        let mut schema_changed = false;
+        let mut added: Vec<DataFile> = Vec::new();
+        let mut results = Vec::new();
+        let mut committed_tasks = 0;
+
+        for task in tasks {
+            let Some(range) = task.offsets else {
+                results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+                continue;
+            };
+            let missing = offsets
+                .get(&task.topic, task.partition)
+                .map_or_else(|| vec![(range.first, range.last)], |set| set.missing(range.first, range.last));
+            if missing.is_empty() {
+                tracing::info!(table = %table, task_id = %task.task_id, partition = task.partition,
+                    first_offset = range.first, last_offset = range.last, "already committed: dropped");
+                results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+                continue;
+            }
+            if task.schema.iceberg.as_struct() != schema.as_struct() {
+                let evolved =
+                    plan(Some(&schema), task.schema.iceberg.as_struct()).map_err(|e| CommitError::Incompatible {
+                        table: table.to_string(),
+                        reason: format!("task {}: {e}", task.task_id),
+                    })?;
+                same_field_ids(&task.schema.iceberg, &evolved.schema).map_err(|reason| CommitError::Incompatible {
+                    table: table.to_string(),
+                    reason: format!("task {}: {reason}", task.task_id),
+                })?;
+                if !evolved.changes.is_empty() {
+                    tracing::info!(table = %table, changes = ?evolved.changes, "schema evolves");
+                    schema = evolved.schema;
+                    schema_changed = true;
+                }
+            }
+            let within = |first: i64, last: i64| missing.iter().any(|&(a, b)| a <= first && last <= b);
+            let overlapping =
+                |first: i64, last: i64| !within(first, last) && missing.iter().any(|&(a, b)| a <= last && first <= b);
+            for file in &task.data_files {
+                if within(file.first_offset, file.last_offset) {
+                    added.push(file.data_file(&task.schema.iceberg).map_err(&iceberg)?);
+                } else if overlapping(file.first_offset, file.last_offset) {
+                    return Err(task_error(
+                        task,
+                        format!(
+                            "{} holds offsets {}..={} of which only some are new (the same offsets uploaded again \
+                             with other segment boundaries); trimming such files is not supported yet",
+                            file.path(),
+                            file.first_offset,
+                            file.last_offset
+                        ),
+                    ));
+                }
+            }
+            for txn in &task.open_transactions {
+                if within(txn.first_offset, txn.last_offset) {
+                    state.pending.push(PendingEntry {
+                        topic: task.topic.clone(),
+                        partition: task.partition,
+                        task_id: task.task_id.clone(),
+                        transaction: txn.clone(),
+                        schema: task.schema.iceberg.clone(),
+                    });
+                    state_changed = true;
+                }
+            }
+            for marker in &task.transaction_markers {
+                if within(marker.offset, marker.offset) {
+                    state.markers.push(MarkerEntry {
+                        topic: task.topic.clone(),
+                        partition: task.partition,
+                        marker: *marker,
+                    });
+                    state_changed = true;
+                }
+            }
+            for (first, last) in missing {
+                offsets.insert(&task.topic, task.partition, first, last);
+            }
+            committed_tasks += 1;
+            results.push((task.task_id.clone(), TaskResult::Committed));
+        }
+        if committed_tasks == 0 {
+            return Ok((results, None));
+        }
+        if state_changed {
+            let resolved = state.resolve(&offsets);
+            for entry in &resolved.committed {
+                for file in &entry.transaction.files {
+                    added.push(file.data_file(&entry.schema).map_err(&iceberg)?);
+                }
+            }
+            for entry in &resolved.aborted {
+                tracing::info!(table = %table, producer_id = entry.transaction.producer_id,
+                    records = entry.transaction.records, "aborted transaction: its files are never added");
+            }
+        }
+        let mut properties: HashMap<String, String> = offsets.to_summary().collect();
+        let state_location = match (state.is_empty(), state_changed) {
+            (true, _) => None,
+            (false, false) => summary.get(STATE_KEY).cloned(),
+            (false, true) => {
+                Some(state.save(&self.file_io, &format!("{}/metadata", metadata.location())).await.map_err(&iceberg)?)
+            }
+        };
+        properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
+        properties.insert("floe.tasks".into(), committed_tasks.to_string());
+        properties.insert("floe.committer".into(), self.owner.clone());
+        properties.insert("floe.fencing".into(), lease.fencing.to_string());
+        let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());
+        let change = SnapshotChange {
+            operation: Operation::Append,
+            added,
+            properties,
+            new_schema: schema_changed.then_some(schema),
+        };
+        let new = write_snapshot(&self.file_io, metadata, &loaded.pointer.metadata_location, change)
+            .await
+            .map_err(&iceberg)?;
+        // The lease must still be ours when the pointer moves; a lost one aborts.
+        *lease = self.locks.renew(lease, self.lease_ttl).await?;
+        self.catalog
+            .swap(table, &loaded.pointer, &new.metadata, &new.location)
+            .await
+            .map_err(|e| CommitError::Table(e.into()))?;
+        let snapshot_id = new.metadata.current_snapshot_id().unwrap_or_default();
+        tracing::info!(table = %table, snapshot_id, tasks = committed_tasks, files, records,
+            metadata = %new.location, "committed");
+        Ok((
+            results,
+            Some(CommittedSnapshot { table: table.clone(), snapshot_id, tasks: committed_tasks, files, records }),
+        ))
+    }
+}
+
+/// Every field id of the files' schema names the same column in the table's schema.
+fn same_field_ids(files: &Schema, table: &Schema) -> Result<(), String> {
+    for (id, name) in files.field_id_to_name_map() {
+        match table.name_by_field_id(*id) {
+            Some(n) if n == name => {}
+            other => {
+                return Err(format!(
+                    "field id {id} is {name:?} in the files but {:?} in the table",
+                    other.unwrap_or("absent")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The part of a task for its dead-letter table, when it has dead letters.
+fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
+    let (table, schema) = (task.dead_letter_table.clone()?, task.dead_letter_schema.clone()?);
+    if task.dead_letter_files.is_empty() {
+        return None;
+    }
+    let mut dlq = task.clone();
+    dlq.table = table;
+    dlq.data_files = task.dead_letter_files.clone();
+    dlq.dead_letter_files = Vec::new();
+    dlq.open_transactions = Vec::new();
+    dlq.transaction_markers = Vec::new();
+    dlq.schema.iceberg = schema;
+    dlq.record_count = task.dead_letter_files.iter().map(|f: &TaskFile| f.record_count).sum();
+    Some(dlq)
+}
