@@ -328,6 +328,7 @@ impl Committer {
                         topic: task.topic.clone(),
                         partition: task.partition,
                         marker: *marker,
+                        segment_first: range.first,
                     });
                     state_changed = true;
                 }

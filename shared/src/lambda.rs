@@ -134,14 +134,17 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let registry = http_registry_with_password(&config, password)
         .map_err(|e| InitError::Config { uri: env.config.clone().unwrap_or_default(), message: e.to_string() })?;
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
+    let file_io = warehouse_file_io(s3.clone());
+    let glue = crate::catalog::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
+    let tables = crate::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
     Ok(Materializer {
         config: Arc::new(config),
         registry,
         objects: Arc::new(crate::materializer::objects::S3Objects::new(s3.clone())),
-        file_io: warehouse_file_io(s3),
+        file_io,
         warehouse: env.warehouse.trim_end_matches('/').to_string(),
         queue: Arc::new(queue),
-        tables: None,
+        tables: Some(Arc::new(tables)),
         limits: Limits::default(),
     })
 }
@@ -215,4 +218,106 @@ mod tests {
         assert_eq!(password_from_secret(r#"{"username":"u","password":"p w"}"#), "p w");
         assert_eq!(password_from_secret("s3cret"), "s3cret");
     }
+}
+
+/// The committer's environment.
+#[derive(Debug, Clone)]
+pub struct CommitterEnv {
+    /// `FLOE_WAREHOUSE`: `s3://bucket/prefix` where new tables are created.
+    pub warehouse: String,
+    /// `FLOE_LOCK_TABLE`: the DynamoDB table of leases and table statuses.
+    pub lock_table: String,
+    /// `FLOE_LEASE_SECONDS`: lease length, renewed during a commit (default 60).
+    pub lease: std::time::Duration,
+    pub s3_path_style: bool,
+}
+
+impl CommitterEnv {
+    pub fn from_env() -> Result<Self, InitError> {
+        let lease = match std::env::var("FLOE_LEASE_SECONDS") {
+            Ok(v) => v.parse::<u64>().map_err(|_| InitError::Env {
+                name: "FLOE_LEASE_SECONDS",
+                message: format!("{v:?} is not a number of seconds"),
+            })?,
+            Err(_) => 60,
+        };
+        Ok(CommitterEnv {
+            warehouse: required("FLOE_WAREHOUSE")?,
+            lock_table: required("FLOE_LOCK_TABLE")?,
+            lease: std::time::Duration::from_secs(lease),
+            s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
+        })
+    }
+}
+
+/// The committer and the S3 client that fetches tasks stored in S3.
+pub struct CommitterService {
+    pub committer: crate::committer::Committer,
+    pub s3: aws_sdk_s3::Client,
+}
+
+/// Builds the committer from the environment and the AWS clients (once per container).
+pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterService {
+    let s3_config = aws_sdk_s3::config::Builder::from(aws).force_path_style(env.s3_path_style).build();
+    let s3 = aws_sdk_s3::Client::from_conf(s3_config);
+    let committer = crate::committer::Committer {
+        catalog: Arc::new(crate::catalog::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
+        file_io: warehouse_file_io(s3.clone()),
+        locks: Arc::new(crate::lock::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
+        warehouse: env.warehouse.trim_end_matches('/').to_string(),
+        owner: format!("committer-{}", uuid::Uuid::new_v4()),
+        lease_ttl: env.lease,
+        retry: crate::retry::RetryPolicy { attempts: 8, ..Default::default() },
+    };
+    CommitterService { committer, s3 }
+}
+
+/// Handles one batch of FIFO messages; the response names the messages to deliver again.
+///
+/// A message whose task cannot be read, or whose commit failed, is reported; so is every
+/// later message of the same group (table) in the batch, so a table's tasks are never
+/// committed out of the order they were queued in after a failure.
+pub async fn handle_committer_event(
+    service: &CommitterService,
+    event: aws_lambda_events::event::sqs::SqsEvent,
+    deadline: Option<std::time::Instant>,
+) -> aws_lambda_events::event::sqs::SqsBatchResponse {
+    use crate::committer::TaskResult;
+    let mut response = aws_lambda_events::event::sqs::SqsBatchResponse::default();
+    let mut tasks = Vec::new();
+    let mut message_of_task = Vec::new();
+    let mut failed_groups = std::collections::HashSet::new();
+    let group_of = |m: &aws_lambda_events::event::sqs::SqsMessage| m.attributes.get("MessageGroupId").cloned();
+    for message in &event.records {
+        let id = message.message_id.clone().unwrap_or_default();
+        let group = group_of(message);
+        if group.as_ref().is_some_and(|g| failed_groups.contains(g)) {
+            response.add_failure(id);
+            continue;
+        }
+        match crate::queue::sqs::task_from_message(&service.s3, message.body.as_deref().unwrap_or_default()).await {
+            Ok(task) => {
+                message_of_task.push((task.task_id.clone(), id, group));
+                tasks.push(task);
+            }
+            Err(error) => {
+                tracing::error!(message_id = %id, %error, retryable = error.retryable(), "unreadable task message");
+                failed_groups.extend(group);
+                response.add_failure(id);
+            }
+        }
+    }
+    let report = service.committer.commit(&tasks, deadline).await;
+    for ((task_id, result), (_, message_id, group)) in report.results.iter().zip(&message_of_task) {
+        let failed =
+            matches!(result, TaskResult::Failed { .. }) || group.as_ref().is_some_and(|g| failed_groups.contains(g));
+        if let TaskResult::Failed { error, retryable } = result {
+            tracing::error!(%task_id, %message_id, %error, retryable, "task not committed; it stays in the queue");
+        }
+        if failed {
+            failed_groups.extend(group.clone());
+            response.add_failure(message_id.clone());
+        }
+    }
+    response
 }

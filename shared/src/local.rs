@@ -17,48 +17,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use iceberg::io::FileIO;
-use iceberg::spec::Schema;
-
 use crate::catalog::Catalog;
 use crate::catalog::sqlite::SqliteCatalog;
 use crate::committer::{Committer, TaskResult};
 use crate::config::FloeConfig;
 use crate::lock::sqlite::SqliteLocks;
-use crate::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableSchemas};
+use crate::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
 use crate::queue::InProcessQueue;
 use crate::retry::RetryPolicy;
 use crate::schema::formats::http_registry;
 use crate::segment::{FileSource, Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader};
-use crate::table::offsets::CommittedOffsets;
-use crate::table::{self, LoadedTable};
+use crate::table::CatalogTables;
 use crate::task::TableName;
-
-/// The catalog's current table schemas, for the materializer.
-pub struct CatalogTables {
-    pub catalog: Arc<dyn Catalog>,
-    pub file_io: FileIO,
-}
-
-impl CatalogTables {
-    pub async fn load(&self, name: &TableName) -> Result<Option<LoadedTable>, String> {
-        table::load(self.catalog.as_ref(), &self.file_io, name).await.map_err(|e| e.to_string())
-    }
-
-    /// The offsets the table holds for a topic-partition.
-    pub async fn committed(&self, name: &TableName) -> Result<CommittedOffsets, String> {
-        let Some(loaded) = self.load(name).await? else { return Ok(CommittedOffsets::default()) };
-        let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
-        CommittedOffsets::from_summary(&summary.unwrap_or_default())
-    }
-}
-
-#[async_trait::async_trait]
-impl TableSchemas for CatalogTables {
-    async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String> {
-        Ok(self.load(table).await?.map(|t| t.metadata.current_schema().as_ref().clone()))
-    }
-}
 
 /// What a run did, per table.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]

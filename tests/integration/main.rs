@@ -4,6 +4,7 @@
 //! built at test time by kafka-python (tests/py), never by our own encoder.
 
 mod avro;
+mod committer;
 mod convert;
 mod json;
 mod materializer;

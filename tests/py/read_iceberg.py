@@ -54,6 +54,8 @@ def main():
         "snapshots": len(table.metadata.snapshots),
         "summary": snapshot.summary.additional_properties if snapshot else {},
         "operation": snapshot.summary.operation.value if snapshot else None,
+        "history": [dict(s.summary.additional_properties, operation=s.summary.operation.value)
+                    for s in table.metadata.snapshots],
         "values": values,
     }))
 

@@ -17,7 +17,10 @@ use iceberg::spec::{
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
 use crate::catalog::{Catalog, CatalogError, TablePointer};
+use crate::materializer::TableSchemas;
 use crate::task::TableName;
+use offsets::CommittedOffsets;
+use std::sync::Arc;
 
 /// A table's metadata and the catalog pointer it was loaded from.
 #[derive(Debug, Clone)]
@@ -59,6 +62,32 @@ pub async fn load(
     let metadata =
         TableMetadata::read_from(file_io, &pointer.metadata_location).await.map_err(TableError::iceberg(name))?;
     Ok(Some(LoadedTable { name: name.clone(), pointer, metadata }))
+}
+
+/// The catalog's current table schemas, for the materializer.
+pub struct CatalogTables {
+    pub catalog: Arc<dyn Catalog>,
+    pub file_io: FileIO,
+}
+
+impl CatalogTables {
+    pub async fn load(&self, name: &TableName) -> Result<Option<LoadedTable>, String> {
+        load(self.catalog.as_ref(), &self.file_io, name).await.map_err(|e| e.to_string())
+    }
+
+    /// The offsets the table holds for a topic-partition.
+    pub async fn committed(&self, name: &TableName) -> Result<CommittedOffsets, String> {
+        let Some(loaded) = self.load(name).await? else { return Ok(CommittedOffsets::default()) };
+        let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
+        CommittedOffsets::from_summary(&summary.unwrap_or_default())
+    }
+}
+
+#[async_trait::async_trait]
+impl TableSchemas for CatalogTables {
+    async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String> {
+        Ok(self.load(table).await?.map(|t| t.metadata.current_schema().as_ref().clone()))
+    }
 }
 
 /// Table properties Floe sets: Parquet files, commit retries well inside a Lambda's

@@ -36,6 +36,8 @@ pub struct MarkerEntry {
     pub topic: String,
     pub partition: i32,
     pub marker: TxnMarker,
+    /// First offset of the segment the marker came in.
+    pub segment_first: i64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -73,38 +75,37 @@ impl TableState {
         Ok(location)
     }
 
-    /// Matches pending transactions with markers (same topic, partition and producer,
-    /// the marker after the transaction's records). Matched pairs leave the state.
+    /// Matches pending transactions with markers: a marker ends every pending part (a
+    /// transaction may span several segments) of its producer, on its topic-partition,
+    /// before it. Matched entries leave the state.
     pub fn resolve(&mut self, committed: &CommittedOffsets) -> Resolved {
         let mut resolved = Resolved::default();
-        let mut pending = Vec::new();
-        for entry in std::mem::take(&mut self.pending) {
-            let matching = self.markers.iter().enumerate().filter(|(_, m)| {
-                m.topic == entry.topic
-                    && m.partition == entry.partition
-                    && m.marker.producer_id == entry.transaction.producer_id
-                    && m.marker.offset > entry.transaction.last_offset
+        self.markers.sort_by_key(|m| m.marker.offset);
+        let mut unmatched = Vec::new();
+        for m in std::mem::take(&mut self.markers) {
+            let (ended, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|e| {
+                e.topic == m.topic
+                    && e.partition == m.partition
+                    && e.transaction.producer_id == m.marker.producer_id
+                    && e.transaction.last_offset < m.marker.offset
             });
-            match matching.min_by_key(|(_, m)| m.marker.offset).map(|(i, _)| i) {
-                Some(i) => {
-                    let marker = self.markers.remove(i);
-                    match marker.marker.commit {
-                        true => resolved.committed.push(entry),
-                        false => resolved.aborted.push(entry),
-                    }
-                }
-                None => pending.push(entry),
+            self.pending = pending;
+            match (ended.is_empty(), m.marker.commit) {
+                (true, _) => unmatched.push(m),
+                (false, true) => resolved.committed.extend(ended),
+                (false, false) => resolved.aborted.extend(ended),
             }
         }
-        self.pending = pending;
-        // A marker can only still be matched by a transaction of a segment not committed
-        // yet: one below it, in a gap of the committed offsets.
-        self.markers.retain(|m| {
-            committed.get(&m.topic, m.partition).is_some_and(|set| {
-                let first = set.ranges().first().map_or(i64::MIN, |r| r.0);
-                !set.missing(first, m.marker.offset).is_empty()
+        // A marker still waits for its transaction while the segment before its own is
+        // not committed (it would bring the transaction's records); once it is, the
+        // transaction is not in this table's data (it began before the first segment).
+        self.markers = unmatched
+            .into_iter()
+            .filter(|m| {
+                let before = m.segment_first - 1;
+                !committed.get(&m.topic, m.partition).is_some_and(|set| set.covers(before, before))
             })
-        });
+            .collect();
         resolved
     }
 }
@@ -135,6 +136,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             marker: TxnMarker { producer_id, producer_epoch: 0, offset, commit },
+            segment_first: offset - 10,
         }
     }
 
@@ -143,28 +145,29 @@ mod tests {
         let mut offsets = CommittedOffsets::default();
         offsets.insert("t", 0, 0, 199);
         let mut state = TableState {
-            pending: vec![pending(7, 90, 99), pending(8, 95, 99), pending(9, 98, 99)],
+            pending: vec![pending(7, 90, 99), pending(7, 100, 104), pending(8, 95, 99), pending(9, 98, 99)],
             markers: vec![marker(7, 120, true), marker(8, 121, false), marker(9, 50, true)],
         };
         let resolved = state.resolve(&offsets);
-        assert_eq!(resolved.committed.iter().map(|e| e.transaction.producer_id).collect::<Vec<_>>(), vec![7]);
-        assert_eq!(resolved.aborted.iter().map(|e| e.transaction.producer_id).collect::<Vec<_>>(), vec![8]);
+        // Producer 7's transaction spans two segments: both parts end at its marker.
+        let ids = |v: &[PendingEntry]| v.iter().map(|e| e.transaction.producer_id).collect::<Vec<_>>();
+        assert_eq!(ids(&resolved.committed), vec![7, 7]);
+        assert_eq!(ids(&resolved.aborted), vec![8]);
         // Producer 9's marker is before its records: not its marker; still open.
-        assert_eq!(state.pending.len(), 1);
-        // The unmatched marker lies in the contiguous committed range: nothing can match it.
+        assert_eq!(ids(&state.pending), vec![9]);
+        // The unmatched marker's previous segment is committed: nothing can match it.
         assert!(state.markers.is_empty());
     }
 
     #[test]
     fn an_early_marker_waits_for_its_transaction() {
         let mut offsets = CommittedOffsets::default();
-        offsets.insert("t", 0, 0, 99);
-        offsets.insert("t", 0, 200, 299); // the marker's segment, before 100..199
-        let mut state = TableState { pending: vec![], markers: vec![marker(7, 250, true)] };
+        offsets.insert("t", 0, 250, 299); // the marker's segment, first to arrive
+        let mut state = TableState { pending: vec![], markers: vec![marker(7, 260, true)] };
         assert!(state.resolve(&offsets).committed.is_empty());
-        assert_eq!(state.markers.len(), 1, "kept: 100..199 may hold its transaction");
-        state.pending.push(pending(7, 150, 199));
-        offsets.insert("t", 0, 100, 199);
+        assert_eq!(state.markers.len(), 1, "kept: the segment before may hold its transaction");
+        state.pending.push(pending(7, 240, 249));
+        offsets.insert("t", 0, 200, 249);
         assert_eq!(state.resolve(&offsets).committed.len(), 1);
         assert!(state.is_empty());
     }

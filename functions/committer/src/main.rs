@@ -1,0 +1,23 @@
+//! The committer Lambda: batches of CommitTasks from the FIFO queue → one Iceberg
+//! snapshot per table, exactly once, with an SQS partial batch response. All logic is in
+//! `floe_core::committer`; this binary reads its environment and builds its clients once.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use floe_core::lambda::{CommitterEnv, committer, handle_committer_event, init_tracing};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let env = CommitterEnv::from_env()?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let service = committer(&aws, &env);
+    let service = &service;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        // Stop retrying conflicts well before the function's own timeout.
+        let remaining = event.context.deadline().duration_since(std::time::SystemTime::now()).unwrap_or_default();
+        let deadline = std::time::Instant::now() + remaining.saturating_sub(std::time::Duration::from_secs(5));
+        Ok::<SqsBatchResponse, Error>(handle_committer_event(service, event.payload, Some(deadline)).await)
+    }))
+    .await
+}

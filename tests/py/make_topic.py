@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""A topic partition in three consecutive segments, with transactions that span them
+(kafka-python's batch builder), for the committer's tests:
+
+    make_topic.py OUT_DIR
+
+  segment A  offsets  0..54   plain 0..49; producer 7 opens a transaction (50..54), no marker
+  segment B  offsets 55..65   producer 7: 55..57, COMMIT at 58; producer 8: 59..61, ABORT at 62;
+                              producer 9 opens another (63..65), no marker
+  segment C  offsets 66..99   ABORT of producer 9 at 66; plain 67..99
+
+writes OUT_DIR/payments-0/<base>.log for each, and OUT_DIR/expected.json: the offsets a
+read_committed consumer sees (0..57, 67..99) and each one's value.
+"""
+import json
+import os
+import sys
+
+from make_segments import T0, marker, v2_batch
+
+
+def recs(first, n):
+    return [(T0 + first + i, b"k%d" % (first + i), json.dumps({"payment": first + i}).encode(), [])
+            for i in range(n)]
+
+
+def main(out):
+    d = os.path.join(out, "payments-0")
+    os.makedirs(d, exist_ok=True)
+    segments = {
+        0: [v2_batch(0, recs(0, 25))[0], v2_batch(25, recs(25, 25), codec="zstd")[0],
+            v2_batch(50, recs(50, 5), txn=True, pid=7, epoch=0)[0]],
+        55: [v2_batch(55, recs(55, 3), txn=True, pid=7, epoch=0)[0], marker(58, 7, 0, True),
+             v2_batch(59, recs(59, 3), txn=True, pid=8, epoch=0)[0], marker(62, 8, 0, False),
+             v2_batch(63, recs(63, 3), txn=True, pid=9, epoch=0)[0]],
+        66: [marker(66, 9, 0, False), v2_batch(67, recs(67, 33), codec="lz4")[0]],
+    }
+    for base, parts in segments.items():
+        with open(os.path.join(d, "%020d.log" % base), "wb") as f:
+            f.write(b"".join(parts))
+    committed = list(range(0, 58)) + list(range(67, 100))
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump({"offsets": committed, "values": {str(o): json.dumps({"payment": o}) for o in committed}}, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
