@@ -294,6 +294,21 @@ impl Committer {
             let within = |first: i64, last: i64| missing.iter().any(|&(a, b)| a <= first && last <= b);
             let overlapping =
                 |first: i64, last: i64| !within(first, last) && missing.iter().any(|&(a, b)| a <= last && first <= b);
+            for file in task.data_files.iter().chain(task.open_transactions.iter().flat_map(|t| &t.files)) {
+                if file.first_offset < range.first || file.last_offset > range.last {
+                    return Err(task_error(
+                        task,
+                        format!(
+                            "{} holds offsets {}..={}, outside the task's {}..={}",
+                            file.path(),
+                            file.first_offset,
+                            file.last_offset,
+                            range.first,
+                            range.last
+                        ),
+                    ));
+                }
+            }
             for file in &task.data_files {
                 if within(file.first_offset, file.last_offset) {
                     added.push(file.data_file(&task.schema.iceberg).map_err(&iceberg)?);

@@ -25,6 +25,57 @@ use iceberg::spec::{
 };
 use iceberg::{Error, ErrorKind, MetadataLocation, Result};
 
+/// Manifests of the current snapshot merged into one once there are this many
+/// (Iceberg's `commit.manifest.min-count-to-merge`), so the manifest list stays short.
+pub const MIN_COUNT_TO_MERGE: usize = 100;
+/// Manifests at least this large are left as they are (`commit.manifest.target-size-bytes`).
+pub const MANIFEST_TARGET_BYTES: i64 = 8 << 20;
+/// Snapshots kept in the metadata (`floe.history.max-snapshots`); older ones expire, so
+/// the metadata file stays small however long the table lives. Their files are left to
+/// orphan-file maintenance.
+pub const MAX_SNAPSHOTS: usize = 100;
+
+fn property<T: std::str::FromStr>(metadata: &TableMetadata, key: &str, default: T) -> T {
+    metadata.properties().get(key).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Rewrites the small manifests into one (their live entries as EXISTING) once there are
+/// enough of them; returns the new list.
+async fn merge_manifests(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    manifests: Vec<ManifestFile>,
+    snapshot_id: i64,
+    path: String,
+) -> Result<Vec<ManifestFile>> {
+    let min_count = property(metadata, "commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE);
+    let target = property(metadata, "commit.manifest.target-size-bytes", MANIFEST_TARGET_BYTES);
+    let (small, mut kept): (Vec<_>, Vec<_>) = manifests
+        .into_iter()
+        .partition(|m| m.manifest_length < target && m.content == iceberg::spec::ManifestContentType::Data);
+    if small.len() < min_count.max(2) {
+        kept.extend(small);
+        return Ok(kept);
+    }
+    let schema = metadata.current_schema().clone();
+    let spec = metadata.default_partition_spec().as_ref().clone();
+    let mut writer =
+        ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec).build_v2_data();
+    for manifest in &small {
+        for entry in manifest.load_manifest(file_io).await?.entries().iter().filter(|e| e.is_alive()) {
+            let sequence = entry.sequence_number().unwrap_or(manifest.sequence_number);
+            writer.add_existing_file(
+                entry.data_file().clone(),
+                entry.snapshot_id().unwrap_or(manifest.added_snapshot_id),
+                sequence,
+                entry.file_sequence_number.or(Some(sequence)),
+            )?;
+        }
+    }
+    kept.insert(0, writer.write_manifest_file().await?);
+    Ok(kept)
+}
+
 /// Summary totals Iceberg readers show (`total-records`, …), carried from the parent.
 const TOTALS: [&str; 3] = ["total-data-files", "total-records", "total-files-size"];
 
@@ -85,7 +136,10 @@ pub async fn write_snapshot(
     let metadata_dir = format!("{}/metadata", current.location());
     let commit_uuid = uuid::Uuid::new_v4();
 
-    let mut manifests = current_manifests(file_io, current).await?;
+    let manifests = current_manifests(file_io, current).await?;
+    let mut manifests =
+        merge_manifests(file_io, current, manifests, snapshot_id, format!("{metadata_dir}/{commit_uuid}-merged.avro"))
+            .await?;
     let mut collector = SnapshotSummaryCollector::default();
     if !change.added.is_empty() {
         let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-m0.avro"))?;
@@ -125,11 +179,92 @@ pub async fn write_snapshot(
         .with_summary(Summary { operation: change.operation, additional_properties: properties })
         .with_schema_id(staged.current_schema_id())
         .build();
-    let metadata = staged.into_builder(None).set_branch_snapshot(snapshot, MAIN_BRANCH)?.build()?.metadata;
+    let keep = property(current, "floe.history.max-snapshots", MAX_SNAPSHOTS).max(1);
+    let mut ids: Vec<(i64, i64)> = current.snapshots().map(|s| (s.timestamp_ms(), s.snapshot_id())).collect();
+    ids.sort_unstable();
+    let expired: Vec<i64> = ids.iter().rev().skip(keep - 1).map(|(_, id)| *id).collect();
+    let metadata = staged
+        .into_builder(None)
+        .set_branch_snapshot(snapshot, MAIN_BRANCH)?
+        .remove_snapshots(&expired)
+        .build()?
+        .metadata;
     let location = MetadataLocation::from_str(current_location)
         .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("{current_location}: {e}")))?
         .with_next_version()
         .with_new_metadata(&metadata);
     metadata.write_to(file_io, &location).await?;
     Ok(NewMetadata { metadata, location: location.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Struct, Type};
+
+    use super::*;
+
+    fn file(i: usize) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("memory:///t/data/{i}.parquet"))
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::empty())
+            .record_count(10)
+            .file_size_in_bytes(1000)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn history_is_bounded_and_manifests_are_merged_without_losing_files() {
+        let file_io = FileIO::new_with_memory();
+        let schema = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
+            .build()
+            .unwrap();
+        let (metadata, location) = crate::table::new_table_metadata("memory:///t", &schema).unwrap();
+        let mut metadata = metadata
+            .into_builder(None)
+            .set_properties(HashMap::from([
+                ("floe.history.max-snapshots".to_string(), "3".to_string()),
+                ("commit.manifest.min-count-to-merge".to_string(), "4".to_string()),
+            ]))
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        metadata.write_to(&file_io, &location).await.unwrap();
+        let mut location = location.to_string();
+        for i in 0..10 {
+            let change = SnapshotChange {
+                operation: Operation::Append,
+                added: vec![file(i)],
+                properties: HashMap::from([("floe.offsets.t.0".to_string(), format!("0-{i}"))]),
+                new_schema: None,
+            };
+            let new = write_snapshot(&file_io, &metadata, &location, change).await.unwrap();
+            (metadata, location) = (new.metadata, new.location);
+        }
+        assert_eq!(metadata.snapshots().len(), 3);
+        let manifests = current_manifests(&file_io, &metadata).await.unwrap();
+        assert!(manifests.len() <= 4, "{} manifests", manifests.len());
+        let mut paths = Vec::new();
+        for m in &manifests {
+            for e in m.load_manifest(&file_io).await.unwrap().entries().iter().filter(|e| e.is_alive()) {
+                paths.push(e.file_path().to_string());
+            }
+        }
+        paths.sort();
+        let mut expected: Vec<_> = (0..10).map(|i| format!("memory:///t/data/{i}.parquet")).collect();
+        expected.sort();
+        assert_eq!(paths, expected);
+        let summary = &metadata.current_snapshot().unwrap().summary().additional_properties;
+        assert_eq!(summary["total-data-files"], "10");
+        assert_eq!(summary["total-records"], "100");
+        // Read back from the file, as another reader would.
+        let read = TableMetadata::read_from(&file_io, &location).await.unwrap();
+        assert_eq!(read.snapshots().len(), 3);
+    }
 }

@@ -1,0 +1,115 @@
+//! Committer benchmark: time per commit (one task, one append snapshot) on a table with
+//! 10 and with 10,000 prior commits, on the local SQLite catalog and file system — the
+//! cost must not grow with the table's history.
+//!
+//! `cargo bench -p floe-tests --bench commit` — writes its rows into BENCHMARKS.md.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{cpu, update_benchmarks};
+use floe_core::catalog::sqlite::SqliteCatalog;
+use floe_core::committer::{Committer, TaskResult};
+use floe_core::config::FloeConfig;
+use floe_core::lock::sqlite::SqliteLocks;
+use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
+use floe_core::queue::InProcessQueue;
+use floe_core::retry::RetryPolicy;
+use floe_core::task::{CommitTask, OffsetRange};
+
+const MEASURED: usize = 50;
+
+/// The task of one real segment, to clone with new offsets and file names.
+async fn template(warehouse: &str) -> CommitTask {
+    let samples = common::root().join("examples/segments");
+    let materializer = Materializer {
+        config: Arc::new(FloeConfig::default()),
+        registry: None,
+        objects: Arc::new(LocalObjects::new(&samples)),
+        file_io: floe_core::storage::local_file_io(),
+        warehouse: warehouse.to_string(),
+        queue: Arc::new(InProcessQueue::default()),
+        tables: None,
+        limits: Default::default(),
+    };
+    match materializer.handle(&ObjectRef::new("", "orders-1/00000000000000000000.log")).await.unwrap() {
+        Outcome::Queued(task) => *task,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Task `i`: the next 1000 offsets, its own (unread) file name.
+fn task(template: &CommitTask, i: usize) -> CommitTask {
+    let mut task = template.clone();
+    let first = (i * 1000) as i64;
+    task.offsets = Some(OffsetRange { first, last: first + 999 });
+    task.task_id = format!("bench-{i}");
+    for file in &mut task.data_files {
+        file.first_offset = first;
+        file.last_offset = first + 999;
+        let path = file.path().replace(".parquet", &format!("-{i}.parquet"));
+        file.data_file["file_path"] = path.into();
+    }
+    task
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().display().to_string();
+    let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"), "floe").unwrap();
+    let committer = Committer {
+        locks: Arc::new(SqliteLocks::new(catalog.connection()).unwrap()),
+        catalog: Arc::new(catalog),
+        file_io: floe_core::storage::local_file_io(),
+        warehouse: warehouse.clone(),
+        owner: "bench".into(),
+        lease_ttl: Duration::from_secs(60),
+        retry: RetryPolicy::default(),
+    };
+    let rows = rt.block_on(async {
+        let template = template(&warehouse).await;
+        let mut next = 0;
+        let mut rows = Vec::new();
+        for prior in [10usize, 10_000] {
+            while next < prior {
+                let r = committer.commit(&[task(&template, next)], None).await;
+                assert_eq!(r.results[0].1, TaskResult::Committed);
+                next += 1;
+            }
+            let mut times = Vec::new();
+            for _ in 0..MEASURED {
+                let started = Instant::now();
+                let r = committer.commit(&[task(&template, next)], None).await;
+                times.push(started.elapsed());
+                assert_eq!(r.results[0].1, TaskResult::Committed);
+                next += 1;
+            }
+            rows.push((prior, median(times)));
+        }
+        rows
+    });
+    let ratio = rows[1].1.as_secs_f64() / rows[0].1.as_secs_f64();
+    let mut body = format!(
+        "CPU: {}. One task per batch, one append snapshot per commit (manifest, manifest list,\n\
+         metadata file, SQLite compare-and-swap, lease renewal), local file system; median of\n\
+         {MEASURED} commits after the given number of prior commits. Snapshots beyond 100 expire\n\
+         and small manifests are merged every 100 commits, so neither the metadata file nor the\n\
+         manifest list grows with history.\n\n| prior commits | time per commit |\n|---|---|\n",
+        cpu()
+    );
+    for (prior, t) in &rows {
+        body.push_str(&format!("| {prior} | {:.2} ms |\n", t.as_secs_f64() * 1e3));
+    }
+    body.push_str(&format!("\n10,000 vs 10: {ratio:.2}× (target ≤ 1.5×).\n"));
+    print!("{body}");
+    update_benchmarks("commit", "Committer: time per commit vs table history", &body);
+}
