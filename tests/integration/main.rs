@@ -6,6 +6,7 @@
 mod avro;
 mod committer;
 mod convert;
+mod infra;
 mod json;
 mod materializer;
 mod protobuf;
