@@ -37,6 +37,7 @@ use crate::schema::plan;
 use crate::table::offsets::CommittedOffsets;
 use crate::table::snapshot::{SnapshotChange, write_snapshot};
 use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
+use crate::table::trim::trim_file;
 use crate::table::{LoadedTable, TableError, create, load};
 use crate::task::{CommitTask, TableName, TaskFile};
 
@@ -313,16 +314,20 @@ impl Committer {
                 if within(file.first_offset, file.last_offset) {
                     added.push(file.data_file(&task.schema.iceberg).map_err(&iceberg)?);
                 } else if overlapping(file.first_offset, file.last_offset) {
-                    return Err(task_error(
-                        task,
-                        format!(
-                            "{} holds offsets {}..={} of which only some are new (the same offsets uploaded again \
-                             with other segment boundaries); trimming such files is not supported yet",
-                            file.path(),
-                            file.first_offset,
-                            file.last_offset
-                        ),
-                    ));
+                    // Re-uploaded with other boundaries: keep only the new offsets.
+                    let keep: Vec<(i64, i64)> = missing
+                        .iter()
+                        .map(|&(a, b)| (a.max(file.first_offset), b.min(file.last_offset)))
+                        .filter(|(a, b)| a <= b)
+                        .collect();
+                    let tag = format!("{}-trim", task.task_id);
+                    let trimmed =
+                        trim_file(&self.file_io, file.path(), &task.schema.iceberg, task.partition, &keep, &tag)
+                            .await
+                            .map_err(&iceberg)?;
+                    tracing::info!(table = %table, task_id = %task.task_id, file = file.path(), ?keep,
+                        "file trimmed to the offsets the table does not hold");
+                    added.extend(trimmed.map(|t| t.data_file));
                 }
             }
             for txn in &task.open_transactions {

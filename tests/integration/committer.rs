@@ -148,6 +148,24 @@ async fn transactions_spanning_segments_resolve_in_any_arrival_order() {
     }
 }
 
+#[tokio::test]
+async fn offsets_uploaded_again_with_other_boundaries_are_committed_once() {
+    let (topic, offsets, values) = payments();
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(topic.path(), input.path(), SEGMENTS[0]); // 0..54
+    local_run(input.path(), warehouse.path()).await;
+    // Another broker's upload of 25..65: only 55..65 are new; its file is trimmed.
+    let replica = "replica/payments-0/00000000000000000025.log";
+    copy(topic.path(), input.path(), replica);
+    let report = local_run(input.path(), warehouse.path()).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    copy(topic.path(), input.path(), SEGMENTS[2]);
+    local_run(input.path(), warehouse.path()).await;
+    let read = read_local(warehouse.path(), "kafka.payments");
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.summary["floe.offsets.payments.0"], "0-99");
+}
+
 /// moto: a segments bucket, a warehouse bucket, the FIFO task queue, the lease table.
 struct Aws {
     config: aws_config::SdkConfig,

@@ -10,7 +10,10 @@
   segment C  offsets 66..99   ABORT of producer 9 at 66; plain 67..99
 
 writes OUT_DIR/payments-0/<base>.log for each, and OUT_DIR/expected.json: the offsets a
-read_committed consumer sees (0..57, 67..99) and each one's value.
+read_committed consumer sees (0..57, 67..99) and each one's value. Also, as another
+broker re-uploads after a leader change, the same records with other boundaries:
+OUT_DIR/replica/payments-0/00000000000000000025.log holding offsets 25..65 (the end of
+A and all of B).
 """
 import json
 import os
@@ -38,6 +41,10 @@ def main(out):
     for base, parts in segments.items():
         with open(os.path.join(d, "%020d.log" % base), "wb") as f:
             f.write(b"".join(parts))
+    replica = os.path.join(out, "replica", "payments-0")
+    os.makedirs(replica, exist_ok=True)
+    with open(os.path.join(replica, "%020d.log" % 25), "wb") as f:
+        f.write(b"".join(segments[0][1:] + segments[55]))
     committed = list(range(0, 58)) + list(range(67, 100))
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump({"offsets": committed, "values": {str(o): json.dumps({"payment": o}) for o in committed}}, f)

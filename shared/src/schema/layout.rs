@@ -16,6 +16,8 @@ use iceberg::spec::{ListType, NestedField, PrimitiveType, StructType, Type};
 
 pub const KAFKA_COLUMN: &str = "_kafka";
 pub const KEY_COLUMN: &str = "key";
+/// The offset field of the `_kafka` struct.
+pub const OFFSET_FIELD: &str = "offset";
 pub const VALUE_COLUMN: &str = "value";
 pub const ERROR_COLUMN: &str = "error";
 /// Suffix of a table's dead-letter table name.

@@ -6,6 +6,7 @@
 pub mod offsets;
 pub mod snapshot;
 pub mod state;
+pub mod trim;
 
 use std::collections::HashMap;
 use std::str::FromStr;

@@ -1,0 +1,75 @@
+//! Rewriting a data file so it keeps only some Kafka offsets.
+//!
+//! The same offsets can reach the committer twice with different segment boundaries
+//! (a leader change re-uploads part of a log). Only the offsets the table does not hold
+//! yet may be committed, so a file straddling the boundary is read back, filtered on
+//! `_kafka.offset` and written again under a new name; the original stays unreferenced.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{BooleanArray, RecordBatch};
+use iceberg::io::FileIO;
+use iceberg::spec::Schema;
+use iceberg::{Error, ErrorKind, Result};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::datafile::{DataFileWriter, WrittenFile};
+use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
+
+fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::DataInvalid, format!("trimming {path}: {detail}"))
+}
+
+/// Writes the rows of `path` whose offset lies in one of `keep` to a new file beside it;
+/// `None` when no row does.
+pub async fn trim_file(
+    file_io: &FileIO,
+    path: &str,
+    schema: &Schema,
+    partition: i32,
+    keep: &[(i64, i64)],
+    tag: &str,
+) -> Result<Option<WrittenFile>> {
+    let bytes = file_io.new_input(path)?.read().await?;
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| invalid(path, e))?;
+    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut writer = DataFileWriter::new(file_io.clone(), dir, partition, tag, Arc::new(schema.clone()), u64::MAX);
+    for batch in reader {
+        let batch = batch.map_err(|e| invalid(path, e))?;
+        let offsets = batch
+            .column_by_name(KAFKA_COLUMN)
+            .and_then(|k| k.as_struct_opt())
+            .and_then(|k| k.column_by_name(OFFSET_FIELD))
+            .and_then(|o| o.as_primitive_opt::<Int64Type>())
+            .ok_or_else(|| invalid(path, "no _kafka.offset column"))?
+            .clone();
+        let mask: BooleanArray =
+            offsets.iter().map(|o| Some(o.is_some_and(|o| keep.iter().any(|&(a, b)| a <= o && o <= b)))).collect();
+        let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
+        if kept.num_rows() == 0 {
+            continue;
+        }
+        let columns = kept
+            .columns()
+            .iter()
+            .zip(target.fields())
+            .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| invalid(path, e))?;
+        let kept = RecordBatch::try_new(target.clone(), columns).map_err(|e| invalid(path, e))?;
+        let kept_offsets = arrow::compute::filter(&offsets, &mask).map_err(|e| invalid(path, e))?;
+        let kept_offsets = kept_offsets.as_primitive::<Int64Type>();
+        let first = arrow::compute::min(kept_offsets).unwrap_or_default();
+        let last = arrow::compute::max(kept_offsets).unwrap_or_default();
+        writer.write(&kept, first, last).await?;
+    }
+    let mut files = writer.close().await?;
+    match files.len() {
+        0 | 1 => Ok(files.pop()),
+        n => Err(invalid(path, format!("{n} files written for one"))),
+    }
+}
