@@ -22,7 +22,7 @@
 //! task delivered twice, a crash between the swap and the queue delete, or two
 //! committers racing all end with the second attempt finding its offsets covered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,11 +35,11 @@ use crate::materializer::table_location;
 use crate::retry::RetryPolicy;
 use crate::schema::plan;
 use crate::table::offsets::CommittedOffsets;
-use crate::table::snapshot::{SnapshotChange, write_snapshot};
+use crate::table::rewrite::trim_file;
+use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
-use crate::table::trim::trim_file;
 use crate::table::{LoadedTable, TableError, create, load};
-use crate::task::{CommitTask, TableName, TaskFile};
+use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskFile};
 
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +50,8 @@ pub enum TaskResult {
     AlreadyCommitted,
     /// Not committed; the task must stay in the queue.
     Failed { error: String, retryable: bool },
+    /// A compaction whose inputs are no longer all live: dropped, its outputs orphans.
+    Rejected { reason: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +112,132 @@ pub struct Committer {
 }
 
 impl Committer {
+    /// Commits a batch of any tasks: per table, its compactions first (one `replace`
+    /// snapshot), then its new data (one `append` snapshot). Results in the tasks' order.
+    pub async fn commit_all(&self, tasks: &[Task], deadline: Option<Instant>) -> BatchReport {
+        let compactions: Vec<CompactionTask> =
+            tasks.iter().filter_map(|t| if let Task::Compaction(c) = t { Some(c.clone()) } else { None }).collect();
+        let data: Vec<CommitTask> =
+            tasks.iter().filter_map(|t| if let Task::Data(d) = t { Some(d.clone()) } else { None }).collect();
+        let mut report = self.compact(&compactions, deadline).await;
+        let data_report = self.commit(&data, deadline).await;
+        report.snapshots.extend(data_report.snapshots);
+        let mut results: HashMap<String, TaskResult> = report.results.drain(..).collect();
+        results.extend(data_report.results);
+        report.results = tasks
+            .iter()
+            .map(|t| {
+                (t.task_id().to_string(), results.get(t.task_id()).cloned().unwrap_or(TaskResult::AlreadyCommitted))
+            })
+            .collect();
+        report
+    }
+
+    /// Applies compactions, per table in one `replace` snapshot: each whose inputs are all
+    /// live (and not taken by an earlier one of the batch); the others are rejected.
+    pub async fn compact(&self, tasks: &[CompactionTask], deadline: Option<Instant>) -> BatchReport {
+        let mut report = BatchReport::default();
+        let mut tables: Vec<&TableName> = tasks.iter().map(|t| &t.table).collect();
+        tables.dedup();
+        tables.sort();
+        tables.dedup();
+        for table in tables {
+            let table_tasks: Vec<&CompactionTask> = tasks.iter().filter(|t| &t.table == table).collect();
+            let fail_all = |error: String, retryable: bool| -> Vec<(String, TaskResult)> {
+                table_tasks
+                    .iter()
+                    .map(|t| (t.task_id.clone(), TaskResult::Failed { error: error.clone(), retryable }))
+                    .collect()
+            };
+            let mut lease = match self.acquire(table).await {
+                Ok(lease) => lease,
+                Err((error, retryable)) => {
+                    report.results.extend(fail_all(error, retryable));
+                    continue;
+                }
+            };
+            let outcome = self
+                .retrying(table, &mut lease, deadline, async |lease| self.try_compact(table, &table_tasks, lease).await)
+                .await;
+            self.release(table, &lease).await;
+            match outcome {
+                Ok((results, snapshot)) => {
+                    report.results.extend(results);
+                    report.snapshots.extend(snapshot);
+                }
+                Err(e) => {
+                    tracing::error!(table = %table, error = %e, "compaction commit failed");
+                    report.results.extend(fail_all(e.to_string(), e.retryable()));
+                }
+            }
+        }
+        report
+    }
+
+    async fn try_compact(
+        &self,
+        table: &TableName,
+        tasks: &[&CompactionTask],
+        lease: &mut Lease,
+    ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
+        let iceberg = TableError::iceberg(table);
+        let loaded = load(self.catalog.as_ref(), &self.file_io, table).await?.ok_or_else(|| CommitError::Task {
+            table: table.to_string(),
+            task_id: tasks[0].task_id.clone(),
+            detail: "compaction of a table that does not exist".into(),
+        })?;
+        let metadata = &loaded.metadata;
+        let live: HashSet<String> = live_data_files(&self.file_io, metadata)
+            .await
+            .map_err(&iceberg)?
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
+        let mut results = Vec::new();
+        let (mut removed, mut added) = (HashSet::new(), Vec::new());
+        for task in tasks {
+            let gone: Vec<&String> =
+                task.removed.iter().filter(|p| !live.contains(*p) || removed.contains(*p)).collect();
+            if !gone.is_empty() {
+                let reason = format!("{} input file(s) no longer live: {gone:?}", gone.len());
+                tracing::warn!(table = %table, task_id = %task.task_id, %reason, "compaction rejected");
+                results.push((task.task_id.clone(), TaskResult::Rejected { reason }));
+                continue;
+            }
+            for file in &task.added {
+                added.push(file.data_file(&task.schema).map_err(&iceberg)?);
+            }
+            removed.extend(task.removed.iter().cloned());
+            results.push((task.task_id.clone(), TaskResult::Committed));
+        }
+        if removed.is_empty() {
+            return Ok((results, None));
+        }
+        // Offsets, pending transactions and the rest of Floe's summary carry forward unchanged.
+        let summary =
+            metadata.current_snapshot().map(|s| s.summary().additional_properties.clone()).unwrap_or_default();
+        let mut properties: HashMap<String, String> =
+            summary.into_iter().filter(|(k, _)| k.starts_with("floe.") && k != "floe.tasks").collect();
+        let tasks_done = results.iter().filter(|(_, r)| *r == TaskResult::Committed).count();
+        properties.insert("floe.compactions".into(), tasks_done.to_string());
+        properties.insert("floe.committer".into(), self.owner.clone());
+        properties.insert("floe.fencing".into(), lease.fencing.to_string());
+        let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());
+        let change = SnapshotChange { operation: Operation::Replace, added, removed, properties, new_schema: None };
+        let new = write_snapshot(&self.file_io, metadata, &loaded.pointer.metadata_location, change)
+            .await
+            .map_err(&iceberg)?;
+        *lease = self.locks.renew(lease, self.lease_ttl).await?;
+        self.catalog
+            .swap(table, &loaded.pointer, &new.metadata, &new.location)
+            .await
+            .map_err(|e| CommitError::Table(e.into()))?;
+        let snapshot_id = new.metadata.current_snapshot_id().unwrap_or_default();
+        tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files, "compaction committed");
+        let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: tasks_done, files, records };
+        Ok((results, Some(snapshot)))
+    }
+
     /// Commits a batch; one snapshot per table at most (plus one per dead-letter table).
     pub async fn commit(&self, tasks: &[CommitTask], deadline: Option<Instant>) -> BatchReport {
         let mut results: BTreeMap<String, TaskResult> = BTreeMap::new();
@@ -170,15 +298,13 @@ impl Committer {
             Ok(None) => {}
             Err(e) => return fail_all(e.to_string(), e.retryable()),
         }
-        let mut lease = match self.locks.acquire(&key, &self.owner, self.lease_ttl).await {
-            Ok(Some(lease)) => lease,
-            Ok(None) => return fail_all(format!("{table} is being committed by another committer"), true),
-            Err(e) => return fail_all(e.to_string(), e.retryable()),
+        let mut lease = match self.acquire(table).await {
+            Ok(lease) => lease,
+            Err((error, retryable)) => return fail_all(error, retryable),
         };
-        let outcome = self.commit_with_retries(table, tasks, &mut lease, deadline).await;
-        if let Err(e) = self.locks.release(&lease).await {
-            tracing::warn!(table = %table, error = %e, "releasing the lease failed; it expires by itself");
-        }
+        let outcome =
+            self.retrying(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await).await;
+        self.release(table, &lease).await;
         match outcome {
             Ok(done) => done,
             Err(CommitError::Incompatible { table: t, reason }) => {
@@ -195,25 +321,42 @@ impl Committer {
         }
     }
 
-    async fn commit_with_retries(
+    /// Takes the table's lease; the error says why not and whether to retry.
+    async fn acquire(&self, table: &TableName) -> Result<Lease, (String, bool)> {
+        match self.locks.acquire(&table.to_string(), &self.owner, self.lease_ttl).await {
+            Ok(Some(lease)) => Ok(lease),
+            Ok(None) => Err((format!("{table} is being committed by another committer"), true)),
+            Err(e) => Err((e.to_string(), e.retryable())),
+        }
+    }
+
+    async fn release(&self, table: &TableName, lease: &Lease) {
+        if let Err(e) = self.locks.release(lease).await {
+            tracing::warn!(table = %table, error = %e, "releasing the lease failed; it expires by itself");
+        }
+    }
+
+    /// Runs `attempt` again after catalog conflicts, a bounded number of times and only
+    /// while the deadline allows, renewing the lease in between.
+    async fn retrying<T>(
         &self,
         table: &TableName,
-        tasks: &[&CommitTask],
         lease: &mut Lease,
         deadline: Option<Instant>,
-    ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
-        let mut attempt = 1;
+        mut attempt: impl AsyncFnMut(&mut Lease) -> Result<T, CommitError>,
+    ) -> Result<T, CommitError> {
+        let mut tries = 1;
         loop {
-            match self.try_commit(table, tasks, lease).await {
-                Err(e) if e.is_conflict() && attempt < self.retry.attempts => {
-                    let wait = self.retry.wait(attempt);
+            match attempt(lease).await {
+                Err(e) if e.is_conflict() && tries < self.retry.attempts => {
+                    let wait = self.retry.wait(tries);
                     if deadline.is_some_and(|d| Instant::now() + wait + Duration::from_secs(1) > d) {
                         return Err(e);
                     }
-                    tracing::warn!(table = %table, attempt, error = %e, "commit conflict: reloading");
+                    tracing::warn!(table = %table, attempt = tries, error = %e, "commit conflict: reloading");
                     tokio::time::sleep(wait).await;
                     *lease = self.locks.renew(lease, self.lease_ttl).await?;
-                    attempt += 1;
+                    tries += 1;
                 }
                 other => return other,
             }
@@ -390,6 +533,7 @@ impl Committer {
         let change = SnapshotChange {
             operation: Operation::Append,
             added,
+            removed: Default::default(),
             properties,
             new_schema: schema_changed.then_some(schema),
         };

@@ -297,7 +297,7 @@ pub async fn handle_committer_event(
         }
         match crate::queue::sqs::task_from_message(&service.s3, message.body.as_deref().unwrap_or_default()).await {
             Ok(task) => {
-                message_of_task.push((task.task_id.clone(), id, group));
+                message_of_task.push((task.task_id().to_string(), id, group));
                 tasks.push(task);
             }
             Err(error) => {
@@ -307,7 +307,7 @@ pub async fn handle_committer_event(
             }
         }
     }
-    let report = service.committer.commit(&tasks, deadline).await;
+    let report = service.committer.commit_all(&tasks, deadline).await;
     for ((task_id, result), (_, message_id, group)) in report.results.iter().zip(&message_of_task) {
         let failed =
             matches!(result, TaskResult::Failed { .. }) || group.as_ref().is_some_and(|g| failed_groups.contains(g));

@@ -144,17 +144,21 @@ const COMMIT_BATCH: usize = 100;
 
 async fn commit(
     committer: &Committer,
-    tasks: Vec<crate::task::CommitTask>,
+    tasks: Vec<crate::task::Task>,
     by_table: &mut std::collections::BTreeMap<String, TableReport>,
     report: &mut LocalReport,
 ) {
     if tasks.is_empty() {
         return;
     }
-    let done = committer.commit(&tasks, None).await;
+    let done = committer.commit_all(&tasks, None).await;
     for (id, result) in &done.results {
         if let TaskResult::Failed { error, .. } = result {
-            let source = tasks.iter().find(|t| &t.task_id == id).map_or("", |t| t.source.uri.as_str());
+            let source = tasks.iter().find_map(|t| match t {
+                crate::task::Task::Data(t) if &t.task_id == id => Some(t.source.uri.as_str()),
+                _ => None,
+            });
+            let source = source.unwrap_or_default();
             report.failed.push(format!("{source} (task {id}): {error}"));
         }
     }

@@ -175,3 +175,81 @@ impl CommitTask {
         Ok(serde_json::from_slice(json)?)
     }
 }
+
+/// A compaction: small files of a table rewritten into larger ones, rows unchanged.
+///
+/// ```json
+/// {"version": 1, "kind": "compaction", "task_id": "…", "table": {…},
+///  "removed": ["s3://…/data/a.parquet", …], "added": [ {TaskFile}, … ],
+///  "schema": { …the Iceberg schema the added files were written with… }, "created_at_ms": …}
+/// ```
+///
+/// The committer applies it only if every removed file is still live (else it is
+/// rejected and its outputs become orphans), in a `replace` snapshot that carries the
+/// committed offsets forward unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionTask {
+    pub version: u32,
+    pub kind: CompactionKind,
+    pub task_id: String,
+    pub table: TableName,
+    pub removed: Vec<String>,
+    pub added: Vec<TaskFile>,
+    pub schema: Schema,
+    pub created_at_ms: i64,
+}
+
+/// The `kind` of a compaction task's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionKind {
+    Compaction,
+}
+
+/// Whatever a queue message carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Task {
+    Data(CommitTask),
+    Compaction(CompactionTask),
+}
+
+impl Task {
+    /// Reads a task: a compaction when `kind` says so, else a CommitTask.
+    pub fn from_json(json: &[u8]) -> Result<Task, TaskError> {
+        #[derive(Deserialize)]
+        struct Head {
+            version: u32,
+            #[serde(default)]
+            kind: Option<String>,
+        }
+        let head: Head = serde_json::from_slice(json)?;
+        if head.version != TASK_VERSION {
+            return Err(TaskError::Version(head.version));
+        }
+        match head.kind.as_deref() {
+            Some("compaction") => Ok(Task::Compaction(serde_json::from_slice(json)?)),
+            _ => Ok(Task::Data(serde_json::from_slice(json)?)),
+        }
+    }
+
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        match self {
+            Task::Data(t) => serde_json::to_string(t),
+            Task::Compaction(t) => serde_json::to_string(t),
+        }
+    }
+
+    pub fn task_id(&self) -> &str {
+        match self {
+            Task::Data(t) => &t.task_id,
+            Task::Compaction(t) => &t.task_id,
+        }
+    }
+
+    pub fn table(&self) -> &TableName {
+        match self {
+            Task::Data(t) => &t.table,
+            Task::Compaction(t) => &t.table,
+        }
+    }
+}

@@ -35,6 +35,8 @@ struct Read {
     snapshots: usize,
     summary: HashMap<String, String>,
     history: Vec<HashMap<String, String>>,
+    /// The current snapshot's operation.
+    operation: Option<String>,
     values: HashMap<String, Option<String>>,
 }
 
@@ -164,6 +166,74 @@ async fn offsets_uploaded_again_with_other_boundaries_are_committed_once() {
     let read = read_local(warehouse.path(), "kafka.payments");
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.summary["floe.offsets.payments.0"], "0-99");
+}
+
+#[tokio::test]
+async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_rejected() {
+    use floe_core::task::{CompactionKind, CompactionTask, TASK_VERSION, Task, TaskFile};
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for rel in ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"] {
+        copy(&samples, input.path(), rel);
+    }
+    local_run(input.path(), warehouse.path()).await;
+    let before = read_local(warehouse.path(), "kafka.orders");
+
+    let catalog =
+        floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    let file_io = floe_core::storage::local_file_io();
+    let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+    let loaded = floe_core::table::load(&catalog, &file_io, &table).await.unwrap().unwrap();
+    let inputs = floe_core::table::snapshot::live_data_files(&file_io, &loaded.metadata).await.unwrap();
+    let paths: Vec<&str> = inputs.iter().map(|f| f.file_path()).collect();
+    assert_eq!(paths.len(), 2);
+    let schema = loaded.metadata.current_schema().as_ref().clone();
+    let dir = format!("{}/data", loaded.metadata.location());
+    let outputs =
+        floe_core::table::rewrite::rewrite_files(&file_io, &paths, &schema, 0, None, &dir, "compacted", 128 << 20)
+            .await
+            .unwrap();
+    let compaction = CompactionTask {
+        version: TASK_VERSION,
+        kind: CompactionKind::Compaction,
+        task_id: "compaction-1".into(),
+        table: table.clone(),
+        removed: paths.iter().map(|p| p.to_string()).collect(),
+        added: outputs.iter().map(|f| TaskFile::from_written(f).unwrap()).collect(),
+        schema,
+        created_at_ms: 0,
+    };
+    // Through the task's JSON, as the queue carries it.
+    let task = Task::from_json(Task::Compaction(compaction.clone()).to_json().unwrap().as_bytes()).unwrap();
+    let committer = Committer {
+        locks: Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap()),
+        catalog: Arc::new(catalog),
+        file_io,
+        warehouse: warehouse.path().canonicalize().unwrap().display().to_string(),
+        owner: "compaction-test".into(),
+        lease_ttl: std::time::Duration::from_secs(60),
+        retry: Default::default(),
+    };
+    let report = committer.commit_all(std::slice::from_ref(&task), None).await;
+    assert_eq!(report.results[0].1, TaskResult::Committed);
+    let after = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!((after.rows, after.duplicates), (before.rows, 0));
+    assert_eq!(after.offsets, before.offsets);
+    assert_eq!(after.values, before.values);
+    assert_eq!(after.operation.as_deref(), Some("replace"));
+    assert_eq!(after.summary["total-data-files"], "1");
+    assert_eq!(after.summary["floe.offsets.orders.0"], before.summary["floe.offsets.orders.0"]);
+
+    // The same compaction again: its inputs are gone, it is rejected, nothing changes.
+    let report = committer.commit_all(&[task], None).await;
+    assert!(matches!(&report.results[0].1, TaskResult::Rejected { reason } if reason.contains("no longer live")));
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").snapshots, after.snapshots);
+
+    // Appends go on after it.
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    local_run(input.path(), warehouse.path()).await;
+    let last = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!((last.rows, last.duplicates), (240, 0));
 }
 
 /// moto: a segments bucket, a warehouse bucket, the FIFO task queue, the lease table.

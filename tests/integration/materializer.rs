@@ -9,7 +9,7 @@ use floe_core::lambda::{MaterializerEnv, handle_materializer_event, materializer
 use floe_core::materializer::Materializer;
 use floe_core::queue::TaskQueue;
 use floe_core::queue::sqs::{SqsTaskQueue, task_from_message};
-use floe_core::task::CommitTask;
+use floe_core::task::{CommitTask, Task};
 use serde_json::Value;
 
 use crate::convert::judge;
@@ -91,7 +91,10 @@ impl Aws {
     async fn tasks(&self) -> Vec<CommitTask> {
         let mut tasks = Vec::new();
         for body in receive_all(&self.sqs, &self.tasks).await {
-            tasks.push(task_from_message(&self.s3, &body).await.unwrap());
+            match task_from_message(&self.s3, &body).await.unwrap() {
+                Task::Data(task) => tasks.push(task),
+                other => panic!("a data task expected: {other:?}"),
+            }
         }
         tasks
     }
@@ -300,7 +303,7 @@ async fn oversized_tasks_travel_through_s3() {
     assert!(task.to_json().unwrap().len() > floe_core::queue::sqs::MAX_INLINE_BYTES);
     let queue =
         SqsTaskQueue::new(aws.sqs.clone(), aws.s3.clone(), &aws.tasks, &format!("s3://{}/warehouse", aws.warehouse));
-    queue.send(&task).await.unwrap();
+    queue.send(&Task::Data(task.clone())).await.unwrap();
     let received = aws.tasks().await;
     assert_eq!(received, vec![task]);
     assert!(aws.warehouse_keys().await.iter().any(|(k, _)| k.starts_with("warehouse/tasks/")));

@@ -41,7 +41,7 @@ use crate::segment::{
     Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,
 };
 use crate::task::{
-    CommitTask, OffsetRange, PendingTransaction, SourceObject, TASK_VERSION, TableName, TaskFile, TaskSchema,
+    CommitTask, OffsetRange, PendingTransaction, SourceObject, TASK_VERSION, TableName, Task, TaskFile, TaskSchema,
 };
 pub use events::{EventObjects, objects_in_event};
 pub use objects::{LocalObjects, ObjectRef, ObjectStore, Opened};
@@ -156,7 +156,7 @@ impl Materializer {
             _ => self.open_plain(object, location).await?,
         };
         let task = self.materialize(&topic, input).await?;
-        self.queue.send(&task).await?;
+        self.queue.send(&Task::Data(task.clone())).await?;
         Ok(Outcome::Queued(Box::new(task)))
     }
 

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::task::{CommitTask, TableName};
+use crate::task::{TableName, Task};
 
 /// A task could not be queued.
 #[derive(Debug, thiserror::Error)]
@@ -35,13 +35,13 @@ impl QueueError {
 /// Where tasks go.
 #[async_trait]
 pub trait TaskQueue: Send + Sync {
-    async fn send(&self, task: &CommitTask) -> Result<(), QueueError>;
+    async fn send(&self, task: &Task) -> Result<(), QueueError>;
 }
 
 /// Tasks handed over inside one process (`floe local run`).
 #[derive(Default)]
 pub struct InProcessQueue {
-    tasks: Mutex<Vec<CommitTask>>,
+    tasks: Mutex<Vec<Task>>,
 }
 
 impl InProcessQueue {
@@ -54,14 +54,14 @@ impl InProcessQueue {
     }
 
     /// Takes every queued task, in the order they were sent.
-    pub fn drain(&self) -> Vec<CommitTask> {
+    pub fn drain(&self) -> Vec<Task> {
         std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
 #[async_trait]
 impl TaskQueue for InProcessQueue {
-    async fn send(&self, task: &CommitTask) -> Result<(), QueueError> {
+    async fn send(&self, task: &Task) -> Result<(), QueueError> {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(task.clone());
         Ok(())
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{QueueError, TaskQueue, message_group};
 use crate::retry::sdk_error_retryable;
 use crate::storage::split_s3_uri;
-use crate::task::{CommitTask, TASK_VERSION, TaskError};
+use crate::task::{TASK_VERSION, Task, TaskError};
 
 /// Largest message body sent inline (SQS accepts 256 KiB; a margin for attributes).
 pub const MAX_INLINE_BYTES: usize = 250 * 1024;
@@ -39,16 +39,17 @@ impl SqsTaskQueue {
 
 #[async_trait]
 impl TaskQueue for SqsTaskQueue {
-    async fn send(&self, task: &CommitTask) -> Result<(), QueueError> {
+    async fn send(&self, task: &Task) -> Result<(), QueueError> {
+        let (task_id, table) = (task.task_id(), task.table());
         let error = |message: String, retryable: bool| QueueError {
-            task_id: task.task_id.clone(),
-            table: task.table.to_string(),
+            task_id: task_id.to_string(),
+            table: table.to_string(),
             message,
             retryable,
         };
         let mut body = task.to_json().map_err(|e| error(e.to_string(), false))?;
         if body.len() > MAX_INLINE_BYTES {
-            let location = format!("{}tasks/{}/{}.json", self.overflow, task.table, task.task_id);
+            let location = format!("{}tasks/{table}/{task_id}.json", self.overflow);
             let (bucket, key) =
                 split_s3_uri(&location).ok_or_else(|| error(format!("overflow location {location}"), false))?;
             self.s3
@@ -68,13 +69,13 @@ impl TaskQueue for SqsTaskQueue {
         self.sqs
             .send_message()
             .queue_url(&self.queue_url)
-            .message_group_id(message_group(&task.table))
-            .message_deduplication_id(&task.task_id)
+            .message_group_id(message_group(table))
+            .message_deduplication_id(task_id)
             .message_body(body)
             .send()
             .await
             .map_err(|e| error(format!("SendMessage: {}", DisplayErrorContext(&e)), sdk_error_retryable(&e)))?;
-        tracing::info!(task_id = %task.task_id, table = %task.table, partition = task.partition, "task queued");
+        tracing::info!(%task_id, %table, "task queued");
         Ok(())
     }
 }
@@ -95,9 +96,9 @@ impl MessageError {
 }
 
 /// The task a message carries, fetching it from S3 when it was stored there.
-pub async fn task_from_message(s3: &aws_sdk_s3::Client, body: &str) -> Result<CommitTask, MessageError> {
+pub async fn task_from_message(s3: &aws_sdk_s3::Client, body: &str) -> Result<Task, MessageError> {
     let Ok(stored) = serde_json::from_str::<StoredTask>(body) else {
-        return Ok(CommitTask::from_json(body.as_bytes())?);
+        return Ok(Task::from_json(body.as_bytes())?);
     };
     let location = stored.task_location;
     let fetch =
@@ -111,5 +112,5 @@ pub async fn task_from_message(s3: &aws_sdk_s3::Client, body: &str) -> Result<Co
         .await
         .map_err(|e| fetch(DisplayErrorContext(&e).to_string(), sdk_error_retryable(&e)))?;
     let bytes = object.body.collect().await.map_err(|e| fetch(e.to_string(), true))?.into_bytes();
-    Ok(CommitTask::from_json(&bytes)?)
+    Ok(Task::from_json(&bytes)?)
 }

@@ -4,9 +4,9 @@
 //! offsets ([`offsets`]) and the transactions still waiting for their marker ([`state`]).
 
 pub mod offsets;
+pub mod rewrite;
 pub mod snapshot;
 pub mod state;
-pub mod trim;
 
 use std::collections::HashMap;
 use std::str::FromStr;

@@ -15,7 +15,7 @@
 //! The cost of an append is one manifest list read and one small manifest written,
 //! whatever the table's history; the caller swaps the catalog pointer afterwards.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 use iceberg::io::FileIO;
@@ -76,6 +76,69 @@ async fn merge_manifests(
     Ok(kept)
 }
 
+/// What a snapshot removed.
+#[derive(Default)]
+struct Deleted {
+    files: u64,
+    records: u64,
+    bytes: u64,
+}
+
+/// Rewrites the manifests holding files of `removed`: those entries become DELETED, the
+/// others EXISTING; manifests without any are kept as they are. Fails with
+/// `PreconditionFailed` when a path of `removed` is not a live file of the snapshot.
+async fn remove_files(
+    file_io: &FileIO,
+    manifests: Vec<ManifestFile>,
+    removed: &HashSet<String>,
+    snapshot_id: i64,
+    metadata_dir: &str,
+    commit_uuid: uuid::Uuid,
+    deleted: &mut Deleted,
+) -> Result<Vec<ManifestFile>> {
+    let mut found = HashSet::new();
+    let mut out = Vec::with_capacity(manifests.len());
+    for (i, manifest_file) in manifests.into_iter().enumerate() {
+        if manifest_file.content != iceberg::spec::ManifestContentType::Data {
+            out.push(manifest_file);
+            continue;
+        }
+        let manifest = manifest_file.load_manifest(file_io).await?;
+        let alive = |e: &&std::sync::Arc<iceberg::spec::ManifestEntry>| e.is_alive();
+        if !manifest.entries().iter().filter(alive).any(|e| removed.contains(e.file_path())) {
+            out.push(manifest_file);
+            continue;
+        }
+        let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-r{i}.avro"))?;
+        let (schema, spec) = (manifest.metadata().schema().clone(), manifest.metadata().partition_spec().clone());
+        let mut writer = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec).build_v2_data();
+        for entry in manifest.entries().iter().filter(alive) {
+            let sequence = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
+            let file_sequence = entry.file_sequence_number.or(Some(sequence));
+            if removed.contains(entry.file_path()) {
+                found.insert(entry.file_path().to_string());
+                deleted.files += 1;
+                deleted.records += entry.record_count();
+                deleted.bytes += entry.file_size_in_bytes();
+                writer.add_delete_file(entry.data_file().clone(), sequence, file_sequence)?;
+            } else {
+                let added_by = entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id);
+                writer.add_existing_file(entry.data_file().clone(), added_by, sequence, file_sequence)?;
+            }
+        }
+        out.push(writer.write_manifest_file().await?);
+    }
+    let mut missing: Vec<&String> = removed.iter().filter(|p| !found.contains(*p)).collect();
+    if !missing.is_empty() {
+        missing.sort();
+        return Err(Error::new(
+            ErrorKind::PreconditionFailed,
+            format!("{} input file(s) are no longer live: {:?}", missing.len(), missing),
+        ));
+    }
+    Ok(out)
+}
+
 /// Summary totals Iceberg readers show (`total-records`, …), carried from the parent.
 const TOTALS: [&str; 3] = ["total-data-files", "total-records", "total-files-size"];
 
@@ -83,6 +146,9 @@ const TOTALS: [&str; 3] = ["total-data-files", "total-records", "total-files-siz
 pub struct SnapshotChange {
     pub operation: Operation,
     pub added: Vec<DataFile>,
+    /// Paths of live data files this snapshot removes (compaction); each must be live,
+    /// else the write fails with `PreconditionFailed` naming those that are not.
+    pub removed: HashSet<String>,
     /// Summary entries of Floe (`floe.offsets.*`, task ids, …), merged with the totals.
     pub properties: HashMap<String, String>,
     /// A schema to make current in the same commit (schema evolution).
@@ -113,6 +179,19 @@ pub async fn current_manifests(file_io: &FileIO, metadata: &TableMetadata) -> Re
     Ok(ManifestList::parse_with_version(&bytes, metadata.format_version())?.entries().to_vec())
 }
 
+/// The live data files of the current snapshot.
+pub async fn live_data_files(file_io: &FileIO, metadata: &TableMetadata) -> Result<Vec<DataFile>> {
+    let mut files = Vec::new();
+    for manifest in current_manifests(file_io, metadata).await? {
+        for entry in manifest.load_manifest(file_io).await?.entries() {
+            if entry.is_alive() {
+                files.push(entry.data_file().clone());
+            }
+        }
+    }
+    Ok(files)
+}
+
 /// Writes the snapshot and the metadata file that makes it current; returns them. The
 /// catalog pointer is not moved here.
 pub async fn write_snapshot(
@@ -136,7 +215,13 @@ pub async fn write_snapshot(
     let metadata_dir = format!("{}/metadata", current.location());
     let commit_uuid = uuid::Uuid::new_v4();
 
-    let manifests = current_manifests(file_io, current).await?;
+    let mut manifests = current_manifests(file_io, current).await?;
+    let mut deleted = Deleted::default();
+    if !change.removed.is_empty() {
+        manifests =
+            remove_files(file_io, manifests, &change.removed, snapshot_id, &metadata_dir, commit_uuid, &mut deleted)
+                .await?;
+    }
     let mut manifests =
         merge_manifests(file_io, current, manifests, snapshot_id, format!("{metadata_dir}/{commit_uuid}-merged.avro"))
             .await?;
@@ -164,10 +249,17 @@ pub async fn write_snapshot(
     let added = collector.build();
     let mut properties = change.properties;
     let previous = current.current_snapshot().map(|s| &s.summary().additional_properties);
-    for (total, add) in TOTALS.iter().zip(["added-data-files", "added-records", "added-files-size"]) {
+    let minus = [deleted.files, deleted.records, deleted.bytes];
+    for ((total, add), minus) in TOTALS.iter().zip(["added-data-files", "added-records", "added-files-size"]).zip(minus)
+    {
         let before = previous.and_then(|p| p.get(*total)).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         let plus = added.get(add).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        properties.insert(total.to_string(), (before + plus).to_string());
+        properties.insert(total.to_string(), (before + plus).saturating_sub(minus).to_string());
+    }
+    if deleted.files > 0 {
+        properties.insert("deleted-data-files".into(), deleted.files.to_string());
+        properties.insert("deleted-records".into(), deleted.records.to_string());
+        properties.insert("removed-files-size".into(), deleted.bytes.to_string());
     }
     properties.extend(added);
     let snapshot = Snapshot::builder()
@@ -241,6 +333,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: vec![file(i)],
+                removed: HashSet::new(),
                 properties: HashMap::from([("floe.offsets.t.0".to_string(), format!("0-{i}"))]),
                 new_schema: None,
             };

@@ -1,0 +1,102 @@
+//! Rewriting data files: several into one (compaction), or one keeping only some Kafka
+//! offsets (trimming).
+//!
+//! The same offsets can reach the committer twice with different segment boundaries
+//! (a leader change re-uploads part of a log). Only the offsets the table does not hold
+//! yet may be committed, so a file straddling the boundary is read back, filtered on
+//! `_kafka.offset` and written again under a new name; the original stays unreferenced.
+//! Compaction reads small files and writes their rows, unchanged, into files of the
+//! target size. Rows are streamed batch by batch: memory holds one input file's bytes.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{BooleanArray, RecordBatch};
+use iceberg::io::FileIO;
+use iceberg::spec::Schema;
+use iceberg::{Error, ErrorKind, Result};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::datafile::{DataFileWriter, WrittenFile};
+use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
+
+fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::DataInvalid, format!("trimming {path}: {detail}"))
+}
+
+/// Writes the rows of `paths` (all of them, or those whose offset lies in `keep`) into
+/// files of about `target_size` under `dir`, named with `tag`.
+pub async fn rewrite_files(
+    file_io: &FileIO,
+    paths: &[&str],
+    schema: &Schema,
+    partition: i32,
+    keep: Option<&[(i64, i64)]>,
+    dir: &str,
+    tag: &str,
+    target_size: u64,
+) -> Result<Vec<WrittenFile>> {
+    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+    let mut writer = DataFileWriter::new(file_io.clone(), dir, partition, tag, Arc::new(schema.clone()), target_size);
+    for path in paths {
+        let bytes = file_io.new_input(path)?.read().await?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| invalid(path, e))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| invalid(path, e))?;
+            let offsets = batch
+                .column_by_name(KAFKA_COLUMN)
+                .and_then(|k| k.as_struct_opt())
+                .and_then(|k| k.column_by_name(OFFSET_FIELD))
+                .and_then(|o| o.as_primitive_opt::<Int64Type>())
+                .ok_or_else(|| invalid(path, "no _kafka.offset column"))?
+                .clone();
+            let (batch, offsets) = match keep {
+                None => (batch, offsets),
+                Some(keep) => {
+                    let mask: BooleanArray = offsets
+                        .iter()
+                        .map(|o| Some(o.is_some_and(|o| keep.iter().any(|&(a, b)| a <= o && o <= b))))
+                        .collect();
+                    let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
+                    let offsets = arrow::compute::filter(&offsets, &mask).map_err(|e| invalid(path, e))?;
+                    (kept, offsets.as_primitive::<Int64Type>().clone())
+                }
+            };
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let columns = batch
+                .columns()
+                .iter()
+                .zip(target.fields())
+                .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| invalid(path, e))?;
+            let batch = RecordBatch::try_new(target.clone(), columns).map_err(|e| invalid(path, e))?;
+            let first = arrow::compute::min(&offsets).unwrap_or_default();
+            let last = arrow::compute::max(&offsets).unwrap_or_default();
+            writer.write(&batch, first, last).await?;
+        }
+    }
+    writer.close().await
+}
+
+/// [`rewrite_files`] of one file, keeping the offsets in `keep`, beside it; `None` when
+/// no row is kept.
+pub async fn trim_file(
+    file_io: &FileIO,
+    path: &str,
+    schema: &Schema,
+    partition: i32,
+    keep: &[(i64, i64)],
+    tag: &str,
+) -> Result<Option<WrittenFile>> {
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut files = rewrite_files(file_io, &[path], schema, partition, Some(keep), dir, tag, u64::MAX).await?;
+    match files.len() {
+        0 | 1 => Ok(files.pop()),
+        n => Err(invalid(path, format!("{n} files written for one"))),
+    }
+}
