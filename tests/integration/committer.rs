@@ -392,9 +392,34 @@ async fn committer_lambda_on_glue_commits_exactly_once_through_redelivery_and_du
     let mut doubled = event.clone();
     doubled.records.extend(event.records.clone());
     assert!(handle_committer_event(&service, doubled, None).await.batch_item_failures.is_empty());
+    // The same offsets uploaded again under another segment's key (a second upload):
+    // another task, the same rows — committed once.
+    let copy_key = "again/payments-0/00000000000000000000.log";
+    copy_as(topic.path(), SEGMENTS[0], copy_key);
+    let second = aws.materialize(&m, topic.path(), copy_key).await;
+    assert_ne!(second.task_id, event_task_ids(&event)[0]);
+    let (again, receipts) = aws.receive().await;
+    assert!(handle_committer_event(&service, again, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
     let read = aws.read();
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 1, "nothing new committed");
+}
+
+fn copy_as(dir: &Path, from: &str, to: &str) {
+    std::fs::create_dir_all(dir.join(to).parent().unwrap()).unwrap();
+    std::fs::copy(dir.join(from), dir.join(to)).unwrap();
+}
+
+fn event_task_ids(event: &SqsEvent) -> Vec<String> {
+    event
+        .records
+        .iter()
+        .map(|m| {
+            let body: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            body["task_id"].as_str().unwrap().to_string()
+        })
+        .collect()
 }
 
 /// Glue with a competing writer: before the committer's first swap, someone else

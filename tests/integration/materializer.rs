@@ -329,3 +329,29 @@ async fn multipart_upload_of_a_large_file() {
     let range = input.reader().await.unwrap().read(100..200).await.unwrap();
     assert_eq!(range.as_ref(), &data[100..200]);
 }
+
+#[tokio::test]
+async fn registry_password_comes_from_secrets_manager() {
+    let config = support::aws_config().await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&config);
+    let arn = secrets
+        .create_secret()
+        .name("floe/registry")
+        .secret_string(r#"{"username": "floe", "password": "s3cr3t"}"#)
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    let floe_toml =
+        format!("[schema_registry]\nurl = \"http://127.0.0.1:1\"\nusername = \"floe\"\nsecret_arn = \"{arn}\"\n");
+    let floe = floe_core::config::FloeConfig::parse(&floe_toml).unwrap();
+    let password = floe_core::lambda::registry_password(&secrets, &floe).await.unwrap();
+    assert_eq!(password.as_deref(), Some("s3cr3t"));
+    // A secret that does not exist: an init error naming it, not a panic.
+    let missing = floe_toml.replace(&arn, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope");
+    let err = floe_core::lambda::registry_password(&secrets, &floe_core::config::FloeConfig::parse(&missing).unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("secret:nope"), "{err}");
+}
