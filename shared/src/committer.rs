@@ -224,15 +224,7 @@ impl Committer {
         properties.insert("floe.fencing".into(), lease.fencing.to_string());
         let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());
         let change = SnapshotChange { operation: Operation::Replace, added, removed, properties, new_schema: None };
-        let new = write_snapshot(&self.file_io, metadata, &loaded.pointer.metadata_location, change)
-            .await
-            .map_err(&iceberg)?;
-        *lease = self.locks.renew(lease, self.lease_ttl).await?;
-        self.catalog
-            .swap(table, &loaded.pointer, &new.metadata, &new.location)
-            .await
-            .map_err(|e| CommitError::Table(e.into()))?;
-        let snapshot_id = new.metadata.current_snapshot_id().unwrap_or_default();
+        let snapshot_id = self.publish(&loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files, "compaction committed");
         let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: tasks_done, files, records };
         Ok((results, Some(snapshot)))
@@ -319,6 +311,25 @@ impl Committer {
                 fail_all(e.to_string(), e.retryable())
             }
         }
+    }
+
+    /// Writes the snapshot and moves the table's pointer to it, if the lease is still
+    /// ours (a lost one aborts) and nobody moved the pointer since `loaded`.
+    async fn publish(
+        &self,
+        loaded: &LoadedTable,
+        change: SnapshotChange,
+        lease: &mut Lease,
+    ) -> Result<i64, CommitError> {
+        let new = write_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change)
+            .await
+            .map_err(TableError::iceberg(&loaded.name))?;
+        *lease = self.locks.renew(lease, self.lease_ttl).await?;
+        self.catalog
+            .swap(&loaded.name, &loaded.pointer, &new.metadata, &new.location)
+            .await
+            .map_err(|e| CommitError::Table(e.into()))?;
+        Ok(new.metadata.current_snapshot_id().unwrap_or_default())
     }
 
     /// Takes the table's lease; the error says why not and whether to retry.
@@ -537,18 +548,9 @@ impl Committer {
             properties,
             new_schema: schema_changed.then_some(schema),
         };
-        let new = write_snapshot(&self.file_io, metadata, &loaded.pointer.metadata_location, change)
-            .await
-            .map_err(&iceberg)?;
-        // The lease must still be ours when the pointer moves; a lost one aborts.
-        *lease = self.locks.renew(lease, self.lease_ttl).await?;
-        self.catalog
-            .swap(table, &loaded.pointer, &new.metadata, &new.location)
-            .await
-            .map_err(|e| CommitError::Table(e.into()))?;
-        let snapshot_id = new.metadata.current_snapshot_id().unwrap_or_default();
+        let snapshot_id = self.publish(&loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, tasks = committed_tasks, files, records,
-            metadata = %new.location, "committed");
+            "committed");
         Ok((
             results,
             Some(CommittedSnapshot { table: table.clone(), snapshot_id, tasks: committed_tasks, files, records }),

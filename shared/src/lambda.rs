@@ -14,7 +14,7 @@ use crate::materializer::{Materializer, MaterializerError, ObjectRef, Outcome, o
 use crate::queue::sqs::SqsTaskQueue;
 use crate::schema::formats::http_registry_with_password;
 use crate::segment::Limits;
-use crate::storage::{split_s3_uri, warehouse_file_io};
+use crate::storage::{read_s3_uri, split_s3_uri, warehouse_file_io};
 
 /// A missing or invalid setting, or a failure while loading what it points to.
 #[derive(Debug, thiserror::Error)]
@@ -80,15 +80,8 @@ pub async fn load_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<F
     let Some(uri) = uri else { return Ok(FloeConfig::default()) };
     let error = |message: String| InitError::Config { uri: uri.to_string(), message };
     let text = match split_s3_uri(uri) {
-        Some((bucket, key)) => {
-            let object = s3
-                .get_object()
-                .bucket(bucket)
-                .key(key)
-                .send()
-                .await
-                .map_err(|e| error(aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
-            let bytes = object.body.collect().await.map_err(|e| error(e.to_string()))?.into_bytes();
+        Some(_) => {
+            let bytes = read_s3_uri(s3, uri).await.map_err(|(message, _)| error(message))?;
             String::from_utf8(bytes.to_vec()).map_err(|e| error(e.to_string()))?
         }
         None => std::fs::read_to_string(uri).map_err(|e| error(e.to_string()))?,

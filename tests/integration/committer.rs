@@ -236,58 +236,44 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     assert_eq!((last.rows, last.duplicates), (240, 0));
 }
 
-/// moto: a segments bucket, a warehouse bucket, the FIFO task queue, the lease table.
+/// The shared buckets and task queue, a lease table, and a namespace of the test's own
+/// (moto's Glue is shared by the tests).
 struct Aws {
-    config: aws_config::SdkConfig,
-    s3: aws_sdk_s3::Client,
-    sqs: aws_sdk_sqs::Client,
-    segments: String,
-    warehouse: String,
-    tasks: String,
+    base: support::AwsBase,
     locks: String,
-    /// Each test's tables live in its own namespace (moto's Glue is shared by the tests).
     namespace: String,
     config_file: tempfile::NamedTempFile,
 }
 
-async fn setup(name: &str) -> Aws {
-    let config = support::aws_config().await;
-    let (s3, sqs) = (support::s3_client().await, aws_sdk_sqs::Client::new(&config));
-    let (segments, warehouse) = (format!("{name}-segments"), format!("{name}-warehouse"));
-    for bucket in [&segments, &warehouse] {
-        s3.create_bucket().bucket(bucket).send().await.unwrap();
+impl std::ops::Deref for Aws {
+    type Target = support::AwsBase;
+    fn deref(&self) -> &support::AwsBase {
+        &self.base
     }
-    use aws_sdk_sqs::types::QueueAttributeName;
-    let tasks = sqs
-        .create_queue()
-        .queue_name(format!("{name}-tasks.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(QueueAttributeName::VisibilityTimeout, "1")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+}
+
+async fn setup(name: &str) -> Aws {
+    let base = support::aws_base(name).await;
     let locks = format!("{name}-leases");
+    create_lease_table(&base.config, &locks).await;
+    let floe_toml = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(floe_toml.path(), format!("[defaults]\nenabled = true\nnamespace = \"{name}\"\n")).unwrap();
+    Aws { base, locks, namespace: name.to_string(), config_file: floe_toml }
+}
+
+/// A DynamoDB table of leases as the SAM template creates it (key `table`, a string).
+async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
     use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
-    aws_sdk_dynamodb::Client::new(&config)
+    let key = AttributeDefinition::builder().attribute_name("table").attribute_type(ScalarAttributeType::S).build();
+    aws_sdk_dynamodb::Client::new(config)
         .create_table()
-        .table_name(&locks)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("table")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
+        .table_name(name)
+        .attribute_definitions(key.unwrap())
         .key_schema(KeySchemaElement::builder().attribute_name("table").key_type(KeyType::Hash).build().unwrap())
         .billing_mode(BillingMode::PayPerRequest)
         .send()
         .await
         .unwrap();
-    let floe_toml = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(floe_toml.path(), format!("[defaults]\nenabled = true\nnamespace = \"{name}\"\n")).unwrap();
-    Aws { config, s3, sqs, segments, warehouse, tasks, locks, namespace: name.to_string(), config_file: floe_toml }
 }
 
 impl Aws {
@@ -497,24 +483,7 @@ async fn glue_conflicts_and_racing_committers_never_duplicate() {
     // Two committers racing after a lease expiry (each believes it holds the lease: two
     // lease tables), on the same last task: one commits it, the other finds it committed.
     let other_locks = format!("{}-other", aws.locks);
-    {
-        use aws_sdk_dynamodb::types::*;
-        aws_sdk_dynamodb::Client::new(&aws.config)
-            .create_table()
-            .table_name(&other_locks)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("table")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .unwrap(),
-            )
-            .key_schema(KeySchemaElement::builder().attribute_name("table").key_type(KeyType::Hash).build().unwrap())
-            .billing_mode(BillingMode::PayPerRequest)
-            .send()
-            .await
-            .unwrap();
-    }
+    create_lease_table(&aws.config, &other_locks).await;
     let a = committer_with(&aws, Arc::new(glue()), &aws.locks, "a");
     let b = committer_with(&aws, Arc::new(glue()), &other_locks, "b");
     let (ra, rb) = tokio::join!(a.commit(&tasks[2..], None), b.commit(&tasks[2..], None));

@@ -15,23 +15,22 @@ use serde_json::Value;
 use crate::convert::judge;
 use crate::support::{self, Case, cases};
 
-/// A segments bucket notifying a queue, a warehouse bucket, a FIFO task queue.
+/// The shared buckets and task queue, and a queue the segments bucket notifies.
 struct Aws {
-    s3: aws_sdk_s3::Client,
-    sqs: aws_sdk_sqs::Client,
-    segments: String,
-    warehouse: String,
+    base: support::AwsBase,
     notifications: String,
-    tasks: String,
+}
+
+impl std::ops::Deref for Aws {
+    type Target = support::AwsBase;
+    fn deref(&self) -> &support::AwsBase {
+        &self.base
+    }
 }
 
 async fn setup(name: &str) -> Aws {
-    let config = support::aws_config().await;
-    let (s3, sqs) = (support::s3_client().await, aws_sdk_sqs::Client::new(&config));
-    let (segments, warehouse) = (format!("{name}-segments"), format!("{name}-warehouse"));
-    for bucket in [&segments, &warehouse] {
-        s3.create_bucket().bucket(bucket).send().await.unwrap();
-    }
+    let base = support::aws_base(name).await;
+    let sqs = &base.sqs;
     let notifications =
         sqs.create_queue().queue_name(format!("{name}-notifications")).send().await.unwrap().queue_url.unwrap();
     let arn = sqs
@@ -46,24 +45,16 @@ async fn setup(name: &str) -> Aws {
         .clone();
     use aws_sdk_s3::types::{Event, NotificationConfiguration, QueueConfiguration};
     let queue_config = QueueConfiguration::builder().queue_arn(arn).events(Event::S3ObjectCreated).build().unwrap();
-    s3.put_bucket_notification_configuration()
-        .bucket(&segments)
+    base.s3
+        .put_bucket_notification_configuration()
+        .bucket(&base.segments)
         .notification_configuration(NotificationConfiguration::builder().queue_configurations(queue_config).build())
         .send()
         .await
         .unwrap();
-    let tasks = sqs
-        .create_queue()
-        .queue_name(format!("{name}-tasks.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
     // Configuring the notification sends an s3:TestEvent; start from an empty queue.
-    let _ = receive_all(&sqs, &notifications).await;
-    Aws { s3, sqs, segments, warehouse, notifications, tasks }
+    let _ = receive_all(sqs, &notifications).await;
+    Aws { base, notifications }
 }
 
 impl Aws {

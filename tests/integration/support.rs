@@ -266,3 +266,37 @@ pub fn cases() -> Vec<Case> {
     let dir = generated_segments();
     serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap()
 }
+
+/// What the materializer and committer tests both need on moto: a segments bucket, a
+/// What the materializer and committer tests both need on moto, named after the test: a
+/// segments bucket, a warehouse bucket and a FIFO task queue (visibility timeout 1 s, so
+/// a redelivery comes quickly).
+pub struct AwsBase {
+    pub config: aws_config::SdkConfig,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub segments: String,
+    pub warehouse: String,
+    pub tasks: String,
+}
+
+pub async fn aws_base(name: &str) -> AwsBase {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let config = aws_config().await;
+    let (s3, sqs) = (s3_client().await, aws_sdk_sqs::Client::new(&config));
+    let (segments, warehouse) = (format!("{name}-segments"), format!("{name}-warehouse"));
+    for bucket in [&segments, &warehouse] {
+        s3.create_bucket().bucket(bucket).send().await.unwrap();
+    }
+    let tasks = sqs
+        .create_queue()
+        .queue_name(format!("{name}-tasks.fifo"))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::VisibilityTimeout, "1")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    AwsBase { config, s3, sqs, segments, warehouse, tasks }
+}

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{QueueError, TaskQueue, message_group};
 use crate::retry::sdk_error_retryable;
-use crate::storage::split_s3_uri;
+use crate::storage::{read_s3_uri, split_s3_uri};
 use crate::task::{TASK_VERSION, Task, TaskError};
 
 /// Largest message body sent inline (SQS accepts 256 KiB; a margin for attributes).
@@ -103,14 +103,6 @@ pub async fn task_from_message(s3: &aws_sdk_s3::Client, body: &str) -> Result<Ta
     let location = stored.task_location;
     let fetch =
         |message: String, retryable: bool| MessageError::Fetch { location: location.clone(), message, retryable };
-    let (bucket, key) = split_s3_uri(&location).ok_or_else(|| fetch("not an s3:// location".into(), false))?;
-    let object = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| fetch(DisplayErrorContext(&e).to_string(), sdk_error_retryable(&e)))?;
-    let bytes = object.body.collect().await.map_err(|e| fetch(e.to_string(), true))?.into_bytes();
+    let bytes = read_s3_uri(s3, &location).await.map_err(|(message, retryable)| fetch(message, retryable))?;
     Ok(Task::from_json(&bytes)?)
 }

@@ -24,6 +24,18 @@ pub fn warehouse_file_io(client: aws_sdk_s3::Client) -> FileIO {
     iceberg::io::FileIOBuilder::new(std::sync::Arc::new(WarehouseStorageFactory::new(client))).build()
 }
 
+/// The whole object at `s3://bucket/key`; the error says what failed and whether a retry may help.
+#[cfg(feature = "aws")]
+pub async fn read_s3_uri(client: &aws_sdk_s3::Client, uri: &str) -> Result<bytes::Bytes, (String, bool)> {
+    let (bucket, key) = split_s3_uri(uri).ok_or_else(|| (format!("{uri:?} is not s3://bucket/key"), false))?;
+    let object =
+        client.get_object().bucket(bucket).key(key).send().await.map_err(|e| {
+            (aws_sdk_s3::error::DisplayErrorContext(&e).to_string(), crate::retry::sdk_error_retryable(&e))
+        })?;
+    let body = object.body.collect().await.map_err(|e| (e.to_string(), true))?;
+    Ok(body.into_bytes())
+}
+
 /// Splits `s3://bucket/key` into (bucket, key).
 pub fn split_s3_uri(uri: &str) -> Option<(&str, &str)> {
     let rest = uri.strip_prefix("s3://").or_else(|| uri.strip_prefix("s3a://"))?;
