@@ -37,6 +37,10 @@ struct Read {
     history: Vec<HashMap<String, String>>,
     /// The current snapshot's operation.
     operation: Option<String>,
+    /// The table's schema as PyIceberg prints it (field ids included).
+    schema: String,
+    /// Null count per top-level column.
+    nulls: HashMap<String, usize>,
     values: HashMap<String, Option<String>>,
 }
 
@@ -590,4 +594,78 @@ async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
     assert_eq!(read.duplicates, 130 * 80);
     assert_eq!(read.summary["total-data-files"], "131");
     assert_eq!(read.summary["floe.offsets.orders.1"].split(',').count(), 131);
+}
+
+#[tokio::test]
+async fn a_new_field_evolves_the_table_keeping_field_ids() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Two segments of a JSON topic (Python's json module, kafka-python's batches); the
+    // producer adds a field between them.
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from segment_file import write_segment
+out = sys.argv[2]
+old = [(1764489600000 + i, None, json.dumps({"id": i, "amount": i * 10}).encode()) for i in range(20)]
+new = [(1764489700000 + i, None, json.dumps({"id": 100 + i, "amount": i, "note": "n%d" % i}).encode()) for i in range(15)]
+write_segment(out + "/events-0/00000000000000000000.log", old, [10])
+write_segment(out + "/events-1/00000000000000000000.log", new, [15])
+"#;
+    let status = std::process::Command::new(support::python())
+        .args(["-c", script])
+        .arg(support::root().join("tests/py"))
+        .arg(input.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let config = FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\n").unwrap();
+    let run = |input: &Path| {
+        let (input, warehouse, config) = (input.to_path_buf(), warehouse.path().to_path_buf(), config.clone());
+        async move { floe_cli::local::run(&input, &warehouse, config, Vec::new()).await.unwrap() }
+    };
+    // The first segment alone: the table has id and amount.
+    let first = tempfile::tempdir().unwrap();
+    copy(input.path(), first.path(), "events-0/00000000000000000000.log");
+    run(first.path()).await;
+    let before = read_local(warehouse.path(), "kafka.events");
+    assert!(!before.schema.contains("note"), "{}", before.schema);
+    // Then the second: `note` becomes a new optional column; old rows read it as null.
+    copy(input.path(), first.path(), "events-1/00000000000000000000.log");
+    let report = run(first.path()).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let after = read_local(warehouse.path(), "kafka.events");
+    assert_eq!(after.rows, 35);
+    assert!(after.schema.contains("note: optional string"), "{}", after.schema);
+    // Every column the table had keeps its id.
+    for line in before.schema.lines().filter(|l| l.contains(": ")) {
+        assert!(after.schema.contains(line.trim()), "{line:?} changed:\n{}", after.schema);
+    }
+    assert_eq!(after.nulls.get("note").copied(), Some(20), "the first segment's rows have no note");
+}
+
+#[tokio::test]
+async fn dynamodb_leases_exclude_fence_and_expire() {
+    let config = support::aws_config().await;
+    create_lease_table(&config, "lease-test").await;
+    let locks = DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&config), "lease-test");
+    let ttl = std::time::Duration::from_secs(30);
+    let a = locks.acquire("kafka.t", "a", ttl).await.unwrap().expect("free");
+    assert!(locks.acquire("kafka.t", "b", ttl).await.unwrap().is_none(), "held by a");
+    let a = locks.renew(&a, ttl).await.unwrap();
+    locks.release(&a).await.unwrap();
+    let b = locks.acquire("kafka.t", "b", ttl).await.unwrap().expect("released");
+    assert!(b.fencing > a.fencing);
+    assert!(matches!(locks.renew(&a, ttl).await, Err(floe_core::lock::LockError::Lost { .. })));
+
+    // An expired lease is taken over; its holder's next renewal fails: its commit aborts.
+    let c = locks.acquire("kafka.u", "c", std::time::Duration::from_millis(1)).await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let d = locks.acquire("kafka.u", "d", ttl).await.unwrap().expect("expired");
+    assert_eq!(d.fencing, c.fencing + 1);
+    assert!(locks.renew(&c, ttl).await.is_err());
+
+    locks.set_suspended("kafka.u", Some("value: binary → string")).await.unwrap();
+    assert_eq!(locks.suspended("kafka.u").await.unwrap().as_deref(), Some("value: binary → string"));
+    locks.set_suspended("kafka.u", None).await.unwrap();
+    assert_eq!(locks.suspended("kafka.u").await.unwrap(), None);
 }

@@ -322,8 +322,17 @@ async fn multipart_upload_of_a_large_file() {
 }
 
 #[tokio::test]
-async fn registry_password_comes_from_secrets_manager() {
+async fn init_reads_the_config_from_s3_and_the_registry_password_from_secrets_manager() {
     let config = support::aws_config().await;
+    let s3 = support::s3_client().await;
+    s3.create_bucket().bucket("init-config").send().await.unwrap();
+    let toml = "[defaults]\nenabled = true\nnamespace = \"from_s3\"\n";
+    s3.put_object().bucket("init-config").key("floe.toml").body(toml.as_bytes().to_vec().into()).send().await.unwrap();
+    let loaded = floe_core::lambda::load_config(&s3, Some("s3://init-config/floe.toml")).await.unwrap();
+    assert_eq!(loaded.resolve("orders").unwrap().namespace, "from_s3");
+    let err = floe_core::lambda::load_config(&s3, Some("s3://init-config/missing.toml")).await.unwrap_err();
+    assert!(err.to_string().contains("s3://init-config/missing.toml"), "{err}");
+
     let secrets = aws_sdk_secretsmanager::Client::new(&config);
     let arn = secrets
         .create_secret()

@@ -57,6 +57,7 @@ def main():
         "history": [dict(s.summary.additional_properties, operation=s.summary.operation.value)
                     for s in table.metadata.snapshots],
         "values": values,
+        "nulls": {name: data.column(name).null_count for name in data.column_names},
     }))
 
 
