@@ -13,7 +13,6 @@
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
 //! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
-//! - [`local`]: `floe local run`: materializer and committer in one process, SQLite catalog.
 //! - [`lock`]: one committer per table: leases with fencing, and each table's status (DynamoDB, SQLite).
 //! - [`materializer`]: an S3 object event → segment → data files → a CommitTask on the queue.
 //! - [`queue`]: the task queue to the committer (FIFO SQS, or in process).
@@ -32,7 +31,6 @@ pub mod convert;
 pub mod datafile;
 #[cfg(feature = "aws")]
 pub mod lambda;
-pub mod local;
 pub mod lock;
 pub mod materialize;
 pub mod materializer;

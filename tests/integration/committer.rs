@@ -65,7 +65,7 @@ fn copy(from: &Path, to: &Path, rel: &str) {
     std::fs::copy(from.join(rel), target).unwrap();
 }
 
-async fn local_run(input: &Path, warehouse: &Path) -> floe_core::local::LocalReport {
+async fn local_run(input: &Path, warehouse: &Path) -> floe_cli::local::LocalReport {
     let mut out = Vec::new();
     floe_cli::local::run(input, warehouse, FloeConfig::default(), &mut out).await.unwrap()
 }
@@ -668,4 +668,37 @@ async fn dynamodb_leases_exclude_fence_and_expire() {
     assert_eq!(locks.suspended("kafka.u").await.unwrap().as_deref(), Some("value: binary → string"));
     locks.set_suspended("kafka.u", None).await.unwrap();
     assert_eq!(locks.suspended("kafka.u").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn dead_letters_are_committed_to_the_dead_letter_table() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from segment_file import write_segment
+records = [(1764489600000 + i, None, json.dumps({"id": i}).encode()) for i in range(10)]
+records[4] = (1764489600004, None, b"{not json")
+write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
+"#;
+    let status = std::process::Command::new(support::python())
+        .args(["-c", script])
+        .arg(support::root().join("tests/py"))
+        .arg(input.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let config =
+        FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap();
+    let report = floe_cli::local::run(input.path(), warehouse.path(), config.clone(), Vec::new()).await.unwrap();
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let clicks = read_local(warehouse.path(), "kafka.clicks");
+    assert_eq!(clicks.offsets["0"], vec![0, 1, 2, 3, 5, 6, 7, 8, 9]);
+    let dead = read_local(warehouse.path(), "kafka.clicks_dlq");
+    assert_eq!(dead.offsets["0"], vec![4]);
+    assert_eq!(dead.values["0/4"].as_deref(), Some("{not json"));
+    // Again: nothing twice, in either table.
+    floe_cli::local::run(input.path(), warehouse.path(), config, Vec::new()).await.unwrap();
+    assert_eq!(read_local(warehouse.path(), "kafka.clicks_dlq").rows, 1);
+    assert_eq!(read_local(warehouse.path(), "kafka.clicks").rows, 9);
 }
