@@ -391,6 +391,25 @@ async fn committer_lambda_on_glue_commits_exactly_once_through_redelivery_and_du
     let (again, receipts) = aws.receive().await;
     assert!(handle_committer_event(&service, again, None).await.batch_item_failures.is_empty());
     aws.delete(&receipts).await;
+    // A tiered-storage upload of offsets the table holds: nothing is written again.
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/make_tiered.py"))
+        .arg(topic.path().join(SEGMENTS[0]))
+        .arg(topic.path())
+        .args(["--topic", "payments", "--partition", "0", "--start", "0", "--end", "54"])
+        .output()
+        .unwrap();
+    let keys: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for ext in ["log", "indexes", "rsm-manifest"] {
+        let key = keys[ext].as_str().unwrap();
+        let body = std::fs::read(topic.path().join(key)).unwrap();
+        aws.s3.put_object().bucket(&aws.segments).key(key).body(body.into()).send().await.unwrap();
+    }
+    let manifest = ObjectRef::new(&aws.segments, keys["rsm-manifest"].as_str().unwrap());
+    match m.handle(&manifest).await.unwrap() {
+        Outcome::Ignored { reason, .. } => assert!(reason.contains("already in"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
     let read = aws.read();
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 1, "nothing new committed");

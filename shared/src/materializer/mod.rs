@@ -96,10 +96,13 @@ pub fn table_location(warehouse: &str, table: &TableName) -> String {
     format!("{}/{}.db/{}", warehouse.trim_end_matches('/'), table.namespace, table.name)
 }
 
-/// The current schema of a table, when it exists, so new files keep its field ids.
+/// What the materializer asks of the tables: the current schema (so new files keep its
+/// field ids) and the offsets already committed (so a segment the table holds is not
+/// written again: its files are referenced by the table and must not be overwritten).
 #[async_trait::async_trait]
 pub trait TableSchemas: Send + Sync {
     async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String>;
+    async fn committed(&self, table: &TableName) -> Result<crate::table::offsets::CommittedOffsets, String>;
 }
 
 /// Turns segment objects into data files and tasks.
@@ -155,6 +158,14 @@ impl Materializer {
             ObjectKind::Manifest => self.open_tiered(object, location).await?,
             _ => self.open_plain(object, location).await?,
         };
+        if let (Some(range), Some(tables)) = (input.offsets, &self.tables) {
+            let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
+            let committed = tables.committed(&table).await.map_err(MaterializerError::Task)?;
+            if committed.get(&topic.topic, input.location.partition).is_some_and(|s| s.covers(range.first, range.last))
+            {
+                return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
+            }
+        }
         let task = self.materialize(&topic, input).await?;
         self.queue.send(&Task::Data(task.clone())).await?;
         Ok(Outcome::Queued(Box::new(task)))

@@ -89,6 +89,10 @@ impl TableSchemas for CatalogTables {
     async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String> {
         Ok(self.load(table).await?.map(|t| t.metadata.current_schema().as_ref().clone()))
     }
+
+    async fn committed(&self, table: &TableName) -> Result<CommittedOffsets, String> {
+        CatalogTables::committed(self, table).await
+    }
 }
 
 /// Table properties Floe sets: Parquet files, commit retries well inside a Lambda's
