@@ -23,7 +23,7 @@ use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::lock::sqlite::SqliteLocks;
-use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
+use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
 use floe_core::queue::InProcessQueue;
 use floe_core::retry::RetryPolicy;
 use floe_core::schema::formats::http_registry;
@@ -180,8 +180,8 @@ async fn already_committed(
     key: &str,
     location: &SegmentLocation,
 ) -> anyhow::Result<bool> {
-    let committed = tables.committed(name).await.map_err(anyhow::Error::msg)?;
-    let Some(set) = committed.get(&location.topic, location.partition) else { return Ok(false) };
+    let Some(view) = tables.view(name).await.map_err(anyhow::Error::msg)? else { return Ok(false) };
+    let Some(set) = view.committed.get(&location.topic, location.partition) else { return Ok(false) };
     let range = match location.kind {
         ObjectKind::Manifest => {
             let bytes = std::fs::read(input.join(key))?;

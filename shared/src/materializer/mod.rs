@@ -100,9 +100,16 @@ pub fn table_location(warehouse: &str, table: &TableName) -> String {
 /// field ids) and the offsets already committed (so a segment the table holds is not
 /// written again: its files are referenced by the table and must not be overwritten).
 #[async_trait::async_trait]
-pub trait TableSchemas: Send + Sync {
-    async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String>;
-    async fn committed(&self, table: &TableName) -> Result<crate::table::offsets::CommittedOffsets, String>;
+pub trait TableLookup: Send + Sync {
+    /// `None` when the table does not exist yet.
+    async fn view(&self, table: &TableName) -> Result<Option<TableView>, String>;
+}
+
+/// A table as the materializer sees it.
+#[derive(Debug, Clone)]
+pub struct TableView {
+    pub schema: Schema,
+    pub committed: crate::table::offsets::CommittedOffsets,
 }
 
 /// Turns segment objects into data files and tasks.
@@ -115,7 +122,7 @@ pub struct Materializer {
     /// Warehouse root: `s3://bucket/prefix` or a local directory.
     pub warehouse: String,
     pub queue: Arc<dyn TaskQueue>,
-    pub tables: Option<Arc<dyn TableSchemas>>,
+    pub tables: Option<Arc<dyn TableLookup>>,
     pub limits: Limits,
 }
 
@@ -158,15 +165,20 @@ impl Materializer {
             ObjectKind::Manifest => self.open_tiered(object, location).await?,
             _ => self.open_plain(object, location).await?,
         };
-        if let (Some(range), Some(tables)) = (input.offsets, &self.tables) {
-            let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
-            let committed = tables.committed(&table).await.map_err(MaterializerError::Task)?;
-            if committed.get(&topic.topic, input.location.partition).is_some_and(|s| s.covers(range.first, range.last))
-            {
+        let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
+        let view = match &self.tables {
+            Some(tables) => tables.view(&table).await.map_err(MaterializerError::Task)?,
+            None => None,
+        };
+        let held = |v: &TableView, r: OffsetRange| {
+            v.committed.get(&topic.topic, input.location.partition).is_some_and(|s| s.covers(r.first, r.last))
+        };
+        if let (Some(range), Some(view)) = (input.offsets, &view) {
+            if held(view, range) {
                 return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
             }
         }
-        let task = self.materialize(&topic, input).await?;
+        let task = self.materialize(&topic, input, view.map(|v| v.schema)).await?;
         self.queue.send(&Task::Data(task.clone())).await?;
         Ok(Outcome::Queued(Box::new(task)))
     }
@@ -262,17 +274,18 @@ impl Materializer {
         Ok(reader)
     }
 
-    async fn materialize(&self, topic: &TopicConfig, input: SegmentInput) -> Result<CommitTask, MaterializerError> {
+    async fn materialize(
+        &self,
+        topic: &TopicConfig,
+        input: SegmentInput,
+        current: Option<Schema>,
+    ) -> Result<CommitTask, MaterializerError> {
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
         let dead_letter_table = TableName { namespace: topic.namespace.clone(), name: format!("{}_dlq", topic.table) };
         let uses_json = [topic.key_format, topic.value_format].contains(&Format::Json);
         let inferred = match uses_json {
             true => Some(infer(self.reader(&input).await?).await.map_err(MaterializeError::Segment)?),
             false => None,
-        };
-        let current = match &self.tables {
-            Some(tables) => tables.current_schema(&table).await.map_err(MaterializerError::Task)?,
-            None => None,
         };
         let formats =
             Formats::load_for_table(&self.config, topic, self.registry.clone(), inferred.as_ref(), current.as_ref())

@@ -18,7 +18,7 @@ use iceberg::spec::{
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
 use crate::catalog::{Catalog, CatalogError, TablePointer};
-use crate::materializer::TableSchemas;
+use crate::materializer::{TableLookup, TableView};
 use crate::task::TableName;
 use offsets::CommittedOffsets;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ pub async fn load(
     Ok(Some(LoadedTable { name: name.clone(), pointer, metadata }))
 }
 
-/// The catalog's current table schemas, for the materializer.
+/// The catalog's tables as the materializer looks them up (current schema, committed offsets).
 pub struct CatalogTables {
     pub catalog: Arc<dyn Catalog>,
     pub file_io: FileIO,
@@ -75,23 +75,17 @@ impl CatalogTables {
     pub async fn load(&self, name: &TableName) -> Result<Option<LoadedTable>, String> {
         load(self.catalog.as_ref(), &self.file_io, name).await.map_err(|e| e.to_string())
     }
-
-    /// The offsets the table holds for a topic-partition.
-    pub async fn committed(&self, name: &TableName) -> Result<CommittedOffsets, String> {
-        let Some(loaded) = self.load(name).await? else { return Ok(CommittedOffsets::default()) };
-        let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
-        CommittedOffsets::from_summary(&summary.unwrap_or_default())
-    }
 }
 
 #[async_trait::async_trait]
-impl TableSchemas for CatalogTables {
-    async fn current_schema(&self, table: &TableName) -> Result<Option<Schema>, String> {
-        Ok(self.load(table).await?.map(|t| t.metadata.current_schema().as_ref().clone()))
-    }
-
-    async fn committed(&self, table: &TableName) -> Result<CommittedOffsets, String> {
-        CatalogTables::committed(self, table).await
+impl TableLookup for CatalogTables {
+    async fn view(&self, table: &TableName) -> Result<Option<TableView>, String> {
+        let Some(loaded) = self.load(table).await? else { return Ok(None) };
+        let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
+        Ok(Some(TableView {
+            schema: loaded.metadata.current_schema().as_ref().clone(),
+            committed: CommittedOffsets::from_summary(&summary.unwrap_or_default())?,
+        }))
     }
 }
 
