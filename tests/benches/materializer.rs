@@ -138,7 +138,7 @@ fn main() {
          | measure | value | target |\n|---|---|---|\n\
          | segment size | {:.0} MiB | 1 GiB |\n\
          | segment → Parquet → task | {:.1} s, {:.1} MiB/s of segment | — |\n\
-         | of which moto serving the ranged GETs alone (same GETs, nothing decoded) | {:.1} s | — |\n\
+         | the same ranged GETs alone, nothing decoded (moto serving them; a separate pass) | {:.1} s | — |\n\
          | peak RSS (VmHWM) | {:.0} MiB | ≤ 256 MiB |\n\
          | init (config, clients; cold start before the first event) | {:.1} ms | ≤ 100 ms |\n",
         cpu(),
