@@ -311,6 +311,16 @@ impl Aws {
         }
     }
 
+    /// The three `payments` segments materialized, their tasks in order.
+    async fn materialize_payments(&self, dir: &Path) -> Vec<CommitTask> {
+        let m = self.materializer().await;
+        let mut tasks = Vec::new();
+        for key in SEGMENTS {
+            tasks.push(self.materialize(&m, dir, key).await);
+        }
+        tasks
+    }
+
     /// Receives the queued messages as the Lambda event source hands them over.
     async fn receive(&self) -> (SqsEvent, Vec<String>) {
         let got = self
@@ -479,11 +489,7 @@ fn committer_with(aws: &Aws, catalog: Arc<dyn Catalog>, locks: &str, owner: &str
 async fn glue_conflicts_and_racing_committers_never_duplicate() {
     let aws = setup("race").await;
     let (topic, offsets, values) = payments();
-    let m = aws.materializer().await;
-    let mut tasks = Vec::new();
-    for key in SEGMENTS {
-        tasks.push(aws.materialize(&m, topic.path(), key).await);
-    }
+    let tasks = aws.materialize_payments(topic.path()).await;
     let glue = || GlueCatalog::new(aws_sdk_glue::Client::new(&aws.config));
 
     // Glue itself enforces VersionId: a swap with a stale pointer is refused.
@@ -524,11 +530,7 @@ async fn glue_conflicts_and_racing_committers_never_duplicate() {
 async fn incompatible_schema_suspends_the_table_until_resumed_without_loss() {
     let aws = setup("suspend").await;
     let (topic, offsets, values) = payments();
-    let m = aws.materializer().await;
-    let mut tasks = Vec::new();
-    for key in SEGMENTS {
-        tasks.push(aws.materialize(&m, topic.path(), key).await);
-    }
+    let tasks = aws.materialize_payments(topic.path()).await;
     let service = aws.committer();
     assert_eq!(service.committer.commit(&tasks[..1], None).await.results[0].1, TaskResult::Committed);
 
