@@ -138,7 +138,6 @@ impl Committer {
     pub async fn compact(&self, tasks: &[CompactionTask], deadline: Option<Instant>) -> BatchReport {
         let mut report = BatchReport::default();
         let mut tables: Vec<&TableName> = tasks.iter().map(|t| &t.table).collect();
-        tables.dedup();
         tables.sort();
         tables.dedup();
         for table in tables {

@@ -617,6 +617,18 @@ async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
     assert_eq!(read.summary["floe.offsets.orders.1"].split(',').count(), 131);
 }
 
+/// Runs a Python `script` that writes segments with tests/py/segment_file.py
+/// (kafka-python's batches): `sys.argv[1]` is tests/py, `sys.argv[2]` the folder `out`.
+fn write_segments(script: &str, out: &Path) {
+    let status = std::process::Command::new(support::python())
+        .args(["-c", script])
+        .arg(support::root().join("tests/py"))
+        .arg(out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "segment script failed");
+}
+
 #[tokio::test]
 async fn a_new_field_evolves_the_table_keeping_field_ids() {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -632,13 +644,7 @@ new = [(1764489700000 + i, None, json.dumps({"id": 100 + i, "amount": i, "note":
 write_segment(out + "/events-0/00000000000000000000.log", old, [10])
 write_segment(out + "/events-1/00000000000000000000.log", new, [15])
 "#;
-    let status = std::process::Command::new(support::python())
-        .args(["-c", script])
-        .arg(support::root().join("tests/py"))
-        .arg(input.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_segments(script, input.path());
     let config = FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\n").unwrap();
     let run = |input: &Path| {
         let (input, warehouse, config) = (input.to_path_buf(), warehouse.path().to_path_buf(), config.clone());
@@ -702,13 +708,7 @@ records = [(1764489600000 + i, None, json.dumps({"id": i}).encode()) for i in ra
 records[4] = (1764489600004, None, b"{not json")
 write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
 "#;
-    let status = std::process::Command::new(support::python())
-        .args(["-c", script])
-        .arg(support::root().join("tests/py"))
-        .arg(input.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_segments(script, input.path());
     let config =
         FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap();
     let report = floe_cli::local::run(input.path(), warehouse.path(), config.clone(), Vec::new()).await.unwrap();
