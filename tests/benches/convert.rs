@@ -21,6 +21,11 @@ use floe_core::schema::formats::Formats;
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 
 const SEGMENT: u64 = 128 * MIB;
+
+/// The segment size: [`SEGMENT`], or `FLOE_BENCH_MIB` MiB (small runs under a profiler).
+fn segment_bytes() -> u64 {
+    std::env::var("FLOE_BENCH_MIB").ok().and_then(|m| m.parse::<u64>().ok()).map_or(SEGMENT, |m| m * MIB)
+}
 const TARGET_FILE: u64 = 128 * MIB;
 
 async fn formats(config: &FloeConfig) -> Formats {
@@ -104,15 +109,21 @@ fn main() {
     for (label, seed, config) in cases {
         let config = FloeConfig::parse(&config).unwrap();
         let path = dir.path().join("bench.log");
-        tile(&std::fs::read(dir.path().join(seed)).unwrap(), SEGMENT, &path);
+        tile(&std::fs::read(dir.path().join(seed)).unwrap(), segment_bytes(), &path);
         let bytes = std::fs::metadata(&path).unwrap().len() as f64 / MIB as f64;
         let start = Instant::now();
         let (schema, prepared) = rt.block_on(batches(&path, &config));
         let convert_only = start.elapsed().as_secs_f64();
-        // FLOE_BENCH_PROFILE=1: only the decode + convert phase, for a profiler.
-        if std::env::var_os("FLOE_BENCH_PROFILE").is_some() {
+        // For a profiler: FLOE_BENCH_PROFILE=convert runs only the decode + convert phase,
+        // =pipeline only the whole pipeline, three times each, on the first input.
+        if let Ok(phase) = std::env::var("FLOE_BENCH_PROFILE") {
             for _ in 0..3 {
-                rt.block_on(batches(&path, &config));
+                let start = Instant::now();
+                match phase.as_str() {
+                    "pipeline" => drop(rt.block_on(pipeline(&path, &config, &dir.path().join("profile")))),
+                    _ => drop(rt.block_on(batches(&path, &config))),
+                }
+                println!("{label}: {phase} {:.2}s", start.elapsed().as_secs_f64());
             }
             return;
         }
@@ -144,7 +155,7 @@ fn main() {
          | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | pipeline / encoder (target ≥ 70%) |\n\
          |---|---|---|---|---|---|\n{}\n",
         cpu(),
-        SEGMENT / MIB,
+        segment_bytes() / MIB,
         rows.join("\n")
     );
     update_benchmarks("convert", "Segment → Parquet", &section);

@@ -250,17 +250,25 @@ impl Column {
             Column::Fixed(b, _) => Arc::new(b.finish()),
             Column::Struct(s) => Arc::new(s.finish()),
             Column::List(l) => {
-                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut l.offsets, vec![0])));
+                let offsets = take_offsets(&mut l.offsets);
                 Arc::new(ListArray::new(l.field.clone(), offsets, l.child.finish(), l.nulls.finish()))
             }
             Column::Map(m) => {
-                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(&mut m.offsets, vec![0])));
+                let offsets = take_offsets(&mut m.offsets);
                 let DataType::Struct(kv) = m.entries.data_type() else { unreachable!("checked in new") };
                 let entries = StructArray::new(kv.clone(), vec![m.keys.finish(), m.values.finish()], None);
                 Arc::new(MapArray::new(m.entries.clone(), offsets, entries, m.nulls.finish(), false))
             }
         }
     }
+}
+
+/// The offsets of a finished list or map; a fresh vector of the same capacity (the next
+/// batch is usually as long) with its leading zero stays behind.
+fn take_offsets(offsets: &mut Vec<i32>) -> OffsetBuffer<i32> {
+    let mut next = Vec::with_capacity(offsets.len());
+    next.push(0);
+    OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, next)))
 }
 
 impl StructColumn {

@@ -75,10 +75,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// Buffers until at least `n` bytes are available or the stream ends; returns how
-    /// many are available. Never reserves more than the data read justifies.
+    /// many are available. Reads [`READ_CHUNK`] at a time (several small batches per
+    /// read), so memory grows with the data actually read, never with a length field.
     async fn fill(&mut self, n: usize) -> Result<usize, SegmentError> {
         while self.buf.len() < n && !self.eof {
-            self.buf.reserve(READ_CHUNK.min(n - self.buf.len()).max(8 * 1024));
+            self.buf.reserve(READ_CHUNK);
             let read = self.reader.read_buf(&mut self.buf).await.map_err(|e| self.error(None, e.into()))?;
             if read == 0 {
                 self.eof = true;

@@ -1,0 +1,873 @@
+//! Avro's binary encoding decoded straight into Arrow builders.
+//!
+//! A writer schema is compiled once against the table's columns into a tree of
+//! [`Step`]s: every type check (is this writer type allowed into that column, which
+//! widening applies) happens there, fields the table lacks become skips and columns the
+//! writer lacks become nulls. Decoding a payload then walks the plan with one match per
+//! value and nothing allocated per value.
+//!
+//! The hot path returns `Result<_, Box<Fail>>`, one machine word; error messages are only
+//! built (out of line) when something is wrong.
+
+use std::fmt;
+use std::sync::Arc;
+
+use apache_avro::Schema as Avro;
+use arrow_array::builder::FixedSizeBinaryBuilder;
+use arrow_schema::{DataType, Fields, TimeUnit};
+
+use super::{AvroSchemaError, Names, err};
+use crate::convert::{Column, DecodeError};
+
+/// Avro's duration: a fixed of 12 bytes (months, days, milliseconds).
+const DURATION_BYTES: usize = 12;
+
+/// One compiled decoding step: reads one value of the writer's type and, for a leaf,
+/// names the one builder it fills (checked when compiled), so decoding a value takes a
+/// single dispatch. (`repr(u8)`: a plain tag byte to dispatch on, rather than a tag
+/// folded into a field's spare values.)
+#[derive(Debug)]
+#[repr(u8)]
+enum Step {
+    Null,
+    Boolean,
+    /// int → int column (and date → date column: `date`).
+    Int,
+    Date,
+    /// long → long column.
+    Long,
+    /// int or long widened into a long, float or double column.
+    Widen {
+        int: bool,
+    },
+    /// time-millis (× 1000) or time-micros → time (µs) column.
+    Time {
+        millis: bool,
+    },
+    /// A timestamp long × `scale` → timestamp (µs) column.
+    TimestampMicros {
+        scale: i64,
+    },
+    /// A timestamp long × `scale` → timestamp (ns) column.
+    TimestampNanos {
+        scale: i64,
+    },
+    /// float → float column, or widened into a double column.
+    Float {
+        into_double: bool,
+    },
+    Double,
+    /// bytes → binary column.
+    Bytes,
+    /// bytes → string column (checked to be UTF-8).
+    BytesAsString,
+    /// string → string column.
+    String,
+    /// string → binary column.
+    StringAsBytes,
+    /// fixed(n) → fixed(n) column.
+    Fixed(usize),
+    /// fixed(n) (or a duration, fixed(12)) → binary column.
+    FixedAsBytes(usize),
+    /// The symbol, into a string column.
+    Enum(Arc<[String]>),
+    /// Big-endian two's complement, in `bytes` or in a `fixed` of that size.
+    Decimal {
+        fixed: Option<usize>,
+    },
+    /// A string holding a UUID, into a 16-byte fixed column.
+    Uuid,
+    Array(Box<Step>),
+    Map(Box<Step>),
+    /// Record fields in writer order, each with its column among the target's
+    /// children (`None`: not in the table, skipped); `missing`: the target's columns no
+    /// writer field feeds (null in every row).
+    Record {
+        fields: Vec<(Step, Option<usize>)>,
+        missing: Vec<usize>,
+    },
+    /// Union branches: `Null`, or the step and, for a multi-type union, the member index.
+    Union(Vec<(Step, Option<usize>)>),
+}
+
+/// Compiles `writer` for columns of `target` type (`None`: skipped everywhere).
+fn compile<'a>(
+    w: &'a Avro,
+    names: &Names<'a>,
+    target: Option<&DataType>,
+    depth: usize,
+) -> Result<Step, AvroSchemaError> {
+    if depth > 64 {
+        return err("schema nested more than 64 levels (recursive?)");
+    }
+    let w = names.resolve(w)?;
+    if let Some(t) = target {
+        check_primitive(w, t)?;
+    }
+    let is = |t: DataType| target == Some(&t);
+    // Timestamps into a nanosecond column scale up 1000 times more.
+    let timestamp = |micros_per_unit: i64| match target {
+        Some(DataType::Timestamp(TimeUnit::Nanosecond, _)) => Step::TimestampNanos { scale: micros_per_unit * 1000 },
+        _ => Step::TimestampMicros { scale: micros_per_unit },
+    };
+    Ok(match w {
+        Avro::Null => Step::Null,
+        Avro::Boolean => Step::Boolean,
+        Avro::Int if target.is_none() || is(DataType::Int32) => Step::Int,
+        Avro::Int => Step::Widen { int: true },
+        Avro::Long if target.is_none() || is(DataType::Int64) => Step::Long,
+        Avro::Long => Step::Widen { int: false },
+        Avro::Date => Step::Date,
+        Avro::TimeMillis => Step::Time { millis: true },
+        Avro::TimeMicros => Step::Time { millis: false },
+        Avro::TimestampMillis | Avro::LocalTimestampMillis => timestamp(1000),
+        Avro::TimestampMicros | Avro::LocalTimestampMicros => timestamp(1),
+        Avro::TimestampNanos | Avro::LocalTimestampNanos => Step::TimestampNanos { scale: 1 },
+        Avro::Float => Step::Float { into_double: is(DataType::Float64) },
+        Avro::Double => Step::Double,
+        Avro::Bytes if is(DataType::Utf8) => Step::BytesAsString,
+        Avro::Bytes => Step::Bytes,
+        Avro::Duration => Step::FixedAsBytes(DURATION_BYTES),
+        Avro::String if is(DataType::LargeBinary) => Step::StringAsBytes,
+        Avro::String => Step::String,
+        Avro::Fixed(f) if is(DataType::LargeBinary) => Step::FixedAsBytes(f.size),
+        Avro::Fixed(f) => Step::Fixed(f.size),
+        Avro::Enum(e) => Step::Enum(e.symbols.clone().into()),
+        Avro::Decimal(d) => Step::Decimal {
+            fixed: match names.resolve(&d.inner)? {
+                Avro::Fixed(f) => Some(f.size),
+                _ => None,
+            },
+        },
+        Avro::BigDecimal => return err("big-decimal not supported"),
+        Avro::Uuid => Step::Uuid,
+        Avro::Array(a) => {
+            let element = match target {
+                Some(DataType::List(f)) => Some(f.data_type().clone()),
+                Some(other) => return err(format!("array written into a {other} column")),
+                None => None,
+            };
+            Step::Array(Box::new(compile(&a.items, names, element.as_ref(), depth + 1)?))
+        }
+        Avro::Map(m) => {
+            let value = match target {
+                Some(DataType::Map(entries, _)) => match entries.data_type() {
+                    DataType::Struct(kv) if kv.len() == 2 => Some(kv[1].data_type().clone()),
+                    _ => return err("malformed map column"),
+                },
+                Some(other) => return err(format!("map written into a {other} column")),
+                None => None,
+            };
+            Step::Map(Box::new(compile(&m.types, names, value.as_ref(), depth + 1)?))
+        }
+        Avro::Record(r) => match target {
+            Some(DataType::Struct(fields)) => compile_record(r, names, Some(fields), depth)?,
+            Some(other) => return err(format!("record {} written into a {other} column", r.name)),
+            None => compile_record(r, names, None, depth)?,
+        },
+        Avro::Union(u) => {
+            let non_null = u.variants().iter().filter(|v| !matches!(v, Avro::Null)).count();
+            let mut member = 0;
+            let mut branches = Vec::with_capacity(u.variants().len());
+            for v in u.variants() {
+                if matches!(v, Avro::Null) {
+                    branches.push((Step::Null, None));
+                    continue;
+                }
+                if non_null == 1 {
+                    branches.push((compile(v, names, target, depth + 1)?, None));
+                } else {
+                    let member_type = match target {
+                        Some(DataType::Struct(fields)) => match fields.find(&format!("member{member}")) {
+                            Some((_, f)) => Some(f.data_type().clone()),
+                            None => return err(format!("union member{member} has no column")),
+                        },
+                        Some(other) => return err(format!("union written into a {other} column")),
+                        None => None,
+                    };
+                    branches.push((compile(v, names, member_type.as_ref(), depth + 1)?, Some(member)));
+                    member += 1;
+                }
+            }
+            Step::Union(branches)
+        }
+        Avro::Ref { .. } => unreachable!("resolved above"),
+    })
+}
+
+fn compile_record<'a>(
+    r: &'a apache_avro::schema::RecordSchema,
+    names: &Names<'a>,
+    target: Option<&Fields>,
+    depth: usize,
+) -> Result<Step, AvroSchemaError> {
+    let mut fields = Vec::with_capacity(r.fields.len());
+    for f in &r.fields {
+        let column = target.and_then(|t| t.find(&f.name));
+        let step = compile(&f.schema, names, column.map(|(_, c)| c.data_type()), depth + 1)?;
+        fields.push((step, column.map(|(i, _)| i)));
+    }
+    let missing = match target {
+        Some(t) => (0..t.len()).filter(|i| !fields.iter().any(|(_, c)| *c == Some(*i))).collect(),
+        None => Vec::new(),
+    };
+    Ok(Step::Record { fields, missing })
+}
+
+/// Whether a primitive writer type can be written into a column of type `t`
+/// (same type, or one of Avro's promotions).
+fn check_primitive(w: &Avro, t: &DataType) -> Result<(), AvroSchemaError> {
+    use TimeUnit::{Microsecond, Nanosecond};
+    let ok = match w {
+        Avro::Boolean => matches!(t, DataType::Boolean),
+        Avro::Int => matches!(t, DataType::Int32 | DataType::Int64 | DataType::Float32 | DataType::Float64),
+        Avro::Long => matches!(t, DataType::Int64 | DataType::Float32 | DataType::Float64),
+        Avro::Float => matches!(t, DataType::Float32 | DataType::Float64),
+        Avro::Double => matches!(t, DataType::Float64),
+        Avro::Bytes => matches!(t, DataType::LargeBinary | DataType::Utf8),
+        Avro::Duration => matches!(t, DataType::LargeBinary),
+        Avro::String => matches!(t, DataType::Utf8 | DataType::LargeBinary),
+        Avro::Enum(_) => matches!(t, DataType::Utf8),
+        Avro::Fixed(f) => matches!(t, DataType::LargeBinary) || *t == DataType::FixedSizeBinary(f.size as i32),
+        Avro::Decimal(d) => {
+            matches!(t, DataType::Decimal128(p, s) if *s as usize == d.scale && *p as usize >= d.precision)
+        }
+        Avro::Uuid => *t == DataType::FixedSizeBinary(16),
+        Avro::Date => matches!(t, DataType::Date32),
+        Avro::TimeMillis | Avro::TimeMicros => matches!(t, DataType::Time64(Microsecond)),
+        Avro::TimestampMillis | Avro::TimestampMicros | Avro::LocalTimestampMillis | Avro::LocalTimestampMicros => {
+            matches!(t, DataType::Timestamp(Microsecond | Nanosecond, _))
+        }
+        Avro::TimestampNanos | Avro::LocalTimestampNanos => matches!(t, DataType::Timestamp(Nanosecond, _)),
+        // Structured types are checked where they are compiled.
+        _ => true,
+    };
+    if ok { Ok(()) } else { err(format!("{w:?} cannot be written into a {t} column")) }
+}
+
+/// Why a payload could not be decoded, and at which byte.
+#[derive(Debug)]
+struct Fail {
+    at: usize,
+    detail: String,
+}
+
+type R<T> = Result<T, Box<Fail>>;
+
+#[cold]
+#[inline(never)]
+fn fail(at: usize, detail: fmt::Arguments<'_>) -> Box<Fail> {
+    Box::new(Fail { at, detail: detail.to_string() })
+}
+
+/// A compiled plan and its column disagree: a bug, never bad input.
+#[cold]
+#[inline(never)]
+fn mismatch(what: &str, col: &Column) -> Box<Fail> {
+    fail(0, format_args!("internal: {what} value for a column of another type ({})", col_name(col)))
+}
+
+fn col_name(c: &Column) -> &'static str {
+    match c {
+        Column::Boolean(_) => "boolean",
+        Column::Int(_) => "int",
+        Column::Long(_) => "long",
+        Column::Float(_) => "float",
+        Column::Double(_) => "double",
+        Column::Decimal(_) => "decimal",
+        Column::Date(_) => "date",
+        Column::Time(_) => "time",
+        Column::TimestampMicros(_) | Column::TimestampNanos(_) => "timestamp",
+        Column::String(_) => "string",
+        Column::Binary(_) => "binary",
+        Column::Fixed(..) => "fixed",
+        Column::Struct(_) => "struct",
+        Column::List(_) => "list",
+        Column::Map(_) => "map",
+    }
+}
+
+/// `bytes` as a string if they are UTF-8. Most strings in practice are short and ASCII,
+/// which a word-at-a-time check settles before the general (SIMD) validation.
+#[inline]
+fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: every ASCII byte sequence is valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        simdutf8::basic::from_utf8(bytes).ok()
+    }
+}
+
+/// Reads Avro's binary encoding, keeping the position for errors.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A zig-zag varint of at most 10 bytes.
+    #[inline(always)]
+    fn long(&mut self) -> R<i64> {
+        let rest = &self.buf[self.pos..];
+        // Most varints (small numbers, lengths, union branches) are one byte.
+        if let Some(&b) = rest.first()
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(zigzag(u64::from(b)));
+        }
+        // With ten bytes at hand, no byte needs its own bounds check.
+        if let Some(chunk) = rest.first_chunk::<10>() {
+            let mut raw = 0u64;
+            for (i, &b) in chunk.iter().enumerate() {
+                raw |= u64::from(b & 0x7f) << (7 * i);
+                if b < 0x80 {
+                    self.pos += i + 1;
+                    return Ok(zigzag(raw));
+                }
+            }
+            return Err(fail(self.pos, format_args!("varint longer than 10 bytes")));
+        }
+        self.long_near_end()
+    }
+
+    /// [`Self::long`] within the last ten bytes of the payload.
+    fn long_near_end(&mut self) -> R<i64> {
+        let mut raw = 0u64;
+        for shift in (0..70).step_by(7) {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(fail(self.pos, format_args!("unexpected end of data")));
+            };
+            self.pos += 1;
+            raw |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(zigzag(raw));
+            }
+        }
+        Err(fail(self.pos, format_args!("varint longer than 10 bytes")))
+    }
+
+    #[inline]
+    fn int(&mut self) -> R<i32> {
+        let at = self.pos;
+        let v = self.long()?;
+        i32::try_from(v).map_err(|_| fail(at, format_args!("int {v} out of range")))
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize) -> R<&'a [u8]> {
+        match self.buf.get(self.pos..self.pos.saturating_add(n)) {
+            Some(s) => {
+                self.pos += n;
+                Ok(s)
+            }
+            None => Err(fail(self.pos, format_args!("{n} bytes wanted, {} left", self.buf.len() - self.pos))),
+        }
+    }
+
+    /// `N` bytes as an array.
+    #[inline]
+    fn array<const N: usize>(&mut self) -> R<[u8; N]> {
+        match self.buf[self.pos..].first_chunk::<N>() {
+            Some(a) => {
+                self.pos += N;
+                Ok(*a)
+            }
+            None => Err(fail(self.pos, format_args!("{N} bytes wanted, {} left", self.buf.len() - self.pos))),
+        }
+    }
+
+    #[inline]
+    fn f32(&mut self) -> R<f32> {
+        self.array().map(f32::from_le_bytes)
+    }
+
+    #[inline]
+    fn f64(&mut self) -> R<f64> {
+        self.array().map(f64::from_le_bytes)
+    }
+
+    #[inline]
+    fn bytes(&mut self) -> R<&'a [u8]> {
+        let at = self.pos;
+        let n = self.long()?;
+        match usize::try_from(n) {
+            Ok(n) => self.take(n),
+            Err(_) => Err(fail(at, format_args!("negative length {n}"))),
+        }
+    }
+
+    #[inline]
+    fn str(&mut self) -> R<&'a str> {
+        let at = self.pos;
+        let b = self.bytes()?;
+        utf8(b).ok_or_else(|| fail(at, format_args!("string is not UTF-8")))
+    }
+
+    /// Block counts of arrays and maps; a negative count is followed by a byte size.
+    #[inline]
+    fn block(&mut self) -> R<usize> {
+        let at = self.pos;
+        let mut n = self.long()?;
+        if n < 0 {
+            self.long()?;
+            n = n.checked_neg().ok_or_else(|| fail(at, format_args!("block count overflow")))?;
+        }
+        // Every item takes at least one byte (zero-size items are capped by the data left).
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        let left = self.buf.len() - self.pos;
+        if n > left.max(1) * 64 {
+            return Err(fail(at, format_args!("block of {n} items in {left} bytes")));
+        }
+        Ok(n)
+    }
+
+    /// The payload must end where the datum does.
+    fn finished(&self) -> R<()> {
+        match self.buf.len() - self.pos {
+            0 => Ok(()),
+            left => Err(fail(self.pos, format_args!("{left} bytes left over after the datum"))),
+        }
+    }
+}
+
+#[inline]
+fn zigzag(raw: u64) -> i64 {
+    (raw >> 1) as i64 ^ -((raw & 1) as i64)
+}
+
+/// Big-endian two's complement bytes → i128.
+fn decimal_value(b: &[u8], at: usize) -> R<i128> {
+    if b.len() > 16 {
+        return Err(fail(at, format_args!("decimal of {} bytes exceeds 128 bits", b.len())));
+    }
+    let fill = if b.first().is_some_and(|x| x & 0x80 != 0) { 0xff } else { 0 };
+    let mut full = [fill; 16];
+    full[16 - b.len()..].copy_from_slice(b);
+    Ok(i128::from_be_bytes(full))
+}
+
+/// The builder of the variant a step was compiled for.
+macro_rules! into {
+    ($col:expr, $variant:ident, $what:literal) => {
+        match $col {
+            Column::$variant(b) => b,
+            other => return Err(mismatch($what, other)),
+        }
+    };
+}
+
+fn fixed_column(col: &mut Column) -> R<&mut FixedSizeBinaryBuilder> {
+    match col {
+        Column::Fixed(b, _) => Ok(b),
+        other => Err(mismatch("fixed", other)),
+    }
+}
+
+/// Reads one value of `step` and appends it to `col`. Leaves are decoded inline here
+/// (the record loop calls this for every field); nested types go to [`put_nested`].
+#[inline(always)]
+fn put(step: &Step, r: &mut Reader, col: &mut Column) -> R<()> {
+    let at = r.pos;
+    match step {
+        Step::Int => into!(col, Int, "int").append_value(r.int()?),
+        Step::Long => into!(col, Long, "long").append_value(r.long()?),
+        Step::Date => into!(col, Date, "date").append_value(r.int()?),
+        Step::Time { millis: true } => into!(col, Time, "time").append_value(i64::from(r.int()?) * 1000),
+        Step::Time { millis: false } => into!(col, Time, "time").append_value(r.long()?),
+        Step::TimestampMicros { scale } => {
+            into!(col, TimestampMicros, "timestamp").append_value(r.long()?.saturating_mul(*scale))
+        }
+        Step::TimestampNanos { scale } => {
+            into!(col, TimestampNanos, "timestamp").append_value(r.long()?.saturating_mul(*scale))
+        }
+        Step::Float { into_double: false } => into!(col, Float, "float").append_value(r.f32()?),
+        Step::Float { into_double: true } => into!(col, Double, "double").append_value(r.f32()?.into()),
+        Step::Double => into!(col, Double, "double").append_value(r.f64()?),
+        Step::Bytes => into!(col, Binary, "bytes").append_value(r.bytes()?),
+        Step::String => into!(col, String, "string").append_value(r.str()?),
+        Step::StringAsBytes => into!(col, Binary, "bytes").append_value(r.str()?),
+        Step::FixedAsBytes(n) => into!(col, Binary, "bytes").append_value(r.take(*n)?),
+        Step::Boolean => {
+            let [b] = r.array()?;
+            if b > 1 {
+                return Err(fail(at, format_args!("boolean byte {b}")));
+            }
+            into!(col, Boolean, "boolean").append_value(b == 1)
+        }
+        Step::Enum(symbols) => {
+            let i = r.int()?;
+            let symbol = usize::try_from(i)
+                .ok()
+                .and_then(|i| symbols.get(i))
+                .ok_or_else(|| fail(at, format_args!("enum index {i}")))?;
+            into!(col, String, "string").append_value(symbol)
+        }
+        _ => put_nested(step, r, col, at)?,
+    }
+    Ok(())
+}
+
+/// The steps [`put`] does not decode inline: rarer leaves and nested types.
+fn put_nested(step: &Step, r: &mut Reader, col: &mut Column, at: usize) -> R<()> {
+    match step {
+        Step::Null => col.append_null(),
+        Step::Widen { int } => {
+            let v = if *int { i64::from(r.int()?) } else { r.long()? };
+            match col {
+                Column::Long(b) => b.append_value(v),
+                Column::Double(b) => b.append_value(v as f64),
+                Column::Float(b) => b.append_value(v as f32),
+                other => return Err(mismatch("integer", other)),
+            }
+        }
+        Step::BytesAsString => {
+            let s = utf8(r.bytes()?).ok_or_else(|| fail(at, format_args!("bytes are not UTF-8")))?;
+            into!(col, String, "string").append_value(s)
+        }
+        Step::Fixed(n) => {
+            let v = r.take(*n)?;
+            fixed_column(col)?.append_value(v).map_err(|e| fail(at, format_args!("{e}")))?
+        }
+        Step::Decimal { fixed } => {
+            let b = match fixed {
+                Some(n) => r.take(*n)?,
+                None => r.bytes()?,
+            };
+            into!(col, Decimal, "decimal").append_value(decimal_value(b, at)?)
+        }
+        Step::Uuid => {
+            let s = r.str()?;
+            let u = uuid::Uuid::try_parse(s).map_err(|e| fail(at, format_args!("uuid {s:?}: {e}")))?;
+            fixed_column(col)?.append_value(u.as_bytes()).map_err(|e| fail(at, format_args!("{e}")))?
+        }
+        Step::Array(item) => {
+            let list = into!(col, List, "array");
+            let n = items(r, |r| put(item, r, &mut list.child))?;
+            list.close(n);
+        }
+        Step::Map(value) => {
+            let map = into!(col, Map, "map");
+            let n = items(r, |r| {
+                into!(map.keys.as_mut(), String, "string").append_value(r.str()?);
+                put(value, r, &mut map.values)
+            })?;
+            map.close(n);
+        }
+        Step::Record { fields, missing } => {
+            let s = into!(col, Struct, "record");
+            s.append_valid();
+            put_fields(fields, missing, r, &mut s.children)?;
+        }
+        Step::Union(branches) => match union_branch(branches, r)? {
+            (branch, None) => put(branch, r, col)?,
+            (branch, Some(m)) => {
+                let s = into!(col, Struct, "union");
+                s.append_valid();
+                for (j, child) in s.children.iter_mut().enumerate() {
+                    if j == *m {
+                        put(branch, r, child)?;
+                    } else {
+                        child.append_null();
+                    }
+                }
+            }
+        },
+        _ => unreachable!("decoded inline by put"),
+    }
+    Ok(())
+}
+
+/// Reads one value of `step` for a column the table does not have.
+fn skip(step: &Step, r: &mut Reader) -> R<()> {
+    let at = r.pos;
+    match step {
+        Step::Null => {}
+        Step::Boolean => match r.array()? {
+            [0 | 1] => {}
+            [b] => return Err(fail(at, format_args!("boolean byte {b}"))),
+        },
+        Step::Float { .. } => drop(r.array::<4>()?),
+        Step::Double => drop(r.array::<8>()?),
+        Step::Int | Step::Date | Step::Widen { int: true } | Step::Time { millis: true } => drop(r.int()?),
+        Step::Long
+        | Step::Widen { int: false }
+        | Step::Time { millis: false }
+        | Step::TimestampMicros { .. }
+        | Step::TimestampNanos { .. } => drop(r.long()?),
+        Step::Bytes | Step::BytesAsString | Step::Decimal { fixed: None } => drop(r.bytes()?),
+        Step::Fixed(n) | Step::FixedAsBytes(n) | Step::Decimal { fixed: Some(n) } => drop(r.take(*n)?),
+        Step::String | Step::StringAsBytes | Step::Uuid => drop(r.str()?),
+        Step::Enum(symbols) => {
+            let i = r.int()?;
+            if usize::try_from(i).map_or(true, |i| i >= symbols.len()) {
+                return Err(fail(at, format_args!("enum index {i}")));
+            }
+        }
+        Step::Array(item) => drop(items(r, |r| skip(item, r))?),
+        Step::Map(value) => drop(items(r, |r| {
+            r.str()?;
+            skip(value, r)
+        })?),
+        Step::Record { fields, .. } => fields.iter().try_for_each(|(step, _)| skip(step, r))?,
+        Step::Union(branches) => skip(&union_branch(branches, r)?.0, r)?,
+    }
+    Ok(())
+}
+
+/// Reads a union's branch index.
+#[inline]
+fn union_branch<'s>(branches: &'s [(Step, Option<usize>)], r: &mut Reader) -> R<&'s (Step, Option<usize>)> {
+    let at = r.pos;
+    let i = r.long()?;
+    usize::try_from(i).ok().and_then(|i| branches.get(i)).ok_or_else(|| fail(at, format_args!("union branch {i}")))
+}
+
+/// The items of an array or map (blocks until a zero count), each read by `each`;
+/// returns how many there were.
+#[inline]
+fn items(r: &mut Reader, mut each: impl FnMut(&mut Reader) -> R<()>) -> R<usize> {
+    let mut n = 0;
+    loop {
+        let count = r.block()?;
+        if count == 0 {
+            return Ok(n);
+        }
+        for _ in 0..count {
+            each(r)?;
+        }
+        n += count;
+    }
+}
+
+/// A record's fields into `columns` (writer fields the table lacks are skipped; table
+/// columns the writer lacks get a null).
+fn put_fields(fields: &[(Step, Option<usize>)], missing: &[usize], r: &mut Reader, columns: &mut [Column]) -> R<()> {
+    for (step, target) in fields {
+        match target {
+            Some(i) => put(step, r, &mut columns[*i])?,
+            None => skip(step, r)?,
+        }
+    }
+    for &i in missing {
+        columns[i].append_null();
+    }
+    Ok(())
+}
+
+/// What a compiled schema writes into.
+#[derive(Clone, Copy)]
+pub enum AvroTarget<'a> {
+    Column(&'a DataType),
+    Fields(&'a Fields),
+}
+
+/// A writer schema ready to decode payloads into the table's columns.
+pub struct CompiledAvro {
+    step: Step,
+}
+
+impl CompiledAvro {
+    /// Compiles `writer` for a column of type `target`, or — for the value-as-payload
+    /// layout — for the top-level `fields`.
+    pub fn new(writer: &Avro, target: AvroTarget<'_>) -> Result<CompiledAvro, AvroSchemaError> {
+        let names = Names::collect(writer);
+        let step = match target {
+            AvroTarget::Column(t) => compile(writer, &names, Some(t), 0)?,
+            AvroTarget::Fields(fields) => match names.resolve(writer)? {
+                Avro::Record(r) => compile_record(r, &names, Some(fields), 0)?,
+                _ => return err("the value layout needs a record schema"),
+            },
+        };
+        Ok(CompiledAvro { step })
+    }
+
+    /// Appends `payload` to `col` (an `Err` may leave the column half-written: the
+    /// converter repairs it and drops the row). `offset`: where the payload starts in the
+    /// Kafka value (for error positions).
+    pub fn append(
+        &self,
+        payload: &[u8],
+        col: &mut Column,
+        part: &'static str,
+        offset: usize,
+    ) -> Result<(), DecodeError> {
+        let mut r = Reader { buf: payload, pos: 0 };
+        let result = put(&self.step, &mut r, col).and_then(|()| r.finished());
+        result.map_err(|f| decode_error(*f, part, offset))
+    }
+
+    /// Appends a record payload's fields to `fields`.
+    pub fn append_fields(
+        &self,
+        payload: &[u8],
+        fields: &mut [Column],
+        part: &'static str,
+        offset: usize,
+    ) -> Result<(), DecodeError> {
+        let Step::Record { fields: plan, missing } = &self.step else { unreachable!("checked in new") };
+        let mut r = Reader { buf: payload, pos: 0 };
+        let result = put_fields(plan, missing, &mut r, fields).and_then(|()| r.finished());
+        result.map_err(|f| decode_error(*f, part, offset))
+    }
+}
+
+fn decode_error(fail: Fail, part: &'static str, offset: usize) -> DecodeError {
+    DecodeError { part, position: fail.at + offset, detail: fail.detail, missing_schema: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::StructColumn;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
+    use arrow_array::{Array, StructArray};
+    use arrow_schema::Field;
+
+    fn reader(bytes: &[u8]) -> Reader<'_> {
+        Reader { buf: bytes, pos: 0 }
+    }
+
+    #[test]
+    fn varints_in_the_fast_and_the_near_end_paths_agree() {
+        for v in [0i64, -1, 1, 63, -64, 64, 150, -150, i32::MAX.into(), i32::MIN.into(), i64::MAX, i64::MIN] {
+            let mut encoded = Vec::new();
+            let mut raw = ((v << 1) ^ (v >> 63)) as u64;
+            loop {
+                let b = (raw & 0x7f) as u8;
+                raw >>= 7;
+                if raw == 0 {
+                    encoded.push(b);
+                    break;
+                }
+                encoded.push(b | 0x80);
+            }
+            let len = encoded.len();
+            // Alone (near the end) and followed by padding (ten bytes at hand).
+            let mut r = reader(&encoded);
+            assert_eq!(r.long().unwrap(), v);
+            assert_eq!(r.pos, len);
+            encoded.extend_from_slice(&[0; 10]);
+            let mut r = reader(&encoded);
+            assert_eq!(r.long().unwrap(), v);
+            assert_eq!(r.pos, len);
+        }
+    }
+
+    #[test]
+    fn bad_varints_and_lengths_name_their_byte() {
+        let e = reader(&[0x80; 12]).long().unwrap_err();
+        assert!(e.detail.contains("longer than 10"), "{e:?}");
+        let e = reader(&[0x80, 0x80]).long().unwrap_err();
+        assert_eq!((e.at, e.detail.as_str()), (2, "unexpected end of data"));
+        let mut r = reader(&[0x02, 0x06, b'a']);
+        r.long().unwrap();
+        let e = r.bytes().unwrap_err();
+        assert_eq!(e.at, 2, "{e:?}");
+        let e = reader(&[0x03]).bytes().unwrap_err();
+        assert!(e.detail.contains("negative length"), "{e:?}");
+        let e = reader(&[0x04, 0xff, 0xfe]).str().unwrap_err();
+        assert!(e.detail.contains("not UTF-8"), "{e:?}");
+    }
+
+    /// Encodes `value` with `writer` (apache-avro's encoder, independent of ours) and
+    /// decodes it into a row of `table`.
+    fn decode_row(writer: &str, value: apache_avro::types::Value, table: Fields) -> Result<StructArray, DecodeError> {
+        let writer = Avro::parse_str(writer).unwrap();
+        let payload = apache_avro::to_avro_datum(&writer, value).unwrap();
+        let compiled = CompiledAvro::new(&writer, AvroTarget::Fields(&table)).unwrap();
+        let mut root = StructColumn::new(&table).unwrap();
+        root.append_valid();
+        compiled.append_fields(&payload, &mut root.children, "value", 5)?;
+        Ok(root.finish())
+    }
+
+    #[test]
+    fn writer_fields_are_widened_skipped_or_missing_by_name() {
+        use apache_avro::types::Value as V;
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "gone", "type": {"type": "record", "name": "g", "fields": [
+                {"name": "xs", "type": {"type": "array", "items": "string"}},
+                {"name": "m", "type": {"type": "map", "values": ["null", "double"]}},
+                {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+                {"name": "f", "type": {"type": "fixed", "name": "F", "size": 3}}]}},
+            {"name": "ratio", "type": "float"},
+            {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "n", "type": "long"}]}"#;
+        let value = V::Record(vec![
+            ("id".into(), V::Int(-7)),
+            (
+                "gone".into(),
+                V::Record(vec![
+                    ("xs".into(), V::Array(vec![V::String("a".into()), V::String("bé".into())])),
+                    ("m".into(), V::Map([("k".to_string(), V::Union(1, Box::new(V::Double(2.5))))].into())),
+                    ("e".into(), V::Enum(1, "B".into())),
+                    ("f".into(), V::Fixed(3, vec![1, 2, 3])),
+                ]),
+            ),
+            ("ratio".into(), V::Float(0.5)),
+            ("ts".into(), V::TimestampMillis(1_700_000_000_123)),
+            ("n".into(), V::Long(3)),
+        ]);
+        let table = Fields::from(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("ratio", DataType::Float64, true),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), true),
+            Field::new("n", DataType::Float64, true),
+            Field::new("added", DataType::Utf8, true),
+        ]);
+        let row = decode_row(writer, value, table).unwrap();
+        let col = |i: usize| row.column(i).clone();
+        assert_eq!(col(0).as_primitive::<Int64Type>().value(0), -7);
+        assert_eq!(col(1).as_primitive::<Float64Type>().value(0), 0.5);
+        assert_eq!(col(2).as_primitive::<TimestampNanosecondType>().value(0), 1_700_000_000_123_000_000);
+        assert_eq!(col(3).as_primitive::<Float64Type>().value(0), 3.0);
+        assert!(col(4).is_null(0));
+    }
+
+    #[test]
+    fn a_duration_is_its_twelve_bytes() {
+        use apache_avro::types::Value as V;
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "d", "type": {"type": "fixed", "name": "D", "size": 12, "logicalType": "duration"}}]}"#;
+        let duration = apache_avro::Duration::new(
+            apache_avro::Months::new(1),
+            apache_avro::Days::new(2),
+            apache_avro::Millis::new(3),
+        );
+        let table = Fields::from(vec![Field::new("d", DataType::LargeBinary, true)]);
+        let row = decode_row(writer, V::Record(vec![("d".into(), V::Duration(duration))]), table).unwrap();
+        let bytes = row.column(0).as_binary::<i64>().value(0).to_vec();
+        assert_eq!(bytes, [1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
+    }
+
+    #[test]
+    fn bad_values_name_their_byte_in_the_kafka_value() {
+        let writer = Avro::parse_str(
+            r#"{"type": "record", "name": "r", "fields": [
+                {"name": "ok", "type": "boolean"},
+                {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}}]}"#,
+        )
+        .unwrap();
+        let table =
+            Fields::from(vec![Field::new("ok", DataType::Boolean, true), Field::new("e", DataType::Utf8, true)]);
+        let compiled = CompiledAvro::new(&writer, AvroTarget::Fields(&table)).unwrap();
+        for (payload, at, detail) in [(&[2u8, 0][..], 5, "boolean byte 2"), (&[1, 4], 6, "enum index 2")] {
+            let mut root = StructColumn::new(&table).unwrap();
+            root.append_valid();
+            let e = compiled.append_fields(payload, &mut root.children, "value", 5).unwrap_err();
+            assert_eq!((e.position, e.detail.as_str()), (at, detail));
+        }
+    }
+
+    #[test]
+    fn strings_ascii_and_not() {
+        assert_eq!(utf8(b"plain ascii"), Some("plain ascii"));
+        assert_eq!(utf8("grüße, 東京".as_bytes()), Some("grüße, 東京"));
+        assert_eq!(utf8(&[b'a', 0xc3]), None);
+        assert_eq!(utf8(b""), Some(""));
+    }
+}

@@ -1,0 +1,255 @@
+//! Avro: schemas → Iceberg types, and binary payloads decoded straight into Arrow
+//! columns (no intermediate values).
+//!
+//! | Avro | Iceberg | Arrow |
+//! |---|---|---|
+//! | boolean | boolean | Boolean |
+//! | int | int | Int32 |
+//! | long | long | Int64 |
+//! | float | float | Float32 |
+//! | double | double | Float64 |
+//! | bytes | binary | LargeBinary |
+//! | string | string | Utf8 |
+//! | record | struct (fields optional: older writers may lack them) | Struct |
+//! | enum | string (the symbol) | Utf8 |
+//! | array | list | List |
+//! | map | map<string, V> | Map |
+//! | fixed(n) | fixed(n) | FixedSizeBinary(n) |
+//! | union [null, T] | optional T | T, nullable |
+//! | union of several types | struct of optional `member0`, `member1`, … (one set) | Struct |
+//! | decimal(p, s) (bytes or fixed) | decimal(p, s) | Decimal128(p, s) |
+//! | date | date | Date32 |
+//! | time-millis, time-micros | time | Time64(µs) |
+//! | timestamp-millis, timestamp-micros | timestamptz | Timestamp(µs, UTC) |
+//! | timestamp-nanos | timestamptz_ns | Timestamp(ns, UTC) |
+//! | local-timestamp-millis, local-timestamp-micros | timestamp | Timestamp(µs) |
+//! | uuid | uuid | FixedSizeBinary(16) |
+//!
+//! A record written with another schema version than the table's is resolved by field
+//! name: fields the table lacks are skipped, table columns the writer lacks are null, and
+//! int → long / float / double, long → float / double, float → double are widened.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apache_avro::Schema as Avro;
+use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
+
+use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::schema::by_id::SchemaSet;
+use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
+use crate::schema::layout::PayloadType;
+use crate::schema::registry::{SchemaRegistry, SchemaType};
+use crate::schema::wire;
+
+mod decode;
+pub use decode::{AvroTarget, CompiledAvro};
+
+/// An Avro schema Floe cannot map or decode against the table.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("avro schema: {0}")]
+pub struct AvroSchemaError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, AvroSchemaError> {
+    Err(AvroSchemaError(msg.into()))
+}
+
+/// Named types of a schema (records, enums, fixed) by full name, for `Ref`s.
+#[derive(Default)]
+struct Names<'a>(HashMap<String, &'a Avro>);
+
+impl<'a> Names<'a> {
+    fn collect(schema: &'a Avro) -> Names<'a> {
+        let mut names = Names::default();
+        names.walk(schema);
+        names
+    }
+
+    fn walk(&mut self, s: &'a Avro) {
+        match s {
+            Avro::Record(r) => {
+                self.0.insert(r.name.fullname(None), s);
+                r.fields.iter().for_each(|f| self.walk(&f.schema));
+            }
+            Avro::Enum(e) => {
+                self.0.insert(e.name.fullname(None), s);
+            }
+            Avro::Fixed(f) => {
+                self.0.insert(f.name.fullname(None), s);
+            }
+            Avro::Array(a) => self.walk(&a.items),
+            Avro::Map(m) => self.walk(&m.types),
+            Avro::Union(u) => u.variants().iter().for_each(|v| self.walk(v)),
+            _ => {}
+        }
+    }
+
+    fn resolve(&self, s: &'a Avro) -> Result<&'a Avro, AvroSchemaError> {
+        match s {
+            Avro::Ref { name } => {
+                self.0.get(&name.fullname(None)).copied().ok_or_else(|| AvroSchemaError(format!("unknown type {name}")))
+            }
+            other => Ok(other),
+        }
+    }
+}
+
+/// Maps an Avro schema to the Iceberg type of its payload (placeholder field ids).
+pub fn to_payload_type(schema: &Avro) -> Result<PayloadType, AvroSchemaError> {
+    let names = Names::collect(schema);
+    let mut stack = Vec::new();
+    match to_type(schema, &names, &mut stack)? {
+        (Type::Struct(s), _) if matches!(schema, Avro::Record(_)) => Ok(PayloadType::Record(s)),
+        (t, _) => Ok(PayloadType::Other(t)),
+    }
+}
+
+fn prim(p: PrimitiveType) -> Type {
+    Type::Primitive(p)
+}
+
+/// The Iceberg type and whether null is allowed.
+fn to_type<'a>(s: &'a Avro, names: &Names<'a>, stack: &mut Vec<String>) -> Result<(Type, bool), AvroSchemaError> {
+    let s = names.resolve(s)?;
+    Ok((
+        match s {
+            Avro::Null => return err("a bare null type has no column"),
+            Avro::Boolean => prim(PrimitiveType::Boolean),
+            Avro::Int => prim(PrimitiveType::Int),
+            Avro::Long => prim(PrimitiveType::Long),
+            Avro::Float => prim(PrimitiveType::Float),
+            Avro::Double => prim(PrimitiveType::Double),
+            Avro::Bytes | Avro::Duration => prim(PrimitiveType::Binary),
+            Avro::String | Avro::Enum(_) => prim(PrimitiveType::String),
+            Avro::Fixed(f) => prim(PrimitiveType::Fixed(f.size as u64)),
+            Avro::Decimal(d) => prim(PrimitiveType::Decimal { precision: d.precision as u32, scale: d.scale as u32 }),
+            Avro::BigDecimal => return err("big-decimal has no fixed precision: not supported"),
+            Avro::Uuid => prim(PrimitiveType::Uuid),
+            Avro::Date => prim(PrimitiveType::Date),
+            Avro::TimeMillis | Avro::TimeMicros => prim(PrimitiveType::Time),
+            Avro::TimestampMillis | Avro::TimestampMicros => prim(PrimitiveType::Timestamptz),
+            Avro::TimestampNanos => prim(PrimitiveType::TimestamptzNs),
+            Avro::LocalTimestampMillis | Avro::LocalTimestampMicros => prim(PrimitiveType::Timestamp),
+            Avro::LocalTimestampNanos => prim(PrimitiveType::TimestampNs),
+            Avro::Array(a) => {
+                let (element, nullable) = to_type(&a.items, names, stack)?;
+                Type::List(ListType::new(Arc::new(NestedField::list_element(0, element, !nullable))))
+            }
+            Avro::Map(m) => {
+                let (value, nullable) = to_type(&m.types, names, stack)?;
+                Type::Map(MapType::new(
+                    Arc::new(NestedField::map_key_element(0, prim(PrimitiveType::String))),
+                    Arc::new(NestedField::map_value_element(0, value, !nullable)),
+                ))
+            }
+            Avro::Record(r) => {
+                let name = r.name.fullname(None);
+                if stack.contains(&name) {
+                    return err(format!("recursive type {name} cannot be a table column"));
+                }
+                stack.push(name);
+                let mut fields = Vec::with_capacity(r.fields.len());
+                for f in &r.fields {
+                    let (t, _) = to_type(&f.schema, names, stack)?;
+                    let mut field = NestedField::optional(0, &f.name, t);
+                    field.doc = f.doc.clone();
+                    fields.push(Arc::new(field));
+                }
+                stack.pop();
+                Type::Struct(StructType::new(fields))
+            }
+            Avro::Union(u) => {
+                let non_null: Vec<&Avro> = u.variants().iter().filter(|v| !matches!(v, Avro::Null)).collect();
+                let nullable = non_null.len() < u.variants().len();
+                return match non_null.as_slice() {
+                    [] => err("a union of only null has no column"),
+                    [one] => Ok((to_type(one, names, stack)?.0, nullable)),
+                    many => {
+                        let mut fields = Vec::with_capacity(many.len());
+                        for (i, v) in many.iter().enumerate() {
+                            fields.push(Arc::new(NestedField::optional(
+                                0,
+                                format!("member{i}"),
+                                to_type(v, names, stack)?.0,
+                            )));
+                        }
+                        Ok((Type::Struct(StructType::new(fields)), nullable))
+                    }
+                };
+            }
+            Avro::Ref { .. } => unreachable!("resolved above"),
+        },
+        false,
+    ))
+}
+
+impl Shape {
+    fn target(&self) -> AvroTarget<'_> {
+        match self {
+            Shape::Column(t) => AvroTarget::Column(t),
+            Shape::Fields(f) => AvroTarget::Fields(f),
+        }
+    }
+}
+
+/// Avro payloads in the Confluent wire format.
+pub struct AvroDecoder {
+    part: &'static str,
+    shape: Shape,
+    schemas: SchemaSet<CompiledAvro>,
+}
+
+impl AvroDecoder {
+    /// Every payload decoded with `writer` (a local schema file).
+    pub fn fixed(part: &'static str, writer: &Avro, shape: Shape) -> Result<AvroDecoder, AvroSchemaError> {
+        let compiled = CompiledAvro::new(writer, shape.target())?;
+        Ok(AvroDecoder { part, shape, schemas: SchemaSet::fixed(compiled) })
+    }
+
+    /// Writer schemas by the id in each payload, loaded from `registry` on first sight.
+    pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> AvroDecoder {
+        AvroDecoder { part, shape, schemas: SchemaSet::registry(registry) }
+    }
+}
+
+#[async_trait::async_trait]
+impl PayloadDecoder for AvroDecoder {
+    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
+        let (compiled, body) = self.schemas.get(payload, self.part)?;
+        compiled.append(body, column, self.part, wire::HEADER_LEN)
+    }
+
+    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+        let (compiled, body) = self.schemas.get(payload, self.part)?;
+        compiled.append_fields(body, fields, self.part, wire::HEADER_LEN)
+    }
+
+    async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
+        self.schemas
+            .load(id, SchemaType::Avro, |text| {
+                let writer = Avro::parse_str(text).map_err(|e| e.to_string())?;
+                CompiledAvro::new(&writer, self.shape.target()).map_err(|e| e.to_string())
+            })
+            .await
+    }
+}
+
+/// Sets up an Avro key or value: the table's type from the schema the context names,
+/// and a decoder by payload schema id (registry) or with that one schema (local file).
+pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
+    let (registered, registry) = ctx.table_schema(SchemaType::Avro).await?;
+    let avro = Avro::parse_str(&registered.schema).map_err(|e| ctx.error(e))?;
+    let payload = to_payload_type(&avro).map_err(|e| ctx.error(e))?;
+    let name = ctx.name;
+    let make: MakeDecoder = match registry {
+        Some(registry) => {
+            Box::new(move |shape| Ok(Arc::new(AvroDecoder::registry(name, registry, shape)) as Arc<dyn PayloadDecoder>))
+        }
+        None => Box::new(move |shape| {
+            AvroDecoder::fixed(name, &avro, shape)
+                .map(|d| Arc::new(d) as Arc<dyn PayloadDecoder>)
+                .map_err(|e| e.to_string())
+        }),
+    };
+    Ok(Part { payload, make })
+}
