@@ -179,44 +179,50 @@ def main(out):
         json.dump(bad, f)
 
 
+BENCH_CODECS = {"zstd": 4, "lz4": 3, "none": 0}
+
+
 def bench_seed(out):
-    """~4 MiB segment of v2 records (zstd batches of ~64 KiB) for the benchmarks, with the
-    registry file beside it."""
+    """~4 MiB segments of v2 records (batches of ~64 KiB before compression) for the
+    benchmarks, one per codec (`seed_avro_<codec>.log`, the same records in each), with
+    the registry file beside them."""
     import random
-    rng = random.Random(7)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10))) for _ in range(5000)]
-
-    def varied(i):
-        # Realistic spread: unique ids, free text, random numbers, varying collections.
-        r = record(i % 200, 2)
-        r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
-                 name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
-                 blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
-                 tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
-                 counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
-                 note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
-                 uid=str(uuid.UUID(int=rng.getrandbits(128))),
-                 price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
-        return r
-
     os.makedirs(out, exist_ok=True)
     parsed = fastavro.parse_schema(schema(2))
-    parts, base, size, i = [], 0, 0, 0
-    while size < 4 << 20:
-        b = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False,
-                                      producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-        n = 0
-        while b.size() < 64 * 1024:
-            b.append(n, timestamp=T0 + i, key=b"order-%d" % i, value=frame(2, parsed, varied(i)), headers=[])
-            n += 1
-            i += 1
-        data = bytearray(b.build())
-        struct.pack_into(">q", data, 0, base)
-        base += n
-        size += len(data)
-        parts.append(bytes(data))
-    with open(os.path.join(out, "seed_avro.log"), "wb") as f:
-        f.write(b"".join(parts))
+    for codec, code in BENCH_CODECS.items():
+        rng = random.Random(7)
+        words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10)))
+                 for _ in range(5000)]
+
+        def varied(i):
+            # Realistic spread: unique ids, free text, random numbers, varying collections.
+            r = record(i % 200, 2)
+            r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
+                     name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
+                     blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
+                     tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
+                     counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
+                     note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
+                     uid=str(uuid.UUID(int=rng.getrandbits(128))),
+                     price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
+            return r
+
+        parts, base, size, i = [], 0, 0, 0
+        while size < 4 << 20:
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=code, is_transactional=False,
+                                          producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+            n = 0
+            while b.size() < 64 * 1024:
+                b.append(n, timestamp=T0 + i, key=b"order-%d" % i, value=frame(2, parsed, varied(i)), headers=[])
+                n += 1
+                i += 1
+            data = bytearray(b.build())
+            struct.pack_into(">q", data, 0, base)
+            base += n
+            size += len(data)
+            parts.append(bytes(data))
+        with open(os.path.join(out, "seed_avro_%s.log" % codec), "wb") as f:
+            f.write(b"".join(parts))
     with open(os.path.join(out, "orders_v2.avsc"), "w") as f:
         json.dump(schema(2), f)
 
