@@ -23,8 +23,8 @@ use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
 
 /// A record batch goes to the Parquet writer at this many rows, or at a sixteenth of the
 /// target file size (so files roll close to the target).
-const BATCH_ROWS: usize = 8192;
-const BATCHES_PER_FILE: u64 = 16;
+pub const BATCH_ROWS: usize = 8192;
+pub const BATCHES_PER_FILE: u64 = 16;
 
 /// What stopped a conversion.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use common::{MIB, cpu, tile, update_benchmarks};
 use floe_core::config::FloeConfig;
 use floe_core::convert::RecordConverter;
 use floe_core::datafile::DataFileWriter;
-use floe_core::materialize::{MaterializeOptions, materialize_segment};
+use floe_core::materialize::{BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment};
 use floe_core::schema::formats::Formats;
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 
@@ -61,7 +61,8 @@ async fn batches(path: &Path, config: &FloeConfig) -> (Arc<iceberg::spec::Schema
     while let Some(batch) = r.next_batch().await.unwrap() {
         for record in &batch.records {
             converter.append(record).unwrap();
-            if converter.rows() >= 8192 || converter.payload_bytes() >= (TARGET_FILE / 16) as usize {
+            if converter.rows() >= BATCH_ROWS || converter.payload_bytes() >= (TARGET_FILE / BATCHES_PER_FILE) as usize
+            {
                 let (a, b) = converter.offsets().unwrap();
                 out.push((converter.finish(), a, b));
             }
