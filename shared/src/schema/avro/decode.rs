@@ -863,6 +863,144 @@ mod tests {
         }
     }
 
+    /// Every Avro type the mapping table lists, nested.
+    const EVERY_TYPE: &str = r#"{"type": "record", "name": "r", "fields": [
+        {"name": "b", "type": "boolean"}, {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+        {"name": "f", "type": "float"}, {"name": "d", "type": "double"}, {"name": "by", "type": "bytes"},
+        {"name": "s", "type": "string"},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}},
+        {"name": "a", "type": {"type": "array", "items": {"type": "record", "name": "P", "fields": [
+            {"name": "x", "type": "long"}, {"name": "tags", "type": {"type": "map", "values": "string"}}]}}},
+        {"name": "fx", "type": {"type": "fixed", "name": "F", "size": 4}},
+        {"name": "opt", "type": ["null", "string"]},
+        {"name": "multi", "type": ["null", "int", "string", "P"]},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "decf", "type": {"type": "fixed", "name": "G", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 4}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tms", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "tus", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "lts", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "du", "type": {"type": "fixed", "name": "D", "size": 12, "logicalType": "duration"}}]}"#;
+
+    fn every_type_value(n: i64) -> apache_avro::types::Value {
+        use apache_avro::types::Value as V;
+        let point = |x: i64| {
+            V::Record(vec![
+                ("x".into(), V::Long(x)),
+                ("tags".into(), V::Map([("k".to_string(), V::String(format!("v{x}")))].into())),
+            ])
+        };
+        V::Record(vec![
+            ("b".into(), V::Boolean(n % 2 == 0)),
+            ("i".into(), V::Int(n as i32 * 7)),
+            ("l".into(), V::Long(n << 40)),
+            ("f".into(), V::Float(n as f32 / 3.0)),
+            ("d".into(), V::Double(n as f64 / 7.0)),
+            ("by".into(), V::Bytes(vec![n as u8; 5])),
+            ("s".into(), V::String(format!("héllo {n}"))),
+            ("e".into(), V::Enum((n % 3) as u32, ["A", "B", "C"][(n % 3) as usize].into())),
+            ("a".into(), V::Array((0..n % 3).map(point).collect())),
+            ("fx".into(), V::Fixed(4, vec![1, 2, 3, n as u8])),
+            ("opt".into(), V::Union(1, Box::new(V::String("o".into())))),
+            ("multi".into(), V::Union(3, Box::new(point(n)))),
+            ("dec".into(), V::Decimal(apache_avro::Decimal::from(vec![0x01, 0x02]))),
+            ("decf".into(), V::Decimal(apache_avro::Decimal::from(vec![0xff; 8]))),
+            ("day".into(), V::Date(n as i32)),
+            ("tms".into(), V::TimeMillis(1000)),
+            ("tus".into(), V::TimeMicros(2000)),
+            ("ts".into(), V::TimestampMillis(1_700_000_000_000 + n)),
+            ("lts".into(), V::LocalTimestampMicros(n)),
+            ("u".into(), V::Uuid(uuid::Uuid::from_u128(n as u128 * 0x1234_5678_9abc_def1))),
+            (
+                "du".into(),
+                V::Duration(apache_avro::Duration::new(
+                    apache_avro::Months::new(1),
+                    apache_avro::Days::new(2),
+                    apache_avro::Millis::new(3),
+                )),
+            ),
+        ])
+    }
+
+    /// Damaged payloads (bytes flipped, cut, inserted) never panic, and a failed row is
+    /// repaired so every column keeps the same length, as the converter relies on.
+    #[test]
+    fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
+        let writer = Avro::parse_str(EVERY_TYPE).unwrap();
+        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&writer).unwrap() else {
+            panic!("a record")
+        };
+        let table = crate::schema::plan(None, &value).unwrap().schema;
+        let arrow = iceberg::arrow::schema_to_arrow_schema(&table).unwrap();
+        let payloads: Vec<Vec<u8>> =
+            (0..8).map(|n| apache_avro::to_avro_datum(&writer, every_type_value(n)).unwrap()).collect();
+        // Every column, then a table of three columns (the other fields are skipped).
+        let subset: Fields =
+            arrow.fields().iter().filter(|f| ["b", "s", "multi"].contains(&f.name().as_str())).cloned().collect();
+        for (seed, fields) in [(0x9e37_79b9_7f4a_7c15u64, arrow.fields().clone()), (0x2545_f491_4f6c_dd1d, subset)] {
+            let compiled = CompiledAvro::new(&writer, AvroTarget::Fields(&fields)).unwrap();
+            let mut root = StructColumn::new(&fields).unwrap();
+            // The intact payloads decode.
+            for p in &payloads {
+                root.append_valid();
+                compiled.append_fields(p, &mut root.children, "value", 0).unwrap();
+            }
+            let (ok, failed) = decode_damaged(&compiled, &mut root, &payloads, seed);
+            assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
+            let array = root.finish();
+            assert!(array.columns().iter().all(|c| c.len() == array.len()));
+        }
+    }
+
+    /// Decodes 20,000 damaged copies of `payloads` into `root`; returns how many decoded
+    /// and how many failed.
+    fn decode_damaged(
+        compiled: &CompiledAvro,
+        root: &mut StructColumn,
+        payloads: &[Vec<u8>],
+        seed: u64,
+    ) -> (usize, usize) {
+        let mut state = seed;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut ok, mut failed) = (0, 0);
+        for _ in 0..20_000 {
+            let mut p = payloads[(next() % payloads.len() as u64) as usize].clone();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() as usize) % p.len();
+                match next() % 4 {
+                    0 => p[at] = next() as u8,
+                    1 => p.truncate(at),
+                    2 => p.insert(at, next() as u8),
+                    _ => p[at] ^= 0x80,
+                }
+                if p.is_empty() {
+                    p.push(0);
+                }
+            }
+            root.append_valid();
+            match compiled.append_fields(&p, &mut root.children, "value", 0) {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    assert!(e.position <= p.len(), "{e}: position past the payload's {} bytes", p.len());
+                    root.repair();
+                    failed += 1;
+                }
+            }
+            // Finishing checks that every column has the struct's length.
+            if root.len() >= 4096 {
+                root.finish();
+            }
+        }
+        (ok, failed)
+    }
+
     #[test]
     fn strings_ascii_and_not() {
         assert_eq!(utf8(b"plain ascii"), Some("plain ascii"));
