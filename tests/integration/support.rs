@@ -92,7 +92,8 @@ pub async fn s3_client() -> aws_sdk_s3::Client {
 }
 
 /// A Confluent Schema Registry stand-in speaking the same REST API (`GET /schemas/ids/N`,
-/// `GET /subjects/S/versions/latest`) on a free 127.0.0.1 port, with optional basic auth
+/// `GET /subjects/S/versions/latest` and `/versions/V`, schema references included) on a
+/// free 127.0.0.1 port, with optional basic auth
 /// and a number of 503 answers before it starts answering.
 pub struct RegistryServer {
     pub url: String,
@@ -142,14 +143,19 @@ pub async fn start_registry(registry_json: &Path, basic_auth: Option<&str>, fail
                         Some(s) => ("200 OK", s.to_string()),
                         None => ("404 Not Found", r#"{"error_code":40403,"message":"Schema not found"}"#.to_string()),
                     }
-                } else if let Some(subject) =
-                    path.strip_prefix("/subjects/").and_then(|p| p.strip_suffix("/versions/latest"))
+                } else if let Some((subject, version)) =
+                    path.strip_prefix("/subjects/").and_then(|p| p.split_once("/versions/"))
                 {
-                    match data["subjects"].get(subject).and_then(|id| id.as_u64()) {
+                    let id = match version {
+                        "latest" => data["subjects"].get(subject),
+                        n => data["versions"].get(subject).and_then(|v| v.get(n)),
+                    };
+                    match id.and_then(|id| id.as_u64()) {
                         Some(id) => {
                             let s = &data["ids"][id.to_string()];
                             let body = serde_json::json!({"subject": subject, "version": 1, "id": id,
-                                "schemaType": s["schemaType"], "schema": s["schema"]});
+                                "schemaType": s["schemaType"], "schema": s["schema"],
+                                "references": s.get("references").cloned().unwrap_or_else(|| serde_json::json!([]))});
                             ("200 OK", body.to_string())
                         }
                         None => ("404 Not Found", r#"{"error_code":40401,"message":"Subject not found"}"#.to_string()),

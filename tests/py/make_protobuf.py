@@ -13,6 +13,7 @@ Writes:
   OUT_DIR/expected.jsonl  the table rows (good records), registry source
   OUT_DIR/expected_local.jsonl  the table rows with the local v2 file (ids not checked)
   OUT_DIR/bad.json        offsets of the bad records and why they are bad
+  OUT_DIR/refs/…          a schema with a registry reference (see references_case)
 
 Schema v1 (id 1) and v2 (id 2, latest): v2 promotes `qty` int32 → int64 and adds `note`.
 Both define `shop.Order` (first message) and `shop.Refund`; two v2 records are Refunds,
@@ -382,5 +383,76 @@ def main(out):
         json.dump(bad, f)
 
 
+MONEY_PROTO = """syntax = "proto3";
+package common;
+
+message Money {
+  string currency = 1;
+  int64 units = 2;
+}
+"""
+PAYMENT_PROTO = """syntax = "proto3";
+package pay;
+import "common/money.proto";
+
+message Payment {
+  string id = 1;
+  common.Money amount = 2;
+  repeated common.Money fees = 3;
+}
+"""
+
+
+def references_case(out):
+    """A registry schema that imports another subject's schema (a schema reference):
+    payments-value (id 12) imports common/money.proto, subject money version 1 (id 11).
+
+      OUT_DIR/refs/payments-0/…log   four Payment records framed with schema id 12
+      OUT_DIR/refs/registry.json     ids, subjects and the money subject's versions
+      OUT_DIR/refs/expected.jsonl    the rows pyarrow must read back
+    """
+    money = descriptor_pb2.FileDescriptorProto(name="common/money.proto", package="common", syntax="proto3")
+    m = money.message_type.add(name="Money")
+    m.field.add(name="currency", number=1, type=FD.TYPE_STRING, label=FD.LABEL_OPTIONAL)
+    m.field.add(name="units", number=2, type=FD.TYPE_INT64, label=FD.LABEL_OPTIONAL)
+    payment = descriptor_pb2.FileDescriptorProto(name="pay/payment.proto", package="pay", syntax="proto3",
+                                                 dependency=["common/money.proto"])
+    p = payment.message_type.add(name="Payment")
+    p.field.add(name="id", number=1, type=FD.TYPE_STRING, label=FD.LABEL_OPTIONAL)
+    p.field.add(name="amount", number=2, type=FD.TYPE_MESSAGE, type_name=".common.Money", label=FD.LABEL_OPTIONAL)
+    p.field.add(name="fees", number=3, type=FD.TYPE_MESSAGE, type_name=".common.Money", label=FD.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(payment)
+    Payment = message_factory.GetMessageClass(pool.FindMessageTypeByName("pay.Payment"))
+    Money = message_factory.GetMessageClass(pool.FindMessageTypeByName("common.Money"))
+
+    records, expected = [], []
+    for i in range(4):
+        fees = [Money(currency="EUR", units=j + 1) for j in range(i % 3)]
+        msg = Payment(id="p%d" % i, amount=Money(currency="EUR", units=100 * i - 50), fees=fees)
+        ts_ms = T0 + i * 1000
+        key = b"p%d" % i
+        records.append((ts_ms, key, frame(12, [0], msg.SerializeToString())))
+        expected.append({"id": "p%d" % i, "amount": {"currency": "EUR", "units": 100 * i - 50},
+                         "fees": [{"currency": "EUR", "units": j + 1} for j in range(i % 3)],
+                         "_kafka": kafka_meta(i, ts_ms, key)})
+    refs = os.path.join(out, "refs")
+    write_segment(os.path.join(refs, "payments-0", "%020d.log" % 0), records, [2])
+    registry = {
+        "ids": {"11": {"schemaType": "PROTOBUF", "schema": MONEY_PROTO},
+                "12": {"schemaType": "PROTOBUF", "schema": PAYMENT_PROTO,
+                       "references": [{"name": "common/money.proto", "subject": "money", "version": 1}]}},
+        "subjects": {"payments-value": 12},
+        "versions": {"money": {"1": 11}},
+    }
+    with open(os.path.join(refs, "registry.json"), "w") as f:
+        json.dump(registry, f)
+    with open(os.path.join(refs, "expected.jsonl"), "w") as f:
+        for r in expected:
+            f.write(json.dumps(r) + "\n")
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    references_case(sys.argv[1])

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::convert::{DecodeError, SchemaLoadError};
-use crate::schema::registry::{SchemaRegistry, SchemaType};
+use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::wire;
 
 pub enum SchemaSet<T> {
@@ -46,7 +46,7 @@ impl<T> SchemaSet<T> {
         &self,
         id: u32,
         schema_type: SchemaType,
-        compile: impl FnOnce(&str) -> Result<T, String>,
+        compile: impl FnOnce(&Resolved) -> Result<T, String>,
     ) -> Result<(), SchemaLoadError> {
         let SchemaSet::Registry(registry, compiled) = self else { return Ok(()) };
         let result = match registry.schema_by_id(id).await {
@@ -55,7 +55,13 @@ impl<T> SchemaSet<T> {
             Ok(r) if r.schema_type != schema_type => {
                 Err(format!("a {:?} schema where {schema_type:?} was configured", r.schema_type))
             }
-            Ok(r) => compile(&r.schema).map(Arc::new),
+            Ok(r) => match crate::schema::registry::resolve(registry.as_ref(), r).await {
+                Err(e) if e.retryable() => {
+                    return Err(SchemaLoadError { id, retryable: true, message: e.to_string() });
+                }
+                Err(e) => Err(format!("its references: {e}")),
+                Ok(resolved) => compile(&resolved).map(Arc::new),
+            },
         }
         .map_err(|e| format!("schema id {id}: {e}"));
         let outcome = result.as_ref().map(|_| ()).map_err(|message| SchemaLoadError {

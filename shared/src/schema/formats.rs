@@ -12,7 +12,7 @@ use crate::convert::{PayloadDecoder, RawDecoder};
 use crate::schema::json::Inferred;
 use crate::schema::layout::{KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload};
 use crate::schema::registry::{
-    Credentials, FileSchema, HttpSchemaRegistry, RegisteredSchema, RegistryError, SchemaRegistry, SchemaType,
+    Credentials, FileSchema, HttpSchemaRegistry, RegistryError, Resolved, SchemaRegistry, SchemaType, resolve,
 };
 use crate::schema::{Incompatible, plan};
 
@@ -73,16 +73,17 @@ impl PartContext<'_> {
 
     /// The schema the table is built from: a local file, a named subject's latest version,
     /// or the latest version of `<topic>-key` / `<topic>-value`. Also returns the registry
-    /// to resolve each payload's schema id with (none for a local file).
+    /// to resolve each payload's schema id with (none for a local file). The schemas it
+    /// references come with it.
     pub async fn table_schema(
         &self,
         schema_type: SchemaType,
-    ) -> Result<(Arc<RegisteredSchema>, Option<Arc<dyn SchemaRegistry>>), FormatError> {
+    ) -> Result<(Resolved, Option<Arc<dyn SchemaRegistry>>), FormatError> {
         let registry_error = |source: RegistryError| FormatError::Registry { topic: self.topic.topic.clone(), source };
         match self.source {
             SchemaSource::File(path) => {
                 let file = FileSchema::load(path, schema_type).map_err(registry_error)?;
-                Ok((file.latest("").await.map_err(registry_error)?, None))
+                Ok((Resolved::alone(file.latest("").await.map_err(registry_error)?), None))
             }
             SchemaSource::Subject(_) | SchemaSource::Registry => {
                 let registry = self.registry.clone().ok_or_else(|| {
@@ -95,7 +96,9 @@ impl PartContext<'_> {
                     SchemaSource::Subject(s) => s.clone(),
                     _ => format!("{}-{}", self.topic.topic, self.name),
                 };
-                Ok((registry.latest(&subject).await.map_err(registry_error)?, Some(registry)))
+                let latest = registry.latest(&subject).await.map_err(registry_error)?;
+                let resolved = resolve(registry.as_ref(), latest).await.map_err(registry_error)?;
+                Ok((resolved, Some(registry)))
             }
         }
     }

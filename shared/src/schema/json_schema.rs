@@ -160,7 +160,8 @@ fn to_type(s: &Value, root: &Value, stack: &mut Vec<String>) -> Result<(Type, bo
 
 /// Sets up a JSON Schema key or value.
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
-    let (registered, _) = ctx.table_schema(SchemaType::Json).await?;
+    let (resolved, _) = ctx.table_schema(SchemaType::Json).await?;
+    let registered = resolved.without_references().map_err(|e| ctx.error(e))?;
     let doc: Value =
         serde_json::from_str(&registered.schema).map_err(|e| ctx.error(format!("schema is not JSON: {e}")))?;
     let payload = to_payload_type(&doc).map_err(|e| ctx.error(e))?;

@@ -61,7 +61,7 @@ use crate::config::SchemaSource;
 use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
-use crate::schema::registry::{SchemaRegistry, SchemaType};
+use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::wire;
 
 /// A Protobuf schema Floe cannot read, map or decode against the table.
@@ -76,18 +76,14 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ProtobufSchemaError> {
 /// The name registry schema text is compiled under (imports of well-known types resolve).
 const REGISTRY_FILE: &str = "floe_registry_schema.proto";
 
-/// One in-memory `.proto` file for protox.
-struct TextFile {
-    name: &'static str,
-    text: String,
-}
+/// In-memory `.proto` files for protox, by import path.
+struct TextFiles(Vec<(String, String)>);
 
-impl protox::file::FileResolver for TextFile {
+impl protox::file::FileResolver for TextFiles {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
-        if name == self.name {
-            protox::file::File::from_source(name, &self.text)
-        } else {
-            Err(protox::Error::file_not_found(name))
+        match self.0.iter().find(|(n, _)| n == name) {
+            Some((_, text)) => protox::file::File::from_source(name, text),
+            None => Err(protox::Error::file_not_found(name)),
         }
     }
 }
@@ -104,10 +100,22 @@ fn compile_with(
     compiler.descriptor_pool().get_file_by_name(main).ok_or_else(|| ProtobufSchemaError(format!("no file {main}")))
 }
 
-/// Compiles `.proto` text (a registry schema). Imports of google/protobuf files resolve;
-/// other imports (registry schema references) are not supported.
+/// Compiles `.proto` text (a registry schema). Imports of google/protobuf files resolve.
 pub fn parse_proto(text: &str) -> Result<FileDescriptor, ProtobufSchemaError> {
-    compile_with(TextFile { name: REGISTRY_FILE, text: text.to_string() }, REGISTRY_FILE)
+    compile_with(TextFiles(vec![(REGISTRY_FILE.to_string(), text.to_string())]), REGISTRY_FILE)
+}
+
+/// Compiles a registry schema with the schemas it references: each is the file its
+/// reference names (the path the schema imports).
+pub fn parse_registered(resolved: &Resolved) -> Result<FileDescriptor, ProtobufSchemaError> {
+    let mut files = vec![(REGISTRY_FILE.to_string(), resolved.schema.schema.clone())];
+    for r in &resolved.references {
+        if r.schema.schema_type != SchemaType::Protobuf {
+            return err(format!("reference {} is a {:?} schema", r.name, r.schema.schema_type));
+        }
+        files.push((r.name.clone(), r.schema.schema.clone()));
+    }
+    compile_with(TextFiles(files), REGISTRY_FILE)
 }
 
 /// A local schema file: `.proto` text (imports resolved beside it), or else a binary
@@ -672,8 +680,10 @@ impl PayloadDecoder for ProtobufDecoder {
 
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
         self.schemas
-            .load(id, SchemaType::Protobuf, |text| {
-                parse_proto(text).and_then(|main| CompiledProtobuf::new(main, &self.shape)).map_err(|e| e.to_string())
+            .load(id, SchemaType::Protobuf, |resolved| {
+                parse_registered(resolved)
+                    .and_then(|main| CompiledProtobuf::new(main, &self.shape))
+                    .map_err(|e| e.to_string())
             })
             .await
     }
@@ -686,14 +696,14 @@ pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     let (main, registry) = match ctx.source {
         SchemaSource::File(path) => (load_file(path).map_err(|e| ctx.error(e))?, None),
         _ => {
-            let (registered, registry) = ctx.table_schema(SchemaType::Protobuf).await?;
-            if registered.schema_type != SchemaType::Protobuf {
+            let (resolved, registry) = ctx.table_schema(SchemaType::Protobuf).await?;
+            if resolved.schema.schema_type != SchemaType::Protobuf {
                 return Err(ctx.error(format!(
                     "the latest schema (id {}) is a {:?} schema where Protobuf was configured",
-                    registered.id, registered.schema_type
+                    resolved.schema.id, resolved.schema.schema_type
                 )));
             }
-            (parse_proto(&registered.schema).map_err(|e| ctx.error(e))?, registry)
+            (parse_registered(&resolved).map_err(|e| ctx.error(e))?, registry)
         }
     };
     let message = table_message(&main, ctx.message).map_err(|e| ctx.error(e))?;

@@ -4,6 +4,9 @@
 //! The HTTP client caches schemas by id (ids are immutable), bounds every request with a
 //! timeout, retries 5xx answers, throttling and transport failures a few times with
 //! backoff, and never logs credentials.
+//!
+//! A registered schema may reference others (a Protobuf `import`, an Avro named type of
+//! another subject): [`references`] fetches them, by subject and version, depth first.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,6 +30,25 @@ pub struct RegisteredSchema {
     pub id: u32,
     pub schema_type: SchemaType,
     pub schema: String,
+    /// Schemas this one uses, by the name it uses them under.
+    pub references: Vec<SchemaReference>,
+}
+
+/// A reference from one registered schema to another: `name` is how the referencing
+/// schema names it (a Protobuf import path, an Avro full name), `subject` and `version`
+/// where the registry keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct SchemaReference {
+    pub name: String,
+    pub subject: String,
+    pub version: i64,
+}
+
+/// A referenced schema, under the name the referencing schema uses.
+#[derive(Debug, Clone)]
+pub struct ReferencedSchema {
+    pub name: String,
+    pub schema: Arc<RegisteredSchema>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +77,76 @@ pub trait SchemaRegistry: Send + Sync {
     async fn schema_by_id(&self, id: u32) -> Result<Arc<RegisteredSchema>, RegistryError>;
     /// The latest version of `subject`.
     async fn latest(&self, subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError>;
+    /// Version `version` of `subject`.
+    async fn version(&self, subject: &str, version: i64) -> Result<Arc<RegisteredSchema>, RegistryError>;
+}
+
+/// A schema with every schema it references ([`references`]).
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub schema: Arc<RegisteredSchema>,
+    pub references: Vec<ReferencedSchema>,
+}
+
+impl Resolved {
+    /// A schema that references nothing.
+    pub fn alone(schema: Arc<RegisteredSchema>) -> Resolved {
+        Resolved { schema, references: Vec::new() }
+    }
+
+    /// An error for formats that cannot use references yet.
+    pub fn without_references(&self) -> Result<&RegisteredSchema, String> {
+        match self.references.first() {
+            None => Ok(&self.schema),
+            Some(r) => Err(format!(
+                "schema id {} references {} (subject {}): schema references are only supported for Protobuf",
+                self.schema.id, r.name, r.schema.id
+            )),
+        }
+    }
+}
+
+/// Fetches what `schema` references ([`references`]).
+pub async fn resolve(registry: &dyn SchemaRegistry, schema: Arc<RegisteredSchema>) -> Result<Resolved, RegistryError> {
+    let references = references(registry, &schema).await?;
+    Ok(Resolved { schema, references })
+}
+
+/// References deeper than this are refused (a cycle, or a registry gone wrong).
+const MAX_REFERENCE_DEPTH: usize = 16;
+
+/// Every schema `schema` references, directly or through others, each once, those a
+/// schema depends on before it.
+pub async fn references(
+    registry: &dyn SchemaRegistry,
+    schema: &RegisteredSchema,
+) -> Result<Vec<ReferencedSchema>, RegistryError> {
+    let mut found: Vec<ReferencedSchema> = Vec::new();
+    // Depth-first, iteratively: (reference, depth, its own references already pushed).
+    let mut stack: Vec<(SchemaReference, usize, Option<Arc<RegisteredSchema>>)> =
+        schema.references.iter().rev().map(|r| (r.clone(), 1, None)).collect();
+    while let Some((reference, depth, fetched)) = stack.pop() {
+        if found.iter().any(|f| f.name == reference.name) {
+            continue;
+        }
+        match fetched {
+            // Its references are done: it can follow them.
+            Some(schema) => found.push(ReferencedSchema { name: reference.name, schema }),
+            None => {
+                if depth > MAX_REFERENCE_DEPTH {
+                    return Err(RegistryError::NotFound(format!(
+                        "reference {} (more than {MAX_REFERENCE_DEPTH} levels of references)",
+                        reference.name
+                    )));
+                }
+                let schema = registry.version(&reference.subject, reference.version).await?;
+                let children: Vec<_> = schema.references.iter().rev().map(|r| (r.clone(), depth + 1, None)).collect();
+                stack.push((reference, depth, Some(schema)));
+                stack.extend(children);
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// Basic-auth credentials; `Debug` never shows them.
@@ -78,6 +170,8 @@ pub struct HttpSchemaRegistry {
     attempts: u32,
     backoff: Duration,
     by_id: Mutex<HashMap<u32, Arc<RegisteredSchema>>>,
+    /// Numbered subject versions never change either (`latest` is never cached).
+    by_version: Mutex<HashMap<(String, i64), Arc<RegisteredSchema>>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -86,6 +180,9 @@ struct SchemaAnswer {
     schema: String,
     schema_type: Option<SchemaType>,
     id: Option<u32>,
+    /// Absent, `null` or a list.
+    #[serde(default)]
+    references: Option<Vec<SchemaReference>>,
 }
 
 impl HttpSchemaRegistry {
@@ -101,6 +198,7 @@ impl HttpSchemaRegistry {
             attempts: 4,
             backoff: Duration::from_millis(100),
             by_id: Mutex::new(HashMap::new()),
+            by_version: Mutex::new(HashMap::new()),
         })
     }
 
@@ -114,7 +212,12 @@ impl HttpSchemaRegistry {
     /// Caches an answer under its id (ids never change their schema).
     fn remember(&self, id: u32, answer: SchemaAnswer) -> Arc<RegisteredSchema> {
         let schema_type = answer.schema_type.unwrap_or(SchemaType::Avro);
-        let schema = Arc::new(RegisteredSchema { id, schema_type, schema: answer.schema });
+        let schema = Arc::new(RegisteredSchema {
+            id,
+            schema_type,
+            schema: answer.schema,
+            references: answer.references.unwrap_or_default(),
+        });
         self.by_id.lock().expect("cache lock").insert(id, schema.clone());
         schema
     }
@@ -168,9 +271,27 @@ impl SchemaRegistry for HttpSchemaRegistry {
     }
 
     async fn latest(&self, subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
-        let answer = self.get(&format!("/subjects/{subject}/versions/latest"), &format!("subject {subject}")).await?;
+        self.subject_version(subject, "latest").await
+    }
+
+    async fn version(&self, subject: &str, version: i64) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        let key = (subject.to_string(), version);
+        if let Some(s) = self.by_version.lock().expect("cache lock").get(&key) {
+            return Ok(s.clone());
+        }
+        let schema = self.subject_version(subject, &version.to_string()).await?;
+        self.by_version.lock().expect("cache lock").insert(key, schema.clone());
+        Ok(schema)
+    }
+}
+
+impl HttpSchemaRegistry {
+    /// `GET /subjects/{subject}/versions/{version}` (a number or `latest`).
+    async fn subject_version(&self, subject: &str, version: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        let path = format!("/subjects/{subject}/versions/{version}");
+        let answer = self.get(&path, &format!("subject {subject} version {version}")).await?;
         let id = answer.id.ok_or_else(|| RegistryError::Invalid {
-            url: format!("{}/subjects/{subject}/versions/latest", self.base),
+            url: format!("{}{path}", self.base),
             message: "no id in the answer".into(),
         })?;
         Ok(self.remember(id, answer))
@@ -188,7 +309,10 @@ impl FileSchema {
         let path = path.into();
         let schema = std::fs::read_to_string(&path)
             .map_err(|e| RegistryError::File { path: path.display().to_string(), message: e.to_string() })?;
-        Ok(FileSchema { path, schema: Arc::new(RegisteredSchema { id: 0, schema_type, schema }) })
+        Ok(FileSchema {
+            path,
+            schema: Arc::new(RegisteredSchema { id: 0, schema_type, schema, references: Vec::new() }),
+        })
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -204,5 +328,69 @@ impl SchemaRegistry for FileSchema {
 
     async fn latest(&self, _subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
         Ok(self.schema.clone())
+    }
+
+    /// A local file references nothing (Protobuf imports resolve beside the file).
+    async fn version(&self, subject: &str, version: i64) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        Err(RegistryError::NotFound(format!(
+            "subject {subject} version {version} (a local schema file has no subjects)"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Subjects with one version each: (subject, id, references to other subjects).
+    struct Subjects(Vec<(&'static str, u32, Vec<&'static str>)>);
+
+    #[async_trait]
+    impl SchemaRegistry for Subjects {
+        async fn schema_by_id(&self, id: u32) -> Result<Arc<RegisteredSchema>, RegistryError> {
+            let (subject, ..) = self.0.iter().find(|s| s.1 == id).ok_or(RegistryError::NotFound(id.to_string()))?;
+            self.version(subject, 1).await
+        }
+        async fn latest(&self, subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
+            self.version(subject, 1).await
+        }
+        async fn version(&self, subject: &str, _version: i64) -> Result<Arc<RegisteredSchema>, RegistryError> {
+            let (_, id, refs) =
+                self.0.iter().find(|s| s.0 == subject).ok_or(RegistryError::NotFound(subject.into()))?;
+            Ok(Arc::new(RegisteredSchema {
+                id: *id,
+                schema_type: SchemaType::Protobuf,
+                schema: String::new(),
+                references: refs
+                    .iter()
+                    .map(|r| SchemaReference { name: format!("{r}.proto"), subject: r.to_string(), version: 1 })
+                    .collect(),
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn references_come_once_each_and_before_what_uses_them() {
+        // main → a, b; a → c; b → c, d.
+        let registry = Subjects(vec![
+            ("main", 1, vec!["a", "b"]),
+            ("a", 2, vec!["c"]),
+            ("b", 3, vec!["c", "d"]),
+            ("c", 4, vec![]),
+            ("d", 5, vec![]),
+        ]);
+        let main = registry.latest("main").await.unwrap();
+        let found = references(&registry, &main).await.unwrap();
+        let names: Vec<&str> = found.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["c.proto", "a.proto", "d.proto", "b.proto"]);
+    }
+
+    #[tokio::test]
+    async fn a_reference_cycle_is_an_error_not_a_hang() {
+        let registry = Subjects(vec![("main", 1, vec!["a"]), ("a", 2, vec!["b"]), ("b", 3, vec!["a"])]);
+        let main = registry.latest("main").await.unwrap();
+        let err = references(&registry, &main).await.unwrap_err();
+        assert!(err.to_string().contains("levels of references"), "{err}");
+        assert!(!err.retryable());
     }
 }

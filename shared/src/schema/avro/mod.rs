@@ -226,8 +226,8 @@ impl PayloadDecoder for AvroDecoder {
 
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
         self.schemas
-            .load(id, SchemaType::Avro, |text| {
-                let writer = Avro::parse_str(text).map_err(|e| e.to_string())?;
+            .load(id, SchemaType::Avro, |resolved| {
+                let writer = Avro::parse_str(&resolved.without_references()?.schema).map_err(|e| e.to_string())?;
                 CompiledAvro::new(&writer, self.shape.target()).map_err(|e| e.to_string())
             })
             .await
@@ -237,7 +237,8 @@ impl PayloadDecoder for AvroDecoder {
 /// Sets up an Avro key or value: the table's type from the schema the context names,
 /// and a decoder by payload schema id (registry) or with that one schema (local file).
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
-    let (registered, registry) = ctx.table_schema(SchemaType::Avro).await?;
+    let (resolved, registry) = ctx.table_schema(SchemaType::Avro).await?;
+    let registered = resolved.without_references().map_err(|e| ctx.error(e))?;
     let avro = Avro::parse_str(&registered.schema).map_err(|e| ctx.error(e))?;
     let payload = to_payload_type(&avro).map_err(|e| ctx.error(e))?;
     let name = ctx.name;
