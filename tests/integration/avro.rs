@@ -103,3 +103,9 @@ async fn a_local_schema_file_decodes_the_records_written_with_it() {
     assert_eq!(dead.len(), 15, "{dead:?}");
     assert!(done.records >= 18);
 }
+
+#[tokio::test]
+async fn a_registry_schema_using_another_subjects_named_type_resolves_its_reference() {
+    // The latest customers-value and address version 1, once each (then cached).
+    assert_eq!(support::reference_case(support::avro_data(), "customers", "avro").await, 2);
+}

@@ -61,22 +61,9 @@ async fn registry_proto_schemas_decode_every_mapped_type_and_bad_records_go_to_t
 
 #[tokio::test]
 async fn a_registry_schema_importing_another_subjects_schema_resolves_its_reference() {
-    let refs = data().join("refs");
-    let registry = support::start_registry(&refs.join("registry.json"), None, 0).await;
-    let config = FloeConfig::parse(&format!(
-        "[schema_registry]\nurl = \"{}\"\n[[topics]]\ntopic = \"payments\"\nvalue_format = \"protobuf\"\n",
-        registry.url
-    ))
-    .unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let segment = refs.join("payments-0/00000000000000000000.log");
-    let done = support::materialize(&config, "payments", &segment, out.path()).await.unwrap();
-    assert_eq!((done.records, done.dead_letters, done.skipped), (4, 0, 0));
-    let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
-    judge(&refs.join("expected.jsonl"), &files, true);
     // The latest payments-value and money version 1, once each: id 12 and the numbered
     // version are cached when the payloads' schema is loaded.
-    assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(support::reference_case(data(), "payments", "protobuf").await, 2);
 }
 
 #[tokio::test]

@@ -220,6 +220,27 @@ pub async fn materialize(
     Ok(materialize_segment(open().await?, formats.schema, formats.key, formats.value, &options, &file_io).await?)
 }
 
+/// The reference case a generator wrote under `data/refs` (`write_reference_case` in
+/// tests/py/segment_file.py): materializes the `value_format` topic's segment against a
+/// registry stand-in, has pyarrow judge the rows, and returns how many registry requests
+/// it took.
+pub async fn reference_case(data: &Path, topic: &str, value_format: &str) -> usize {
+    let refs = data.join("refs");
+    let registry = start_registry(&refs.join("registry.json"), None, 0).await;
+    let config = floe_core::config::FloeConfig::parse(&format!(
+        "[schema_registry]\nurl = \"{}\"\n[[topics]]\ntopic = \"{topic}\"\nvalue_format = \"{value_format}\"\n",
+        registry.url
+    ))
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let segment = refs.join(format!("{topic}-0/00000000000000000000.log"));
+    let done = materialize(&config, topic, &segment, out.path()).await.unwrap();
+    assert_eq!((done.records, done.dead_letters, done.skipped), (4, 0, 0));
+    let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
+    crate::convert::judge(&refs.join("expected.jsonl"), &files, true);
+    registry.requests.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// (offset, error, raw value) of every row of dead-letter files, read with the parquet crate.
 pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64, String, Option<Vec<u8>>)> {
     use arrow::array::{Array, AsArray};

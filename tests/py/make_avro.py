@@ -7,6 +7,7 @@ format and wrapped in a segment built by kafka-python.
 Writes:
   OUT_DIR/orders-0/00000000000000000000.log   the segment (topic "orders", partition 0)
   OUT_DIR/registry.json   {"ids": {id: {"schemaType": ..., "schema": ...}}, "subjects": {subject: id}}
+  OUT_DIR/refs/…          a schema with a registry reference (see references_case)
   OUT_DIR/orders_v2.avsc  the latest value schema, for the local-file schema source
   OUT_DIR/expected.jsonl  the table rows (good records), as check_parquet.py --rows compares them
   OUT_DIR/bad.json        offsets of the bad records and why they are bad
@@ -26,7 +27,7 @@ import uuid
 
 import fastavro
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from segment_file import write_segment
+from segment_file import write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -227,8 +228,43 @@ def bench_seed(out):
         json.dump(schema(2), f)
 
 
+ADDRESS_REF = {"type": "record", "name": "Address", "namespace": "common", "fields": [
+    {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}
+CUSTOMER = {"type": "record", "name": "Customer", "namespace": "crm", "fields": [
+    {"name": "name", "type": "string"}, {"name": "home", "type": "common.Address"},
+    {"name": "past", "type": {"type": "array", "items": "common.Address"}}]}
+
+
+def references_case(out):
+    """A registry schema using a named type of another subject (a schema reference):
+    customers-value (id 22) uses common.Address, subject address version 1 (id 21).
+
+      OUT_DIR/refs/customers-0/…log  four Customer records framed with schema id 22
+      OUT_DIR/refs/registry.json     ids, subjects and the address subject's versions
+      OUT_DIR/refs/expected.jsonl    the rows pyarrow must read back
+    """
+    named = {}
+    fastavro.parse_schema(ADDRESS_REF, named_schemas=named)
+    parsed = fastavro.parse_schema(CUSTOMER, named_schemas=named)
+    records, expected = [], []
+    for i in range(4):
+        home = {"city": "Città %d" % i, "zip": None if i % 2 else "%05d" % i}
+        past = [{"city": "old%d" % j, "zip": None} for j in range(i % 3)]
+        rec = {"name": "customer %d" % i, "home": home, "past": past}
+        ts_ms = T0 + i * 1000
+        key = b"c%d" % i
+        records.append((ts_ms, key, frame(22, parsed, rec)))
+        expected.append(dict(rec, _kafka={
+            "partition": 0, "offset": i,
+            "timestamp": datetime.datetime.fromtimestamp(ts_ms / 1000, UTC).isoformat(),
+            "timestamp_type": "create", "headers": [], "key": b64(key)}))
+    write_reference_case(out, "customers", (22, json.dumps(CUSTOMER), "common.Address"),
+                         (21, json.dumps(ADDRESS_REF), "address"), "AVRO", records, expected)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--bench-seed":
         bench_seed(sys.argv[2])
     else:
         main(sys.argv[1])
+        references_case(sys.argv[1])

@@ -30,7 +30,7 @@ import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import timestamp_pb2, wrappers_pb2
-from segment_file import write_segment
+from segment_file import write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -437,20 +437,8 @@ def references_case(out):
         expected.append({"id": "p%d" % i, "amount": {"currency": "EUR", "units": 100 * i - 50},
                          "fees": [{"currency": "EUR", "units": j + 1} for j in range(i % 3)],
                          "_kafka": kafka_meta(i, ts_ms, key)})
-    refs = os.path.join(out, "refs")
-    write_segment(os.path.join(refs, "payments-0", "%020d.log" % 0), records, [2])
-    registry = {
-        "ids": {"11": {"schemaType": "PROTOBUF", "schema": MONEY_PROTO},
-                "12": {"schemaType": "PROTOBUF", "schema": PAYMENT_PROTO,
-                       "references": [{"name": "common/money.proto", "subject": "money", "version": 1}]}},
-        "subjects": {"payments-value": 12},
-        "versions": {"money": {"1": 11}},
-    }
-    with open(os.path.join(refs, "registry.json"), "w") as f:
-        json.dump(registry, f)
-    with open(os.path.join(refs, "expected.jsonl"), "w") as f:
-        for r in expected:
-            f.write(json.dumps(r) + "\n")
+    write_reference_case(out, "payments", (12, PAYMENT_PROTO, "common/money.proto"), (11, MONEY_PROTO, "money"),
+                         "PROTOBUF", records, expected)
 
 
 if __name__ == "__main__":

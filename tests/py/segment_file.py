@@ -1,5 +1,6 @@
 """Writes a Kafka segment from records with kafka-python's DefaultRecordBatchBuilder (the
 independent encoder the tests use), one batch per chunk, offsets from 0."""
+import json
 import os
 import struct
 
@@ -28,3 +29,28 @@ def write_segment(path, records, chunks, codec=0):
         parts.append(bytes(data))
     with open(path, "wb") as f:
         f.write(b"".join(parts))
+
+
+def write_reference_case(out, topic, main, referenced, schema_type, records, expected):
+    """A registry schema referencing another subject's schema, for the reference tests:
+
+      OUT/refs/<topic>-0/…log     `records` (values framed with the id of `main`)
+      OUT/refs/registry.json      ids, `<topic>-value` → main, the referenced subject's version 1
+      OUT/refs/expected.jsonl     `expected`, the rows pyarrow must read back
+
+    main: (id, schema text, reference name); referenced: (id, schema text, subject)."""
+    refs = os.path.join(out, "refs")
+    write_segment(os.path.join(refs, "%s-0" % topic, "%020d.log" % 0), records, [2])
+    (main_id, main_text, ref_name), (ref_id, ref_text, ref_subject) = main, referenced
+    registry = {
+        "ids": {str(ref_id): {"schemaType": schema_type, "schema": ref_text},
+                str(main_id): {"schemaType": schema_type, "schema": main_text,
+                               "references": [{"name": ref_name, "subject": ref_subject, "version": 1}]}},
+        "subjects": {"%s-value" % topic: main_id},
+        "versions": {ref_subject: {"1": ref_id}},
+    }
+    with open(os.path.join(refs, "registry.json"), "w") as f:
+        json.dump(registry, f)
+    with open(os.path.join(refs, "expected.jsonl"), "w") as f:
+        for r in expected:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")

@@ -99,7 +99,7 @@ impl Resolved {
         match self.references.first() {
             None => Ok(&self.schema),
             Some(r) => Err(format!(
-                "schema id {} references {} (subject {}): schema references are only supported for Protobuf",
+                "schema id {} references {} (schema id {}): schema references are supported for Avro and Protobuf only",
                 self.schema.id, r.name, r.schema.id
             )),
         }
@@ -383,6 +383,16 @@ mod tests {
         let found = references(&registry, &main).await.unwrap();
         let names: Vec<&str> = found.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["c.proto", "a.proto", "d.proto", "b.proto"]);
+    }
+
+    #[tokio::test]
+    async fn a_format_without_reference_support_names_the_reference() {
+        let registry = Subjects(vec![("main", 1, vec!["a"]), ("a", 2, vec![])]);
+        let resolved = resolve(&registry, registry.latest("main").await.unwrap()).await.unwrap();
+        let err = resolved.without_references().unwrap_err();
+        assert!(err.contains("schema id 1 references a.proto"), "{err}");
+        let alone = resolve(&registry, registry.latest("a").await.unwrap()).await.unwrap();
+        assert_eq!(alone.without_references().unwrap().id, 2);
     }
 
     #[tokio::test]

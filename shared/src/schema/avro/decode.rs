@@ -669,10 +669,10 @@ pub struct CompiledAvro {
 }
 
 impl CompiledAvro {
-    /// Compiles `writer` for a column of type `target`, or — for the value-as-payload
-    /// layout — for the top-level `fields`.
-    pub fn new(writer: &Avro, target: AvroTarget<'_>) -> Result<CompiledAvro, AvroSchemaError> {
-        let names = Names::collect(writer);
+    /// Compiles `writer` (using named types of `references`) for a column of type
+    /// `target`, or — for the value-as-payload layout — for the top-level `fields`.
+    pub fn new(writer: &Avro, references: &[Avro], target: AvroTarget<'_>) -> Result<CompiledAvro, AvroSchemaError> {
+        let names = Names::collect(writer, references);
         let step = match target {
             AvroTarget::Column(t) => compile(writer, &names, Some(t), 0)?,
             AvroTarget::Fields(fields) => match names.resolve(writer)? {
@@ -777,7 +777,7 @@ mod tests {
     fn decode_row(writer: &str, value: apache_avro::types::Value, table: Fields) -> Result<StructArray, DecodeError> {
         let writer = Avro::parse_str(writer).unwrap();
         let payload = apache_avro::to_avro_datum(&writer, value).unwrap();
-        let compiled = CompiledAvro::new(&writer, AvroTarget::Fields(&table)).unwrap();
+        let compiled = CompiledAvro::new(&writer, &[], AvroTarget::Fields(&table)).unwrap();
         let mut root = StructColumn::new(&table).unwrap();
         root.append_valid();
         compiled.append_fields(&payload, &mut root.children, "value", 5)?;
@@ -854,7 +854,7 @@ mod tests {
         .unwrap();
         let table =
             Fields::from(vec![Field::new("ok", DataType::Boolean, true), Field::new("e", DataType::Utf8, true)]);
-        let compiled = CompiledAvro::new(&writer, AvroTarget::Fields(&table)).unwrap();
+        let compiled = CompiledAvro::new(&writer, &[], AvroTarget::Fields(&table)).unwrap();
         for (payload, at, detail) in [(&[2u8, 0][..], 5, "boolean byte 2"), (&[1, 4], 6, "enum index 2")] {
             let mut root = StructColumn::new(&table).unwrap();
             root.append_valid();
@@ -929,7 +929,8 @@ mod tests {
     #[test]
     fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
         let writer = Avro::parse_str(EVERY_TYPE).unwrap();
-        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&writer).unwrap() else {
+        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&writer, &[]).unwrap()
+        else {
             panic!("a record")
         };
         let table = crate::schema::plan(None, &value).unwrap().schema;
@@ -940,7 +941,7 @@ mod tests {
         let subset: Fields =
             arrow.fields().iter().filter(|f| ["b", "s", "multi"].contains(&f.name().as_str())).cloned().collect();
         for (seed, fields) in [(0x9e37_79b9_7f4a_7c15u64, arrow.fields().clone()), (0x2545_f491_4f6c_dd1d, subset)] {
-            let compiled = CompiledAvro::new(&writer, AvroTarget::Fields(&fields)).unwrap();
+            let compiled = CompiledAvro::new(&writer, &[], AvroTarget::Fields(&fields)).unwrap();
             let mut root = StructColumn::new(&fields).unwrap();
             // The intact payloads decode.
             for p in &payloads {

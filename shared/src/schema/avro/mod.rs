@@ -39,7 +39,7 @@ use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape
 use crate::schema::by_id::SchemaSet;
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
-use crate::schema::registry::{SchemaRegistry, SchemaType};
+use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::wire;
 
 mod decode;
@@ -59,8 +59,10 @@ fn err<T>(msg: impl Into<String>) -> Result<T, AvroSchemaError> {
 struct Names<'a>(HashMap<String, &'a Avro>);
 
 impl<'a> Names<'a> {
-    fn collect(schema: &'a Avro) -> Names<'a> {
+    /// The named types of `schema` and of the schemas it references.
+    fn collect(schema: &'a Avro, references: &'a [Avro]) -> Names<'a> {
         let mut names = Names::default();
+        references.iter().for_each(|r| names.walk(r));
         names.walk(schema);
         names
     }
@@ -94,9 +96,22 @@ impl<'a> Names<'a> {
     }
 }
 
-/// Maps an Avro schema to the Iceberg type of its payload (placeholder field ids).
-pub fn to_payload_type(schema: &Avro) -> Result<PayloadType, AvroSchemaError> {
-    let names = Names::collect(schema);
+/// Parses a registry schema with the schemas it references (named types it uses by full
+/// name); returns it and them.
+pub fn parse_registered(resolved: &Resolved) -> Result<(Avro, Vec<Avro>), AvroSchemaError> {
+    for r in &resolved.references {
+        if r.schema.schema_type != SchemaType::Avro {
+            return err(format!("reference {} is a {:?} schema", r.name, r.schema.schema_type));
+        }
+    }
+    let references = resolved.references.iter().map(|r| r.schema.schema.as_str());
+    Avro::parse_str_with_list(&resolved.schema.schema, references).map_err(|e| AvroSchemaError(e.to_string()))
+}
+
+/// Maps an Avro schema (using named types of `references`) to the Iceberg type of its
+/// payload (placeholder field ids).
+pub fn to_payload_type(schema: &Avro, references: &[Avro]) -> Result<PayloadType, AvroSchemaError> {
+    let names = Names::collect(schema, references);
     let mut stack = Vec::new();
     match to_type(schema, &names, &mut stack)? {
         (Type::Struct(s), _) if matches!(schema, Avro::Record(_)) => Ok(PayloadType::Record(s)),
@@ -202,7 +217,7 @@ pub struct AvroDecoder {
 impl AvroDecoder {
     /// Every payload decoded with `writer` (a local schema file).
     pub fn fixed(part: &'static str, writer: &Avro, shape: Shape) -> Result<AvroDecoder, AvroSchemaError> {
-        let compiled = CompiledAvro::new(writer, shape.target())?;
+        let compiled = CompiledAvro::new(writer, &[], shape.target())?;
         Ok(AvroDecoder { part, shape, schemas: SchemaSet::fixed(compiled) })
     }
 
@@ -227,8 +242,8 @@ impl PayloadDecoder for AvroDecoder {
     async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
         self.schemas
             .load(id, SchemaType::Avro, |resolved| {
-                let writer = Avro::parse_str(&resolved.without_references()?.schema).map_err(|e| e.to_string())?;
-                CompiledAvro::new(&writer, self.shape.target()).map_err(|e| e.to_string())
+                let (writer, references) = parse_registered(resolved).map_err(|e| e.to_string())?;
+                CompiledAvro::new(&writer, &references, self.shape.target()).map_err(|e| e.to_string())
             })
             .await
     }
@@ -238,9 +253,8 @@ impl PayloadDecoder for AvroDecoder {
 /// and a decoder by payload schema id (registry) or with that one schema (local file).
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     let (resolved, registry) = ctx.table_schema(SchemaType::Avro).await?;
-    let registered = resolved.without_references().map_err(|e| ctx.error(e))?;
-    let avro = Avro::parse_str(&registered.schema).map_err(|e| ctx.error(e))?;
-    let payload = to_payload_type(&avro).map_err(|e| ctx.error(e))?;
+    let (avro, references) = parse_registered(&resolved).map_err(|e| ctx.error(e))?;
+    let payload = to_payload_type(&avro, &references).map_err(|e| ctx.error(e))?;
     let name = ctx.name;
     let make: MakeDecoder = match registry {
         Some(registry) => {
