@@ -334,10 +334,10 @@ impl FloeConfig {
         validate_schemas("defaults", &defaults, &Settings::default())?;
         let schema_registry: Option<SchemaRegistryConfig> =
             take_table(&mut root, "schema_registry")?.map(|t| typed("schema_registry", t)).transpose()?;
-        if let Some(registry) = &schema_registry {
-            if !(registry.url.starts_with("http://") || registry.url.starts_with("https://")) {
-                return Err(ConfigError::invalid("schema_registry.url", "must start with http:// or https://"));
-            }
+        if let Some(registry) = &schema_registry
+            && !(registry.url.starts_with("http://") || registry.url.starts_with("https://"))
+        {
+            return Err(ConfigError::invalid("schema_registry.url", "must start with http:// or https://"));
         }
         let topics = match root.remove("topics") {
             None => Vec::new(),
@@ -380,13 +380,13 @@ impl FloeConfig {
                     ));
                 }
             };
-            if let Some(table) = &table_name {
-                if !valid_identifier(table) {
-                    return Err(ConfigError::invalid(
-                        at("table"),
-                        format!("{table:?}: use [a-z0-9_], not starting with a digit"),
-                    ));
-                }
+            if let Some(table) = &table_name
+                && !valid_identifier(table)
+            {
+                return Err(ConfigError::invalid(
+                    at("table"),
+                    format!("{table:?}: use [a-z0-9_], not starting with a digit"),
+                ));
             }
             validate_settings(&format!("topics[{i}]"), &settings)?;
             validate_schemas(&format!("topics[{i}]"), &settings, &defaults)?;
@@ -466,21 +466,18 @@ fn typed<T: serde::de::DeserializeOwned>(at: &str, table: toml::Table) -> Result
 }
 
 fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
-    if let Some(ns) = &s.namespace {
-        if !valid_identifier(ns) {
-            return Err(ConfigError::invalid(
-                format!("{at}.namespace"),
-                format!("{ns:?}: use [a-z0-9_], not starting with a digit"),
-            ));
-        }
+    if let Some(ns) = &s.namespace
+        && !valid_identifier(ns)
+    {
+        return Err(ConfigError::invalid(
+            format!("{at}.namespace"),
+            format!("{ns:?}: use [a-z0-9_], not starting with a digit"),
+        ));
     }
-    if let Some(size) = s.target_file_size {
-        if size.0 < (1 << 20) {
-            return Err(ConfigError::invalid(
-                format!("{at}.target_file_size"),
-                format!("{} bytes: at least 1MiB", size.0),
-            ));
-        }
+    if let Some(size) = s.target_file_size
+        && size.0 < (1 << 20)
+    {
+        return Err(ConfigError::invalid(format!("{at}.target_file_size"), format!("{} bytes: at least 1MiB", size.0)));
     }
     for (i, f) in s.partition_by.iter().flatten().enumerate() {
         parse_partition_field(f).map_err(|m| ConfigError::invalid(format!("{at}.partition_by[{i}]"), m))?;

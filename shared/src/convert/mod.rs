@@ -84,7 +84,10 @@ pub struct RawDecoder;
 impl PayloadDecoder for RawDecoder {
     fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
         match column {
-            Column::Binary(b) => Ok(b.append_value(payload)),
+            Column::Binary(b) => {
+                b.append_value(payload);
+                Ok(())
+            }
             _ => Err(DecodeError {
                 part: "value",
                 position: 0,
@@ -216,7 +219,10 @@ impl RecordConverter {
                 let fields = &mut self.root.children[start..];
                 match value {
                     Some(v) => self.value.append_fields(v, fields),
-                    None => Ok(fields.iter_mut().for_each(Column::append_null)),
+                    None => {
+                        fields.iter_mut().for_each(Column::append_null);
+                        Ok(())
+                    }
                 }
             }
             None => append_payload(&*self.value, value, &mut self.root.children[2]),
@@ -277,7 +283,10 @@ fn append_payload(
 ) -> Result<(), DecodeError> {
     match payload {
         Some(p) => decoder.append(p, column),
-        None => Ok(column.append_null()),
+        None => {
+            column.append_null();
+            Ok(())
+        }
     }
 }
 

@@ -62,10 +62,10 @@ fn collect(event: &Value, out: &mut EventObjects) -> Result<(), String> {
 /// (S3-compatible stores and emulators leave out `userIdentity` and others), from the
 /// three fields Floe needs.
 fn s3_record(record: &Value) -> Result<(String, String, String), String> {
-    if let Ok(typed) = serde_json::from_value::<S3EventRecord>(record.clone()) {
-        if let (Some(bucket), Some(key)) = (typed.s3.bucket.name, typed.s3.object.key) {
-            return Ok((typed.event_name.unwrap_or_default(), bucket, key));
-        }
+    if let Ok(typed) = serde_json::from_value::<S3EventRecord>(record.clone())
+        && let (Some(bucket), Some(key)) = (typed.s3.bucket.name, typed.s3.object.key)
+    {
+        return Ok((typed.event_name.unwrap_or_default(), bucket, key));
     }
     let text = |pointer: &str| record.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     match (text("/eventName"), text("/s3/bucket/name"), text("/s3/object/key")) {

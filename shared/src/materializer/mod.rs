@@ -173,10 +173,10 @@ impl Materializer {
         let held = |v: &TableView, r: OffsetRange| {
             v.committed.get(&topic.topic, input.location.partition).is_some_and(|s| s.covers(r.first, r.last))
         };
-        if let (Some(range), Some(view)) = (input.offsets, &view) {
-            if held(view, range) {
-                return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
-            }
+        if let (Some(range), Some(view)) = (input.offsets, &view)
+            && held(view, range)
+        {
+            return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
         }
         let task = self.materialize(&topic, input, view.map(|v| v.schema)).await?;
         self.queue.send(&Task::Data(task.clone())).await?;

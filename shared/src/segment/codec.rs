@@ -73,10 +73,11 @@ impl Codec {
     /// wrote magic v0 lz4 frames whose header checksum also covers the frame's magic
     /// number (KAFKA-3160); those are repaired before decoding.
     pub fn decompress_legacy(self, magic: i8, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
-        if self == Codec::Lz4 && magic == 0 {
-            if let Some(fixed) = fix_kafka_lz4_header_checksum(input) {
-                return self.decompress(&fixed, limit);
-            }
+        if self == Codec::Lz4
+            && magic == 0
+            && let Some(fixed) = fix_kafka_lz4_header_checksum(input)
+        {
+            return self.decompress(&fixed, limit);
         }
         self.decompress(input, limit)
     }

@@ -37,7 +37,7 @@ const TXN_INDEX_ENTRY: usize = 34;
 
 /// Parses a `.txnindex` file.
 pub fn parse_txn_index(bytes: &[u8]) -> Result<Vec<AbortedTxn>, SegmentErrorKind> {
-    if bytes.len() % TXN_INDEX_ENTRY != 0 {
+    if !bytes.len().is_multiple_of(TXN_INDEX_ENTRY) {
         return Err(SegmentErrorKind::TxnIndex(format!(
             "{} bytes is not a whole number of {TXN_INDEX_ENTRY}-byte entries",
             bytes.len()
