@@ -51,6 +51,12 @@ async fn json_schema_from_the_registry_maps_every_row_and_checks_records() {
 }
 
 #[tokio::test]
+async fn a_registry_json_schema_referring_to_another_subjects_schema_resolves_its_reference() {
+    // The latest payments-value and money version 1, once each.
+    assert_eq!(support::reference_case(support::json_data(), "payments", "json-schema").await, 2);
+}
+
+#[tokio::test]
 async fn json_schema_from_a_local_file() {
     let config = FloeConfig::parse(&format!(
         "[[topics]]\ntopic = \"events\"\nvalue_format = \"json-schema\"\nvalue_schema = {{ file = \"{}\" }}\nbad_records = \"dlq\"\n",

@@ -17,7 +17,7 @@ import os
 import sys
 import uuid
 
-from segment_file import write_segment
+from segment_file import write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -154,7 +154,27 @@ def write(out, name, expected, bad):
         json.dump(bad, f)
 
 
+MONEY_SCHEMA = {"type": "object", "properties": {"currency": {"type": "string"}, "units": {"type": "integer"}},
+                "required": ["units"]}
+PAYMENT_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "amount": {"$ref": "money.json"}},
+                  "required": ["id"]}
+
+
+def references_case(out):
+    """A registry JSON Schema whose `$ref` names another subject's schema (a schema
+    reference): payments-value (id 32) refers to money.json, subject money version 1 (id 31)."""
+    records, expected = [], []
+    for i in range(4):
+        v = {"id": i, "amount": {"currency": "EUR", "units": 100 * i - 50}}
+        ts, key = T0 + i, b"p%d" % i
+        records.append((ts, key, b"\x00\x00\x00\x00\x20" + json.dumps(v).encode()))
+        expected.append(dict(v, _kafka=kafka(i, ts, key)))
+    write_reference_case(out, "payments", (32, json.dumps(PAYMENT_SCHEMA), "money.json"),
+                         (31, json.dumps(MONEY_SCHEMA), "money"), "JSON", records, expected)
+
+
 if __name__ == "__main__":
     os.makedirs(sys.argv[1], exist_ok=True)
     events(sys.argv[1])
     clicks(sys.argv[1])
+    references_case(sys.argv[1])

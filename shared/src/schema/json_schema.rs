@@ -34,19 +34,23 @@ use crate::schema::json::JsonDecoder;
 use crate::schema::layout::PayloadType;
 use crate::schema::registry::SchemaType;
 
-/// Maps a JSON Schema document to the Iceberg type of its payload (placeholder ids).
-pub fn to_payload_type(schema: &Value) -> Result<PayloadType, String> {
+/// Documents a schema's `$ref`s may name (registry references), by that name.
+pub type Documents = [(String, Value)];
+
+/// Maps a JSON Schema document to the Iceberg type of its payload (placeholder ids);
+/// `$ref`s to other documents resolve in `documents`.
+pub fn to_payload_type(schema: &Value, documents: &Documents) -> Result<PayloadType, String> {
     let mut stack = Vec::new();
-    let (t, _) = to_type(schema, schema, &mut stack)?;
+    let (t, _) = to_type(schema, schema, documents, &mut stack)?;
     Ok(match t {
-        Type::Struct(s) if is_object(schema, schema) => PayloadType::Record(s),
+        Type::Struct(s) if is_object(schema, schema, documents) => PayloadType::Record(s),
         t => PayloadType::Other(t),
     })
 }
 
-fn is_object(s: &Value, root: &Value) -> bool {
-    match resolve(s, root) {
-        Ok(s) => {
+fn is_object(s: &Value, root: &Value, documents: &Documents) -> bool {
+    match resolve(s, root, documents) {
+        Ok((s, _)) => {
             s.get("properties").is_some()
                 || s.get("type") == Some(&Value::String("object".into()))
                     && s.get("additionalProperties").is_none_or(|a| !a.is_object())
@@ -55,19 +59,27 @@ fn is_object(s: &Value, root: &Value) -> bool {
     }
 }
 
-fn resolve<'a>(s: &'a Value, root: &'a Value) -> Result<&'a Value, String> {
-    match s.get("$ref").and_then(Value::as_str) {
-        None => Ok(s),
-        Some(r) => {
-            let path =
-                r.strip_prefix("#/").ok_or_else(|| format!("$ref {r:?}: only local references (#/…) are supported"))?;
-            let mut at = root;
-            for part in path.split('/') {
-                at = at.get(part).ok_or_else(|| format!("$ref {r:?} not found"))?;
-            }
-            Ok(at)
+/// What `s` stands for (itself, or what its `$ref` points at) and the document that
+/// is in: `#/…` within `root`, `name` or `name#/…` within a referenced document.
+fn resolve<'a>(s: &'a Value, root: &'a Value, documents: &'a Documents) -> Result<(&'a Value, &'a Value), String> {
+    let Some(r) = s.get("$ref").and_then(Value::as_str) else { return Ok((s, root)) };
+    let (document, fragment) = r.split_once('#').unwrap_or((r, ""));
+    let root =
+        match document {
+            "" => root,
+            name => documents.iter().find(|(n, _)| n == name).map(|(_, d)| d).ok_or_else(|| {
+                format!("$ref {r:?}: no document {name:?} (local #/… or a registry reference's name)")
+            })?,
+        };
+    let mut at = root;
+    if let Some(path) = fragment.strip_prefix('/') {
+        for part in path.split('/') {
+            at = at.get(part).ok_or_else(|| format!("$ref {r:?} not found"))?;
         }
+    } else if !fragment.is_empty() {
+        return Err(format!("$ref {r:?}: only JSON pointers (#/…) are supported"));
     }
+    Ok((at, root))
 }
 
 fn p(t: PrimitiveType) -> Type {
@@ -75,13 +87,13 @@ fn p(t: PrimitiveType) -> Type {
 }
 
 /// The Iceberg type of a schema and whether it admits null.
-fn to_type(s: &Value, root: &Value, stack: &mut Vec<String>) -> Result<(Type, bool), String> {
+fn to_type(s: &Value, root: &Value, documents: &Documents, stack: &mut Vec<String>) -> Result<(Type, bool), String> {
     if let Some(r) = s.get("$ref").and_then(Value::as_str) {
         if stack.iter().any(|x| x == r) {
             return Err(format!("recursive $ref {r:?} cannot be a table column"));
         }
         stack.push(r.to_string());
-        let out = to_type(resolve(s, root)?, root, stack);
+        let out = resolve(s, root, documents).and_then(|(s, root)| to_type(s, root, documents, stack));
         stack.pop();
         return out;
     }
@@ -91,7 +103,7 @@ fn to_type(s: &Value, root: &Value, stack: &mut Vec<String>) -> Result<(Type, bo
                 options.iter().filter(|o| o.get("type") != Some(&Value::String("null".into()))).collect();
             let nullable = non_null.len() < options.len();
             return match non_null.as_slice() {
-                [one] => Ok((to_type(one, root, stack)?.0, nullable)),
+                [one] => Ok((to_type(one, root, documents, stack)?.0, nullable)),
                 _ => Ok((p(PrimitiveType::String), nullable)),
             };
         }
@@ -124,12 +136,12 @@ fn to_type(s: &Value, root: &Value, stack: &mut Vec<String>) -> Result<(Type, bo
         },
         "array" => {
             let items = s.get("items").ok_or("array without items")?;
-            let (element, nullable) = to_type(items, root, stack)?;
+            let (element, nullable) = to_type(items, root, documents, stack)?;
             Type::List(ListType::new(Arc::new(NestedField::list_element(0, element, !nullable))))
         }
         "object" => match (s.get("properties"), s.get("additionalProperties")) {
             (None, Some(v)) if v.is_object() => {
-                let (value, nullable) = to_type(v, root, stack)?;
+                let (value, nullable) = to_type(v, root, documents, stack)?;
                 Type::Map(MapType::new(
                     Arc::new(NestedField::map_key_element(0, p(PrimitiveType::String))),
                     Arc::new(NestedField::map_value_element(0, value, !nullable)),
@@ -143,7 +155,7 @@ fn to_type(s: &Value, root: &Value, stack: &mut Vec<String>) -> Result<(Type, bo
                     .unwrap_or_default();
                 let mut fields = Vec::new();
                 for (name, prop) in props.and_then(Value::as_object).into_iter().flatten() {
-                    let (t, nullable) = to_type(prop, root, stack).map_err(|e| format!("{name}: {e}"))?;
+                    let (t, nullable) = to_type(prop, root, documents, stack).map_err(|e| format!("{name}: {e}"))?;
                     let req = required.contains(&name.as_str()) && !nullable;
                     fields.push(Arc::new(NestedField::new(0, name, t, req)));
                 }
@@ -161,10 +173,14 @@ fn to_type(s: &Value, root: &Value, stack: &mut Vec<String>) -> Result<(Type, bo
 /// Sets up a JSON Schema key or value.
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     let (resolved, _) = ctx.table_schema(SchemaType::Json).await?;
-    let registered = resolved.without_references().map_err(|e| ctx.error(e))?;
-    let doc: Value =
-        serde_json::from_str(&registered.schema).map_err(|e| ctx.error(format!("schema is not JSON: {e}")))?;
-    let payload = to_payload_type(&doc).map_err(|e| ctx.error(e))?;
+    let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(|e| format!("schema is not JSON: {e}"));
+    let doc = parse(&resolved.schema.schema).map_err(|e| ctx.error(e))?;
+    let mut documents = Vec::with_capacity(resolved.references.len());
+    for r in &resolved.references {
+        let document = parse(&r.schema.schema).map_err(|e| ctx.error(format!("reference {}: {e}", r.name)))?;
+        documents.push((r.name.clone(), document));
+    }
+    let payload = to_payload_type(&doc, &documents).map_err(|e| ctx.error(e))?;
     let name = ctx.name;
     let make: MakeDecoder =
         Box::new(move |shape| Ok(Arc::new(JsonDecoder::new(name, shape, true)) as Arc<dyn PayloadDecoder>));
@@ -192,7 +208,7 @@ mod tests {
             },
             "required": ["id"]
         });
-        let PayloadType::Record(s) = to_payload_type(&schema).unwrap() else { panic!() };
+        let PayloadType::Record(s) = to_payload_type(&schema, &[]).unwrap() else { panic!() };
         let ty = |n: &str| s.field_by_name(n).unwrap().field_type.to_string();
         for (name, t) in [
             ("id", "long"),
@@ -218,11 +234,29 @@ mod tests {
     }
 
     #[test]
-    fn recursion_and_foreign_refs_are_errors() {
+    fn recursion_and_unknown_documents_are_errors() {
         let rec = serde_json::json!({"definitions": {"N": {"type": "object", "properties": {"next": {"$ref": "#/definitions/N"}}}},
             "$ref": "#/definitions/N"});
-        assert!(to_payload_type(&rec).unwrap_err().contains("recursive"));
+        assert!(to_payload_type(&rec, &[]).unwrap_err().contains("recursive"));
         let foreign = serde_json::json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}});
-        assert!(to_payload_type(&foreign).unwrap_err().contains("local references"));
+        assert!(to_payload_type(&foreign, &[]).unwrap_err().contains("no document \"other.json\""));
+    }
+
+    #[test]
+    fn refs_to_referenced_documents_resolve_there_and_their_own_refs_too() {
+        // money.json's own `#/…` refs resolve within money.json, not the main schema.
+        let money = serde_json::json!({"type": "object", "properties": {
+            "currency": {"$ref": "#/definitions/Code"}, "units": {"type": "integer"}},
+            "required": ["units"], "definitions": {"Code": {"type": "string"}}});
+        let main = serde_json::json!({"type": "object", "properties": {
+            "amount": {"$ref": "money.json"},
+            "fees": {"type": "array", "items": {"$ref": "money.json#/definitions/Code"}}},
+            "definitions": {"Code": {"type": "integer"}}});
+        let PayloadType::Record(s) = to_payload_type(&main, &[("money.json".into(), money)]).unwrap() else { panic!() };
+        let Type::Struct(amount) = s.field_by_name("amount").unwrap().field_type.as_ref() else { panic!() };
+        assert_eq!(*amount.field_by_name("currency").unwrap().field_type, p(PrimitiveType::String));
+        assert!(amount.field_by_name("units").unwrap().required);
+        let Type::List(fees) = s.field_by_name("fees").unwrap().field_type.as_ref() else { panic!() };
+        assert_eq!(*fees.element_field.field_type, p(PrimitiveType::String));
     }
 }

@@ -5,8 +5,9 @@
 //! timeout, retries 5xx answers, throttling and transport failures a few times with
 //! backoff, and never logs credentials.
 //!
-//! A registered schema may reference others (a Protobuf `import`, an Avro named type of
-//! another subject): [`references`] fetches them, by subject and version, depth first.
+//! A registered schema may reference others (a Protobuf `import`, an Avro named type or a
+//! JSON Schema `$ref` of another subject): [`references`] fetches them, by subject and
+//! version, depth first.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,8 +36,8 @@ pub struct RegisteredSchema {
 }
 
 /// A reference from one registered schema to another: `name` is how the referencing
-/// schema names it (a Protobuf import path, an Avro full name), `subject` and `version`
-/// where the registry keeps it.
+/// schema names it (a Protobuf import path, an Avro full name, the document of a JSON
+/// Schema `$ref`), `subject` and `version` where the registry keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct SchemaReference {
     pub name: String,
@@ -92,17 +93,6 @@ impl Resolved {
     /// A schema that references nothing.
     pub fn alone(schema: Arc<RegisteredSchema>) -> Resolved {
         Resolved { schema, references: Vec::new() }
-    }
-
-    /// An error for formats that cannot use references yet.
-    pub fn without_references(&self) -> Result<&RegisteredSchema, String> {
-        match self.references.first() {
-            None => Ok(&self.schema),
-            Some(r) => Err(format!(
-                "schema id {} references {} (schema id {}): schema references are supported for Avro and Protobuf only",
-                self.schema.id, r.name, r.schema.id
-            )),
-        }
     }
 }
 
@@ -383,16 +373,6 @@ mod tests {
         let found = references(&registry, &main).await.unwrap();
         let names: Vec<&str> = found.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["c.proto", "a.proto", "d.proto", "b.proto"]);
-    }
-
-    #[tokio::test]
-    async fn a_format_without_reference_support_names_the_reference() {
-        let registry = Subjects(vec![("main", 1, vec!["a"]), ("a", 2, vec![])]);
-        let resolved = resolve(&registry, registry.latest("main").await.unwrap()).await.unwrap();
-        let err = resolved.without_references().unwrap_err();
-        assert!(err.contains("schema id 1 references a.proto"), "{err}");
-        let alone = resolve(&registry, registry.latest("a").await.unwrap()).await.unwrap();
-        assert_eq!(alone.without_references().unwrap().id, 2);
     }
 
     #[tokio::test]
