@@ -102,6 +102,20 @@ pub async fn resolve(registry: &dyn SchemaRegistry, schema: Arc<RegisteredSchema
     Ok(Resolved { schema, references })
 }
 
+/// `segment` as one URL path segment: every byte but RFC 3986's unreserved characters
+/// percent-encoded (subject names may hold `/`, `:`, spaces…).
+fn path_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// References deeper than this are refused (a cycle, or a registry gone wrong).
 const MAX_REFERENCE_DEPTH: usize = 16;
 
@@ -278,7 +292,7 @@ impl SchemaRegistry for HttpSchemaRegistry {
 impl HttpSchemaRegistry {
     /// `GET /subjects/{subject}/versions/{version}` (a number or `latest`).
     async fn subject_version(&self, subject: &str, version: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
-        let path = format!("/subjects/{subject}/versions/{version}");
+        let path = format!("/subjects/{}/versions/{version}", path_segment(subject));
         let answer = self.get(&path, &format!("subject {subject} version {version}")).await?;
         let id = answer.id.ok_or_else(|| RegistryError::Invalid {
             url: format!("{}{path}", self.base),
@@ -373,6 +387,12 @@ mod tests {
         let found = references(&registry, &main).await.unwrap();
         let names: Vec<&str> = found.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["c.proto", "a.proto", "d.proto", "b.proto"]);
+    }
+
+    #[test]
+    fn subjects_are_one_path_segment() {
+        assert_eq!(path_segment("orders-value"), "orders-value");
+        assert_eq!(path_segment("com.acme/Money v1:é"), "com.acme%2FMoney%20v1%3A%C3%A9");
     }
 
     #[tokio::test]
