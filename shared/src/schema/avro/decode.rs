@@ -845,6 +845,40 @@ mod tests {
     }
 
     #[test]
+    fn nanosecond_timestamps_map_to_nanosecond_columns() {
+        use apache_avro::types::Value as V;
+        let writer = Avro::parse_str(
+            r#"{"type": "record", "name": "r", "fields": [
+                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-nanos"}},
+                {"name": "lts", "type": {"type": "long", "logicalType": "local-timestamp-nanos"}}]}"#,
+        )
+        .unwrap();
+        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&writer, &[]).unwrap()
+        else {
+            panic!("a record")
+        };
+        let types: Vec<_> = value.fields().iter().map(|f| f.field_type.to_string()).collect();
+        assert_eq!(types, ["timestamptz_ns", "timestamp_ns"]);
+        let table = crate::schema::plan(None, &value).unwrap().schema;
+        let arrow = iceberg::arrow::schema_to_arrow_schema(&table).unwrap();
+        let payload = apache_avro::to_avro_datum(
+            &writer,
+            V::Record(vec![
+                ("ts".into(), V::TimestampNanos(1_700_000_000_123_456_789)),
+                ("lts".into(), V::LocalTimestampNanos(-5)),
+            ]),
+        )
+        .unwrap();
+        let compiled = CompiledAvro::new(&writer, &[], AvroTarget::Fields(arrow.fields())).unwrap();
+        let mut root = StructColumn::new(arrow.fields()).unwrap();
+        root.append_valid();
+        compiled.append_fields(&payload, &mut root.children, "value", 0).unwrap();
+        let row = root.finish();
+        assert_eq!(row.column(0).as_primitive::<TimestampNanosecondType>().value(0), 1_700_000_000_123_456_789);
+        assert_eq!(row.column(1).as_primitive::<TimestampNanosecondType>().value(0), -5);
+    }
+
+    #[test]
     fn bad_values_name_their_byte_in_the_kafka_value() {
         let writer = Avro::parse_str(
             r#"{"type": "record", "name": "r", "fields": [

@@ -23,7 +23,9 @@
 //! | timestamp-millis, timestamp-micros | timestamptz | Timestamp(µs, UTC) |
 //! | timestamp-nanos | timestamptz_ns | Timestamp(ns, UTC) |
 //! | local-timestamp-millis, local-timestamp-micros | timestamp | Timestamp(µs) |
+//! | local-timestamp-nanos | timestamp_ns | Timestamp(ns) |
 //! | uuid | uuid | FixedSizeBinary(16) |
+//! | duration (fixed 12) | binary (its 12 bytes) | LargeBinary |
 //!
 //! A record written with another schema version than the table's is resolved by field
 //! name: fields the table lacks are skipped, table columns the writer lacks are null, and
