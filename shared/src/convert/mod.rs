@@ -9,6 +9,8 @@
 //! caller decides what becomes of the record (suspend, skip, DLQ).
 
 pub mod builder;
+#[cfg(test)]
+pub mod damage;
 
 use std::sync::Arc;
 

@@ -403,6 +403,26 @@ mod tests {
     }
 
     #[test]
+    fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
+        let values = [
+            r#"{"id": 1, "name": "é", "tags": ["a", "b"], "at": {"city": "x", "n": 2.5}, "ok": true}"#,
+            r#"{"id": -7, "tags": [], "at": null, "ok": false}"#,
+        ];
+        let inferred = infer(&values);
+        let PayloadType::Record(s) = inferred.payload_type() else { panic!("record") };
+        let schema = crate::schema::plan(None, &s).unwrap().schema;
+        let fields = iceberg::arrow::schema_to_arrow_schema(&schema).unwrap().fields().clone();
+        let decoder = JsonDecoder::new("value", Shape::Fields(fields.clone()), false);
+        let payloads: Vec<Vec<u8>> = values.iter().map(|v| v.as_bytes().to_vec()).collect();
+        let mut root = crate::convert::StructColumn::new(&fields).unwrap();
+        let (ok, failed) =
+            crate::convert::damage::decode_damaged(&mut root, &payloads, 0x15011, 10_000, |p, columns| {
+                decoder.append_fields(p, columns)
+            });
+        assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
+    }
+
+    #[test]
     fn byte_positions_from_lines() {
         assert_eq!(byte_of(b"{\n  \"a\": x}", 2, 8), 9);
         assert_eq!(byte_of(b"abc", 1, 2), 1);

@@ -878,6 +878,30 @@ mod tests {
     }
 
     #[test]
+    fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
+        let main = main_file();
+        let m = table_message(&main, None).unwrap();
+        let fields = fields(&m);
+        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        let mut msg = DynamicMessage::new(m.clone());
+        msg.set_field_by_name("s", Value::String("héllo".into()));
+        msg.set_field_by_name("r", Value::List(vec![Value::I32(1), Value::I32(-2)]));
+        msg.set_field_by_name("e", Value::EnumNumber(1));
+        msg.set_field_by_name("n", Value::I64(5));
+        let inner = main.parent_pool().get_message_by_name("t.M.Inner").unwrap();
+        let mut x = DynamicMessage::new(inner);
+        x.set_field_by_name("x", Value::String("in".into()));
+        msg.set_field_by_name("inner", Value::Message(x));
+        let payloads = vec![framed(&[0], &msg.encode_to_vec()), framed(&[0], &[])];
+        let mut root = crate::convert::StructColumn::new(&fields).unwrap();
+        let (ok, failed) =
+            crate::convert::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, columns| {
+                decoder.append_fields(p, columns)
+            });
+        assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
+    }
+
+    #[test]
     fn nested_message_paths_resolve_by_name_into_the_table() {
         let main = main_file();
         let m = table_message(&main, None).unwrap();

@@ -721,6 +721,7 @@ fn decode_error(fail: Fail, part: &'static str, offset: usize) -> DecodeError {
 mod tests {
     use super::*;
     use crate::convert::StructColumn;
+    use crate::convert::damage::decode_damaged;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
     use arrow_array::{Array, StructArray};
@@ -982,58 +983,11 @@ mod tests {
                 root.append_valid();
                 compiled.append_fields(p, &mut root.children, "value", 0).unwrap();
             }
-            let (ok, failed) = decode_damaged(&compiled, &mut root, &payloads, seed);
+            let (ok, failed) = decode_damaged(&mut root, &payloads, seed, 20_000, |p, columns| {
+                compiled.append_fields(p, columns, "value", 0)
+            });
             assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
-            let array = root.finish();
-            assert!(array.columns().iter().all(|c| c.len() == array.len()));
         }
-    }
-
-    /// Decodes 20,000 damaged copies of `payloads` into `root`; returns how many decoded
-    /// and how many failed.
-    fn decode_damaged(
-        compiled: &CompiledAvro,
-        root: &mut StructColumn,
-        payloads: &[Vec<u8>],
-        seed: u64,
-    ) -> (usize, usize) {
-        let mut state = seed;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let (mut ok, mut failed) = (0, 0);
-        for _ in 0..20_000 {
-            let mut p = payloads[(next() % payloads.len() as u64) as usize].clone();
-            for _ in 0..1 + next() % 3 {
-                let at = (next() as usize) % p.len();
-                match next() % 4 {
-                    0 => p[at] = next() as u8,
-                    1 => p.truncate(at),
-                    2 => p.insert(at, next() as u8),
-                    _ => p[at] ^= 0x80,
-                }
-                if p.is_empty() {
-                    p.push(0);
-                }
-            }
-            root.append_valid();
-            match compiled.append_fields(&p, &mut root.children, "value", 0) {
-                Ok(()) => ok += 1,
-                Err(e) => {
-                    assert!(e.position <= p.len(), "{e}: position past the payload's {} bytes", p.len());
-                    root.repair();
-                    failed += 1;
-                }
-            }
-            // Finishing checks that every column has the struct's length.
-            if root.len() >= 4096 {
-                root.finish();
-            }
-        }
-        (ok, failed)
     }
 
     #[test]
