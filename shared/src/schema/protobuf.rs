@@ -826,16 +826,23 @@ mod tests {
         assert!(message_indexes(&[0xff; 11]).unwrap_err().1.contains("longer than 10 bytes"));
     }
 
+    /// The test file, its table message `t.M`, the table's value fields and a decoder
+    /// into them.
+    fn value_decoder() -> (FileDescriptor, MessageDescriptor, Fields, ProtobufDecoder) {
+        let main = main_file();
+        let m = table_message(&main, None).unwrap();
+        let fields = fields(&m);
+        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        (main, m, fields, decoder)
+    }
+
     fn finish(cols: &mut [Column], fields: &Fields, name: &str) -> ArrayRef {
         cols[fields.find(name).unwrap().0].finish()
     }
 
     #[test]
     fn decodes_presence_defaults_and_leaves_builders_alone_on_bad_payloads() {
-        let main = main_file();
-        let m = table_message(&main, None).unwrap();
-        let fields = fields(&m);
-        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        let (main, m, fields, decoder) = value_decoder();
         let mut msg = DynamicMessage::new(m.clone());
         msg.set_field_by_name("ul", Value::U64(u64::MAX));
         msg.set_field_by_name("e", Value::EnumNumber(7));
@@ -879,10 +886,7 @@ mod tests {
 
     #[test]
     fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
-        let main = main_file();
-        let m = table_message(&main, None).unwrap();
-        let fields = fields(&m);
-        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        let (main, m, fields, decoder) = value_decoder();
         let mut msg = DynamicMessage::new(m.clone());
         msg.set_field_by_name("s", Value::String("héllo".into()));
         msg.set_field_by_name("r", Value::List(vec![Value::I32(1), Value::I32(-2)]));
@@ -903,10 +907,7 @@ mod tests {
 
     #[test]
     fn nested_message_paths_resolve_by_name_into_the_table() {
-        let main = main_file();
-        let m = table_message(&main, None).unwrap();
-        let fields = fields(&m);
-        let decoder = ProtobufDecoder::fixed("value", main.clone(), &m, Shape::Fields(fields.clone())).unwrap();
+        let (main, _, fields, decoder) = value_decoder();
         // [0, 0]: M.Inner (the map's entry type, before it in the descriptor, does not
         // count), whose `x` the table lacks: every column is null.
         let inner = main.parent_pool().get_message_by_name("t.M.Inner").unwrap();
