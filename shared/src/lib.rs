@@ -41,3 +41,4 @@ pub mod segment;
 pub mod storage;
 pub mod table;
 pub mod task;
+pub mod varint;

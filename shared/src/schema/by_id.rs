@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::convert::{DecodeError, SchemaLoadError};
-use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
+use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType, resolve};
 use crate::schema::wire;
 
 pub enum SchemaSet<T> {
@@ -55,7 +55,7 @@ impl<T> SchemaSet<T> {
             Ok(r) if r.schema_type != schema_type => {
                 Err(format!("a {:?} schema where {schema_type:?} was configured", r.schema_type))
             }
-            Ok(r) => match crate::schema::registry::resolve(registry.as_ref(), r).await {
+            Ok(r) => match resolve(registry.as_ref(), r).await {
                 Err(e) if e.retryable() => {
                     return Err(SchemaLoadError { id, retryable: true, message: e.to_string() });
                 }

@@ -63,6 +63,7 @@ use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
 use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::wire;
+use crate::varint::VarintError;
 
 /// A Protobuf schema Floe cannot read, map or decode against the table.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -518,17 +519,14 @@ fn write_message(plan: &MessagePlan, m: &DynamicMessage, mut children: Option<&m
 pub fn message_indexes(body: &[u8]) -> Result<(Vec<usize>, usize), (usize, String)> {
     let mut pos = 0;
     let mut next = |what: &str| -> Result<i64, (usize, String)> {
-        let at = pos;
-        let mut raw: u64 = 0;
-        for shift in (0..70).step_by(7) {
-            let Some(&b) = body.get(pos) else { return Err((at, format!("message indexes: {what} cut short"))) };
-            pos += 1;
-            raw |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        match crate::varint::zigzag(&body[pos..]) {
+            Ok((v, n)) => {
+                pos += n;
+                Ok(v)
             }
+            Err(VarintError::End) => Err((pos, format!("message indexes: {what} cut short"))),
+            Err(VarintError::TooLong) => Err((pos, format!("message indexes: {what} varint longer than 10 bytes"))),
         }
-        Err((at, format!("message indexes: {what} varint longer than 10 bytes")))
     };
     let count = next("count")?;
     if count == 0 {

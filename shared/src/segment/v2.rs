@@ -225,15 +225,9 @@ impl Cursor {
 
     /// Zig-zag varlong (at most 10 bytes).
     fn varlong(&mut self) -> Result<i64, String> {
-        let mut raw: u64 = 0;
-        for shift in (0..70).step_by(7) {
-            let b = self.byte()?;
-            raw |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
-            }
-        }
-        Err("varint longer than 10 bytes".into())
+        let (v, n) = crate::varint::zigzag(&self.data[self.pos..]).map_err(|e| format!("record data: {e}"))?;
+        self.pos += n;
+        Ok(v)
     }
 
     /// Zig-zag varint (must fit in 32 bits).

@@ -18,6 +18,7 @@ use arrow_schema::{DataType, Fields, TimeUnit};
 
 use super::{AvroSchemaError, Names, err};
 use crate::convert::{Column, DecodeError};
+use crate::varint::VarintError;
 
 /// Avro's duration: a fixed of 12 bytes (months, days, milliseconds).
 const DURATION_BYTES: usize = 12;
@@ -309,43 +310,15 @@ impl<'a> Reader<'a> {
     /// A zig-zag varint of at most 10 bytes.
     #[inline(always)]
     fn long(&mut self) -> R<i64> {
-        let rest = &self.buf[self.pos..];
-        // Most varints (small numbers, lengths, union branches) are one byte.
-        if let Some(&b) = rest.first()
-            && b < 0x80
-        {
-            self.pos += 1;
-            return Ok(zigzag(u64::from(b)));
-        }
-        // With ten bytes at hand, no byte needs its own bounds check.
-        if let Some(chunk) = rest.first_chunk::<10>() {
-            let mut raw = 0u64;
-            for (i, &b) in chunk.iter().enumerate() {
-                raw |= u64::from(b & 0x7f) << (7 * i);
-                if b < 0x80 {
-                    self.pos += i + 1;
-                    return Ok(zigzag(raw));
-                }
+        match crate::varint::zigzag(&self.buf[self.pos..]) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
             }
-            return Err(fail(self.pos, format_args!("varint longer than 10 bytes")));
+            // Cut short: the data ends at the end of the payload.
+            Err(e @ VarintError::End) => Err(fail(self.buf.len(), format_args!("{e}"))),
+            Err(e) => Err(fail(self.pos, format_args!("{e}"))),
         }
-        self.long_near_end()
-    }
-
-    /// [`Self::long`] within the last ten bytes of the payload.
-    fn long_near_end(&mut self) -> R<i64> {
-        let mut raw = 0u64;
-        for shift in (0..70).step_by(7) {
-            let Some(&b) = self.buf.get(self.pos) else {
-                return Err(fail(self.pos, format_args!("unexpected end of data")));
-            };
-            self.pos += 1;
-            raw |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(zigzag(raw));
-            }
-        }
-        Err(fail(self.pos, format_args!("varint longer than 10 bytes")))
     }
 
     #[inline]
@@ -430,11 +403,6 @@ impl<'a> Reader<'a> {
             left => Err(fail(self.pos, format_args!("{left} bytes left over after the datum"))),
         }
     }
-}
-
-#[inline]
-fn zigzag(raw: u64) -> i64 {
-    (raw >> 1) as i64 ^ -((raw & 1) as i64)
 }
 
 /// Big-endian two's complement bytes → i128.
