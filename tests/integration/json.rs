@@ -52,7 +52,8 @@ async fn json_schema_from_the_registry_maps_every_row_and_checks_records() {
 
 #[tokio::test]
 async fn a_registry_json_schema_referring_to_another_subjects_schema_resolves_its_reference() {
-    // The latest payments-value and money version 1, once each.
+    // The latest payments-value and money version 1, once each (JSON decodes by the
+    // table's types: the ids and the GUID in the records are not looked up).
     assert_eq!(support::reference_case(support::json_data(), "payments", "json-schema").await, 2);
 }
 

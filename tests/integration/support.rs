@@ -92,6 +92,7 @@ pub async fn s3_client() -> aws_sdk_s3::Client {
 }
 
 /// A Confluent Schema Registry stand-in speaking the same REST API (`GET /schemas/ids/N`,
+/// `GET /schemas/guids/G` (answered without the numeric id),
 /// `GET /subjects/S/versions/latest` and `/versions/V`, schema references included) on a
 /// free 127.0.0.1 port, with optional basic auth
 /// and a number of 503 answers before it starts answering.
@@ -140,6 +141,12 @@ pub async fn start_registry(registry_json: &Path, basic_auth: Option<&str>, fail
                     ("401 Unauthorized", r#"{"error_code":401,"message":"Unauthorized"}"#.to_string())
                 } else if let Some(id) = path.strip_prefix("/schemas/ids/") {
                     match data["ids"].get(id) {
+                        Some(s) => ("200 OK", s.to_string()),
+                        None => ("404 Not Found", r#"{"error_code":40403,"message":"Schema not found"}"#.to_string()),
+                    }
+                } else if let Some(guid) = path.strip_prefix("/schemas/guids/") {
+                    let id = data["guids"].get(guid).and_then(|id| id.as_u64());
+                    match id.map(|id| &data["ids"][id.to_string()]) {
                         Some(s) => ("200 OK", s.to_string()),
                         None => ("404 Not Found", r#"{"error_code":40403,"message":"Schema not found"}"#.to_string()),
                     }
@@ -221,9 +228,10 @@ pub async fn materialize(
 }
 
 /// The reference case a generator wrote under `data/refs` (`write_reference_case` in
-/// tests/py/segment_file.py): materializes the `value_format` topic's segment against a
-/// registry stand-in, has pyarrow judge the rows, and returns how many registry requests
-/// it took.
+/// tests/py/segment_file.py; its records name their schema by id in the payload, by id
+/// in a `__value_schema_id` header and by GUID in that header): materializes the
+/// `value_format` topic's segment against a registry stand-in, has pyarrow judge the
+/// rows, and returns how many registry requests it took.
 pub async fn reference_case(data: &Path, topic: &str, value_format: &str) -> usize {
     let refs = data.join("refs");
     let registry = start_registry(&refs.join("registry.json"), None, 0).await;

@@ -438,7 +438,7 @@ def references_case(out):
                          "fees": [{"currency": "EUR", "units": j + 1} for j in range(i % 3)],
                          "_kafka": kafka_meta(i, ts_ms, key)})
     write_reference_case(out, "payments", (12, PAYMENT_PROTO, "common/money.proto"), (11, MONEY_PROTO, "money"),
-                         "PROTOBUF", records, expected)
+                         "PROTOBUF", records, expected, indexes_len=1)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """Writes a Kafka segment from records with kafka-python's DefaultRecordBatchBuilder (the
 independent encoder the tests use), one batch per chunk, offsets from 0."""
+import base64
 import json
 import os
 import struct
+import uuid
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 
 def write_segment(path, records, chunks, codec=0):
-    """records: list of (timestamp ms, key bytes|None, value bytes|None); chunks: sizes
+    """records: list of (timestamp ms, key bytes|None, value bytes|None[, headers: list of
+    (str, bytes)]); chunks: sizes
     of the batches (their sum may be short: the rest forms one last batch); codec:
     kafka-python's compression type (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -22,8 +25,8 @@ def write_segment(path, records, chunks, codec=0):
     for begin, end in bounds:
         b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
                                       producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-        for j, (ts, k, v) in enumerate(records[begin:end]):
-            b.append(j, timestamp=ts, key=k, value=v, headers=[])
+        for j, (ts, k, v, *headers) in enumerate(records[begin:end]):
+            b.append(j, timestamp=ts, key=k, value=v, headers=headers[0] if headers else [])
         data = bytearray(b.build())
         struct.pack_into(">q", data, 0, begin)
         parts.append(bytes(data))
@@ -31,21 +34,47 @@ def write_segment(path, records, chunks, codec=0):
         f.write(b"".join(parts))
 
 
-def write_reference_case(out, topic, main, referenced, schema_type, records, expected):
+# The schema GUID the registry stand-in gives the main schema of a reference case.
+MAIN_GUID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+
+
+def header_framed(value, indexes_len, schema_header):
+    """A value written with the Confluent wire format (`[0][id]`, then for Protobuf the
+    message indexes, then the body) moved to header framing, as newer Confluent
+    serializers write it: the `__value_schema_id` header holds `schema_header` (`[0][id]`
+    or `[1][GUID]`) and then the message indexes; the value is the body alone."""
+    header = schema_header + value[5:5 + indexes_len]
+    return value[5 + indexes_len:], [("__value_schema_id", header)]
+
+
+def write_reference_case(out, topic, main, referenced, schema_type, records, expected, indexes_len=0):
     """A registry schema referencing another subject's schema, for the reference tests:
 
-      OUT/refs/<topic>-0/…log     `records` (values framed with the id of `main`)
-      OUT/refs/registry.json      ids, `<topic>-value` → main, the referenced subject's version 1
+      OUT/refs/<topic>-0/…log     `records`, values framed with the id of `main` in the
+                                  payload, except record 1 (the id in a __value_schema_id
+                                  header) and record 2 (the GUID in that header)
+      OUT/refs/registry.json      ids, GUIDs, `<topic>-value` → main, the referenced
+                                  subject's version 1
       OUT/refs/expected.jsonl     `expected`, the rows pyarrow must read back
 
-    main: (id, schema text, reference name); referenced: (id, schema text, subject)."""
+    main: (id, schema text, reference name); referenced: (id, schema text, subject);
+    indexes_len: bytes of Protobuf message indexes after each value's 5-byte header."""
     refs = os.path.join(out, "refs")
-    write_segment(os.path.join(refs, "%s-0" % topic, "%020d.log" % 0), records, [2])
     (main_id, main_text, ref_name), (ref_id, ref_text, ref_subject) = main, referenced
+    headers = {1: struct.pack(">bI", 0, main_id), 2: b"\x01" + MAIN_GUID.bytes}
+    records = list(records)
+    for i, schema_header in headers.items():
+        ts, key, value = records[i]
+        value, record_headers = header_framed(value, indexes_len, schema_header)
+        records[i] = (ts, key, value, record_headers)
+        expected[i]["_kafka"]["headers"] = [{"key": k, "value": base64.b64encode(v).decode()}
+                                            for k, v in record_headers]
+    write_segment(os.path.join(refs, "%s-0" % topic, "%020d.log" % 0), records, [2])
     registry = {
         "ids": {str(ref_id): {"schemaType": schema_type, "schema": ref_text},
                 str(main_id): {"schemaType": schema_type, "schema": main_text,
                                "references": [{"name": ref_name, "subject": ref_subject, "version": 1}]}},
+        "guids": {str(MAIN_GUID): main_id},
         "subjects": {"%s-value" % topic: main_id},
         "versions": {ref_subject: {"1": ref_id}},
     }

@@ -19,6 +19,8 @@ use arrow_schema::SchemaRef;
 use iceberg::spec::Schema;
 
 use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
+use crate::schema::wire::header_name;
+pub use crate::schema::wire::{Payload, SchemaId};
 use crate::segment::{Record, TimestampType};
 pub use builder::{Column, StructColumn};
 
@@ -31,16 +33,16 @@ pub struct DecodeError {
     /// Byte position in the payload.
     pub position: usize,
     pub detail: String,
-    /// Set when the payload names a schema id the decoder has not loaded yet: the caller
+    /// Set when the payload names a schema the decoder has not loaded yet: the caller
     /// loads it ([`PayloadDecoder::load_schema`]) and tries again.
-    pub missing_schema: Option<u32>,
+    pub missing_schema: Option<SchemaId>,
 }
 
 /// A schema a payload named could not be loaded.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("schema id {id}: {message}")]
+#[error("schema {id}: {message}")]
 pub struct SchemaLoadError {
-    pub id: u32,
+    pub id: SchemaId,
     pub message: String,
     /// The registry could not be reached: try the segment again later. Otherwise the
     /// record is a bad record (unknown id, schema that does not fit the table).
@@ -54,9 +56,9 @@ pub struct SchemaLoadError {
 #[async_trait::async_trait]
 pub trait PayloadDecoder: Send + Sync {
     /// Appends the decoded payload to `column`.
-    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError>;
+    fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError>;
     /// Appends a record payload's fields to `fields` (the value-as-payload layout).
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+    fn append_fields(&self, payload: Payload<'_>, fields: &mut [Column]) -> Result<(), DecodeError> {
         let _ = (payload, fields);
         Err(DecodeError {
             part: "value",
@@ -66,7 +68,7 @@ pub trait PayloadDecoder: Send + Sync {
         })
     }
     /// Loads the schema `id` that a payload named ([`DecodeError::missing_schema`]).
-    async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
+    async fn load_schema(&self, id: SchemaId) -> Result<(), SchemaLoadError> {
         Err(SchemaLoadError { id, message: "this format has no schemas".into(), retryable: false })
     }
 }
@@ -84,10 +86,10 @@ pub struct RawDecoder;
 
 #[async_trait::async_trait]
 impl PayloadDecoder for RawDecoder {
-    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
+    fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError> {
         match column {
             Column::Binary(b) => {
-                b.append_value(payload);
+                b.append_value(payload.bytes);
                 Ok(())
             }
             _ => Err(DecodeError {
@@ -207,8 +209,8 @@ impl RecordConverter {
     }
 
     fn append_row(&mut self, record: &Record) -> Result<(), DecodeError> {
-        let key = record.key.as_deref();
-        let value = record.value.as_deref();
+        let key = payload(record, record.key.as_deref(), "key");
+        let value = payload(record, record.value.as_deref(), "value");
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("_kafka is a struct") };
         append_metadata(kafka, self.partition, record);
         let key_column = match self.payload_start {
@@ -232,7 +234,7 @@ impl RecordConverter {
     }
 
     /// Loads schema `id` into the key or value decoder (`part` of a [`DecodeError`]).
-    pub async fn load_schema(&self, part: &str, id: u32) -> Result<(), SchemaLoadError> {
+    pub async fn load_schema(&self, part: &str, id: SchemaId) -> Result<(), SchemaLoadError> {
         if part == "key" { self.key.load_schema(id).await } else { self.value.load_schema(id).await }
     }
 
@@ -246,7 +248,8 @@ impl RecordConverter {
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("layout") };
         append_metadata(kafka, self.partition, record);
         for (i, payload) in [(1, record.key.as_deref()), (2, record.value.as_deref())] {
-            append_payload(&RawDecoder, payload, &mut self.root.children[i]).expect("raw into binary");
+            append_payload(&RawDecoder, payload.map(Payload::from), &mut self.root.children[i])
+                .expect("raw into binary");
         }
         let Column::String(e) = &mut self.root.children[error_column] else { unreachable!("layout") };
         e.append_value(error);
@@ -278,9 +281,18 @@ impl RecordConverter {
     }
 }
 
+/// A record's key or value with the header naming its schema (the last one, as Kafka's
+/// `lastHeader`), if the record has one.
+fn payload<'r>(record: &'r Record, bytes: Option<&'r [u8]>, part: &str) -> Option<Payload<'r>> {
+    let bytes = bytes?;
+    let name = header_name(part).as_bytes();
+    let schema_header = record.headers.iter().rev().find(|h| h.key == name).and_then(|h| h.value.as_deref());
+    Some(Payload { bytes, schema_header })
+}
+
 fn append_payload(
     decoder: &dyn PayloadDecoder,
-    payload: Option<&[u8]>,
+    payload: Option<Payload<'_>>,
     column: &mut Column,
 ) -> Result<(), DecodeError> {
     match payload {

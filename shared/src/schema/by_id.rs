@@ -9,12 +9,12 @@ use std::sync::{Arc, RwLock};
 
 use crate::convert::{DecodeError, SchemaLoadError};
 use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType, resolve};
-use crate::schema::wire;
+use crate::schema::wire::{self, Framed, Payload, SchemaId};
 
 pub enum SchemaSet<T> {
     /// Every payload uses this schema; the id in the header is not checked.
     Fixed(Arc<T>),
-    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<u32, Result<Arc<T>, String>>>),
+    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<SchemaId, Result<Arc<T>, String>>>),
 }
 
 impl<T> SchemaSet<T> {
@@ -26,17 +26,19 @@ impl<T> SchemaSet<T> {
         SchemaSet::Registry(registry, RwLock::new(HashMap::new()))
     }
 
-    /// The compiled schema of a framed payload and the payload after the 5-byte header;
-    /// an id not loaded yet is a [`DecodeError`] with `missing_schema` set.
-    pub fn get<'p>(&self, payload: &'p [u8], part: &'static str) -> Result<(Arc<T>, &'p [u8]), DecodeError> {
-        let (id, body) = wire::split(payload, part)?;
-        let error = |detail: String, missing_schema| DecodeError { part, position: 1, detail, missing_schema };
+    /// The compiled schema a payload names ([`wire::frame`]) and the payload framed; a
+    /// schema not loaded yet is a [`DecodeError`] with `missing_schema` set.
+    pub fn get<'p>(&self, payload: Payload<'p>, part: &'static str) -> Result<(Arc<T>, Framed<'p>), DecodeError> {
+        let framed = wire::frame(payload, part)?;
+        // The id is in the payload's bytes 1..5, or in the header.
+        let position = if framed.header_rest.is_some() { 0 } else { 1 };
+        let error = |detail: String, missing_schema| DecodeError { part, position, detail, missing_schema };
         match self {
-            SchemaSet::Fixed(c) => Ok((c.clone(), body)),
-            SchemaSet::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&id) {
-                Some(Ok(c)) => Ok((c.clone(), body)),
+            SchemaSet::Fixed(c) => Ok((c.clone(), framed)),
+            SchemaSet::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&framed.schema) {
+                Some(Ok(c)) => Ok((c.clone(), framed)),
                 Some(Err(reason)) => Err(error(reason.clone(), None)),
-                None => Err(error(format!("schema id {id} not loaded"), Some(id))),
+                None => Err(error(format!("schema {} not loaded", framed.schema), Some(framed.schema))),
             },
         }
     }
@@ -44,12 +46,16 @@ impl<T> SchemaSet<T> {
     /// Fetches schema `id` (which must be of `schema_type`) and compiles it.
     pub async fn load(
         &self,
-        id: u32,
+        id: SchemaId,
         schema_type: SchemaType,
         compile: impl FnOnce(&Resolved) -> Result<T, String>,
     ) -> Result<(), SchemaLoadError> {
         let SchemaSet::Registry(registry, compiled) = self else { return Ok(()) };
-        let result = match registry.schema_by_id(id).await {
+        let fetched = match id {
+            SchemaId::Id(n) => registry.schema_by_id(n).await,
+            SchemaId::Guid(guid) => registry.schema_by_guid(guid).await,
+        };
+        let result = match fetched {
             Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
             Err(e) => Err(e.to_string()),
             Ok(r) if r.schema_type != schema_type => {
@@ -63,7 +69,7 @@ impl<T> SchemaSet<T> {
                 Ok(resolved) => compile(&resolved).map(Arc::new),
             },
         }
-        .map_err(|e| format!("schema id {id}: {e}"));
+        .map_err(|e| format!("schema {id}: {e}"));
         let outcome = result.as_ref().map(|_| ()).map_err(|message| SchemaLoadError {
             id,
             retryable: false,

@@ -27,6 +27,7 @@ use serde_json::Value;
 use crate::convert::{Column, DecodeError, PayloadDecoder, Shape};
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
+use crate::schema::wire::{self, Payload, SchemaId};
 use crate::segment::{SegmentError, SegmentReader};
 
 type R<T> = Result<T, String>;
@@ -202,11 +203,15 @@ impl JsonDecoder {
         JsonDecoder { part, shape, header }
     }
 
-    fn parse(&self, payload: &[u8]) -> Result<Value, DecodeError> {
+    /// The payload's JSON; with `header`, after the schema id (the id itself is not
+    /// used: JSON decodes by the table's types).
+    fn parse(&self, payload: Payload<'_>) -> Result<Value, DecodeError> {
         let (offset, body) = if self.header {
-            (crate::schema::wire::HEADER_LEN, crate::schema::wire::split(payload, self.part)?.1)
+            let framed = wire::frame(payload, self.part)?;
+            wire::no_header_rest(&framed, self.part)?;
+            (framed.offset, framed.body)
         } else {
-            (0, payload)
+            (0, payload.bytes)
         };
         serde_json::from_slice(body).map_err(|e| DecodeError {
             part: self.part,
@@ -262,17 +267,17 @@ fn byte_of(body: &[u8], line: usize, column: usize) -> usize {
 
 #[async_trait::async_trait]
 impl PayloadDecoder for JsonDecoder {
-    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
+    fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError> {
         let v = self.parse(payload)?;
         self.walk(&v, Some(Target::Column(column))).map_err(|detail| self.error(detail))
     }
 
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+    fn append_fields(&self, payload: Payload<'_>, fields: &mut [Column]) -> Result<(), DecodeError> {
         let v = self.parse(payload)?;
         self.walk(&v, Some(Target::Fields(fields))).map_err(|detail| self.error(detail))
     }
 
-    async fn load_schema(&self, _id: u32) -> Result<(), crate::convert::SchemaLoadError> {
+    async fn load_schema(&self, _id: SchemaId) -> Result<(), crate::convert::SchemaLoadError> {
         Ok(())
     }
 }
@@ -417,7 +422,7 @@ mod tests {
         let mut root = crate::convert::StructColumn::new(&fields).unwrap();
         let (ok, failed) =
             crate::convert::damage::decode_damaged(&mut root, &payloads, 0x15011, 10_000, |p, columns| {
-                decoder.append_fields(p, columns)
+                decoder.append_fields(p.into(), columns)
             });
         assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
     }

@@ -62,7 +62,7 @@ use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
 use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
-use crate::schema::wire;
+use crate::schema::wire::{Framed, Payload, SchemaId, header_name};
 use crate::varint::VarintError;
 
 /// A Protobuf schema Floe cannot read, map or decode against the table.
@@ -592,21 +592,27 @@ impl CompiledProtobuf {
         }
     }
 
-    /// Decodes a body (message indexes, then the message) and checks every value;
-    /// `offset` is the body's position in the payload.
-    fn decode(
-        &self,
-        body: &[u8],
-        part: &'static str,
-        offset: usize,
-    ) -> Result<(&MessagePlan, DynamicMessage), DecodeError> {
+    /// Decodes a framed payload (message indexes, in the payload or in the schema header,
+    /// then the message) and checks every value.
+    fn decode(&self, framed: &Framed<'_>, part: &'static str) -> Result<(&MessagePlan, DynamicMessage), DecodeError> {
+        let Framed { body, offset, .. } = *framed;
         let fail = |position: usize, detail: String| DecodeError {
             part,
             position: offset + position,
             detail,
             missing_schema: None,
         };
-        let (path, used) = message_indexes(body).map_err(|(p, d)| fail(p, d))?;
+        let (path, used) = match framed.header_rest {
+            None => message_indexes(body).map_err(|(p, d)| fail(p, d))?,
+            Some(rest) => {
+                let header = |detail: String| fail(0, format!("header {}: {detail}", header_name(part)));
+                let (path, used) = message_indexes(rest).map_err(|(_, d)| header(d))?;
+                if used < rest.len() {
+                    return Err(header(format!("{} bytes after the message indexes", rest.len() - used)));
+                }
+                (path, 0)
+            }
+        };
         let message = message_at(&self.main, &path)
             .ok_or_else(|| fail(0, format!("message indexes {path:?}: no such message")))?;
         let plan = match self.plans.get(message.full_name()) {
@@ -648,12 +654,12 @@ impl ProtobufDecoder {
 
     fn append_to(
         &self,
-        payload: &[u8],
+        payload: Payload<'_>,
         column: Option<&mut Column>,
         fields: Option<&mut [Column]>,
     ) -> Result<(), DecodeError> {
-        let (compiled, body) = self.schemas.get(payload, self.part)?;
-        let (plan, message) = compiled.decode(body, self.part, wire::HEADER_LEN)?;
+        let (compiled, framed) = self.schemas.get(payload, self.part)?;
+        let (plan, message) = compiled.decode(&framed, self.part)?;
         let result = match (column, fields) {
             (Some(Column::Struct(s)), None) => {
                 s.append_valid();
@@ -668,15 +674,15 @@ impl ProtobufDecoder {
 
 #[async_trait::async_trait]
 impl PayloadDecoder for ProtobufDecoder {
-    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
+    fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError> {
         self.append_to(payload, Some(column), None)
     }
 
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
+    fn append_fields(&self, payload: Payload<'_>, fields: &mut [Column]) -> Result<(), DecodeError> {
         self.append_to(payload, None, Some(fields))
     }
 
-    async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
+    async fn load_schema(&self, id: SchemaId) -> Result<(), SchemaLoadError> {
         self.schemas
             .load(id, SchemaType::Protobuf, |resolved| {
                 parse_registered(resolved)
@@ -854,12 +860,12 @@ mod tests {
 
         // Truncated, an unknown message path, a bad magic byte: nothing appended.
         for bad in [&good[..good.len() - 3], &framed(&[2, 8], &[])[..], &[1, 0, 0, 0, 7, 0][..]] {
-            assert!(decoder.append_fields(bad, &mut cols).is_err());
+            assert!(decoder.append_fields(bad.into(), &mut cols).is_err());
             assert!(cols.iter().all(Column::is_empty));
         }
-        decoder.append_fields(&good, &mut cols).unwrap();
+        decoder.append_fields((&good).into(), &mut cols).unwrap();
         let empty = framed(&[0], &[]);
-        decoder.append_fields(&empty, &mut cols).unwrap();
+        decoder.append_fields((&empty).into(), &mut cols).unwrap();
 
         let i = finish(&mut cols, &fields, "i");
         assert_eq!(i.as_primitive::<Int32Type>().values().to_vec(), vec![0, 0], "proto3 scalars: defaults");
@@ -898,7 +904,7 @@ mod tests {
         let mut root = crate::convert::StructColumn::new(&fields).unwrap();
         let (ok, failed) =
             crate::convert::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, columns| {
-                decoder.append_fields(p, columns)
+                decoder.append_fields(p.into(), columns)
             });
         assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
     }
@@ -913,9 +919,33 @@ mod tests {
         msg.set_field_by_name("x", Value::String("hi".into()));
         let payload = framed(&[4, 0, 0], &msg.encode_to_vec());
         let mut cols: Vec<Column> = fields.iter().map(|f| Column::new(f.data_type()).unwrap()).collect();
-        decoder.append_fields(&payload, &mut cols).unwrap();
+        decoder.append_fields((&payload).into(), &mut cols).unwrap();
         for (c, f) in cols.iter_mut().zip(fields.iter()) {
             assert!(c.finish().is_null(0), "{}", f.name());
+        }
+    }
+
+    #[test]
+    fn message_indexes_in_a_schema_header_select_the_message() {
+        let (main, _, fields, decoder) = value_decoder();
+        let inner = main.parent_pool().get_message_by_name("t.M.Inner").unwrap();
+        let mut msg = DynamicMessage::new(inner);
+        msg.set_field_by_name("x", Value::String("hi".into()));
+        let body = msg.encode_to_vec();
+        let mut cols: Vec<Column> = fields.iter().map(|f| Column::new(f.data_type()).unwrap()).collect();
+        // `[0][id]` then the path [0, 0] (M.Inner) in the header; the value is the bare body.
+        let header = [0, 0, 0, 0, 9, 4, 0, 0];
+        decoder.append_fields(Payload { bytes: &body, schema_header: Some(&header) }, &mut cols).unwrap();
+        assert_eq!(cols[0].len(), 1);
+        // Bytes after the indexes, or none at all: the header is bad, nothing appended.
+        for (header, detail) in [
+            (&[0, 0, 0, 0, 9, 0, 7][..], "header __value_schema_id: 1 bytes after the message indexes"),
+            (&[0, 0, 0, 0, 9][..], "header __value_schema_id: message indexes: count cut short"),
+        ] {
+            let e =
+                decoder.append_fields(Payload { bytes: &body, schema_header: Some(header) }, &mut cols).unwrap_err();
+            assert_eq!((e.position, e.detail.as_str()), (0, detail));
+            assert_eq!(cols[0].len(), 1);
         }
     }
 
@@ -930,7 +960,7 @@ mod tests {
         let mut msg = DynamicMessage::new(m.clone());
         msg.set_field_by_name("s", Value::String("k".into()));
         let payload = framed(&[0], &msg.encode_to_vec());
-        decoder.append(&payload, &mut col).unwrap();
+        decoder.append((&payload).into(), &mut col).unwrap();
         let array = col.finish();
         let s = array.as_struct();
         assert_eq!((s.len(), s.null_count()), (1, 0));
@@ -945,7 +975,8 @@ mod tests {
         let m = table_message(&main, None).unwrap();
         let other = parse_proto("syntax = \"proto3\"; message X { string i = 2; }").unwrap();
         let compiled = CompiledProtobuf::new(other, &Shape::Fields(fields(&m))).unwrap();
-        let e = compiled.decode(&[0], "value", 5).unwrap_err();
+        let framed = Framed { schema: SchemaId::Id(1), body: &[0], offset: 5, header_rest: None };
+        let e = compiled.decode(&framed, "value").unwrap_err();
         assert!(e.detail.contains("cannot be written into a Int32 column"), "{}", e.detail);
     }
 }

@@ -1,7 +1,7 @@
-//! Schemas by id and by subject: a Confluent Schema Registry over its REST API, or local
+//! Schemas by id, by GUID and by subject: a Confluent Schema Registry over its REST API, or local
 //! schema files for users without one.
 //!
-//! The HTTP client caches schemas by id (ids are immutable), bounds every request with a
+//! The HTTP client caches schemas by id and by GUID (both immutable), bounds every request with a
 //! timeout, retries 5xx answers, throttling and transport failures a few times with
 //! backoff, and never logs credentials.
 //!
@@ -76,6 +76,11 @@ impl RegistryError {
 pub trait SchemaRegistry: Send + Sync {
     /// The schema registered under `id`.
     async fn schema_by_id(&self, id: u32) -> Result<Arc<RegisteredSchema>, RegistryError>;
+    /// The schema whose GUID is `guid` (named by a `__value_schema_id` / `__key_schema_id`
+    /// record header); a registry that has no GUIDs does not know it.
+    async fn schema_by_guid(&self, guid: uuid::Uuid) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        Err(RegistryError::NotFound(format!("guid {guid}")))
+    }
     /// The latest version of `subject`.
     async fn latest(&self, subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError>;
     /// Version `version` of `subject`.
@@ -174,6 +179,8 @@ pub struct HttpSchemaRegistry {
     attempts: u32,
     backoff: Duration,
     by_id: Mutex<HashMap<u32, Arc<RegisteredSchema>>>,
+    /// GUIDs are content hashes: their schema never changes either.
+    by_guid: Mutex<HashMap<uuid::Uuid, Arc<RegisteredSchema>>>,
     /// Numbered subject versions never change either (`latest` is never cached).
     by_version: Mutex<HashMap<(String, i64), Arc<RegisteredSchema>>>,
 }
@@ -189,6 +196,18 @@ struct SchemaAnswer {
     references: Option<Vec<SchemaReference>>,
 }
 
+impl SchemaAnswer {
+    /// A missing `schemaType` means Avro, as in the registry's API.
+    fn into_schema(self, id: u32) -> RegisteredSchema {
+        RegisteredSchema {
+            id,
+            schema_type: self.schema_type.unwrap_or(SchemaType::Avro),
+            schema: self.schema,
+            references: self.references.unwrap_or_default(),
+        }
+    }
+}
+
 impl HttpSchemaRegistry {
     pub fn new(url: &str, credentials: Option<Credentials>, timeout: Duration) -> Result<Self, RegistryError> {
         let client = reqwest::Client::builder()
@@ -202,6 +221,7 @@ impl HttpSchemaRegistry {
             attempts: 4,
             backoff: Duration::from_millis(100),
             by_id: Mutex::new(HashMap::new()),
+            by_guid: Mutex::new(HashMap::new()),
             by_version: Mutex::new(HashMap::new()),
         })
     }
@@ -215,13 +235,7 @@ impl HttpSchemaRegistry {
 
     /// Caches an answer under its id (ids never change their schema).
     fn remember(&self, id: u32, answer: SchemaAnswer) -> Arc<RegisteredSchema> {
-        let schema_type = answer.schema_type.unwrap_or(SchemaType::Avro);
-        let schema = Arc::new(RegisteredSchema {
-            id,
-            schema_type,
-            schema: answer.schema,
-            references: answer.references.unwrap_or_default(),
-        });
+        let schema = Arc::new(answer.into_schema(id));
         self.by_id.lock().expect("cache lock").insert(id, schema.clone());
         schema
     }
@@ -272,6 +286,20 @@ impl SchemaRegistry for HttpSchemaRegistry {
         }
         let answer = self.get(&format!("/schemas/ids/{id}"), &format!("id {id}")).await?;
         Ok(self.remember(id, answer))
+    }
+
+    /// `GET /schemas/guids/{guid}`; its answer may lack the numeric id (then 0).
+    async fn schema_by_guid(&self, guid: uuid::Uuid) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        if let Some(s) = self.by_guid.lock().expect("cache lock").get(&guid) {
+            return Ok(s.clone());
+        }
+        let answer = self.get(&format!("/schemas/guids/{guid}"), &format!("guid {guid}")).await?;
+        let schema = match answer.id {
+            Some(id) => self.remember(id, answer),
+            None => Arc::new(answer.into_schema(0)),
+        };
+        self.by_guid.lock().expect("cache lock").insert(guid, schema.clone());
+        Ok(schema)
     }
 
     async fn latest(&self, subject: &str) -> Result<Arc<RegisteredSchema>, RegistryError> {
@@ -327,6 +355,10 @@ impl FileSchema {
 #[async_trait]
 impl SchemaRegistry for FileSchema {
     async fn schema_by_id(&self, _id: u32) -> Result<Arc<RegisteredSchema>, RegistryError> {
+        Ok(self.schema.clone())
+    }
+
+    async fn schema_by_guid(&self, _guid: uuid::Uuid) -> Result<Arc<RegisteredSchema>, RegistryError> {
         Ok(self.schema.clone())
     }
 

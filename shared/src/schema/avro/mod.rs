@@ -42,7 +42,7 @@ use crate::schema::by_id::SchemaSet;
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
 use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
-use crate::schema::wire;
+use crate::schema::wire::{Payload, SchemaId, no_header_rest};
 
 mod decode;
 pub use decode::{AvroTarget, CompiledAvro};
@@ -231,17 +231,19 @@ impl AvroDecoder {
 
 #[async_trait::async_trait]
 impl PayloadDecoder for AvroDecoder {
-    fn append(&self, payload: &[u8], column: &mut Column) -> Result<(), DecodeError> {
-        let (compiled, body) = self.schemas.get(payload, self.part)?;
-        compiled.append(body, column, self.part, wire::HEADER_LEN)
+    fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError> {
+        let (compiled, framed) = self.schemas.get(payload, self.part)?;
+        no_header_rest(&framed, self.part)?;
+        compiled.append(framed.body, column, self.part, framed.offset)
     }
 
-    fn append_fields(&self, payload: &[u8], fields: &mut [Column]) -> Result<(), DecodeError> {
-        let (compiled, body) = self.schemas.get(payload, self.part)?;
-        compiled.append_fields(body, fields, self.part, wire::HEADER_LEN)
+    fn append_fields(&self, payload: Payload<'_>, fields: &mut [Column]) -> Result<(), DecodeError> {
+        let (compiled, framed) = self.schemas.get(payload, self.part)?;
+        no_header_rest(&framed, self.part)?;
+        compiled.append_fields(framed.body, fields, self.part, framed.offset)
     }
 
-    async fn load_schema(&self, id: u32) -> Result<(), SchemaLoadError> {
+    async fn load_schema(&self, id: SchemaId) -> Result<(), SchemaLoadError> {
         self.schemas
             .load(id, SchemaType::Avro, |resolved| {
                 let (writer, references) = parse_registered(resolved).map_err(|e| e.to_string())?;
