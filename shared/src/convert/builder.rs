@@ -1,32 +1,38 @@
 //! Arrow column builders shaped by an Arrow type (as iceberg-rust derives it from the
 //! table schema, field ids in the field metadata): append values column by column, then
 //! finish into arrays whose fields carry those ids.
+//!
+//! Fixed-width and variable-width leaves use our own builders ([`Values`], [`VarValues`]):
+//! plain vectors whose appends inline into the decoders' loops (arrow's builders are
+//! calls), which keep their capacity from one batch to the next, and which finish into
+//! arrays without a copy.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    ArrayBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder,
-    Float64Builder, Int32Builder, Int64Builder, LargeBinaryBuilder, StringBuilder, Time64MicrosecondBuilder,
-    TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
+use arrow_array::builder::{ArrayBuilder, BooleanBuilder, FixedSizeBinaryBuilder};
+use arrow_array::types::{
+    ByteArrayType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type, LargeBinaryType,
+    Time64MicrosecondType, TimestampMicrosecondType, TimestampNanosecondType, Utf8Type,
+    validate_decimal_precision_and_scale,
 };
-use arrow_array::{Array, ArrayRef, ListArray, MapArray, StructArray};
-use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_array::{ArrayRef, ArrowPrimitiveType, GenericByteArray, ListArray, MapArray, PrimitiveArray, StructArray};
+use arrow_buffer::{ArrowNativeType, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, FieldRef, Fields, TimeUnit};
 
 /// A column under construction.
 pub enum Column {
     Boolean(BooleanBuilder),
-    Int(Int32Builder),
-    Long(Int64Builder),
-    Float(Float32Builder),
-    Double(Float64Builder),
-    Decimal(Decimal128Builder),
-    Date(Date32Builder),
-    Time(Time64MicrosecondBuilder),
-    TimestampMicros(TimestampMicrosecondBuilder),
-    TimestampNanos(TimestampNanosecondBuilder),
-    String(StringBuilder),
-    Binary(LargeBinaryBuilder),
+    Int(Values<Int32Type>),
+    Long(Values<Int64Type>),
+    Float(Values<Float32Type>),
+    Double(Values<Float64Type>),
+    Decimal(Values<Decimal128Type>),
+    Date(Values<Date32Type>),
+    Time(Values<Time64MicrosecondType>),
+    TimestampMicros(Values<TimestampMicrosecondType>),
+    TimestampNanos(Values<TimestampNanosecondType>),
+    String(VarValues<Utf8Type>),
+    Binary(VarValues<LargeBinaryType>),
     /// With its width in bytes.
     Fixed(FixedSizeBinaryBuilder, i32),
     Struct(StructColumn),
@@ -64,25 +70,21 @@ impl Column {
     pub fn new(data_type: &DataType) -> Result<Column, UnsupportedType> {
         Ok(match data_type {
             DataType::Boolean => Column::Boolean(BooleanBuilder::new()),
-            DataType::Int32 => Column::Int(Int32Builder::new()),
-            DataType::Int64 => Column::Long(Int64Builder::new()),
-            DataType::Float32 => Column::Float(Float32Builder::new()),
-            DataType::Float64 => Column::Double(Float64Builder::new()),
-            DataType::Decimal128(p, s) => Column::Decimal(
-                Decimal128Builder::new()
-                    .with_precision_and_scale(*p, *s)
-                    .map_err(|_| UnsupportedType(data_type.clone()))?,
-            ),
-            DataType::Date32 => Column::Date(Date32Builder::new()),
-            DataType::Time64(TimeUnit::Microsecond) => Column::Time(Time64MicrosecondBuilder::new()),
-            DataType::Timestamp(TimeUnit::Microsecond, tz) => {
-                Column::TimestampMicros(TimestampMicrosecondBuilder::new().with_timezone_opt(tz.clone()))
+            DataType::Int32 => Column::Int(Values::new(data_type)),
+            DataType::Int64 => Column::Long(Values::new(data_type)),
+            DataType::Float32 => Column::Float(Values::new(data_type)),
+            DataType::Float64 => Column::Double(Values::new(data_type)),
+            DataType::Decimal128(p, s) => {
+                validate_decimal_precision_and_scale::<Decimal128Type>(*p, *s)
+                    .map_err(|_| UnsupportedType(data_type.clone()))?;
+                Column::Decimal(Values::new(data_type))
             }
-            DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
-                Column::TimestampNanos(TimestampNanosecondBuilder::new().with_timezone_opt(tz.clone()))
-            }
-            DataType::Utf8 => Column::String(StringBuilder::new()),
-            DataType::LargeBinary => Column::Binary(LargeBinaryBuilder::new()),
+            DataType::Date32 => Column::Date(Values::new(data_type)),
+            DataType::Time64(TimeUnit::Microsecond) => Column::Time(Values::new(data_type)),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => Column::TimestampMicros(Values::new(data_type)),
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => Column::TimestampNanos(Values::new(data_type)),
+            DataType::Utf8 => Column::String(VarValues::new()),
+            DataType::LargeBinary => Column::Binary(VarValues::new()),
             DataType::FixedSizeBinary(n) => Column::Fixed(FixedSizeBinaryBuilder::new(*n), *n),
             DataType::Struct(fields) => Column::Struct(StructColumn::new(fields)?),
             DataType::List(field) => Column::List(ListColumn {
@@ -212,41 +214,23 @@ impl Column {
     /// Finishes the column into an array; the builder is empty afterwards.
     /// The next batch's builder starts with this batch's size, sparing regrowth.
     pub fn finish(&mut self) -> ArrayRef {
-        /// Finishes a primitive builder and leaves a fresh one of the same capacity and
-        /// data type (precision, time zone) in its place.
-        macro_rules! primitive {
-            ($b:expr) => {{
-                let array = $b.finish();
-                *$b = arrow_array::builder::PrimitiveBuilder::with_capacity(array.len())
-                    .with_data_type(array.data_type().clone());
-                Arc::new(array)
-            }};
-        }
         match self {
             Column::Boolean(b) => {
                 let array = b.finish();
                 *b = BooleanBuilder::with_capacity(array.len());
                 Arc::new(array)
             }
-            Column::Int(b) => primitive!(b),
-            Column::Long(b) => primitive!(b),
-            Column::Float(b) => primitive!(b),
-            Column::Double(b) => primitive!(b),
-            Column::Decimal(b) => primitive!(b),
-            Column::Date(b) => primitive!(b),
-            Column::Time(b) => primitive!(b),
-            Column::TimestampMicros(b) => primitive!(b),
-            Column::TimestampNanos(b) => primitive!(b),
-            Column::String(b) => {
-                let array = b.finish();
-                *b = StringBuilder::with_capacity(array.len(), array.value_data().len());
-                Arc::new(array)
-            }
-            Column::Binary(b) => {
-                let array = b.finish();
-                *b = LargeBinaryBuilder::with_capacity(array.len(), array.value_data().len());
-                Arc::new(array)
-            }
+            Column::Int(b) => b.finish(),
+            Column::Long(b) => b.finish(),
+            Column::Float(b) => b.finish(),
+            Column::Double(b) => b.finish(),
+            Column::Decimal(b) => b.finish(),
+            Column::Date(b) => b.finish(),
+            Column::Time(b) => b.finish(),
+            Column::TimestampMicros(b) => b.finish(),
+            Column::TimestampNanos(b) => b.finish(),
+            Column::String(b) => b.finish(),
+            Column::Binary(b) => b.finish(),
             Column::Fixed(b, _) => Arc::new(b.finish()),
             Column::Struct(s) => Arc::new(s.finish()),
             Column::List(l) => {
@@ -269,6 +253,131 @@ fn take_offsets(offsets: &mut Vec<i32>) -> OffsetBuffer<i32> {
     let mut next = Vec::with_capacity(offsets.len());
     next.push(0);
     OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, next)))
+}
+
+/// A fixed-width column: its values, and a validity bitmap made once a null comes.
+pub struct Values<T: ArrowPrimitiveType> {
+    values: Vec<T::Native>,
+    nulls: NullBufferBuilder,
+    /// The exact type (decimal precision, time zone).
+    data_type: DataType,
+}
+
+impl<T: ArrowPrimitiveType> Values<T> {
+    fn new(data_type: &DataType) -> Self {
+        Values { values: Vec::new(), nulls: NullBufferBuilder::new(0), data_type: data_type.clone() }
+    }
+
+    #[inline(always)]
+    pub fn append_value(&mut self, v: T::Native) {
+        self.values.push(v);
+        self.nulls.append_non_null();
+    }
+
+    #[inline]
+    pub fn append_null(&mut self) {
+        self.values.push(T::Native::default());
+        self.nulls.append_null();
+    }
+
+    #[inline]
+    pub fn append_option(&mut self, v: Option<T::Native>) {
+        match v {
+            Some(v) => self.append_value(v),
+            None => self.append_null(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The values so far as an array; a vector of the same capacity stays behind.
+    fn finish(&mut self) -> ArrayRef {
+        let next = Vec::with_capacity(self.values.len());
+        let values = std::mem::replace(&mut self.values, next);
+        let nulls = self.nulls.finish();
+        Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls).with_data_type(self.data_type.clone()))
+    }
+}
+
+/// A variable-width column (`Utf8` strings, `LargeBinary` bytes): the values' bytes end
+/// to end, their end offsets, and a validity bitmap made once a null comes.
+pub struct VarValues<T: ByteArrayType> {
+    offsets: Vec<T::Offset>,
+    data: Vec<u8>,
+    nulls: NullBufferBuilder,
+}
+
+impl<T: ByteArrayType> VarValues<T> {
+    fn new() -> Self {
+        VarValues { offsets: vec![T::Offset::usize_as(0)], data: Vec::new(), nulls: NullBufferBuilder::new(0) }
+    }
+
+    /// Ends the current value at the data's end.
+    #[inline(always)]
+    fn close(&mut self) {
+        // A batch is flushed long before 2 GiB of values (at a fraction of the target file
+        // size), so even `Utf8`'s 32-bit offsets cannot overflow.
+        let end = T::Offset::from_usize(self.data.len()).expect("batches stay far below 2 GiB of values");
+        self.offsets.push(end);
+    }
+
+    #[inline(always)]
+    pub fn append_value(&mut self, v: impl AsRef<T::Native>) {
+        let bytes: &[u8] = v.as_ref().as_ref();
+        self.data.extend_from_slice(bytes);
+        self.close();
+        self.nulls.append_non_null();
+    }
+
+    #[inline]
+    pub fn append_null(&mut self) {
+        self.close();
+        self.nulls.append_null();
+    }
+
+    #[inline]
+    pub fn append_option(&mut self, v: Option<impl AsRef<T::Native>>) {
+        match v {
+            Some(v) => self.append_value(v),
+            None => self.append_null(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values so far as an array; vectors of the same capacities stay behind.
+    fn finish(&mut self) -> ArrayRef {
+        let mut offsets = Vec::with_capacity(self.offsets.len());
+        offsets.push(T::Offset::usize_as(0));
+        let offsets = std::mem::replace(&mut self.offsets, offsets);
+        let next = Vec::with_capacity(self.data.len());
+        let data = std::mem::replace(&mut self.data, next);
+        let nulls = self.nulls.finish();
+        // SAFETY: the offsets start at 0, never decrease (each is the data's length when
+        // pushed) and the last is the data's length; one was pushed per row, as was one
+        // validity bit. `append_value` takes `T::Native` (`str` for `Utf8`), so for
+        // strings every value's bytes are UTF-8.
+        let array = unsafe {
+            GenericByteArray::<T>::new_unchecked(
+                OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)),
+                Buffer::from_vec(data),
+                nulls,
+            )
+        };
+        Arc::new(array)
+    }
 }
 
 impl StructColumn {

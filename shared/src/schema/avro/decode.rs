@@ -328,7 +328,7 @@ impl<'a> Reader<'a> {
         i32::try_from(v).map_err(|_| fail(at, format_args!("int {v} out of range")))
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         match self.buf.get(self.pos..self.pos.saturating_add(n)) {
             Some(s) => {
@@ -361,7 +361,7 @@ impl<'a> Reader<'a> {
         self.array().map(f64::from_le_bytes)
     }
 
-    #[inline]
+    #[inline(always)]
     fn bytes(&mut self) -> R<&'a [u8]> {
         let at = self.pos;
         let n = self.long()?;
@@ -371,7 +371,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn str(&mut self) -> R<&'a str> {
         let at = self.pos;
         let b = self.bytes()?;
