@@ -27,6 +27,21 @@ fn segment_bytes() -> u64 {
     std::env::var("FLOE_BENCH_MIB").ok().and_then(|m| m.parse::<u64>().ok()).map_or(SEGMENT, |m| m * MIB)
 }
 const TARGET_FILE: u64 = 128 * MIB;
+/// The Python baseline runs on a smaller tile of the same seed (it is that much slower).
+const PYTHON_SEGMENT: u64 = 16 * MIB;
+
+/// The same job by a hand-written Python Lambda (tests/py/python_lambda.py: kafka-python,
+/// fastavro, pyarrow) on `segment`; returns its seconds, as it measures them itself (from
+/// reading the file to the Parquet written; interpreter start-up and imports not counted).
+fn python_lambda(segment: &Path, out: &Path, avro_schema: Option<&Path>) -> f64 {
+    let mut args = vec![segment.to_str().unwrap(), out.to_str().unwrap()];
+    if let Some(schema) = avro_schema {
+        args.push(schema.to_str().unwrap());
+    }
+    let printed = common::python_output("python_lambda.py", &args);
+    let report: serde_json::Value = serde_json::from_str(printed.trim()).expect("python_lambda.py prints JSON");
+    report["seconds"].as_f64().expect("seconds")
+}
 
 async fn formats(config: &FloeConfig) -> Formats {
     Formats::load(config, &config.resolve("bench").unwrap(), None).await.unwrap()
@@ -102,15 +117,15 @@ fn main() {
     let raw_config = "[defaults]\nenabled = true\n".to_string();
     let avro = "Avro (25 columns, nested, logical types; varied values)";
     let cases = [
-        (format!("{avro}, zstd batches"), "seed_avro_zstd.log", &avro_config),
-        (format!("{avro}, lz4 batches"), "seed_avro_lz4.log", &avro_config),
-        (format!("{avro}, uncompressed batches"), "seed_avro_none.log", &avro_config),
-        ("raw key/value (JSON text), zstd batches".to_string(), "seed_zstd.log", &raw_config),
+        (format!("{avro}, zstd batches"), "seed_avro_zstd.log", &avro_config, Some(&avsc)),
+        (format!("{avro}, lz4 batches"), "seed_avro_lz4.log", &avro_config, Some(&avsc)),
+        (format!("{avro}, uncompressed batches"), "seed_avro_none.log", &avro_config, Some(&avsc)),
+        ("raw key/value (JSON text), zstd batches".to_string(), "seed_zstd.log", &raw_config, None),
     ];
     let mut rows = Vec::new();
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
     let only = std::env::var("FLOE_BENCH_ONLY").unwrap_or_default();
-    for (label, seed, config) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
+    for (label, seed, config, avro_schema) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
         let config = FloeConfig::parse(config).unwrap();
         let path = dir.path().join("bench.log");
         tile(&std::fs::read(dir.path().join(seed)).unwrap(), segment_bytes(), &path);
@@ -142,14 +157,21 @@ fn main() {
             std::fs::remove_dir_all(&out).unwrap();
         }
         let ratio = best_enc / best_pipe * 100.0;
+        let small = dir.path().join("python.log");
+        tile(&std::fs::read(dir.path().join(seed)).unwrap(), PYTHON_SEGMENT.min(segment_bytes()), &small);
+        let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
+        let python = (0..2)
+            .map(|_| python_lambda(&small, &dir.path().join("python.parquet"), avro_schema.map(|p| p.as_path())))
+            .fold(f64::MAX, f64::min);
+        let (python_rate, pipe_rate) = (small_mib / python, bytes / best_pipe);
         println!(
-            "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (decode + convert alone {best_dec:.2}s)"
+            "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (decode + convert alone {best_dec:.2}s); Python Lambda {python_rate:.1} MiB/s"
         );
         rows.push(format!(
-            "| {label} | {bytes:.0} | {records} | {:.1} | {:.1} | {:.1} | **{ratio:.0}%** |",
-            bytes / best_pipe,
+            "| {label} | {bytes:.0} | {records} | {pipe_rate:.1} | {:.1} | {:.1} | **{ratio:.0}%** | {python_rate:.1} | **{:.0}×** |",
             bytes / best_enc,
             bytes / best_dec,
+            pipe_rate / python_rate,
         ));
     }
     let section = format!(
@@ -159,11 +181,17 @@ fn main() {
          write — next to the Parquet encoder alone writing the same Arrow batches, built\n\
          beforehand, and next to decode + convert alone (segment → Arrow batches kept in\n\
          memory, no Parquet). MiB/s are of segment bytes; best of 5. The Avro rows hold the\n\
-         same records in three batch codecs (so the MiB hold different record counts).\n\n\
-         | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) |\n\
-         |---|---|---|---|---|---|---|\n{}\n",
+         same records in three batch codecs (so the MiB hold different record counts).\n\
+         The Python Lambda is the same job hand-written in Python (`tests/py/python_lambda.py`:\n\
+         kafka-python reads the batches, fastavro decodes, pyarrow builds 8192-row tables\n\
+         with a declared schema and writes zstd Parquet) on a {} MiB tile of the same seed,\n\
+         best of 2, timed by the script from reading the file to the file written\n\
+         (interpreter start-up and imports not counted).\n\n\
+         | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | Python Lambda MiB/s | pipeline / Python (target ≥ 20×) |\n\
+         |---|---|---|---|---|---|---|---|---|\n{}\n",
         cpu(),
         segment_bytes() / MIB,
+        PYTHON_SEGMENT / MIB,
         rows.join("\n")
     );
     if only.is_empty() && segment_bytes() == SEGMENT {

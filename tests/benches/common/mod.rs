@@ -13,15 +13,26 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+fn python_command(script: &str, args: &[&str]) -> Command {
+    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
+    let mut command = Command::new(&python);
+    command.arg(root().join("tests/py").join(script)).args(args);
+    command
+}
+
+const NO_VENV: &str = "python with tests/py/requirements.txt (run scripts/test.sh once)";
+
 /// Runs a generator in tests/py with the test virtualenv's Python.
 pub fn python(script: &str, args: &[&str]) {
-    let python = std::env::var("FLOE_PYTHON").unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
-    let status = Command::new(&python)
-        .arg(root().join("tests/py").join(script))
-        .args(args)
-        .status()
-        .expect("python with tests/py/requirements.txt (run scripts/test.sh once)");
+    let status = python_command(script, args).status().expect(NO_VENV);
     assert!(status.success(), "{script} failed");
+}
+
+/// Runs a script in tests/py and returns what it printed.
+pub fn python_output(script: &str, args: &[&str]) -> String {
+    let out = python_command(script, args).output().expect(NO_VENV);
+    assert!(out.status.success(), "{script} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
 /// Writes `seed` repeated until `size` bytes, rewriting base offsets so they increase.
