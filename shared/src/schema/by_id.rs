@@ -4,8 +4,9 @@
 //! fit the table) is remembered with its error and not asked for again; a registry that
 //! cannot be reached is a retryable error, never a bad record.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+
+use rustc_hash::FxHashMap;
 
 use crate::convert::{DecodeError, SchemaLoadError};
 use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType, resolve};
@@ -13,30 +14,37 @@ use crate::schema::wire::{self, Framed, Payload, SchemaId};
 
 pub enum SchemaSet<T> {
     /// Every payload uses this schema; the id in the header is not checked.
-    Fixed(Arc<T>),
-    Registry(Arc<dyn SchemaRegistry>, RwLock<HashMap<SchemaId, Result<Arc<T>, String>>>),
+    Fixed(T),
+    /// Looked up once per record: a cheap hash of the small id.
+    Registry(Arc<dyn SchemaRegistry>, RwLock<FxHashMap<SchemaId, Result<T, String>>>),
 }
 
 impl<T> SchemaSet<T> {
     pub fn fixed(compiled: T) -> Self {
-        SchemaSet::Fixed(Arc::new(compiled))
+        SchemaSet::Fixed(compiled)
     }
 
     pub fn registry(registry: Arc<dyn SchemaRegistry>) -> Self {
-        SchemaSet::Registry(registry, RwLock::new(HashMap::new()))
+        SchemaSet::Registry(registry, RwLock::new(FxHashMap::default()))
     }
 
-    /// The compiled schema a payload names ([`wire::frame`]) and the payload framed; a
-    /// schema not loaded yet is a [`DecodeError`] with `missing_schema` set.
-    pub fn get<'p>(&self, payload: Payload<'p>, part: &'static str) -> Result<(Arc<T>, Framed<'p>), DecodeError> {
+    /// Decodes `payload` with `decode` and the compiled schema it names ([`wire::frame`]);
+    /// a schema not loaded yet is a [`DecodeError`] with `missing_schema` set.
+    #[inline]
+    pub fn decode<R>(
+        &self,
+        payload: Payload<'_>,
+        part: &'static str,
+        decode: impl FnOnce(&T, Framed<'_>) -> Result<R, DecodeError>,
+    ) -> Result<R, DecodeError> {
         let framed = wire::frame(payload, part)?;
         // The id is in the payload's bytes 1..5, or in the header.
         let position = if framed.header_rest.is_some() { 0 } else { 1 };
         let error = |detail: String, missing_schema| DecodeError { part, position, detail, missing_schema };
         match self {
-            SchemaSet::Fixed(c) => Ok((c.clone(), framed)),
+            SchemaSet::Fixed(c) => decode(c, framed),
             SchemaSet::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&framed.schema) {
-                Some(Ok(c)) => Ok((c.clone(), framed)),
+                Some(Ok(c)) => decode(c, framed),
                 Some(Err(reason)) => Err(error(reason.clone(), None)),
                 None => Err(error(format!("schema {} not loaded", framed.schema), Some(framed.schema))),
             },
@@ -66,7 +74,7 @@ impl<T> SchemaSet<T> {
                     return Err(SchemaLoadError { id, retryable: true, message: e.to_string() });
                 }
                 Err(e) => Err(format!("its references: {e}")),
-                Ok(resolved) => compile(&resolved).map(Arc::new),
+                Ok(resolved) => compile(&resolved),
             },
         }
         .map_err(|e| format!("schema {id}: {e}"));

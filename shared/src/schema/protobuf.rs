@@ -658,17 +658,23 @@ impl ProtobufDecoder {
         column: Option<&mut Column>,
         fields: Option<&mut [Column]>,
     ) -> Result<(), DecodeError> {
-        let (compiled, framed) = self.schemas.get(payload, self.part)?;
-        let (plan, message) = compiled.decode(&framed, self.part)?;
-        let result = match (column, fields) {
-            (Some(Column::Struct(s)), None) => {
-                s.append_valid();
-                write_message(plan, &message, Some(s.children.as_mut_slice()))
-            }
-            (None, Some(fields)) => write_message(plan, &message, Some(fields)),
-            _ => Err(mismatch("message")),
-        };
-        result.map_err(|e| DecodeError { part: self.part, position: 0, detail: e.to_string(), missing_schema: None })
+        self.schemas.decode(payload, self.part, |compiled, framed| {
+            let (plan, message) = compiled.decode(&framed, self.part)?;
+            let result = match (column, fields) {
+                (Some(Column::Struct(s)), None) => {
+                    s.append_valid();
+                    write_message(plan, &message, Some(s.children.as_mut_slice()))
+                }
+                (None, Some(fields)) => write_message(plan, &message, Some(fields)),
+                _ => Err(mismatch("message")),
+            };
+            result.map_err(|e| DecodeError {
+                part: self.part,
+                position: 0,
+                detail: e.to_string(),
+                missing_schema: None,
+            })
+        })
     }
 }
 

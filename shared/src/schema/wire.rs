@@ -72,6 +72,7 @@ pub struct Framed<'a> {
 
 /// Locates the schema id of `payload`: in its record's header if there is one, else in
 /// the payload's first five bytes.
+#[inline]
 pub fn frame<'a>(payload: Payload<'a>, part: &'static str) -> Result<Framed<'a>, DecodeError> {
     match payload.schema_header {
         Some(header) => from_header(header, part).map(|(schema, rest)| Framed {
@@ -110,6 +111,7 @@ fn from_header<'a>(header: &'a [u8], part: &'static str) -> Result<(SchemaId, &'
 }
 
 /// For formats without message indexes: a schema header must hold the id and nothing more.
+#[inline]
 pub fn no_header_rest(framed: &Framed<'_>, part: &'static str) -> Result<(), DecodeError> {
     match framed.header_rest {
         Some(rest) if !rest.is_empty() => {
@@ -120,6 +122,7 @@ pub fn no_header_rest(framed: &Framed<'_>, part: &'static str) -> Result<(), Dec
 }
 
 /// Splits an in-payload framed payload into its schema id and body.
+#[inline]
 pub fn split<'a>(payload: &'a [u8], part: &'static str) -> Result<(u32, &'a [u8]), DecodeError> {
     match payload {
         [0, a, b, c, d, rest @ ..] => Ok((u32::from_be_bytes([*a, *b, *c, *d]), rest)),

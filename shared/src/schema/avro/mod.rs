@@ -232,15 +232,17 @@ impl AvroDecoder {
 #[async_trait::async_trait]
 impl PayloadDecoder for AvroDecoder {
     fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError> {
-        let (compiled, framed) = self.schemas.get(payload, self.part)?;
-        no_header_rest(&framed, self.part)?;
-        compiled.append(framed.body, column, self.part, framed.offset)
+        self.schemas.decode(payload, self.part, |compiled, framed| {
+            no_header_rest(&framed, self.part)?;
+            compiled.append(framed.body, column, self.part, framed.offset)
+        })
     }
 
     fn append_fields(&self, payload: Payload<'_>, fields: &mut [Column]) -> Result<(), DecodeError> {
-        let (compiled, framed) = self.schemas.get(payload, self.part)?;
-        no_header_rest(&framed, self.part)?;
-        compiled.append_fields(framed.body, fields, self.part, framed.offset)
+        self.schemas.decode(payload, self.part, |compiled, framed| {
+            no_header_rest(&framed, self.part)?;
+            compiled.append_fields(framed.body, fields, self.part, framed.offset)
+        })
     }
 
     async fn load_schema(&self, id: SchemaId) -> Result<(), SchemaLoadError> {
