@@ -5,16 +5,27 @@
 //! Files are named `{dir}/{partition:05}-{first offset:020}-{source id}.parquet`: the
 //! same input (same source id) gives the same names, so a retry overwrites rather than
 //! duplicates, and two uploads of the same offsets (leader change) never collide.
+//!
+//! [`TableWriter`] is what writes a table's rows: one rolling writer for an unpartitioned
+//! table (batches go straight through), or one per partition value (fanout) under
+//! `{dir}/{partition path}/` (`timestamp_day=2026-11-30/`), each file carrying its
+//! partition value so that the manifests record it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Int64Array, RecordBatch};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, DataFileFormat, FormatVersion, Schema, StructType};
+use iceberg::spec::{DataFile, DataFileFormat, FormatVersion, PartitionSpec, Schema, Struct, StructType};
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+
+use crate::partition::Partitioner;
+use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
 
 /// Row groups are closed at about this many bytes, so a writer's memory stays bounded.
 const ROW_GROUP_BYTES: usize = 32 << 20;
@@ -36,13 +47,11 @@ impl WrittenFile {
         self.data_file.record_count()
     }
 
-    /// The `DataFile` as Iceberg's JSON (unpartitioned tables).
-    pub fn data_file_json(&self) -> Result<serde_json::Value, iceberg::Error> {
-        let json = iceberg::spec::serialize_data_file_to_json(
-            self.data_file.clone(),
-            &StructType::new(vec![]),
-            FormatVersion::V2,
-        )?;
+    /// The `DataFile` as Iceberg's JSON; `partition_type`: the type of its partition
+    /// value (empty for an unpartitioned table).
+    pub fn data_file_json(&self, partition_type: &StructType) -> Result<serde_json::Value, iceberg::Error> {
+        let json =
+            iceberg::spec::serialize_data_file_to_json(self.data_file.clone(), partition_type, FormatVersion::V2)?;
         serde_json::from_str(&json).map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
     }
 }
@@ -61,6 +70,9 @@ pub struct DataFileWriter {
     source_id: String,
     schema: Arc<Schema>,
     target_size: u64,
+    /// The partition value of every file (empty: unpartitioned) and the spec's id.
+    partition_value: Struct,
+    spec_id: i32,
     current: Option<OpenFile>,
     written: Vec<WrittenFile>,
 }
@@ -83,9 +95,18 @@ impl DataFileWriter {
             source_id: source_id.into(),
             schema,
             target_size,
+            partition_value: Struct::empty(),
+            spec_id: 0,
             current: None,
             written: Vec::new(),
         }
+    }
+
+    /// Every file this writer writes holds rows of `value`, a partition of spec `spec_id`.
+    pub fn with_partition(mut self, spec_id: i32, value: Struct) -> Self {
+        self.spec_id = spec_id;
+        self.partition_value = value;
+        self
     }
 
     pub fn schema(&self) -> &Arc<Schema> {
@@ -127,7 +148,8 @@ impl DataFileWriter {
         let Some(open) = self.current.take() else {
             return Ok(());
         };
-        for builder in open.writer.close().await? {
+        for mut builder in open.writer.close().await? {
+            builder.partition(self.partition_value.clone()).partition_spec_id(self.spec_id);
             let data_file =
                 builder.build().map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))?;
             tracing::debug!(path = data_file.file_path(), records = data_file.record_count(), "data file written");
@@ -143,6 +165,161 @@ impl DataFileWriter {
     /// Closes the open file; returns every file written.
     pub async fn close(mut self) -> Result<Vec<WrittenFile>, iceberg::Error> {
         self.roll().await?;
+        Ok(self.written)
+    }
+}
+
+/// The `_kafka.offset` column of a table's batch.
+pub fn offset_column(batch: &RecordBatch) -> Option<&Int64Array> {
+    batch
+        .column_by_name(KAFKA_COLUMN)
+        .and_then(|k| k.as_struct_opt())
+        .and_then(|k| k.column_by_name(OFFSET_FIELD))
+        .and_then(|o| o.as_primitive_opt::<Int64Type>())
+}
+
+/// Partition writers open at once, at most: past it, the least recently written one
+/// closes its file (a later row of its partition starts a new one), so memory stays
+/// bounded (each open file buffers up to a row group) however many partitions a
+/// segment spans.
+pub const MAX_OPEN_PARTITIONS: usize = 32;
+
+/// Where and how a table's files are written.
+#[derive(Clone)]
+pub struct WriterOptions {
+    pub file_io: FileIO,
+    /// The table's data directory.
+    pub dir: String,
+    /// The Kafka partition, part of every file name.
+    pub partition: i32,
+    pub source_id: String,
+    pub schema: Arc<Schema>,
+    pub target_size: u64,
+}
+
+/// A table's rows into rolling Parquet files: one writer when the table is
+/// unpartitioned, one per partition value otherwise.
+pub enum TableWriter {
+    Unpartitioned(DataFileWriter),
+    Partitioned(FanoutWriter),
+}
+
+impl TableWriter {
+    /// Files laid out by `spec` (bound to `options.schema`).
+    pub fn new(options: WriterOptions, spec: Arc<PartitionSpec>) -> Result<TableWriter, iceberg::Error> {
+        let WriterOptions { file_io, dir, partition, source_id, schema, target_size } = options.clone();
+        match Partitioner::new(spec, schema.clone())? {
+            None => Ok(TableWriter::Unpartitioned(DataFileWriter::new(
+                file_io,
+                dir,
+                partition,
+                source_id,
+                schema,
+                target_size,
+            ))),
+            Some(partitioner) => Ok(TableWriter::Partitioned(FanoutWriter {
+                options,
+                partitioner,
+                open: HashMap::new(),
+                tick: 0,
+                written: Vec::new(),
+            })),
+        }
+    }
+
+    /// The type of the files' partition values (empty when unpartitioned).
+    pub fn partition_type(&self) -> StructType {
+        match self {
+            TableWriter::Unpartitioned(_) => StructType::new(vec![]),
+            TableWriter::Partitioned(f) => f.partitioner.partition_type().clone(),
+        }
+    }
+
+    /// Writes `batch`, rows with offsets `first..=last` (an unpartitioned table's writer
+    /// takes them as they are; partitions compute their own).
+    pub async fn write(
+        &mut self,
+        batch: &RecordBatch,
+        first_offset: i64,
+        last_offset: i64,
+    ) -> Result<(), iceberg::Error> {
+        match self {
+            TableWriter::Unpartitioned(w) => w.write(batch, first_offset, last_offset).await,
+            TableWriter::Partitioned(f) => f.write(batch).await,
+        }
+    }
+
+    /// Closes every open file; returns every file written, in offset order.
+    pub async fn close(self) -> Result<Vec<WrittenFile>, iceberg::Error> {
+        match self {
+            TableWriter::Unpartitioned(w) => w.close().await,
+            TableWriter::Partitioned(f) => f.close().await,
+        }
+    }
+}
+
+/// One rolling writer per partition value.
+pub struct FanoutWriter {
+    options: WriterOptions,
+    partitioner: Partitioner,
+    /// Open writers and when each last wrote.
+    open: HashMap<Struct, (DataFileWriter, u64)>,
+    tick: u64,
+    written: Vec<WrittenFile>,
+}
+
+impl FanoutWriter {
+    async fn write(&mut self, batch: &RecordBatch) -> Result<(), iceberg::Error> {
+        for (value, rows) in self.partitioner.split(batch)? {
+            let offsets = offset_column(&rows).ok_or_else(|| {
+                iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "partitioned rows without _kafka.offset")
+            })?;
+            let (Some(first), Some(last)) = (arrow::compute::min(offsets), arrow::compute::max(offsets)) else {
+                continue;
+            };
+            if !self.open.contains_key(&value) && self.open.len() >= MAX_OPEN_PARTITIONS {
+                self.close_least_recent().await?;
+            }
+            self.tick += 1;
+            let entry = match self.open.entry(value) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let o = &self.options;
+                    let dir = format!("{}/{}", o.dir.trim_end_matches('/'), self.partitioner.path(e.key()));
+                    let writer = DataFileWriter::new(
+                        o.file_io.clone(),
+                        dir,
+                        o.partition,
+                        &o.source_id,
+                        o.schema.clone(),
+                        o.target_size,
+                    )
+                    .with_partition(self.partitioner.spec().spec_id(), e.key().clone());
+                    e.insert((writer, 0))
+                }
+            };
+            entry.1 = self.tick;
+            entry.0.write(&rows, first, last).await?;
+        }
+        Ok(())
+    }
+
+    async fn close_least_recent(&mut self) -> Result<(), iceberg::Error> {
+        let Some(value) = self.open.iter().min_by_key(|(_, (_, tick))| *tick).map(|(v, _)| v.clone()) else {
+            return Ok(());
+        };
+        if let Some((writer, _)) = self.open.remove(&value) {
+            tracing::debug!(partition = %self.partitioner.path(&value), "too many open partitions: file closed early");
+            self.written.extend(writer.close().await?);
+        }
+        Ok(())
+    }
+
+    async fn close(mut self) -> Result<Vec<WrittenFile>, iceberg::Error> {
+        for (_, (writer, _)) in self.open.drain() {
+            self.written.extend(writer.close().await?);
+        }
+        self.written.sort_by_key(|f| f.first_offset);
         Ok(self.written)
     }
 }

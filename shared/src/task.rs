@@ -1,8 +1,11 @@
 //! The CommitTask: what the materializer hands the committer for one segment.
 //!
 //! It travels as JSON through the FIFO queue (group = the table, deduplication id = the
-//! segment's identity) and is versioned: `version` is [`TASK_VERSION`]; a committer
-//! refuses versions it does not know rather than guessing.
+//! segment's identity) and is versioned: `version` is [`TASK_VERSION`] (1), or
+//! [`PARTITIONED_TASK_VERSION`] (2) when the files are partitioned — so that a committer
+//! that predates partitioning refuses them rather than recording their files without
+//! their partition values. A committer refuses versions it does not know rather than
+//! guessing.
 //!
 //! ```json
 //! {
@@ -19,7 +22,9 @@
 //!   "open_transactions": [{"producer_id": 7, "producer_epoch": 0, "first_offset": 1990,
 //!                          "last_offset": 1995, "records": 2, "files": [ … ]}],
 //!   "transaction_markers": [{"producer_id": 5, "producer_epoch": 0, "offset": 1001, "commit": true}],
-//!   "schema": {"key_format": "raw", "value_format": "avro", "iceberg": { …Iceberg schema JSON… }},
+//!   "schema": {"key_format": "raw", "value_format": "avro", "iceberg": { …Iceberg schema JSON… },
+//!              "partition_spec": {"spec-id": 0, "fields": [{"source-id": 4, "field-id": 1000,
+//!                                 "name": "timestamp_day", "transform": "day"}]}},  // absent: unpartitioned
 //!   "dead_letter_schema": null,
 //!   "source": {"uri": "s3://tiered/orders-…/3/00000000000000001000-….rsm-manifest",
 //!              "etag": "\"9b2c…\"", "size": 1048576, "layout": "tiered_storage",
@@ -33,17 +38,38 @@
 //! transactions still open at the end of the segment are in `open_transactions` (their
 //! files are written but not part of `data_files`); the committer appends them when a
 //! later task brings their COMMIT marker, and never when it brings ABORT.
+//!
+//! `schema.partition_spec` is the spec the files were laid out by (bound to
+//! `schema.iceberg`), and each `data_file`'s `partition` holds its value: the committer
+//! has no configuration, so the spec travels here (it creates the table with it). Tasks
+//! without it (older ones, dead letters) are unpartitioned.
 
 use std::collections::BTreeMap;
 
-use iceberg::spec::{DataFile, Schema, StructType};
+use iceberg::spec::{DataFile, PartitionSpec, Schema, StructType};
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
 
-/// The CommitTask JSON version this build writes and reads.
+/// The CommitTask JSON version of unpartitioned tasks (and of the stored-task pointer).
 pub const TASK_VERSION: u32 = 1;
+/// The version of tasks whose files are partitioned; this build reads both.
+pub const PARTITIONED_TASK_VERSION: u32 = 2;
+
+/// The version a task with files laid out by `spec` carries.
+pub fn task_version(spec: Option<&PartitionSpec>) -> u32 {
+    if spec.is_some_and(|s| !s.is_unpartitioned()) { PARTITIONED_TASK_VERSION } else { TASK_VERSION }
+}
+
+fn known_version(version: u32) -> Result<(), TaskError> {
+    if (TASK_VERSION..=PARTITIONED_TASK_VERSION).contains(&version) { Ok(()) } else { Err(TaskError::Version(version)) }
+}
+
+/// `Some(spec)` when it partitions anything: what tasks carry.
+pub fn partitioned(spec: &PartitionSpec) -> Option<PartitionSpec> {
+    (!spec.is_unpartitioned()).then(|| spec.clone())
+}
 
 /// An Iceberg table name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -71,23 +97,30 @@ pub struct TaskFile {
     pub first_offset: i64,
     pub last_offset: i64,
     pub record_count: u64,
-    /// Iceberg's JSON form of the `DataFile` (unpartitioned, format v2).
+    /// Iceberg's JSON form of the `DataFile` (format v2), its `partition` value of the
+    /// task's partition type.
     pub data_file: serde_json::Value,
 }
 
 impl TaskFile {
-    pub fn from_written(file: &WrittenFile) -> Result<TaskFile, iceberg::Error> {
+    /// `partition_type`: the type of the file's partition value (empty: unpartitioned).
+    pub fn from_written(file: &WrittenFile, partition_type: &StructType) -> Result<TaskFile, iceberg::Error> {
         Ok(TaskFile {
             first_offset: file.first_offset,
             last_offset: file.last_offset,
             record_count: file.record_count(),
-            data_file: file.data_file_json()?,
+            data_file: file.data_file_json(partition_type)?,
         })
     }
 
-    /// The `DataFile` back, read against the schema it was written with.
-    pub fn data_file(&self, schema: &Schema) -> Result<DataFile, iceberg::Error> {
-        iceberg::spec::deserialize_data_file_from_json(&self.data_file.to_string(), 0, &StructType::new(vec![]), schema)
+    /// The `DataFile` back, read against the schema and partition spec (`None`:
+    /// unpartitioned) it was written with.
+    pub fn data_file(&self, schema: &Schema, spec: Option<&PartitionSpec>) -> Result<DataFile, iceberg::Error> {
+        let (spec_id, partition_type) = match spec {
+            Some(spec) => (spec.spec_id(), spec.partition_type(schema)?),
+            None => (0, StructType::new(vec![])),
+        };
+        iceberg::spec::deserialize_data_file_from_json(&self.data_file.to_string(), spec_id, &partition_type, schema)
     }
 
     pub fn path(&self) -> &str {
@@ -112,6 +145,9 @@ pub struct TaskSchema {
     pub key_format: String,
     pub value_format: String,
     pub iceberg: Schema,
+    /// The partition spec the files are laid out by, bound to `iceberg`; `None`: unpartitioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_spec: Option<PartitionSpec>,
 }
 
 /// The object the task was made from.
@@ -154,7 +190,7 @@ pub struct CommitTask {
 pub enum TaskError {
     #[error("not a CommitTask: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("CommitTask version {0} (this build reads version {TASK_VERSION})")]
+    #[error("CommitTask version {0} (this build reads versions {TASK_VERSION} to {PARTITIONED_TASK_VERSION})")]
     Version(u32),
 }
 
@@ -169,9 +205,7 @@ impl CommitTask {
             version: u32,
         }
         let Version { version } = serde_json::from_slice(json)?;
-        if version != TASK_VERSION {
-            return Err(TaskError::Version(version));
-        }
+        known_version(version)?;
         Ok(serde_json::from_slice(json)?)
     }
 }
@@ -181,7 +215,8 @@ impl CommitTask {
 /// ```json
 /// {"version": 1, "kind": "compaction", "task_id": "…", "table": {…},
 ///  "removed": ["s3://…/data/a.parquet", …], "added": [ {TaskFile}, … ],
-///  "schema": { …the Iceberg schema the added files were written with… }, "created_at_ms": …}
+///  "schema": { …the Iceberg schema the added files were written with… },
+///  "partition_spec": { …the table's spec, absent when unpartitioned… }, "created_at_ms": …}
 /// ```
 ///
 /// The committer applies it only if every removed file is still live (else it is
@@ -196,6 +231,9 @@ pub struct CompactionTask {
     pub removed: Vec<String>,
     pub added: Vec<TaskFile>,
     pub schema: Schema,
+    /// The spec the added files are laid out by (the table's), bound to `schema`; `None`: unpartitioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_spec: Option<PartitionSpec>,
     pub created_at_ms: i64,
 }
 
@@ -223,9 +261,7 @@ impl Task {
             kind: Option<String>,
         }
         let head: Head = serde_json::from_slice(json)?;
-        if head.version != TASK_VERSION {
-            return Err(TaskError::Version(head.version));
-        }
+        known_version(head.version)?;
         match head.kind.as_deref() {
             Some("compaction") => Ok(Task::Compaction(serde_json::from_slice(json)?)),
             _ => Ok(Task::Data(serde_json::from_slice(json)?)),

@@ -193,18 +193,32 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     assert_eq!(paths.len(), 2);
     let schema = loaded.metadata.current_schema().as_ref().clone();
     let dir = format!("{}/data", loaded.metadata.location());
-    let outputs =
-        floe_core::table::rewrite::rewrite_files(&file_io, &paths, &schema, 0, None, &dir, "compacted", 128 << 20)
-            .await
-            .unwrap();
+    let spec = loaded.metadata.default_partition_spec().as_ref().clone();
+    let outputs = floe_core::table::rewrite::rewrite_files(
+        &file_io,
+        &paths,
+        &schema,
+        &spec,
+        0,
+        None,
+        &dir,
+        "compacted",
+        128 << 20,
+    )
+    .await
+    .unwrap();
     let compaction = CompactionTask {
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,
         task_id: "compaction-1".into(),
         table: table.clone(),
         removed: paths.iter().map(|p| p.to_string()).collect(),
-        added: outputs.iter().map(|f| TaskFile::from_written(f).unwrap()).collect(),
+        added: outputs
+            .iter()
+            .map(|f| TaskFile::from_written(f, &iceberg::spec::StructType::new(vec![])).unwrap())
+            .collect(),
         schema,
+        partition_spec: None,
         created_at_ms: 0,
     };
     // Through the task's JSON, as the queue carries it.
