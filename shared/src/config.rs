@@ -654,6 +654,41 @@ mod tests {
     }
 
     #[test]
+    fn partition_by_is_checked_against_what_is_known_at_start_up() {
+        let error = |text: &str| FloeConfig::parse(text).unwrap_err().to_string();
+        // `_kafka` columns are known whatever the format.
+        let e = error(
+            "[[topics]]\ntopic = \"a\"\nvalue_format = \"avro\"\npartition_by = [\"region\", \"day(_kafka.timestamp_type)\"]",
+        );
+        assert!(e.starts_with("topics[0].partition_by[1]: day does not apply to `_kafka.timestamp_type`"), "{e}");
+        let e = error("[[topics]]\ntopic = \"a\"\nvalue_format = \"json\"\npartition_by = [\"hour(_kafka.time)\"]");
+        assert!(e.starts_with("topics[0].partition_by[0]: no column `_kafka.time`"), "{e}");
+        // A raw topic has nothing but `_kafka`, `key` and `value`.
+        let e = error("[[topics]]\ntopic = \"a\"\npartition_by = [\"identity(region)\"]");
+        assert!(e.starts_with("topics[0].partition_by[0]: no column `region`"), "{e}");
+        // Inherited from the defaults: named there.
+        let e = error(
+            "[defaults]\npartition_by = [\"region\"]\nvalue_format = \"avro\"\n[[topics]]\ntopic = \"a\"\nvalue_format = \"raw\"",
+        );
+        assert!(e.starts_with("defaults.partition_by[0]: no column `region`"), "{e}");
+
+        let c = FloeConfig::parse(
+            "[defaults]\nenabled = true\npartition_by = [\"day(_kafka.timestamp)\"]\n\
+             [[topics]]\ntopic = \"a\"\nvalue_format = \"avro\"\npartition_by = [\"bucket(16, id)\", \"region\"]",
+        )
+        .unwrap();
+        let a = c.resolve("a").unwrap();
+        assert_eq!(a.partition_by_field, "topics[0].partition_by");
+        assert_eq!(a.partition_by[1], PartitionField { source: "region".into(), transform: Transform::Identity });
+        let other = c.resolve("b").unwrap();
+        assert_eq!(other.partition_by_field, "defaults.partition_by");
+        assert_eq!(
+            other.partition_by,
+            vec![PartitionField { source: "_kafka.timestamp".into(), transform: Transform::Day }]
+        );
+    }
+
+    #[test]
     fn errors_name_the_field() {
         for (text, field) in [
             ("[[topics]]\ntopic = \"a\"\nvalue_format = \"avroo\"", "value_format"),
@@ -663,6 +698,7 @@ mod tests {
             ("[defaults]\ntarget_file_size = \"12XB\"", "target_file_size"),
             ("[defaults]\ntarget_file_size = 10", "defaults.target_file_size"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
+            ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),
             ("[[topics]]\ntopic = \"a\"\nvalue_schema = { file = \"x\" }", "topics[0].value_schema"),
             ("[schema_registry]\nurl = \"ftp://x\"", "schema_registry.url"),

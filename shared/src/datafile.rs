@@ -326,3 +326,101 @@ impl FanoutWriter {
 
 /// Format of the files this module writes.
 pub const FILE_FORMAT: DataFileFormat = DataFileFormat::Parquet;
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{Literal, PartitionSpec};
+
+    use super::*;
+    use crate::config::Transform;
+    use crate::partition::tests::{batch, field, schema};
+
+    fn options(dir: &std::path::Path) -> WriterOptions {
+        WriterOptions {
+            file_io: FileIO::new_with_fs(),
+            dir: dir.display().to_string(),
+            partition: 3,
+            source_id: "src".into(),
+            schema: Arc::new(schema()),
+            target_size: 1 << 20,
+        }
+    }
+
+    #[tokio::test]
+    async fn fanout_writes_a_file_per_partition_value_carrying_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let spec = crate::partition::bind(&schema, &[field("_kafka.timestamp", Transform::Day)], "p").unwrap();
+        let mut writer = TableWriter::new(options(dir.path()), Arc::new(spec)).unwrap();
+        let day = 86_400_000_000i64;
+        let (d0, d1) = (Some(20_000 * day), Some(20_001 * day));
+        writer.write(&batch(&schema, &[(5, d0, None), (6, d1, None), (7, None, None)]), 5, 7).await.unwrap();
+        writer.write(&batch(&schema, &[(8, d1, None), (9, d0, None)]), 8, 9).await.unwrap();
+        let files = writer.close().await.unwrap();
+        let got: Vec<(String, i64, i64, u64, Option<Literal>)> = files
+            .iter()
+            .map(|f| {
+                let rel = f.path().strip_prefix(&format!("{}/", dir.path().display())).unwrap().to_string();
+                (rel, f.first_offset, f.last_offset, f.record_count(), f.data_file.partition()[0].clone())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "timestamp_day=2024-10-04/00003-00000000000000000005-src.parquet".into(),
+                    5,
+                    9,
+                    2,
+                    Some(Literal::date(20_000))
+                ),
+                (
+                    "timestamp_day=2024-10-05/00003-00000000000000000006-src.parquet".into(),
+                    6,
+                    8,
+                    2,
+                    Some(Literal::date(20_001))
+                ),
+                ("timestamp_day=null/00003-00000000000000000007-src.parquet".into(), 7, 7, 1, None),
+            ]
+        );
+        // The JSON the task carries holds the value.
+        let ty = crate::partition::bind(&schema, &[field("_kafka.timestamp", Transform::Day)], "p")
+            .unwrap()
+            .partition_type(&schema)
+            .unwrap();
+        assert_eq!(files[0].data_file_json(&ty).unwrap()["partition"], serde_json::json!({"timestamp_day": 20_000}));
+    }
+
+    #[tokio::test]
+    async fn unpartitioned_tables_get_one_writer_and_the_caller_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let mut writer = TableWriter::new(options(dir.path()), Arc::new(PartitionSpec::unpartition_spec())).unwrap();
+        assert!(matches!(writer, TableWriter::Unpartitioned(_)));
+        assert!(writer.partition_type().fields().is_empty());
+        writer.write(&batch(&schema, &[(5, None, None), (6, None, Some("eu"))]), 5, 6).await.unwrap();
+        let files = writer.close().await.unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].path(), format!("{}/00003-00000000000000000005-src.parquet", dir.path().display()));
+        assert!(files[0].data_file.partition().fields().is_empty());
+    }
+
+    #[tokio::test]
+    async fn too_many_open_partitions_close_the_least_recent_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let spec = crate::partition::bind(&schema, &[field("_kafka.offset", Transform::Identity)], "p").unwrap();
+        let mut writer = TableWriter::new(options(dir.path()), Arc::new(spec)).unwrap();
+        let n = MAX_OPEN_PARTITIONS as i64 + 3;
+        let rows: Vec<(i64, Option<i64>, Option<&str>)> = (0..n).map(|o| (o, None, None)).collect();
+        writer.write(&batch(&schema, &rows), 0, n - 1).await.unwrap();
+        if let TableWriter::Partitioned(f) = &writer {
+            assert_eq!(f.open.len(), MAX_OPEN_PARTITIONS);
+            assert_eq!(f.written.len(), 3, "the three least recent closed");
+        }
+        let files = writer.close().await.unwrap();
+        let offsets: Vec<i64> = files.iter().map(|f| f.first_offset).collect();
+        assert_eq!(offsets, (0..n).collect::<Vec<_>>());
+    }
+}

@@ -308,7 +308,7 @@ fn escape(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
     use arrow_array::{Int64Array, StringArray, TimestampMicrosecondArray};
@@ -317,13 +317,13 @@ mod tests {
     use super::*;
     use crate::config::Transform as T;
 
-    fn field(source: &str, transform: T) -> PartitionField {
+    pub(crate) fn field(source: &str, transform: T) -> PartitionField {
         PartitionField { source: source.into(), transform }
     }
 
     /// `_kafka {partition, offset, timestamp, headers: list<struct>}`, `id`, `region`,
     /// `tags: map`, `timestamp` (a value column with the short name of `_kafka.timestamp`).
-    fn schema() -> Schema {
+    pub(crate) fn schema() -> Schema {
         let p = |id, name: &str, t| Arc::new(NestedField::optional(id, name, Type::Primitive(t)));
         let kafka = StructType::new(vec![
             p(2, "partition", PrimitiveType::Int),
@@ -416,7 +416,8 @@ mod tests {
         }
     }
 
-    fn batch(schema: &Schema, rows: &[(i64, Option<i64>, Option<&str>)]) -> RecordBatch {
+    /// Rows of (offset, `_kafka.timestamp` µs, `region`).
+    pub(crate) fn batch(schema: &Schema, rows: &[(i64, Option<i64>, Option<&str>)]) -> RecordBatch {
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
         let arrow_schema::DataType::Struct(kafka_fields) = arrow.field(0).data_type().clone() else { panic!() };
         let n = rows.len();
@@ -448,7 +449,7 @@ mod tests {
         .unwrap()
     }
 
-    fn offsets(batch: &RecordBatch) -> Vec<i64> {
+    pub(crate) fn offsets(batch: &RecordBatch) -> Vec<i64> {
         batch.column(0).as_struct().column(1).as_primitive::<Int64Type>().values().to_vec()
     }
 

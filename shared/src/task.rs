@@ -120,12 +120,37 @@ impl TaskFile {
             Some(spec) => (spec.spec_id(), spec.partition_type(schema)?),
             None => (0, StructType::new(vec![])),
         };
-        iceberg::spec::deserialize_data_file_from_json(&self.data_file.to_string(), spec_id, &partition_type, schema)
+        let json = ordered_partition_json(&self.data_file, &partition_type);
+        iceberg::spec::deserialize_data_file_from_json(&json, spec_id, &partition_type, schema)
     }
 
     pub fn path(&self) -> &str {
         self.data_file.get("file_path").and_then(|p| p.as_str()).unwrap_or_default()
     }
+}
+
+/// The DataFile JSON as text with its `partition` object's keys in the partition type's
+/// order (missing ones null). iceberg-rust 0.10.1 reads a partition object's values in
+/// the order of its keys, not by name, and `serde_json::Value` keeps keys sorted: two
+/// partition fields would otherwise come back swapped.
+fn ordered_partition_json(data_file: &serde_json::Value, partition_type: &StructType) -> String {
+    let mut rest = data_file.clone();
+    let partition = rest.as_object_mut().and_then(|o| o.remove("partition"));
+    let (Some(serde_json::Value::Object(values)), Some(object)) = (partition, rest.as_object()) else {
+        return data_file.to_string();
+    };
+    let null = serde_json::Value::Null;
+    let fields: Vec<String> = partition_type
+        .fields()
+        .iter()
+        .map(|f| format!("{}:{}", serde_json::Value::from(f.name.as_str()), values.get(&f.name).unwrap_or(&null)))
+        .collect();
+    let mut text = serde_json::Value::Object(object.clone()).to_string();
+    text.pop(); // the closing brace
+    if !object.is_empty() {
+        text.push(',');
+    }
+    format!("{text}\"partition\":{{{}}}}}", fields.join(","))
 }
 
 /// A transaction still open at the end of the segment, with the files of its records.
@@ -287,5 +312,99 @@ impl Task {
             Task::Data(t) => &t.table,
             Task::Compaction(t) => &t.table,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Literal, Struct};
+
+    use super::*;
+    use crate::config::Transform;
+    use crate::partition::tests::{field, schema};
+
+    fn task(schema: &Schema, spec: Option<PartitionSpec>, file: TaskFile) -> CommitTask {
+        CommitTask {
+            version: task_version(spec.as_ref()),
+            task_id: "t1".into(),
+            table: TableName { namespace: "kafka".into(), name: "orders".into() },
+            dead_letter_table: None,
+            topic: "orders".into(),
+            partition: 0,
+            offsets: Some(OffsetRange { first: 0, last: 9 }),
+            record_count: 10,
+            data_files: vec![file],
+            dead_letter_files: vec![],
+            open_transactions: vec![],
+            transaction_markers: vec![],
+            schema: TaskSchema {
+                key_format: "raw".into(),
+                value_format: "raw".into(),
+                iceberg: schema.clone(),
+                partition_spec: spec,
+            },
+            dead_letter_schema: None,
+            source: SourceObject {
+                uri: "s3://b/k".into(),
+                etag: None,
+                size: 1,
+                layout: SegmentLayout::BrokerLogDir,
+                segment_id: None,
+                leader_epochs: BTreeMap::new(),
+            },
+            created_at_ms: 0,
+        }
+    }
+
+    fn written(partition: Struct) -> WrittenFile {
+        let data_file = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("s3://w/t/data/timestamp_day=2024-10-04/00000-0-x.parquet".into())
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .record_count(10)
+            .file_size_in_bytes(100)
+            .build()
+            .unwrap();
+        WrittenFile { data_file, first_offset: 0, last_offset: 9 }
+    }
+
+    #[test]
+    fn partitioned_tasks_carry_the_spec_and_each_file_its_value_through_json() {
+        let schema = schema();
+        let spec = crate::partition::bind(
+            &schema,
+            &[field("_kafka.timestamp", Transform::Day), field("region", Transform::Identity)],
+            "p",
+        )
+        .unwrap();
+        let value = Struct::from_iter([Some(Literal::date(20_000)), None]);
+        let file = TaskFile::from_written(&written(value.clone()), &spec.partition_type(&schema).unwrap()).unwrap();
+        let json = Task::Data(task(&schema, partitioned(&spec), file)).to_json().unwrap();
+        let Task::Data(back) = Task::from_json(json.as_bytes()).unwrap() else { panic!("not a data task") };
+        assert_eq!(back.version, PARTITIONED_TASK_VERSION);
+        let back_spec = back.schema.partition_spec.clone().unwrap();
+        assert_eq!(back_spec, spec);
+        let data_file = back.data_files[0].data_file(&back.schema.iceberg, Some(&back_spec)).unwrap();
+        assert_eq!(data_file.partition(), &value);
+        assert_eq!(data_file.record_count(), 10);
+    }
+
+    #[test]
+    fn tasks_without_a_spec_are_unpartitioned_version_1_and_unknown_versions_refused() {
+        let schema = schema();
+        let file = TaskFile::from_written(&written(Struct::empty()), &StructType::new(vec![])).unwrap();
+        let unpartitioned = task(&schema, partitioned(&PartitionSpec::unpartition_spec()), file);
+        let json = unpartitioned.to_json().unwrap();
+        assert!(!json.contains("partition_spec"), "{json}");
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["version"], TASK_VERSION);
+        // As an older materializer wrote it: no partition_spec key at all.
+        let back = CommitTask::from_json(json.as_bytes()).unwrap();
+        assert_eq!(back.schema.partition_spec, None);
+        let data_file = back.data_files[0].data_file(&schema, None).unwrap();
+        assert!(data_file.partition().fields().is_empty());
+        let future = json.replacen("\"version\":1", "\"version\":3", 1);
+        assert!(matches!(Task::from_json(future.as_bytes()), Err(TaskError::Version(3))));
     }
 }

@@ -226,6 +226,20 @@ mod tests {
             new_table_metadata("file:///tmp/t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
         assert_eq!(metadata.current_schema().as_struct(), schema.as_struct());
         assert!(location.to_string().starts_with("file:///tmp/t/metadata/00000-"));
+        // Partitioned: the spec binds to the files' ids, field ids from 1000, one spec.
+        let spec = crate::partition::bind(
+            &schema,
+            &[crate::config::PartitionField { source: "b".into(), transform: crate::config::Transform::Truncate(4) }],
+            "p",
+        )
+        .unwrap();
+        let (partitioned, _) = new_table_metadata("file:///tmp/t", &schema, &spec).unwrap();
+        assert_eq!(partitioned.current_schema().as_struct(), schema.as_struct());
+        let default = partitioned.default_partition_spec();
+        assert!(crate::partition::same_layout(default, &spec), "{default:?}");
+        assert_eq!((default.fields()[0].source_id, default.fields()[0].field_id), (3, 1000));
+        assert_eq!(default.fields()[0].name, "b_trunc");
+        assert_eq!(partitioned.partition_specs_iter().count(), 1);
         let mapping = name_mapping(&schema);
         assert_eq!(mapping[0]["fields"][0]["field-id"], 2);
         assert_eq!(mapping[1]["names"][0], "b");
