@@ -200,8 +200,8 @@ pub struct WriterOptions {
 /// A table's rows into rolling Parquet files: one writer when the table is
 /// unpartitioned, one per partition value otherwise.
 pub enum TableWriter {
-    Unpartitioned(DataFileWriter),
-    Partitioned(FanoutWriter),
+    Unpartitioned(Box<DataFileWriter>),
+    Partitioned(Box<FanoutWriter>),
 }
 
 impl TableWriter {
@@ -209,21 +209,21 @@ impl TableWriter {
     pub fn new(options: WriterOptions, spec: Arc<PartitionSpec>) -> Result<TableWriter, iceberg::Error> {
         let WriterOptions { file_io, dir, partition, source_id, schema, target_size } = options.clone();
         match Partitioner::new(spec, schema.clone())? {
-            None => Ok(TableWriter::Unpartitioned(DataFileWriter::new(
+            None => Ok(TableWriter::Unpartitioned(Box::new(DataFileWriter::new(
                 file_io,
                 dir,
                 partition,
                 source_id,
                 schema,
                 target_size,
-            ))),
-            Some(partitioner) => Ok(TableWriter::Partitioned(FanoutWriter {
+            )))),
+            Some(partitioner) => Ok(TableWriter::Partitioned(Box::new(FanoutWriter {
                 options,
                 partitioner,
                 open: HashMap::new(),
                 tick: 0,
                 written: Vec::new(),
-            })),
+            }))),
         }
     }
 
@@ -252,8 +252,8 @@ impl TableWriter {
     /// Closes every open file; returns every file written, in offset order.
     pub async fn close(self) -> Result<Vec<WrittenFile>, iceberg::Error> {
         match self {
-            TableWriter::Unpartitioned(w) => w.close().await,
-            TableWriter::Partitioned(f) => f.close().await,
+            TableWriter::Unpartitioned(w) => (*w).close().await,
+            TableWriter::Partitioned(f) => (*f).close().await,
         }
     }
 }

@@ -69,6 +69,11 @@ impl Events {
     }
 }
 
+/// The topic's records, an empty input folder and an empty warehouse.
+fn fresh() -> (Events, tempfile::TempDir, tempfile::TempDir) {
+    (events(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap())
+}
+
 const A: &str = "events-0/00000000000000000000.log";
 const B: &str = "events-0/00000000000000000060.log";
 const C: &str = "events-1/00000000000000000000.log";
@@ -175,8 +180,7 @@ fn table() -> TableName {
 
 #[tokio::test]
 async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partitions() {
-    let events = events();
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (events, input, warehouse) = fresh();
     // Segment by segment: the open transaction of A is committed by B's marker, and the
     // day both segments of partition 0 share gets files from each.
     for rel in [A, C, B] {
@@ -225,8 +229,7 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
 
 #[tokio::test]
 async fn a_re_upload_with_other_boundaries_is_trimmed_keeping_partition_values() {
-    let events = events();
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (events, input, warehouse) = fresh();
     events.copy(input.path(), A);
     local_run(input.path(), warehouse.path(), config(true)).await;
     // Offsets 30..99 again: the files straddling 59/61 are trimmed to the new offsets.
@@ -261,8 +264,7 @@ fn local_materializer(input: &Path, warehouse: &Path, config: FloeConfig) -> (Ma
 
 #[tokio::test]
 async fn files_laid_out_by_another_spec_are_rewritten_into_the_tables() {
-    let events = events();
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (events, input, warehouse) = fresh();
     for rel in [A, C] {
         events.copy(input.path(), rel);
     }
@@ -292,8 +294,7 @@ async fn files_laid_out_by_another_spec_are_rewritten_into_the_tables() {
 
 #[tokio::test]
 async fn an_existing_tables_spec_wins_over_the_configuration() {
-    let events = events();
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (events, input, warehouse) = fresh();
     events.copy(input.path(), A);
     local_run(input.path(), warehouse.path(), config(false)).await;
     events.copy(input.path(), B);

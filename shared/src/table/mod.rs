@@ -1,8 +1,9 @@
 //! Iceberg tables as Floe writes them: created on the first task (format v2, data and
-//! metadata under the warehouse, partitioned by the task's spec), loaded through a [`Catalog`], changed only by
-//! snapshots Floe writes itself ([`snapshot`]), each carrying the committed Kafka
-//! offsets ([`offsets`]) and the transactions still waiting for their marker ([`state`]);
-//! files rewritten by [`rewrite`] (trimming, compaction) and compactions planned by [`compaction`].
+//! metadata under the warehouse, partitioned by the task's spec), loaded through a
+//! [`Catalog`], changed only by snapshots Floe writes itself ([`snapshot`]), each
+//! carrying the committed Kafka offsets ([`offsets`]) and the transactions still waiting
+//! for their marker ([`state`]); files rewritten by [`rewrite`] (trimming, compaction)
+//! and compactions planned by [`compaction`].
 
 pub mod compaction;
 pub mod offsets;
