@@ -151,7 +151,8 @@ pub fn bind(schema: &Schema, fields: &[PartitionField], at: &str) -> Result<Part
 /// The spec a table's new files are laid out by. A new table (`existing` is `None`): the
 /// configured `partition_by` bound to `schema`, an error naming the field when it does not
 /// fit. An existing table: its current spec wins (no spec evolution), with a warning
-/// naming both when the configuration asks for another.
+/// naming both when the configuration asks for another — unless it does not fit `schema`
+/// (an incompatible source), then unpartitioned files.
 pub fn spec_for_table(
     topic: &config::TopicConfig,
     table: &str,
@@ -160,14 +161,14 @@ pub fn spec_for_table(
 ) -> Result<PartitionSpec, PartitionError> {
     let configured = bind(schema, &topic.partition_by, &topic.partition_by_field);
     let Some(existing) = existing else { return configured };
-    existing.partition_type(schema).map_err(|e| PartitionError {
-        field: topic.partition_by_field.clone(),
-        message: format!(
-            "table {table}: its partition spec {} does not fit the schema: {}",
-            describe(existing),
-            e.message()
-        ),
-    })?;
+    if let Err(e) = existing.partition_type(schema) {
+        // The files' schema is not the table's (an incompatible source: the committer
+        // suspends the table and keeps the task); once resolved, the committer lays the
+        // files out by the table's spec.
+        tracing::warn!(table, table_spec = %describe(existing), error = %e.message(),
+            "the table's partition spec does not fit the files' schema: files written unpartitioned");
+        return Ok(PartitionSpec::unpartition_spec());
+    }
     match configured {
         Ok(c) if c.is_compatible_with(existing) => {}
         Ok(c) => tracing::warn!(table, field = %topic.partition_by_field, configured = %describe(&c),
@@ -414,6 +415,32 @@ pub(crate) mod tests {
             assert!(err.to_string().contains(reason), "{fields:?}: {err}");
             assert!(!err.retryable());
         }
+    }
+
+    #[test]
+    fn a_new_table_takes_the_configuration_an_existing_one_keeps_its_spec() {
+        let config = crate::config::FloeConfig::parse(
+            "[[topics]]\ntopic = \"t\"\nvalue_format = \"avro\"\npartition_by = [\"bucket(8, id)\"]\n\
+             [[topics]]\ntopic = \"bad\"\nvalue_format = \"avro\"\npartition_by = [\"_kafka.offset\", \"month(region)\"]",
+        )
+        .unwrap();
+        let (topic, bad) = (config.resolve("t").unwrap(), config.resolve("bad").unwrap());
+        let schema = schema();
+        let configured = spec_for_table(&topic, "k.t", &schema, None).unwrap();
+        assert_eq!(configured.fields()[0].name, "id_bucket");
+        let err = spec_for_table(&bad, "k.bad", &schema, None).unwrap_err();
+        assert_eq!(err.field, "topics[1].partition_by[1]");
+        // An existing table's spec wins, whatever the configuration says.
+        let existing = bind(&schema, &[field("region", T::Identity)], "x").unwrap();
+        for t in [&topic, &bad] {
+            assert_eq!(spec_for_table(t, "k.t", &schema, Some(&existing)).unwrap(), existing);
+        }
+        // …unless the files' schema has no such column: unpartitioned files.
+        let other = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::optional(1, "x", Type::Primitive(PrimitiveType::Long)))])
+            .build()
+            .unwrap();
+        assert!(spec_for_table(&topic, "k.t", &other, Some(&existing)).unwrap().is_unpartitioned());
     }
 
     /// Rows of (offset, `_kafka.timestamp` µs, `region`).
