@@ -486,7 +486,12 @@ impl Committer {
                     ));
                 }
             }
-            let written = TaskLayout { schema: &task.schema, partition: task.partition, task_id: &task.task_id };
+            let written = TaskLayout {
+                schema: &task.schema.iceberg,
+                spec: task.schema.partition_spec.as_ref(),
+                partition: task.partition,
+                task_id: &task.task_id,
+            };
             if !layout.fits(&written) {
                 tracing::warn!(table = %table, task_id = %task.task_id,
                     files = %describe(task.schema.partition_spec.as_ref().unwrap_or(&PartitionSpec::unpartition_spec())),
@@ -543,13 +548,12 @@ impl Committer {
         if state_changed {
             let resolved = state.resolve(&offsets);
             for entry in &resolved.committed {
-                let schema = TaskSchema {
-                    key_format: String::new(),
-                    value_format: String::new(),
-                    iceberg: entry.schema.clone(),
-                    partition_spec: entry.partition_spec.clone(),
+                let written = TaskLayout {
+                    schema: &entry.schema,
+                    spec: entry.partition_spec.as_ref(),
+                    partition: entry.partition,
+                    task_id: &entry.task_id,
                 };
-                let written = TaskLayout { schema: &schema, partition: entry.partition, task_id: &entry.task_id };
                 for file in &entry.transaction.files {
                     added.extend(layout.adopt(&written, file, None).await.map_err(&iceberg)?);
                 }
@@ -596,9 +600,10 @@ struct TableLayout<'a> {
     data_dir: String,
 }
 
-/// How a task's files were written.
+/// How a task's files were written: their schema and partition spec (`None`: unpartitioned).
 struct TaskLayout<'a> {
-    schema: &'a TaskSchema,
+    schema: &'a Schema,
+    spec: Option<&'a PartitionSpec>,
     /// The Kafka partition (part of rewritten files' names).
     partition: i32,
     task_id: &'a str,
@@ -608,7 +613,7 @@ impl TableLayout<'_> {
     /// Whether files written so can be recorded as they are.
     fn fits(&self, written: &TaskLayout<'_>) -> bool {
         let unpartitioned = PartitionSpec::unpartition_spec();
-        same_layout(written.schema.partition_spec.as_ref().unwrap_or(&unpartitioned), self.spec)
+        same_layout(written.spec.unwrap_or(&unpartitioned), self.spec)
     }
 
     /// A task's file as the table records it: itself, when it is laid out by the table's
@@ -620,9 +625,9 @@ impl TableLayout<'_> {
         file: &TaskFile,
         keep: Option<&[(i64, i64)]>,
     ) -> iceberg::Result<Vec<DataFile>> {
-        let schema = &written.schema.iceberg;
+        let schema = written.schema;
         if keep.is_none() && self.fits(written) {
-            return Ok(vec![file.data_file(schema, written.schema.partition_spec.as_ref())?]);
+            return Ok(vec![file.data_file(schema, written.spec)?]);
         }
         let tag = format!("{}-{}", written.task_id, if keep.is_some() { "trim" } else { "layout" });
         let files =

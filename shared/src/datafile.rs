@@ -29,6 +29,9 @@ use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
 
 /// Row groups are closed at about this many bytes, so a writer's memory stays bounded.
 const ROW_GROUP_BYTES: usize = 32 << 20;
+/// The same for each writer of a partitioned table, several of which are open at once
+/// (at most [`MAX_OPEN_PARTITIONS`]: 256 MiB of open row groups at the very most).
+const FANOUT_ROW_GROUP_BYTES: usize = 8 << 20;
 
 /// A finished data file and the Kafka offsets it holds.
 #[derive(Debug, Clone)]
@@ -73,6 +76,7 @@ pub struct DataFileWriter {
     /// The partition value of every file (empty: unpartitioned) and the spec's id.
     partition_value: Struct,
     spec_id: i32,
+    row_group_bytes: usize,
     current: Option<OpenFile>,
     written: Vec<WrittenFile>,
 }
@@ -97,15 +101,18 @@ impl DataFileWriter {
             target_size,
             partition_value: Struct::empty(),
             spec_id: 0,
+            row_group_bytes: ROW_GROUP_BYTES,
             current: None,
             written: Vec::new(),
         }
     }
 
-    /// Every file this writer writes holds rows of `value`, a partition of spec `spec_id`.
+    /// Every file this writer writes holds rows of `value`, a partition of spec `spec_id`;
+    /// row groups are smaller, as other partitions' writers are open beside this one.
     pub fn with_partition(mut self, spec_id: i32, value: Struct) -> Self {
         self.spec_id = spec_id;
         self.partition_value = value;
+        self.row_group_bytes = FANOUT_ROW_GROUP_BYTES;
         self
     }
 
@@ -127,7 +134,7 @@ impl DataFileWriter {
         if self.current.is_none() {
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
-                .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+                .set_max_row_group_bytes(Some(self.row_group_bytes))
                 .set_statistics_truncate_length(Some(256))
                 .build();
             let path = format!("{}/{:05}-{first_offset:020}-{}.parquet", self.dir, self.partition, self.source_id);
@@ -180,8 +187,8 @@ pub fn offset_column(batch: &RecordBatch) -> Option<&Int64Array> {
 
 /// Partition writers open at once, at most: past it, the least recently written one
 /// closes its file (a later row of its partition starts a new one), so memory stays
-/// bounded (each open file buffers up to a row group) however many partitions a
-/// segment spans.
+/// bounded (each open file buffers up to a row group of [`FANOUT_ROW_GROUP_BYTES`])
+/// however many partitions a segment spans.
 pub const MAX_OPEN_PARTITIONS: usize = 32;
 
 /// Where and how a table's files are written.
