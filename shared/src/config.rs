@@ -666,6 +666,9 @@ mod tests {
         // A raw topic has nothing but `_kafka`, `key` and `value`.
         let e = error("[[topics]]\ntopic = \"a\"\npartition_by = [\"identity(region)\"]");
         assert!(e.starts_with("topics[0].partition_by[0]: no column `region`"), "{e}");
+        // …and its binary key, which can be bucketed but not truncated (iceberg-rust 0.10.1).
+        let e = error("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(16, key)\", \"truncate(4, key)\"]");
+        assert!(e.starts_with("topics[0].partition_by[1]: truncate[4] of `key` cannot be computed"), "{e}");
         // Inherited from the defaults: named there.
         let e = error(
             "[defaults]\npartition_by = [\"region\"]\nvalue_format = \"avro\"\n[[topics]]\ntopic = \"a\"\nvalue_format = \"raw\"",

@@ -145,7 +145,30 @@ pub fn bind(schema: &Schema, fields: &[PartitionField], at: &str) -> Result<Part
             .map_err(|e| error(e.message().to_string()))?;
         names.push(name);
     }
-    builder.build().map_err(|e| PartitionError { field: at.to_string(), message: e.message().to_string() })
+    let spec =
+        builder.build().map_err(|e| PartitionError { field: at.to_string(), message: e.message().to_string() })?;
+    for (j, field) in spec.fields().iter().enumerate() {
+        computable(&schema, field).map_err(|message| PartitionError { field: format!("{at}[{j}]"), message })?;
+    }
+    Ok(spec)
+}
+
+/// Whether iceberg-rust's transform function takes the column's Arrow type (0.10.1 has
+/// no `truncate` of `LargeBinary`, the type of raw keys and values, for one): tried on
+/// an empty batch, so that it fails here rather than on the first segment.
+fn computable(schema: &SchemaRef, field: &iceberg::spec::PartitionField) -> Result<(), String> {
+    let single = PartitionSpecBuilder::new(schema.clone())
+        .add_unbound_field(field.clone().into_unbound())
+        .and_then(|b| b.build())
+        .map_err(|e| e.message().to_string())?;
+    let arrow = iceberg::arrow::schema_to_arrow_schema(schema).map_err(|e| e.message().to_string())?;
+    PartitionValueCalculator::try_new(&single, schema)
+        .and_then(|c| c.calculate(&RecordBatch::new_empty(Arc::new(arrow))))
+        .map(drop)
+        .map_err(|e| {
+            let source = schema.name_by_field_id(field.source_id).unwrap_or(&field.name);
+            format!("{} of `{source}` cannot be computed: {}", field.transform, e.message())
+        })
 }
 
 /// The spec a table's new files are laid out by. A new table (`existing` is `None`): the
