@@ -35,13 +35,14 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, Operation, PartitionSpec, Schema};
 
 use crate::catalog::{Catalog, CatalogError};
+use crate::datafile::WriterOptions;
 use crate::lock::{Lease, LockError, TableLocks};
 use crate::materializer::table_location;
 use crate::partition::{describe, same_layout};
 use crate::retry::RetryPolicy;
 use crate::schema::plan;
 use crate::table::offsets::CommittedOffsets;
-use crate::table::rewrite::trim_file;
+use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, create, load};
@@ -629,10 +630,15 @@ impl TableLayout<'_> {
         if keep.is_none() && self.fits(written) {
             return Ok(vec![file.data_file(schema, written.spec)?]);
         }
-        let tag = format!("{}-{}", written.task_id, if keep.is_some() { "trim" } else { "layout" });
-        let files =
-            trim_file(self.file_io, file.path(), schema, self.spec, written.partition, keep, &self.data_dir, &tag)
-                .await?;
+        let output = WriterOptions {
+            file_io: self.file_io.clone(),
+            dir: self.data_dir.clone(),
+            partition: written.partition,
+            source_id: format!("{}-{}", written.task_id, if keep.is_some() { "trim" } else { "layout" }),
+            schema: Arc::new(schema.clone()),
+            target_size: u64::MAX,
+        };
+        let files = rewrite_files(output, self.spec, &[file.path()], keep).await?;
         Ok(files.into_iter().map(|f| f.data_file).collect())
     }
 }

@@ -194,19 +194,15 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     let schema = loaded.metadata.current_schema().as_ref().clone();
     let dir = format!("{}/data", loaded.metadata.location());
     let spec = loaded.metadata.default_partition_spec().as_ref().clone();
-    let outputs = floe_core::table::rewrite::rewrite_files(
-        &file_io,
-        &paths,
-        &schema,
-        &spec,
-        0,
-        None,
-        &dir,
-        "compacted",
-        128 << 20,
-    )
-    .await
-    .unwrap();
+    let output = floe_core::datafile::WriterOptions {
+        file_io: file_io.clone(),
+        dir,
+        partition: 0,
+        source_id: "compacted".into(),
+        schema: Arc::new(schema.clone()),
+        target_size: 128 << 20,
+    };
+    let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None).await.unwrap();
     let compaction = CompactionTask {
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,

@@ -15,12 +15,14 @@
 //! meaningful.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
 use super::rewrite::rewrite_files;
 use super::snapshot::live_data_files;
+use crate::datafile::WriterOptions;
 use crate::task::{CompactionKind, CompactionTask, TableName, TaskFile, partitioned, task_version};
 
 /// Files at least this fraction of the target (¾, Iceberg's `min-file-size-bytes`
@@ -103,9 +105,15 @@ pub async fn compact(
     let (mut removed, mut added) = (Vec::new(), Vec::new());
     for (i, bin) in bins.iter().enumerate() {
         let paths: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
-        let tag = format!("{task_id}-{i}");
-        let written =
-            rewrite_files(file_io, &paths, &schema, &spec, bin.kafka_partition, None, &dir, &tag, target).await?;
+        let output = WriterOptions {
+            file_io: file_io.clone(),
+            dir: dir.clone(),
+            partition: bin.kafka_partition,
+            source_id: format!("{task_id}-{i}"),
+            schema: Arc::new(schema.clone()),
+            target_size: target,
+        };
+        let written = rewrite_files(output, &spec, &paths, None).await?;
         tracing::info!(table = %table, files = paths.len(), bytes = bin.bytes(), outputs = written.len(),
             partition = ?bin.partition, kafka_partition = bin.kafka_partition, "bin compacted");
         removed.extend(paths.iter().map(|p| p.to_string()));

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{BooleanArray, RecordBatch};
-use iceberg::io::FileIO;
-use iceberg::spec::{PartitionSpec, Schema};
+use iceberg::spec::PartitionSpec;
 use iceberg::{Error, ErrorKind, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -29,31 +28,20 @@ fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::DataInvalid, format!("trimming {path}: {detail}"))
 }
 
-/// Writes the rows of `paths` (all of them, or those whose offset lies in `keep`) into
-/// files of about `target_size` under `dir` (the table's data directory; partitions go
-/// below it), laid out by `spec` (bound to `schema`), named with `tag`.
-#[allow(clippy::too_many_arguments)]
+/// Writes the rows of `paths` (all of them, or those whose offset lies in `keep`) as
+/// `output` says: files of about its target size under its `dir` (the table's data
+/// directory; partitions go below it), named with its `source_id` (a tag), laid out by
+/// `spec` (bound to its schema) — one file at least per partition value the rows have,
+/// none when no row is kept. Trimming is one path with `keep` and no size limit.
 pub async fn rewrite_files(
-    file_io: &FileIO,
-    paths: &[&str],
-    schema: &Schema,
+    output: WriterOptions,
     spec: &PartitionSpec,
-    partition: i32,
+    paths: &[&str],
     keep: Option<&[(i64, i64)]>,
-    dir: &str,
-    tag: &str,
-    target_size: u64,
 ) -> Result<Vec<WrittenFile>> {
-    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
-    let options = WriterOptions {
-        file_io: file_io.clone(),
-        dir: dir.to_string(),
-        partition,
-        source_id: tag.to_string(),
-        schema: Arc::new(schema.clone()),
-        target_size,
-    };
-    let mut writer = TableWriter::new(options, Arc::new(spec.clone()))?;
+    let file_io = output.file_io.clone();
+    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
+    let mut writer = TableWriter::new(output, Arc::new(spec.clone()))?;
     for path in paths {
         let bytes = file_io.new_input(path)?.read().await?;
         let reader =
@@ -90,21 +78,4 @@ pub async fn rewrite_files(
         }
     }
     writer.close().await
-}
-
-/// [`rewrite_files`] of one file, keeping the offsets in `keep` (all when `None`), into
-/// the table's data directory `dir`, laid out by `spec`: one file per partition value its
-/// rows have (one when it was written with `spec`), none when no row is kept.
-#[allow(clippy::too_many_arguments)]
-pub async fn trim_file(
-    file_io: &FileIO,
-    path: &str,
-    schema: &Schema,
-    spec: &PartitionSpec,
-    partition: i32,
-    keep: Option<&[(i64, i64)]>,
-    dir: &str,
-    tag: &str,
-) -> Result<Vec<WrittenFile>> {
-    rewrite_files(file_io, &[path], schema, spec, partition, keep, dir, tag, u64::MAX).await
 }
