@@ -25,7 +25,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
 
 fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::DataInvalid, format!("trimming {path}: {detail}"))
+    Error::new(ErrorKind::DataInvalid, format!("rewriting {path}: {detail}"))
 }
 
 /// Writes the rows of `paths` (all of them, or those whose offset lies in `keep`) as
