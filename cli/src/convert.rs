@@ -46,7 +46,9 @@ pub async fn run(
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let out_dir = std::fs::canonicalize(out_dir)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;
+    let spec = floe_core::partition::spec_for_table(&topic_config, topic, &formats.schema, None)?;
     let options = MaterializeOptions {
+        partition_spec: Arc::new(spec),
         partition,
         data_dir: out_dir.join("data").display().to_string(),
         dead_letter_dir: out_dir.join("dead_letter").display().to_string(),

@@ -7,7 +7,9 @@
 //!     loop (bounded attempts, within the deadline):
 //!        load (create on the first task) ─▶ committed offsets + pending transactions
 //!        per task: covered offsets ─▶ dropped as already committed
-//!                  new offsets     ─▶ its files; its open transactions kept pending;
+//!                  new offsets     ─▶ its files (rewritten when they straddle committed
+//!                                     offsets or were laid out by another partition
+//!                                     spec than the table's); its open transactions kept pending;
 //!                                     its markers resolve pending ones (COMMIT ⇒ files added)
 //!                  schema          ─▶ compatible: evolved schema in the same commit
 //!                                     incompatible: table suspended, tasks kept
@@ -16,6 +18,9 @@
 //!        catalog compare-and-swap ─ conflict ─▶ reload, re-check, retry
 //!  then the dead-letter tables, the same way, with the tasks' dead-letter files.
 //! ```
+//!
+//! A new table is created with the first task's schema and partition spec; after that
+//! the table's spec is the one every file is recorded under, with its partition value.
 //!
 //! Why duplicates cannot happen: the offsets a snapshot records are computed from the
 //! snapshot it replaces, and the swap only succeeds if that snapshot is still current. A
@@ -27,19 +32,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, Operation, Schema};
+use iceberg::spec::{DataFile, Operation, PartitionSpec, Schema};
 
 use crate::catalog::{Catalog, CatalogError};
+use crate::datafile::WriterOptions;
 use crate::lock::{Lease, LockError, TableLocks};
 use crate::materializer::table_location;
+use crate::partition::{describe, same_layout};
 use crate::retry::RetryPolicy;
 use crate::schema::plan;
 use crate::table::offsets::CommittedOffsets;
-use crate::table::rewrite::trim_file;
+use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, create, load};
-use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskFile};
+use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskFile, TaskSchema};
 
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,8 +210,19 @@ impl Committer {
                 results.push((task.task_id.clone(), TaskResult::Rejected { reason }));
                 continue;
             }
+            let task_spec = task.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
+            if !same_layout(&task_spec, metadata.default_partition_spec()) {
+                let reason = format!(
+                    "its files are laid out by {}, the table by {}",
+                    describe(&task_spec),
+                    describe(metadata.default_partition_spec())
+                );
+                tracing::warn!(table = %table, task_id = %task.task_id, %reason, "compaction rejected");
+                results.push((task.task_id.clone(), TaskResult::Rejected { reason }));
+                continue;
+            }
             for file in &task.added {
-                added.push(file.data_file(&task.schema).map_err(&iceberg)?);
+                added.push(file.data_file(&task.schema, task.partition_spec.as_ref()).map_err(&iceberg)?);
             }
             removed.extend(task.removed.iter().cloned());
             results.push((task.task_id.clone(), TaskResult::Committed));
@@ -373,13 +391,14 @@ impl Committer {
         }
     }
 
-    async fn load_or_create(&self, table: &TableName, schema: &Schema) -> Result<LoadedTable, CommitError> {
+    async fn load_or_create(&self, table: &TableName, schema: &TaskSchema) -> Result<LoadedTable, CommitError> {
         if let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? {
             return Ok(loaded);
         }
         let location = table_location(&self.warehouse, table);
-        if create(self.catalog.as_ref(), &self.file_io, table, &location, schema).await? {
-            tracing::info!(table = %table, %location, "table created");
+        let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
+        if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec).await? {
+            tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");
         }
         load(self.catalog.as_ref(), &self.file_io, table).await?.ok_or_else(|| CommitError::Task {
             table: table.to_string(),
@@ -395,9 +414,14 @@ impl Committer {
         tasks: &[&CommitTask],
         lease: &mut Lease,
     ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
-        let loaded = self.load_or_create(table, &tasks[0].schema.iceberg).await?;
+        let loaded = self.load_or_create(table, &tasks[0].schema).await?;
         let iceberg = TableError::iceberg(table);
         let metadata = &loaded.metadata;
+        let layout = TableLayout {
+            file_io: &self.file_io,
+            spec: metadata.default_partition_spec(),
+            data_dir: format!("{}/data", metadata.location()),
+        };
         let summary =
             metadata.current_snapshot().map(|s| s.summary().additional_properties.clone()).unwrap_or_default();
         let task_error = |task: &CommitTask, detail: String| CommitError::Task {
@@ -463,9 +487,20 @@ impl Committer {
                     ));
                 }
             }
+            let written = TaskLayout {
+                schema: &task.schema.iceberg,
+                spec: task.schema.partition_spec.as_ref(),
+                partition: task.partition,
+                task_id: &task.task_id,
+            };
+            if !layout.fits(&written) {
+                tracing::warn!(table = %table, task_id = %task.task_id,
+                    files = %describe(task.schema.partition_spec.as_ref().unwrap_or(&PartitionSpec::unpartition_spec())),
+                    table_spec = %describe(layout.spec), "files laid out by another partition spec: rewritten by the table's");
+            }
             for file in &task.data_files {
                 if within(file.first_offset, file.last_offset) {
-                    added.push(file.data_file(&task.schema.iceberg).map_err(&iceberg)?);
+                    added.extend(layout.adopt(&written, file, None).await.map_err(&iceberg)?);
                 } else if overlapping(file.first_offset, file.last_offset) {
                     // Re-uploaded with other boundaries: keep only the new offsets.
                     let keep: Vec<(i64, i64)> = missing
@@ -473,14 +508,9 @@ impl Committer {
                         .map(|&(a, b)| (a.max(file.first_offset), b.min(file.last_offset)))
                         .filter(|(a, b)| a <= b)
                         .collect();
-                    let tag = format!("{}-trim", task.task_id);
-                    let trimmed =
-                        trim_file(&self.file_io, file.path(), &task.schema.iceberg, task.partition, &keep, &tag)
-                            .await
-                            .map_err(&iceberg)?;
+                    added.extend(layout.adopt(&written, file, Some(&keep)).await.map_err(&iceberg)?);
                     tracing::info!(table = %table, task_id = %task.task_id, file = file.path(), ?keep,
                         "file trimmed to the offsets the table does not hold");
-                    added.extend(trimmed.map(|t| t.data_file));
                 }
             }
             for txn in &task.open_transactions {
@@ -491,6 +521,7 @@ impl Committer {
                         task_id: task.task_id.clone(),
                         transaction: txn.clone(),
                         schema: task.schema.iceberg.clone(),
+                        partition_spec: task.schema.partition_spec.clone(),
                     });
                     state_changed = true;
                 }
@@ -518,8 +549,14 @@ impl Committer {
         if state_changed {
             let resolved = state.resolve(&offsets);
             for entry in &resolved.committed {
+                let written = TaskLayout {
+                    schema: &entry.schema,
+                    spec: entry.partition_spec.as_ref(),
+                    partition: entry.partition,
+                    task_id: &entry.task_id,
+                };
                 for file in &entry.transaction.files {
-                    added.push(file.data_file(&entry.schema).map_err(&iceberg)?);
+                    added.extend(layout.adopt(&written, file, None).await.map_err(&iceberg)?);
                 }
             }
             for entry in &resolved.aborted {
@@ -557,6 +594,55 @@ impl Committer {
     }
 }
 
+/// Where and how a table records files: its partition spec and data directory.
+struct TableLayout<'a> {
+    file_io: &'a FileIO,
+    spec: &'a PartitionSpec,
+    data_dir: String,
+}
+
+/// How a task's files were written: their schema and partition spec (`None`: unpartitioned).
+struct TaskLayout<'a> {
+    schema: &'a Schema,
+    spec: Option<&'a PartitionSpec>,
+    /// The Kafka partition (part of rewritten files' names).
+    partition: i32,
+    task_id: &'a str,
+}
+
+impl TableLayout<'_> {
+    /// Whether files written so can be recorded as they are.
+    fn fits(&self, written: &TaskLayout<'_>) -> bool {
+        let unpartitioned = PartitionSpec::unpartition_spec();
+        same_layout(written.spec.unwrap_or(&unpartitioned), self.spec)
+    }
+
+    /// A task's file as the table records it: itself, when it is laid out by the table's
+    /// spec and all its rows are to be committed; else rewritten — its rows (those in
+    /// `keep`) laid out by the table's spec, each new file with its partition value.
+    async fn adopt(
+        &self,
+        written: &TaskLayout<'_>,
+        file: &TaskFile,
+        keep: Option<&[(i64, i64)]>,
+    ) -> iceberg::Result<Vec<DataFile>> {
+        let schema = written.schema;
+        if keep.is_none() && self.fits(written) {
+            return Ok(vec![file.data_file(schema, written.spec)?]);
+        }
+        let output = WriterOptions {
+            file_io: self.file_io.clone(),
+            dir: self.data_dir.clone(),
+            partition: written.partition,
+            source_id: format!("{}-{}", written.task_id, if keep.is_some() { "trim" } else { "layout" }),
+            schema: Arc::new(schema.clone()),
+            target_size: u64::MAX,
+        };
+        let files = rewrite_files(output, self.spec, &[file.path()], keep).await?;
+        Ok(files.into_iter().map(|f| f.data_file).collect())
+    }
+}
+
 /// Every field id of the files' schema names the same column in the table's schema.
 fn same_field_ids(files: &Schema, table: &Schema) -> Result<(), String> {
     for (id, name) in files.field_id_to_name_map() {
@@ -586,6 +672,7 @@ fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     dlq.open_transactions = Vec::new();
     dlq.transaction_markers = Vec::new();
     dlq.schema.iceberg = schema;
+    dlq.schema.partition_spec = None;
     dlq.record_count = task.dead_letter_files.iter().map(|f: &TaskFile| f.record_count).sum();
     Some(dlq)
 }

@@ -14,6 +14,7 @@
 //! value_format = "raw"
 //! bad_records = "suspend"     # suspend | skip | dlq
 //! target_file_size = "128MiB"
+//! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
 //! url = "https://registry.example.com"
@@ -32,6 +33,13 @@
 //! value_format = "json-schema"
 //! value_schema = { file = "schemas/audit.json" }
 //! ```
+//!
+//! `partition_by` lists Iceberg partition transforms over columns of the table
+//! (`identity(region)` or just `region`, `year|month|day|hour(col)`, `bucket(N, col)`,
+//! `truncate(W, col)`; a dotted path goes into a struct: `day(_kafka.timestamp)`). Their
+//! syntax is checked here; columns of `_kafka` (and every column of a raw topic) are
+//! checked against the table layout here too, the others when the table's schema is
+//! known ([`crate::partition::bind`]) — each error names `topics[i].partition_by[j]`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -217,7 +225,10 @@ fn parse_partition_field(s: &str) -> Result<PartitionField, String> {
     let args: Vec<&str> = args.split(',').map(str::trim).collect();
     let width = |args: &[&str]| -> Result<(u32, String), String> {
         match args {
-            [n, col] => Ok((n.parse().map_err(|_| format!("invalid width {n:?} in {s:?}"))?, valid_column(col)?)),
+            [n, col] => match n.parse::<u32>() {
+                Ok(n) if n > 0 => Ok((n, valid_column(col)?)),
+                _ => Err(format!("invalid width {n:?} in {s:?} (a whole number, at least 1)")),
+            },
             _ => Err(format!("{name} takes (width, column): {s:?}")),
         }
     };
@@ -266,6 +277,8 @@ pub struct TopicConfig {
     pub bad_records: BadRecordMode,
     pub target_file_size: u64,
     pub partition_by: Vec<PartitionField>,
+    /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
+    pub partition_by_field: String,
     pub key_message: Option<String>,
     pub value_message: Option<String>,
 }
@@ -281,6 +294,10 @@ struct Entry {
     matcher: Matcher,
     table: Option<String>,
     settings: Settings,
+    /// `topics[i]`.
+    field: String,
+    /// `settings.partition_by`, parsed.
+    partition_by: Option<Vec<PartitionField>>,
 }
 
 /// The validated configuration.
@@ -288,6 +305,8 @@ struct Entry {
 pub struct FloeConfig {
     enabled_by_default: bool,
     defaults: Settings,
+    /// `defaults.partition_by`, parsed.
+    default_partition_by: Option<Vec<PartitionField>>,
     entries: Vec<Entry>,
     pub schema_registry: Option<SchemaRegistryConfig>,
 }
@@ -302,6 +321,7 @@ impl Default for FloeConfig {
         FloeConfig {
             enabled_by_default: true,
             defaults: Settings::default(),
+            default_partition_by: None,
             entries: Vec::new(),
             schema_registry: None,
         }
@@ -330,7 +350,7 @@ impl FloeConfig {
             }
         };
         let defaults: Settings = typed("defaults", defaults)?;
-        validate_settings("defaults", &defaults)?;
+        let default_partition_by = validate_settings("defaults", &defaults, &Settings::default())?;
         validate_schemas("defaults", &defaults, &Settings::default())?;
         let schema_registry: Option<SchemaRegistryConfig> =
             take_table(&mut root, "schema_registry")?.map(|t| typed("schema_registry", t)).transpose()?;
@@ -388,11 +408,23 @@ impl FloeConfig {
                     format!("{table:?}: use [a-z0-9_], not starting with a digit"),
                 ));
             }
-            validate_settings(&format!("topics[{i}]"), &settings)?;
-            validate_schemas(&format!("topics[{i}]"), &settings, &defaults)?;
-            entries.push(Entry { matcher, table: table_name, settings });
+            let field = format!("topics[{i}]");
+            let partition_by = validate_settings(&field, &settings, &defaults)?;
+            validate_schemas(&field, &settings, &defaults)?;
+            entries.push(Entry { matcher, table: table_name, settings, field, partition_by });
         }
-        Ok(FloeConfig { enabled_by_default: enabled, defaults, entries, schema_registry })
+        // The defaults' partitioning, as the entries without their own inherit it.
+        for entry in entries.iter().filter(|e| e.partition_by.is_none()) {
+            let key = entry.settings.key_format.or(defaults.key_format);
+            let value = entry.settings.value_format.or(defaults.value_format);
+            check_partition_layout(
+                "defaults.partition_by",
+                default_partition_by.as_deref().unwrap_or(&[]),
+                key,
+                value,
+            )?;
+        }
+        Ok(FloeConfig { enabled_by_default: enabled, defaults, default_partition_by, entries, schema_registry })
     }
 
     /// The configuration of `topic`, or `None` when it is not to be materialized.
@@ -412,12 +444,12 @@ impl FloeConfig {
         let schema = |a: &Option<SchemaSource>, b: &Option<SchemaSource>| {
             a.clone().or_else(|| b.clone()).unwrap_or(SchemaSource::Registry)
         };
-        let partition_by = s
-            .partition_by
-            .as_ref()
-            .or(d.partition_by.as_ref())
-            .map(|fields| fields.iter().map(|f| parse_partition_field(f).expect("validated at parse")).collect())
-            .unwrap_or_default();
+        let own = entry.and_then(|e| e.partition_by.as_ref().map(|p| (p, format!("{}.partition_by", e.field))));
+        let defaults = self.default_partition_by.as_ref().map(|p| (p, "defaults.partition_by".to_string()));
+        let (partition_by, partition_by_field) = match own.or(defaults) {
+            Some((fields, field)) => (fields.clone(), field),
+            None => (Vec::new(), "defaults.partition_by".to_string()),
+        };
         Some(TopicConfig {
             topic: topic.to_string(),
             namespace: s.namespace.clone().or_else(|| d.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
@@ -429,6 +461,7 @@ impl FloeConfig {
             bad_records: s.bad_records.or(d.bad_records).unwrap_or(BadRecordMode::Suspend),
             target_file_size: s.target_file_size.or(d.target_file_size).map_or(DEFAULT_TARGET_FILE_SIZE, |b| b.0),
             partition_by,
+            partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),
             value_message: s.value_message.clone().or_else(|| d.value_message.clone()),
         })
@@ -465,7 +498,9 @@ fn typed<T: serde::de::DeserializeOwned>(at: &str, table: toml::Table) -> Result
     T::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::invalid(at, e.to_string().trim().to_string()))
 }
 
-fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
+/// Checks one section's settings; returns its `partition_by`, parsed (`defaults`: the
+/// defaults the section falls back to).
+fn validate_settings(at: &str, s: &Settings, defaults: &Settings) -> Result<Option<Vec<PartitionField>>, ConfigError> {
     if let Some(ns) = &s.namespace
         && !valid_identifier(ns)
     {
@@ -479,11 +514,45 @@ fn validate_settings(at: &str, s: &Settings) -> Result<(), ConfigError> {
     {
         return Err(ConfigError::invalid(format!("{at}.target_file_size"), format!("{} bytes: at least 1MiB", size.0)));
     }
-    for (i, f) in s.partition_by.iter().flatten().enumerate() {
-        parse_partition_field(f).map_err(|m| ConfigError::invalid(format!("{at}.partition_by[{i}]"), m))?;
+    let Some(fields) = &s.partition_by else { return Ok(None) };
+    let mut parsed = Vec::with_capacity(fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        parsed.push(parse_partition_field(f).map_err(|m| ConfigError::invalid(format!("{at}.partition_by[{i}]"), m))?);
     }
-    if s.partition_by.as_ref().is_some_and(|p| !p.is_empty()) {
-        tracing::warn!(field = %format!("{at}.partition_by"), "partition_by is validated but not applied yet: tables are created unpartitioned");
+    let key = s.key_format.or(defaults.key_format);
+    let value = s.value_format.or(defaults.value_format);
+    check_partition_layout(&format!("{at}.partition_by"), &parsed, key, value)?;
+    Ok(Some(parsed))
+}
+
+/// Binds what can be bound before any schema is known: `_kafka` columns (every table
+/// has them; `_kafka.key` only when the value is a record), and every column of a topic
+/// whose key and value are both raw.
+fn check_partition_layout(
+    at: &str,
+    fields: &[PartitionField],
+    key: Option<Format>,
+    value: Option<Format>,
+) -> Result<(), ConfigError> {
+    use crate::schema::layout::{PayloadType, table_struct};
+    if fields.is_empty() {
+        return Ok(());
+    }
+    let raw = table_struct(&PayloadType::Raw, &PayloadType::Raw)
+        .ok()
+        .and_then(|s| crate::schema::plan(None, &s).ok())
+        .map(|e| e.schema)
+        .ok_or_else(|| ConfigError::invalid(at, "the raw table layout does not plan"))?;
+    let invalid = |e: crate::partition::PartitionError| ConfigError::invalid(e.field, e.message);
+    let is_raw = |f: Option<Format>| f.unwrap_or(Format::Raw) == Format::Raw;
+    if is_raw(key) && is_raw(value) {
+        return crate::partition::bind(&raw, fields, at).map(drop).map_err(invalid);
+    }
+    for (j, field) in fields.iter().enumerate() {
+        if field.source.starts_with("_kafka.") && field.source != "_kafka.key" {
+            crate::partition::bind(&raw, std::slice::from_ref(field), at)
+                .map_err(|e| ConfigError::invalid(format!("{at}[{j}]"), e.message))?;
+        }
     }
     Ok(())
 }
@@ -585,6 +654,44 @@ mod tests {
     }
 
     #[test]
+    fn partition_by_is_checked_against_what_is_known_at_start_up() {
+        let error = |text: &str| FloeConfig::parse(text).unwrap_err().to_string();
+        // `_kafka` columns are known whatever the format.
+        let e = error(
+            "[[topics]]\ntopic = \"a\"\nvalue_format = \"avro\"\npartition_by = [\"region\", \"day(_kafka.timestamp_type)\"]",
+        );
+        assert!(e.starts_with("topics[0].partition_by[1]: day does not apply to `_kafka.timestamp_type`"), "{e}");
+        let e = error("[[topics]]\ntopic = \"a\"\nvalue_format = \"json\"\npartition_by = [\"hour(_kafka.time)\"]");
+        assert!(e.starts_with("topics[0].partition_by[0]: no column `_kafka.time`"), "{e}");
+        // A raw topic has nothing but `_kafka`, `key` and `value`.
+        let e = error("[[topics]]\ntopic = \"a\"\npartition_by = [\"identity(region)\"]");
+        assert!(e.starts_with("topics[0].partition_by[0]: no column `region`"), "{e}");
+        // …and its binary key, which can be bucketed but not truncated (iceberg-rust 0.10.1).
+        let e = error("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(16, key)\", \"truncate(4, key)\"]");
+        assert!(e.starts_with("topics[0].partition_by[1]: truncate[4] of `key` cannot be computed"), "{e}");
+        // Inherited from the defaults: named there.
+        let e = error(
+            "[defaults]\npartition_by = [\"region\"]\nvalue_format = \"avro\"\n[[topics]]\ntopic = \"a\"\nvalue_format = \"raw\"",
+        );
+        assert!(e.starts_with("defaults.partition_by[0]: no column `region`"), "{e}");
+
+        let c = FloeConfig::parse(
+            "[defaults]\nenabled = true\npartition_by = [\"day(_kafka.timestamp)\"]\n\
+             [[topics]]\ntopic = \"a\"\nvalue_format = \"avro\"\npartition_by = [\"bucket(16, id)\", \"region\"]",
+        )
+        .unwrap();
+        let a = c.resolve("a").unwrap();
+        assert_eq!(a.partition_by_field, "topics[0].partition_by");
+        assert_eq!(a.partition_by[1], PartitionField { source: "region".into(), transform: Transform::Identity });
+        let other = c.resolve("b").unwrap();
+        assert_eq!(other.partition_by_field, "defaults.partition_by");
+        assert_eq!(
+            other.partition_by,
+            vec![PartitionField { source: "_kafka.timestamp".into(), transform: Transform::Day }]
+        );
+    }
+
+    #[test]
     fn errors_name_the_field() {
         for (text, field) in [
             ("[[topics]]\ntopic = \"a\"\nvalue_format = \"avroo\"", "value_format"),
@@ -594,6 +701,7 @@ mod tests {
             ("[defaults]\ntarget_file_size = \"12XB\"", "target_file_size"),
             ("[defaults]\ntarget_file_size = 10", "defaults.target_file_size"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
+            ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),
             ("[[topics]]\ntopic = \"a\"\nvalue_schema = { file = \"x\" }", "topics[0].value_schema"),
             ("[schema_registry]\nurl = \"ftp://x\"", "schema_registry.url"),

@@ -5,19 +5,33 @@
 //! Files are named `{dir}/{partition:05}-{first offset:020}-{source id}.parquet`: the
 //! same input (same source id) gives the same names, so a retry overwrites rather than
 //! duplicates, and two uploads of the same offsets (leader change) never collide.
+//!
+//! [`TableWriter`] is what writes a table's rows: one rolling writer for an unpartitioned
+//! table (batches go straight through), or one per partition value (fanout) under
+//! `{dir}/{partition path}/` (`timestamp_day=2026-11-30/`), each file carrying its
+//! partition value so that the manifests record it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Int64Array, RecordBatch};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, DataFileFormat, FormatVersion, Schema, StructType};
+use iceberg::spec::{DataFile, DataFileFormat, FormatVersion, PartitionSpec, Schema, Struct, StructType};
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use crate::partition::Partitioner;
+use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
+
 /// Row groups are closed at about this many bytes, so a writer's memory stays bounded.
 const ROW_GROUP_BYTES: usize = 32 << 20;
+/// The same for each writer of a partitioned table, several of which are open at once
+/// (at most [`MAX_OPEN_PARTITIONS`]: 256 MiB of open row groups at the very most).
+const FANOUT_ROW_GROUP_BYTES: usize = 8 << 20;
 
 /// A finished data file and the Kafka offsets it holds.
 #[derive(Debug, Clone)]
@@ -36,13 +50,11 @@ impl WrittenFile {
         self.data_file.record_count()
     }
 
-    /// The `DataFile` as Iceberg's JSON (unpartitioned tables).
-    pub fn data_file_json(&self) -> Result<serde_json::Value, iceberg::Error> {
-        let json = iceberg::spec::serialize_data_file_to_json(
-            self.data_file.clone(),
-            &StructType::new(vec![]),
-            FormatVersion::V2,
-        )?;
+    /// The `DataFile` as Iceberg's JSON; `partition_type`: the type of its partition
+    /// value (empty for an unpartitioned table).
+    pub fn data_file_json(&self, partition_type: &StructType) -> Result<serde_json::Value, iceberg::Error> {
+        let json =
+            iceberg::spec::serialize_data_file_to_json(self.data_file.clone(), partition_type, FormatVersion::V2)?;
         serde_json::from_str(&json).map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
     }
 }
@@ -61,6 +73,10 @@ pub struct DataFileWriter {
     source_id: String,
     schema: Arc<Schema>,
     target_size: u64,
+    /// The partition value of every file (empty: unpartitioned) and the spec's id.
+    partition_value: Struct,
+    spec_id: i32,
+    row_group_bytes: usize,
     current: Option<OpenFile>,
     written: Vec<WrittenFile>,
 }
@@ -83,9 +99,21 @@ impl DataFileWriter {
             source_id: source_id.into(),
             schema,
             target_size,
+            partition_value: Struct::empty(),
+            spec_id: 0,
+            row_group_bytes: ROW_GROUP_BYTES,
             current: None,
             written: Vec::new(),
         }
+    }
+
+    /// Every file this writer writes holds rows of `value`, a partition of spec `spec_id`;
+    /// row groups are smaller, as other partitions' writers are open beside this one.
+    pub fn with_partition(mut self, spec_id: i32, value: Struct) -> Self {
+        self.spec_id = spec_id;
+        self.partition_value = value;
+        self.row_group_bytes = FANOUT_ROW_GROUP_BYTES;
+        self
     }
 
     pub fn schema(&self) -> &Arc<Schema> {
@@ -106,7 +134,7 @@ impl DataFileWriter {
         if self.current.is_none() {
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
-                .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+                .set_max_row_group_bytes(Some(self.row_group_bytes))
                 .set_statistics_truncate_length(Some(256))
                 .build();
             let path = format!("{}/{:05}-{first_offset:020}-{}.parquet", self.dir, self.partition, self.source_id);
@@ -127,7 +155,8 @@ impl DataFileWriter {
         let Some(open) = self.current.take() else {
             return Ok(());
         };
-        for builder in open.writer.close().await? {
+        for mut builder in open.writer.close().await? {
+            builder.partition(self.partition_value.clone()).partition_spec_id(self.spec_id);
             let data_file =
                 builder.build().map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))?;
             tracing::debug!(path = data_file.file_path(), records = data_file.record_count(), "data file written");
@@ -147,5 +176,258 @@ impl DataFileWriter {
     }
 }
 
+/// The `_kafka.offset` column of a table's batch.
+pub fn offset_column(batch: &RecordBatch) -> Option<&Int64Array> {
+    batch
+        .column_by_name(KAFKA_COLUMN)
+        .and_then(|k| k.as_struct_opt())
+        .and_then(|k| k.column_by_name(OFFSET_FIELD))
+        .and_then(|o| o.as_primitive_opt::<Int64Type>())
+}
+
+/// Partition writers open at once, at most: past it, the least recently written one
+/// closes its file (a later row of its partition starts a new one), so memory stays
+/// bounded (each open file buffers up to a row group of [`FANOUT_ROW_GROUP_BYTES`])
+/// however many partitions a segment spans.
+pub const MAX_OPEN_PARTITIONS: usize = 32;
+
+/// Where and how a table's files are written.
+#[derive(Clone)]
+pub struct WriterOptions {
+    pub file_io: FileIO,
+    /// The table's data directory.
+    pub dir: String,
+    /// The Kafka partition, part of every file name.
+    pub partition: i32,
+    pub source_id: String,
+    pub schema: Arc<Schema>,
+    pub target_size: u64,
+}
+
+/// A table's rows into rolling Parquet files: one writer when the table is
+/// unpartitioned, one per partition value otherwise.
+pub enum TableWriter {
+    Unpartitioned(Box<DataFileWriter>),
+    Partitioned(Box<FanoutWriter>),
+}
+
+impl TableWriter {
+    /// Files laid out by `spec` (bound to `options.schema`).
+    pub fn new(options: WriterOptions, spec: Arc<PartitionSpec>) -> Result<TableWriter, iceberg::Error> {
+        let WriterOptions { file_io, dir, partition, source_id, schema, target_size } = options.clone();
+        match Partitioner::new(spec, schema.clone())? {
+            None => Ok(TableWriter::Unpartitioned(Box::new(DataFileWriter::new(
+                file_io,
+                dir,
+                partition,
+                source_id,
+                schema,
+                target_size,
+            )))),
+            Some(partitioner) => Ok(TableWriter::Partitioned(Box::new(FanoutWriter {
+                options,
+                partitioner,
+                open: HashMap::new(),
+                tick: 0,
+                written: Vec::new(),
+            }))),
+        }
+    }
+
+    /// The type of the files' partition values (empty when unpartitioned).
+    pub fn partition_type(&self) -> StructType {
+        match self {
+            TableWriter::Unpartitioned(_) => StructType::new(vec![]),
+            TableWriter::Partitioned(f) => f.partitioner.partition_type().clone(),
+        }
+    }
+
+    /// Writes `batch`, rows with offsets `first..=last` (an unpartitioned table's writer
+    /// takes them as they are; partitions compute their own).
+    pub async fn write(
+        &mut self,
+        batch: &RecordBatch,
+        first_offset: i64,
+        last_offset: i64,
+    ) -> Result<(), iceberg::Error> {
+        match self {
+            TableWriter::Unpartitioned(w) => w.write(batch, first_offset, last_offset).await,
+            TableWriter::Partitioned(f) => f.write(batch).await,
+        }
+    }
+
+    /// Closes every open file; returns every file written, in offset order.
+    pub async fn close(self) -> Result<Vec<WrittenFile>, iceberg::Error> {
+        match self {
+            TableWriter::Unpartitioned(w) => (*w).close().await,
+            TableWriter::Partitioned(f) => (*f).close().await,
+        }
+    }
+}
+
+/// One rolling writer per partition value.
+pub struct FanoutWriter {
+    options: WriterOptions,
+    partitioner: Partitioner,
+    /// Open writers and when each last wrote.
+    open: HashMap<Struct, (DataFileWriter, u64)>,
+    tick: u64,
+    written: Vec<WrittenFile>,
+}
+
+impl FanoutWriter {
+    async fn write(&mut self, batch: &RecordBatch) -> Result<(), iceberg::Error> {
+        for (value, rows) in self.partitioner.split(batch)? {
+            let offsets = offset_column(&rows).ok_or_else(|| {
+                iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "partitioned rows without _kafka.offset")
+            })?;
+            let (Some(first), Some(last)) = (arrow::compute::min(offsets), arrow::compute::max(offsets)) else {
+                continue;
+            };
+            if !self.open.contains_key(&value) && self.open.len() >= MAX_OPEN_PARTITIONS {
+                self.close_least_recent().await?;
+            }
+            self.tick += 1;
+            let entry = match self.open.entry(value) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let o = &self.options;
+                    let dir = format!("{}/{}", o.dir.trim_end_matches('/'), self.partitioner.path(e.key()));
+                    let writer = DataFileWriter::new(
+                        o.file_io.clone(),
+                        dir,
+                        o.partition,
+                        &o.source_id,
+                        o.schema.clone(),
+                        o.target_size,
+                    )
+                    .with_partition(self.partitioner.spec().spec_id(), e.key().clone());
+                    e.insert((writer, 0))
+                }
+            };
+            entry.1 = self.tick;
+            entry.0.write(&rows, first, last).await?;
+        }
+        Ok(())
+    }
+
+    async fn close_least_recent(&mut self) -> Result<(), iceberg::Error> {
+        let Some(value) = self.open.iter().min_by_key(|(_, (_, tick))| *tick).map(|(v, _)| v.clone()) else {
+            return Ok(());
+        };
+        if let Some((writer, _)) = self.open.remove(&value) {
+            tracing::debug!(partition = %self.partitioner.path(&value), "too many open partitions: file closed early");
+            self.written.extend(writer.close().await?);
+        }
+        Ok(())
+    }
+
+    async fn close(mut self) -> Result<Vec<WrittenFile>, iceberg::Error> {
+        for (_, (writer, _)) in self.open.drain() {
+            self.written.extend(writer.close().await?);
+        }
+        self.written.sort_by_key(|f| f.first_offset);
+        Ok(self.written)
+    }
+}
+
 /// Format of the files this module writes.
 pub const FILE_FORMAT: DataFileFormat = DataFileFormat::Parquet;
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{Literal, PartitionSpec};
+
+    use super::*;
+    use crate::config::Transform;
+    use crate::partition::tests::{batch, field, schema};
+
+    fn options(dir: &std::path::Path) -> WriterOptions {
+        WriterOptions {
+            file_io: FileIO::new_with_fs(),
+            dir: dir.display().to_string(),
+            partition: 3,
+            source_id: "src".into(),
+            schema: Arc::new(schema()),
+            target_size: 1 << 20,
+        }
+    }
+
+    #[tokio::test]
+    async fn fanout_writes_a_file_per_partition_value_carrying_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let spec = crate::partition::bind(&schema, &[field("_kafka.timestamp", Transform::Day)], "p").unwrap();
+        let mut writer = TableWriter::new(options(dir.path()), Arc::new(spec)).unwrap();
+        let day = 86_400_000_000i64;
+        let (d0, d1) = (Some(20_000 * day), Some(20_001 * day));
+        writer.write(&batch(&schema, &[(5, d0, None), (6, d1, None), (7, None, None)]), 5, 7).await.unwrap();
+        writer.write(&batch(&schema, &[(8, d1, None), (9, d0, None)]), 8, 9).await.unwrap();
+        let files = writer.close().await.unwrap();
+        let got: Vec<(String, i64, i64, u64, Option<Literal>)> = files
+            .iter()
+            .map(|f| {
+                let rel = f.path().strip_prefix(&format!("{}/", dir.path().display())).unwrap().to_string();
+                (rel, f.first_offset, f.last_offset, f.record_count(), f.data_file.partition()[0].clone())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "timestamp_day=2024-10-04/00003-00000000000000000005-src.parquet".into(),
+                    5,
+                    9,
+                    2,
+                    Some(Literal::date(20_000))
+                ),
+                (
+                    "timestamp_day=2024-10-05/00003-00000000000000000006-src.parquet".into(),
+                    6,
+                    8,
+                    2,
+                    Some(Literal::date(20_001))
+                ),
+                ("timestamp_day=null/00003-00000000000000000007-src.parquet".into(), 7, 7, 1, None),
+            ]
+        );
+        // The JSON the task carries holds the value.
+        let ty = crate::partition::bind(&schema, &[field("_kafka.timestamp", Transform::Day)], "p")
+            .unwrap()
+            .partition_type(&schema)
+            .unwrap();
+        assert_eq!(files[0].data_file_json(&ty).unwrap()["partition"], serde_json::json!({"timestamp_day": 20_000}));
+    }
+
+    #[tokio::test]
+    async fn unpartitioned_tables_get_one_writer_and_the_caller_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let mut writer = TableWriter::new(options(dir.path()), Arc::new(PartitionSpec::unpartition_spec())).unwrap();
+        assert!(matches!(writer, TableWriter::Unpartitioned(_)));
+        assert!(writer.partition_type().fields().is_empty());
+        writer.write(&batch(&schema, &[(5, None, None), (6, None, Some("eu"))]), 5, 6).await.unwrap();
+        let files = writer.close().await.unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].path(), format!("{}/00003-00000000000000000005-src.parquet", dir.path().display()));
+        assert!(files[0].data_file.partition().fields().is_empty());
+    }
+
+    #[tokio::test]
+    async fn too_many_open_partitions_close_the_least_recent_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let spec = crate::partition::bind(&schema, &[field("_kafka.offset", Transform::Identity)], "p").unwrap();
+        let mut writer = TableWriter::new(options(dir.path()), Arc::new(spec)).unwrap();
+        let n = MAX_OPEN_PARTITIONS as i64 + 3;
+        let rows: Vec<(i64, Option<i64>, Option<&str>)> = (0..n).map(|o| (o, None, None)).collect();
+        writer.write(&batch(&schema, &rows), 0, n - 1).await.unwrap();
+        if let TableWriter::Partitioned(f) = &writer {
+            assert_eq!(f.open.len(), MAX_OPEN_PARTITIONS);
+            assert_eq!(f.written.len(), 3, "the three least recent closed");
+        }
+        let files = writer.close().await.unwrap();
+        let offsets: Vec<i64> = files.iter().map(|f| f.first_offset).collect();
+        assert_eq!(offsets, (0..n).collect::<Vec<_>>());
+    }
+}

@@ -12,6 +12,7 @@
 //! - [`convert`]: records → Arrow record batches, column by column.
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
+//! - [`partition`]: `partition_by` bound to a table schema as an Iceberg partition spec; batches split by partition value.
 //! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
 //! - [`lock`]: one committer per table: leases with fencing, and each table's status (DynamoDB, SQLite).
 //! - [`materializer`]: an S3 object event → segment → data files → a CommitTask on the queue.
@@ -34,6 +35,7 @@ pub mod lambda;
 pub mod lock;
 pub mod materialize;
 pub mod materializer;
+pub mod partition;
 pub mod queue;
 pub mod retry;
 pub mod schema;

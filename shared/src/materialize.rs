@@ -2,22 +2,25 @@
 //! dead-letter table), with the bad-record mode applied and open transactions kept apart.
 //!
 //! ```text
-//!  SegmentReader ──batches──▶ RecordConverter ──RecordBatch──▶ DataFileWriter ──▶ files
-//!        │                        │ bad record: suspend → error naming it
-//!        │                        │             skip    → counted
-//!        │                        │             dlq     → dead-letter converter/writer
+//!  SegmentReader ──batches──▶ RecordConverter ──RecordBatch──▶ TableWriter ──▶ files
+//!        │                        │ bad record: suspend → error naming it     (one per partition
+//!        │                        │             skip    → counted               value when the
+//!        │                        │             dlq     → dead-letter writer    table is partitioned)
 //!        └─ open-transaction batches → a writer per producer (pending files)
 //! ```
+//!
+//! The table's files (committed and pending) are laid out by `options.partition_spec`;
+//! dead-letter tables are never partitioned.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
-use iceberg::spec::Schema;
+use iceberg::spec::{PartitionSpec, Schema, StructType};
 
 use crate::config::{BadRecordMode, TopicConfig};
 use crate::convert::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
-use crate::datafile::{DataFileWriter, WrittenFile};
+use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
 use crate::schema::layout::dead_letter_struct;
 use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
 
@@ -62,6 +65,8 @@ pub struct MaterializeOptions {
     pub dead_letter_dir: String,
     /// Stable identity of the input, part of every file name.
     pub source_id: String,
+    /// How the table's files are partitioned (bound to the schema the files are written with).
+    pub partition_spec: Arc<PartitionSpec>,
 }
 
 /// Files written for one segment.
@@ -72,6 +77,9 @@ pub struct Materialized {
     /// Files of transactions still open at the end of the segment, by producer id.
     pub pending_files: BTreeMap<i64, Vec<WrittenFile>>,
     pub schema: Arc<Schema>,
+    /// The spec `files` and `pending_files` are laid out by, and the type of their partition values.
+    pub partition_spec: Arc<PartitionSpec>,
+    pub partition_type: StructType,
     pub records: u64,
     pub skipped: u64,
     pub dead_letters: u64,
@@ -81,7 +89,7 @@ pub struct Materialized {
 /// A converter and its writer, flushed every `BATCH_ROWS` rows.
 struct Sink {
     converter: RecordConverter,
-    writer: DataFileWriter,
+    writer: TableWriter,
     batch_bytes: usize,
 }
 
@@ -118,14 +126,29 @@ pub async fn materialize_segment(
     file_io: &FileIO,
 ) -> Result<Materialized, MaterializeError> {
     let target = options.topic.target_file_size;
-    let sink = |dir: &str, source_id: String, schema: Arc<Schema>| -> Result<Sink, iceberg::Error> {
+    let unpartitioned = Arc::new(PartitionSpec::unpartition_spec());
+    let sink = |dir: &str,
+                source_id: String,
+                schema: Arc<Schema>,
+                spec: &Arc<PartitionSpec>|
+     -> Result<Sink, iceberg::Error> {
+        let writer_options = WriterOptions {
+            file_io: file_io.clone(),
+            dir: dir.to_string(),
+            partition: options.partition,
+            source_id,
+            schema: schema.clone(),
+            target_size: target,
+        };
         Ok(Sink {
-            converter: RecordConverter::new(schema.clone(), options.partition, key.clone(), value.clone())?,
-            writer: DataFileWriter::new(file_io.clone(), dir, options.partition, source_id, schema, target),
+            converter: RecordConverter::new(schema, options.partition, key.clone(), value.clone())?,
+            writer: TableWriter::new(writer_options, spec.clone())?,
             batch_bytes: (target / BATCHES_PER_FILE) as usize,
         })
     };
-    let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone())?;
+    let spec = &options.partition_spec;
+    let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec)?;
+    let partition_type = main.writer.partition_type();
     let mut dead_letters: Option<Sink> = None;
     let mut pending: BTreeMap<i64, Sink> = BTreeMap::new();
     let (mut records, mut skipped, mut dead) = (0u64, 0u64, 0u64);
@@ -139,6 +162,7 @@ pub async fn materialize_segment(
                     &options.data_dir,
                     format!("{}-txn{producer_id}", options.source_id),
                     schema.clone(),
+                    spec,
                 )?),
             },
         };
@@ -185,6 +209,7 @@ pub async fn materialize_segment(
                                     &options.dead_letter_dir,
                                     options.source_id.clone(),
                                     dlq_schema,
+                                    &unpartitioned,
                                 )?)
                             }
                         };
@@ -207,6 +232,8 @@ pub async fn materialize_segment(
         },
         pending_files,
         schema,
+        partition_spec: options.partition_spec.clone(),
+        partition_type,
         records,
         skipped,
         dead_letters: dead,

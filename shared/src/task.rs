@@ -1,8 +1,11 @@
 //! The CommitTask: what the materializer hands the committer for one segment.
 //!
 //! It travels as JSON through the FIFO queue (group = the table, deduplication id = the
-//! segment's identity) and is versioned: `version` is [`TASK_VERSION`]; a committer
-//! refuses versions it does not know rather than guessing.
+//! segment's identity) and is versioned: `version` is [`TASK_VERSION`] (1), or
+//! [`PARTITIONED_TASK_VERSION`] (2) when the files are partitioned — so that a committer
+//! that predates partitioning refuses them rather than recording their files without
+//! their partition values. A committer refuses versions it does not know rather than
+//! guessing.
 //!
 //! ```json
 //! {
@@ -19,7 +22,9 @@
 //!   "open_transactions": [{"producer_id": 7, "producer_epoch": 0, "first_offset": 1990,
 //!                          "last_offset": 1995, "records": 2, "files": [ … ]}],
 //!   "transaction_markers": [{"producer_id": 5, "producer_epoch": 0, "offset": 1001, "commit": true}],
-//!   "schema": {"key_format": "raw", "value_format": "avro", "iceberg": { …Iceberg schema JSON… }},
+//!   "schema": {"key_format": "raw", "value_format": "avro", "iceberg": { …Iceberg schema JSON… },
+//!              "partition_spec": {"spec-id": 0, "fields": [{"source-id": 4, "field-id": 1000,
+//!                                 "name": "timestamp_day", "transform": "day"}]}},  // absent: unpartitioned
 //!   "dead_letter_schema": null,
 //!   "source": {"uri": "s3://tiered/orders-…/3/00000000000000001000-….rsm-manifest",
 //!              "etag": "\"9b2c…\"", "size": 1048576, "layout": "tiered_storage",
@@ -33,17 +38,38 @@
 //! transactions still open at the end of the segment are in `open_transactions` (their
 //! files are written but not part of `data_files`); the committer appends them when a
 //! later task brings their COMMIT marker, and never when it brings ABORT.
+//!
+//! `schema.partition_spec` is the spec the files were laid out by (bound to
+//! `schema.iceberg`), and each `data_file`'s `partition` holds its value: the committer
+//! has no configuration, so the spec travels here (it creates the table with it). Tasks
+//! without it (older ones, dead letters) are unpartitioned.
 
 use std::collections::BTreeMap;
 
-use iceberg::spec::{DataFile, Schema, StructType};
+use iceberg::spec::{DataFile, PartitionSpec, Schema, StructType};
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
 
-/// The CommitTask JSON version this build writes and reads.
+/// The CommitTask JSON version of unpartitioned tasks (and of the stored-task pointer).
 pub const TASK_VERSION: u32 = 1;
+/// The version of tasks whose files are partitioned; this build reads both.
+pub const PARTITIONED_TASK_VERSION: u32 = 2;
+
+/// The version a task with files laid out by `spec` carries.
+pub fn task_version(spec: Option<&PartitionSpec>) -> u32 {
+    if spec.is_some_and(|s| !s.is_unpartitioned()) { PARTITIONED_TASK_VERSION } else { TASK_VERSION }
+}
+
+fn known_version(version: u32) -> Result<(), TaskError> {
+    if (TASK_VERSION..=PARTITIONED_TASK_VERSION).contains(&version) { Ok(()) } else { Err(TaskError::Version(version)) }
+}
+
+/// `Some(spec)` when it partitions anything: what tasks carry.
+pub fn partitioned(spec: &PartitionSpec) -> Option<PartitionSpec> {
+    (!spec.is_unpartitioned()).then(|| spec.clone())
+}
 
 /// An Iceberg table name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -71,28 +97,60 @@ pub struct TaskFile {
     pub first_offset: i64,
     pub last_offset: i64,
     pub record_count: u64,
-    /// Iceberg's JSON form of the `DataFile` (unpartitioned, format v2).
+    /// Iceberg's JSON form of the `DataFile` (format v2), its `partition` value of the
+    /// task's partition type.
     pub data_file: serde_json::Value,
 }
 
 impl TaskFile {
-    pub fn from_written(file: &WrittenFile) -> Result<TaskFile, iceberg::Error> {
+    /// `partition_type`: the type of the file's partition value (empty: unpartitioned).
+    pub fn from_written(file: &WrittenFile, partition_type: &StructType) -> Result<TaskFile, iceberg::Error> {
         Ok(TaskFile {
             first_offset: file.first_offset,
             last_offset: file.last_offset,
             record_count: file.record_count(),
-            data_file: file.data_file_json()?,
+            data_file: file.data_file_json(partition_type)?,
         })
     }
 
-    /// The `DataFile` back, read against the schema it was written with.
-    pub fn data_file(&self, schema: &Schema) -> Result<DataFile, iceberg::Error> {
-        iceberg::spec::deserialize_data_file_from_json(&self.data_file.to_string(), 0, &StructType::new(vec![]), schema)
+    /// The `DataFile` back, read against the schema and partition spec (`None`:
+    /// unpartitioned) it was written with.
+    pub fn data_file(&self, schema: &Schema, spec: Option<&PartitionSpec>) -> Result<DataFile, iceberg::Error> {
+        let (spec_id, partition_type) = match spec {
+            Some(spec) => (spec.spec_id(), spec.partition_type(schema)?),
+            None => (0, StructType::new(vec![])),
+        };
+        let json = ordered_partition_json(&self.data_file, &partition_type);
+        iceberg::spec::deserialize_data_file_from_json(&json, spec_id, &partition_type, schema)
     }
 
     pub fn path(&self) -> &str {
         self.data_file.get("file_path").and_then(|p| p.as_str()).unwrap_or_default()
     }
+}
+
+/// The DataFile JSON as text with its `partition` object's keys in the partition type's
+/// order (missing ones null). iceberg-rust 0.10.1 reads a partition object's values in
+/// the order of its keys, not by name, and `serde_json::Value` keeps keys sorted: two
+/// partition fields would otherwise come back swapped.
+fn ordered_partition_json(data_file: &serde_json::Value, partition_type: &StructType) -> String {
+    let mut rest = data_file.clone();
+    let partition = rest.as_object_mut().and_then(|o| o.remove("partition"));
+    let (Some(serde_json::Value::Object(values)), Some(object)) = (partition, rest.as_object()) else {
+        return data_file.to_string();
+    };
+    let null = serde_json::Value::Null;
+    let fields: Vec<String> = partition_type
+        .fields()
+        .iter()
+        .map(|f| format!("{}:{}", serde_json::Value::from(f.name.as_str()), values.get(&f.name).unwrap_or(&null)))
+        .collect();
+    let mut text = serde_json::Value::Object(object.clone()).to_string();
+    text.pop(); // the closing brace
+    if !object.is_empty() {
+        text.push(',');
+    }
+    format!("{text}\"partition\":{{{}}}}}", fields.join(","))
 }
 
 /// A transaction still open at the end of the segment, with the files of its records.
@@ -112,6 +170,9 @@ pub struct TaskSchema {
     pub key_format: String,
     pub value_format: String,
     pub iceberg: Schema,
+    /// The partition spec the files are laid out by, bound to `iceberg`; `None`: unpartitioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_spec: Option<PartitionSpec>,
 }
 
 /// The object the task was made from.
@@ -154,7 +215,7 @@ pub struct CommitTask {
 pub enum TaskError {
     #[error("not a CommitTask: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("CommitTask version {0} (this build reads version {TASK_VERSION})")]
+    #[error("CommitTask version {0} (this build reads versions {TASK_VERSION} to {PARTITIONED_TASK_VERSION})")]
     Version(u32),
 }
 
@@ -169,9 +230,7 @@ impl CommitTask {
             version: u32,
         }
         let Version { version } = serde_json::from_slice(json)?;
-        if version != TASK_VERSION {
-            return Err(TaskError::Version(version));
-        }
+        known_version(version)?;
         Ok(serde_json::from_slice(json)?)
     }
 }
@@ -181,7 +240,8 @@ impl CommitTask {
 /// ```json
 /// {"version": 1, "kind": "compaction", "task_id": "…", "table": {…},
 ///  "removed": ["s3://…/data/a.parquet", …], "added": [ {TaskFile}, … ],
-///  "schema": { …the Iceberg schema the added files were written with… }, "created_at_ms": …}
+///  "schema": { …the Iceberg schema the added files were written with… },
+///  "partition_spec": { …the table's spec, absent when unpartitioned… }, "created_at_ms": …}
 /// ```
 ///
 /// The committer applies it only if every removed file is still live (else it is
@@ -196,6 +256,9 @@ pub struct CompactionTask {
     pub removed: Vec<String>,
     pub added: Vec<TaskFile>,
     pub schema: Schema,
+    /// The spec the added files are laid out by (the table's), bound to `schema`; `None`: unpartitioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_spec: Option<PartitionSpec>,
     pub created_at_ms: i64,
 }
 
@@ -223,9 +286,7 @@ impl Task {
             kind: Option<String>,
         }
         let head: Head = serde_json::from_slice(json)?;
-        if head.version != TASK_VERSION {
-            return Err(TaskError::Version(head.version));
-        }
+        known_version(head.version)?;
         match head.kind.as_deref() {
             Some("compaction") => Ok(Task::Compaction(serde_json::from_slice(json)?)),
             _ => Ok(Task::Data(serde_json::from_slice(json)?)),
@@ -251,5 +312,99 @@ impl Task {
             Task::Data(t) => &t.table,
             Task::Compaction(t) => &t.table,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Literal, Struct};
+
+    use super::*;
+    use crate::config::Transform;
+    use crate::partition::tests::{field, schema};
+
+    fn task(schema: &Schema, spec: Option<PartitionSpec>, file: TaskFile) -> CommitTask {
+        CommitTask {
+            version: task_version(spec.as_ref()),
+            task_id: "t1".into(),
+            table: TableName { namespace: "kafka".into(), name: "orders".into() },
+            dead_letter_table: None,
+            topic: "orders".into(),
+            partition: 0,
+            offsets: Some(OffsetRange { first: 0, last: 9 }),
+            record_count: 10,
+            data_files: vec![file],
+            dead_letter_files: vec![],
+            open_transactions: vec![],
+            transaction_markers: vec![],
+            schema: TaskSchema {
+                key_format: "raw".into(),
+                value_format: "raw".into(),
+                iceberg: schema.clone(),
+                partition_spec: spec,
+            },
+            dead_letter_schema: None,
+            source: SourceObject {
+                uri: "s3://b/k".into(),
+                etag: None,
+                size: 1,
+                layout: SegmentLayout::BrokerLogDir,
+                segment_id: None,
+                leader_epochs: BTreeMap::new(),
+            },
+            created_at_ms: 0,
+        }
+    }
+
+    fn written(partition: Struct) -> WrittenFile {
+        let data_file = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("s3://w/t/data/timestamp_day=2024-10-04/00000-0-x.parquet".into())
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .record_count(10)
+            .file_size_in_bytes(100)
+            .build()
+            .unwrap();
+        WrittenFile { data_file, first_offset: 0, last_offset: 9 }
+    }
+
+    #[test]
+    fn partitioned_tasks_carry_the_spec_and_each_file_its_value_through_json() {
+        let schema = schema();
+        let spec = crate::partition::bind(
+            &schema,
+            &[field("_kafka.timestamp", Transform::Day), field("region", Transform::Identity)],
+            "p",
+        )
+        .unwrap();
+        let value = Struct::from_iter([Some(Literal::date(20_000)), None]);
+        let file = TaskFile::from_written(&written(value.clone()), &spec.partition_type(&schema).unwrap()).unwrap();
+        let json = Task::Data(task(&schema, partitioned(&spec), file)).to_json().unwrap();
+        let Task::Data(back) = Task::from_json(json.as_bytes()).unwrap() else { panic!("not a data task") };
+        assert_eq!(back.version, PARTITIONED_TASK_VERSION);
+        let back_spec = back.schema.partition_spec.clone().unwrap();
+        assert_eq!(back_spec, spec);
+        let data_file = back.data_files[0].data_file(&back.schema.iceberg, Some(&back_spec)).unwrap();
+        assert_eq!(data_file.partition(), &value);
+        assert_eq!(data_file.record_count(), 10);
+    }
+
+    #[test]
+    fn tasks_without_a_spec_are_unpartitioned_version_1_and_unknown_versions_refused() {
+        let schema = schema();
+        let file = TaskFile::from_written(&written(Struct::empty()), &StructType::new(vec![])).unwrap();
+        let unpartitioned = task(&schema, partitioned(&PartitionSpec::unpartition_spec()), file);
+        let json = unpartitioned.to_json().unwrap();
+        assert!(!json.contains("partition_spec"), "{json}");
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["version"], TASK_VERSION);
+        // As an older materializer wrote it: no partition_spec key at all.
+        let back = CommitTask::from_json(json.as_bytes()).unwrap();
+        assert_eq!(back.schema.partition_spec, None);
+        let data_file = back.data_files[0].data_file(&schema, None).unwrap();
+        assert!(data_file.partition().fields().is_empty());
+        let future = json.replacen("\"version\":1", "\"version\":3", 1);
+        assert!(matches!(Task::from_json(future.as_bytes()), Err(TaskError::Version(3))));
     }
 }

@@ -60,6 +60,7 @@ async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> (f64, u64) {
         data_dir: out.join("data").display().to_string(),
         dead_letter_dir: out.join("dlq").display().to_string(),
         source_id: "bench".into(),
+        partition_spec: Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
     };
     let file_io = iceberg::io::FileIO::new_with_fs();
     let start = Instant::now();

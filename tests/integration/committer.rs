@@ -193,18 +193,28 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     assert_eq!(paths.len(), 2);
     let schema = loaded.metadata.current_schema().as_ref().clone();
     let dir = format!("{}/data", loaded.metadata.location());
-    let outputs =
-        floe_core::table::rewrite::rewrite_files(&file_io, &paths, &schema, 0, None, &dir, "compacted", 128 << 20)
-            .await
-            .unwrap();
+    let spec = loaded.metadata.default_partition_spec().as_ref().clone();
+    let output = floe_core::datafile::WriterOptions {
+        file_io: file_io.clone(),
+        dir,
+        partition: 0,
+        source_id: "compacted".into(),
+        schema: Arc::new(schema.clone()),
+        target_size: 128 << 20,
+    };
+    let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None).await.unwrap();
     let compaction = CompactionTask {
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,
         task_id: "compaction-1".into(),
         table: table.clone(),
         removed: paths.iter().map(|p| p.to_string()).collect(),
-        added: outputs.iter().map(|f| TaskFile::from_written(f).unwrap()).collect(),
+        added: outputs
+            .iter()
+            .map(|f| TaskFile::from_written(f, &iceberg::spec::StructType::new(vec![])).unwrap())
+            .collect(),
         schema,
+        partition_spec: None,
         created_at_ms: 0,
     };
     // Through the task's JSON, as the queue carries it.
@@ -242,10 +252,10 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
 
 /// The shared buckets and task queue, a lease table, and a namespace of the test's own
 /// (moto's Glue is shared by the tests).
-struct Aws {
+pub(crate) struct Aws {
     base: support::AwsBase,
     locks: String,
-    namespace: String,
+    pub(crate) namespace: String,
     config_file: tempfile::NamedTempFile,
 }
 
@@ -257,11 +267,17 @@ impl std::ops::Deref for Aws {
 }
 
 async fn setup(name: &str) -> Aws {
+    setup_with(name, "").await
+}
+
+/// [`setup`] with more of `floe.toml` after its `[defaults]` (`[[topics]]` entries).
+pub(crate) async fn setup_with(name: &str, topics_toml: &str) -> Aws {
     let base = support::aws_base(name).await;
     let locks = format!("{name}-leases");
     create_lease_table(&base.config, &locks).await;
     let floe_toml = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(floe_toml.path(), format!("[defaults]\nenabled = true\nnamespace = \"{name}\"\n")).unwrap();
+    let text = format!("[defaults]\nenabled = true\nnamespace = \"{name}\"\n{topics_toml}");
+    std::fs::write(floe_toml.path(), text).unwrap();
     Aws { base, locks, namespace: name.to_string(), config_file: floe_toml }
 }
 
@@ -281,7 +297,7 @@ async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
 }
 
 impl Aws {
-    async fn materializer(&self) -> Materializer {
+    pub(crate) async fn materializer(&self) -> Materializer {
         let env = MaterializerEnv {
             config: Some(self.config_file.path().display().to_string()),
             warehouse: format!("s3://{}/wh", self.warehouse),
@@ -291,7 +307,7 @@ impl Aws {
         materializer(&self.config, &env).await.unwrap()
     }
 
-    fn committer(&self) -> CommitterService {
+    pub(crate) fn committer(&self) -> CommitterService {
         let env = CommitterEnv {
             warehouse: format!("s3://{}/wh", self.warehouse),
             lock_table: self.locks.clone(),
@@ -302,7 +318,7 @@ impl Aws {
     }
 
     /// Uploads a segment and materializes it; returns its task.
-    async fn materialize(&self, m: &Materializer, dir: &Path, key: &str) -> CommitTask {
+    pub(crate) async fn materialize(&self, m: &Materializer, dir: &Path, key: &str) -> CommitTask {
         let body = std::fs::read(dir.join(key)).unwrap();
         self.s3.put_object().bucket(&self.segments).key(key).body(body.into()).send().await.unwrap();
         match m.handle(&ObjectRef::new(&self.segments, key)).await.unwrap() {
@@ -322,7 +338,7 @@ impl Aws {
     }
 
     /// Receives the queued messages as the Lambda event source hands them over.
-    async fn receive(&self) -> (SqsEvent, Vec<String>) {
+    pub(crate) async fn receive(&self) -> (SqsEvent, Vec<String>) {
         let got = self
             .sqs
             .receive_message()
@@ -346,7 +362,7 @@ impl Aws {
         (event, receipts)
     }
 
-    async fn delete(&self, receipts: &[String]) {
+    pub(crate) async fn delete(&self, receipts: &[String]) {
         for r in receipts {
             self.sqs.delete_message().queue_url(&self.tasks).receipt_handle(r).send().await.unwrap();
         }

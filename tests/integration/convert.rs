@@ -118,7 +118,7 @@ async fn each_file_is_described_as_an_iceberg_data_file() {
     assert_eq!(df.null_value_counts()[&offset_id], 0);
     assert!(df.column_sizes().contains_key(&offset_id));
     assert_eq!((file.first_offset, file.last_offset), (1_000_000, 1_000_004));
-    let json = file.data_file_json().unwrap();
+    let json = file.data_file_json(&iceberg::spec::StructType::new(vec![])).unwrap();
     assert_eq!(json["record_count"], 5);
     assert_eq!(json["file_format"], "PARQUET");
     assert_eq!(json["file_path"].as_str().unwrap(), file.path());

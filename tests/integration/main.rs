@@ -9,6 +9,7 @@ mod convert;
 mod infra;
 mod json;
 mod materializer;
+mod partition;
 mod protobuf;
 mod segments;
 mod support;

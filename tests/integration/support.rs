@@ -216,7 +216,9 @@ pub async fn materialize(
         None
     };
     let formats = Formats::load_inferred(config, &topic_config, http_registry(config)?, inferred.as_ref()).await?;
+    let spec = floe_core::partition::spec_for_table(&topic_config, topic, &formats.schema, None)?;
     let options = MaterializeOptions {
+        partition_spec: Arc::new(spec),
         topic: topic_config,
         partition: 0,
         data_dir: out.join("data").display().to_string(),

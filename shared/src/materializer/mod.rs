@@ -8,8 +8,9 @@
 //!        tiered storage: .rsm-manifest ─▶ chunk index ─▶ ChunkedSource(.log), txn index from .indexes
 //!        broker log dir / LocalTieredStorage: .log ─▶ the object itself, sibling .txnindex
 //!                                              ▼
+//!                     spec: the table's current one, or partition_by bound to the schema (new table)
 //!                     materialize_segment ─▶ Parquet (multipart upload) under
-//!                     <table location>/data/<partition>-<first offset>-<source id>.parquet
+//!                     <table location>/data/[<partition path>/]<partition>-<first offset>-<source id>.parquet
 //!                                              ▼
 //!                     CommitTask ─▶ TaskQueue (group = table, dedup id = task id)
 //! ```
@@ -27,11 +28,12 @@ use std::io;
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
-use iceberg::spec::Schema;
+use iceberg::spec::{PartitionSpec, Schema};
 
 use crate::config::{FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
 use crate::materialize::{MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id};
+use crate::partition::{PartitionError, spec_for_table};
 use crate::queue::{QueueError, TaskQueue};
 use crate::schema::formats::{FormatError, Formats};
 use crate::schema::json::infer;
@@ -41,7 +43,8 @@ use crate::segment::{
     Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,
 };
 use crate::task::{
-    CommitTask, OffsetRange, PendingTransaction, SourceObject, TASK_VERSION, TableName, Task, TaskFile, TaskSchema,
+    CommitTask, OffsetRange, PendingTransaction, SourceObject, TableName, Task, TaskFile, TaskSchema, partitioned,
+    task_version,
 };
 pub use events::{EventObjects, objects_in_event};
 pub use objects::{LocalObjects, ObjectRef, ObjectStore, Opened};
@@ -63,6 +66,9 @@ pub enum MaterializerError {
     Task(String),
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// `partition_by` does not fit the table's schema.
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
 }
 
 impl MaterializerError {
@@ -78,6 +84,7 @@ impl MaterializerError {
             MaterializerError::Format(e) => e.retryable(),
             MaterializerError::Materialize(e) => e.retryable(),
             MaterializerError::Queue(e) => e.retryable(),
+            MaterializerError::Partition(e) => e.retryable(),
         }
     }
 }
@@ -97,7 +104,8 @@ pub fn table_location(warehouse: &str, table: &TableName) -> String {
 }
 
 /// What the materializer asks of the tables: the current schema (so new files keep its
-/// field ids) and the offsets already committed (so a segment the table holds is not
+/// field ids), the current partition spec (so new files are laid out by it) and the
+/// offsets already committed (so a segment the table holds is not
 /// written again: its files are referenced by the table and must not be overwritten).
 #[async_trait::async_trait]
 pub trait TableLookup: Send + Sync {
@@ -109,6 +117,8 @@ pub trait TableLookup: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct TableView {
     pub schema: Schema,
+    /// The table's default partition spec.
+    pub partition_spec: PartitionSpec,
     pub committed: crate::table::offsets::CommittedOffsets,
 }
 
@@ -178,7 +188,7 @@ impl Materializer {
         {
             return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
         }
-        let task = self.materialize(&topic, input, view.map(|v| v.schema)).await?;
+        let task = self.materialize(&topic, input, view).await?;
         self.queue.send(&Task::Data(task.clone())).await?;
         Ok(Outcome::Queued(Box::new(task)))
     }
@@ -278,7 +288,7 @@ impl Materializer {
         &self,
         topic: &TopicConfig,
         input: SegmentInput,
-        current: Option<Schema>,
+        current: Option<TableView>,
     ) -> Result<CommitTask, MaterializerError> {
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
         let dead_letter_table = TableName { namespace: topic.namespace.clone(), name: format!("{}_dlq", topic.table) };
@@ -287,9 +297,12 @@ impl Materializer {
             true => Some(infer(self.reader(&input).await?).await.map_err(MaterializeError::Segment)?),
             false => None,
         };
+        let current_schema = current.as_ref().map(|v| &v.schema);
         let formats =
-            Formats::load_for_table(&self.config, topic, self.registry.clone(), inferred.as_ref(), current.as_ref())
+            Formats::load_for_table(&self.config, topic, self.registry.clone(), inferred.as_ref(), current_schema)
                 .await?;
+        let existing_spec = current.as_ref().map(|v| &v.partition_spec);
+        let spec = spec_for_table(topic, &table.to_string(), &formats.schema, existing_spec)?;
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
         let options = MaterializeOptions {
             topic: topic.clone(),
@@ -297,6 +310,7 @@ impl Materializer {
             data_dir: format!("{}/data", table_location(&self.warehouse, &table)),
             dead_letter_dir: format!("{}/data", table_location(&self.warehouse, &dead_letter_table)),
             source_id: task_id.clone(),
+            partition_spec: Arc::new(spec),
         };
         tracing::info!(table = %table, topic = %topic.topic, partition = options.partition, object = %input.object.uri, "materializing");
         let reader = self.reader(&input).await?;
@@ -313,8 +327,14 @@ impl Materializer {
     }
 }
 
-fn task_files(files: &[WrittenFile]) -> Result<Vec<TaskFile>, MaterializerError> {
-    files.iter().map(|f| TaskFile::from_written(f).map_err(|e| MaterializerError::Task(e.to_string()))).collect()
+fn task_files(
+    files: &[WrittenFile],
+    partition_type: &iceberg::spec::StructType,
+) -> Result<Vec<TaskFile>, MaterializerError> {
+    files
+        .iter()
+        .map(|f| TaskFile::from_written(f, partition_type).map_err(|e| MaterializerError::Task(e.to_string())))
+        .collect()
 }
 
 fn format_name(format: Format) -> String {
@@ -343,7 +363,12 @@ fn build_task(
     };
     let mut open_transactions = Vec::new();
     for txn in &summary.open_transactions {
-        let files = done.pending_files.get(&txn.producer_id).map(|f| task_files(f)).transpose()?.unwrap_or_default();
+        let files = done
+            .pending_files
+            .get(&txn.producer_id)
+            .map(|f| task_files(f, &done.partition_type))
+            .transpose()?
+            .unwrap_or_default();
         open_transactions.push(PendingTransaction {
             producer_id: txn.producer_id,
             producer_epoch: txn.producer_epoch,
@@ -361,8 +386,10 @@ fn build_task(
                 .schema,
         ),
     };
+    let partition_spec = partitioned(&done.partition_spec);
+    let no_partition = iceberg::spec::StructType::new(vec![]);
     Ok(CommitTask {
-        version: TASK_VERSION,
+        version: task_version(partition_spec.as_ref()),
         task_id,
         dead_letter_table: dead_letter_schema.as_ref().map(|_| dead_letter_table),
         table,
@@ -370,14 +397,15 @@ fn build_task(
         partition: input.location.partition,
         offsets,
         record_count: done.files.iter().map(WrittenFile::record_count).sum(),
-        data_files: task_files(&done.files)?,
-        dead_letter_files: task_files(&done.dead_letter_files)?,
+        data_files: task_files(&done.files, &done.partition_type)?,
+        dead_letter_files: task_files(&done.dead_letter_files, &no_partition)?,
         open_transactions,
         transaction_markers: summary.markers.clone(),
         schema: TaskSchema {
             key_format: format_name(topic.key_format),
             value_format: format_name(topic.value_format),
             iceberg: done.schema.as_ref().clone(),
+            partition_spec,
         },
         dead_letter_schema,
         source: input.object,

@@ -1,8 +1,11 @@
 //! Iceberg tables as Floe writes them: created on the first task (format v2, data and
-//! metadata under the warehouse), loaded through a [`Catalog`], changed only by
-//! snapshots Floe writes itself ([`snapshot`]), each carrying the committed Kafka
-//! offsets ([`offsets`]) and the transactions still waiting for their marker ([`state`]).
+//! metadata under the warehouse, partitioned by the task's spec), loaded through a
+//! [`Catalog`], changed only by snapshots Floe writes itself ([`snapshot`]), each
+//! carrying the committed Kafka offsets ([`offsets`]) and the transactions still waiting
+//! for their marker ([`state`]); files rewritten by [`rewrite`] (trimming, compaction)
+//! and compactions planned by [`compaction`].
 
+pub mod compaction;
 pub mod offsets;
 pub mod rewrite;
 pub mod snapshot;
@@ -13,7 +16,8 @@ use std::str::FromStr;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    FormatVersion, NestedField, Schema, SortOrder, TableMetadata, TableMetadataBuilder, Type, UnboundPartitionSpec,
+    FormatVersion, NestedField, PartitionSpec, Schema, SortOrder, TableMetadata, TableMetadataBuilder, Type,
+    UnboundPartitionSpec,
 };
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
@@ -84,6 +88,7 @@ impl TableLookup for CatalogTables {
         let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
         Ok(Some(TableView {
             schema: loaded.metadata.current_schema().as_ref().clone(),
+            partition_spec: loaded.metadata.default_partition_spec().as_ref().clone(),
             committed: CommittedOffsets::from_summary(&summary.unwrap_or_default())?,
         }))
     }
@@ -128,9 +133,13 @@ pub fn name_mapping(schema: &Schema) -> serde_json::Value {
     serde_json::Value::Array(fields(schema.as_struct().fields()))
 }
 
-/// Metadata of a new, unpartitioned v2 table at `location` with exactly `schema`'s field ids,
-/// and where to write it.
-pub fn new_table_metadata(location: &str, schema: &Schema) -> iceberg::Result<(TableMetadata, MetadataLocation)> {
+/// Metadata of a new v2 table at `location` with exactly `schema`'s field ids, partitioned
+/// by `spec` (bound to `schema`; unpartitioned when it has no fields), and where to write it.
+pub fn new_table_metadata(
+    location: &str,
+    schema: &Schema,
+    spec: &PartitionSpec,
+) -> iceberg::Result<(TableMetadata, MetadataLocation)> {
     let metadata = TableMetadataBuilder::new(
         schema.clone(),
         UnboundPartitionSpec::builder().build(),
@@ -148,6 +157,20 @@ pub fn new_table_metadata(location: &str, schema: &Schema) -> iceberg::Result<(T
     } else {
         metadata.into_builder(None).add_current_schema(schema.clone())?.build()?.metadata
     };
+    // The spec binds to our ids, so it is added once our schema is current (the builder
+    // would rebind a spec given up front to its renumbered schema); the placeholder
+    // unpartitioned spec goes. Field ids keep theirs (from 1000).
+    let metadata = if spec.is_unpartitioned() {
+        metadata
+    } else {
+        let placeholder = metadata.default_partition_spec_id();
+        metadata
+            .into_builder(None)
+            .add_default_partition_spec(spec.clone().into_unbound())?
+            .remove_partition_specs(&[placeholder])?
+            .build()?
+            .metadata
+    };
     let metadata_location = MetadataLocation::new_with_metadata(location, &metadata);
     Ok((metadata, metadata_location))
 }
@@ -159,8 +182,10 @@ pub async fn create(
     name: &TableName,
     location: &str,
     schema: &Schema,
+    spec: &PartitionSpec,
 ) -> Result<bool, TableError> {
-    let (metadata, metadata_location) = new_table_metadata(location, schema).map_err(TableError::iceberg(name))?;
+    let (metadata, metadata_location) =
+        new_table_metadata(location, schema, spec).map_err(TableError::iceberg(name))?;
     metadata.write_to(file_io, &metadata_location).await.map_err(TableError::iceberg(name))?;
     match catalog.create(name, &metadata, &metadata_location.to_string()).await {
         Ok(()) => Ok(true),
@@ -200,9 +225,24 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let (metadata, location) = new_table_metadata("file:///tmp/t", &schema).unwrap();
+        let (metadata, location) =
+            new_table_metadata("file:///tmp/t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
         assert_eq!(metadata.current_schema().as_struct(), schema.as_struct());
         assert!(location.to_string().starts_with("file:///tmp/t/metadata/00000-"));
+        // Partitioned: the spec binds to the files' ids, field ids from 1000, one spec.
+        let spec = crate::partition::bind(
+            &schema,
+            &[crate::config::PartitionField { source: "b".into(), transform: crate::config::Transform::Truncate(4) }],
+            "p",
+        )
+        .unwrap();
+        let (partitioned, _) = new_table_metadata("file:///tmp/t", &schema, &spec).unwrap();
+        assert_eq!(partitioned.current_schema().as_struct(), schema.as_struct());
+        let default = partitioned.default_partition_spec();
+        assert!(crate::partition::same_layout(default, &spec), "{default:?}");
+        assert_eq!((default.fields()[0].source_id, default.fields()[0].field_id), (3, 1000));
+        assert_eq!(default.fields()[0].name, "b_trunc");
+        assert_eq!(partitioned.partition_specs_iter().count(), 1);
         let mapping = name_mapping(&schema);
         assert_eq!(mapping[0]["fields"][0]["field-id"], 2);
         assert_eq!(mapping[1]["names"][0], "b");

@@ -7,51 +7,48 @@
 //! `_kafka.offset` and written again under a new name; the original stays unreferenced.
 //! Compaction reads small files and writes their rows, unchanged, into files of the
 //! target size. Rows are streamed batch by batch: memory holds one input file's bytes.
+//!
+//! Rewritten files are laid out by the table's partition spec, the partition values
+//! computed from the rows again: a trimmed file keeps its partition value, compacted
+//! files of one partition stay in it, and a file written under another spec (a task
+//! from before the table existed with its spec) is split into the table's partitions.
 
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{BooleanArray, RecordBatch};
-use iceberg::io::FileIO;
-use iceberg::spec::Schema;
+use iceberg::spec::PartitionSpec;
 use iceberg::{Error, ErrorKind, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::datafile::{DataFileWriter, WrittenFile};
-use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
+use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
 
 fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::DataInvalid, format!("trimming {path}: {detail}"))
+    Error::new(ErrorKind::DataInvalid, format!("rewriting {path}: {detail}"))
 }
 
-/// Writes the rows of `paths` (all of them, or those whose offset lies in `keep`) into
-/// files of about `target_size` under `dir`, named with `tag`.
+/// Writes the rows of `paths` (all of them, or those whose offset lies in `keep`) as
+/// `output` says: files of about its target size under its `dir` (the table's data
+/// directory; partitions go below it), named with its `source_id` (a tag), laid out by
+/// `spec` (bound to its schema) — one file at least per partition value the rows have,
+/// none when no row is kept. Trimming is one path with `keep` and no size limit.
 pub async fn rewrite_files(
-    file_io: &FileIO,
+    output: WriterOptions,
+    spec: &PartitionSpec,
     paths: &[&str],
-    schema: &Schema,
-    partition: i32,
     keep: Option<&[(i64, i64)]>,
-    dir: &str,
-    tag: &str,
-    target_size: u64,
 ) -> Result<Vec<WrittenFile>> {
-    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
-    let mut writer = DataFileWriter::new(file_io.clone(), dir, partition, tag, Arc::new(schema.clone()), target_size);
+    let file_io = output.file_io.clone();
+    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
+    let mut writer = TableWriter::new(output, Arc::new(spec.clone()))?;
     for path in paths {
         let bytes = file_io.new_input(path)?.read().await?;
         let reader =
             ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| invalid(path, e))?;
         for batch in reader {
             let batch = batch.map_err(|e| invalid(path, e))?;
-            let offsets = batch
-                .column_by_name(KAFKA_COLUMN)
-                .and_then(|k| k.as_struct_opt())
-                .and_then(|k| k.column_by_name(OFFSET_FIELD))
-                .and_then(|o| o.as_primitive_opt::<Int64Type>())
-                .ok_or_else(|| invalid(path, "no _kafka.offset column"))?
-                .clone();
+            let offsets = offset_column(&batch).ok_or_else(|| invalid(path, "no _kafka.offset column"))?.clone();
             let (batch, offsets) = match keep {
                 None => (batch, offsets),
                 Some(keep) => {
@@ -81,22 +78,4 @@ pub async fn rewrite_files(
         }
     }
     writer.close().await
-}
-
-/// [`rewrite_files`] of one file, keeping the offsets in `keep`, beside it; `None` when
-/// no row is kept.
-pub async fn trim_file(
-    file_io: &FileIO,
-    path: &str,
-    schema: &Schema,
-    partition: i32,
-    keep: &[(i64, i64)],
-    tag: &str,
-) -> Result<Option<WrittenFile>> {
-    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-    let mut files = rewrite_files(file_io, &[path], schema, partition, Some(keep), dir, tag, u64::MAX).await?;
-    match files.len() {
-        0 | 1 => Ok(files.pop()),
-        n => Err(invalid(path, format!("{n} files written for one"))),
-    }
 }

@@ -316,7 +316,9 @@ mod tests {
             .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
             .build()
             .unwrap();
-        let (metadata, location) = crate::table::new_table_metadata("memory:///t", &schema).unwrap();
+        let (metadata, location) =
+            crate::table::new_table_metadata("memory:///t", &schema, &iceberg::spec::PartitionSpec::unpartition_spec())
+                .unwrap();
         let mut metadata = metadata
             .into_builder(None)
             .set_properties(HashMap::from([

@@ -9,7 +9,7 @@
 //! the open transaction's segment (tasks out of order) is kept here too, until it is.
 
 use iceberg::io::FileIO;
-use iceberg::spec::Schema;
+use iceberg::spec::{PartitionSpec, Schema};
 use serde::{Deserialize, Serialize};
 
 use super::offsets::CommittedOffsets;
@@ -28,6 +28,9 @@ pub struct PendingEntry {
     pub transaction: PendingTransaction,
     /// The schema the files were written with.
     pub schema: Schema,
+    /// The partition spec they are laid out by; `None`: unpartitioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_spec: Option<PartitionSpec>,
 }
 
 /// A marker no pending transaction has matched yet.
@@ -128,6 +131,7 @@ mod tests {
                 files: vec![],
             },
             schema: Schema::builder().build().unwrap(),
+            partition_spec: None,
         }
     }
 
