@@ -333,3 +333,41 @@ fn append_metadata(kafka: &mut StructColumn, partition: i32, record: &Record) {
     }
     headers.close(record.headers.len());
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::segment::Header;
+
+    #[test]
+    fn each_part_gets_the_last_schema_header_of_its_own_name() {
+        let header = |key: &str, value: Option<&'static [u8]>| Header {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            value: value.map(Bytes::from_static),
+        };
+        let mut record = Record {
+            offset: 7,
+            timestamp: 0,
+            timestamp_type: TimestampType::Create,
+            key: Some(Bytes::from_static(b"k")),
+            value: Some(Bytes::from_static(b"v")),
+            headers: vec![
+                header("__value_schema_id", Some(b"first")),
+                header("__key_schema_id", Some(b"key")),
+                header("trace", Some(b"x")),
+                header("__value_schema_id", Some(b"last")),
+            ],
+        };
+        let value = payload(&record, record.value.as_deref(), "value").unwrap();
+        assert_eq!((value.bytes, value.schema_header), (&b"v"[..], Some(&b"last"[..])));
+        let key = payload(&record, record.key.as_deref(), "key").unwrap();
+        assert_eq!((key.bytes, key.schema_header), (&b"k"[..], Some(&b"key"[..])));
+        // A last header without a value names no schema: the payload's own framing counts.
+        record.headers.push(header("__value_schema_id", None));
+        assert_eq!(payload(&record, record.value.as_deref(), "value").unwrap().schema_header, None);
+        // A null value has no payload at all.
+        assert!(payload(&record, None, "value").is_none());
+    }
+}
