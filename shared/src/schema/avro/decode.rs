@@ -290,7 +290,7 @@ fn col_name(c: &Column) -> &'static str {
 
 /// `bytes` as a string if they are UTF-8. Most strings in practice are short and ASCII,
 /// which a word-at-a-time check settles before the general (SIMD) validation.
-#[inline]
+#[inline(always)]
 fn utf8(bytes: &[u8]) -> Option<&str> {
     if bytes.is_ascii() {
         // SAFETY: every ASCII byte sequence is valid UTF-8.
@@ -321,7 +321,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn int(&mut self) -> R<i32> {
         let at = self.pos;
         let v = self.long()?;
@@ -379,7 +379,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Block counts of arrays and maps; a negative count is followed by a byte size.
-    #[inline]
+    #[inline(always)]
     fn block(&mut self) -> R<usize> {
         let at = self.pos;
         let mut n = self.long()?;
@@ -585,7 +585,7 @@ fn skip(step: &Step, r: &mut Reader) -> R<()> {
 }
 
 /// Reads a union's branch index.
-#[inline]
+#[inline(always)]
 fn union_branch<'s>(branches: &'s [(Step, Option<usize>)], r: &mut Reader) -> R<&'s (Step, Option<usize>)> {
     let at = r.pos;
     let i = r.long()?;
