@@ -21,7 +21,7 @@ use iceberg::spec::Schema;
 use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
 use crate::schema::wire::header_name;
 pub use crate::schema::wire::{Payload, SchemaId};
-use crate::segment::{Record, TimestampType};
+use crate::segment::{Header, Record, TimestampType};
 pub use builder::{Column, StructColumn};
 
 /// Why one record's key or value could not be decoded.
@@ -209,8 +209,7 @@ impl RecordConverter {
     }
 
     fn append_row(&mut self, record: &Record) -> Result<(), DecodeError> {
-        let key = payload(record, record.key.as_deref(), "key");
-        let value = payload(record, record.value.as_deref(), "value");
+        let (key, value) = payloads(record);
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("_kafka is a struct") };
         append_metadata(kafka, self.partition, record);
         let key_column = match self.payload_start {
@@ -281,13 +280,22 @@ impl RecordConverter {
     }
 }
 
-/// A record's key or value with the header naming its schema (the last one, as Kafka's
-/// `lastHeader`), if the record has one.
-fn payload<'r>(record: &'r Record, bytes: Option<&'r [u8]>, part: &str) -> Option<Payload<'r>> {
-    let bytes = bytes?;
-    let name = header_name(part).as_bytes();
-    let schema_header = record.headers.iter().rev().find(|h| h.key == name).and_then(|h| h.value.as_deref());
-    Some(Payload { bytes, schema_header })
+/// A record's key and value, each with the header naming its schema if the record has
+/// one (the last of that name, as Kafka's `lastHeader`); one pass over the headers.
+fn payloads(record: &Record) -> (Option<Payload<'_>>, Option<Payload<'_>>) {
+    let (key_name, value_name) = (header_name("key").as_bytes(), header_name("value").as_bytes());
+    let (mut key_header, mut value_header) = (None, None);
+    for h in &record.headers {
+        if h.key == key_name {
+            key_header = Some(h);
+        } else if h.key == value_name {
+            value_header = Some(h);
+        }
+    }
+    fn with<'r>(bytes: Option<&'r [u8]>, header: Option<&'r Header>) -> Option<Payload<'r>> {
+        bytes.map(|bytes| Payload { bytes, schema_header: header.and_then(|h| h.value.as_deref()) })
+    }
+    (with(record.key.as_deref(), key_header), with(record.value.as_deref(), value_header))
 }
 
 fn append_payload(
@@ -339,7 +347,6 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::segment::Header;
 
     #[test]
     fn each_part_gets_the_last_schema_header_of_its_own_name() {
@@ -360,14 +367,16 @@ mod tests {
                 header("__value_schema_id", Some(b"last")),
             ],
         };
-        let value = payload(&record, record.value.as_deref(), "value").unwrap();
+        let (key, value) = payloads(&record);
+        let value = value.unwrap();
         assert_eq!((value.bytes, value.schema_header), (&b"v"[..], Some(&b"last"[..])));
-        let key = payload(&record, record.key.as_deref(), "key").unwrap();
+        let key = key.unwrap();
         assert_eq!((key.bytes, key.schema_header), (&b"k"[..], Some(&b"key"[..])));
         // A last header without a value names no schema: the payload's own framing counts.
         record.headers.push(header("__value_schema_id", None));
-        assert_eq!(payload(&record, record.value.as_deref(), "value").unwrap().schema_header, None);
+        assert_eq!(payloads(&record).1.unwrap().schema_header, None);
         // A null value has no payload at all.
-        assert!(payload(&record, None, "value").is_none());
+        record.value = None;
+        assert!(payloads(&record).1.is_none());
     }
 }
