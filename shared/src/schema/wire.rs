@@ -18,7 +18,7 @@ use std::fmt;
 use crate::convert::DecodeError;
 
 /// Length of the in-payload framing: magic byte 0 and a 4-byte id.
-pub const HEADER_LEN: usize = 5;
+const HEADER_LEN: usize = 5;
 
 /// The registered schema a payload names: by numeric id, or by GUID (header framing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -123,7 +123,7 @@ pub fn no_header_rest(framed: &Framed<'_>, part: &'static str) -> Result<(), Dec
 
 /// Splits an in-payload framed payload into its schema id and body.
 #[inline]
-pub fn split<'a>(payload: &'a [u8], part: &'static str) -> Result<(u32, &'a [u8]), DecodeError> {
+fn split<'a>(payload: &'a [u8], part: &'static str) -> Result<(u32, &'a [u8]), DecodeError> {
     match payload {
         [0, a, b, c, d, rest @ ..] => Ok((u32::from_be_bytes([*a, *b, *c, *d]), rest)),
         [] => Err(error(part, 0, "empty payload: no Confluent wire-format header")),
