@@ -66,7 +66,8 @@ pub struct Framed<'a> {
     pub body: &'a [u8],
     /// The body's position in the payload, for error positions.
     pub offset: usize,
-    /// What followed the id in the header: Protobuf's message indexes (empty otherwise).
+    /// What followed the id in the header (Protobuf's message indexes; empty for the other
+    /// formats), or `None` when the id was in the payload.
     pub header_rest: Option<&'a [u8]>,
 }
 
