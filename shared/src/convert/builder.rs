@@ -390,6 +390,7 @@ impl StructColumn {
     }
 
     /// Marks the current row present; the caller appends one value to every child.
+    #[inline]
     pub fn append_valid(&mut self) {
         self.nulls.append_non_null();
     }
@@ -430,6 +431,7 @@ impl StructColumn {
 
 impl ListColumn {
     /// Closes the current list after its elements were appended to `child`.
+    #[inline]
     pub fn close(&mut self, elements: usize) {
         let last = *self.offsets.last().expect("offsets");
         self.offsets.push(last + elements as i32);
@@ -439,6 +441,7 @@ impl ListColumn {
 
 impl MapColumn {
     /// Closes the current map after its entries were appended to `keys` and `values`.
+    #[inline]
     pub fn close(&mut self, entries: usize) {
         let last = *self.offsets.last().expect("offsets");
         self.offsets.push(last + entries as i32);

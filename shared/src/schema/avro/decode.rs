@@ -89,6 +89,12 @@ enum Step {
     },
     /// Union branches: `Null`, or the step and, for a multi-type union, the member index.
     Union(Vec<(Step, Option<usize>)>),
+    /// The common `["null", T]` (or `[T, "null"]`) union: its branch index is one byte,
+    /// read inline; `null_first` says which branch is null.
+    Nullable {
+        null_first: bool,
+        value: Box<Step>,
+    },
 }
 
 /// Compiles `writer` for columns of `target` type (`None`: skipped everywhere).
@@ -166,6 +172,11 @@ fn compile<'a>(
             Some(other) => return err(format!("record {} written into a {other} column", r.name)),
             None => compile_record(r, names, None, depth)?,
         },
+        Avro::Union(u) if u.variants().len() == 2 && u.variants().iter().filter(|v| matches!(v, Avro::Null)).count() == 1 => {
+            let null_first = matches!(u.variants()[0], Avro::Null);
+            let value = &u.variants()[usize::from(null_first)];
+            Step::Nullable { null_first, value: Box::new(compile(value, names, target, depth + 1)?) }
+        }
         Avro::Union(u) => {
             let non_null = u.variants().iter().filter(|v| !matches!(v, Avro::Null)).count();
             let mut member = 0;
@@ -292,12 +303,22 @@ fn col_name(c: &Column) -> &'static str {
 /// which a word-at-a-time check settles before the general (SIMD) validation.
 #[inline(always)]
 fn utf8(bytes: &[u8]) -> Option<&str> {
-    if bytes.is_ascii() {
+    if is_ascii(bytes) {
         // SAFETY: every ASCII byte sequence is valid UTF-8.
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     } else {
         simdutf8::basic::from_utf8(bytes).ok()
     }
+}
+
+/// Whether every byte is below 0x80, eight bytes at a time (inline: the standard
+/// library's check is a call per string).
+#[inline(always)]
+fn is_ascii(bytes: &[u8]) -> bool {
+    let (words, rest) = bytes.as_chunks::<8>();
+    let high = words.iter().fold(0, |acc, w| acc | u64::from_ne_bytes(*w));
+    let high = rest.iter().fold(high, |acc, &b| acc | u64::from(b));
+    high & 0x8080_8080_8080_8080 == 0
 }
 
 /// Reads Avro's binary encoding, keeping the position for errors.
@@ -376,6 +397,29 @@ impl<'a> Reader<'a> {
         let at = self.pos;
         let b = self.bytes()?;
         utf8(b).ok_or_else(|| fail(at, format_args!("string is not UTF-8")))
+    }
+
+    /// Whether a `["null", T]` union holds a value: its branch index is zig-zag 0 or 1,
+    /// one byte either way.
+    #[inline(always)]
+    fn present(&mut self, null_first: bool) -> R<bool> {
+        match self.buf.get(self.pos) {
+            Some(&b @ (0 | 2)) => {
+                self.pos += 1;
+                Ok((b == 2) == null_first)
+            }
+            _ => Err(self.bad_branch()),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_branch(&mut self) -> Box<Fail> {
+        let at = self.pos;
+        match self.long() {
+            Ok(i) => fail(at, format_args!("union branch {i}")),
+            Err(e) => e,
+        }
     }
 
     /// Block counts of arrays and maps; a negative count is followed by a byte size.
@@ -472,9 +516,22 @@ fn put(step: &Step, r: &mut Reader, col: &mut Column) -> R<()> {
                 .ok_or_else(|| fail(at, format_args!("enum index {i}")))?;
             into!(col, String, "string").append_value(symbol)
         }
+        Step::Nullable { null_first, value } => {
+            if r.present(*null_first)? {
+                put_value(value, r, col)?
+            } else {
+                col.append_null()
+            }
+        }
         _ => put_nested(step, r, col, at)?,
     }
     Ok(())
+}
+
+/// [`put`] out of line: the value of a nullable union.
+#[inline(never)]
+fn put_value(step: &Step, r: &mut Reader, col: &mut Column) -> R<()> {
+    put(step, r, col)
 }
 
 /// The steps [`put`] does not decode inline: rarer leaves and nested types.
@@ -580,6 +637,11 @@ fn skip(step: &Step, r: &mut Reader) -> R<()> {
         })?),
         Step::Record { fields, .. } => fields.iter().try_for_each(|(step, _)| skip(step, r))?,
         Step::Union(branches) => skip(&union_branch(branches, r)?.0, r)?,
+        Step::Nullable { null_first, value } => {
+            if r.present(*null_first)? {
+                skip(value, r)?
+            }
+        }
     }
     Ok(())
 }
@@ -955,6 +1017,48 @@ mod tests {
                 compiled.append_fields(p, columns, "value", 0)
             });
             assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
+        }
+    }
+
+    #[test]
+    fn nullable_unions_either_way_round() {
+        use apache_avro::types::Value as V;
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "a", "type": ["null", "long"]},
+            {"name": "b", "type": ["string", "null"]}]}"#;
+        let table =
+            Fields::from(vec![Field::new("a", DataType::Int64, true), Field::new("b", DataType::Utf8, true)]);
+        let row = |a: Option<i64>, b: Option<&str>| {
+            let a = a.map_or(V::Union(0, Box::new(V::Null)), |a| V::Union(1, Box::new(V::Long(a))));
+            let b = b.map_or(V::Union(1, Box::new(V::Null)), |b| V::Union(0, Box::new(V::String(b.into()))));
+            decode_row(writer, V::Record(vec![("a".into(), a), ("b".into(), b)]), table.clone()).unwrap()
+        };
+        let full = row(Some(-3), Some("x"));
+        assert_eq!(full.column(0).as_primitive::<Int64Type>().value(0), -3);
+        assert_eq!(full.column(1).as_string::<i32>().value(0), "x");
+        let empty = row(None, None);
+        assert!(empty.column(0).is_null(0) && empty.column(1).is_null(0));
+        // A branch index past the union: an error at its byte.
+        let compiled =
+            CompiledAvro::new(&Avro::parse_str(writer).unwrap(), &[], AvroTarget::Fields(&table)).unwrap();
+        for (payload, at, detail) in [(&[4u8][..], 5, "union branch 2"), (&[0, 1], 6, "union branch -1")] {
+            let mut root = StructColumn::new(&table).unwrap();
+            root.append_valid();
+            let e = compiled.append_fields(payload, &mut root.children, "value", 5).unwrap_err();
+            assert_eq!((e.position, e.detail.as_str()), (at, detail));
+        }
+    }
+
+    #[test]
+    fn ascii_checked_a_word_at_a_time_and_in_the_tail() {
+        for len in 0..20 {
+            let mut bytes = vec![b'a'; len];
+            assert!(is_ascii(&bytes));
+            for i in 0..len {
+                bytes[i] = 0x80;
+                assert!(!is_ascii(&bytes), "high byte at {i} of {len}");
+                bytes[i] = b'a';
+            }
         }
     }
 
