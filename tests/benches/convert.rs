@@ -27,7 +27,7 @@ fn segment_bytes() -> u64 {
     std::env::var("FLOE_BENCH_MIB").ok().and_then(|m| m.parse::<u64>().ok()).map_or(SEGMENT, |m| m * MIB)
 }
 const TARGET_FILE: u64 = 128 * MIB;
-/// The Python baseline runs on a smaller tile of the same seed (it is that much slower).
+/// The Python baseline runs on the first `PYTHON_SEGMENT` bytes of the same segment (it is that much slower).
 const PYTHON_SEGMENT: u64 = 16 * MIB;
 
 /// The same job by a hand-written Python Lambda (tests/py/python_lambda.py: kafka-python,
@@ -108,8 +108,14 @@ fn main() {
     let shm = Path::new("/dev/shm");
     let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
     let d = dir.path().to_str().unwrap();
-    common::python("make_avro.py", &["--bench-seed", d]);
-    common::python("make_segments.py", &["--bench-seeds", d]);
+    // Seeds as large as the segment, so every record is new, as in a real topic (a
+    // small seed tiled to size would repeat every value and flatter the encoder's
+    // dictionaries); plus a 4 MiB seed tiled, to show that effect.
+    let mib = (segment_bytes() / MIB).to_string();
+    common::python("make_avro.py", &["--bench-seed", d, &mib]);
+    common::python("make_segments.py", &["--bench-seeds", d, &mib, "zstd"]);
+    let tiled = dir.path().join("tiled");
+    common::python("make_avro.py", &["--bench-seed", tiled.to_str().unwrap(), "4"]);
     let avsc = dir.path().join("orders_v2.avsc");
     let avro_config = format!(
         "[[topics]]\ntopic = \"bench\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\ntarget_file_size = \"128MiB\"\n",
@@ -118,10 +124,16 @@ fn main() {
     let raw_config = "[defaults]\nenabled = true\n".to_string();
     let avro = "Avro (25 columns, nested, logical types; varied values)";
     let cases = [
-        (format!("{avro}, zstd batches"), "seed_avro_zstd.log", &avro_config, Some(&avsc)),
-        (format!("{avro}, lz4 batches"), "seed_avro_lz4.log", &avro_config, Some(&avsc)),
-        (format!("{avro}, uncompressed batches"), "seed_avro_none.log", &avro_config, Some(&avsc)),
-        ("raw key/value (JSON text), zstd batches".to_string(), "seed_zstd.log", &raw_config, None),
+        (format!("{avro}, zstd batches"), dir.path().join("seed_avro_zstd.log"), &avro_config, Some(&avsc)),
+        (format!("{avro}, lz4 batches"), dir.path().join("seed_avro_lz4.log"), &avro_config, Some(&avsc)),
+        (format!("{avro}, uncompressed batches"), dir.path().join("seed_avro_none.log"), &avro_config, Some(&avsc)),
+        (
+            format!("{avro}, zstd batches, a 4 MiB seed tiled (each value repeats ~30×)"),
+            tiled.join("seed_avro_zstd.log"),
+            &avro_config,
+            Some(&avsc),
+        ),
+        ("raw key/value (JSON text), zstd batches".to_string(), dir.path().join("seed_zstd.log"), &raw_config, None),
     ];
     let mut rows = Vec::new();
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
@@ -129,7 +141,8 @@ fn main() {
     for (label, seed, config, avro_schema) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
         let config = FloeConfig::parse(config).unwrap();
         let path = dir.path().join("bench.log");
-        tile(&std::fs::read(dir.path().join(seed)).unwrap(), segment_bytes(), &path);
+        let seed = std::fs::read(seed).unwrap();
+        tile(&seed, segment_bytes(), &path);
         let bytes = std::fs::metadata(&path).unwrap().len() as f64 / MIB as f64;
         let (schema, prepared) = rt.block_on(batches(&path, &config));
         // For a profiler: FLOE_BENCH_PROFILE=convert runs only the decode + convert phase,
@@ -166,7 +179,7 @@ fn main() {
         paired.sort_by(f64::total_cmp);
         let (median, low, high) = (paired[paired.len() / 2], paired[0], paired[paired.len() - 1]);
         let small = dir.path().join("python.log");
-        tile(&std::fs::read(dir.path().join(seed)).unwrap(), PYTHON_SEGMENT.min(segment_bytes()), &small);
+        tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
         let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
         let python = (0..3)
             .map(|_| python_lambda(&small, &dir.path().join("python.parquet"), avro_schema.map(|p| p.as_path())))
@@ -184,18 +197,22 @@ fn main() {
     }
     let section = format!(
         "Measured by `cargo bench -p floe-tests --bench convert` (release, one core, files\n\
-         in /dev/shm; CPU: {}; a shared VM, so runs vary by ±20%). A {} MiB segment (kafka-python/fastavro seed tiled to size) through\n\
+         in /dev/shm; CPU: {}; a shared VM, so runs vary by ±20%). A {} MiB segment through\n\
          the whole materializer core — decode, convert to Arrow, Parquet (zstd) encode,\n\
          write — next to the Parquet encoder alone writing the same Arrow batches, built\n\
          beforehand, and next to decode + convert alone (segment → Arrow batches kept in\n\
          memory, no Parquet). MiB/s are of segment bytes; best of 5, and the ratio of the\n\
          bests. As the machine's speed drifts, the ratio is also given per round (the\n\
          encoder right after the pipeline): the median of the 5 rounds, and their range.\n\
-         The Avro rows hold the\n\
-         same records in three batch codecs (so the MiB hold different record counts).\n\
+         The segments are written by kafka-python, the Avro values by fastavro, and every\n\
+         record is new: ids and UUIDs unique, numbers and text random, as in a real topic\n\
+         (dates, times and addresses cycle through 200 values);\n\
+         one row shows the same records from a 4 MiB seed tiled to size instead, where\n\
+         every value repeats. The Avro rows hold the same records in three batch codecs\n\
+         (so the MiB hold different record counts).\n\
          The Python Lambda is the same job hand-written in Python (`tests/py/python_lambda.py`:\n\
          kafka-python reads the batches, fastavro decodes, pyarrow builds 8192-row tables\n\
-         with a declared schema and writes zstd Parquet) on a {} MiB tile of the same seed,\n\
+         with a declared schema and writes zstd Parquet) on the first {} MiB of the same segment,\n\
          best of 3, timed by the script from reading the file to the file written\n\
          (interpreter start-up and imports not counted).\n\n\
          | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | Python Lambda MiB/s | pipeline / Python (target ≥ 20×) |\n\

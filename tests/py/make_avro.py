@@ -183,34 +183,43 @@ def main(out):
 BENCH_CODECS = {"zstd": 4, "lz4": 3, "none": 0}
 
 
-def bench_seed(out):
-    """~4 MiB segments of v2 records (batches of ~64 KiB before compression) for the
-    benchmarks, one per codec (`seed_avro_<codec>.log`, the same records in each), with
-    the registry file beside them."""
-    import random
+def bench_seed(out, mib=4):
+    """Segments of ~`mib` MiB of v2 records (batches of ~64 KiB before compression) for
+    the benchmarks, one per codec (`seed_avro_<codec>.log`, the same records in each),
+    with the schema file beside them. Every record is new (unique ids and UUIDs, random
+    numbers and text), as in a real topic; the codecs are written in parallel."""
+    import multiprocessing
     os.makedirs(out, exist_ok=True)
+    with multiprocessing.Pool(min(len(BENCH_CODECS), os.cpu_count() or 1)) as pool:
+        pool.starmap(bench_segment, [(out, codec, mib) for codec in BENCH_CODECS])
+    with open(os.path.join(out, "orders_v2.avsc"), "w") as f:
+        json.dump(schema(2), f)
+
+
+def bench_segment(out, codec, mib):
+    import random
     parsed = fastavro.parse_schema(schema(2))
-    for codec, code in BENCH_CODECS.items():
-        rng = random.Random(7)
-        words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10)))
-                 for _ in range(5000)]
+    rng = random.Random(7)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10)))
+             for _ in range(5000)]
 
-        def varied(i):
-            # Realistic spread: unique ids, free text, random numbers, varying collections.
-            r = record(i % 200, 2)
-            r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
-                     name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
-                     blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
-                     tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
-                     counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
-                     note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
-                     uid=str(uuid.UUID(int=rng.getrandbits(128))),
-                     price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
-            return r
+    def varied(i):
+        # Realistic spread: unique ids, free text, random numbers, varying collections.
+        r = record(i % 200, 2)
+        r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
+                 name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
+                 blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
+                 tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
+                 counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
+                 note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
+                 uid=str(uuid.UUID(int=rng.getrandbits(128))),
+                 price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
+        return r
 
-        parts, base, size, i = [], 0, 0, 0
-        while size < 4 << 20:
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=code, is_transactional=False,
+    with open(os.path.join(out, "seed_avro_%s.log" % codec), "wb") as f:
+        base, size, i = 0, 0, 0
+        while size < mib << 20:
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=BENCH_CODECS[codec], is_transactional=False,
                                           producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
             n = 0
             while b.size() < 64 * 1024:
@@ -221,11 +230,7 @@ def bench_seed(out):
             struct.pack_into(">q", data, 0, base)
             base += n
             size += len(data)
-            parts.append(bytes(data))
-        with open(os.path.join(out, "seed_avro_%s.log" % codec), "wb") as f:
-            f.write(b"".join(parts))
-    with open(os.path.join(out, "orders_v2.avsc"), "w") as f:
-        json.dump(schema(2), f)
+            f.write(data)
 
 
 ADDRESS_REF = {"type": "record", "name": "Address", "namespace": "common", "fields": [
@@ -264,7 +269,7 @@ def references_case(out):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--bench-seed":
-        bench_seed(sys.argv[2])
+        bench_seed(sys.argv[2], *(int(a) for a in sys.argv[3:4]))
     else:
         main(sys.argv[1])
         references_case(sys.argv[1])

@@ -293,14 +293,14 @@ def build(root):
     out.write()
 
 
-def bench_seeds(root):
-    """~4 MiB seed segments per codec for the benchmarks (tiled to any size there):
+def bench_seeds(root, mib=4, codecs=CODECS):
+    """Seed segments of ~`mib` MiB per codec for the benchmarks (tiled to any size there):
     batches of ~64 KiB like a producer with batch.size=65536, JSON-ish values."""
     os.makedirs(root, exist_ok=True)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 11))) for _ in range(2000)]
-    for codec in CODECS:
+    for codec in codecs:
         parts, off, size = [], 0, 0
-        while size < 4 << 20:
+        while size < mib << 20:
             recs = []
             for i in range(150):
                 value = json.dumps({"order_id": off + i, "customer": "c-%06d" % rng.randrange(10**6),
@@ -317,6 +317,7 @@ def bench_seeds(root):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--bench-seeds":
-        bench_seeds(sys.argv[2])
+        # --bench-seeds DIR [MIB [CODEC...]]
+        bench_seeds(sys.argv[2], *([int(sys.argv[3])] if len(sys.argv) > 3 else []), *([sys.argv[4:]] if len(sys.argv) > 4 else []))
     else:
         build(sys.argv[1])
