@@ -17,7 +17,9 @@ use common::{MIB, cpu, tile, update_benchmarks};
 
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 
-const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
+/// Batch codecs; `zstd_streamed`: zstd frames that do not state their size, as Java
+/// clients stream them (kafka-python's state it).
+const CODECS: [&str; 6] = ["none", "gzip", "snappy", "lz4", "zstd", "zstd_streamed"];
 
 /// Decodes the whole segment, touching every record; returns (records, value bytes).
 fn decode(path: &Path) -> (u64, u64) {
@@ -49,7 +51,9 @@ fn main() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    common::python("make_segments.py", &["--bench-seeds", dir.path().to_str().unwrap()]);
+    let mut seeds = vec!["--bench-seeds", dir.path().to_str().unwrap(), "4"];
+    seeds.extend(CODECS);
+    common::python("make_segments.py", &seeds);
 
     let mut rows = Vec::new();
     let size = 256 * MIB;

@@ -26,6 +26,7 @@ import sys
 import zlib
 
 import cramjam  # noqa: F401  (kafka-python's snappy/zstd backend must be present)
+import zstandard
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.util import calc_crc32c
@@ -186,11 +187,16 @@ def build(root):
 
     # Raw (non-xerial) snappy blocks, as librdkafka writes them.
     data, e = v2_batch(0, random_records(25, T0), codec="none")
-    buf = bytearray(data[:61]) + cramjam.snappy.compress_raw(data[61:]).read()
-    struct.pack_into(">i", buf, 8, len(buf) - 12)
-    struct.pack_into(">h", buf, 21, struct.unpack_from(">h", buf, 21)[0] | 2)
-    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
-    out.case("v2_snappy_raw", [bytes(buf)], e, plain_summary(e, 0, 24))
+    out.case("v2_snappy_raw", [recompressed(data, "snappy_raw")], e, plain_summary(e, 0, 24))
+
+    # zstd frames that do not state their size, as Java clients stream them.
+    parts, exp, off = [], [], 0
+    for n in (1, 30, 200):
+        data, e = v2_batch(off, random_records(n, T0 + off), codec="none")
+        parts.append(recompressed(data, "zstd_streamed"))
+        exp += e
+        off += n
+    out.case("v2_zstd_streamed", parts, exp, plain_summary(exp, 0, off - 1))
 
     # Log-append time: every record carries the batch's max timestamp.
     parts, exp = [], []
@@ -293,6 +299,30 @@ def build(root):
     out.write()
 
 
+def zstd_streamed(payload):
+    """zstd as a Java client's ZstdOutputStream writes it: a streamed frame whose header
+    does not state the content size."""
+    c = zstandard.ZstdCompressor(level=3, write_content_size=False).compressobj()
+    return c.compress(payload) + c.flush()
+
+
+# Batch payloads compressed other than kafka-python does: name → (codec bits, compress).
+RECOMPRESSED = {
+    "snappy_raw": (2, lambda b: cramjam.snappy.compress_raw(b).read()),
+    "zstd_streamed": (4, zstd_streamed),
+}
+
+
+def recompressed(batch, how):
+    """An uncompressed v2 `batch` with its records compressed `how` (see RECOMPRESSED)."""
+    bits, compress = RECOMPRESSED[how]
+    buf = bytearray(batch[:61]) + compress(bytes(batch[61:]))
+    struct.pack_into(">i", buf, 8, len(buf) - 12)
+    struct.pack_into(">h", buf, 21, struct.unpack_from(">h", buf, 21)[0] | bits)
+    struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
 def bench_seeds(root, mib=4, codecs=CODECS):
     """Seed segments of ~`mib` MiB per codec for the benchmarks (tiled to any size there):
     batches of ~64 KiB like a producer with batch.size=65536, JSON-ish values."""
@@ -307,7 +337,10 @@ def bench_seeds(root, mib=4, codecs=CODECS):
                                     "amount": rng.randrange(10**5) / 100, "status": rng.choice(["NEW", "PAID", "SHIPPED"]),
                                     "note": " ".join(rng.choice(words) for _ in range(rng.randrange(15, 90)))}).encode()
                 recs.append((T0 + off + i, b"order-%d" % (off + i), value, [("source", b"bench")]))
-            data, _ = v2_batch(off, recs, codec=codec)
+            if codec in RECOMPRESSED:
+                data = recompressed(v2_batch(off, recs)[0], codec)
+            else:
+                data, _ = v2_batch(off, recs, codec=codec)
             parts.append(data)
             off += len(recs)
             size += len(data)

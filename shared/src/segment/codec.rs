@@ -2,6 +2,8 @@
 
 use std::io::Read;
 
+use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
+
 use super::error::SegmentErrorKind;
 
 /// The compression codec of a batch (attributes bits 0..2).
@@ -43,22 +45,7 @@ impl Codec {
             Codec::None => Ok(input.to_vec()),
             Codec::Gzip => read_limited(self, flate2::read::MultiGzDecoder::new(input), input.len(), limit),
             Codec::Lz4 => read_limited(self, lz4_flex::frame::FrameDecoder::new(input), input.len(), limit),
-            Codec::Zstd => {
-                // A frame that states its size is decompressed in one call into a buffer
-                // of exactly that size (when within the limit).
-                if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(input) {
-                    let size = usize::try_from(size).unwrap_or(usize::MAX);
-                    if size > limit {
-                        return Err(SegmentErrorKind::DecompressedTooLarge { codec: self.name(), limit });
-                    }
-                    let mut out = Vec::with_capacity(size);
-                    if zstd_one_shot(input, &mut out).is_ok_and(|n| n == size) {
-                        return Ok(out);
-                    }
-                }
-                let decoder = zstd::stream::read::Decoder::with_buffer(input).map_err(|e| self.error(e.to_string()))?;
-                read_limited(self, decoder, input.len(), limit)
-            }
+            Codec::Zstd => with_zstd_context(|dctx| zstd_decompress(dctx, input, limit)),
             Codec::Snappy => {
                 if input.starts_with(XERIAL_MAGIC) {
                     xerial_decompress(input, limit)
@@ -114,17 +101,73 @@ fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
 
 thread_local! {
     /// One zstd decompression context per thread, reused for every batch.
-    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
+    static ZSTD: std::cell::RefCell<Option<DCtx<'static>>> = const { std::cell::RefCell::new(None) };
 }
 
-fn zstd_one_shot(input: &[u8], out: &mut Vec<u8>) -> std::io::Result<usize> {
+fn with_zstd_context(
+    f: impl FnOnce(&mut DCtx<'static>) -> Result<Vec<u8>, SegmentErrorKind>,
+) -> Result<Vec<u8>, SegmentErrorKind> {
     ZSTD.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new()?);
-        }
-        slot.as_mut().expect("set above").decompress_to_buffer(input, out)
+        let dctx = match &mut *slot {
+            Some(dctx) => dctx,
+            None => slot.insert(DCtx::try_create().ok_or_else(|| Codec::Zstd.error("no memory for a context"))?),
+        };
+        f(dctx)
     })
+}
+
+fn zstd_error(code: usize) -> SegmentErrorKind {
+    Codec::Zstd.error(zstd::zstd_safe::get_error_name(code))
+}
+
+/// Decompresses zstd `input`: one frame that states its size (as librdkafka and Python
+/// clients write) in one call into a buffer of exactly that size; otherwise (Java
+/// clients stream their frames, which then state no size; or several frames) streamed
+/// straight into a growing buffer. Fails once the output would exceed `limit` bytes.
+fn zstd_decompress(dctx: &mut DCtx<'_>, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
+    let too_large = || SegmentErrorKind::DecompressedTooLarge { codec: "zstd", limit };
+    if input.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(input)
+        && zstd::zstd_safe::find_frame_compressed_size(input) == Ok(input.len())
+    {
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        if size > limit {
+            return Err(too_large());
+        }
+        let mut out = Vec::with_capacity(size);
+        dctx.decompress(&mut out, input).map_err(zstd_error)?;
+        return Ok(out);
+    }
+    dctx.reset(ResetDirective::SessionOnly).map_err(zstd_error)?;
+    let mut out = Vec::with_capacity(input.len().saturating_mul(4).min(limit).clamp(1, 64 << 20));
+    let mut src = InBuffer::around(input);
+    loop {
+        if out.len() == out.capacity() {
+            // One byte past the limit tells an output of exactly `limit` bytes from more.
+            let room = (limit + 1).saturating_sub(out.len());
+            if room == 0 {
+                return Err(too_large());
+            }
+            out.reserve_exact(out.len().max(64 << 10).min(room));
+        }
+        let pos = out.len();
+        let frame_done =
+            dctx.decompress_stream(&mut OutBuffer::around_pos(&mut out, pos), &mut src).map_err(zstd_error)? == 0;
+        if out.len() > limit {
+            return Err(too_large());
+        }
+        if src.pos() == input.len() {
+            if frame_done {
+                return Ok(out);
+            }
+            if out.len() < out.capacity() {
+                return Err(Codec::Zstd.error("the data ends inside a frame"));
+            }
+        }
+    }
 }
 
 /// Reads a decompressing reader to its end, failing past `limit` bytes. The buffer starts
@@ -206,6 +249,35 @@ mod tests {
         xerial.extend_from_slice(&i32::MAX.to_be_bytes());
         xerial.extend_from_slice(b"abc");
         assert!(Codec::Snappy.decompress(&xerial, 1 << 20).is_err());
+    }
+
+    /// Frames as Java clients stream them (no content size), several frames, and frames
+    /// that state their size: all read, with the limit and truncation caught.
+    #[test]
+    fn zstd_frames_with_and_without_their_size() {
+        let data: Vec<u8> = (0..300_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let streamed = {
+            let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+            enc.include_contentsize(false).unwrap();
+            enc.write_all(&data).unwrap();
+            enc.finish().unwrap()
+        };
+        assert!(matches!(zstd::zstd_safe::get_frame_content_size(&streamed), Ok(None)));
+        let sized = zstd::bulk::compress(&data, 3).unwrap();
+        assert!(matches!(zstd::zstd_safe::get_frame_content_size(&sized), Ok(Some(_))));
+        let two = [sized.clone(), streamed.clone()].concat();
+        let both = [data.clone(), data.clone()].concat();
+        for (input, expected) in [(&streamed, &data), (&sized, &data), (&two, &both)] {
+            assert_eq!(Codec::Zstd.decompress(input, 1 << 30).unwrap(), *expected);
+            // Exactly at the limit is fine; a byte less is not.
+            assert_eq!(Codec::Zstd.decompress(input, expected.len()).unwrap().len(), expected.len());
+            let err = Codec::Zstd.decompress(input, expected.len() - 1).unwrap_err();
+            assert!(matches!(err, SegmentErrorKind::DecompressedTooLarge { .. }), "{err}");
+        }
+        for cut in [&streamed[..streamed.len() - 3], &sized[..sized.len() / 2], &two[..sized.len() + 10]] {
+            assert!(Codec::Zstd.decompress(cut, 1 << 30).is_err());
+        }
+        assert_eq!(Codec::Zstd.decompress(&[], 10).unwrap(), b"");
     }
 
     #[test]

@@ -172,7 +172,9 @@ fn compile<'a>(
             Some(other) => return err(format!("record {} written into a {other} column", r.name)),
             None => compile_record(r, names, None, depth)?,
         },
-        Avro::Union(u) if u.variants().len() == 2 && u.variants().iter().filter(|v| matches!(v, Avro::Null)).count() == 1 => {
+        Avro::Union(u)
+            if u.variants().len() == 2 && u.variants().iter().filter(|v| matches!(v, Avro::Null)).count() == 1 =>
+        {
             let null_first = matches!(u.variants()[0], Avro::Null);
             let value = &u.variants()[usize::from(null_first)];
             Step::Nullable { null_first, value: Box::new(compile(value, names, target, depth + 1)?) }
@@ -1026,8 +1028,7 @@ mod tests {
         let writer = r#"{"type": "record", "name": "r", "fields": [
             {"name": "a", "type": ["null", "long"]},
             {"name": "b", "type": ["string", "null"]}]}"#;
-        let table =
-            Fields::from(vec![Field::new("a", DataType::Int64, true), Field::new("b", DataType::Utf8, true)]);
+        let table = Fields::from(vec![Field::new("a", DataType::Int64, true), Field::new("b", DataType::Utf8, true)]);
         let row = |a: Option<i64>, b: Option<&str>| {
             let a = a.map_or(V::Union(0, Box::new(V::Null)), |a| V::Union(1, Box::new(V::Long(a))));
             let b = b.map_or(V::Union(1, Box::new(V::Null)), |b| V::Union(0, Box::new(V::String(b.into()))));
@@ -1039,8 +1040,7 @@ mod tests {
         let empty = row(None, None);
         assert!(empty.column(0).is_null(0) && empty.column(1).is_null(0));
         // A branch index past the union: an error at its byte.
-        let compiled =
-            CompiledAvro::new(&Avro::parse_str(writer).unwrap(), &[], AvroTarget::Fields(&table)).unwrap();
+        let compiled = CompiledAvro::new(&Avro::parse_str(writer).unwrap(), &[], AvroTarget::Fields(&table)).unwrap();
         for (payload, at, detail) in [(&[4u8][..], 5, "union branch 2"), (&[0, 1], 6, "union branch -1")] {
             let mut root = StructColumn::new(&table).unwrap();
             root.append_valid();
