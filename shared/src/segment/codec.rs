@@ -44,7 +44,7 @@ impl Codec {
         match self {
             Codec::None => Ok(input.to_vec()),
             Codec::Gzip => read_limited(self, flate2::read::MultiGzDecoder::new(input), input.len(), limit),
-            Codec::Lz4 => read_limited(self, lz4_flex::frame::FrameDecoder::new(input), input.len(), limit),
+            Codec::Lz4 => super::lz4::decompress(input, limit),
             Codec::Zstd => with_zstd_context(|dctx| zstd_decompress(dctx, input, limit)),
             Codec::Snappy => {
                 if input.starts_with(XERIAL_MAGIC) {

@@ -32,6 +32,7 @@ mod error;
 mod frame;
 mod legacy;
 mod location;
+mod lz4;
 mod reader;
 mod record;
 #[cfg(feature = "aws")]
