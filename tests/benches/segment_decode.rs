@@ -101,7 +101,9 @@ fn main() {
         "Measured by `cargo bench -p floe-tests --bench segment_decode` (release, one core: a\n\
          current-thread runtime reading a local file; CPU: {cpu}). Segments of ~64 KiB batches\n\
          of JSON-ish records built by kafka-python and tiled to size; every record is\n\
-         decoded and its value touched. Best of 3 runs after a warm-up.\n\n\
+         decoded and its value touched. Best of 3 runs after a warm-up. `zstd_streamed`: batches\n\
+         of the same kind with zstd frames that do not state their size, as Java clients stream\n\
+         them (python-zstandard without the content size).\n\n\
          | codec | segment MiB | records | seconds | MiB/s of segment | MiB/s of values | M records/s |\n\
          |---|---|---|---|---|---|---|\n{}\n\n\
          Peak RSS of a whole process decoding one segment (VmHWM): memory is bounded by the\n\

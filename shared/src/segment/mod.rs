@@ -15,7 +15,7 @@
 //!
 //! - magic v2 record batches (CRC-32C) and legacy v0/v1 message sets (CRC-32), including
 //!   compressed wrapper messages;
-//! - codecs gzip, snappy (raw and xerial framing), lz4 (frame format), zstd;
+//! - codecs gzip, snappy (raw and xerial framing), lz4 (frame format, decoded in `lz4.rs`), zstd;
 //! - control batches are recognised and never emitted as records; records of aborted
 //!   transactions are dropped; transactions still open at the end of the segment are
 //!   reported in the [`SegmentSummary`], their batches flagged [`BatchTxn::Open`];
