@@ -577,44 +577,54 @@ async fn incompatible_schema_suspends_the_table_until_resumed_without_loss() {
     assert_payments(&aws.read(), &offsets, &values);
 }
 
-#[tokio::test]
-async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
+/// A committer on the local warehouse (SQLite catalog and leases), as `floe local` runs it.
+fn local_committer(warehouse: &Path) -> Committer {
     use floe_core::catalog::sqlite::SqliteCatalog;
     use floe_core::lock::sqlite::SqliteLocks;
-    use floe_core::task::OffsetRange;
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    copy(&support::root().join("examples/segments"), input.path(), "orders-1/00000000000000000000.log");
-    local_run(input.path(), warehouse.path()).await;
-    let catalog = SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
-    let committer = Committer {
+    let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
+    Committer {
         locks: Arc::new(SqliteLocks::new(catalog.connection()).unwrap()),
         catalog: Arc::new(catalog),
         file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.path().canonicalize().unwrap().display().to_string(),
+        warehouse: warehouse.canonicalize().unwrap().display().to_string(),
         owner: "test".into(),
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
-    };
-    // A template task: the segment's, committed again and again under new offsets, each
-    // time with a copy of its file (80 records) under a new name.
-    let materializer = floe_core::materializer::Materializer {
-        config: Arc::new(FloeConfig::default()),
+    }
+}
+
+/// The materializer's task for the segment at `object` under `input`.
+async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
+    let materializer = Materializer {
+        config: Arc::new(config),
         registry: None,
-        objects: Arc::new(floe_core::materializer::LocalObjects::new(input.path())),
+        objects: Arc::new(floe_core::materializer::LocalObjects::new(input)),
         file_io: floe_core::storage::local_file_io(),
-        warehouse: committer.warehouse.clone(),
+        warehouse: warehouse.to_string(),
         queue: Arc::new(floe_core::queue::InProcessQueue::default()),
         tables: None,
         limits: Default::default(),
     };
-    let Outcome::Queued(template) =
-        materializer.handle(&ObjectRef::new("", "orders-1/00000000000000000000.log")).await.unwrap()
-    else {
+    let Outcome::Queued(task) = materializer.handle(&ObjectRef::new("", object)).await.unwrap() else {
         panic!("not queued")
     };
+    (*task).clone()
+}
+
+#[tokio::test]
+async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
+    use floe_core::task::OffsetRange;
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&support::root().join("examples/segments"), input.path(), "orders-1/00000000000000000000.log");
+    local_run(input.path(), warehouse.path()).await;
+    let committer = local_committer(warehouse.path());
+    // A template task: the segment's, committed again and again under new offsets, each
+    // time with a copy of its file (80 records) under a new name.
+    let object = "orders-1/00000000000000000000.log";
+    let template = materialize(FloeConfig::default(), input.path(), &committer.warehouse, object).await;
     let source = template.data_files[0].path().to_string();
     for i in 1..=130i64 {
-        let mut task = (*template).clone();
+        let mut task = template.clone();
         task.task_id = format!("copy-{i}");
         task.offsets = Some(OffsetRange { first: i * 1000, last: i * 1000 + 79 });
         let path = source.replace(".parquet", &format!("-copy{i}.parquet"));
@@ -684,6 +694,61 @@ write_segment(out + "/events-1/00000000000000000000.log", new, [15])
         assert!(after.schema.contains(line.trim()), "{line:?} changed:\n{}", after.schema);
     }
     assert_eq!(after.nulls.get("note").copied(), Some(20), "the first segment's rows have no note");
+}
+
+/// A file written with `int` before the table was promoted to `long` (a materializer that
+/// ran before the promotion was committed) commits after it: Iceberg reads the old type
+/// as the new one, and the file's bounds must serve a filtered scan.
+#[tokio::test]
+async fn a_file_written_before_a_promotion_commits_after_it() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // fastavro payloads framed with schema ids 1 (qty int) and 2 (qty long).
+    let script = r#"
+import io, json, struct, sys
+sys.path.insert(0, sys.argv[1])
+import fastavro
+from segment_file import write_segment
+out = sys.argv[2]
+def schema(t):
+    return {"type": "record", "name": "o", "fields": [{"name": "id", "type": "long"}, {"name": "qty", "type": t}]}
+def frame(sid, s, rec):
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(s), rec)
+    return b"\0" + struct.pack(">i", sid) + buf.getvalue()
+for v, t in ((1, "int"), (2, "long")):
+    json.dump(schema(t), open("%s/v%d.avsc" % (out, v), "w"))
+old = [(1764489600000 + i, None, frame(1, schema("int"), {"id": i, "qty": i})) for i in range(10)]
+new = [(1764489700000 + i, None, frame(2, schema("long"), {"id": 100 + i, "qty": 2**40 + i})) for i in range(5)]
+write_segment(out + "/orders-0/00000000000000000000.log", old, [10])
+write_segment(out + "/orders-1/00000000000000000000.log", new, [5])
+"#;
+    write_segments(script, input.path());
+    let committer = local_committer(warehouse.path());
+    let task = |version: u32, object: &'static str| {
+        let config = format!(
+            "[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}/v{version}.avsc\" }}\n",
+            input.path().display()
+        );
+        materialize(FloeConfig::parse(&config).unwrap(), input.path(), &committer.warehouse, object)
+    };
+    // Materialized in offset order, committed the other way round.
+    let old = task(1, "orders-0/00000000000000000000.log").await;
+    let new = task(2, "orders-1/00000000000000000000.log").await;
+    assert_eq!(committer.commit(&[new], None).await.results[0].1, TaskResult::Committed);
+    let report = committer.commit(&[old], None).await;
+    assert_eq!(report.results[0].1, TaskResult::Committed, "{report:?}");
+    let read = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!(read.rows, 15);
+    assert!(
+        read.schema.contains("qty: required long") || read.schema.contains("qty: optional long"),
+        "{}",
+        read.schema
+    );
+    // Filters prune by each file's bounds: the int file's as well as the long file's.
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let db = format!("{w}/catalog.db");
+    assert_eq!(pyiceberg(&["sql", &db, &w, "kafka.orders", "qty < 5"]).rows, 5);
+    assert_eq!(pyiceberg(&["sql", &db, &w, "kafka.orders", "qty > 1000"]).rows, 5);
 }
 
 #[tokio::test]

@@ -2,8 +2,11 @@
 """Independent reader of Floe's tables: PyIceberg opens the table through its own
 catalog client and reads every row; prints one JSON object.
 
-    read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE
-    read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE
+    read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER]
+    read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER]
+
+ROW_FILTER (PyIceberg's expression syntax, e.g. "qty >= 5") prunes files by their column
+bounds before the rows are filtered.
 
 Output: {"rows": N, "offsets": {"<topic>/<partition>": [sorted offsets]}, "duplicates": N,
          "columns": [...], "snapshots": N, "summary": {current snapshot summary},
@@ -29,7 +32,8 @@ def catalog(kind, where, warehouse):
 def main():
     kind, where, warehouse, name = sys.argv[1:5]
     table = catalog(kind, where, warehouse).load_table(name)
-    data = table.scan().to_arrow()
+    scan = table.scan(row_filter=sys.argv[5]) if len(sys.argv) > 5 else table.scan()
+    data = scan.to_arrow()
     rows = data.to_pylist()
     offsets, seen = {}, Counter()
     values = {}
