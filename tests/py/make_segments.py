@@ -25,7 +25,7 @@ import struct
 import sys
 import zlib
 
-import cramjam  # noqa: F401  (kafka-python's snappy/zstd backend must be present)
+import cramjam  # also kafka-python's snappy/zstd backend
 import zstandard
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -351,6 +351,7 @@ def bench_seeds(root, mib=4, codecs=CODECS):
 if __name__ == "__main__":
     if sys.argv[1] == "--bench-seeds":
         # --bench-seeds DIR [MIB [CODEC...]]
-        bench_seeds(sys.argv[2], *([int(sys.argv[3])] if len(sys.argv) > 3 else []), *([sys.argv[4:]] if len(sys.argv) > 4 else []))
+        mib = int(sys.argv[3]) if len(sys.argv) > 3 else 4
+        bench_seeds(sys.argv[2], mib, sys.argv[4:] or CODECS)
     else:
         build(sys.argv[1])

@@ -147,7 +147,7 @@ fn zstd_decompress(dctx: &mut DCtx<'_>, input: &[u8], limit: usize) -> Result<Ve
     loop {
         if out.len() == out.capacity() {
             // One byte past the limit tells an output of exactly `limit` bytes from more.
-            let room = (limit + 1).saturating_sub(out.len());
+            let room = limit.saturating_add(1).saturating_sub(out.len());
             if room == 0 {
                 return Err(too_large());
             }
@@ -269,6 +269,7 @@ mod tests {
         let both = [data.clone(), data.clone()].concat();
         for (input, expected) in [(&streamed, &data), (&sized, &data), (&two, &both)] {
             assert_eq!(Codec::Zstd.decompress(input, 1 << 30).unwrap(), *expected);
+            assert_eq!(Codec::Zstd.decompress(input, usize::MAX).unwrap(), *expected, "no limit");
             // Exactly at the limit is fine; a byte less is not.
             assert_eq!(Codec::Zstd.decompress(input, expected.len()).unwrap().len(), expected.len());
             let err = Codec::Zstd.decompress(input, expected.len() - 1).unwrap_err();

@@ -171,6 +171,7 @@ mod tests {
                         .content_size(checksums.then_some(data.len() as u64));
                     let frame = encode(&data, info);
                     assert_eq!(decompress(&frame, 1 << 30).unwrap(), data, "{mode:?} {size:?} {checksums}");
+                    assert_eq!(decompress(&frame, usize::MAX).unwrap(), data, "no limit");
                     let two = [frame.clone(), frame].concat();
                     assert_eq!(decompress(&two, 1 << 30).unwrap(), [data.clone(), data.clone()].concat());
                 }
