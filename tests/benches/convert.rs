@@ -68,26 +68,37 @@ async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> (f64, u64) {
     (start.elapsed().as_secs_f64(), done.records)
 }
 
-/// The same Arrow batches the pipeline makes, built beforehand (not timed).
-async fn batches(path: &Path, config: &FloeConfig) -> (Arc<iceberg::spec::Schema>, Vec<(RecordBatch, i64, i64)>) {
+/// Decodes and converts the segment into the Arrow batches the pipeline makes, each
+/// handed to `sink` with its first and last offset; returns the table schema.
+async fn convert(
+    path: &Path,
+    config: &FloeConfig,
+    mut sink: impl FnMut(RecordBatch, i64, i64),
+) -> Arc<iceberg::spec::Schema> {
     let f = formats(config).await;
     let mut converter = RecordConverter::new(f.schema.clone(), 0, f.key, f.value).unwrap();
     let mut r = reader(path).await;
-    let mut out = Vec::new();
     while let Some(batch) = r.next_batch().await.unwrap() {
         for record in &batch.records {
             converter.append(record).unwrap();
             if converter.rows() >= BATCH_ROWS || converter.payload_bytes() >= (TARGET_FILE / BATCHES_PER_FILE) as usize
             {
                 let (a, b) = converter.offsets().unwrap();
-                out.push((converter.finish(), a, b));
+                sink(converter.finish(), a, b);
             }
         }
     }
     if let Some((a, b)) = converter.offsets() {
-        out.push((converter.finish(), a, b));
+        sink(converter.finish(), a, b);
     }
-    (f.schema, out)
+    f.schema
+}
+
+/// The same Arrow batches the pipeline makes, built beforehand (not timed).
+async fn batches(path: &Path, config: &FloeConfig) -> (Arc<iceberg::spec::Schema>, Vec<(RecordBatch, i64, i64)>) {
+    let mut out = Vec::new();
+    let schema = convert(path, config, |b, first, last| out.push((b, first, last))).await;
+    (schema, out)
 }
 
 /// The Parquet encoder (and file write) alone on prepared batches.
@@ -107,16 +118,21 @@ fn main() {
     // In memory where the machine has it: the benchmark measures CPU, not the disk.
     let shm = Path::new("/dev/shm");
     let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
-    let d = dir.path().to_str().unwrap();
     // Seeds as large as the segment, so every record is new, as in a real topic (a
     // small seed tiled to size would repeat every value and flatter the encoder's
-    // dictionaries); plus a 4 MiB seed tiled, to show that effect.
+    // dictionaries); plus a 4 MiB seed tiled, to show that effect. FLOE_BENCH_SEEDS=DIR
+    // keeps them in DIR from one run to the next (they take minutes to write).
     let mib = (segment_bytes() / MIB).to_string();
-    common::python("make_avro.py", &["--bench-seed", d, &mib]);
-    common::python("make_segments.py", &["--bench-seeds", d, &mib, "zstd"]);
-    let tiled = dir.path().join("tiled");
-    common::python("make_avro.py", &["--bench-seed", tiled.to_str().unwrap(), "4"]);
-    let avsc = dir.path().join("orders_v2.avsc");
+    let seeds =
+        std::env::var_os("FLOE_BENCH_SEEDS").map_or_else(|| dir.path().to_path_buf(), |d| Path::new(&d).join(&mib));
+    let d = seeds.to_str().unwrap();
+    let tiled = seeds.join("tiled");
+    if !tiled.join("seed_avro_zstd.log").exists() {
+        common::python("make_avro.py", &["--bench-seed", d, &mib]);
+        common::python("make_segments.py", &["--bench-seeds", d, &mib, "zstd"]);
+        common::python("make_avro.py", &["--bench-seed", tiled.to_str().unwrap(), "4"]);
+    }
+    let avsc = seeds.join("orders_v2.avsc");
     let avro_config = format!(
         "[[topics]]\ntopic = \"bench\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\ntarget_file_size = \"128MiB\"\n",
         avsc.display()
@@ -124,16 +140,16 @@ fn main() {
     let raw_config = "[defaults]\nenabled = true\n".to_string();
     let avro = "Avro (25 columns, nested, logical types; varied values)";
     let cases = [
-        (format!("{avro}, zstd batches"), dir.path().join("seed_avro_zstd.log"), &avro_config, Some(&avsc)),
-        (format!("{avro}, lz4 batches"), dir.path().join("seed_avro_lz4.log"), &avro_config, Some(&avsc)),
-        (format!("{avro}, uncompressed batches"), dir.path().join("seed_avro_none.log"), &avro_config, Some(&avsc)),
+        (format!("{avro}, zstd batches"), seeds.join("seed_avro_zstd.log"), &avro_config, Some(&avsc)),
+        (format!("{avro}, lz4 batches"), seeds.join("seed_avro_lz4.log"), &avro_config, Some(&avsc)),
+        (format!("{avro}, uncompressed batches"), seeds.join("seed_avro_none.log"), &avro_config, Some(&avsc)),
         (
             format!("{avro}, zstd batches, a 4 MiB seed tiled (each value repeats ~30×)"),
             tiled.join("seed_avro_zstd.log"),
             &avro_config,
             Some(&avsc),
         ),
-        ("raw key/value (JSON text), zstd batches".to_string(), dir.path().join("seed_zstd.log"), &raw_config, None),
+        ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, None),
     ];
     let mut rows = Vec::new();
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
@@ -145,16 +161,22 @@ fn main() {
         tile(&seed, segment_bytes(), &path);
         let bytes = std::fs::metadata(&path).unwrap().len() as f64 / MIB as f64;
         let (schema, prepared) = rt.block_on(batches(&path, &config));
-        // For a profiler: FLOE_BENCH_PROFILE=convert runs only the decode + convert phase,
-        // =pipeline only the whole pipeline, three times each, on the first input chosen.
+        // For a profiler: FLOE_BENCH_PROFILE=convert runs only the decode + convert phase
+        // (keeping the batches, as the table's column measures it), =decode the same
+        // dropping each batch as it comes (as in the pipeline), =pipeline only the whole
+        // pipeline, =encoder only the encoder on the prepared batches; on the first input
+        // chosen, FLOE_BENCH_ROUNDS times (3).
         if let Ok(phase) = std::env::var("FLOE_BENCH_PROFILE") {
-            for _ in 0..3 {
+            let rounds = std::env::var("FLOE_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
+            for _ in 0..rounds {
                 let start = Instant::now();
                 match phase.as_str() {
+                    "decode" => drop(rt.block_on(convert(&path, &config, |b, _, _| drop(b)))),
                     "pipeline" => drop(rt.block_on(pipeline(&path, &config, &dir.path().join("profile")))),
+                    "encoder" => drop(rt.block_on(encoder(schema.clone(), &prepared, &dir.path().join("profile")))),
                     _ => drop(rt.block_on(batches(&path, &config))),
                 }
-                println!("{label}: {phase} {:.2}s", start.elapsed().as_secs_f64());
+                println!("{label}: {phase} {:.3}s", start.elapsed().as_secs_f64());
             }
             return;
         }

@@ -212,12 +212,13 @@ impl Column {
     }
 
     /// Finishes the column into an array; the builder is empty afterwards.
-    /// The next batch's builder starts with this batch's size, sparing regrowth.
+    /// The next batch's builder starts with room for this batch's size and an eighth
+    /// more ([`next_capacity`]), sparing regrowth.
     pub fn finish(&mut self) -> ArrayRef {
         match self {
             Column::Boolean(b) => {
                 let array = b.finish();
-                *b = BooleanBuilder::with_capacity(array.len());
+                *b = BooleanBuilder::with_capacity(next_capacity(array.len()));
                 Arc::new(array)
             }
             Column::Int(b) => b.finish(),
@@ -247,10 +248,17 @@ impl Column {
     }
 }
 
-/// The offsets of a finished list or map; a fresh vector of the same capacity (the next
-/// batch is usually as long) with its leading zero stays behind.
+/// The capacity a builder's vector starts the next batch with, after this batch filled
+/// `len`: an eighth more, so that a slightly longer next batch (more list items, longer
+/// strings) does not grow it, which would copy the whole vector once more per batch.
+fn next_capacity(len: usize) -> usize {
+    len + len / 8
+}
+
+/// The offsets of a finished list or map; a fresh vector with room for a batch as long
+/// ([`next_capacity`]) and its leading zero stays behind.
 fn take_offsets(offsets: &mut Vec<i32>) -> OffsetBuffer<i32> {
-    let mut next = Vec::with_capacity(offsets.len());
+    let mut next = Vec::with_capacity(next_capacity(offsets.len()));
     next.push(0);
     OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, next)))
 }
@@ -296,9 +304,10 @@ impl<T: ArrowPrimitiveType> Values<T> {
         self.values.is_empty()
     }
 
-    /// The values so far as an array; a vector of the same capacity stays behind.
+    /// The values so far as an array; a vector with room for as many
+    /// ([`next_capacity`]) stays behind.
     fn finish(&mut self) -> ArrayRef {
-        let next = Vec::with_capacity(self.values.len());
+        let next = Vec::with_capacity(next_capacity(self.values.len()));
         let values = std::mem::replace(&mut self.values, next);
         let nulls = self.nulls.finish();
         Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls).with_data_type(self.data_type.clone()))
@@ -357,12 +366,13 @@ impl<T: ByteArrayType> VarValues<T> {
         self.len() == 0
     }
 
-    /// The values so far as an array; vectors of the same capacities stay behind.
+    /// The values so far as an array; vectors with room for as much ([`next_capacity`])
+    /// stay behind.
     fn finish(&mut self) -> ArrayRef {
-        let mut offsets = Vec::with_capacity(self.offsets.len());
+        let mut offsets = Vec::with_capacity(next_capacity(self.offsets.len()));
         offsets.push(T::Offset::usize_as(0));
         let offsets = std::mem::replace(&mut self.offsets, offsets);
-        let next = Vec::with_capacity(self.data.len());
+        let next = Vec::with_capacity(next_capacity(self.data.len()));
         let data = std::mem::replace(&mut self.data, next);
         let nulls = self.nulls.finish();
         // SAFETY: the offsets start at 0, never decrease (each is the data's length when

@@ -314,12 +314,25 @@ fn utf8(bytes: &[u8]) -> Option<&str> {
 }
 
 /// Whether every byte is below 0x80, eight bytes at a time (inline: the standard
-/// library's check is a call per string).
+/// library's check is a call per string). The bytes after the last whole word are
+/// checked as the last eight bytes (overlapping), and shorter values as two overlapping
+/// halves, so no loop runs a varying number of times over single bytes.
 #[inline(always)]
 fn is_ascii(bytes: &[u8]) -> bool {
-    let (words, rest) = bytes.as_chunks::<8>();
-    let high = words.iter().fold(0, |acc, w| acc | u64::from_ne_bytes(*w));
-    let high = rest.iter().fold(high, |acc, &b| acc | u64::from(b));
+    let high = match bytes.len() {
+        0 => 0,
+        // Positions 0, len / 2 and len - 1 cover every byte of one to three.
+        n @ 1..=3 => u64::from(bytes[0] | bytes[n / 2] | bytes[n - 1]),
+        n @ 4..=7 => {
+            let half = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+            u64::from(half(0) | half(n - 4))
+        }
+        n => {
+            let (words, _) = bytes.as_chunks::<8>();
+            let last = u64::from_ne_bytes(bytes[n - 8..].try_into().expect("8 bytes"));
+            words.iter().fold(last, |acc, w| acc | u64::from_ne_bytes(*w))
+        }
+    };
     high & 0x8080_8080_8080_8080 == 0
 }
 
@@ -1051,7 +1064,7 @@ mod tests {
 
     #[test]
     fn ascii_checked_a_word_at_a_time_and_in_the_tail() {
-        for len in 0..20 {
+        for len in 0..40 {
             let mut bytes = vec![b'a'; len];
             assert!(is_ascii(&bytes));
             for i in 0..len {
