@@ -46,7 +46,7 @@ use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, create, load};
-use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskFile, TaskSchema};
+use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
 
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,8 +221,16 @@ impl Committer {
                 results.push((task.task_id.clone(), TaskResult::Rejected { reason }));
                 continue;
             }
+            // Planned before a promotion committed since: partition values of the new type.
+            let spec = metadata.default_partition_spec();
+            let written_type = spec.partition_type(&task.schema).map_err(&iceberg)?;
+            let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
             for file in &task.added {
-                added.push(file.data_file(&task.schema, task.partition_spec.as_ref()).map_err(&iceberg)?);
+                let file = file.data_file(&task.schema, task.partition_spec.as_ref()).map_err(&iceberg)?;
+                added.push(
+                    retype_partition(file, &task.schema, spec.spec_id(), &written_type, &table_type)
+                        .map_err(&iceberg)?,
+                );
             }
             removed.extend(task.removed.iter().cloned());
             results.push((task.task_id.clone(), TaskResult::Committed));
@@ -500,7 +508,7 @@ impl Committer {
             }
             for file in &task.data_files {
                 if within(file.first_offset, file.last_offset) {
-                    added.extend(layout.adopt(&written, file, None).await.map_err(&iceberg)?);
+                    added.extend(layout.adopt(&written, file, None, &schema).await.map_err(&iceberg)?);
                 } else if overlapping(file.first_offset, file.last_offset) {
                     // Re-uploaded with other boundaries: keep only the new offsets.
                     let keep: Vec<(i64, i64)> = missing
@@ -508,7 +516,7 @@ impl Committer {
                         .map(|&(a, b)| (a.max(file.first_offset), b.min(file.last_offset)))
                         .filter(|(a, b)| a <= b)
                         .collect();
-                    added.extend(layout.adopt(&written, file, Some(&keep)).await.map_err(&iceberg)?);
+                    added.extend(layout.adopt(&written, file, Some(&keep), &schema).await.map_err(&iceberg)?);
                     tracing::info!(table = %table, task_id = %task.task_id, file = file.path(), ?keep,
                         "file trimmed to the offsets the table does not hold");
                 }
@@ -556,7 +564,7 @@ impl Committer {
                     task_id: &entry.task_id,
                 };
                 for file in &entry.transaction.files {
-                    added.extend(layout.adopt(&written, file, None).await.map_err(&iceberg)?);
+                    added.extend(layout.adopt(&written, file, None, &schema).await.map_err(&iceberg)?);
                 }
             }
             for entry in &resolved.aborted {
@@ -619,8 +627,26 @@ impl TableLayout<'_> {
 
     /// A task's file as the table records it: itself, when it is laid out by the table's
     /// spec and all its rows are to be committed; else rewritten — its rows (those in
-    /// `keep`) laid out by the table's spec, each new file with its partition value.
+    /// `keep`) laid out by the table's spec, each new file with its partition value, of
+    /// the table's partition type by `table_schema` (after a promotion: the wider type).
     async fn adopt(
+        &self,
+        written: &TaskLayout<'_>,
+        file: &TaskFile,
+        keep: Option<&[(i64, i64)]>,
+        table_schema: &Schema,
+    ) -> iceberg::Result<Vec<DataFile>> {
+        let files = self.adopt_as_written(written, file, keep).await?;
+        let (written_type, table_type) =
+            (self.spec.partition_type(written.schema)?, self.spec.partition_type(table_schema)?);
+        files
+            .into_iter()
+            .map(|f| retype_partition(f, written.schema, self.spec.spec_id(), &written_type, &table_type))
+            .collect()
+    }
+
+    /// [`Self::adopt`] with the partition values of the type the files were written with.
+    async fn adopt_as_written(
         &self,
         written: &TaskLayout<'_>,
         file: &TaskFile,

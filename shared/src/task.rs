@@ -129,6 +129,29 @@ impl TaskFile {
     }
 }
 
+/// `file` (written with `schema`, its partition value of type `written`) with its
+/// partition value of type `table`, the table's partition type now (spec `spec_id`). A
+/// file written before a partition source column was promoted (int → long, float →
+/// double) holds an int where the table's partition field is a long by the time it is
+/// committed; recorded as it is, iceberg-rust would write the wrong type into the
+/// manifest (and 0.10.1 panics summarizing it). Its bounds stay as written: readers
+/// widen those themselves, as the Iceberg spec has them do.
+pub fn retype_partition(
+    file: DataFile,
+    schema: &Schema,
+    spec_id: i32,
+    written: &StructType,
+    table: &StructType,
+) -> Result<DataFile, iceberg::Error> {
+    if written == table {
+        return Ok(file);
+    }
+    let json = iceberg::spec::serialize_data_file_to_json(file, written, iceberg::spec::FormatVersion::V2)?;
+    let value: serde_json::Value = serde_json::from_str(&json)
+        .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("data file JSON: {e}")))?;
+    iceberg::spec::deserialize_data_file_from_json(&ordered_partition_json(&value, table), spec_id, table, schema)
+}
+
 /// The DataFile JSON as text with its `partition` object's keys in the partition type's
 /// order (missing ones null). iceberg-rust 0.10.1 reads a partition object's values in
 /// the order of its keys, not by name, and `serde_json::Value` keeps keys sorted: two
@@ -317,7 +340,9 @@ impl Task {
 
 #[cfg(test)]
 mod tests {
-    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Literal, Struct};
+    use std::sync::Arc;
+
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Literal, PrimitiveType, Struct, Type};
 
     use super::*;
     use crate::config::Transform;
@@ -388,6 +413,36 @@ mod tests {
         let data_file = back.data_files[0].data_file(&back.schema.iceberg, Some(&back_spec)).unwrap();
         assert_eq!(data_file.partition(), &value);
         assert_eq!(data_file.record_count(), 10);
+    }
+
+    /// A file partitioned by `qty int` and `ratio float`, committed after both were
+    /// promoted: its values become a long and a double; a file of the table's types and an
+    /// unpartitioned one are left as they are.
+    #[test]
+    fn partition_values_written_before_a_promotion_take_the_tables_types() {
+        let columns = |int, float| {
+            let p = |id, name: &str, t| Arc::new(iceberg::spec::NestedField::optional(id, name, Type::Primitive(t)));
+            Schema::builder().with_fields(vec![p(1, "qty", int), p(2, "ratio", float)]).build().unwrap()
+        };
+        let (old, new) =
+            (columns(PrimitiveType::Int, PrimitiveType::Float), columns(PrimitiveType::Long, PrimitiveType::Double));
+        let spec = crate::partition::bind(
+            &old,
+            &[field("qty", Transform::Identity), field("ratio", Transform::Identity)],
+            "p",
+        )
+        .unwrap();
+        let (written_type, table_type) = (spec.partition_type(&old).unwrap(), spec.partition_type(&new).unwrap());
+        assert_ne!(written_type, table_type);
+        let file = written(Struct::from_iter([Some(Literal::int(7)), Some(Literal::float(0.5))])).data_file;
+        let retyped = retype_partition(file.clone(), &old, 0, &written_type, &table_type).unwrap();
+        assert_eq!(retyped.partition(), &Struct::from_iter([Some(Literal::long(7)), Some(Literal::double(0.5))]));
+        assert_eq!((retyped.file_path(), retyped.record_count()), (file.file_path(), file.record_count()));
+        let same = retype_partition(retyped.clone(), &new, 0, &table_type, &table_type).unwrap();
+        assert_eq!(same, retyped);
+        let empty = StructType::new(vec![]);
+        let unpartitioned = written(Struct::empty()).data_file;
+        assert_eq!(retype_partition(unpartitioned.clone(), &old, 0, &empty, &empty).unwrap(), unpartitioned);
     }
 
     #[test]

@@ -701,6 +701,20 @@ write_segment(out + "/events-1/00000000000000000000.log", new, [15])
 /// as the new one, and the file's bounds must serve a filtered scan.
 #[tokio::test]
 async fn a_file_written_before_a_promotion_commits_after_it() {
+    promotion_then_an_older_file("").await;
+}
+
+/// The same with the table partitioned by the promoted column itself: the old file's
+/// partition values are ints, the table's partition field is a long by then.
+#[tokio::test]
+async fn a_file_partitioned_by_a_column_promoted_since_commits() {
+    promotion_then_an_older_file("partition_by = [\"identity(qty)\"]\n").await;
+}
+
+/// Materializes a segment with `qty int` and one with `qty long` (`partition_by`: a config
+/// line), commits the second first, then the first; PyIceberg reads all rows, and filtered
+/// scans return exactly theirs.
+async fn promotion_then_an_older_file(partition_by: &str) {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // fastavro payloads framed with schema ids 1 (qty int) and 2 (qty long).
     let script = r#"
@@ -726,7 +740,7 @@ write_segment(out + "/orders-1/00000000000000000000.log", new, [5])
     let committer = local_committer(warehouse.path());
     let task = |version: u32, object: &'static str| {
         let config = format!(
-            "[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}/v{version}.avsc\" }}\n",
+            "[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}/v{version}.avsc\" }}\n{partition_by}",
             input.path().display()
         );
         materialize(FloeConfig::parse(&config).unwrap(), input.path(), &committer.warehouse, object)
