@@ -36,6 +36,7 @@ use iceberg::spec::{DataFile, Operation, PartitionSpec, Schema};
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::datafile::WriterOptions;
+use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks};
 use crate::materializer::table_location;
 use crate::partition::{describe, same_layout};
@@ -71,6 +72,10 @@ pub enum CommitError {
     Incompatible { table: String, reason: String },
     #[error("{table}: task {task_id}: {detail}")]
     Task { table: String, task_id: String, detail: String },
+    /// A panic in a library the commit called (a bug, ours or theirs): the lease is
+    /// released and the tasks stay queued, not retried here.
+    #[error("{table}: internal error while committing (a bug; the tasks stay queued): {detail}")]
+    Internal { table: String, detail: String },
 }
 
 impl CommitError {
@@ -78,7 +83,7 @@ impl CommitError {
         match self {
             CommitError::Table(e) => e.retryable(),
             CommitError::Lock(e) => e.retryable(),
-            CommitError::Incompatible { .. } | CommitError::Task { .. } => false,
+            CommitError::Incompatible { .. } | CommitError::Task { .. } | CommitError::Internal { .. } => false,
         }
     }
 
@@ -319,8 +324,12 @@ impl Committer {
             Ok(lease) => lease,
             Err((error, retryable)) => return fail_all(error, retryable),
         };
-        let outcome =
-            self.retrying(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await).await;
+        let attempts =
+            self.retrying(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await);
+        let outcome = match guarded(attempts).await {
+            Ok(outcome) => outcome,
+            Err(detail) => Err(CommitError::Internal { table: table.to_string(), detail }),
+        };
         self.release(table, &lease).await;
         match outcome {
             Ok(done) => done,

@@ -20,6 +20,7 @@
 //! - [`table`]: Iceberg tables as Floe commits them: snapshots, committed offsets, schema evolution.
 //! - [`task`]: the CommitTask, versioned JSON from the materializer to the committer.
 //! - [`retry`]: bounded retries with backoff; which AWS errors are retryable.
+//! - [`guard`]: a dependency's panic caught and turned into an error (the committer's lease is released).
 //! - [`storage`]: the warehouse's bytes (`s3://` through the SDK, local paths), as an Iceberg `FileIO`.
 //! - [`segment`]: decoding Kafka log segments (`.log` files a broker writes and tiered
 //!   storage copies to S3) into records, with read_committed transaction semantics,
@@ -30,6 +31,7 @@ pub mod committer;
 pub mod config;
 pub mod convert;
 pub mod datafile;
+pub mod guard;
 #[cfg(feature = "aws")]
 pub mod lambda;
 pub mod lock;
