@@ -168,7 +168,9 @@ impl Committer {
                 }
             };
             let outcome = self
-                .retrying(table, &mut lease, deadline, async |lease| self.try_compact(table, &table_tasks, lease).await)
+                .guarded_attempts(table, &mut lease, deadline, async |lease| {
+                    self.try_compact(table, &table_tasks, lease).await
+                })
                 .await;
             self.release(table, &lease).await;
             match outcome {
@@ -324,12 +326,9 @@ impl Committer {
             Ok(lease) => lease,
             Err((error, retryable)) => return fail_all(error, retryable),
         };
-        let attempts =
-            self.retrying(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await);
-        let outcome = match guarded(attempts).await {
-            Ok(outcome) => outcome,
-            Err(detail) => Err(CommitError::Internal { table: table.to_string(), detail }),
-        };
+        let outcome = self
+            .guarded_attempts(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await)
+            .await;
         self.release(table, &lease).await;
         match outcome {
             Ok(done) => done,
@@ -378,6 +377,21 @@ impl Committer {
     async fn release(&self, table: &TableName, lease: &Lease) {
         if let Err(e) = self.locks.release(lease).await {
             tracing::warn!(table = %table, error = %e, "releasing the lease failed; it expires by itself");
+        }
+    }
+
+    /// [`Self::retrying`] with a panic caught ([`guarded`]) as [`CommitError::Internal`]:
+    /// the caller always gets to release the lease.
+    async fn guarded_attempts<T>(
+        &self,
+        table: &TableName,
+        lease: &mut Lease,
+        deadline: Option<Instant>,
+        attempt: impl AsyncFnMut(&mut Lease) -> Result<T, CommitError>,
+    ) -> Result<T, CommitError> {
+        match guarded(self.retrying(table, lease, deadline, attempt)).await {
+            Ok(outcome) => outcome,
+            Err(detail) => Err(CommitError::Internal { table: table.to_string(), detail }),
         }
     }
 

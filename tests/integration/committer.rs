@@ -20,7 +20,7 @@ use floe_core::lambda::{
 use floe_core::lock::TableLocks;
 use floe_core::lock::dynamodb::DynamoDbLocks;
 use floe_core::materializer::{Materializer, ObjectRef, Outcome};
-use floe_core::task::{CommitTask, TableName};
+use floe_core::task::{CommitTask, TableName, Task};
 use iceberg::spec::TableMetadata;
 use serde_json::Value;
 
@@ -711,13 +711,10 @@ async fn a_file_partitioned_by_a_column_promoted_since_commits() {
     promotion_then_an_older_file("partition_by = [\"identity(qty)\"]\n").await;
 }
 
-/// Materializes a segment with `qty int` and one with `qty long` (`partition_by`: a config
-/// line), commits the second first, then the first; PyIceberg reads all rows, and filtered
-/// scans return exactly theirs.
-async fn promotion_then_an_older_file(partition_by: &str) {
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    // fastavro payloads framed with schema ids 1 (qty int) and 2 (qty long).
-    let script = r#"
+/// Segments of Avro orders (fastavro payloads framed with schema ids 1, `qty int`, and 2,
+/// `qty long`; both schemas as `v1.avsc`/`v2.avsc`): `orders-0` offsets 0–9 and 10–19 with
+/// `qty` 0–9 as ints, `orders-1` offsets 0–4 with `qty` 2⁴⁰ + 0–4 as longs.
+const PROMOTION_SEGMENTS: &str = r#"
 import io, json, struct, sys
 sys.path.insert(0, sys.argv[1])
 import fastavro
@@ -731,20 +728,73 @@ def frame(sid, s, rec):
     return b"\0" + struct.pack(">i", sid) + buf.getvalue()
 for v, t in ((1, "int"), (2, "long")):
     json.dump(schema(t), open("%s/v%d.avsc" % (out, v), "w"))
-old = [(1764489600000 + i, None, frame(1, schema("int"), {"id": i, "qty": i})) for i in range(10)]
+for base in (0, 10):
+    old = [(1764489600000 + base + i, None, frame(1, schema("int"), {"id": base + i, "qty": i})) for i in range(10)]
+    write_segment(out + "/orders-0/%020d.log" % base, old, [10], base=base)
 new = [(1764489700000 + i, None, frame(2, schema("long"), {"id": 100 + i, "qty": 2**40 + i})) for i in range(5)]
-write_segment(out + "/orders-0/00000000000000000000.log", old, [10])
 write_segment(out + "/orders-1/00000000000000000000.log", new, [5])
 "#;
-    write_segments(script, input.path());
+
+/// Materializes `object` of [`PROMOTION_SEGMENTS`] with schema `v{version}.avsc`
+/// (`partition_by`: a config line or nothing).
+async fn promotion_task(
+    input: &Path,
+    committer: &Committer,
+    version: u32,
+    object: &str,
+    partition_by: &str,
+) -> CommitTask {
+    let config = format!(
+        "[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}/v{version}.avsc\" }}\n{partition_by}",
+        input.display()
+    );
+    materialize(FloeConfig::parse(&config).unwrap(), input, &committer.warehouse, object).await
+}
+
+/// A compaction planned before a promotion commits after it, on a table partitioned by
+/// the promoted column: the compacted files' partition values (ints when planned) are
+/// recorded as the table's longs, and every row reads back once.
+#[tokio::test]
+async fn a_compaction_planned_before_a_promotion_commits_after_it() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_segments(PROMOTION_SEGMENTS, input.path());
     let committer = local_committer(warehouse.path());
-    let task = |version: u32, object: &'static str| {
-        let config = format!(
-            "[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}/v{version}.avsc\" }}\n{partition_by}",
-            input.path().display()
-        );
-        materialize(FloeConfig::parse(&config).unwrap(), input.path(), &committer.warehouse, object)
-    };
+    let partition_by = "partition_by = [\"identity(qty)\"]\n";
+    // Two int segments of one Kafka partition: two small files per qty value.
+    for object in ["orders-0/00000000000000000000.log", "orders-0/00000000000000000010.log"] {
+        let task = promotion_task(input.path(), &committer, 1, object, partition_by).await;
+        assert_eq!(committer.commit(&[task], None).await.results[0].1, TaskResult::Committed);
+    }
+    let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+    let loaded = floe_core::table::load(committer.catalog.as_ref(), &committer.file_io, &table).await.unwrap().unwrap();
+    let compaction =
+        floe_core::table::compaction::compact(&committer.file_io, &table, &loaded.metadata, 128 << 20, "compaction-1")
+            .await
+            .unwrap()
+            .expect("two files per qty value to compact");
+    assert_eq!((compaction.removed.len(), compaction.added.len()), (20, 10));
+    // The promotion lands in between.
+    let new = promotion_task(input.path(), &committer, 2, "orders-1/00000000000000000000.log", partition_by).await;
+    assert_eq!(committer.commit(&[new], None).await.results[0].1, TaskResult::Committed);
+    let report = committer.commit_all(&[Task::Compaction(compaction)], None).await;
+    assert_eq!(report.results[0].1, TaskResult::Committed, "{report:?}");
+    let read = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!(read.rows, 25);
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let db = format!("{w}/catalog.db");
+    assert_eq!(pyiceberg(&["sql", &db, &w, "kafka.orders", "qty < 5"]).rows, 10);
+    assert_eq!(pyiceberg(&["sql", &db, &w, "kafka.orders", "qty > 1000"]).rows, 5);
+}
+
+/// Materializes a segment with `qty int` and one with `qty long` (`partition_by`: a config
+/// line), commits the second first, then the first; PyIceberg reads all rows, and filtered
+/// scans return exactly theirs.
+async fn promotion_then_an_older_file(partition_by: &str) {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_segments(PROMOTION_SEGMENTS, input.path());
+    let committer = local_committer(warehouse.path());
+    let task =
+        |version: u32, object: &'static str| promotion_task(input.path(), &committer, version, object, partition_by);
     // Materialized in offset order, committed the other way round.
     let old = task(1, "orders-0/00000000000000000000.log").await;
     let new = task(2, "orders-1/00000000000000000000.log").await;

@@ -9,11 +9,12 @@ import uuid
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 
-def write_segment(path, records, chunks, codec=0):
+def write_segment(path, records, chunks, codec=0, base=0):
     """records: list of (timestamp ms, key bytes|None, value bytes|None[, headers: list of
     (str, bytes)]); chunks: sizes
     of the batches (their sum may be short: the rest forms one last batch); codec:
-    kafka-python's compression type (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)."""
+    kafka-python's compression type (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd); base: the
+    first record's offset."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     bounds, start = [], 0
     for n in chunks:
@@ -28,7 +29,7 @@ def write_segment(path, records, chunks, codec=0):
         for j, (ts, k, v, *headers) in enumerate(records[begin:end]):
             b.append(j, timestamp=ts, key=k, value=v, headers=headers[0] if headers else [])
         data = bytearray(b.build())
-        struct.pack_into(">q", data, 0, begin)
+        struct.pack_into(">q", data, 0, base + begin)
         parts.append(bytes(data))
     with open(path, "wb") as f:
         f.write(b"".join(parts))
