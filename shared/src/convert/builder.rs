@@ -2,20 +2,24 @@
 //! table schema, field ids in the field metadata): append values column by column, then
 //! finish into arrays whose fields carry those ids.
 //!
-//! Fixed-width and variable-width leaves use our own builders ([`Values`], [`VarValues`]):
+//! Fixed-width and variable-width leaves use our own builders ([`Values`], [`FixedValues`],
+//! [`VarValues`]):
 //! plain vectors whose appends inline into the decoders' loops (arrow's builders are
 //! calls), which keep their capacity from one batch to the next, and which finish into
 //! arrays without a copy.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, BooleanBuilder, FixedSizeBinaryBuilder};
+use arrow_array::builder::{ArrayBuilder, BooleanBuilder};
 use arrow_array::types::{
     ByteArrayType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type, LargeBinaryType,
     Time64MicrosecondType, TimestampMicrosecondType, TimestampNanosecondType, Utf8Type,
     validate_decimal_precision_and_scale,
 };
-use arrow_array::{ArrayRef, ArrowPrimitiveType, GenericByteArray, ListArray, MapArray, PrimitiveArray, StructArray};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, FixedSizeBinaryArray, GenericByteArray, ListArray, MapArray, PrimitiveArray,
+    StructArray,
+};
 use arrow_buffer::{ArrowNativeType, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, FieldRef, Fields, TimeUnit};
 
@@ -33,8 +37,7 @@ pub enum Column {
     TimestampNanos(Values<TimestampNanosecondType>),
     String(VarValues<Utf8Type>),
     Binary(VarValues<LargeBinaryType>),
-    /// With its width in bytes.
-    Fixed(FixedSizeBinaryBuilder, i32),
+    Fixed(FixedValues),
     Struct(StructColumn),
     List(ListColumn),
     Map(MapColumn),
@@ -85,7 +88,7 @@ impl Column {
             DataType::Timestamp(TimeUnit::Nanosecond, _) => Column::TimestampNanos(Values::new(data_type)),
             DataType::Utf8 => Column::String(VarValues::new()),
             DataType::LargeBinary => Column::Binary(VarValues::new()),
-            DataType::FixedSizeBinary(n) => Column::Fixed(FixedSizeBinaryBuilder::new(*n), *n),
+            DataType::FixedSizeBinary(n) if *n > 0 => Column::Fixed(FixedValues::new(*n as usize)),
             DataType::Struct(fields) => Column::Struct(StructColumn::new(fields)?),
             DataType::List(field) => Column::List(ListColumn {
                 field: field.clone(),
@@ -127,7 +130,7 @@ impl Column {
             Column::TimestampNanos(b) => b.append_null(),
             Column::String(b) => b.append_null(),
             Column::Binary(b) => b.append_null(),
-            Column::Fixed(b, _) => b.append_null(),
+            Column::Fixed(b) => b.append_null(),
             Column::Struct(s) => s.append_null(),
             Column::List(l) => {
                 l.offsets.push(*l.offsets.last().expect("offsets"));
@@ -155,7 +158,7 @@ impl Column {
             Column::TimestampNanos(b) => b.len(),
             Column::String(b) => b.len(),
             Column::Binary(b) => b.len(),
-            Column::Fixed(b, _) => b.len(),
+            Column::Fixed(b) => b.len(),
             Column::Struct(s) => s.len(),
             Column::List(l) => l.offsets.len() - 1,
             Column::Map(m) => m.offsets.len() - 1,
@@ -182,10 +185,7 @@ impl Column {
             Column::TimestampNanos(b) => b.append_value(0),
             Column::String(b) => b.append_value(""),
             Column::Binary(b) => b.append_value(b""),
-            Column::Fixed(b, width) => {
-                let zeros = vec![0u8; *width as usize];
-                b.append_value(&zeros).expect("placeholder of the column's width");
-            }
+            Column::Fixed(b) => b.append_zeros(),
             Column::Struct(s) => {
                 s.append_valid();
                 s.children.iter_mut().for_each(Column::append_placeholder);
@@ -232,7 +232,7 @@ impl Column {
             Column::TimestampNanos(b) => b.finish(),
             Column::String(b) => b.finish(),
             Column::Binary(b) => b.finish(),
-            Column::Fixed(b, _) => Arc::new(b.finish()),
+            Column::Fixed(b) => b.finish(),
             Column::Struct(s) => Arc::new(s.finish()),
             Column::List(l) => {
                 let offsets = take_offsets(&mut l.offsets);
@@ -311,6 +311,68 @@ impl<T: ArrowPrimitiveType> Values<T> {
         let values = std::mem::replace(&mut self.values, next);
         let nulls = self.nulls.finish();
         Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls).with_data_type(self.data_type.clone()))
+    }
+}
+
+/// A fixed-width binary column (`FixedSizeBinary`: UUIDs, Avro `fixed`): the values end
+/// to end, and a validity bitmap made once a null comes (a null takes `width` zero bytes).
+pub struct FixedValues {
+    width: usize,
+    data: Vec<u8>,
+    nulls: NullBufferBuilder,
+}
+
+/// A value of another width than its fixed-width column's.
+#[derive(Debug, thiserror::Error)]
+#[error("{len} bytes for a {width}-byte fixed column")]
+pub struct WrongWidth {
+    pub len: usize,
+    pub width: usize,
+}
+
+impl FixedValues {
+    fn new(width: usize) -> Self {
+        FixedValues { width, data: Vec::new(), nulls: NullBufferBuilder::new(0) }
+    }
+
+    #[inline(always)]
+    pub fn append_value(&mut self, v: &[u8]) -> Result<(), WrongWidth> {
+        if v.len() != self.width {
+            return Err(WrongWidth { len: v.len(), width: self.width });
+        }
+        self.data.extend_from_slice(v);
+        self.nulls.append_non_null();
+        Ok(())
+    }
+
+    #[inline]
+    pub fn append_null(&mut self) {
+        self.data.resize(self.data.len() + self.width, 0);
+        self.nulls.append_null();
+    }
+
+    /// A non-null value of zeros (a placeholder, see [`Column::append_placeholder`]).
+    fn append_zeros(&mut self) {
+        self.data.resize(self.data.len() + self.width, 0);
+        self.nulls.append_non_null();
+    }
+
+    pub fn len(&self) -> usize {
+        self.nulls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values so far as an array; a vector with room for as many
+    /// ([`next_capacity`]) stays behind.
+    fn finish(&mut self) -> ArrayRef {
+        let next = Vec::with_capacity(next_capacity(self.data.len()));
+        let data = std::mem::replace(&mut self.data, next);
+        let nulls = self.nulls.finish();
+        // `width` > 0 (checked in `Column::new`), `width` bytes per row, one validity bit per row.
+        Arc::new(FixedSizeBinaryArray::new(self.width as i32, Buffer::from_vec(data), nulls))
     }
 }
 
@@ -464,6 +526,22 @@ mod tests {
     use super::*;
     use arrow_array::Array;
     use arrow_schema::Field;
+
+    #[test]
+    fn fixed_values_keep_their_width_nulls_and_capacity() {
+        let Column::Fixed(mut c) = Column::new(&DataType::FixedSizeBinary(4)).unwrap() else { panic!() };
+        c.append_value(b"abcd").unwrap();
+        c.append_null();
+        let wrong = c.append_value(b"abc").unwrap_err();
+        assert_eq!((wrong.len, wrong.width), (3, 4));
+        c.append_value(&[1, 2, 3, 4]).unwrap();
+        let array = c.finish();
+        let array = array.as_any().downcast_ref::<FixedSizeBinaryArray>().unwrap();
+        assert_eq!(array.len(), 3);
+        assert_eq!((array.value(0), array.is_null(1), array.value(2)), (&b"abcd"[..], true, &[1u8, 2, 3, 4][..]));
+        assert!(c.is_empty() && c.data.capacity() >= 12, "empty, with room for the next batch");
+        assert!(Column::new(&DataType::FixedSizeBinary(0)).is_err(), "no zero-width column");
+    }
 
     #[test]
     fn repair_completes_a_half_written_row_at_every_level() {

@@ -22,7 +22,7 @@ use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN
 use crate::schema::wire::header_name;
 pub use crate::schema::wire::{Payload, SchemaId};
 use crate::segment::{Header, Record, TimestampType};
-pub use builder::{Column, StructColumn};
+pub use builder::{Column, FixedValues, StructColumn};
 
 /// Why one record's key or value could not be decoded.
 #[derive(Debug, Clone, thiserror::Error)]

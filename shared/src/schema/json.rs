@@ -101,7 +101,7 @@ pub fn put(v: &Value, dt: &DataType, col: Option<&mut Column>) -> R<()> {
         }
         (DataType::FixedSizeBinary(16), Value::String(s)) => {
             let u = uuid::Uuid::parse_str(s).map_err(|e| format!("uuid {s:?}: {e}"))?;
-            if let Some(Column::Fixed(c, _)) = col {
+            if let Some(Column::Fixed(c)) = col {
                 c.append_value(u.as_bytes()).map_err(|e| e.to_string())?;
             }
         }

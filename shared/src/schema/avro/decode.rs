@@ -13,11 +13,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use apache_avro::Schema as Avro;
-use arrow_array::builder::FixedSizeBinaryBuilder;
 use arrow_schema::{DataType, Fields, TimeUnit};
 
 use super::{AvroSchemaError, Names, err};
-use crate::convert::{Column, DecodeError};
+use crate::convert::{Column, DecodeError, FixedValues};
 use crate::varint::VarintError;
 
 /// Avro's duration: a fixed of 12 bytes (months, days, milliseconds).
@@ -294,7 +293,7 @@ fn col_name(c: &Column) -> &'static str {
         Column::TimestampMicros(_) | Column::TimestampNanos(_) => "timestamp",
         Column::String(_) => "string",
         Column::Binary(_) => "binary",
-        Column::Fixed(..) => "fixed",
+        Column::Fixed(_) => "fixed",
         Column::Struct(_) => "struct",
         Column::List(_) => "list",
         Column::Map(_) => "map",
@@ -485,9 +484,9 @@ macro_rules! into {
     };
 }
 
-fn fixed_column(col: &mut Column) -> R<&mut FixedSizeBinaryBuilder> {
+fn fixed_column(col: &mut Column) -> R<&mut FixedValues> {
     match col {
-        Column::Fixed(b, _) => Ok(b),
+        Column::Fixed(b) => Ok(b),
         other => Err(mismatch("fixed", other)),
     }
 }
