@@ -415,28 +415,36 @@ mod tests {
         assert_eq!(data_file.record_count(), 10);
     }
 
-    /// A file partitioned by `qty int` and `ratio float`, committed after both were
-    /// promoted: its values become a long and a double; a file of the table's types and an
-    /// unpartitioned one are left as they are.
+    /// A file partitioned by `qty int` (identity, truncate, bucket), `ratio float` and
+    /// `price decimal(9, 2)`, committed after all three were promoted (long, double,
+    /// decimal(12, 2)): its values take the new types (a bucket stays an int); a file of
+    /// the table's types and an unpartitioned one are left as they are.
     #[test]
     fn partition_values_written_before_a_promotion_take_the_tables_types() {
-        let columns = |int, float| {
+        let columns = |int, float, decimal| {
             let p = |id, name: &str, t| Arc::new(iceberg::spec::NestedField::optional(id, name, Type::Primitive(t)));
-            Schema::builder().with_fields(vec![p(1, "qty", int), p(2, "ratio", float)]).build().unwrap()
+            let fields = vec![p(1, "qty", int), p(2, "ratio", float), p(3, "price", decimal)];
+            Schema::builder().with_fields(fields).build().unwrap()
         };
-        let (old, new) =
-            (columns(PrimitiveType::Int, PrimitiveType::Float), columns(PrimitiveType::Long, PrimitiveType::Double));
-        let spec = crate::partition::bind(
-            &old,
-            &[field("qty", Transform::Identity), field("ratio", Transform::Identity)],
-            "p",
-        )
-        .unwrap();
+        let decimal = |precision| PrimitiveType::Decimal { precision, scale: 2 };
+        let old = columns(PrimitiveType::Int, PrimitiveType::Float, decimal(9));
+        let new = columns(PrimitiveType::Long, PrimitiveType::Double, decimal(12));
+        let by = [
+            field("qty", Transform::Identity),
+            field("qty", Transform::Truncate(10)),
+            field("qty", Transform::Bucket(4)),
+            field("ratio", Transform::Identity),
+            field("price", Transform::Identity),
+        ];
+        let spec = crate::partition::bind(&old, &by, "p").unwrap();
         let (written_type, table_type) = (spec.partition_type(&old).unwrap(), spec.partition_type(&new).unwrap());
         assert_ne!(written_type, table_type);
-        let file = written(Struct::from_iter([Some(Literal::int(7)), Some(Literal::float(0.5))])).data_file;
+        let value = |qty: Literal, trunc: Literal, ratio: Literal| {
+            Struct::from_iter([qty, trunc, Literal::int(3), ratio, Literal::decimal(12_345)].map(Some))
+        };
+        let file = written(value(Literal::int(17), Literal::int(10), Literal::float(0.5))).data_file;
         let retyped = retype_partition(file.clone(), &old, 0, &written_type, &table_type).unwrap();
-        assert_eq!(retyped.partition(), &Struct::from_iter([Some(Literal::long(7)), Some(Literal::double(0.5))]));
+        assert_eq!(retyped.partition(), &value(Literal::long(17), Literal::long(10), Literal::double(0.5)));
         assert_eq!((retyped.file_path(), retyped.record_count()), (file.file_path(), file.record_count()));
         let same = retype_partition(retyped.clone(), &new, 0, &table_type, &table_type).unwrap();
         assert_eq!(same, retyped);
