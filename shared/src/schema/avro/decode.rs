@@ -322,13 +322,13 @@ fn is_ascii(bytes: &[u8]) -> bool {
         0 => 0,
         // Positions 0, len / 2 and len - 1 cover every byte of one to three.
         n @ 1..=3 => u64::from(bytes[0] | bytes[n / 2] | bytes[n - 1]),
-        n @ 4..=7 => {
-            let half = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-            u64::from(half(0) | half(n - 4))
-        }
-        n => {
+        4..=7 => match (bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+            (Some(first), Some(last)) => u64::from(u32::from_ne_bytes(*first) | u32::from_ne_bytes(*last)),
+            _ => unreachable!("four bytes or more"),
+        },
+        _ => {
             let (words, _) = bytes.as_chunks::<8>();
-            let last = u64::from_ne_bytes(bytes[n - 8..].try_into().expect("8 bytes"));
+            let last = bytes.last_chunk::<8>().map_or(0, |w| u64::from_ne_bytes(*w));
             words.iter().fold(last, |acc, w| acc | u64::from_ne_bytes(*w))
         }
     };
