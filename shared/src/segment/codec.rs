@@ -5,6 +5,7 @@ use std::io::Read;
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
 use super::error::SegmentErrorKind;
+use super::lz4::{self, HeaderChecksum};
 
 /// The compression codec of a batch (attributes bits 0..2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -44,7 +45,7 @@ impl Codec {
         match self {
             Codec::None => Ok(input.to_vec()),
             Codec::Gzip => read_limited(self, flate2::read::MultiGzDecoder::new(input), input.len(), limit),
-            Codec::Lz4 => super::lz4::decompress(input, limit),
+            Codec::Lz4 => lz4::decompress(input, limit, HeaderChecksum::Standard),
             Codec::Zstd => with_zstd_context(|dctx| zstd_decompress(dctx, input, limit)),
             Codec::Snappy => {
                 if input.starts_with(XERIAL_MAGIC) {
@@ -58,15 +59,12 @@ impl Codec {
 
     /// Decompresses the value of a legacy (magic v0/v1) wrapper message. Kafka 0.8–0.9
     /// wrote magic v0 lz4 frames whose header checksum also covers the frame's magic
-    /// number (KAFKA-3160); those are repaired before decoding.
+    /// number (KAFKA-3160); those are accepted there.
     pub fn decompress_legacy(self, magic: i8, input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
-        if self == Codec::Lz4
-            && magic == 0
-            && let Some(fixed) = fix_kafka_lz4_header_checksum(input)
-        {
-            return self.decompress(&fixed, limit);
+        match (self, magic) {
+            (Codec::Lz4, 0) => lz4::decompress(input, limit, HeaderChecksum::OrKafkaV0),
+            _ => self.decompress(input, limit),
         }
-        self.decompress(input, limit)
     }
 
     fn error(self, detail: impl Into<String>) -> SegmentErrorKind {
@@ -78,26 +76,6 @@ impl Codec {
 /// (magic, version, compatible version), then blocks of `[length: i32 BE][raw snappy]`.
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_LEN: usize = 16;
-
-/// Returns `frame` with the header checksum computed as the LZ4 frame format defines it
-/// (over the descriptor only), or `None` when it is already right or not a frame.
-fn fix_kafka_lz4_header_checksum(frame: &[u8]) -> Option<Vec<u8>> {
-    const MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
-    if frame.get(..4)? != MAGIC {
-        return None;
-    }
-    let flags = *frame.get(4)?;
-    let descriptor_end = 6 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 };
-    let stored = *frame.get(descriptor_end)?;
-    let hash = |bytes: &[u8]| ((twox_hash::XxHash32::oneshot(0, bytes) >> 8) & 0xff) as u8;
-    let correct = hash(&frame[4..descriptor_end]);
-    if stored == correct || stored != hash(&frame[..descriptor_end]) {
-        return None;
-    }
-    let mut fixed = frame.to_vec();
-    fixed[descriptor_end] = correct;
-    Some(fixed)
-}
 
 thread_local! {
     /// One zstd decompression context per thread, reused for every batch.

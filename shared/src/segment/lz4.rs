@@ -7,7 +7,8 @@
 //!   [content checksum u32]
 //! ```
 //! Checksums are XXH32 (seed 0); HC is the second byte of the descriptor's
-//! (FLG..content size) XXH32. Blocks decompress with lz4_flex's block decoder; a block
+//! (FLG..content size) XXH32 — or, in the magic v0 frames of Kafka 0.8–0.9
+//! (KAFKA-3160), of the magic number's and the descriptor's, which legacy messages accept. Blocks decompress with lz4_flex's block decoder; a block
 //! of a linked frame may refer back into the 64 KiB before it, which is simply the output
 //! already written. Compared with a streaming reader, no window buffer is allocated per
 //! frame and nothing is copied a second time.
@@ -24,20 +25,29 @@ fn error(detail: impl Into<String>) -> SegmentErrorKind {
     SegmentErrorKind::Decompress { codec: "lz4", detail: detail.into() }
 }
 
+/// Which header checksum a frame may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderChecksum {
+    /// The frame format's: over the descriptor.
+    Standard,
+    /// That, or Kafka 0.8–0.9's for magic v0 messages: over the magic number too.
+    OrKafkaV0,
+}
+
 /// Reads the frame(s) in `input`, failing once the output exceeds `limit` bytes.
-pub fn decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, SegmentErrorKind> {
+pub fn decompress(input: &[u8], limit: usize, checksum: HeaderChecksum) -> Result<Vec<u8>, SegmentErrorKind> {
     // LZ4 rarely more than doubles Kafka's records; the content size, when stated, or
     // the blocks grow it beyond that.
     let mut out = Vec::with_capacity(input.len().saturating_mul(2).min(limit));
-    let mut r = Bytes { buf: input, pos: 0 };
+    let mut r = Input { buf: input, pos: 0 };
     while r.pos < input.len() {
-        frame(&mut r, &mut out, limit)?;
+        frame(&mut r, &mut out, limit, checksum)?;
     }
     Ok(out)
 }
 
 /// The frame at `r`'s position, appended to `out`.
-fn frame(r: &mut Bytes<'_>, out: &mut Vec<u8>, limit: usize) -> Result<(), SegmentErrorKind> {
+fn frame(r: &mut Input<'_>, out: &mut Vec<u8>, limit: usize, checksum: HeaderChecksum) -> Result<(), SegmentErrorKind> {
     let too_large = || SegmentErrorKind::DecompressedTooLarge { codec: "lz4", limit };
     if r.take(4)? != MAGIC {
         return Err(error(format!("no frame magic number at byte {}", r.pos - 4)));
@@ -59,9 +69,10 @@ fn frame(r: &mut Bytes<'_>, out: &mut Vec<u8>, limit: usize) -> Result<(), Segme
         other => return Err(error(format!("block size code {other}"))),
     };
     let content_size = if flg & 0x08 != 0 { Some(u64::from_le_bytes(r.array()?)) } else { None };
-    let descriptor = &r.buf[descriptor_start..r.pos];
+    let hash = |bytes: &[u8]| (XxHash32::oneshot(0, bytes) >> 8) as u8;
+    let (with_magic, descriptor) = (&r.buf[descriptor_start - MAGIC.len()..r.pos], &r.buf[descriptor_start..r.pos]);
     let [hc] = r.array()?;
-    if hc != (XxHash32::oneshot(0, descriptor) >> 8) as u8 {
+    if hc != hash(descriptor) && !(checksum == HeaderChecksum::OrKafkaV0 && hc == hash(with_magic)) {
         return Err(error("frame header checksum mismatch"));
     }
     if let Some(size) = content_size {
@@ -115,13 +126,13 @@ fn frame(r: &mut Bytes<'_>, out: &mut Vec<u8>, limit: usize) -> Result<(), Segme
     Ok(())
 }
 
-/// The frame's bytes, read front to back.
-struct Bytes<'a> {
+/// The frames' bytes, read front to back.
+struct Input<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
-impl<'a> Bytes<'a> {
+impl<'a> Input<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], SegmentErrorKind> {
         let bytes = self
             .buf
@@ -170,10 +181,17 @@ mod tests {
                         .content_checksum(checksums)
                         .content_size(checksums.then_some(data.len() as u64));
                     let frame = encode(&data, info);
-                    assert_eq!(decompress(&frame, 1 << 30).unwrap(), data, "{mode:?} {size:?} {checksums}");
-                    assert_eq!(decompress(&frame, usize::MAX).unwrap(), data, "no limit");
+                    assert_eq!(
+                        decompress(&frame, 1 << 30, HeaderChecksum::Standard).unwrap(),
+                        data,
+                        "{mode:?} {size:?} {checksums}"
+                    );
+                    assert_eq!(decompress(&frame, usize::MAX, HeaderChecksum::Standard).unwrap(), data, "no limit");
                     let two = [frame.clone(), frame].concat();
-                    assert_eq!(decompress(&two, 1 << 30).unwrap(), [data.clone(), data.clone()].concat());
+                    assert_eq!(
+                        decompress(&two, 1 << 30, HeaderChecksum::Standard).unwrap(),
+                        [data.clone(), data.clone()].concat()
+                    );
                 }
             }
         }
@@ -185,24 +203,41 @@ mod tests {
         let data = data(5_000);
         let info = FrameInfo::new().block_mode(BlockMode::Linked).content_checksum(true);
         let frame = encode(&data, info);
-        let err = decompress(&frame, data.len() - 1).unwrap_err();
+        let err = decompress(&frame, data.len() - 1, HeaderChecksum::Standard).unwrap_err();
         assert!(matches!(err, SegmentErrorKind::DecompressedTooLarge { .. }), "{err}");
-        assert_eq!(decompress(&frame, data.len()).unwrap().len(), data.len());
+        assert_eq!(decompress(&frame, data.len(), HeaderChecksum::Standard).unwrap().len(), data.len());
         let sized = encode(&data, FrameInfo::new().content_size(Some(data.len() as u64)));
-        let err = decompress(&sized, 1000).unwrap_err();
+        let err = decompress(&sized, 1000, HeaderChecksum::Standard).unwrap_err();
         assert!(matches!(err, SegmentErrorKind::DecompressedTooLarge { .. }), "{err}");
         // Cut anywhere, or a byte changed anywhere: an error, never a panic.
         for cut in (0..frame.len()).step_by(61) {
-            assert!(decompress(&frame[..cut.max(1)], 1 << 30).is_err(), "cut at {cut}");
+            assert!(decompress(&frame[..cut.max(1)], 1 << 30, HeaderChecksum::Standard).is_err(), "cut at {cut}");
         }
         for at in (0..frame.len()).step_by(37) {
             let mut bad = frame.clone();
             bad[at] ^= 0x5a;
-            let _ = decompress(&bad, 1 << 30);
+            let _ = decompress(&bad, 1 << 30, HeaderChecksum::Standard);
         }
         let mut bad = frame.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        assert!(decompress(&bad, 1 << 30).unwrap_err().to_string().contains("content checksum"));
+        assert!(
+            decompress(&bad, 1 << 30, HeaderChecksum::Standard).unwrap_err().to_string().contains("content checksum")
+        );
+    }
+
+    /// Kafka 0.8–0.9's magic v0 frames hash the magic number into the header checksum
+    /// (KAFKA-3160): read where legacy messages allow it, refused elsewhere.
+    #[test]
+    fn kafka_v0_header_checksums_only_where_allowed() {
+        let data = data(100);
+        let mut frame = encode(&data, FrameInfo::new());
+        // FLG, BD, then HC at byte 6 (no content size, no dictionary id).
+        frame[6] = (XxHash32::oneshot(0, &frame[..6]) >> 8) as u8;
+        assert_eq!(decompress(&frame, 1 << 30, HeaderChecksum::OrKafkaV0).unwrap(), data);
+        let err = decompress(&frame, 1 << 30, HeaderChecksum::Standard).unwrap_err();
+        assert!(err.to_string().contains("header checksum"), "{err}");
+        frame[6] ^= 1;
+        assert!(decompress(&frame, 1 << 30, HeaderChecksum::OrKafkaV0).is_err(), "neither checksum");
     }
 }
