@@ -127,10 +127,14 @@ impl Committer {
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`
     /// snapshot), then its new data (one `append` snapshot). Results in the tasks' order.
     pub async fn commit_all(&self, tasks: &[Task], deadline: Option<Instant>) -> BatchReport {
-        let compactions: Vec<CompactionTask> =
-            tasks.iter().filter_map(|t| if let Task::Compaction(c) = t { Some(c.clone()) } else { None }).collect();
-        let data: Vec<CommitTask> =
-            tasks.iter().filter_map(|t| if let Task::Data(d) = t { Some(d.clone()) } else { None }).collect();
+        let compactions: Vec<CompactionTask> = tasks
+            .iter()
+            .filter_map(|t| if let Task::Compaction(c) = t { Some(CompactionTask::clone(c)) } else { None })
+            .collect();
+        let data: Vec<CommitTask> = tasks
+            .iter()
+            .filter_map(|t| if let Task::Data(d) = t { Some(CommitTask::clone(d)) } else { None })
+            .collect();
         let mut report = self.compact(&compactions, deadline).await;
         let data_report = self.commit(&data, deadline).await;
         report.snapshots.extend(data_report.snapshots);

@@ -295,8 +295,9 @@ pub enum CompactionKind {
 /// Whatever a queue message carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Task {
-    Data(CommitTask),
-    Compaction(CompactionTask),
+    // Boxed: both are hundreds of bytes (schemas, files, stats), moved through queues.
+    Data(Box<CommitTask>),
+    Compaction(Box<CompactionTask>),
 }
 
 impl Task {
@@ -405,7 +406,7 @@ mod tests {
         .unwrap();
         let value = Struct::from_iter([Some(Literal::date(20_000)), None]);
         let file = TaskFile::from_written(&written(value.clone()), &spec.partition_type(&schema).unwrap()).unwrap();
-        let json = Task::Data(task(&schema, partitioned(&spec), file)).to_json().unwrap();
+        let json = Task::Data(Box::new(task(&schema, partitioned(&spec), file))).to_json().unwrap();
         let Task::Data(back) = Task::from_json(json.as_bytes()).unwrap() else { panic!("not a data task") };
         assert_eq!(back.version, PARTITIONED_TASK_VERSION);
         let back_spec = back.schema.partition_spec.clone().unwrap();

@@ -218,7 +218,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         created_at_ms: 0,
     };
     // Through the task's JSON, as the queue carries it.
-    let task = Task::from_json(Task::Compaction(compaction.clone()).to_json().unwrap().as_bytes()).unwrap();
+    let task = Task::from_json(Task::Compaction(Box::new(compaction.clone())).to_json().unwrap().as_bytes()).unwrap();
     let committer = Committer {
         locks: Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap()),
         catalog: Arc::new(catalog),
@@ -776,7 +776,7 @@ async fn a_compaction_planned_before_a_promotion_commits_after_it() {
     // The promotion lands in between.
     let new = promotion_task(input.path(), &committer, 2, "orders-1/00000000000000000000.log", partition_by).await;
     assert_eq!(committer.commit(&[new], None).await.results[0].1, TaskResult::Committed);
-    let report = committer.commit_all(&[Task::Compaction(compaction)], None).await;
+    let report = committer.commit_all(&[Task::Compaction(Box::new(compaction))], None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed, "{report:?}");
     let read = read_local(warehouse.path(), "kafka.orders");
     assert_eq!(read.rows, 25);

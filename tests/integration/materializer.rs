@@ -83,7 +83,7 @@ impl Aws {
         let mut tasks = Vec::new();
         for body in receive_all(&self.sqs, &self.tasks).await {
             match task_from_message(&self.s3, &body).await.unwrap() {
-                Task::Data(task) => tasks.push(task),
+                Task::Data(task) => tasks.push(*task),
                 other => panic!("a data task expected: {other:?}"),
             }
         }
@@ -297,7 +297,7 @@ async fn oversized_tasks_travel_through_s3() {
     assert!(task.to_json().unwrap().len() > floe_core::queue::sqs::MAX_INLINE_BYTES);
     let queue =
         SqsTaskQueue::new(aws.sqs.clone(), aws.s3.clone(), &aws.tasks, &format!("s3://{}/warehouse", aws.warehouse));
-    queue.send(&Task::Data(task.clone())).await.unwrap();
+    queue.send(&Task::Data(Box::new(task.clone()))).await.unwrap();
     let received = aws.tasks().await;
     assert_eq!(received, vec![task]);
     assert!(aws.warehouse_keys().await.iter().any(|(k, _)| k.starts_with("warehouse/tasks/")));

@@ -204,7 +204,7 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
             .unwrap()
             .expect("small files to compact");
     assert!(compaction.partition_spec.is_some());
-    let task = Task::from_json(Task::Compaction(compaction).to_json().unwrap().as_bytes()).unwrap();
+    let task = Task::from_json(Task::Compaction(Box::new(compaction)).to_json().unwrap().as_bytes()).unwrap();
     let report = committer.commit_all(&[task], None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
     let after = judge_local(warehouse.path());
@@ -275,7 +275,7 @@ async fn files_laid_out_by_another_spec_are_rewritten_into_the_tables() {
     let mut tasks = Vec::new();
     for (m, rel) in [(&partitioned, A), (&unpartitioned, C)] {
         match m.handle(&ObjectRef::new("", rel)).await.unwrap() {
-            Outcome::Queued(task) => tasks.push(Task::Data(*task)),
+            Outcome::Queued(task) => tasks.push(Task::Data(task)),
             other => panic!("{other:?}"),
         }
     }

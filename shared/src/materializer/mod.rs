@@ -189,7 +189,7 @@ impl Materializer {
             return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
         }
         let task = self.materialize(&topic, input, view).await?;
-        self.queue.send(&Task::Data(task.clone())).await?;
+        self.queue.send(&Task::Data(Box::new(task.clone()))).await?;
         Ok(Outcome::Queued(Box::new(task)))
     }
 

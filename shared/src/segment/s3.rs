@@ -129,10 +129,6 @@ impl super::source::RangeRead for S3Source {
         &self.name
     }
 
-    async fn len(&self) -> io::Result<u64> {
-        Ok(self.size)
-    }
-
     async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
         if range.is_empty() {
             return Ok(Bytes::new());

@@ -73,8 +73,6 @@ impl SegmentSource for MemorySource {
 #[async_trait]
 pub trait RangeRead: Send + Sync {
     fn name(&self) -> &str;
-    /// The object's size in bytes.
-    async fn len(&self) -> io::Result<u64>;
     /// Bytes `range` (within the object).
     async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes>;
 }
@@ -83,10 +81,6 @@ pub trait RangeRead: Send + Sync {
 impl RangeRead for FileSource {
     fn name(&self) -> &str {
         &self.name
-    }
-
-    async fn len(&self) -> io::Result<u64> {
-        Ok(tokio::fs::metadata(&self.path).await?.len())
     }
 
     async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
@@ -103,10 +97,6 @@ impl RangeRead for FileSource {
 impl RangeRead for MemorySource {
     fn name(&self) -> &str {
         &self.name
-    }
-
-    async fn len(&self) -> io::Result<u64> {
-        Ok(self.bytes.len() as u64)
     }
 
     async fn read_range(&self, range: std::ops::Range<u64>) -> io::Result<Bytes> {
