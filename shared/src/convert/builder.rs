@@ -199,12 +199,25 @@ impl Column {
     fn repair(&mut self) {
         match self {
             Column::Struct(s) => s.repair(),
-            Column::List(l) => l.child.repair(),
+            // Elements written for a list or map that was never closed are closed into
+            // one last entry, which belongs to the interrupted row (and goes with it):
+            // left dangling, they would open the next row's list.
+            Column::List(l) => {
+                l.child.repair();
+                let dangling = l.child.len() - l.end();
+                if dangling > 0 {
+                    l.close(dangling);
+                }
+            }
             Column::Map(m) => {
                 m.keys.repair();
                 m.values.repair();
                 while m.values.len() < m.keys.len() {
                     m.values.append_placeholder();
+                }
+                let dangling = m.keys.len() - m.end();
+                if dangling > 0 {
+                    m.close(dangling);
                 }
             }
             _ => {}
@@ -509,6 +522,11 @@ impl ListColumn {
         self.offsets.push(last + elements as i32);
         self.nulls.append_non_null();
     }
+
+    /// Where the last closed list ends in `child`.
+    fn end(&self) -> usize {
+        *self.offsets.last().expect("offsets") as usize
+    }
 }
 
 impl MapColumn {
@@ -518,6 +536,11 @@ impl MapColumn {
         let last = *self.offsets.last().expect("offsets");
         self.offsets.push(last + entries as i32);
         self.nulls.append_non_null();
+    }
+
+    /// Where the last closed map ends in `keys` and `values`.
+    fn end(&self) -> usize {
+        *self.offsets.last().expect("offsets") as usize
     }
 }
 
@@ -578,8 +601,43 @@ mod tests {
         k.append_value("k");
         root.repair();
         assert!(root.children.iter().all(|c| c.len() == 2));
+        // A good row after it: its list and map hold its own elements only, the
+        // interrupted row's leftovers stay with that row (which the converter drops).
+        root.append_valid();
+        let Column::Long(id) = &mut root.children[0] else { panic!() };
+        id.append_value(9);
+        let Column::List(list) = &mut root.children[1] else { panic!() };
+        let Column::Struct(p) = list.child.as_mut() else { panic!() };
+        p.append_valid();
+        let Column::Long(x) = &mut p.children[0] else { panic!() };
+        x.append_value(5);
+        let Column::String(y) = &mut p.children[1] else { panic!() };
+        y.append_value("five");
+        list.close(1);
+        let Column::Map(m) = &mut root.children[2] else { panic!() };
+        let Column::String(k) = m.keys.as_mut() else { panic!() };
+        k.append_value("good");
+        let Column::Long(v) = m.values.as_mut() else { panic!() };
+        v.append_value(1);
+        m.close(1);
+        root.children[3].append_null();
         let array = root.finish();
-        assert_eq!(array.len(), 2);
-        assert_eq!(array.column(3).len(), 2);
+        assert_eq!(array.len(), 3);
+        assert_eq!(array.column(3).len(), 3);
+        let points = array.column(1).as_any().downcast_ref::<ListArray>().unwrap();
+        let x = |row: usize| {
+            let p = points.value(row);
+            let p = p.as_any().downcast_ref::<StructArray>().unwrap();
+            let x = p.column(0).as_any().downcast_ref::<PrimitiveArray<Int64Type>>().unwrap();
+            x.values().to_vec()
+        };
+        assert_eq!((x(0), x(1), x(2)), (vec![], vec![1], vec![5]));
+        let tags = array.column(2).as_any().downcast_ref::<MapArray>().unwrap();
+        let keys = |row: usize| {
+            let k = tags.value(row).column(0).clone();
+            let k = k.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+            k.iter().map(|s| s.unwrap().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!((keys(0), keys(1), keys(2)), (vec![], vec!["k".to_string()], vec!["good".to_string()]));
     }
 }

@@ -1034,6 +1034,33 @@ mod tests {
     }
 
     #[test]
+    fn a_row_failing_inside_an_array_leaves_the_next_rows_list_its_own() {
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+            {"name": "n", "type": "long"}]}"#;
+        let element = Arc::new(Field::new("element", DataType::Utf8, false));
+        let table = Fields::from(vec![
+            Field::new("tags", DataType::List(element), true),
+            Field::new("n", DataType::Int64, true),
+        ]);
+        let compiled = CompiledAvro::new(&Avro::parse_str(writer).unwrap(), &[], AvroTarget::Fields(&table)).unwrap();
+        let mut root = StructColumn::new(&table).unwrap();
+        // Two items announced; "a" is read, the second is not UTF-8.
+        root.append_valid();
+        let bad = [4, 2, b'a', 2, 0xff];
+        let e = compiled.append_fields(&bad, &mut root.children, "value", 0).unwrap_err();
+        assert_eq!((e.position, e.detail.as_str()), (3, "string is not UTF-8"));
+        root.repair();
+        root.append_valid();
+        compiled.append_fields(&[2, 2, b'x', 0, 14], &mut root.children, "value", 0).unwrap();
+        let rows = root.finish();
+        let tags = rows.column(0).as_list::<i32>();
+        let good = tags.value(1);
+        assert_eq!(good.as_string::<i32>().iter().collect::<Vec<_>>(), [Some("x")]);
+        assert_eq!(rows.column(1).as_primitive::<Int64Type>().value(1), 7);
+    }
+
+    #[test]
     fn nullable_unions_either_way_round() {
         use apache_avro::types::Value as V;
         let writer = r#"{"type": "record", "name": "r", "fields": [
