@@ -18,7 +18,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Int64Array, RecordBatch};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, DataFileFormat, FormatVersion, PartitionSpec, Schema, Struct, StructType};
+use iceberg::spec::{
+    DataFile, DataFileFormat, Datum, FormatVersion, PartitionSpec, PrimitiveLiteral, PrimitiveType, Schema, Struct,
+    StructType,
+};
 use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
 use parquet::basic::{Compression, ZstdLevel};
@@ -135,7 +138,10 @@ impl DataFileWriter {
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
                 .set_max_row_group_bytes(Some(self.row_group_bytes))
-                .set_statistics_truncate_length(Some(256))
+                // Exact statistics in every row group: iceberg-rust leaves a row group's
+                // inexact (truncated) value out of the file's bounds, which then would
+                // not cover it. The bounds are truncated afterwards, as Iceberg does.
+                .set_statistics_truncate_length(None)
                 .build();
             let path = format!("{}/{:05}-{first_offset:020}-{}.parquet", self.dir, self.partition, self.source_id);
             let output = self.file_io.new_output(&path)?;
@@ -157,8 +163,14 @@ impl DataFileWriter {
         };
         for mut builder in open.writer.close().await? {
             builder.partition(self.partition_value.clone()).partition_spec_id(self.spec_id);
-            let data_file =
-                builder.build().map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))?;
+            let build = |b: &iceberg::spec::DataFileBuilder| {
+                b.build().map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
+            };
+            let exact = build(&builder)?;
+            builder
+                .lower_bounds(truncated(exact.lower_bounds(), Bound::Lower))
+                .upper_bounds(truncated(exact.upper_bounds(), Bound::Upper));
+            let data_file = build(&builder)?;
             tracing::debug!(path = data_file.file_path(), records = data_file.record_count(), "data file written");
             self.written.push(WrittenFile {
                 data_file,
@@ -174,6 +186,69 @@ impl DataFileWriter {
         self.roll().await?;
         Ok(self.written)
     }
+}
+
+/// How long a string or binary bound may be (Iceberg's default metrics mode,
+/// `truncate(16)`): longer values would swell every manifest that lists the file.
+pub const BOUND_LENGTH: usize = 16;
+
+#[derive(Clone, Copy)]
+enum Bound {
+    Lower,
+    Upper,
+}
+
+/// `bounds` with string and binary values cut to [`BOUND_LENGTH`] characters or bytes,
+/// still bounds: a lower bound becomes its prefix; an upper bound its prefix with the
+/// last character (byte) that can be incremented incremented, or no bound when none
+/// can (all `U+10FFFF`, all `0xFF`).
+fn truncated(bounds: &HashMap<i32, Datum>, bound: Bound) -> HashMap<i32, Datum> {
+    bounds
+        .iter()
+        .filter_map(|(&id, datum)| {
+            let cut = match (datum.data_type(), datum.literal()) {
+                (PrimitiveType::String, PrimitiveLiteral::String(s)) => truncate_str(s, bound).map(Datum::string),
+                (PrimitiveType::Binary, PrimitiveLiteral::Binary(b)) => truncate_bytes(b, bound).map(Datum::binary),
+                _ => Some(datum.clone()),
+            };
+            cut.map(|d| (id, d))
+        })
+        .collect()
+}
+
+fn truncate_str(s: &str, bound: Bound) -> Option<String> {
+    let Some((end, _)) = s.char_indices().nth(BOUND_LENGTH) else {
+        return Some(s.to_string());
+    };
+    let mut prefix: Vec<char> = s[..end].chars().collect();
+    if let Bound::Upper = bound {
+        loop {
+            let last = prefix.pop()?;
+            // The next scalar value (surrogates are not characters).
+            let next = match last as u32 + 1 {
+                0xD800 => Some('\u{E000}'),
+                n => char::from_u32(n),
+            };
+            if let Some(next) = next {
+                prefix.push(next);
+                break;
+            }
+        }
+    }
+    Some(prefix.into_iter().collect())
+}
+
+fn truncate_bytes(b: &[u8], bound: Bound) -> Option<Vec<u8>> {
+    if b.len() <= BOUND_LENGTH {
+        return Some(b.to_vec());
+    }
+    let mut prefix = b[..BOUND_LENGTH].to_vec();
+    if let Bound::Upper = bound {
+        let i = prefix.iter().rposition(|&x| x != 0xff)?;
+        prefix.truncate(i + 1);
+        prefix[i] += 1;
+    }
+    Some(prefix)
 }
 
 /// The `_kafka.offset` column of a table's batch.
@@ -351,6 +426,74 @@ mod tests {
             schema: Arc::new(schema()),
             target_size: 1 << 20,
         }
+    }
+
+    #[tokio::test]
+    async fn bounds_cover_every_row_group_and_are_cut_to_sixteen() {
+        use arrow_array::{LargeBinaryArray, StringArray};
+        use iceberg::spec::{NestedField, Type};
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "s", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(2, "b", Type::Primitive(PrimitiveType::Binary)).into(),
+            ])
+            .build()
+            .unwrap();
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let (long_a, long_z) = ("a".repeat(300), "z".repeat(300));
+        let rows = |s: [&str; 2], b: [&[u8]; 2]| {
+            RecordBatch::try_new(
+                arrow.clone(),
+                vec![Arc::new(StringArray::from(s.to_vec())), Arc::new(LargeBinaryArray::from(b.to_vec()))],
+            )
+            .unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = DataFileWriter::new(
+            FileIO::new_with_fs(),
+            dir.path().display().to_string(),
+            0,
+            "t",
+            Arc::new(schema),
+            1 << 30,
+        );
+        // A row group per batch: the long values are the first group's minimum and the
+        // second's maximum.
+        writer.row_group_bytes = 1;
+        writer.write(&rows([&long_a, "m"], [&[0xff; 20], b"\x01"]), 0, 1).await.unwrap();
+        writer.write(&rows(["b", &long_z], [b"\x02", b"\x03"]), 2, 3).await.unwrap();
+        let files = writer.close().await.unwrap();
+        let file = &files[0].data_file;
+        let string = |d: &Datum| match d.literal() {
+            PrimitiveLiteral::String(s) => s.clone(),
+            other => panic!("{other:?}"),
+        };
+        let (lower, upper) = (string(&file.lower_bounds()[&1]), string(&file.upper_bounds()[&1]));
+        assert_eq!(lower, "a".repeat(16));
+        assert_eq!(upper, format!("{}{{", "z".repeat(15)));
+        for v in [long_a.as_str(), "m", "b", long_z.as_str()] {
+            assert!(lower.as_str() <= v && v <= upper.as_str(), "{v:.20} outside [{lower}, {upper}]");
+        }
+        // Binary: the lower bound cut, no upper bound above twenty 0xff bytes in sixteen.
+        assert_eq!(file.lower_bounds()[&2].literal(), &PrimitiveLiteral::Binary(vec![1]));
+        assert!(!file.upper_bounds().contains_key(&2));
+    }
+
+    #[test]
+    fn bounds_cut_to_a_prefix_and_an_incremented_prefix() {
+        let sixteen = "0123456789abcdef";
+        assert_eq!(truncate_str(sixteen, Bound::Upper).as_deref(), Some(sixteen));
+        let long = format!("{sixteen}ghi");
+        assert_eq!(truncate_str(&long, Bound::Lower).as_deref(), Some(sixteen));
+        assert_eq!(truncate_str(&long, Bound::Upper).as_deref(), Some("0123456789abcdeg"));
+        let tail = format!("{}{}x", "é".repeat(14), "\u{10FFFF}\u{D7FF}");
+        assert_eq!(truncate_str(&tail, Bound::Upper), Some(format!("{}\u{10FFFF}\u{E000}", "é".repeat(14))));
+        let top = "\u{10FFFF}".repeat(17);
+        assert_eq!(truncate_str(&top, Bound::Upper), None);
+        let mut bytes = vec![7u8; 15];
+        bytes.extend([0xff, 0xff, 0]);
+        assert_eq!(truncate_bytes(&bytes, Bound::Upper), Some(vec![7; 14].into_iter().chain([8]).collect()));
+        assert_eq!(truncate_bytes(&bytes, Bound::Lower).map(|b| b.len()), Some(16));
     }
 
     #[tokio::test]
