@@ -13,7 +13,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use apache_avro::Schema as Avro;
-use arrow_schema::{DataType, Fields, TimeUnit};
+use arrow_array::types::{Decimal128Type, DecimalType};
+use arrow_schema::{DECIMAL128_MAX_PRECISION, DataType, Fields, TimeUnit};
 
 use super::{AvroSchemaError, Names, err};
 use crate::convert::{Column, DecodeError, FixedValues};
@@ -71,9 +72,11 @@ enum Step {
     FixedAsBytes(usize),
     /// The symbol, into a string column.
     Enum(Arc<[String]>),
-    /// Big-endian two's complement, in `bytes` or in a `fixed` of that size.
+    /// Big-endian two's complement, in `bytes` or in a `fixed` of that size, of at most
+    /// `precision` digits (the column's: a longer value would not fit it).
     Decimal {
         fixed: Option<usize>,
+        precision: u8,
     },
     /// A string holding a UUID, into a 16-byte fixed column.
     Uuid,
@@ -143,6 +146,10 @@ fn compile<'a>(
             fixed: match names.resolve(&d.inner)? {
                 Avro::Fixed(f) => Some(f.size),
                 _ => None,
+            },
+            precision: match target {
+                Some(DataType::Decimal128(p, _)) => *p,
+                _ => DECIMAL128_MAX_PRECISION,
             },
         },
         Avro::BigDecimal => return err("big-decimal not supported"),
@@ -568,12 +575,16 @@ fn put_nested(step: &Step, r: &mut Reader, col: &mut Column, at: usize) -> R<()>
             let v = r.take(*n)?;
             fixed_column(col)?.append_value(v).map_err(|e| fail(at, format_args!("{e}")))?
         }
-        Step::Decimal { fixed } => {
+        Step::Decimal { fixed, precision } => {
             let b = match fixed {
                 Some(n) => r.take(*n)?,
                 None => r.bytes()?,
             };
-            into!(col, Decimal, "decimal").append_value(decimal_value(b, at)?)
+            let v = decimal_value(b, at)?;
+            if !Decimal128Type::is_valid_decimal_precision(v, *precision) {
+                return Err(fail(at, format_args!("decimal {v} (unscaled) has more than {precision} digits")));
+            }
+            into!(col, Decimal, "decimal").append_value(v)
         }
         Step::Uuid => {
             let s = r.str()?;
@@ -634,8 +645,8 @@ fn skip(step: &Step, r: &mut Reader) -> R<()> {
         | Step::Time { millis: false }
         | Step::TimestampMicros { .. }
         | Step::TimestampNanos { .. } => drop(r.long()?),
-        Step::Bytes | Step::BytesAsString | Step::Decimal { fixed: None } => drop(r.bytes()?),
-        Step::Fixed(n) | Step::FixedAsBytes(n) | Step::Decimal { fixed: Some(n) } => drop(r.take(*n)?),
+        Step::Bytes | Step::BytesAsString | Step::Decimal { fixed: None, .. } => drop(r.bytes()?),
+        Step::Fixed(n) | Step::FixedAsBytes(n) | Step::Decimal { fixed: Some(n), .. } => drop(r.take(*n)?),
         Step::String | Step::StringAsBytes | Step::Uuid => drop(r.str()?),
         Step::Enum(symbols) => {
             let i = r.int()?;
@@ -939,6 +950,38 @@ mod tests {
             let e = compiled.append_fields(payload, &mut root.children, "value", 5).unwrap_err();
             assert_eq!((e.position, e.detail.as_str()), (at, detail));
         }
+    }
+
+    #[test]
+    fn decimals_longer_than_their_precision_are_bad_records() {
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}},
+            {"name": "f", "type": {"type": "fixed", "name": "F", "size": 4, "logicalType": "decimal", "precision": 4, "scale": 2}}]}"#;
+        let table = Fields::from(vec![
+            Field::new("d", DataType::Decimal128(4, 2), true),
+            Field::new("f", DataType::Decimal128(4, 2), true),
+        ]);
+        let compiled = CompiledAvro::new(&Avro::parse_str(writer).unwrap(), &[], AvroTarget::Fields(&table)).unwrap();
+        let mut root = StructColumn::new(&table).unwrap();
+        // 99.99 and -99.99 fit; 123456 (1234.56) in `d`, then -10000 in `f`, do not.
+        for (payload, at, err) in [
+            (&[4u8, 0x27, 0x0f, 0xff, 0xff, 0xd8, 0xf1][..], 0, None),
+            (&[6, 0x01, 0xe2, 0x40, 0, 0, 0, 0][..], 0, Some("decimal 123456 (unscaled) has more than 4 digits")),
+            (&[2, 0, 0xff, 0xff, 0xd8, 0xf0][..], 2, Some("decimal -10000 (unscaled) has more than 4 digits")),
+        ] {
+            root.append_valid();
+            match (compiled.append_fields(payload, &mut root.children, "value", 0), err) {
+                (Ok(()), None) => {}
+                (Err(e), Some(detail)) => {
+                    assert_eq!((e.position, e.detail.as_str()), (at, detail));
+                    root.repair();
+                }
+                (got, want) => panic!("{got:?}, wanted {want:?}"),
+            }
+        }
+        let rows = root.finish();
+        assert_eq!(rows.column(0).as_primitive::<Decimal128Type>().value(0), 9999);
+        assert_eq!(rows.column(1).as_primitive::<Decimal128Type>().value(0), -9999);
     }
 
     /// Every Avro type the mapping table lists, nested.
