@@ -114,6 +114,12 @@ pub enum SchemaSource {
     File(PathBuf),
 }
 
+/// Whether a URL names a user (and maybe a password) before its host.
+fn url_has_credentials(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split(['/', '?', '#']).next().is_some_and(|authority| authority.contains('@'))
+}
+
 /// A size in bytes, written as a number or as `"128MiB"`, `"64MB"`, `"1GiB"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ByteSize(pub u64);
@@ -359,6 +365,14 @@ impl FloeConfig {
         {
             return Err(ConfigError::invalid("schema_registry.url", "must start with http:// or https://"));
         }
+        if let Some(registry) = &schema_registry
+            && url_has_credentials(&registry.url)
+        {
+            return Err(ConfigError::invalid(
+                "schema_registry.url",
+                "holds credentials (user:password@), which would show in logs and errors: use username and password_env",
+            ));
+        }
         let topics = match root.remove("topics") {
             None => Vec::new(),
             Some(toml::Value::Array(items)) => items,
@@ -495,7 +509,14 @@ fn take_table(root: &mut toml::Table, name: &str) -> Result<Option<toml::Table>,
 
 /// Deserializes one section, naming it in the error.
 fn typed<T: serde::de::DeserializeOwned>(at: &str, table: toml::Table) -> Result<T, ConfigError> {
-    T::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError::invalid(at, e.to_string().trim().to_string()))
+    T::deserialize(toml::Value::Table(table)).map_err(|e| {
+        // toml ends the message with "in `field`" (nested: `a.b`): that goes into the path.
+        let message = e.to_string();
+        match message.trim().rsplit_once("\nin `") {
+            Some((what, field)) => ConfigError::invalid(format!("{at}.{}", field.trim_end_matches('`')), what.trim()),
+            None => ConfigError::invalid(at, message.trim()),
+        }
+    })
 }
 
 /// Checks one section's settings; returns its `partition_by`, parsed (`defaults`: the
@@ -705,10 +726,17 @@ mod tests {
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),
             ("[[topics]]\ntopic = \"a\"\nvalue_schema = { file = \"x\" }", "topics[0].value_schema"),
             ("[schema_registry]\nurl = \"ftp://x\"", "schema_registry.url"),
+            ("[schema_registry]\nurl = \"https://u:secret@sr.example.com/x\"", "schema_registry.url"),
             ("[defaults]\nnamespce = \"x\"", "namespce"),
         ] {
             let err = FloeConfig::parse(text).unwrap_err().to_string();
             assert!(err.contains(field), "{text:?} → {err}");
+            assert!(!err.contains("secret"), "{err}");
         }
+        assert!(!url_has_credentials("https://sr.example.com:8081/path@x?q=a@b"));
+        assert!(url_has_credentials("http://user@sr"));
+        // The README's example, word for word.
+        let err = FloeConfig::parse("[[topics]]\ntopic = \"a\"\n[[topics]]\ntopic = \"b\"\nvalue_format = \"avroo\"");
+        assert!(err.unwrap_err().to_string().contains("topics[1].value_format: unknown variant `avroo`"));
     }
 }

@@ -71,10 +71,69 @@ async fn registry_retries_5xx_and_sends_basic_auth() {
     let auth = "username = \"floe\"\npassword_env = \"FLOE_TEST_SR_PASSWORD\"";
     let done = run(&config(&registry.url, "skip", auth), tempfile::tempdir().unwrap().path()).await.unwrap();
     assert_eq!(done.records, 31);
-    let wrong = "username = \"floe\"\npassword_env = \"FLOE_TEST_SR_NO_SUCH_VAR\"";
+    // A wrong password: a 401 (not retried), and the error does not show the password.
+    // SAFETY: as above.
+    unsafe { std::env::set_var("FLOE_TEST_SR_WRONG_PASSWORD", "wr0ng-passw0rd") };
+    let wrong = "username = \"floe\"\npassword_env = \"FLOE_TEST_SR_WRONG_PASSWORD\"";
     let err = run(&config(&registry.url, "skip", wrong), tempfile::tempdir().unwrap().path()).await.unwrap_err();
-    assert!(err.to_string().contains("401"), "{err}");
-    assert!(!err.to_string().contains("s3cret"));
+    let msg = format!("{err:#} {err:?}");
+    assert!(msg.contains("401"), "{msg}");
+    assert!(!msg.contains("wr0ng-passw0rd") && !msg.contains("s3cret"), "{msg}");
+    // A variable that is not set: an error naming it before any request.
+    let before = registry.requests.load(std::sync::atomic::Ordering::SeqCst);
+    let unset = "username = \"floe\"\npassword_env = \"FLOE_TEST_SR_NO_SUCH_VAR\"";
+    let err = run(&config(&registry.url, "skip", unset), tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("password_env: the environment variable FLOE_TEST_SR_NO_SUCH_VAR is not set"),
+        "{err}"
+    );
+    assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), before);
+}
+
+#[tokio::test]
+async fn a_registry_that_keeps_failing_gets_four_attempts_then_a_retryable_error() {
+    let registry = support::start_registry(&support::avro_data().join("registry.json"), None, usize::MAX).await;
+    let err = run(&config(&registry.url, "dlq", ""), tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    let err = err.downcast::<floe_core::schema::formats::FormatError>().unwrap();
+    assert!(err.retryable() && err.to_string().contains("503"), "{err}");
+    assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn a_registry_that_never_answers_times_out_on_each_attempt() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Accepts connections and reads, never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            seen.fetch_add(1, Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    let err = run(&config(&url, "dlq", "timeout_ms = 200"), tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    let err = err.downcast::<floe_core::schema::formats::FormatError>().unwrap();
+    assert!(err.retryable() && err.to_string().contains("no answer within 200 ms"), "{err}");
+    assert_eq!(connections.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn a_configured_subject_is_the_one_asked_for() {
+    let registry = support::start_registry(&support::avro_data().join("registry.json"), None, 0).await;
+    let named = |subject: &str| {
+        FloeConfig::parse(&format!(
+            "[schema_registry]\nurl = \"{}\"\n[[topics]]\ntopic = \"orders\"\nvalue_format = \"avro\"\nvalue_schema = {{ subject = \"{subject}\" }}\nbad_records = \"skip\"\n",
+            registry.url
+        ))
+        .unwrap()
+    };
+    let done = run(&named("orders-value"), tempfile::tempdir().unwrap().path()).await.unwrap();
+    assert_eq!((done.records, done.skipped), (31, 3));
+    let err = run(&named("payments-value"), tempfile::tempdir().unwrap().path()).await.unwrap_err();
+    assert!(err.to_string().contains("payments-value") && err.to_string().contains("not found"), "{err}");
 }
 
 #[tokio::test]
@@ -83,7 +142,7 @@ async fn an_unreachable_registry_is_a_retryable_error_not_bad_records() {
     let config = config(&format!("http://127.0.0.1:{port}"), "dlq", "timeout_ms = 500");
     let err = run(&config, tempfile::tempdir().unwrap().path()).await.unwrap_err();
     let err = err.downcast::<floe_core::schema::formats::FormatError>().unwrap();
-    assert!(err.retryable(), "{err}");
+    assert!(err.retryable() && err.to_string().contains("Connection refused"), "{err}");
 }
 
 #[tokio::test]

@@ -105,9 +105,16 @@ impl PartContext<'_> {
 }
 
 /// The Schema Registry of the configuration (password from the named environment variable).
+/// A `password_env` naming no variable is an error here, at start-up, rather than an
+/// empty password and a 401 at the first record.
 pub fn http_registry(config: &FloeConfig) -> Result<Option<Arc<dyn SchemaRegistry>>, RegistryError> {
-    let password =
-        config.schema_registry.as_ref().and_then(|sr| sr.password_env.as_ref()).and_then(|v| std::env::var(v).ok());
+    let password = match config.schema_registry.as_ref().and_then(|sr| sr.password_env.as_ref()) {
+        Some(var) => Some(std::env::var(var).map_err(|_| RegistryError::Config {
+            field: "password_env",
+            message: format!("the environment variable {var} is not set"),
+        })?),
+        None => None,
+    };
     http_registry_with_password(config, password)
 }
 

@@ -62,6 +62,9 @@ pub enum RegistryError {
     Invalid { url: String, message: String },
     #[error("{path}: {message}")]
     File { path: String, message: String },
+    /// The `[schema_registry]` settings cannot make a client (checked at start-up).
+    #[error("schema_registry.{field}: {message}")]
+    Config { field: &'static str, message: String },
 }
 
 impl RegistryError {
@@ -176,6 +179,7 @@ pub struct HttpSchemaRegistry {
     client: reqwest::Client,
     base: String,
     credentials: Option<Credentials>,
+    timeout: Duration,
     attempts: u32,
     backoff: Duration,
     by_id: Mutex<HashMap<u32, Arc<RegisteredSchema>>>,
@@ -218,6 +222,7 @@ impl HttpSchemaRegistry {
             client,
             base: url.trim_end_matches('/').to_string(),
             credentials,
+            timeout,
             attempts: 4,
             backoff: Duration::from_millis(100),
             by_id: Mutex::new(HashMap::new()),
@@ -231,6 +236,22 @@ impl HttpSchemaRegistry {
         self.attempts = attempts.max(1);
         self.backoff = backoff;
         self
+    }
+
+    /// What went wrong with a request, in words: the timeout, or the error and its causes
+    /// (reqwest's own message alone is "error sending request").
+    fn describe(&self, e: reqwest::Error) -> String {
+        if e.is_timeout() {
+            return format!("no answer within {} ms", self.timeout.as_millis());
+        }
+        let e = e.without_url();
+        let mut message = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            message = format!("{message}: {c}");
+            cause = c.source();
+        }
+        message
     }
 
     /// Caches an answer under its id (ids never change their schema).
@@ -253,7 +274,7 @@ impl HttpSchemaRegistry {
                 request = request.basic_auth(&c.username, Some(&c.password));
             }
             match request.send().await {
-                Err(e) => last = Some(unavailable(e.without_url().to_string())),
+                Err(e) => last = Some(unavailable(self.describe(e))),
                 Ok(response) => {
                     let status = response.status();
                     if status == reqwest::StatusCode::NOT_FOUND {
@@ -377,6 +398,15 @@ impl SchemaRegistry for FileSchema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_never_show_in_debug_output() {
+        let c = Credentials { username: "floe-user".into(), password: "s3cret-pw".into() };
+        let registry = HttpSchemaRegistry::new("http://sr", Some(c.clone()), Duration::from_secs(1)).unwrap();
+        for shown in [format!("{c:?}"), format!("{:?}", registry.credentials)] {
+            assert!(!shown.contains("s3cret-pw") && !shown.contains("floe-user"), "{shown}");
+        }
+    }
 
     /// Subjects with one version each: (subject, id, references to other subjects).
     struct Subjects(Vec<(&'static str, u32, Vec<&'static str>)>);
