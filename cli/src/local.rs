@@ -140,6 +140,22 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     Ok(report)
 }
 
+/// Resumes a suspended table of the warehouse (after an incompatible schema or a bad
+/// record in `suspend` mode): its tasks are committed again from the next run. Returns
+/// why it was suspended, or `None` when it was not.
+pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<String>> {
+    use floe_core::lock::TableLocks;
+    let catalog = warehouse.join("catalog.db");
+    anyhow::ensure!(catalog.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
+    let locks = SqliteLocks::new(SqliteCatalog::open(&catalog, "floe")?.connection())?;
+    let reason = locks.suspended(table).await?;
+    if reason.is_some() {
+        locks.set_suspended(table, None).await?;
+        tracing::info!(table, reason = reason.as_deref(), "table resumed");
+    }
+    Ok(reason)
+}
+
 /// Tasks committed together (one snapshot per table per batch).
 const COMMIT_BATCH: usize = 100;
 

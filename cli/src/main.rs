@@ -65,6 +65,14 @@ enum LocalCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Resume a suspended table (an incompatible schema, or a bad record in `suspend`
+    /// mode, stopped it): the next run commits its segments again.
+    Resume {
+        /// The table, `namespace.name` (`kafka.orders`).
+        table: String,
+        #[arg(long)]
+        warehouse: PathBuf,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -87,6 +95,12 @@ async fn main() -> ExitCode {
                 }
                 Err(e) => Err(e),
             }
+        }
+        Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
+            floe_cli::local::resume(&warehouse, &table).await.map(|reason| match reason {
+                Some(reason) => println!("{table} resumed (it was suspended: {reason})"),
+                None => println!("{table} was not suspended"),
+            })
         }
     };
     match result {

@@ -1,6 +1,7 @@
 //! The committer: batches of CommitTasks → at most one snapshot per table, exactly once.
 //!
 //! ```text
+//!  suspend tasks (a bad record, mode `suspend`) ─▶ the table's status: suspended, why
 //!  tasks (FIFO order) ─▶ group by table ─▶ for each table:
 //!     suspended? ─▶ every task kept (failed, stays in the queue)
 //!     lease (owner, expiry, fencing) ─ held elsewhere ─▶ tasks kept, retried later
@@ -47,7 +48,7 @@ use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, create, load};
-use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
+use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
 
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +128,13 @@ impl Committer {
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`
     /// snapshot), then its new data (one `append` snapshot). Results in the tasks' order.
     pub async fn commit_all(&self, tasks: &[Task], deadline: Option<Instant>) -> BatchReport {
+        // Suspensions first: the batch's other tasks for those tables are then kept.
+        let mut suspended = Vec::new();
+        for task in tasks {
+            if let Task::Suspend(s) = task {
+                suspended.push((s.task_id.clone(), self.suspend(s).await));
+            }
+        }
         let compactions: Vec<CompactionTask> = tasks
             .iter()
             .filter_map(|t| if let Task::Compaction(c) = t { Some(CompactionTask::clone(c)) } else { None })
@@ -140,6 +148,7 @@ impl Committer {
         report.snapshots.extend(data_report.snapshots);
         let mut results: HashMap<String, TaskResult> = report.results.drain(..).collect();
         results.extend(data_report.results);
+        results.extend(suspended);
         report.results = tasks
             .iter()
             .map(|t| {
@@ -147,6 +156,17 @@ impl Committer {
             })
             .collect();
         report
+    }
+
+    /// Marks a table suspended, naming the bad record (see [`SuspendTask`]).
+    async fn suspend(&self, task: &SuspendTask) -> TaskResult {
+        let reason = task.reason();
+        tracing::error!(table = %task.table, topic = %task.topic, partition = task.partition, offset = task.offset,
+            %reason, "bad record in suspend mode: table suspended, its tasks kept");
+        match self.locks.set_suspended(&task.table.to_string(), Some(&reason)).await {
+            Ok(()) => TaskResult::Committed,
+            Err(e) => TaskResult::Failed { error: format!("suspending {}: {e}", task.table), retryable: e.retryable() },
+        }
     }
 
     /// Applies compactions, per table in one `replace` snapshot: each whose inputs are all

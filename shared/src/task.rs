@@ -292,16 +292,73 @@ pub enum CompactionKind {
     Compaction,
 }
 
+/// A table to stop: a record could not be decoded and the table's bad-record mode is
+/// `suspend`. The committer, which owns the tables' status, marks the table suspended
+/// with the reason; its tasks are then kept in the queue until an operator resumes it
+/// (`floe local resume`), having fixed the schema or chosen another mode.
+///
+/// ```json
+/// {"version": 1, "kind": "suspend", "task_id": "suspend-orders-0-6", "table": {…},
+///  "topic": "orders", "partition": 0, "offset": 6, "file": "…/00000000000000000000.log",
+///  "error": "…what failed, at which byte…"}
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuspendTask {
+    pub version: u32,
+    pub kind: SuspendKind,
+    pub task_id: String,
+    pub table: TableName,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// The segment holding the record.
+    pub file: String,
+    pub error: String,
+}
+
+impl SuspendTask {
+    pub fn new(table: TableName, topic: &str, partition: i32, offset: i64, file: &str, error: &str) -> SuspendTask {
+        SuspendTask {
+            version: TASK_VERSION,
+            kind: SuspendKind::Suspend,
+            // The same record gives the same id: a redelivered event queues no second one.
+            task_id: format!("suspend-{topic}-{partition}-{offset}"),
+            table,
+            topic: topic.to_string(),
+            partition,
+            offset,
+            file: file.to_string(),
+            error: error.to_string(),
+        }
+    }
+
+    /// The table's status while suspended: the record and what was wrong with it.
+    pub fn reason(&self) -> String {
+        format!(
+            "bad record: topic {} partition {} offset {} in {}: {}",
+            self.topic, self.partition, self.offset, self.file, self.error
+        )
+    }
+}
+
+/// The `kind` of a suspend task's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspendKind {
+    Suspend,
+}
+
 /// Whatever a queue message carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Task {
     // Boxed: both are hundreds of bytes (schemas, files, stats), moved through queues.
     Data(Box<CommitTask>),
     Compaction(Box<CompactionTask>),
+    Suspend(Box<SuspendTask>),
 }
 
 impl Task {
-    /// Reads a task: a compaction when `kind` says so, else a CommitTask.
+    /// Reads a task: a compaction or a suspension when `kind` says so, else a CommitTask.
     pub fn from_json(json: &[u8]) -> Result<Task, TaskError> {
         #[derive(Deserialize)]
         struct Head {
@@ -313,6 +370,7 @@ impl Task {
         known_version(head.version)?;
         match head.kind.as_deref() {
             Some("compaction") => Ok(Task::Compaction(serde_json::from_slice(json)?)),
+            Some("suspend") => Ok(Task::Suspend(serde_json::from_slice(json)?)),
             _ => Ok(Task::Data(serde_json::from_slice(json)?)),
         }
     }
@@ -321,6 +379,7 @@ impl Task {
         match self {
             Task::Data(t) => serde_json::to_string(t),
             Task::Compaction(t) => serde_json::to_string(t),
+            Task::Suspend(t) => serde_json::to_string(t),
         }
     }
 
@@ -328,6 +387,7 @@ impl Task {
         match self {
             Task::Data(t) => &t.task_id,
             Task::Compaction(t) => &t.task_id,
+            Task::Suspend(t) => &t.task_id,
         }
     }
 
@@ -335,6 +395,7 @@ impl Task {
         match self {
             Task::Data(t) => &t.table,
             Task::Compaction(t) => &t.table,
+            Task::Suspend(t) => &t.table,
         }
     }
 }
@@ -470,5 +531,19 @@ mod tests {
         assert!(data_file.partition().fields().is_empty());
         let future = json.replacen("\"version\":1", "\"version\":3", 1);
         assert!(matches!(Task::from_json(future.as_bytes()), Err(TaskError::Version(3))));
+    }
+
+    #[test]
+    fn a_suspend_task_round_trips_and_names_the_record() {
+        let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+        let task = Task::Suspend(Box::new(SuspendTask::new(table, "orders", 2, 6, "orders-2/0.log", "bad enum")));
+        let json = task.to_json().unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((value["kind"].as_str(), value["version"].as_u64()), (Some("suspend"), Some(1)));
+        let back = Task::from_json(json.as_bytes()).unwrap();
+        assert_eq!(back, task);
+        assert_eq!(back.task_id(), "suspend-orders-2-6");
+        let Task::Suspend(s) = back else { panic!() };
+        assert_eq!(s.reason(), "bad record: topic orders partition 2 offset 6 in orders-2/0.log: bad enum");
     }
 }

@@ -843,6 +843,52 @@ async fn dynamodb_leases_exclude_fence_and_expire() {
 }
 
 #[tokio::test]
+async fn a_bad_record_in_suspend_mode_stops_the_table_until_it_is_resumed() {
+    use floe_core::lock::TableLocks;
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Two segments of clicks-0; offset 4, in the first, is not JSON.
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from segment_file import write_segment
+records = [(1764489600000 + i, None, json.dumps({"id": i}).encode()) for i in range(20)]
+records[4] = (1764489600004, None, b"{not json")
+write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records[:10], [10])
+write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], [10], base=10)
+"#;
+    write_segments(script, input.path());
+    let mode = |m: &str| {
+        FloeConfig::parse(&format!("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"{m}\"\n"))
+            .unwrap()
+    };
+    let run = |config: FloeConfig| {
+        let (input, warehouse) = (input.path().to_path_buf(), warehouse.path().to_path_buf());
+        async move { floe_cli::local::run_local(&input, &warehouse, config).await.unwrap() }
+    };
+    let report = run(mode("suspend")).await;
+    // The first segment fails naming the record; the second, good, is not committed:
+    // the table is stopped, with a status naming the record.
+    assert_eq!(report.failed.len(), 2, "{:?}", report.failed);
+    assert!(report.failed[0].contains("partition 0 offset 4"), "{}", report.failed[0]);
+    assert!(report.failed[1].contains("kafka.clicks is suspended: bad record: topic clicks partition 0 offset 4"));
+    assert_eq!(report.tables[0].snapshots, 0);
+    let catalog =
+        floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    let locks = floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap();
+    let status = locks.suspended("kafka.clicks").await.unwrap().unwrap();
+    assert!(status.contains("00000000000000000000.log") && status.contains("offset 4"), "{status}");
+    // Another mode alone does not restart it: the table stays stopped until resumed.
+    assert_eq!(run(mode("skip")).await.tables[0].snapshots, 0);
+    let resumed = floe_cli::local::resume(warehouse.path(), "kafka.clicks").await.unwrap();
+    assert_eq!(resumed.as_deref(), Some(status.as_str()));
+    assert_eq!(floe_cli::local::resume(warehouse.path(), "kafka.clicks").await.unwrap(), None);
+    let report = run(mode("skip")).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let clicks = read_local(warehouse.path(), "kafka.clicks");
+    assert_eq!(clicks.offsets["0"], (0..20).filter(|&o| o != 4).collect::<Vec<i64>>());
+}
+
+#[tokio::test]
 async fn dead_letters_are_committed_to_the_dead_letter_table() {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let script = r#"

@@ -43,8 +43,8 @@ use crate::segment::{
     Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,
 };
 use crate::task::{
-    CommitTask, OffsetRange, PendingTransaction, SourceObject, TableName, Task, TaskFile, TaskSchema, partitioned,
-    task_version,
+    CommitTask, OffsetRange, PendingTransaction, SourceObject, SuspendTask, TableName, Task, TaskFile, TaskSchema,
+    partitioned, task_version,
 };
 pub use events::{EventObjects, objects_in_event};
 pub use objects::{LocalObjects, ObjectRef, ObjectStore, Opened};
@@ -188,7 +188,18 @@ impl Materializer {
         {
             return ignored(format!("offsets {}..={} are already in {table}", range.first, range.last));
         }
-        let task = self.materialize(&topic, input, view).await?;
+        let task = match self.materialize(&topic, input, view).await {
+            Ok(task) => task,
+            // The table stops: the committer marks it suspended, naming the record. The
+            // object still fails (its event goes to the failure destination, to be sent
+            // again once the table is resumed).
+            Err(MaterializerError::Materialize(MaterializeError::Suspended { file, partition, offset, error })) => {
+                let suspend = SuspendTask::new(table, &topic.topic, partition, offset, &file, &error);
+                self.queue.send(&Task::Suspend(Box::new(suspend))).await?;
+                return Err(MaterializeError::Suspended { file, partition, offset, error }.into());
+            }
+            Err(e) => return Err(e),
+        };
         self.queue.send(&Task::Data(Box::new(task.clone()))).await?;
         Ok(Outcome::Queued(Box::new(task)))
     }
