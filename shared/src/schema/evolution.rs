@@ -9,8 +9,13 @@
 //! - a field gone from the source → the column stays, optional, null from then on;
 //! - a required column the source makes optional → the column becomes optional.
 //!
-//! Incompatible (the table is suspended, nothing is lost): type narrowing or any other
-//! type change, a required field added to an existing table, a map key type change.
+//! A source type narrower than its column (`int` for a `long` column, `float` for a
+//! `double`, a decimal of lower precision) changes nothing: the column never narrows and
+//! holds the values as they are (an old writer schema after a promotion, or a producer
+//! that narrowed its own).
+//!
+//! Incompatible (the table is suspended, nothing is lost): any other type change, a
+//! required field added to an existing table, a map key type change.
 //!
 //! Source schemas are built with placeholder ids (0); the planner assigns every id.
 
@@ -357,9 +362,35 @@ mod tests {
             let err = plan(Some(&schema), &s).unwrap_err();
             assert_eq!(err.path, path, "{err}");
         }
-        // Narrowing after a promotion is the old writer case, not an error — but long → int
-        // on a column that was always long is.
+        // Another type, even one a long converts to, is a change the table cannot take.
         let long = plan(None, &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Long))])).unwrap().schema;
-        assert!(plan(Some(&long), &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Float))])).is_err());
+        let err = plan(Some(&long), &source(vec![NestedField::optional(0, "n", p(PrimitiveType::Float))])).unwrap_err();
+        assert!(err.to_string().contains("type long cannot become float"), "{err}");
+    }
+
+    #[test]
+    fn float_becomes_double_and_a_narrower_source_leaves_the_column_wide() {
+        let one = |t: PrimitiveType| source(vec![NestedField::optional(0, "x", p(t))]);
+        let float = plan(None, &one(PrimitiveType::Float)).unwrap().schema;
+        let e = plan(Some(&float), &one(PrimitiveType::Double)).unwrap();
+        assert_eq!(
+            e.changes,
+            vec![Change::Promote { path: "x".into(), id: 1, from: "float".into(), to: "double".into() }]
+        );
+        assert_eq!(*e.schema.as_struct().fields()[0].field_type, p(PrimitiveType::Double));
+        // Narrower sources into columns that were always wide: no change, the column stays.
+        for (column, narrower) in [
+            (PrimitiveType::Long, PrimitiveType::Int),
+            (PrimitiveType::Double, PrimitiveType::Float),
+            (PrimitiveType::Decimal { precision: 12, scale: 2 }, PrimitiveType::Decimal { precision: 9, scale: 2 }),
+        ] {
+            let wide = plan(None, &one(column.clone())).unwrap().schema;
+            let e = plan(Some(&wide), &one(narrower)).unwrap();
+            assert!(e.changes.is_empty(), "{:?}", e.changes);
+            assert_eq!(*e.schema.as_struct().fields()[0].field_type, p(column));
+        }
+        // A decimal of another scale is not a promotion either way.
+        let d = plan(None, &one(PrimitiveType::Decimal { precision: 9, scale: 2 })).unwrap().schema;
+        assert!(plan(Some(&d), &one(PrimitiveType::Decimal { precision: 12, scale: 3 })).is_err());
     }
 }
