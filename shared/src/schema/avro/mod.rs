@@ -274,3 +274,135 @@ pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     };
     Ok(Part { payload, make })
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow_schema::{DataType, TimeUnit};
+
+    use super::*;
+
+    /// Every row of the mapping table above: the Avro type, the Iceberg type it maps to,
+    /// and the Arrow type its column is written with.
+    #[test]
+    fn every_row_of_the_mapping_table() {
+        let field = |name: &str, t: &str| format!(r#"{{"name": "{name}", "type": {t}}}"#);
+        let rows: Vec<(&str, &str, &str, DataType)> = vec![
+            ("boolean", r#""boolean""#, "boolean", DataType::Boolean),
+            ("int", r#""int""#, "int", DataType::Int32),
+            ("long", r#""long""#, "long", DataType::Int64),
+            ("float", r#""float""#, "float", DataType::Float32),
+            ("double", r#""double""#, "double", DataType::Float64),
+            ("bytes", r#""bytes""#, "binary", DataType::LargeBinary),
+            ("string", r#""string""#, "string", DataType::Utf8),
+            ("enum", r#"{"type": "enum", "name": "E", "symbols": ["A", "B"]}"#, "string", DataType::Utf8),
+            ("fixed", r#"{"type": "fixed", "name": "F", "size": 4}"#, "fixed(4)", DataType::FixedSizeBinary(4)),
+            ("nullable", r#"["null", "long"]"#, "long", DataType::Int64),
+            (
+                "dec_bytes",
+                r#"{"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}"#,
+                "decimal(9, 2)",
+                DataType::Decimal128(9, 2),
+            ),
+            (
+                "dec_fixed",
+                r#"{"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 4}"#,
+                "decimal(18, 4)",
+                DataType::Decimal128(18, 4),
+            ),
+            ("date", r#"{"type": "int", "logicalType": "date"}"#, "date", DataType::Date32),
+            (
+                "t_ms",
+                r#"{"type": "int", "logicalType": "time-millis"}"#,
+                "time",
+                DataType::Time64(TimeUnit::Microsecond),
+            ),
+            (
+                "t_us",
+                r#"{"type": "long", "logicalType": "time-micros"}"#,
+                "time",
+                DataType::Time64(TimeUnit::Microsecond),
+            ),
+            (
+                "ts_ms",
+                r#"{"type": "long", "logicalType": "timestamp-millis"}"#,
+                "timestamptz",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+            ),
+            (
+                "ts_us",
+                r#"{"type": "long", "logicalType": "timestamp-micros"}"#,
+                "timestamptz",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+            ),
+            (
+                "ts_ns",
+                r#"{"type": "long", "logicalType": "timestamp-nanos"}"#,
+                "timestamptz_ns",
+                DataType::Timestamp(TimeUnit::Nanosecond, Some("+00:00".into())),
+            ),
+            (
+                "lts_ms",
+                r#"{"type": "long", "logicalType": "local-timestamp-millis"}"#,
+                "timestamp",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ),
+            (
+                "lts_us",
+                r#"{"type": "long", "logicalType": "local-timestamp-micros"}"#,
+                "timestamp",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ),
+            (
+                "lts_ns",
+                r#"{"type": "long", "logicalType": "local-timestamp-nanos"}"#,
+                "timestamp_ns",
+                DataType::Timestamp(TimeUnit::Nanosecond, None),
+            ),
+            ("uid", r#"{"type": "string", "logicalType": "uuid"}"#, "uuid", DataType::FixedSizeBinary(16)),
+            (
+                "dur",
+                r#"{"type": "fixed", "name": "Dur", "size": 12, "logicalType": "duration"}"#,
+                "binary",
+                DataType::LargeBinary,
+            ),
+        ];
+        let record = format!(
+            r#"{{"type": "record", "name": "r", "fields": [{}]}}"#,
+            rows.iter().map(|(name, avro, ..)| field(name, avro)).collect::<Vec<_>>().join(", ")
+        );
+        let PayloadType::Record(s) = to_payload_type(&Avro::parse_str(&record).unwrap(), &[]).unwrap() else {
+            panic!("a record")
+        };
+        let schema = crate::schema::plan(None, &s).unwrap().schema;
+        let arrow = iceberg::arrow::schema_to_arrow_schema(&schema).unwrap();
+        for (name, _, iceberg, arrow_type) in &rows {
+            let f = schema.field_by_name(name).unwrap();
+            assert_eq!(f.field_type.to_string(), *iceberg, "{name}");
+            assert_eq!(arrow.field_with_name(name).unwrap().data_type(), arrow_type, "{name}");
+        }
+        // The structured rows.
+        let nested = r#"{"type": "record", "name": "n", "fields": [
+            {"name": "rec", "type": {"type": "record", "name": "In", "fields": [{"name": "a", "type": "int"}]}},
+            {"name": "arr", "type": {"type": "array", "items": "string"}},
+            {"name": "m", "type": {"type": "map", "values": "long"}},
+            {"name": "u", "type": ["null", "int", "string"]}]}"#;
+        let PayloadType::Record(s) = to_payload_type(&Avro::parse_str(nested).unwrap(), &[]).unwrap() else {
+            panic!("a record")
+        };
+        let types: Vec<String> = s.fields().iter().map(|f| f.field_type.to_string()).collect();
+        let shapes: Vec<bool> = s
+            .fields()
+            .iter()
+            .map(|f| match (f.name.as_str(), f.field_type.as_ref()) {
+                ("rec", Type::Struct(st)) => st.fields().len() == 1 && st.fields()[0].name == "a",
+                ("arr", Type::List(l)) => *l.element_field.field_type == prim(PrimitiveType::String),
+                ("m", Type::Map(m)) => *m.value_field.field_type == prim(PrimitiveType::Long),
+                ("u", Type::Struct(st)) => {
+                    st.fields().iter().map(|f| f.name.as_str()).collect::<Vec<_>>() == ["member0", "member1"]
+                }
+                _ => false,
+            })
+            .collect();
+        assert_eq!(shapes, [true; 4], "{types:?}");
+    }
+}
