@@ -407,6 +407,40 @@ mod tests {
         assert_eq!(infer(&["1", "2"]).payload_type(), PayloadType::Other(Type::Primitive(PrimitiveType::Long)));
     }
 
+    /// Every row of the mapping table above: the Iceberg type a field gets, and its Arrow column.
+    #[test]
+    fn every_row_of_the_mapping_table() {
+        let i = infer(&[
+            r#"{"b": true, "l": 1, "d": 1.5, "e": 2, "s": "x", "a": [1, 2.5], "o": {"k": "v"}, "n": null, "c": 1}"#,
+            r#"{"b": false, "l": -3, "d": 2, "e": 1e3, "s": "y", "a": [], "o": {"j": 1}, "n": null, "c": "one"}"#,
+        ]);
+        let PayloadType::Record(s) = i.payload_type() else { panic!("{i:?}") };
+        let schema = crate::schema::plan(None, &s).unwrap().schema;
+        let arrow = iceberg::arrow::schema_to_arrow_schema(&schema).unwrap();
+        for (name, iceberg, arrow_type) in [
+            ("b", "boolean", Some(DataType::Boolean)),
+            ("l", "long", Some(DataType::Int64)),
+            ("d", "double", Some(DataType::Float64)),
+            ("e", "double", Some(DataType::Float64)),
+            ("s", "string", Some(DataType::Utf8)),
+            ("a", "list", None),
+            ("o", "struct", None),
+            ("n", "string", Some(DataType::Utf8)),
+            ("c", "string", Some(DataType::Utf8)),
+        ] {
+            let t = schema.field_by_name(name).unwrap().field_type.to_string();
+            assert!(t.starts_with(iceberg), "{name}: {t}");
+            let got = arrow.field_with_name(name).unwrap().data_type();
+            match arrow_type {
+                Some(want) => assert_eq!(got, &want, "{name}"),
+                None if name == "a" => {
+                    assert!(matches!(got, DataType::List(f) if *f.data_type() == DataType::Float64), "{name}: {got}")
+                }
+                None => assert!(matches!(got, DataType::Struct(f) if f.len() == 2), "{name}: {got}"),
+            }
+        }
+    }
+
     #[test]
     fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
         let values = [
