@@ -38,6 +38,8 @@ pub struct TableReport {
     pub segments: usize,
     pub skipped_segments: usize,
     pub records: u64,
+    /// Bad records left out (mode `skip`).
+    pub skipped_records: u64,
     pub files: usize,
     pub snapshots: usize,
 }
@@ -127,7 +129,10 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
             continue;
         }
         match materializer.handle(&ObjectRef::new("", &key)).await {
-            Ok(Outcome::Queued(_)) => entry.segments += 1,
+            Ok(Outcome::Queued(task)) => {
+                entry.segments += 1;
+                entry.skipped_records += task.skipped_records;
+            }
             Ok(Outcome::Ignored { uri, reason }) => report.ignored.push(format!("{uri}: {reason}")),
             Err(e) => report.failed.push(format!("{key}: {e}")),
         }
@@ -225,8 +230,17 @@ pub async fn run(
     for t in &report.tables {
         writeln!(
             out,
-            "{}: {} segment(s) materialized, {} already in the table; {} record(s) in {} file(s), {} snapshot(s)",
-            t.table, t.segments, t.skipped_segments, t.records, t.files, t.snapshots
+            "{}: {} segment(s) materialized, {} already in the table; {} record(s) in {} file(s), {} snapshot(s){}",
+            t.table,
+            t.segments,
+            t.skipped_segments,
+            t.records,
+            t.files,
+            t.snapshots,
+            match t.skipped_records {
+                0 => String::new(),
+                n => format!("; {n} bad record(s) skipped"),
+            }
         )?;
     }
     for ignored in &report.ignored {

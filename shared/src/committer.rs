@@ -50,6 +50,9 @@ use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, create, load};
 use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
 
+/// Summary keys that describe one snapshot's own tasks, not carried into the next.
+const PER_SNAPSHOT: [&str; 2] = ["floe.tasks", "floe.skipped-records"];
+
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskResult {
@@ -272,8 +275,10 @@ impl Committer {
         // Offsets, pending transactions and the rest of Floe's summary carry forward unchanged.
         let summary =
             metadata.current_snapshot().map(|s| s.summary().additional_properties.clone()).unwrap_or_default();
-        let mut properties: HashMap<String, String> =
-            summary.into_iter().filter(|(k, _)| k.starts_with("floe.") && k != "floe.tasks").collect();
+        let mut properties: HashMap<String, String> = summary
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("floe.") && !PER_SNAPSHOT.contains(&k.as_str()))
+            .collect();
         let tasks_done = results.iter().filter(|(_, r)| *r == TaskResult::Committed).count();
         properties.insert("floe.compactions".into(), tasks_done.to_string());
         properties.insert("floe.committer".into(), self.owner.clone());
@@ -492,7 +497,7 @@ impl Committer {
         let mut schema_changed = false;
         let mut added: Vec<DataFile> = Vec::new();
         let mut results = Vec::new();
-        let mut committed_tasks = 0;
+        let (mut committed_tasks, mut skipped_records) = (0, 0);
 
         for task in tasks {
             let Some(range) = task.offsets else {
@@ -596,6 +601,7 @@ impl Committer {
                 offsets.insert(&task.topic, task.partition, first, last);
             }
             committed_tasks += 1;
+            skipped_records += task.skipped_records;
             results.push((task.task_id.clone(), TaskResult::Committed));
         }
         if committed_tasks == 0 {
@@ -629,6 +635,9 @@ impl Committer {
         };
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
         properties.insert("floe.tasks".into(), committed_tasks.to_string());
+        if skipped_records > 0 {
+            properties.insert("floe.skipped-records".into(), skipped_records.to_string());
+        }
         properties.insert("floe.committer".into(), self.owner.clone());
         properties.insert("floe.fencing".into(), lease.fencing.to_string());
         let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());

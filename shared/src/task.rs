@@ -223,6 +223,9 @@ pub struct CommitTask {
     /// `None` for a segment without batches.
     pub offsets: Option<OffsetRange>,
     pub record_count: u64,
+    /// Records left out as bad (mode `skip`), counted into the snapshot's summary.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_records: u64,
     pub data_files: Vec<TaskFile>,
     pub dead_letter_files: Vec<TaskFile>,
     pub open_transactions: Vec<PendingTransaction>,
@@ -231,6 +234,10 @@ pub struct CommitTask {
     pub dead_letter_schema: Option<Schema>,
     pub source: SourceObject,
     pub created_at_ms: i64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a task could not be read.
@@ -420,6 +427,7 @@ mod tests {
             partition: 0,
             offsets: Some(OffsetRange { first: 0, last: 9 }),
             record_count: 10,
+            skipped_records: 0,
             data_files: vec![file],
             dead_letter_files: vec![],
             open_transactions: vec![],

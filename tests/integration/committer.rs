@@ -884,8 +884,10 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     assert_eq!(floe_cli::local::resume(warehouse.path(), "kafka.clicks").await.unwrap(), None);
     let report = run(mode("skip")).await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(report.tables[0].skipped_records, 1);
     let clicks = read_local(warehouse.path(), "kafka.clicks");
     assert_eq!(clicks.offsets["0"], (0..20).filter(|&o| o != 4).collect::<Vec<i64>>());
+    assert_eq!(clicks.summary.get("floe.skipped-records").map(String::as_str), Some("1"), "{:?}", clicks.summary);
 }
 
 #[tokio::test]
