@@ -114,6 +114,12 @@ pub enum SchemaSource {
     File(PathBuf),
 }
 
+/// Target file sizes accepted: files above 4 GiB gain nothing for readers, and a batch
+/// (a sixteenth of the target) must stay far below the 2 GiB of string data an Arrow
+/// column can hold.
+const MIN_TARGET_FILE_SIZE: u64 = 1 << 20;
+const MAX_TARGET_FILE_SIZE: u64 = 4 << 30;
+
 /// Whether a URL names a user (and maybe a password) before its host.
 fn url_has_credentials(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
@@ -531,9 +537,12 @@ fn validate_settings(at: &str, s: &Settings, defaults: &Settings) -> Result<Opti
         ));
     }
     if let Some(size) = s.target_file_size
-        && size.0 < (1 << 20)
+        && !(MIN_TARGET_FILE_SIZE..=MAX_TARGET_FILE_SIZE).contains(&size.0)
     {
-        return Err(ConfigError::invalid(format!("{at}.target_file_size"), format!("{} bytes: at least 1MiB", size.0)));
+        return Err(ConfigError::invalid(
+            format!("{at}.target_file_size"),
+            format!("{} bytes: from 1MiB to 4GiB", size.0),
+        ));
     }
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
@@ -721,6 +730,7 @@ mod tests {
             ("[[topics]]\ntopic = \"a\"\nnamespace = \"Bad-NS\"", "topics[0].namespace"),
             ("[defaults]\ntarget_file_size = \"12XB\"", "target_file_size"),
             ("[defaults]\ntarget_file_size = 10", "defaults.target_file_size"),
+            ("[[topics]]\ntopic = \"a\"\ntarget_file_size = \"5GiB\"", "topics[0].target_file_size"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),

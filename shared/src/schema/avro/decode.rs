@@ -452,13 +452,8 @@ impl<'a> Reader<'a> {
             self.long()?;
             n = n.checked_neg().ok_or_else(|| fail(at, format_args!("block count overflow")))?;
         }
-        // Every item takes at least one byte (zero-size items are capped by the data left).
-        let n = usize::try_from(n).unwrap_or(usize::MAX);
-        let left = self.buf.len() - self.pos;
-        if n > left.max(1) * 64 {
-            return Err(fail(at, format_args!("block of {n} items in {left} bytes")));
-        }
-        Ok(n)
+        // Capped with the array's other blocks by `items`.
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
     /// The payload must end where the datum does.
@@ -682,16 +677,22 @@ fn union_branch<'s>(branches: &'s [(Step, Option<usize>)], r: &mut Reader) -> R<
 /// returns how many there were.
 #[inline]
 fn items(r: &mut Reader, mut each: impl FnMut(&mut Reader) -> R<()>) -> R<usize> {
-    let mut n = 0;
+    let mut n = 0usize;
     loop {
+        let at = r.pos;
         let count = r.block()?;
         if count == 0 {
             return Ok(n);
         }
+        // Items of zero bytes (nulls, empty records) take no room in the payload: a count
+        // alone could ask for billions. At most 64 items per payload byte (4,096 at least).
+        n = n.saturating_add(count);
+        if n > r.buf.len().max(64) * 64 {
+            return Err(fail(at, format_args!("{n} items in a payload of {} bytes", r.buf.len())));
+        }
         for _ in 0..count {
             each(r)?;
         }
-        n += count;
     }
 }
 
@@ -950,6 +951,31 @@ mod tests {
             let e = compiled.append_fields(payload, &mut root.children, "value", 5).unwrap_err();
             assert_eq!((e.position, e.detail.as_str()), (at, detail));
         }
+    }
+
+    #[test]
+    fn arrays_of_empty_items_are_capped_by_the_payload_size() {
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "a", "type": {"type": "array", "items": "null"}}]}"#;
+        let element = Arc::new(Field::new("element", DataType::Utf8, true));
+        let table = Fields::from(vec![Field::new("a", DataType::List(element), true)]);
+        let compiled = CompiledAvro::new(&Avro::parse_str(writer).unwrap(), &[], AvroTarget::Fields(&table)).unwrap();
+        // Blocks of 60,000 nulls (a three-byte count each): 1,000 of them would make 60
+        // million items from 3,001 bytes; the fourth block passes the cap.
+        let mut payload: Vec<u8> = std::iter::repeat_n([0xc0, 0xa9, 0x07], 1000).flatten().collect();
+        payload.push(0);
+        let mut root = StructColumn::new(&table).unwrap();
+        root.append_valid();
+        let e = compiled.append_fields(&payload, &mut root.children, "value", 0).unwrap_err();
+        assert_eq!((e.position, e.detail.as_str()), (9, "240000 items in a payload of 3001 bytes"));
+        root.repair();
+        // A few blocks are fine, even where the bytes left are fewer than the items.
+        let mut payload: Vec<u8> = std::iter::repeat_n([0xfc, 0x01], 3).flatten().collect();
+        payload.push(0);
+        root.append_valid();
+        compiled.append_fields(&payload, &mut root.children, "value", 0).unwrap();
+        let rows = root.finish();
+        assert_eq!(rows.column(0).as_list::<i32>().value_length(1), 378);
     }
 
     #[test]
