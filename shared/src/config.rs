@@ -344,10 +344,25 @@ impl FloeConfig {
     pub fn from_file(path: &Path) -> Result<FloeConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        Self::parse(&text).map_err(|e| match e {
+        let config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.display().to_string(), message },
             other => other,
-        })
+        })?;
+        config.check_schema_files()?;
+        Ok(config)
+    }
+
+    /// Every local schema file named is a readable file: checked at start-up, naming the
+    /// field, rather than at the first segment of the topic.
+    pub fn check_schema_files(&self) -> Result<(), ConfigError> {
+        for (field, path) in self.schema_files() {
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => return Err(ConfigError::invalid(field, format!("{}: not a file", path.display()))),
+                Err(e) => return Err(ConfigError::invalid(field, format!("{}: {e}", path.display()))),
+            }
+        }
+        Ok(())
     }
 
     pub fn parse(text: &str) -> Result<FloeConfig, ConfigError> {
@@ -744,6 +759,15 @@ mod tests {
             assert!(!err.contains("secret"), "{err}");
         }
         assert!(!url_has_credentials("https://sr.example.com:8081/path@x?q=a@b"));
+        // A schema file that is not there: at start-up, naming the field.
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("floe.toml");
+        let text = "[[topics]]\ntopic = \"a\"\nvalue_format = \"avro\"\nvalue_schema = { file = \"/no/such.avsc\" }\n";
+        std::fs::write(&toml, text).unwrap();
+        let err = FloeConfig::from_file(&toml).unwrap_err().to_string();
+        assert!(err.starts_with("topics[0].value_schema: /no/such.avsc: No such file"), "{err}");
+        std::fs::write(&toml, text.replace("/no/such.avsc", &toml.display().to_string())).unwrap();
+        FloeConfig::from_file(&toml).unwrap();
         assert!(url_has_credentials("http://user@sr"));
         // The README's example, word for word.
         let err = FloeConfig::parse("[[topics]]\ntopic = \"a\"\n[[topics]]\ntopic = \"b\"\nvalue_format = \"avroo\"");

@@ -86,7 +86,9 @@ pub async fn load_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<F
         }
         None => std::fs::read_to_string(uri).map_err(|e| error(e.to_string()))?,
     };
-    FloeConfig::parse(&text).map_err(|e| error(e.to_string()))
+    let config = FloeConfig::parse(&text).map_err(|e| error(e.to_string()))?;
+    config.check_schema_files().map_err(|e| error(e.to_string()))?;
+    Ok(config)
 }
 
 /// The Schema Registry password: from the configured Secrets Manager secret (a JSON
