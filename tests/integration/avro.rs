@@ -7,7 +7,7 @@ use std::path::Path;
 use floe_core::config::FloeConfig;
 use floe_core::materialize::{MaterializeError, Materialized};
 
-use crate::convert::judge;
+use crate::convert::{judge, judge_typed};
 use crate::support;
 
 fn segment() -> std::path::PathBuf {
@@ -38,7 +38,8 @@ async fn registry_schemas_decode_every_mapped_type_and_bad_records_go_to_the_dea
     let done = run(&config(&registry.url, "dlq", ""), out.path()).await.unwrap();
     assert_eq!((done.records, done.dead_letters, done.skipped), (31, 3, 0));
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
-    judge(&support::avro_data().join("expected.jsonl"), &files, true);
+    let data = support::avro_data();
+    judge_typed(&data.join("expected.jsonl"), &files, true, Some(&data.join("types.json")));
     let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
     assert!(dead[0].1.contains("schema id 99") && dead[0].1.contains("not found"), "{}", dead[0].1);

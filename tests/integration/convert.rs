@@ -16,10 +16,18 @@ async fn convert(segment: &Path, out: &Path, config: &FloeConfig) -> anyhow::Res
 
 /// pyarrow must read `files` back as exactly the lines of `expected`.
 pub fn judge(expected: &Path, files: &[&str], rows_mode: bool) {
+    judge_typed(expected, files, rows_mode, None)
+}
+
+/// [`judge`], and each column of `types` (JSON: column → Arrow type) checked to have it.
+pub fn judge_typed(expected: &Path, files: &[&str], rows_mode: bool, types: Option<&Path>) {
     let mut cmd = std::process::Command::new(support::python());
     cmd.arg(support::root().join("tests/py/check_parquet.py"));
     if rows_mode {
         cmd.arg("--rows");
+    }
+    if let Some(types) = types {
+        cmd.arg("--types").arg(types);
     }
     let out = cmd.arg(expected).args(files).output().unwrap();
     assert!(

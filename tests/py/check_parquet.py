@@ -4,10 +4,14 @@ them with what the records must be.
 
     check_parquet.py EXPECTED.jsonl FILE.parquet [FILE.parquet ...]
 
+    check_parquet.py --rows [--types TYPES.json] EXPECTED.jsonl FILE.parquet [...]
+
 EXPECTED.jsonl holds `floe inspect`-shaped lines (raw layout) or, with --rows, the
 expected table rows as JSON (value-as-payload layouts). Checks: every column, nested
 ones included, carries a PARQUET:field_id; the rows, ordered by _kafka.offset, equal the
-expected ones. Prints a one-line JSON verdict; exits 1 on any difference.
+expected ones; with --types, each named top-level column has the Arrow type the
+documentation's mapping table gives (its pyarrow spelling, or "list", "map", "struct"
+for the kind alone). Prints a one-line JSON verdict; exits 1 on any difference.
 """
 import base64
 import datetime
@@ -67,11 +71,20 @@ def main():
     rows_mode = args[0] == "--rows"
     if rows_mode:
         args = args[1:]
+    types = {}
+    if args[0] == "--types":
+        types = json.load(open(args[1]))
+        args = args[2:]
     expected = [json.loads(l) for l in open(args[0]) if l.strip()]
-    rows, missing = [], []
+    rows, missing, wrong_types = [], [], []
     for path in args[1:]:
         table = pq.read_table(path)
         missing += [f"{path}:{m}" for m in missing_field_ids(list(table.schema))]
+        for name, want in types.items():
+            got = table.schema.field(name).type
+            kind = {"list": pa.types.is_list, "map": pa.types.is_map, "struct": pa.types.is_struct}.get(want)
+            if not (kind(got) if kind else str(got) == want):
+                wrong_types.append({"column": name, "type": str(got), "documented": want})
         schema = table.schema
         row_type = pa.struct(list(schema))
         rows += [(r, row_type) for r in table.to_pylist()]
@@ -79,6 +92,8 @@ def main():
     problems = []
     if missing:
         problems.append({"missing_field_ids": missing[:10]})
+    if wrong_types:
+        problems.append({"types": wrong_types[:10]})
     if len(rows) != len(expected):
         problems.append({"rows": len(rows), "expected": len(expected)})
     for (got, row_type), want in zip(rows, expected):

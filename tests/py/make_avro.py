@@ -178,6 +178,21 @@ def main(out):
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     with open(os.path.join(out, "bad.json"), "w") as f:
         json.dump(bad, f)
+    with open(os.path.join(out, "types.json"), "w") as f:
+        json.dump(DOCUMENTED_TYPES, f)
+
+
+# The Arrow type of each column, as README's Avro mapping table documents it (pyarrow's
+# spelling; "list", "map", "struct": the kind alone).
+DOCUMENTED_TYPES = {
+    "id": "int64", "qty": "int64", "active": "bool", "ratio": "float", "score": "double",
+    "blob": "large_binary", "name": "string", "status": "string", "tags": "list", "counts": "map",
+    "code": "fixed_size_binary[4]", "nickname": "string", "either": "struct",
+    "price": "decimal128(9, 2)", "big": "decimal128(18, 4)", "day": "date32[day]",
+    "t_ms": "time64[us]", "t_us": "time64[us]", "ts_ms": "timestamp[us, tz=+00:00]",
+    "ts_us": "timestamp[us, tz=+00:00]", "local_ts": "timestamp[us]", "uid": "fixed_size_binary[16]",
+    "address": "struct", "history": "list", "note": "string",
+}
 
 
 BENCH_CODECS = {"zstd": 4, "lz4": 3, "none": 0}
