@@ -479,6 +479,44 @@ mod tests {
         assert!(!file.upper_bounds().contains_key(&2));
     }
 
+    #[tokio::test]
+    async fn row_groups_close_at_their_size_and_pages_are_zstd() {
+        use arrow_array::StringArray;
+        use iceberg::spec::{NestedField, Type};
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::optional(1, "s", Type::Primitive(PrimitiveType::String)).into()])
+            .build()
+            .unwrap();
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = DataFileWriter::new(
+            FileIO::new_with_fs(),
+            dir.path().display().to_string(),
+            0,
+            "t",
+            Arc::new(schema),
+            1 << 30,
+        );
+        writer.row_group_bytes = 64 << 10;
+        // 20 batches of 100 distinct 160-byte values: 16 KB each, 320 KB in all.
+        for b in 0..20 {
+            let values: Vec<String> = (0..100).map(|i| format!("{:0160}", b * 100 + i)).collect();
+            let batch = RecordBatch::try_new(arrow.clone(), vec![Arc::new(StringArray::from(values))]).unwrap();
+            writer.write(&batch, b * 100, b * 100 + 99).await.unwrap();
+        }
+        let files = writer.close().await.unwrap();
+        let reader = SerializedFileReader::new(std::fs::File::open(files[0].path()).unwrap()).unwrap();
+        let groups = reader.metadata().row_groups();
+        assert!(groups.len() >= 4, "{} row groups", groups.len());
+        for g in groups {
+            // Closed once past the limit: at most one batch more.
+            assert!(g.total_byte_size() <= (64 << 10) + (20 << 10), "{} bytes", g.total_byte_size());
+            assert!(g.columns().iter().all(|c| matches!(c.compression(), Compression::ZSTD(_))));
+        }
+        assert_eq!(groups.iter().map(|g| g.num_rows()).sum::<i64>(), 2000);
+    }
+
     #[test]
     fn bounds_cut_to_a_prefix_and_an_incremented_prefix() {
         let sixteen = "0123456789abcdef";

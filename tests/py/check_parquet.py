@@ -8,7 +8,7 @@ them with what the records must be.
 
 EXPECTED.jsonl holds `floe inspect`-shaped lines (raw layout) or, with --rows, the
 expected table rows as JSON (value-as-payload layouts). Checks: every column, nested
-ones included, carries a PARQUET:field_id; the rows, ordered by _kafka.offset, equal the
+ones included, carries a PARQUET:field_id; every column chunk is zstd; the rows, ordered by _kafka.offset, equal the
 expected ones; with --types, each named top-level column has the Arrow type the
 documentation's mapping table gives (its pyarrow spelling, or "list", "map", "struct"
 for the kind alone). Prints a one-line JSON verdict; exits 1 on any difference.
@@ -76,10 +76,15 @@ def main():
         types = json.load(open(args[1]))
         args = args[2:]
     expected = [json.loads(l) for l in open(args[0]) if l.strip()]
-    rows, missing, wrong_types = [], [], []
+    rows, missing, wrong_types, problems_codec = [], [], [], []
     for path in args[1:]:
         table = pq.read_table(path)
         missing += [f"{path}:{m}" for m in missing_field_ids(list(table.schema))]
+        meta = pq.ParquetFile(path).metadata
+        codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups)
+                  for c in range(meta.num_columns)}
+        if codecs - {"ZSTD"}:
+            problems_codec.append({"file": path, "codecs": sorted(codecs)})
         for name, want in types.items():
             got = table.schema.field(name).type
             kind = {"list": pa.types.is_list, "map": pa.types.is_map, "struct": pa.types.is_struct}.get(want)
@@ -94,6 +99,7 @@ def main():
         problems.append({"missing_field_ids": missing[:10]})
     if wrong_types:
         problems.append({"types": wrong_types[:10]})
+    problems += problems_codec[:3]
     if len(rows) != len(expected):
         problems.append({"rows": len(rows), "expected": len(expected)})
     for (got, row_type), want in zip(rows, expected):
