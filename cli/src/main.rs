@@ -135,3 +135,35 @@ fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<floe_core::conf
         None => floe_core::config::FloeConfig::default(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_documented_command_lines_parse() {
+        Cli::command().debug_assert();
+        let parse = |line: &str| Cli::try_parse_from(line.split_whitespace()).map(|c| c.command);
+        match parse("floe convert a.log --topic orders --partition 3 --out out --config floe.toml").unwrap() {
+            Command::Convert { segment, topic, partition, out, config } => {
+                assert_eq!((segment, topic.as_str(), partition), (PathBuf::from("a.log"), "orders", 3));
+                assert_eq!((out, config), (PathBuf::from("out"), Some(PathBuf::from("floe.toml"))));
+            }
+            _ => panic!("not convert"),
+        }
+        match parse("floe local resume kafka.orders --warehouse wh").unwrap() {
+            Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
+                assert_eq!((table.as_str(), warehouse), ("kafka.orders", PathBuf::from("wh")));
+            }
+            _ => panic!("not resume"),
+        }
+        assert!(matches!(
+            parse("floe local run --input in --warehouse wh").unwrap(),
+            Command::Local { command: LocalCommand::Run { config: None, .. } }
+        ));
+        assert!(parse("floe convert a.log --topic orders --out out").is_err(), "--partition is required");
+        assert!(parse("floe convert a.log --topic orders --partition x --out out").is_err());
+    }
+}
