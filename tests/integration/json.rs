@@ -32,7 +32,7 @@ async fn check(config: &FloeConfig, topic: &str, rows: usize) {
     let dead = support::dead_letter_rows(&done.dead_letter_files);
     let expected = bad(topic);
     assert_eq!(dead.len(), expected.len(), "{topic}: {dead:?}");
-    for ((offset, error, raw), (want_offset, why)) in dead.iter().zip(&expected) {
+    for ((offset, error, raw, _key), (want_offset, why)) in dead.iter().zip(&expected) {
         assert_eq!(offset, want_offset);
         assert!(error.contains(why.as_str()), "{topic} offset {offset}: {error:?} lacks {why:?}");
         assert!(raw.is_some());

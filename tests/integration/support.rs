@@ -252,7 +252,10 @@ pub async fn reference_case(data: &Path, topic: &str, value_format: &str) -> usi
 }
 
 /// (offset, error, raw value) of every row of dead-letter files, read with the parquet crate.
-pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64, String, Option<Vec<u8>>)> {
+pub type DeadLetterRow = (i64, String, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The dead-letter rows of `files`: (offset, error, raw value, raw key).
+pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<DeadLetterRow> {
     use arrow::array::{Array, AsArray};
     let mut rows = Vec::new();
     for f in files {
@@ -265,9 +268,10 @@ pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<(i64,
             let offsets = kafka.column_by_name("offset").unwrap().as_primitive::<arrow::datatypes::Int64Type>();
             let errors = batch.column_by_name("error").unwrap().as_string::<i32>();
             let values = batch.column_by_name("value").unwrap().as_binary::<i64>();
+            let keys = batch.column_by_name("key").unwrap().as_binary::<i64>();
+            let bytes = |a: &arrow::array::LargeBinaryArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_vec());
             for i in 0..batch.num_rows() {
-                let value = (!values.is_null(i)).then(|| values.value(i).to_vec());
-                rows.push((offsets.value(i), errors.value(i).to_string(), value));
+                rows.push((offsets.value(i), errors.value(i).to_string(), bytes(values, i), bytes(keys, i)));
             }
         }
     }

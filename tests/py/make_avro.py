@@ -157,7 +157,8 @@ def main(out):
                          17: frame(2, parsed[2], record(i, 2))[:-9],           # truncated
                          23: b"\x01" + frame(2, parsed[2], record(i, 2))[1:]}[i]  # wrong magic byte
             records.append((ts_ms, b"bad", bad_value))
-            bad.append({"offset": offset, "why": {5: "schema id 99", 17: "truncated", 23: "magic byte 1"}[i]})
+            bad.append({"offset": offset, "why": {5: "schema id 99", 17: "truncated", 23: "magic byte 1"}[i],
+                        "key": b64(b"bad"), "value": b64(bad_value)})
             offset += 1
     # A tombstone: null value, all value columns null.
     records.append((T0 + 99_000, b"gone", None))
