@@ -15,181 +15,21 @@
 //! | only ever null | string | Utf8 |
 //! | values of conflicting kinds | string (the JSON text of non-strings) | Utf8 |
 //!
-//! A value that is not JSON is a bad record.
+//! A value that is not JSON is a bad record. Payloads are decoded straight into the
+//! columns ([`super::json_decode`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_schema::{DataType, Fields, TimeUnit};
 use iceberg::spec::{ListType, NestedField, PrimitiveType, StructType, Type};
 use serde_json::Value;
 
 use crate::convert::{Column, DecodeError, PayloadDecoder, Shape};
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
+use crate::schema::json_decode::{Target, decode};
 use crate::schema::layout::PayloadType;
 use crate::schema::wire::{self, Payload, SchemaId};
 use crate::segment::{SegmentError, SegmentReader};
-
-type R<T> = Result<T, String>;
-
-/// Appends `v` to `col`, or only checks that it fits when `col` is `None`.
-pub fn put(v: &Value, dt: &DataType, col: Option<&mut Column>) -> R<()> {
-    if v.is_null() {
-        if let Some(c) = col {
-            c.append_null();
-        }
-        return Ok(());
-    }
-    match (dt, v) {
-        (DataType::Boolean, Value::Bool(b)) => {
-            if let Some(Column::Boolean(c)) = col {
-                c.append_value(*b);
-            }
-        }
-        (DataType::Int32, Value::Number(n)) => {
-            let i =
-                n.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or_else(|| format!("{n} is not a 32-bit integer"))?;
-            if let Some(Column::Int(c)) = col {
-                c.append_value(i);
-            }
-        }
-        (DataType::Int64, Value::Number(n)) => {
-            let i = n.as_i64().ok_or_else(|| format!("{n} is not a 64-bit integer"))?;
-            if let Some(Column::Long(c)) = col {
-                c.append_value(i);
-            }
-        }
-        (DataType::Float64 | DataType::Float32, Value::Number(n)) => {
-            let f = n.as_f64().ok_or_else(|| format!("{n} is not a number"))?;
-            match col {
-                Some(Column::Double(c)) => c.append_value(f),
-                Some(Column::Float(c)) => c.append_value(f as f32),
-                _ => {}
-            }
-        }
-        (DataType::Utf8, Value::String(s)) => {
-            if let Some(Column::String(c)) = col {
-                c.append_value(s);
-            }
-        }
-        // A column inferred as string from conflicting kinds keeps their JSON text.
-        (DataType::Utf8, other) => {
-            if let Some(Column::String(c)) = col {
-                c.append_value(other.to_string());
-            }
-        }
-        (DataType::Date32, Value::String(s)) => {
-            let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|e| format!("date {s:?}: {e}"))?;
-            let days = d.signed_duration_since(chrono::NaiveDate::default()).num_days();
-            if let Some(Column::Date(c)) = col {
-                c.append_value(days as i32);
-            }
-        }
-        (DataType::Time64(TimeUnit::Microsecond), Value::String(s)) => {
-            let t = chrono::NaiveTime::parse_from_str(s.trim_end_matches('Z'), "%H:%M:%S%.f")
-                .map_err(|e| format!("time {s:?}: {e}"))?;
-            let micros = t.signed_duration_since(chrono::NaiveTime::MIN).num_microseconds().unwrap_or(0);
-            if let Some(Column::Time(c)) = col {
-                c.append_value(micros);
-            }
-        }
-        (DataType::Timestamp(TimeUnit::Microsecond, _), Value::String(s)) => {
-            let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|e| format!("date-time {s:?}: {e}"))?;
-            if let Some(Column::TimestampMicros(c)) = col {
-                c.append_value(t.timestamp_micros());
-            }
-        }
-        (DataType::FixedSizeBinary(16), Value::String(s)) => {
-            let u = uuid::Uuid::parse_str(s).map_err(|e| format!("uuid {s:?}: {e}"))?;
-            if let Some(Column::Fixed(c)) = col {
-                c.append_value(u.as_bytes()).map_err(|e| e.to_string())?;
-            }
-        }
-        (DataType::LargeBinary, Value::String(s)) => {
-            if let Some(Column::Binary(c)) = col {
-                c.append_value(s.as_bytes());
-            }
-        }
-        (DataType::Struct(fields), Value::Object(map)) => match col {
-            Some(Column::Struct(s)) => {
-                s.append_valid();
-                put_fields(map, fields, Some(&mut s.children))?;
-            }
-            _ => put_fields(map, fields, None)?,
-        },
-        (DataType::List(field), Value::Array(items)) => match col {
-            Some(Column::List(list)) => {
-                for item in items {
-                    put_element(item, field.is_nullable(), field.data_type(), Some(&mut list.child))?;
-                }
-                list.close(items.len());
-            }
-            _ => {
-                for item in items {
-                    put_element(item, field.is_nullable(), field.data_type(), None)?;
-                }
-            }
-        },
-        (DataType::Map(entries, _), Value::Object(map)) => {
-            let DataType::Struct(kv) = entries.data_type() else { return Err("malformed map column".into()) };
-            let (value_type, nullable) = (kv[1].data_type(), kv[1].is_nullable());
-            match col {
-                Some(Column::Map(m)) => {
-                    for (k, v) in map {
-                        let Column::String(keys) = m.keys.as_mut() else {
-                            return Err("map keys must be strings".into());
-                        };
-                        keys.append_value(k);
-                        put_element(v, nullable, value_type, Some(&mut m.values))?;
-                    }
-                    m.close(map.len());
-                }
-                _ => {
-                    for v in map.values() {
-                        put_element(v, nullable, value_type, None)?;
-                    }
-                }
-            }
-        }
-        (dt, v) => return Err(format!("{} where {dt} was expected", kind(v))),
-    }
-    Ok(())
-}
-
-fn put_element(v: &Value, nullable: bool, dt: &DataType, col: Option<&mut Column>) -> R<()> {
-    if v.is_null() && !nullable {
-        return Err("null element where a value is required".into());
-    }
-    put(v, dt, col)
-}
-
-/// An object's members into the struct's fields, by name; missing members are null.
-pub fn put_fields(
-    map: &serde_json::Map<String, Value>,
-    fields: &Fields,
-    mut children: Option<&mut Vec<Column>>,
-) -> R<()> {
-    for (i, field) in fields.iter().enumerate() {
-        let v = map.get(field.name()).unwrap_or(&Value::Null);
-        if v.is_null() && !field.is_nullable() {
-            return Err(format!("required field `{}` is missing", field.name()));
-        }
-        put(v, field.data_type(), children.as_mut().map(|c| &mut c[i]))
-            .map_err(|e| format!("{}: {e}", field.name()))?;
-    }
-    Ok(())
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// Decodes JSON text into a shape; `header`: payloads carry the Confluent wire header.
 pub struct JsonDecoder {
@@ -203,78 +43,52 @@ impl JsonDecoder {
         JsonDecoder { part, shape, header }
     }
 
-    /// The payload's JSON; with `header`, after the schema id (the id itself is not
-    /// used: JSON decodes by the table's types).
-    fn parse(&self, payload: Payload<'_>) -> Result<Value, DecodeError> {
-        let (offset, body) = if self.header {
+    /// The payload's JSON text and where it starts: with `header`, after the schema id
+    /// (the id itself is not used: JSON decodes by the table's types).
+    fn body<'p>(&self, payload: Payload<'p>) -> Result<(usize, &'p [u8]), DecodeError> {
+        if self.header {
             let framed = wire::frame(payload, self.part)?;
             wire::no_header_rest(&framed, self.part)?;
-            (framed.offset, framed.body)
+            Ok((framed.offset, framed.body))
         } else {
-            (0, payload.bytes)
-        };
-        serde_json::from_slice(body).map_err(|e| DecodeError {
+            Ok((0, payload.bytes))
+        }
+    }
+
+    fn decode(&self, payload: Payload<'_>, target: Target<'_>) -> Result<(), DecodeError> {
+        let (offset, body) = self.body(payload)?;
+        decode(body, target).map_err(|f| DecodeError {
             part: self.part,
-            position: offset + byte_of(body, e.line(), e.column()),
-            detail: format!("not JSON: {e}"),
+            position: offset + f.at,
+            detail: if f.syntax { format!("not JSON: {}", f.detail) } else { f.detail },
             missing_schema: None,
         })
     }
 
-    fn error(&self, detail: String) -> DecodeError {
-        DecodeError { part: self.part, position: 0, detail, missing_schema: None }
+    fn internal(&self, detail: &str) -> DecodeError {
+        DecodeError { part: self.part, position: 0, detail: format!("internal: {detail}"), missing_schema: None }
     }
-
-    fn walk(&self, v: &Value, target: Option<Target<'_>>) -> R<()> {
-        match (&self.shape, target) {
-            (Shape::Column(dt), None) => put(v, dt, None),
-            (Shape::Column(dt), Some(Target::Column(c))) => put(v, dt, Some(c)),
-            (Shape::Fields(fields), t) => {
-                let Value::Object(map) = v else { return Err(format!("{} where an object was expected", kind(v))) };
-                match t {
-                    Some(Target::Fields(children)) => {
-                        for (i, field) in fields.iter().enumerate() {
-                            let member = map.get(field.name()).unwrap_or(&Value::Null);
-                            put(member, field.data_type(), Some(&mut children[i]))
-                                .map_err(|e| format!("{}: {e}", field.name()))?;
-                        }
-                        Ok(())
-                    }
-                    _ => put_fields(map, fields, None),
-                }
-            }
-            (Shape::Column(_), Some(Target::Fields(_))) => Err("internal: fields target for a column shape".into()),
-        }
-    }
-}
-
-enum Target<'a> {
-    Column(&'a mut Column),
-    Fields(&'a mut [Column]),
-}
-
-/// serde_json reports line and column; turn them into a byte position.
-fn byte_of(body: &[u8], line: usize, column: usize) -> usize {
-    let mut line_start = 0;
-    for _ in 1..line {
-        match body[line_start..].iter().position(|&b| b == b'\n') {
-            Some(i) => line_start += i + 1,
-            None => break,
-        }
-    }
-    (line_start + column.saturating_sub(1)).min(body.len())
 }
 
 #[async_trait::async_trait]
 impl PayloadDecoder for JsonDecoder {
     fn append(&self, payload: Payload<'_>, column: &mut Column) -> Result<(), DecodeError> {
-        let v = self.parse(payload)?;
-        self.walk(&v, Some(Target::Column(column))).map_err(|detail| self.error(detail))
+        match (&self.shape, column) {
+            (Shape::Column(dt), column) => self.decode(payload, Target::Column(dt, column)),
+            // A record into one struct column (a record key in `_kafka.key`).
+            (Shape::Fields(fields), Column::Struct(s)) => {
+                s.append_valid();
+                self.decode(payload, Target::Fields(fields, &mut s.children))
+            }
+            (Shape::Fields(_), _) => Err(self.internal("a record shape for a column that is not a struct")),
+        }
     }
 
     fn append_fields(&self, payload: Payload<'_>, fields: &mut [Column]) -> Result<(), DecodeError> {
-        let v = self.parse(payload)?;
-        self.walk(&v, Some(Target::Fields(fields))).map_err(|detail| self.error(detail))
+        match &self.shape {
+            Shape::Fields(shape) => self.decode(payload, Target::Fields(shape, fields)),
+            Shape::Column(_) => Err(self.internal("fields target for a column shape")),
+        }
     }
 
     async fn load_schema(&self, _id: SchemaId) -> Result<(), crate::convert::SchemaLoadError> {
@@ -385,7 +199,10 @@ impl Inferred {
 
 #[cfg(test)]
 mod tests {
+    use arrow_schema::DataType;
+
     use super::*;
+    use crate::schema::json_decode::byte_of;
 
     fn infer(values: &[&str]) -> Inferred {
         let mut i = Inferred::default();

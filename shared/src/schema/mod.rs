@@ -9,6 +9,7 @@ pub mod by_id;
 pub mod evolution;
 pub mod formats;
 pub mod json;
+mod json_decode;
 pub mod json_schema;
 pub mod layout;
 pub mod protobuf;
