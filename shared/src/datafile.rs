@@ -428,6 +428,11 @@ mod tests {
         }
     }
 
+    /// A writer into `dir` with a 1 GiB target: one file.
+    fn local_writer(dir: &std::path::Path, schema: Schema) -> DataFileWriter {
+        DataFileWriter::new(FileIO::new_with_fs(), dir.display().to_string(), 0, "t", Arc::new(schema), 1 << 30)
+    }
+
     #[tokio::test]
     async fn bounds_cover_every_row_group_and_are_cut_to_sixteen() {
         use arrow_array::{LargeBinaryArray, StringArray};
@@ -449,14 +454,7 @@ mod tests {
             .unwrap()
         };
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = DataFileWriter::new(
-            FileIO::new_with_fs(),
-            dir.path().display().to_string(),
-            0,
-            "t",
-            Arc::new(schema),
-            1 << 30,
-        );
+        let mut writer = local_writer(dir.path(), schema);
         // A row group per batch: the long values are the first group's minimum and the
         // second's maximum.
         writer.row_group_bytes = 1;
@@ -490,14 +488,7 @@ mod tests {
             .unwrap();
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
         let dir = tempfile::tempdir().unwrap();
-        let mut writer = DataFileWriter::new(
-            FileIO::new_with_fs(),
-            dir.path().display().to_string(),
-            0,
-            "t",
-            Arc::new(schema),
-            1 << 30,
-        );
+        let mut writer = local_writer(dir.path(), schema);
         writer.row_group_bytes = 64 << 10;
         // 20 batches of 100 distinct 160-byte values: 16 KB each, 320 KB in all.
         for b in 0..20 {
