@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use iceberg::spec::{ListType, NestedField, PrimitiveType, StructType, Type};
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed};
 
 use crate::convert::{Column, DecodeError, PayloadDecoder, Shape};
 use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
@@ -112,8 +112,8 @@ pub async fn infer(mut reader: SegmentReader) -> Result<(Inferred, Inferred), Se
     while let Some(batch) = reader.next_batch().await? {
         for r in &batch.records {
             for (payload, inferred) in [(&r.key, &mut key), (&r.value, &mut value)] {
-                if let Some(Ok(v)) = payload.as_deref().map(serde_json::from_slice::<Value>) {
-                    inferred.observe(&v);
+                if let Some(bytes) = payload.as_deref() {
+                    inferred.observe(bytes);
                 }
             }
         }
@@ -138,33 +138,19 @@ pub enum Inferred {
 }
 
 impl Inferred {
-    /// Widens the inferred type with one more value.
-    pub fn observe(&mut self, v: &Value) {
-        let seen = match v {
-            Value::Null => return,
-            Value::Bool(_) => Inferred::Boolean,
-            Value::Number(n) if n.is_i64() => Inferred::Long,
-            Value::Number(_) => Inferred::Double,
-            Value::String(_) => Inferred::String,
-            Value::Array(items) => {
-                let mut element = match self {
-                    Inferred::List(e) => std::mem::take(e.as_mut()),
-                    _ => Inferred::Unknown,
-                };
-                items.iter().for_each(|i| element.observe(i));
-                Inferred::List(Box::new(element))
-            }
-            Value::Object(map) => {
-                let mut fields = match self {
-                    Inferred::Object(f) => std::mem::take(f),
-                    _ => BTreeMap::new(),
-                };
-                for (k, v) in map {
-                    fields.entry(k.clone()).or_default().observe(v);
-                }
-                Inferred::Object(fields)
-            }
-        };
+    /// Widens the inferred type with one more payload, read in one pass without a `Value`
+    /// tree; a payload that is not JSON is left out (the decoding pass makes it a bad
+    /// record), checked first so that its valid beginning changes nothing.
+    pub fn observe(&mut self, payload: &[u8]) {
+        if serde_json::from_slice::<de::IgnoredAny>(payload).is_ok() {
+            let mut d = serde_json::Deserializer::from_slice(payload);
+            // Cannot fail: the same text deserialized above.
+            let _ = Observe(self).deserialize(&mut d);
+        }
+    }
+
+    /// Widens with a value of kind `seen` (its nested parts already merged into it).
+    fn widen(&mut self, seen: Inferred) {
         *self = match (std::mem::take(self), seen) {
             (Inferred::Unknown, s) => s,
             (Inferred::Long, Inferred::Double) | (Inferred::Double, Inferred::Long) => Inferred::Double,
@@ -197,6 +183,104 @@ impl Inferred {
     }
 }
 
+/// One JSON value observed into an [`Inferred`].
+struct Observe<'a>(&'a mut Inferred);
+
+impl<'de> de::DeserializeSeed<'de> for Observe<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> de::Visitor<'de> for Observe<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.0.widen(Inferred::Boolean);
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        self.0.widen(Inferred::Long);
+        Ok(())
+    }
+
+    /// An integer past `i64`: a double.
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<(), E> {
+        self.0.widen(if i64::try_from(u).is_ok() { Inferred::Long } else { Inferred::Double });
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        self.0.widen(Inferred::Double);
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        self.0.widen(Inferred::String);
+        Ok(())
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut element = match self.0 {
+            Inferred::List(e) => std::mem::take(e.as_mut()),
+            _ => Inferred::Unknown,
+        };
+        while seq.next_element_seed(Observe(&mut element))?.is_some() {}
+        self.0.widen(Inferred::List(Box::new(element)));
+        Ok(())
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut fields = match self.0 {
+            Inferred::Object(f) => std::mem::take(f),
+            _ => BTreeMap::new(),
+        };
+        while let Some(slot) = map.next_key_seed(Member(&mut fields))? {
+            map.next_value_seed(Observe(slot))?;
+        }
+        self.0.widen(Inferred::Object(fields));
+        Ok(())
+    }
+}
+
+/// A member name → its inferred type in the object's fields (added when new: the only
+/// allocation, once per field name).
+struct Member<'a>(&'a mut BTreeMap<String, Inferred>);
+
+impl<'de, 'a> de::DeserializeSeed<'de> for Member<'a> {
+    type Value = &'a mut Inferred;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<&'a mut Inferred, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de, 'a> de::Visitor<'de> for Member<'a> {
+    type Value = &'a mut Inferred;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<&'a mut Inferred, E> {
+        if !self.0.contains_key(name) {
+            self.0.insert(name.to_string(), Inferred::Unknown);
+        }
+        self.0.get_mut(name).ok_or_else(|| E::custom("internal: member just inserted"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use arrow_schema::DataType;
@@ -207,7 +291,7 @@ mod tests {
     fn infer(values: &[&str]) -> Inferred {
         let mut i = Inferred::default();
         for v in values {
-            i.observe(&serde_json::from_str(v).unwrap());
+            i.observe(v.as_bytes());
         }
         i
     }
@@ -222,6 +306,12 @@ mod tests {
         assert_eq!(f["d"], Inferred::Unknown);
         assert!(matches!(i.payload_type(), PayloadType::Record(s) if s.fields().len() == 4));
         assert_eq!(infer(&["1", "2"]).payload_type(), PayloadType::Other(Type::Primitive(PrimitiveType::Long)));
+        // A payload that is not JSON adds nothing, not even the fields before its fault;
+        // an integer past i64 is a double.
+        let i = infer(&[r#"{"a": 1}"#, r#"{"z": true, "a": "#, r#"{"a": 18446744073709551615}"#]);
+        let Inferred::Object(f) = &i else { panic!("{i:?}") };
+        assert_eq!(f.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(f["a"], Inferred::Double);
     }
 
     /// Every row of the mapping table above: the Iceberg type a field gets, and its Arrow column.
