@@ -441,6 +441,29 @@ async fn committer_lambda_on_glue_commits_exactly_once_through_redelivery_and_du
     assert_eq!(read.snapshots, 1, "nothing new committed");
 }
 
+#[tokio::test]
+async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
+    let aws = setup("stop").await;
+    let (topic, _, _) = payments();
+    let m = aws.materializer().await;
+    // A bad record in `suspend` mode, queued as the materializer queues it; then a good
+    // segment of the same table.
+    let stop = floe_core::task::SuspendTask::new(aws.table(), "payments", 0, 7, "payments-0/0.log", "not JSON");
+    m.queue.send(&Task::Suspend(Box::new(stop))).await.unwrap();
+    aws.materialize(&m, topic.path(), SEGMENTS[0]).await;
+    let (event, receipts) = aws.receive().await;
+    assert_eq!(event.records.len(), 2);
+    let ids: Vec<String> = event.records.iter().map(|r| r.message_id.clone().unwrap()).collect();
+    let response = handle_committer_event(&aws.committer(), event, None).await;
+    // The stop is done (its message can go); the good task is kept for after the resume.
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, [ids[1].as_str()]);
+    drop(receipts);
+    let locks = DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&aws.config), &aws.locks);
+    let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
+    assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
+}
+
 fn copy_as(dir: &Path, from: &str, to: &str) {
     std::fs::create_dir_all(dir.join(to).parent().unwrap()).unwrap();
     std::fs::copy(dir.join(from), dir.join(to)).unwrap();
