@@ -46,14 +46,7 @@ async fn registry_schemas_decode_every_mapped_type_and_bad_records_go_to_the_dea
     assert!(dead[1].1.contains("value at byte"), "{}", dead[1].1);
     assert!(dead[2].1.contains("magic byte 1"), "{}", dead[2].1);
     // Each kept as it came: its key and raw value, byte for byte.
-    let bad: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(support::avro_data().join("bad.json")).unwrap()).unwrap();
-    for (d, b) in dead.iter().zip(bad.as_array().unwrap()) {
-        use base64::Engine;
-        let raw =
-            |v: &serde_json::Value| base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap();
-        assert_eq!((d.2.clone(), d.3.clone()), (Some(raw(&b["value"])), Some(raw(&b["key"]))), "offset {}", d.0);
-    }
+    support::assert_dead_letters_as_written(&dead, &support::avro_data().join("bad.json"));
     // The latest subject version (id 2, cached), then ids 1 and 99 once each — the
     // unknown id is remembered, not asked for again per record.
     assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 3);

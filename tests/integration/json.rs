@@ -37,6 +37,7 @@ async fn check(config: &FloeConfig, topic: &str, rows: usize) {
         assert!(error.contains(why.as_str()), "{topic} offset {offset}: {error:?} lacks {why:?}");
         assert!(raw.is_some());
     }
+    support::assert_dead_letters_as_written(&dead, &data(&format!("{topic}.bad.json")));
 }
 
 #[tokio::test]

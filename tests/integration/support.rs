@@ -278,6 +278,20 @@ pub fn dead_letter_rows(files: &[floe_core::datafile::WrittenFile]) -> Vec<DeadL
     rows
 }
 
+/// Checks each dead-letter row against the generator's `bad.json` entries: the same
+/// offsets, in order, each with its key and raw value byte for byte.
+pub fn assert_dead_letters_as_written(dead: &[DeadLetterRow], bad_json: &Path) {
+    use base64::Engine;
+    let bad: serde_json::Value = serde_json::from_slice(&std::fs::read(bad_json).unwrap()).unwrap();
+    let bad = bad.as_array().unwrap();
+    assert_eq!(dead.len(), bad.len(), "{dead:?}");
+    let raw = |v: &serde_json::Value| base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap();
+    for (d, b) in dead.iter().zip(bad) {
+        assert_eq!(d.0, b["offset"].as_i64().unwrap());
+        assert_eq!((d.2.clone(), d.3.clone()), (Some(raw(&b["value"])), Some(raw(&b["key"]))), "offset {}", d.0);
+    }
+}
+
 /// JSON test data built with Python's json module (tests/py/make_json.py), once per run.
 pub fn json_data() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();

@@ -102,7 +102,7 @@ def events(out):
                        14: b"\x00\x00\x00\x00\x07" + json.dumps({"id": "one"}).encode(),
                        17: json.dumps({"id": 1}).encode()}[i]
             records.append((ts, b"bad", payload))
-            bad.append({"offset": len(records) - 1, "why": why})
+            bad.append({"offset": len(records) - 1, "why": why, "key": b64(b"bad"), "value": b64(payload)})
     segment(os.path.join(out, "events-0", "%020d.log" % 0), records)
     with open(os.path.join(out, "events.registry.json"), "w") as f:
         json.dump({"ids": {"7": {"schemaType": "JSON", "schema": json.dumps(EVENTS_SCHEMA)}}, "subjects": {"events-value": 7}}, f)
@@ -127,7 +127,7 @@ def clicks(out):
         values.append((len(records) - 1, ts, b"c%d" % i, v))
         if i == 6:
             records.append((ts, b"bad", b"{\"user\": "))
-            bad.append({"offset": len(records) - 1, "why": "not JSON"})
+            bad.append({"offset": len(records) - 1, "why": "not JSON", "key": b64(b"bad"), "value": b64(b"{\"user\": ")})
     fields = sorted({k for _, _, _, v in values for k in v})
     expected = []
     for offset, ts, key, v in values:

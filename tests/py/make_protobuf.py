@@ -357,10 +357,9 @@ def main(out):
                 add(ts_ms, b"bad", frame(2, [0], body[:-cut]), None, None)
             else:  # a message index the schema does not have
                 add(ts_ms, b"bad", frame(2, [7], body), None, None)
-            if i != 5:
-                bad.append({"offset": offset - 1, "why": {17: "truncated", 23: "message index"}[i]})
-            else:
-                bad.append({"offset": offset - 1, "why": "schema id 99"})
+            why = {5: "schema id 99", 17: "truncated", 23: "message index"}[i]
+            _, bad_key, bad_value = records[-1]
+            bad.append({"offset": offset - 1, "why": why, "key": b64(bad_key), "value": b64(bad_value)})
     # A tombstone: null value, all value columns null.
     row = {c: None for c in columns}
     add(T0 + 99_000, b"gone", None, row, row)
