@@ -508,6 +508,39 @@ mod tests {
         assert_eq!(groups.iter().map(|g| g.num_rows()).sum::<i64>(), 2000);
     }
 
+    #[tokio::test]
+    async fn decimal_and_timestamp_bounds_span_the_row_groups() {
+        use arrow_array::{Decimal128Array, TimestampMicrosecondArray};
+        use iceberg::spec::{NestedField, Type};
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "price", Type::Primitive(PrimitiveType::Decimal { precision: 9, scale: 2 }))
+                    .into(),
+                NestedField::optional(2, "at", Type::Primitive(PrimitiveType::Timestamptz)).into(),
+            ])
+            .build()
+            .unwrap();
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let rows = |price: [Option<i128>; 2], at: [i64; 2]| {
+            let price = Decimal128Array::from(price.to_vec()).with_precision_and_scale(9, 2).unwrap();
+            let at = TimestampMicrosecondArray::from(at.to_vec()).with_timezone("+00:00");
+            RecordBatch::try_new(arrow.clone(), vec![Arc::new(price), Arc::new(at)]).unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = local_writer(dir.path(), schema);
+        writer.row_group_bytes = 1;
+        writer.write(&rows([Some(-12_345), None], [1_700_000_000_000_000, 5]), 0, 1).await.unwrap();
+        writer.write(&rows([Some(99_999_999), Some(0)], [-86_400_000_000, 2]), 2, 3).await.unwrap();
+        let files = writer.close().await.unwrap();
+        let f = &files[0].data_file;
+        let lit = |d: &Datum| d.literal().clone();
+        assert_eq!(lit(&f.lower_bounds()[&1]), PrimitiveLiteral::Int128(-12_345));
+        assert_eq!(lit(&f.upper_bounds()[&1]), PrimitiveLiteral::Int128(99_999_999));
+        assert_eq!(lit(&f.lower_bounds()[&2]), PrimitiveLiteral::Long(-86_400_000_000));
+        assert_eq!(lit(&f.upper_bounds()[&2]), PrimitiveLiteral::Long(1_700_000_000_000_000));
+        assert_eq!(f.null_value_counts()[&1], 1);
+    }
+
     #[test]
     fn bounds_cut_to_a_prefix_and_an_incremented_prefix() {
         let sixteen = "0123456789abcdef";
