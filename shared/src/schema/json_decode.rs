@@ -535,13 +535,18 @@ mod tests {
             (r#"{"id": 1"#, "EOF while parsing an object", true),
             (r#"{"id": 1} x"#, "trailing characters", true),
         ];
-        let (rows, results) = rows(&cases.iter().map(|c| c.0).collect::<Vec<_>>());
+        let (decoded, results) = rows(&cases.iter().map(|c| c.0).collect::<Vec<_>>());
         for ((payload, detail, syntax), result) in cases.iter().zip(&results) {
             let f = result.as_ref().unwrap_err();
             assert!(f.detail.starts_with(detail) && f.syntax == *syntax, "{payload}: {f:?}");
             assert!(f.at <= payload.len(), "{payload}: {f:?}");
         }
-        assert_eq!(rows.len(), cases.len(), "every row completed for the converter to drop");
+        assert_eq!(decoded.len(), cases.len(), "every row completed for the converter to drop");
+        // Nesting deeper than serde_json's limit: an error, not a stack overflow.
+        let deep = format!(r#"{{"id": 1, "text": {}{}}}"#, "[".repeat(10_000), "]".repeat(10_000));
+        let (_, deep) = rows(&[deep.as_str()]);
+        let f = deep[0].as_ref().unwrap_err();
+        assert!(f.syntax && f.detail.starts_with("recursion limit exceeded"), "{f:?}");
         // Where: the value's last byte, where the deserializer stood.
         let f = results[6].as_ref().unwrap_err();
         assert_eq!(f.at, r#"{"id": "one"#.len());
