@@ -161,6 +161,53 @@ pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<Stri
     Ok(reason)
 }
 
+/// One table of the warehouse as `floe local status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableStatus {
+    pub table: String,
+    pub snapshots: usize,
+    /// Committed offset ranges per `topic-partition` (`0-99,120-200`).
+    pub offsets: std::collections::BTreeMap<String, String>,
+    /// Why the table is suspended, when it is.
+    pub suspended: Option<String>,
+}
+
+/// Every table of the warehouse (and every suspended one): its snapshots, the Kafka
+/// offsets it holds and whether it is suspended (and why).
+pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
+    use floe_core::lock::TableLocks;
+    let path = warehouse.join("catalog.db");
+    anyhow::ensure!(path.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
+    let catalog = SqliteCatalog::open(&path, "floe")?;
+    let locks = SqliteLocks::new(catalog.connection())?;
+    let namespaces = catalog.namespaces().await?;
+    let catalog: Arc<dyn Catalog> = Arc::new(catalog);
+    let tables = CatalogTables { catalog: catalog.clone(), file_io: floe_core::storage::local_file_io() };
+    let mut out = Vec::new();
+    for namespace in namespaces {
+        for name in catalog.list(&namespace).await? {
+            let Some(loaded) = tables.load(&name).await.map_err(anyhow::Error::msg)? else { continue };
+            let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
+            let committed = floe_core::table::offsets::CommittedOffsets::from_summary(&summary.unwrap_or_default())
+                .map_err(anyhow::Error::msg)?;
+            out.push(TableStatus {
+                table: name.to_string(),
+                snapshots: loaded.metadata.snapshots().count(),
+                offsets: committed.partitions.iter().map(|((t, p), r)| (format!("{t}-{p}"), r.encode())).collect(),
+                suspended: locks.suspended(&name.to_string()).await?,
+            });
+        }
+    }
+    // A table stopped before its first commit has a status but no metadata yet.
+    for (table, reason) in locks.suspended_tables().await? {
+        if !out.iter().any(|t| t.table == table) {
+            out.push(TableStatus { table, snapshots: 0, offsets: Default::default(), suspended: Some(reason) });
+        }
+    }
+    out.sort_by(|a, b| a.table.cmp(&b.table));
+    Ok(out)
+}
+
 /// Tasks committed together (one snapshot per table per batch).
 const COMMIT_BATCH: usize = 100;
 

@@ -1,5 +1,6 @@
 //! `floe`: Floe's core on one machine — the embedded default and operator commands.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -65,6 +66,12 @@ enum LocalCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Every table of WAREHOUSE: snapshots, the Kafka offsets it holds, and whether it is
+    /// suspended and why. One JSON object per table.
+    Status {
+        #[arg(long)]
+        warehouse: PathBuf,
+    },
     /// Resume a suspended table (an incompatible schema, or a bad record in `suspend`
     /// mode, stopped it): the next run commits its segments again.
     Resume {
@@ -95,6 +102,12 @@ async fn main() -> ExitCode {
                 }
                 Err(e) => Err(e),
             }
+        }
+        Command::Local { command: LocalCommand::Status { warehouse } } => {
+            floe_cli::local::status(&warehouse).await.and_then(|tables| {
+                let mut out = std::io::stdout().lock();
+                tables.iter().try_for_each(|t| Ok(writeln!(out, "{}", serde_json::to_string(t)?)?))
+            })
         }
         Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
             floe_cli::local::resume(&warehouse, &table).await.map(|reason| match reason {
@@ -159,6 +172,10 @@ mod tests {
             }
             _ => panic!("not resume"),
         }
+        assert!(matches!(
+            parse("floe local status --warehouse wh").unwrap(),
+            Command::Local { command: LocalCommand::Status { .. } }
+        ));
         assert!(matches!(
             parse("floe local run --input in --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Run { config: None, .. } }

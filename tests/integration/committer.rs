@@ -900,6 +900,10 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     let locks = floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap();
     let status = locks.suspended("kafka.clicks").await.unwrap().unwrap();
     assert!(status.contains("00000000000000000000.log") && status.contains("offset 4"), "{status}");
+    // `floe local status` shows it, before the table's first commit.
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    assert_eq!((shown.len(), shown[0].table.as_str(), shown[0].snapshots), (1, "kafka.clicks", 0));
+    assert_eq!(shown[0].suspended.as_deref(), Some(status.as_str()));
     // Another mode alone does not restart it: the table stays stopped until resumed.
     assert_eq!(run(mode("skip")).await.tables[0].snapshots, 0);
     let resumed = floe_cli::local::resume(warehouse.path(), "kafka.clicks").await.unwrap();
@@ -911,6 +915,9 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     let clicks = read_local(warehouse.path(), "kafka.clicks");
     assert_eq!(clicks.offsets["0"], (0..20).filter(|&o| o != 4).collect::<Vec<i64>>());
     assert_eq!(clicks.summary.get("floe.skipped-records").map(String::as_str), Some("1"), "{:?}", clicks.summary);
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let clicks = shown.iter().find(|t| t.table == "kafka.clicks").unwrap();
+    assert_eq!((clicks.suspended.as_deref(), clicks.offsets["clicks-0"].as_str()), (None, "0-19"));
 }
 
 #[tokio::test]

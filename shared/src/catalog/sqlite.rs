@@ -60,6 +60,19 @@ impl SqliteCatalog {
         &self.path
     }
 
+    /// The namespaces that hold tables, in order.
+    pub async fn namespaces(&self) -> Result<Vec<String>, CatalogError> {
+        let probe = TableName { namespace: "*".into(), name: "*".into() };
+        self.run(&probe, |c, catalog| {
+            let mut stmt = c.prepare(
+                "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?1 ORDER BY table_namespace",
+            )?;
+            let names = stmt.query_map(params![catalog], |row| row.get::<_, String>(0))?;
+            names.collect()
+        })
+        .await
+    }
+
     /// The shared connection, also used by the local lease lock.
     pub fn connection(&self) -> Arc<Mutex<Connection>> {
         self.connection.clone()

@@ -28,6 +28,19 @@ impl SqliteLocks {
         Ok(SqliteLocks { connection })
     }
 
+    /// Every suspended table and why, by name.
+    pub async fn suspended_tables(&self) -> Result<Vec<(String, String)>, LockError> {
+        self.run(|c| {
+            let mut stmt = c.prepare(
+                "SELECT table_name, suspended_reason FROM floe_tables
+                 WHERE suspended_reason IS NOT NULL ORDER BY table_name",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            rows.collect()
+        })
+        .await
+    }
+
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
@@ -165,6 +178,10 @@ mod tests {
         assert_eq!(locks.suspended("kafka.t").await.unwrap(), None);
         locks.set_suspended("kafka.t", Some("amount: long → int")).await.unwrap();
         assert_eq!(locks.suspended("kafka.t").await.unwrap().as_deref(), Some("amount: long → int"));
+        assert_eq!(
+            locks.suspended_tables().await.unwrap(),
+            [("kafka.t".to_string(), "amount: long → int".to_string())]
+        );
         locks.set_suspended("kafka.t", None).await.unwrap();
         assert_eq!(locks.suspended("kafka.t").await.unwrap(), None);
     }
