@@ -50,6 +50,28 @@ enum Command {
         #[command(subcommand)]
         command: LocalCommand,
     },
+    /// Operate a deployed stack (credentials and region from the AWS environment).
+    Aws {
+        #[command(subcommand)]
+        command: AwsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AwsCommand {
+    /// The suspended tables and why, one JSON line each.
+    Status {
+        /// The stack's lock table (its `LockTableName` output).
+        #[arg(long)]
+        lock_table: String,
+    },
+    /// Resume a suspended table: the committer commits its kept tasks again.
+    Resume {
+        /// The table, `namespace.name`.
+        table: String,
+        #[arg(long)]
+        lock_table: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -109,11 +131,9 @@ async fn main() -> ExitCode {
                 tables.iter().try_for_each(|t| Ok(writeln!(out, "{}", serde_json::to_string(t)?)?))
             })
         }
+        Command::Aws { command } => aws(command).await,
         Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
-            floe_cli::local::resume(&warehouse, &table).await.map(|reason| match reason {
-                Some(reason) => println!("{table} resumed (it was suspended: {reason})"),
-                None => println!("{table} was not suspended"),
-            })
+            floe_cli::local::resume(&warehouse, &table).await.map(|reason| resumed(&table, reason))
         }
     };
     match result {
@@ -140,6 +160,32 @@ async fn convert(
 ) -> anyhow::Result<()> {
     let config = load_config(config)?;
     floe_cli::convert::run(segment, topic, partition, out, &config, std::io::stdout().lock()).await
+}
+
+async fn aws(command: AwsCommand) -> anyhow::Result<()> {
+    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    match command {
+        AwsCommand::Status { lock_table } => {
+            let mut out = std::io::stdout().lock();
+            for (table, reason) in floe_cli::aws::status(&config, &lock_table).await? {
+                writeln!(out, "{}", serde_json::json!({"table": table, "suspended": reason}))?;
+            }
+            Ok(())
+        }
+        AwsCommand::Resume { table, lock_table } => {
+            let reason = floe_cli::aws::resume(&config, &lock_table, &table).await?;
+            resumed(&table, reason);
+            Ok(())
+        }
+    }
+}
+
+/// Says what `resume` did.
+fn resumed(table: &str, reason: Option<String>) {
+    match reason {
+        Some(reason) => println!("{table} resumed (it was suspended: {reason})"),
+        None => println!("{table} was not suspended"),
+    }
 }
 
 fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<floe_core::config::FloeConfig> {
@@ -172,6 +218,13 @@ mod tests {
             }
             _ => panic!("not resume"),
         }
+        match parse("floe aws resume kafka.orders --lock-table floe-leases").unwrap() {
+            Command::Aws { command: AwsCommand::Resume { table, lock_table } } => {
+                assert_eq!((table.as_str(), lock_table.as_str()), ("kafka.orders", "floe-leases"));
+            }
+            _ => panic!("not aws resume"),
+        }
+        assert!(parse("floe aws status").is_err(), "--lock-table is required");
         assert!(matches!(
             parse("floe local status --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Status { .. } }

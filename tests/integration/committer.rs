@@ -462,6 +462,13 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     let locks = DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&aws.config), &aws.locks);
     let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
     assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
+    // The operator's view and resume (`floe aws status`, `floe aws resume`).
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
+    assert_eq!(listed, [(aws.table().to_string(), reason.clone())]);
+    let table = aws.table().to_string();
+    assert_eq!(floe_cli::aws::resume(&aws.config, &aws.locks, &table).await.unwrap(), Some(reason));
+    assert_eq!(locks.suspended(&table).await.unwrap(), None);
+    assert!(floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap().is_empty());
 }
 
 fn copy_as(dir: &Path, from: &str, to: &str) {

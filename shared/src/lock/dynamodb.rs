@@ -21,6 +21,31 @@ impl DynamoDbLocks {
     pub fn new(client: Client, table: &str) -> Self {
         DynamoDbLocks { client, table: table.to_string() }
     }
+
+    /// Every suspended table and why, by name (a scan: an operator's question, not the
+    /// committer's).
+    pub async fn suspended_tables(&self) -> Result<Vec<(String, String)>, LockError> {
+        let mut pages = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("attribute_exists(suspended_reason)")
+            .consistent_read(true)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| store("listing the table statuses", e))?;
+            for item in page.items() {
+                let text = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
+                if let (Some(table), Some(reason)) = (text("table"), text("suspended_reason")) {
+                    out.push((table, reason));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
 }
 
 fn s(v: &str) -> AttributeValue {
