@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::config::FloeConfig;
 use crate::materializer::{Materializer, MaterializerError, ObjectRef, Outcome, objects_in_event};
 use crate::queue::sqs::SqsTaskQueue;
-use crate::schema::formats::http_registry_with_password;
+use crate::schema::formats::{http_registry_with_password, password_from_env};
 use crate::segment::Limits;
 use crate::storage::{read_s3_uri, split_s3_uri, warehouse_file_io};
 
@@ -25,6 +25,8 @@ pub enum InitError {
     Config { uri: String, message: String },
     #[error("reading the Schema Registry secret {arn}: {message}")]
     Secret { arn: String, message: String },
+    #[error(transparent)]
+    Registry(#[from] crate::schema::registry::RegistryError),
 }
 
 fn required(name: &'static str) -> Result<String, InitError> {
@@ -99,7 +101,7 @@ pub async fn registry_password(
 ) -> Result<Option<String>, InitError> {
     let Some(sr) = &config.schema_registry else { return Ok(None) };
     let Some(arn) = &sr.secret_arn else {
-        return Ok(sr.password_env.as_ref().and_then(|v| std::env::var(v).ok()));
+        return Ok(password_from_env(config)?);
     };
     let error = |message: String| InitError::Secret { arn: arn.clone(), message };
     let secret = secrets
@@ -212,6 +214,25 @@ mod tests {
     fn secrets_hold_a_json_password_or_a_bare_one() {
         assert_eq!(password_from_secret(r#"{"username":"u","password":"p w"}"#), "p w");
         assert_eq!(password_from_secret("s3cret"), "s3cret");
+    }
+
+    #[tokio::test]
+    async fn without_a_secret_the_password_comes_from_password_env_which_must_be_set() {
+        let secrets = aws_sdk_secretsmanager::Client::from_conf(
+            aws_sdk_secretsmanager::Config::builder().behavior_version(aws_config::BehaviorVersion::latest()).build(),
+        );
+        let config = |var: &str| {
+            FloeConfig::parse(&format!(
+                "[schema_registry]\nurl = \"http://sr\"\nusername = \"u\"\npassword_env = \"{var}\"\n"
+            ))
+            .unwrap()
+        };
+        // SAFETY: set before any other thread reads this variable name; unique to this test.
+        unsafe { std::env::set_var("FLOE_TEST_LAMBDA_SR_PASSWORD", "pw") };
+        let set = registry_password(&secrets, &config("FLOE_TEST_LAMBDA_SR_PASSWORD")).await.unwrap();
+        assert_eq!(set.as_deref(), Some("pw"));
+        let err = registry_password(&secrets, &config("FLOE_TEST_LAMBDA_SR_UNSET")).await.unwrap_err();
+        assert!(err.to_string().contains("FLOE_TEST_LAMBDA_SR_UNSET is not set"), "{err}");
     }
 }
 

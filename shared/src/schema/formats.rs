@@ -108,14 +108,19 @@ impl PartContext<'_> {
 /// A `password_env` naming no variable is an error here, at start-up, rather than an
 /// empty password and a 401 at the first record.
 pub fn http_registry(config: &FloeConfig) -> Result<Option<Arc<dyn SchemaRegistry>>, RegistryError> {
-    let password = match config.schema_registry.as_ref().and_then(|sr| sr.password_env.as_ref()) {
-        Some(var) => Some(std::env::var(var).map_err(|_| RegistryError::Config {
+    http_registry_with_password(config, password_from_env(config)?)
+}
+
+/// The password the configuration's `password_env` names (`None` without one); the
+/// variable unset is an error naming it.
+pub fn password_from_env(config: &FloeConfig) -> Result<Option<String>, RegistryError> {
+    match config.schema_registry.as_ref().and_then(|sr| sr.password_env.as_ref()) {
+        Some(var) => std::env::var(var).map(Some).map_err(|_| RegistryError::Config {
             field: "password_env",
             message: format!("the environment variable {var} is not set"),
-        })?),
-        None => None,
-    };
-    http_registry_with_password(config, password)
+        }),
+        None => Ok(None),
+    }
 }
 
 /// The Schema Registry of the configuration, with a password found elsewhere (Secrets Manager).
