@@ -305,7 +305,7 @@ pub enum CompactionKind {
 /// (`floe local resume`), having fixed the schema or chosen another mode.
 ///
 /// ```json
-/// {"version": 1, "kind": "suspend", "task_id": "suspend-orders-0-6", "table": {…},
+/// {"version": 1, "kind": "suspend", "task_id": "suspend-1f0c…", "table": {…},
 ///  "topic": "orders", "partition": 0, "offset": 6, "file": "…/00000000000000000000.log",
 ///  "error": "…what failed, at which byte…"}
 /// ```
@@ -329,7 +329,11 @@ impl SuspendTask {
             version: TASK_VERSION,
             kind: SuspendKind::Suspend,
             // The same record gives the same id: a redelivered event queues no second one.
-            task_id: format!("suspend-{topic}-{partition}-{offset}"),
+            // Hashed, as a topic name alone may pass SQS's 128 characters of dedup id.
+            task_id: format!(
+                "suspend-{:016x}",
+                twox_hash::XxHash64::oneshot(0, format!("{topic}\0{partition}\0{offset}").as_bytes())
+            ),
             table,
             topic: topic.to_string(),
             partition,
@@ -544,13 +548,18 @@ mod tests {
     #[test]
     fn a_suspend_task_round_trips_and_names_the_record() {
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
-        let task = Task::Suspend(Box::new(SuspendTask::new(table, "orders", 2, 6, "orders-2/0.log", "bad enum")));
+        let task =
+            Task::Suspend(Box::new(SuspendTask::new(table.clone(), "orders", 2, 6, "orders-2/0.log", "bad enum")));
         let json = task.to_json().unwrap();
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!((value["kind"].as_str(), value["version"].as_u64()), (Some("suspend"), Some(1)));
         let back = Task::from_json(json.as_bytes()).unwrap();
         assert_eq!(back, task);
-        assert_eq!(back.task_id(), "suspend-orders-2-6");
+        // One id per record, within SQS's 128 characters of deduplication id.
+        let id = |topic: &str, offset| SuspendTask::new(table.clone(), topic, 2, offset, "f", "e").task_id;
+        assert_eq!(back.task_id(), id("orders", 6));
+        assert_ne!(id("orders", 6), id("orders", 7));
+        assert!(id(&"t".repeat(249), 6).len() <= 128);
         let Task::Suspend(s) = back else { panic!() };
         assert_eq!(s.reason(), "bad record: topic orders partition 2 offset 6 in orders-2/0.log: bad enum");
     }
