@@ -87,7 +87,7 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     let warehouse: PathBuf = std::fs::canonicalize(warehouse)?;
     let input = std::fs::canonicalize(input)?;
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe")?;
-    let locks = SqliteLocks::new(catalog.connection())?;
+    let locks = Arc::new(SqliteLocks::new(catalog.connection())?);
     let file_io = floe_core::storage::local_file_io();
     let catalog: Arc<dyn Catalog> = Arc::new(catalog);
     let tables = Arc::new(CatalogTables { catalog: catalog.clone(), file_io: file_io.clone() });
@@ -106,7 +106,7 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     let committer = Committer {
         catalog,
         file_io,
-        locks: Arc::new(locks),
+        locks: locks.clone(),
         warehouse: warehouse.display().to_string(),
         owner: format!("floe-local-{}", std::process::id()),
         lease_ttl: std::time::Duration::from_secs(300),
@@ -124,6 +124,12 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
         let entry = by_table
             .entry(name.to_string())
             .or_insert_with(|| TableReport { table: name.to_string(), ..Default::default() });
+        // A suspended table takes nothing until it is resumed: its segments are not even
+        // written (they would wait, uncommitted, for the resume anyway).
+        if let Some(reason) = floe_core::lock::TableLocks::suspended(locks.as_ref(), &name.to_string()).await? {
+            report.failed.push(format!("{key}: {name} is suspended: {reason}"));
+            continue;
+        }
         if already_committed(&tables, &name, &input, &key, &location).await? {
             entry.skipped_segments += 1;
             continue;

@@ -911,8 +911,11 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     assert_eq!((shown.len(), shown[0].table.as_str(), shown[0].snapshots), (1, "kafka.clicks", 0));
     assert_eq!(shown[0].suspended.as_deref(), Some(status.as_str()));
-    // Another mode alone does not restart it: the table stays stopped until resumed.
-    assert_eq!(run(mode("skip")).await.tables[0].snapshots, 0);
+    // Another mode alone does not restart it: the table stays stopped until resumed, and
+    // its segments are not written meanwhile.
+    let stopped = run(mode("skip")).await;
+    assert_eq!((stopped.tables[0].snapshots, stopped.tables[0].segments), (0, 0));
+    assert!(stopped.failed.iter().all(|f| f.contains("kafka.clicks is suspended: bad record")), "{:?}", stopped.failed);
     let resumed = floe_cli::local::resume(warehouse.path(), "kafka.clicks").await.unwrap();
     assert_eq!(resumed.as_deref(), Some(status.as_str()));
     assert_eq!(floe_cli::local::resume(warehouse.path(), "kafka.clicks").await.unwrap(), None);
