@@ -1,7 +1,7 @@
-//! Zig-zag varints, as Kafka record fields, Avro ints and longs and Confluent's Protobuf
-//! message indexes encode them: one decoder for all three, with fast paths for the
-//! common one-byte varint and for a varint with ten bytes at hand (no bounds check per
-//! byte).
+//! Varints: zig-zag ones, as Kafka record fields, Avro ints and longs and Confluent's
+//! Protobuf message indexes encode them, and the plain ones of Protobuf's wire format.
+//! One decoder for all, with fast paths for the common one-byte varint and for a varint
+//! with ten bytes at hand (no bounds check per byte).
 
 /// Why no varint could be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,10 +24,18 @@ impl std::fmt::Display for VarintError {
 /// The zig-zag varint at the start of `buf`: its value and how many bytes it took.
 #[inline(always)]
 pub fn zigzag(buf: &[u8]) -> Result<(i64, usize), VarintError> {
+    unsigned(buf).map(|(raw, n)| (decode(raw), n))
+}
+
+/// The plain (not zig-zag) varint at the start of `buf`, as Protobuf encodes tags,
+/// lengths and most integers: its value and how many bytes it took. Bits past the
+/// 64th (a tenth byte above 1) are dropped.
+#[inline(always)]
+pub fn unsigned(buf: &[u8]) -> Result<(u64, usize), VarintError> {
     if let Some(&b) = buf.first()
         && b < 0x80
     {
-        return Ok((decode(u64::from(b)), 1));
+        return Ok((u64::from(b), 1));
     }
     match buf.first_chunk::<10>() {
         Some(chunk) => from_bytes(chunk),
@@ -36,12 +44,12 @@ pub fn zigzag(buf: &[u8]) -> Result<(i64, usize), VarintError> {
 }
 
 #[inline(always)]
-fn from_bytes(bytes: &[u8]) -> Result<(i64, usize), VarintError> {
+fn from_bytes(bytes: &[u8]) -> Result<(u64, usize), VarintError> {
     let mut raw = 0u64;
     for (i, &b) in bytes.iter().take(10).enumerate() {
         raw |= u64::from(b & 0x7f) << (7 * i);
         if b < 0x80 {
-            return Ok((decode(raw), i + 1));
+            return Ok((raw, i + 1));
         }
     }
     Err(if bytes.len() >= 10 { VarintError::TooLong } else { VarintError::End })
@@ -80,6 +88,8 @@ mod tests {
             assert_eq!(zigzag(&bytes), Ok((v, len)), "{v} with ten bytes at hand");
         }
         assert_eq!(zigzag(&[0xac, 0x02]), Ok((150, 2)));
+        assert_eq!(unsigned(&[0xac, 0x02]), Ok((300, 2)));
+        assert_eq!(unsigned(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]), Ok((u64::MAX, 10)));
     }
 
     #[test]

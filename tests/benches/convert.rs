@@ -165,9 +165,13 @@ fn main() {
         // (keeping the batches, as the table's column measures it), =decode the same
         // dropping each batch as it comes (as in the pipeline), =pipeline only the whole
         // pipeline, =encoder only the encoder on the prepared batches; on the first input
-        // chosen, FLOE_BENCH_ROUNDS times (3).
+        // chosen, FLOE_BENCH_ROUNDS times (3). FLOE_PERF_CTL=FIFO: the control FIFO of a
+        // `perf record -D -1 --control fifo:FIFO`, enabled for the timed rounds only.
         if let Ok(phase) = std::env::var("FLOE_BENCH_PROFILE") {
             let rounds = std::env::var("FLOE_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
+            if let Some(fifo) = std::env::var_os("FLOE_PERF_CTL") {
+                std::fs::write(fifo, "enable\n").unwrap();
+            }
             for _ in 0..rounds {
                 let start = Instant::now();
                 match phase.as_str() {

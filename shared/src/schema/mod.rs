@@ -13,6 +13,7 @@ mod json_decode;
 pub mod json_schema;
 pub mod layout;
 pub mod protobuf;
+mod protobuf_decode;
 pub mod registry;
 pub mod wire;
 

@@ -42,20 +42,20 @@
 //! table lacks are skipped, table columns the message lacks are null, and int → long,
 //! float → double are widened.
 //!
-//! A payload is decoded into a prost-reflect `DynamicMessage` (nesting bounded by prost's
-//! recursion limit) and then walked into the builders, so a payload that does not decode
-//! touches no builder. A proto2 field's declared default is not
+//! A payload is decoded straight from its bytes into the columns (`protobuf_decode`: no
+//! message tree, no allocation per payload). A proto2 field's declared default is not
 //! applied: unset, it is null like any field with presence.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::schema::by_id::SchemaSet;
+use crate::schema::protobuf_decode::{self, Scratch};
 
 use arrow_schema::{DataType, Fields, TimeUnit};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
-use prost_reflect::{DynamicMessage, EnumDescriptor, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor, Value};
+use prost_reflect::{EnumDescriptor, FieldDescriptor, FileDescriptor, Kind, MessageDescriptor};
 
 use crate::config::SchemaSource;
 use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
@@ -226,14 +226,29 @@ fn kind_type(kind: Kind, stack: &mut Vec<String>) -> Result<Type, ProtobufSchema
     })
 }
 
+/// How an integer field is encoded on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IntWire {
+    /// A varint (int32, int64, uint32, uint64, enum, bool).
+    Varint,
+    /// A zig-zag varint (sint32, sint64).
+    ZigZag,
+    /// Four or eight little-endian bytes (fixed32, sfixed32, fixed64, sfixed64).
+    Fixed,
+}
+
 /// A message field compiled against the table's columns.
 #[derive(Debug)]
-enum Node {
+pub(super) enum Node {
     Bool,
-    Int,
-    Long,
-    UInt,
-    ULong,
+    /// int32, sint32, sfixed32.
+    Int(IntWire),
+    /// int64, sint64, sfixed64.
+    Long(IntWire),
+    /// uint32, fixed32.
+    UInt(IntWire),
+    /// uint64, fixed64.
+    ULong(IntWire),
     Float,
     Double,
     String,
@@ -248,36 +263,67 @@ enum Node {
 }
 
 #[derive(Debug)]
-struct FieldPlan {
-    field: FieldDescriptor,
-    node: Node,
+pub(super) struct FieldPlan {
+    pub(super) field: FieldDescriptor,
+    pub(super) node: Node,
     /// Index among the target's columns.
-    column: usize,
+    pub(super) column: usize,
     /// Null when the payload does not set it (the field tracks presence).
-    nullable: bool,
+    pub(super) nullable: bool,
+    /// A proto2 group: delimited by start and end tags instead of a length.
+    pub(super) group: bool,
+    /// Index of its oneof among the message's oneofs.
+    pub(super) oneof: Option<usize>,
+}
+
+/// What a field number of the message is to the decoder.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Slot {
+    /// Index in [`MessagePlan::fields`]; `None` for a oneof member the table lacks
+    /// (which still unsets the other members).
+    pub(super) field: Option<usize>,
+    /// Index of its oneof among the message's oneofs.
+    pub(super) oneof: Option<usize>,
 }
 
 /// A message's fields that the table has, and the table's columns the message lacks.
 #[derive(Debug)]
-struct MessagePlan {
-    fields: Vec<FieldPlan>,
-    missing: Vec<usize>,
+pub(super) struct MessagePlan {
+    pub(super) fields: Vec<FieldPlan>,
+    pub(super) missing: Vec<usize>,
+    /// By field number, sorted: the fields the table has and every oneof member.
+    pub(super) slots: Vec<(u32, Slot)>,
+    /// How many oneofs the message has (a proto3 `optional` field is one of its own).
+    pub(super) oneofs: usize,
 }
 
-fn compile_message(m: &MessageDescriptor, target: &Fields, depth: usize) -> Result<MessagePlan, ProtobufSchemaError> {
+pub(super) fn compile_message(
+    m: &MessageDescriptor,
+    target: &Fields,
+    depth: usize,
+) -> Result<MessagePlan, ProtobufSchemaError> {
     if depth > 64 {
         return err("message nested more than 64 levels");
     }
     let mut fields = Vec::new();
+    let mut slots = Vec::new();
     for f in m.fields() {
-        let Some((column, c)) = target.find(f.name()) else { continue };
+        let oneof = f.containing_oneof().and_then(|o| m.oneofs().position(|x| x.name() == o.name()));
+        let Some((column, c)) = target.find(f.name()) else {
+            if oneof.is_some() {
+                slots.push((f.number(), Slot { field: None, oneof }));
+            }
+            continue;
+        };
         let node = compile_field(&f, c.data_type(), depth)
             .map_err(|e| ProtobufSchemaError(format!("field {}: {}", f.full_name(), e.0)))?;
         let nullable = f.supports_presence() && !f.is_list() && !f.is_map();
-        fields.push(FieldPlan { field: f, node, column, nullable });
+        slots.push((f.number(), Slot { field: Some(fields.len()), oneof }));
+        fields.push(FieldPlan { group: f.is_group(), oneof, field: f, node, column, nullable });
     }
+    slots.sort_by_key(|(n, _)| *n);
     let missing = (0..target.len()).filter(|i| !fields.iter().any(|f| f.column == *i)).collect();
-    Ok(MessagePlan { fields, missing })
+    Ok(MessagePlan { fields, missing, slots, oneofs: m.oneofs().len() })
 }
 
 fn compile_field(f: &FieldDescriptor, t: &DataType, depth: usize) -> Result<Node, ProtobufSchemaError> {
@@ -308,10 +354,16 @@ fn compile_kind(kind: Kind, t: &DataType, depth: usize) -> Result<Node, Protobuf
     };
     let (node, ok) = match kind {
         Kind::Bool => (Node::Bool, matches!(t, D::Boolean)),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => (Node::Int, matches!(t, D::Int32 | D::Int64)),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => (Node::Long, matches!(t, D::Int64)),
-        Kind::Uint32 | Kind::Fixed32 => (Node::UInt, matches!(t, D::Int64)),
-        Kind::Uint64 | Kind::Fixed64 => (Node::ULong, matches!(t, D::Decimal128(p, 0) if *p >= 20)),
+        Kind::Int32 => (Node::Int(IntWire::Varint), matches!(t, D::Int32 | D::Int64)),
+        Kind::Sint32 => (Node::Int(IntWire::ZigZag), matches!(t, D::Int32 | D::Int64)),
+        Kind::Sfixed32 => (Node::Int(IntWire::Fixed), matches!(t, D::Int32 | D::Int64)),
+        Kind::Int64 => (Node::Long(IntWire::Varint), matches!(t, D::Int64)),
+        Kind::Sint64 => (Node::Long(IntWire::ZigZag), matches!(t, D::Int64)),
+        Kind::Sfixed64 => (Node::Long(IntWire::Fixed), matches!(t, D::Int64)),
+        Kind::Uint32 => (Node::UInt(IntWire::Varint), matches!(t, D::Int64)),
+        Kind::Fixed32 => (Node::UInt(IntWire::Fixed), matches!(t, D::Int64)),
+        Kind::Uint64 => (Node::ULong(IntWire::Varint), matches!(t, D::Decimal128(p, 0) if *p >= 20)),
+        Kind::Fixed64 => (Node::ULong(IntWire::Fixed), matches!(t, D::Decimal128(p, 0) if *p >= 20)),
         Kind::Float => (Node::Float, matches!(t, D::Float32 | D::Float64)),
         Kind::Double => (Node::Double, matches!(t, D::Float64)),
         Kind::String => (Node::String, matches!(t, D::Utf8 | D::LargeBinary)),
@@ -331,13 +383,13 @@ fn compile_kind(kind: Kind, t: &DataType, depth: usize) -> Result<Node, Protobuf
     if ok { Ok(node) } else { err(format!("{described} cannot be written into a {t} column")) }
 }
 
-type R<T> = Result<T, String>;
+pub(super) type R<T> = Result<T, String>;
 
-fn mismatch(what: &str) -> String {
+pub(super) fn mismatch(what: &str) -> String {
     format!("internal: {what} value for a column of another type")
 }
 
-fn put_long(col: &mut Column, v: i64) -> R<()> {
+pub(super) fn put_long(col: &mut Column, v: i64) -> R<()> {
     match col {
         Column::Long(b) => b.append_value(v),
         Column::Int(b) => b.append_value(i32::try_from(v).map_err(|_| format!("{v} does not fit an int column"))?),
@@ -346,7 +398,7 @@ fn put_long(col: &mut Column, v: i64) -> R<()> {
     Ok(())
 }
 
-fn put_double(col: &mut Column, v: f64) -> R<()> {
+pub(super) fn put_double(col: &mut Column, v: f64) -> R<()> {
     match col {
         Column::Double(b) => b.append_value(v),
         Column::Float(b) => b.append_value(v as f32),
@@ -356,15 +408,7 @@ fn put_double(col: &mut Column, v: f64) -> R<()> {
 }
 
 /// Microseconds or nanoseconds since the epoch of a google.protobuf.Timestamp.
-fn timestamp(m: &DynamicMessage, nanos_unit: bool) -> R<i64> {
-    let seconds = match m.get_field_by_name("seconds").as_deref() {
-        Some(Value::I64(s)) => *s,
-        _ => return Err(mismatch("timestamp")),
-    };
-    let nanos = match m.get_field_by_name("nanos").as_deref() {
-        Some(Value::I32(n)) => *n,
-        _ => return Err(mismatch("timestamp")),
-    };
+pub(super) fn timestamp_value(seconds: i64, nanos: i32, nanos_unit: bool) -> R<i64> {
     if !(0..1_000_000_000).contains(&nanos) {
         return Err(format!("timestamp nanos {nanos} out of range"));
     }
@@ -374,144 +418,6 @@ fn timestamp(m: &DynamicMessage, nanos_unit: bool) -> R<i64> {
         seconds.checked_mul(1_000_000).and_then(|s| s.checked_add((nanos / 1000).into()))
     };
     v.ok_or_else(|| format!("timestamp of {seconds} s out of range"))
-}
-
-/// Writes one value of `node` to `col` (or only checks it when `None`).
-fn write(node: &Node, v: &Value, col: Option<&mut Column>) -> R<()> {
-    match (node, v) {
-        (Node::Bool, Value::Bool(b)) => match col {
-            Some(Column::Boolean(x)) => x.append_value(*b),
-            Some(_) => return Err(mismatch("bool")),
-            None => {}
-        },
-        (Node::Int, Value::I32(i)) => {
-            if let Some(c) = col {
-                put_long(c, (*i).into())?;
-            }
-        }
-        (Node::Long, Value::I64(i)) => {
-            if let Some(c) = col {
-                put_long(c, *i)?;
-            }
-        }
-        (Node::UInt, Value::U32(u)) => {
-            if let Some(c) = col {
-                put_long(c, (*u).into())?;
-            }
-        }
-        (Node::ULong, Value::U64(u)) => match col {
-            Some(Column::Decimal(x)) => x.append_value((*u).into()),
-            Some(_) => return Err(mismatch("uint64")),
-            None => {}
-        },
-        (Node::Float, Value::F32(f)) => {
-            if let Some(c) = col {
-                put_double(c, (*f).into())?;
-            }
-        }
-        (Node::Double, Value::F64(f)) => {
-            if let Some(c) = col {
-                put_double(c, *f)?;
-            }
-        }
-        (Node::String, Value::String(s)) => match col {
-            Some(Column::String(x)) => x.append_value(s),
-            Some(Column::Binary(x)) => x.append_value(s.as_bytes()),
-            Some(_) => return Err(mismatch("string")),
-            None => {}
-        },
-        (Node::Bytes, Value::Bytes(b)) => match col {
-            Some(Column::Binary(x)) => x.append_value(b),
-            Some(_) => return Err(mismatch("bytes")),
-            None => {}
-        },
-        (Node::Enum(e), Value::EnumNumber(n)) => match col {
-            Some(Column::String(x)) => match e.get_value(*n) {
-                Some(symbol) => x.append_value(symbol.name()),
-                None => x.append_value(n.to_string()),
-            },
-            Some(_) => return Err(mismatch("enum")),
-            None => {}
-        },
-        (Node::Timestamp, Value::Message(m)) => match col {
-            Some(Column::TimestampMicros(x)) => x.append_value(timestamp(m, false)?),
-            Some(Column::TimestampNanos(x)) => x.append_value(timestamp(m, true)?),
-            Some(_) => return Err(mismatch("timestamp")),
-            None => {
-                timestamp(m, false)?;
-            }
-        },
-        (Node::Wrapper(inner), Value::Message(m)) => {
-            let value = m.get_field_by_name("value").ok_or_else(|| mismatch("wrapper"))?;
-            write(inner, &value, col)?;
-        }
-        (Node::Message(plan), Value::Message(m)) => match col {
-            Some(Column::Struct(s)) => {
-                s.append_valid();
-                write_message(plan, m, Some(s.children.as_mut_slice()))?;
-            }
-            Some(_) => return Err(mismatch("message")),
-            None => write_message(plan, m, None)?,
-        },
-        (Node::List(element), Value::List(items)) => match col {
-            Some(Column::List(list)) => {
-                for item in items {
-                    write(element, item, Some(&mut list.child))?;
-                }
-                list.close(items.len());
-            }
-            Some(_) => return Err(mismatch("repeated")),
-            None => {
-                for item in items {
-                    write(element, item, None)?;
-                }
-            }
-        },
-        (Node::Map(key, value), Value::Map(entries)) => {
-            // Sorted by key: the same payload always gives the same file.
-            let mut sorted: Vec<_> = entries.iter().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            match col {
-                Some(Column::Map(map)) => {
-                    for (k, v) in &sorted {
-                        write(key, &Value::from((*k).clone()), Some(&mut map.keys))?;
-                        write(value, v, Some(&mut map.values))?;
-                    }
-                    map.close(sorted.len());
-                }
-                Some(_) => return Err(mismatch("map")),
-                None => {
-                    for (k, v) in &sorted {
-                        write(key, &Value::from((*k).clone()), None)?;
-                        write(value, v, None)?;
-                    }
-                }
-            }
-        }
-        (node, v) => return Err(format!("internal: {v:?} decoded for a {node:?} field")),
-    }
-    Ok(())
-}
-
-/// A message's fields into `children` (null for unset fields with presence and for table
-/// columns the message lacks).
-fn write_message(plan: &MessagePlan, m: &DynamicMessage, mut children: Option<&mut [Column]>) -> R<()> {
-    for f in &plan.fields {
-        let col = children.as_deref_mut().map(|c| &mut c[f.column]);
-        if f.nullable && !m.has_field(&f.field) {
-            if let Some(c) = col {
-                c.append_null();
-            }
-            continue;
-        }
-        write(&f.node, &m.get_field(&f.field), col).map_err(|e| format!("{}: {e}", f.field.name()))?;
-    }
-    if let Some(cols) = children {
-        for &i in &plan.missing {
-            cols[i].append_null();
-        }
-    }
-    Ok(())
 }
 
 /// Reads the message-index array at the start of a wire-format body: the path and the
@@ -592,9 +498,9 @@ impl CompiledProtobuf {
         }
     }
 
-    /// Decodes a framed payload (message indexes, in the payload or in the schema header,
-    /// then the message) and checks every value.
-    fn decode(&self, framed: &Framed<'_>, part: &'static str) -> Result<(&MessagePlan, DynamicMessage), DecodeError> {
+    /// The plan of a framed payload's message (named by the message indexes, in the
+    /// payload or in the schema header) and where its bytes start in `framed.body`.
+    fn resolve(&self, framed: &Framed<'_>, part: &'static str) -> Result<(&MessagePlan, usize), DecodeError> {
         let Framed { body, offset, .. } = *framed;
         let fail = |position: usize, detail: String| DecodeError {
             part,
@@ -603,26 +509,41 @@ impl CompiledProtobuf {
             missing_schema: None,
         };
         let (path, used) = match framed.header_rest {
-            None => message_indexes(body).map_err(|(p, d)| fail(p, d))?,
+            None if body.first() == Some(&0) => (MAIN, 1),
+            None => message_indexes(body).map(|(p, used)| (Indexes::Owned(p), used)).map_err(|(p, d)| fail(p, d))?,
             Some(rest) => {
                 let header = |detail: String| fail(0, format!("header {}: {detail}", header_name(part)));
                 let (path, used) = message_indexes(rest).map_err(|(_, d)| header(d))?;
                 if used < rest.len() {
                     return Err(header(format!("{} bytes after the message indexes", rest.len() - used)));
                 }
-                (path, 0)
+                (Indexes::Owned(path), 0)
             }
         };
-        let message = message_at(&self.main, &path)
-            .ok_or_else(|| fail(0, format!("message indexes {path:?}: no such message")))?;
-        let plan = match self.plans.get(message.full_name()) {
-            Some(Ok(plan)) => plan,
-            Some(Err(e)) => return Err(fail(0, e.clone())),
-            None => return Err(fail(0, format!("message {} cannot be decoded", message.full_name()))),
-        };
-        let decoded = DynamicMessage::decode(message, &body[used..]).map_err(|e| fail(used, e.to_string()))?;
-        write_message(plan, &decoded, None).map_err(|e| fail(used, e))?;
-        Ok((plan, decoded))
+        let message = message_at(&self.main, path.as_slice())
+            .ok_or_else(|| fail(0, format!("message indexes {:?}: no such message", path.as_slice())))?;
+        match self.plans.get(message.full_name()) {
+            Some(Ok(plan)) => Ok((plan, used)),
+            Some(Err(e)) => Err(fail(0, e.clone())),
+            None => Err(fail(0, format!("message {} cannot be decoded", message.full_name()))),
+        }
+    }
+}
+
+/// Message indexes: the common `[0]` (one zero byte) without an allocation per payload.
+enum Indexes {
+    Main,
+    Owned(Vec<usize>),
+}
+
+const MAIN: Indexes = Indexes::Main;
+
+impl Indexes {
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Indexes::Main => &[0],
+            Indexes::Owned(p) => p,
+        }
     }
 }
 
@@ -631,6 +552,8 @@ pub struct ProtobufDecoder {
     part: &'static str,
     shape: Shape,
     schemas: SchemaSet<CompiledProtobuf>,
+    /// The decoder's lists, reused from one payload to the next.
+    scratch: Mutex<Scratch>,
 }
 
 impl ProtobufDecoder {
@@ -644,12 +567,12 @@ impl ProtobufDecoder {
     ) -> Result<ProtobufDecoder, ProtobufSchemaError> {
         let compiled = CompiledProtobuf::new(main, &shape)?;
         compiled.check(message)?;
-        Ok(ProtobufDecoder { part, shape, schemas: SchemaSet::fixed(compiled) })
+        Ok(ProtobufDecoder { part, shape, schemas: SchemaSet::fixed(compiled), scratch: Mutex::default() })
     }
 
     /// Schemas by the id in each payload, loaded from `registry` on first sight.
     pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> ProtobufDecoder {
-        ProtobufDecoder { part, shape, schemas: SchemaSet::registry(registry) }
+        ProtobufDecoder { part, shape, schemas: SchemaSet::registry(registry), scratch: Mutex::default() }
     }
 
     fn append_to(
@@ -659,21 +582,24 @@ impl ProtobufDecoder {
         fields: Option<&mut [Column]>,
     ) -> Result<(), DecodeError> {
         self.schemas.decode(payload, self.part, |compiled, framed| {
-            let (plan, message) = compiled.decode(&framed, self.part)?;
-            let result = match (column, fields) {
+            let (plan, used) = compiled.resolve(&framed, self.part)?;
+            let error = |position: usize, detail: String| DecodeError {
+                part: self.part,
+                position: framed.offset + position,
+                detail,
+                missing_schema: None,
+            };
+            let columns = match (column, fields) {
                 (Some(Column::Struct(s)), None) => {
                     s.append_valid();
-                    write_message(plan, &message, Some(s.children.as_mut_slice()))
+                    s.children.as_mut_slice()
                 }
-                (None, Some(fields)) => write_message(plan, &message, Some(fields)),
-                _ => Err(mismatch("message")),
+                (None, Some(fields)) => fields,
+                _ => return Err(error(0, mismatch("message"))),
             };
-            result.map_err(|e| DecodeError {
-                part: self.part,
-                position: 0,
-                detail: e.to_string(),
-                missing_schema: None,
-            })
+            let mut scratch = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+            protobuf_decode::decode(plan, &framed.body[used..], &mut scratch, columns)
+                .map_err(|f| error(used + f.at, f.detail))
         })
     }
 }
@@ -739,6 +665,7 @@ mod tests {
     use arrow_array::types::{Decimal128Type, Int32Type, Int64Type, TimestampMicrosecondType};
     use arrow_array::{Array, ArrayRef};
     use prost_reflect::prost::Message;
+    use prost_reflect::{DynamicMessage, Value};
 
     use super::*;
 
@@ -851,7 +778,7 @@ mod tests {
     }
 
     #[test]
-    fn decodes_presence_defaults_and_leaves_builders_alone_on_bad_payloads() {
+    fn decodes_presence_defaults_and_leaves_builders_alone_on_unresolved_payloads() {
         let (main, m, fields, decoder) = value_decoder();
         let mut msg = DynamicMessage::new(m.clone());
         msg.set_field_by_name("ul", Value::U64(u64::MAX));
@@ -864,8 +791,9 @@ mod tests {
         let good = framed(&[0], &msg.encode_to_vec());
         let mut cols: Vec<Column> = fields.iter().map(|f| Column::new(f.data_type()).unwrap()).collect();
 
-        // Truncated, an unknown message path, a bad magic byte: nothing appended.
-        for bad in [&good[..good.len() - 3], &framed(&[2, 8], &[])[..], &[1, 0, 0, 0, 7, 0][..]] {
+        // An unknown message path, a bad magic byte: nothing appended. (A payload that
+        // fails half-way may leave part of its row, which the converter drops.)
+        for bad in [&framed(&[2, 8], &[])[..], &[1, 0, 0, 0, 7, 0][..]] {
             assert!(decoder.append_fields(bad.into(), &mut cols).is_err());
             assert!(cols.iter().all(Column::is_empty));
         }
@@ -982,7 +910,7 @@ mod tests {
         let other = parse_proto("syntax = \"proto3\"; message X { string i = 2; }").unwrap();
         let compiled = CompiledProtobuf::new(other, &Shape::Fields(fields(&m))).unwrap();
         let framed = Framed { schema: SchemaId::Id(1), body: &[0], offset: 5, header_rest: None };
-        let e = compiled.decode(&framed, "value").unwrap_err();
+        let e = compiled.resolve(&framed, "value").err().unwrap();
         assert!(e.detail.contains("cannot be written into a Int32 column"), "{}", e.detail);
     }
 }
