@@ -43,7 +43,7 @@
 //! float → double are widened.
 //!
 //! A payload is decoded straight from its bytes into the columns (`protobuf_decode`: no
-//! message tree, no allocation per payload). A proto2 field's declared default is not
+//! message tree; the lists its scan fills are reused from one payload to the next). A proto2 field's declared default is not
 //! applied: unset, it is null like any field with presence.
 
 use std::collections::HashMap;
