@@ -42,6 +42,10 @@ pub enum MaterializeError {
     /// The Schema Registry could not be reached.
     #[error(transparent)]
     Schema(SchemaLoadError),
+    /// A panic while converting (a bug, or data beyond what Arrow can hold): the same
+    /// input would fail again.
+    #[error("internal error while converting {file} (the segment is not written): {panic}")]
+    Internal { file: String, panic: String },
 }
 
 impl MaterializeError {
@@ -51,6 +55,7 @@ impl MaterializeError {
             MaterializeError::Suspended { .. } => false,
             MaterializeError::Write(e) => e.retryable(),
             MaterializeError::Schema(e) => e.retryable,
+            MaterializeError::Internal { .. } => false,
         }
     }
 }
@@ -86,7 +91,8 @@ pub struct Materialized {
     pub summary: SegmentSummary,
 }
 
-/// A converter and its writer, flushed every `BATCH_ROWS` rows.
+/// A converter and its writer, flushed every `BATCH_ROWS` rows (or sooner: at a share
+/// of the target file size, or when a column's offsets fill up).
 struct Sink {
     converter: RecordConverter,
     writer: TableWriter,
@@ -95,7 +101,8 @@ struct Sink {
 
 impl Sink {
     async fn flush_if_full(&mut self) -> Result<(), iceberg::Error> {
-        if self.converter.rows() >= BATCH_ROWS || self.converter.payload_bytes() >= self.batch_bytes {
+        let c = &self.converter;
+        if c.rows() >= BATCH_ROWS || c.payload_bytes() >= self.batch_bytes || c.offsets_full() {
             self.flush().await
         } else {
             Ok(())
@@ -116,8 +123,23 @@ impl Sink {
     }
 }
 
-/// Decodes every batch of `reader` into data files under `options.data_dir`.
+/// Decodes every batch of `reader` into data files under `options.data_dir`. A panic on
+/// the way (in a library, or `Arrow`'s offsets overflowing) becomes
+/// [`MaterializeError::Internal`] naming the segment, not a crash.
 pub async fn materialize_segment(
+    reader: SegmentReader,
+    schema: Arc<Schema>,
+    key: Arc<dyn PayloadDecoder>,
+    value: Arc<dyn PayloadDecoder>,
+    options: &MaterializeOptions,
+    file_io: &FileIO,
+) -> Result<Materialized, MaterializeError> {
+    let file = reader.summary().file.clone();
+    let work = materialize_unguarded(reader, schema, key, value, options, file_io);
+    crate::guard::guarded(work).await.unwrap_or_else(|panic| Err(MaterializeError::Internal { file, panic }))
+}
+
+async fn materialize_unguarded(
     mut reader: SegmentReader,
     schema: Arc<Schema>,
     key: Arc<dyn PayloadDecoder>,

@@ -81,7 +81,9 @@ async fn convert(
     while let Some(batch) = r.next_batch().await.unwrap() {
         for record in &batch.records {
             converter.append(record).unwrap();
-            if converter.rows() >= BATCH_ROWS || converter.payload_bytes() >= (TARGET_FILE / BATCHES_PER_FILE) as usize
+            if converter.rows() >= BATCH_ROWS
+                || converter.payload_bytes() >= (TARGET_FILE / BATCHES_PER_FILE) as usize
+                || converter.offsets_full()
             {
                 let (a, b) = converter.offsets().unwrap();
                 sink(converter.finish(), a, b);

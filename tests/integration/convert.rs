@@ -132,3 +132,48 @@ async fn each_file_is_described_as_an_iceberg_data_file() {
     assert_eq!(json["file_path"].as_str().unwrap(), file.path());
     assert!(json["lower_bounds"].as_array().unwrap().iter().any(|b| b["key"] == offset_id));
 }
+
+/// A decoder with a bug: it panics on every payload.
+struct Panics;
+
+#[async_trait::async_trait]
+impl floe_core::convert::PayloadDecoder for Panics {
+    fn append(
+        &self,
+        _: floe_core::convert::Payload<'_>,
+        _: &mut floe_core::convert::Column,
+    ) -> Result<(), floe_core::convert::DecodeError> {
+        panic!("a decoder bug, on purpose")
+    }
+}
+
+#[tokio::test]
+async fn a_panic_while_converting_is_an_error_naming_the_segment_not_a_crash() {
+    use floe_core::materialize::{MaterializeError, MaterializeOptions, materialize_segment};
+    use floe_core::segment::{FileSource, Limits, SegmentReader};
+    use std::sync::Arc;
+
+    let config = FloeConfig::parse("[defaults]\nenabled = true\n").unwrap();
+    let topic = config.resolve("orders").unwrap();
+    let formats = floe_core::schema::formats::Formats::load(&config, &topic, None).await.unwrap();
+    let segment = support::protobuf_data().join("orders-0/00000000000000000000.log");
+    let reader = SegmentReader::open(Arc::new(FileSource::new(&segment)), Limits::default()).await.unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let options = MaterializeOptions {
+        topic,
+        partition: 0,
+        data_dir: out.path().join("data").display().to_string(),
+        dead_letter_dir: out.path().join("dead_letter").display().to_string(),
+        source_id: "test".into(),
+        partition_spec: Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+    };
+    let file_io = iceberg::io::FileIO::new_with_fs();
+    let (key, value) = (Arc::new(Panics), Arc::new(Panics));
+    let e = materialize_segment(reader, formats.schema, key, value, &options, &file_io).await.unwrap_err();
+    assert!(matches!(e, MaterializeError::Internal { .. }) && !e.retryable(), "{e:?}");
+    let message = e.to_string();
+    assert!(
+        message.contains(&segment.display().to_string()) && message.contains("a decoder bug, on purpose"),
+        "{message}"
+    );
+}

@@ -195,6 +195,19 @@ impl Column {
         }
     }
 
+    /// The largest offset among the column's variable-size parts (string and binary
+    /// bytes, list elements, map entries), nested columns included.
+    pub fn largest_offset(&self) -> usize {
+        match self {
+            Column::String(v) => v.data.len(),
+            Column::Binary(v) => v.data.len(),
+            Column::Struct(s) => s.largest_offset(),
+            Column::List(l) => l.end().max(l.child.largest_offset()),
+            Column::Map(m) => m.end().max(m.keys.largest_offset()).max(m.values.largest_offset()),
+            _ => 0,
+        }
+    }
+
     /// Makes the column's parts agree again after an append stopped half-way.
     fn repair(&mut self) {
         match self {
@@ -405,9 +418,10 @@ impl<T: ByteArrayType> VarValues<T> {
     /// Ends the current value at the data's end.
     #[inline(always)]
     fn close(&mut self) {
-        // A batch is flushed long before 2 GiB of values (at a fraction of the target file
-        // size), so even `Utf8`'s 32-bit offsets cannot overflow.
-        let end = T::Offset::from_usize(self.data.len()).expect("batches stay far below 2 GiB of values");
+        // The converter ends a batch once a column passes `FULL_OFFSETS` (1 GiB), so only
+        // rows adding another GiB before the next check reach this `expect`; the
+        // materializer turns its panic into an error naming the segment.
+        let end = T::Offset::from_usize(self.data.len()).expect(OFFSET_OVERFLOW);
         self.offsets.push(end);
     }
 
@@ -498,6 +512,11 @@ impl StructColumn {
     /// After an append stopped half-way: brings every child to the struct's row count with
     /// placeholders (and nested parts into agreement), so the half-written row can be
     /// finished and then dropped.
+    /// The largest offset among the children's variable-size parts ([`Column::largest_offset`]).
+    pub fn largest_offset(&self) -> usize {
+        self.children.iter().map(Column::largest_offset).max().unwrap_or(0)
+    }
+
     pub fn repair(&mut self) {
         let rows = self.len();
         for child in &mut self.children {
@@ -514,12 +533,26 @@ impl StructColumn {
     }
 }
 
+/// A column whose strings, binary values, list elements or map entries pass this many
+/// (1 GiB) ends the batch: `Utf8`, `List` and `Map` arrays have 32-bit offsets, and the
+/// rows appended before the next check must not take them past 2 GiB.
+pub const FULL_OFFSETS: usize = 1 << 30;
+
+const OFFSET_OVERFLOW: &str = "more than 2 GiB of one column's strings, list elements or map entries in one \
+    batch: a few records that large do not fit Arrow's 32-bit offsets";
+
+/// The offset `n` items after `last` (checked: wrapping would corrupt the batch).
+#[inline]
+fn next_offset(last: i32, n: usize) -> i32 {
+    (last as usize).checked_add(n).and_then(|end| i32::try_from(end).ok()).expect(OFFSET_OVERFLOW)
+}
+
 impl ListColumn {
     /// Closes the current list after its elements were appended to `child`.
     #[inline]
     pub fn close(&mut self, elements: usize) {
         let last = *self.offsets.last().expect("offsets");
-        self.offsets.push(last + elements as i32);
+        self.offsets.push(next_offset(last, elements));
         self.nulls.append_non_null();
     }
 
@@ -534,7 +567,7 @@ impl MapColumn {
     #[inline]
     pub fn close(&mut self, entries: usize) {
         let last = *self.offsets.last().expect("offsets");
-        self.offsets.push(last + entries as i32);
+        self.offsets.push(next_offset(last, entries));
         self.nulls.append_non_null();
     }
 
@@ -547,6 +580,41 @@ impl MapColumn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_past_2_gib_are_refused_not_wrapped() {
+        assert_eq!(next_offset(5, 3), 8);
+        assert_eq!(next_offset(i32::MAX - 1, 1), i32::MAX);
+        let wrapped = std::panic::catch_unwind(|| next_offset(i32::MAX, 1)).unwrap_err();
+        assert_eq!(wrapped.downcast_ref::<String>().map(String::as_str), Some(OFFSET_OVERFLOW));
+    }
+
+    #[test]
+    fn the_largest_offset_looks_into_nested_strings_lists_and_maps() {
+        let key = Arc::new(Field::new("k", DataType::Utf8, false));
+        let value = Arc::new(Field::new("v", DataType::Int32, true));
+        let entries = Arc::new(Field::new("entries", DataType::Struct(vec![key, value].into()), false));
+        let fields: Fields = vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("l", DataType::List(Arc::new(Field::new("item", DataType::Int32, false))), true),
+            Field::new("m", DataType::Map(entries, false), true),
+        ]
+        .into();
+        let mut root = StructColumn::new(&fields).unwrap();
+        root.append_valid();
+        let [Column::String(s), Column::List(l), Column::Map(m)] = &mut root.children[..] else { panic!("layout") };
+        s.append_value("abc");
+        for _ in 0..5 {
+            let Column::Int(i) = l.child.as_mut() else { panic!("int") };
+            i.append_value(1);
+        }
+        l.close(5);
+        let (Column::String(k), Column::Int(v)) = (m.keys.as_mut(), m.values.as_mut()) else { panic!("map") };
+        k.append_value("a key of 17 bytes");
+        v.append_value(1);
+        m.close(1);
+        assert_eq!(root.largest_offset(), 17, "the map's key bytes");
+    }
     use arrow_array::Array;
     use arrow_schema::Field;
 

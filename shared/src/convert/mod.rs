@@ -22,7 +22,7 @@ use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN
 use crate::schema::wire::header_name;
 pub use crate::schema::wire::{Payload, SchemaId};
 use crate::segment::{Header, Record, TimestampType};
-pub use builder::{Column, FixedValues, StructColumn};
+pub use builder::{Column, FULL_OFFSETS, FixedValues, StructColumn};
 
 /// Why one record's key or value could not be decoded.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -185,6 +185,15 @@ impl RecordConverter {
         self.payload_bytes
     }
 
+    /// Whether a column's variable-size parts (strings, list elements, map entries) have
+    /// passed [`FULL_OFFSETS`], so the batch must end before Arrow's 32-bit offsets
+    /// overflow. Payload bytes do not bound them: an enum symbol, a default or a
+    /// Protobuf enum number written as text can be longer than the bytes it came from.
+    /// Looked at every 16 rows (a walk over the columns).
+    pub fn offsets_full(&self) -> bool {
+        self.root.len().is_multiple_of(16) && self.root.largest_offset() >= FULL_OFFSETS
+    }
+
     /// Offsets of the rows buffered since the last [`Self::finish`].
     pub fn offsets(&self) -> Option<(i64, i64)> {
         self.first_offset.zip(self.last_offset)
@@ -258,7 +267,9 @@ impl RecordConverter {
     fn note_row(&mut self, record: &Record) {
         self.first_offset.get_or_insert(record.offset);
         self.last_offset = Some(record.offset);
-        self.payload_bytes += record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len());
+        self.payload_bytes += record.key.as_ref().map_or(0, |k| k.len())
+            + record.value.as_ref().map_or(0, |v| v.len())
+            + record.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len())).sum::<usize>();
     }
 
     /// The rows appended so far as one batch; the converter is empty afterwards.
@@ -378,5 +389,40 @@ mod tests {
         // A null value has no payload at all.
         record.value = None;
         assert!(payloads(&record).1.is_none());
+    }
+
+    /// A raw topic's converter (key and value as bytes).
+    fn raw_converter() -> RecordConverter {
+        use crate::schema::layout::{PayloadType, table_struct};
+        let source = table_struct(&PayloadType::Raw, &PayloadType::Raw).unwrap();
+        let schema = Arc::new(crate::schema::plan(None, &source).unwrap().schema);
+        RecordConverter::new(schema, 0, Arc::new(RawDecoder), Arc::new(RawDecoder)).unwrap()
+    }
+
+    fn raw_record(offset: i64, value: Bytes, headers: Vec<Header>) -> Record {
+        Record { offset, timestamp: 0, timestamp_type: TimestampType::Create, key: None, value: Some(value), headers }
+    }
+
+    #[test]
+    fn a_batch_is_full_once_a_column_holds_a_gib_and_headers_count_as_payload() {
+        let mut converter = raw_converter();
+        // 63 values of 16 MiB sharing one buffer: the value column holds 1,008 MiB.
+        let value = Bytes::from(vec![7u8; 16 << 20]);
+        for offset in 0..63 {
+            converter.append(&raw_record(offset, value.clone(), Vec::new())).unwrap();
+        }
+        assert!(!converter.offsets_full(), "under 1 GiB, and not a 16th row");
+        converter.append(&raw_record(63, value.clone(), Vec::new())).unwrap();
+        assert_eq!(converter.rows(), 64);
+        assert!(converter.offsets_full(), "1 GiB at the 64th row");
+        let batch = converter.finish();
+        assert_eq!(batch.num_rows(), 64);
+        assert!(!converter.offsets_full(), "a new batch starts empty");
+        drop((batch, value));
+
+        // Header keys and values count towards the batch's payload bytes.
+        let header = Header { key: Bytes::from_static(b"trace"), value: Some(Bytes::from_static(b"0123456789")) };
+        converter.append(&raw_record(64, Bytes::from_static(b"v"), vec![header])).unwrap();
+        assert_eq!(converter.payload_bytes(), 1 + 5 + 10);
     }
 }
