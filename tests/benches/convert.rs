@@ -30,6 +30,14 @@ const TARGET_FILE: u64 = 128 * MIB;
 /// The Python baseline runs on the first `PYTHON_SEGMENT` bytes of the same segment (it is that much slower).
 const PYTHON_SEGMENT: u64 = 16 * MIB;
 
+/// A hand-written Python Lambda doing the same job: for Avro (with the schema file), or
+/// for raw key/value. (None is written for Protobuf.)
+#[derive(Clone, Copy)]
+enum Python<'a> {
+    Avro(&'a std::path::PathBuf),
+    Raw,
+}
+
 /// The same job by a hand-written Python Lambda (tests/py/python_lambda.py: kafka-python,
 /// fastavro, pyarrow) on `segment`; returns its seconds, as it measures them itself (from
 /// reading the file to the Parquet written; interpreter start-up and imports not counted).
@@ -134,29 +142,45 @@ fn main() {
         common::python("make_segments.py", &["--bench-seeds", d, &mib, "zstd"]);
         common::python("make_avro.py", &["--bench-seed", tiled.to_str().unwrap(), "4"]);
     }
+    let proto = seeds.join("orders_v2.proto");
+    if !seeds.join("seed_protobuf_zstd.log").exists() {
+        common::python("make_protobuf.py", &["--bench-seed", d, &mib]);
+    }
     let avsc = seeds.join("orders_v2.avsc");
     let avro_config = format!(
         "[[topics]]\ntopic = \"bench\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\ntarget_file_size = \"128MiB\"\n",
         avsc.display()
     );
+    let protobuf_config = format!(
+        "[[topics]]\ntopic = \"bench\"\nvalue_format = \"protobuf\"\nvalue_schema = {{ file = \"{}\" }}\nvalue_message = \"shop.Order\"\ntarget_file_size = \"128MiB\"\n",
+        proto.display()
+    );
     let raw_config = "[defaults]\nenabled = true\n".to_string();
     let avro = "Avro (25 columns, nested, logical types; varied values)";
+    let (avro_lambda, raw_lambda) = (Some(Python::Avro(&avsc)), Some(Python::Raw));
     let cases = [
-        (format!("{avro}, zstd batches"), seeds.join("seed_avro_zstd.log"), &avro_config, Some(&avsc)),
-        (format!("{avro}, lz4 batches"), seeds.join("seed_avro_lz4.log"), &avro_config, Some(&avsc)),
-        (format!("{avro}, uncompressed batches"), seeds.join("seed_avro_none.log"), &avro_config, Some(&avsc)),
+        (format!("{avro}, zstd batches"), seeds.join("seed_avro_zstd.log"), &avro_config, avro_lambda),
+        (format!("{avro}, lz4 batches"), seeds.join("seed_avro_lz4.log"), &avro_config, avro_lambda),
+        (format!("{avro}, uncompressed batches"), seeds.join("seed_avro_none.log"), &avro_config, avro_lambda),
         (
             format!("{avro}, zstd batches, a 4 MiB seed tiled (each value repeats ~30×)"),
             tiled.join("seed_avro_zstd.log"),
             &avro_config,
-            Some(&avsc),
+            avro_lambda,
         ),
-        ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, None),
+        (
+            "Protobuf (37 fields: every scalar type, nested, repeated, maps, oneof, wrappers; varied values), zstd batches"
+                .to_string(),
+            seeds.join("seed_protobuf_zstd.log"),
+            &protobuf_config,
+            None,
+        ),
+        ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, raw_lambda),
     ];
     let mut rows = Vec::new();
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
     let only = std::env::var("FLOE_BENCH_ONLY").unwrap_or_default();
-    for (label, seed, config, avro_schema) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
+    for (label, seed, config, lambda) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
         let config = FloeConfig::parse(config).unwrap();
         let path = dir.path().join("bench.log");
         let seed = std::fs::read(seed).unwrap();
@@ -206,21 +230,32 @@ fn main() {
         let ratio = best_enc / best_pipe * 100.0;
         paired.sort_by(f64::total_cmp);
         let (median, low, high) = (paired[paired.len() / 2], paired[0], paired[paired.len() - 1]);
-        let small = dir.path().join("python.log");
-        tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
-        let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
-        let python = (0..3)
-            .map(|_| python_lambda(&small, &dir.path().join("python.parquet"), avro_schema.map(|p| p.as_path())))
-            .fold(f64::MAX, f64::min);
-        let (python_rate, pipe_rate) = (small_mib / python, bytes / best_pipe);
+        // The Python Lambda's MiB/s, where there is one for the format.
+        let python_rate = lambda.map(|lambda| {
+            let small = dir.path().join("python.log");
+            tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
+            let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
+            let avro_schema = match lambda {
+                Python::Avro(avsc) => Some(avsc.as_path()),
+                Python::Raw => None,
+            };
+            let best = (0..3)
+                .map(|_| python_lambda(&small, &dir.path().join("python.parquet"), avro_schema))
+                .fold(f64::MAX, f64::min);
+            small_mib / best
+        });
+        let pipe_rate = bytes / best_pipe;
+        let (python, versus) = match python_rate {
+            Some(rate) => (format!("{rate:.1}"), format!("**{:.0}×**", pipe_rate / rate)),
+            None => ("—".to_string(), "—".to_string()),
+        };
         println!(
-            "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (rounds {median:.0}%, {low:.0}–{high:.0}%; decode + convert alone {best_dec:.2}s); Python Lambda {python_rate:.1} MiB/s"
+            "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (rounds {median:.0}%, {low:.0}–{high:.0}%; decode + convert alone {best_dec:.2}s); Python Lambda {python} MiB/s"
         );
         rows.push(format!(
-            "| {label} | {bytes:.0} | {records} | {pipe_rate:.1} | {:.1} | {:.1} | **{ratio:.0}%** | {median:.0}% ({low:.0}–{high:.0}%) | {python_rate:.1} | **{:.0}×** |",
+            "| {label} | {bytes:.0} | {records} | {pipe_rate:.1} | {:.1} | {:.1} | **{ratio:.0}%** | {median:.0}% ({low:.0}–{high:.0}%) | {python} | {versus} |",
             bytes / best_enc,
             bytes / best_dec,
-            pipe_rate / python_rate,
         ));
     }
     let section = format!(
@@ -242,7 +277,8 @@ fn main() {
          kafka-python reads the batches, fastavro decodes, pyarrow builds 8192-row tables\n\
          with a declared schema and writes zstd Parquet) on the first {} MiB of the same segment,\n\
          best of 3, timed by the script from reading the file to the file written\n\
-         (interpreter start-up and imports not counted).\n\n\
+         (interpreter start-up and imports not counted); there is none for Protobuf. The\n\
+         Protobuf row's payloads are encoded by Google's `protobuf` package (every record new).\n\n\
          | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | Python Lambda MiB/s | pipeline / Python (target ≥ 20×) |\n\
          |---|---|---|---|---|---|---|---|---|---|\n{}\n",
         cpu(),

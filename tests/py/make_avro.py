@@ -26,8 +26,7 @@ import sys
 import uuid
 
 import fastavro
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from segment_file import write_reference_case, write_segment
+from segment_file import write_bench_segment, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -232,22 +231,8 @@ def bench_segment(out, codec, mib):
                  price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
         return r
 
-    with open(os.path.join(out, "seed_avro_%s.log" % codec), "wb") as f:
-        base, size, i = 0, 0, 0
-        while size < mib << 20:
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=BENCH_CODECS[codec], is_transactional=False,
-                                          producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-            n = 0
-            while b.size() < 64 * 1024:
-                b.append(n, timestamp=T0 + i, key=b"order-%d" % i, value=frame(2, parsed, varied(i)), headers=[])
-                n += 1
-                i += 1
-            data = bytearray(b.build())
-            struct.pack_into(">q", data, 0, base)
-            base += n
-            size += len(data)
-            f.write(data)
-
+    write_bench_segment(os.path.join(out, "seed_avro_%s.log" % codec), BENCH_CODECS[codec], mib,
+                        lambda i: frame(2, parsed, varied(i)), T0)
 
 ADDRESS_REF = {"type": "record", "name": "Address", "namespace": "common", "fields": [
     {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}

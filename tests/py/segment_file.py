@@ -39,6 +39,27 @@ def write_segment(path, records, chunks, codec=0, base=0):
 MAIN_GUID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 
 
+def write_bench_segment(path, codec, mib, value, t0):
+    """A benchmark segment of ~`mib` MiB: records `value(i)` keyed `order-<i>`, in batches
+    of ~64 KiB before compression (`codec` as in write_segment), offsets from 0."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        base, size, i = 0, 0, 0
+        while size < mib << 20:
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
+                                          producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+            n = 0
+            while b.size() < 64 * 1024:
+                b.append(n, timestamp=t0 + i, key=b"order-%d" % i, value=value(i), headers=[])
+                n += 1
+                i += 1
+            data = bytearray(b.build())
+            struct.pack_into(">q", data, 0, base)
+            base += n
+            size += len(data)
+            f.write(data)
+
+
 def header_framed(value, indexes_len, schema_header):
     """A value written with the Confluent wire format (`[0][id]`, then for Protobuf the
     message indexes, then the body) moved to header framing, as newer Confluent
