@@ -258,12 +258,22 @@ fn scan(
     depth: usize,
 ) -> R<()> {
     let mut c = Cur { buf, pos: start, end };
+    // Encoders write fields in number order: the slot after the last one found is
+    // usually the next field's.
+    let mut next = 0;
     while c.pos < c.end {
         let (number, wire) = c.key()?;
-        let Ok(i) = plan.slots.binary_search_by_key(&number, |(n, _)| *n) else {
-            c.value(number, wire, depth)?;
-            continue;
+        let i = match plan.slots.get(next) {
+            Some((n, _)) if *n == number => next,
+            _ => match plan.slots.binary_search_by_key(&number, |(n, _)| *n) {
+                Ok(i) => i,
+                Err(_) => {
+                    c.value(number, wire, depth)?;
+                    continue;
+                }
+            },
         };
+        next = i + 1;
         let slot = plan.slots[i].1;
         let (start, end, id) = match slot.field {
             Some(k) => {
