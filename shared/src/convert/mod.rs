@@ -189,9 +189,9 @@ impl RecordConverter {
     /// passed [`FULL_OFFSETS`], so the batch must end before Arrow's 32-bit offsets
     /// overflow. Payload bytes do not bound them: an enum symbol, a default or a
     /// Protobuf enum number written as text can be longer than the bytes it came from.
-    /// Looked at every 16 rows (a walk over the columns).
+    /// Looked at every 64 rows (a walk over the columns).
     pub fn offsets_full(&self) -> bool {
-        self.root.len().is_multiple_of(16) && self.root.largest_offset() >= FULL_OFFSETS
+        self.root.len().is_multiple_of(64) && self.root.largest_offset() >= FULL_OFFSETS
     }
 
     /// Offsets of the rows buffered since the last [`Self::finish`].
@@ -411,7 +411,7 @@ mod tests {
         for offset in 0..63 {
             converter.append(&raw_record(offset, value.clone(), Vec::new())).unwrap();
         }
-        assert!(!converter.offsets_full(), "under 1 GiB, and not a 16th row");
+        assert!(!converter.offsets_full(), "under 1 GiB, and not a 64th row");
         converter.append(&raw_record(63, value.clone(), Vec::new())).unwrap();
         assert_eq!(converter.rows(), 64);
         assert!(converter.offsets_full(), "1 GiB at the 64th row");
