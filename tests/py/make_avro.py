@@ -26,7 +26,7 @@ import sys
 import uuid
 
 import fastavro
-from segment_file import write_bench_segment, write_reference_case, write_segment
+from segment_file import BenchValues, write_bench_segment, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -212,23 +212,14 @@ def bench_seed(out, mib=4):
 
 
 def bench_segment(out, codec, mib):
-    import random
     parsed = fastavro.parse_schema(schema(2))
-    rng = random.Random(7)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10)))
-             for _ in range(5000)]
+    values = BenchValues()
 
     def varied(i):
-        # Realistic spread: unique ids, free text, random numbers, varying collections.
         r = record(i % 200, 2)
-        r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
-                 name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
-                 blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
-                 tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
-                 counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
-                 note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
-                 uid=str(uuid.UUID(int=rng.getrandbits(128))),
-                 price=decimal.Decimal(rng.randrange(-10**8, 10**8)) / 100)
+        r.update(**values.common(i))
+        r.update(uid=str(uuid.UUID(int=values.rng.getrandbits(128))),
+                 price=decimal.Decimal(values.rng.randrange(-10**8, 10**8)) / 100)
         return r
 
     write_bench_segment(os.path.join(out, "seed_avro_%s.log" % codec), BENCH_CODECS[codec], mib,

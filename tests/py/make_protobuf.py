@@ -31,7 +31,7 @@ import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import timestamp_pb2, wrappers_pb2
-from segment_file import write_bench_segment, write_reference_case, write_segment
+from segment_file import BenchValues, write_bench_segment, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -445,24 +445,16 @@ def bench_seed(out, mib=4):
     """A segment of ~`mib` MiB of v2 Orders in zstd batches for the benchmark
     (`seed_protobuf_zstd.log`), with `orders_v2.proto` beside it. Every record is new, as
     in make_avro.py's seeds: unique ids, random numbers and text, varying collections."""
-    import random
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "orders_v2.proto"), "w") as f:
         f.write(proto_text(2))
     cls = classes(2)["Order"]
-    rng = random.Random(7)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10)))
-             for _ in range(5000)]
+    values = BenchValues()
 
     def varied(i):
         r = order(i % 200, 2)
-        r.update(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
-                 name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
-                 blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
-                 tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
-                 counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
-                 note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
-                 u64=rng.getrandbits(64), delta=rng.randrange(-2**31, 2**31))
+        r.update(**values.common(i))
+        r.update(u64=values.rng.getrandbits(64), delta=values.rng.randrange(-2**31, 2**31))
         return frame(2, [0], encode_order(cls, r))
 
     write_bench_segment(os.path.join(out, "seed_protobuf_zstd.log"), 4, mib, varied, T0)

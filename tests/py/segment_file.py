@@ -3,6 +3,7 @@ independent encoder the tests use), one batch per chunk, offsets from 0."""
 import base64
 import json
 import os
+import random
 import struct
 import uuid
 
@@ -37,6 +38,25 @@ def write_segment(path, records, chunks, codec=0, base=0):
 
 # The schema GUID the registry stand-in gives the main schema of a reference case.
 MAIN_GUID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+
+
+class BenchValues:
+    """Random values of the benchmark records, shared by the formats' seeds: unique ids,
+    free text, random numbers, varying collections (seeded: the same every run)."""
+
+    def __init__(self):
+        self.rng = random.Random(7)
+        self.words = ["".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(self.rng.randrange(3, 10)))
+                      for _ in range(5000)]
+
+    def common(self, i):
+        rng, words = self.rng, self.words
+        return dict(id=i, qty=rng.randrange(-10**6, 10**6), score=rng.random(), ratio=rng.random(),
+                    name=" ".join(rng.choice(words) for _ in range(rng.randrange(2, 6))),
+                    blob=bytes(rng.randrange(256) for _ in range(rng.randrange(4, 24))),
+                    tags=[rng.choice(words) for _ in range(rng.randrange(0, 5))],
+                    counts={rng.choice(words): rng.randrange(10**9) for _ in range(rng.randrange(0, 4))},
+                    note=" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))))
 
 
 def write_bench_segment(path, codec, mib, value, t0):
