@@ -127,19 +127,6 @@ impl Sink {
 /// the way (in a library, or `Arrow`'s offsets overflowing) becomes
 /// [`MaterializeError::Internal`] naming the segment, not a crash.
 pub async fn materialize_segment(
-    reader: SegmentReader,
-    schema: Arc<Schema>,
-    key: Arc<dyn PayloadDecoder>,
-    value: Arc<dyn PayloadDecoder>,
-    options: &MaterializeOptions,
-    file_io: &FileIO,
-) -> Result<Materialized, MaterializeError> {
-    let file = reader.summary().file.clone();
-    let work = materialize_unguarded(reader, schema, key, value, options, file_io);
-    crate::guard::guarded(work).await.unwrap_or_else(|panic| Err(MaterializeError::Internal { file, panic }))
-}
-
-async fn materialize_unguarded(
     mut reader: SegmentReader,
     schema: Arc<Schema>,
     key: Arc<dyn PayloadDecoder>,
@@ -147,120 +134,124 @@ async fn materialize_unguarded(
     options: &MaterializeOptions,
     file_io: &FileIO,
 ) -> Result<Materialized, MaterializeError> {
-    let target = options.topic.target_file_size;
-    let unpartitioned = Arc::new(PartitionSpec::unpartition_spec());
-    let sink = |dir: &str,
-                source_id: String,
-                schema: Arc<Schema>,
-                spec: &Arc<PartitionSpec>|
-     -> Result<Sink, iceberg::Error> {
-        let writer_options = WriterOptions {
-            file_io: file_io.clone(),
-            dir: dir.to_string(),
-            partition: options.partition,
-            source_id,
-            schema: schema.clone(),
-            target_size: target,
+    let file = reader.summary().file.clone();
+    let work = async move {
+        let target = options.topic.target_file_size;
+        let unpartitioned = Arc::new(PartitionSpec::unpartition_spec());
+        let sink = |dir: &str,
+                    source_id: String,
+                    schema: Arc<Schema>,
+                    spec: &Arc<PartitionSpec>|
+         -> Result<Sink, iceberg::Error> {
+            let writer_options = WriterOptions {
+                file_io: file_io.clone(),
+                dir: dir.to_string(),
+                partition: options.partition,
+                source_id,
+                schema: schema.clone(),
+                target_size: target,
+            };
+            Ok(Sink {
+                converter: RecordConverter::new(schema, options.partition, key.clone(), value.clone())?,
+                writer: TableWriter::new(writer_options, spec.clone())?,
+                batch_bytes: (target / BATCHES_PER_FILE) as usize,
+            })
         };
-        Ok(Sink {
-            converter: RecordConverter::new(schema, options.partition, key.clone(), value.clone())?,
-            writer: TableWriter::new(writer_options, spec.clone())?,
-            batch_bytes: (target / BATCHES_PER_FILE) as usize,
-        })
-    };
-    let spec = &options.partition_spec;
-    let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec)?;
-    let partition_type = main.writer.partition_type();
-    let mut dead_letters: Option<Sink> = None;
-    let mut pending: BTreeMap<i64, Sink> = BTreeMap::new();
-    let (mut records, mut skipped, mut dead) = (0u64, 0u64, 0u64);
+        let spec = &options.partition_spec;
+        let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec)?;
+        let partition_type = main.writer.partition_type();
+        let mut dead_letters: Option<Sink> = None;
+        let mut pending: BTreeMap<i64, Sink> = BTreeMap::new();
+        let (mut records, mut skipped, mut dead) = (0u64, 0u64, 0u64);
 
-    while let Some(batch) = reader.next_batch().await? {
-        let target = match batch.txn {
-            BatchTxn::Committed => &mut main,
-            BatchTxn::Open { producer_id } => match pending.entry(producer_id) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(sink(
-                    &options.data_dir,
-                    format!("{}-txn{producer_id}", options.source_id),
-                    schema.clone(),
-                    spec,
-                )?),
-            },
-        };
-        for record in &batch.records {
-            let mut outcome = target.converter.append(record);
-            if let Err(DecodeError { missing_schema: Some(id), part, .. }) = &outcome {
-                outcome = match target.converter.load_schema(part, *id).await {
-                    Ok(()) => target.converter.append(record),
-                    Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
-                    Err(e) => Err(DecodeError { part, position: 1, detail: e.to_string(), missing_schema: None }),
-                };
-            }
-            match outcome {
-                Ok(()) => {
-                    records += 1;
-                    target.flush_if_full().await?;
-                }
-                Err(error) => match options.topic.bad_records {
-                    BadRecordMode::Suspend => {
-                        return Err(MaterializeError::Suspended {
-                            file: reader.summary().file.clone(),
-                            partition: options.partition,
-                            offset: record.offset,
-                            error: error.to_string(),
-                        });
-                    }
-                    BadRecordMode::Skip => {
-                        skipped += 1;
-                        tracing::warn!(topic = %options.topic.topic, partition = options.partition, offset = record.offset, %error, "bad record skipped");
-                    }
-                    BadRecordMode::Dlq => {
-                        dead += 1;
-                        let dlq = match &mut dead_letters {
-                            Some(d) => d,
-                            None => {
-                                let dlq_schema = Arc::new(
-                                    crate::schema::plan(None, &dead_letter_struct())
-                                        .map_err(|e| {
-                                            iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
-                                        })?
-                                        .schema,
-                                );
-                                dead_letters.insert(sink(
-                                    &options.dead_letter_dir,
-                                    options.source_id.clone(),
-                                    dlq_schema,
-                                    &unpartitioned,
-                                )?)
-                            }
-                        };
-                        dlq.converter.append_dead_letter(record, &error.to_string());
-                        dlq.flush_if_full().await?;
-                    }
+        while let Some(batch) = reader.next_batch().await? {
+            let target = match batch.txn {
+                BatchTxn::Committed => &mut main,
+                BatchTxn::Open { producer_id } => match pending.entry(producer_id) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(e) => e.insert(sink(
+                        &options.data_dir,
+                        format!("{}-txn{producer_id}", options.source_id),
+                        schema.clone(),
+                        spec,
+                    )?),
                 },
+            };
+            for record in &batch.records {
+                let mut outcome = target.converter.append(record);
+                if let Err(DecodeError { missing_schema: Some(id), part, .. }) = &outcome {
+                    outcome = match target.converter.load_schema(part, *id).await {
+                        Ok(()) => target.converter.append(record),
+                        Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
+                        Err(e) => Err(DecodeError { part, position: 1, detail: e.to_string(), missing_schema: None }),
+                    };
+                }
+                match outcome {
+                    Ok(()) => {
+                        records += 1;
+                        target.flush_if_full().await?;
+                    }
+                    Err(error) => match options.topic.bad_records {
+                        BadRecordMode::Suspend => {
+                            return Err(MaterializeError::Suspended {
+                                file: reader.summary().file.clone(),
+                                partition: options.partition,
+                                offset: record.offset,
+                                error: error.to_string(),
+                            });
+                        }
+                        BadRecordMode::Skip => {
+                            skipped += 1;
+                            tracing::warn!(topic = %options.topic.topic, partition = options.partition, offset = record.offset, %error, "bad record skipped");
+                        }
+                        BadRecordMode::Dlq => {
+                            dead += 1;
+                            let dlq = match &mut dead_letters {
+                                Some(d) => d,
+                                None => {
+                                    let dlq_schema = Arc::new(
+                                        crate::schema::plan(None, &dead_letter_struct())
+                                            .map_err(|e| {
+                                                iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
+                                            })?
+                                            .schema,
+                                    );
+                                    dead_letters.insert(sink(
+                                        &options.dead_letter_dir,
+                                        options.source_id.clone(),
+                                        dlq_schema,
+                                        &unpartitioned,
+                                    )?)
+                                }
+                            };
+                            dlq.converter.append_dead_letter(record, &error.to_string());
+                            dlq.flush_if_full().await?;
+                        }
+                    },
+                }
             }
         }
-    }
-    let mut pending_files = BTreeMap::new();
-    for (pid, s) in pending {
-        pending_files.insert(pid, s.close().await?);
-    }
-    Ok(Materialized {
-        files: main.close().await?,
-        dead_letter_files: match dead_letters {
-            Some(d) => d.close().await?,
-            None => Vec::new(),
-        },
-        pending_files,
-        schema,
-        partition_spec: options.partition_spec.clone(),
-        partition_type,
-        records,
-        skipped,
-        dead_letters: dead,
-        summary: reader.into_summary(),
-    })
+        let mut pending_files = BTreeMap::new();
+        for (pid, s) in pending {
+            pending_files.insert(pid, s.close().await?);
+        }
+        Ok(Materialized {
+            files: main.close().await?,
+            dead_letter_files: match dead_letters {
+                Some(d) => d.close().await?,
+                None => Vec::new(),
+            },
+            pending_files,
+            schema,
+            partition_spec: options.partition_spec.clone(),
+            partition_type,
+            records,
+            skipped,
+            dead_letters: dead,
+            summary: reader.into_summary(),
+        })
+    };
+    crate::guard::guarded(work).await.unwrap_or_else(|panic| Err(MaterializeError::Internal { file, panic }))
 }
 
 /// A short stable identity of an input object: its name and version (ETag, size…).
