@@ -670,6 +670,11 @@ fn put_map(
                 x.append_value(std::str::from_utf8(&buf[a as usize..b as usize]).expect("checked above"));
                 Ok(())
             }
+            // A string into a binary column, as for other string fields.
+            (Key::Str(a, b), Column::Binary(x)) => {
+                x.append_value(&buf[a as usize..b as usize]);
+                Ok(())
+            }
             _ => Err(super::protobuf::mismatch("map key")),
         };
         put_key.map_err(|e| fail(at, e))?;
@@ -1078,6 +1083,26 @@ mod tests {
         let list = ri.as_any().downcast_ref::<arrow_array::ListArray>().unwrap().value(0);
         let values = list.as_any().downcast_ref::<arrow_array::Int32Array>().unwrap();
         assert_eq!(values.values().to_vec(), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn string_map_keys_go_into_a_binary_key_column_too() {
+        use arrow_array::cast::AsArray;
+        use arrow_schema::{DataType, Field};
+        use std::sync::Arc;
+        let file = parse_proto("syntax = \"proto3\"; message K { map<string, int32> m = 1; }").unwrap();
+        let key = Arc::new(Field::new("key", DataType::LargeBinary, false));
+        let value = Arc::new(Field::new("value", DataType::Int32, false));
+        let entries = Arc::new(Field::new("key_value", DataType::Struct(vec![key, value].into()), false));
+        let table: Fields = vec![Field::new("m", DataType::Map(entries, false), true)].into();
+        let plan = compile_message(&file.parent_pool().get_message_by_name("K").unwrap(), &table, 0).unwrap();
+        let mut cols = columns(&table);
+        // m: the entries {"b": 2} and {"a": 1}, written sorted by key.
+        let body = [0x0a, 5, 0x0a, 1, b'b', 0x10, 2, 0x0a, 5, 0x0a, 1, b'a', 0x10, 1];
+        decode(&plan, &body, &mut Scratch::default(), &mut cols).unwrap();
+        let m = column(&table, &mut cols, "m");
+        let keys = m.as_map().keys().as_binary::<i64>().iter().map(Option::unwrap).collect::<Vec<_>>();
+        assert_eq!(keys, [&b"a"[..], &b"b"[..]]);
     }
 
     #[test]
