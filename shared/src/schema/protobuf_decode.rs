@@ -246,6 +246,18 @@ fn field_value(f: &FieldPlan, c: &mut Cur, number: u32, wire: u8, depth: usize) 
     c.value(number, wire, depth)
 }
 
+/// What the scan of one message has seen so far.
+struct Seen {
+    /// Occurrences noted.
+    seq: u32,
+    /// The slot of the last one.
+    last: u32,
+    /// Slots never went down: the notes are sorted already.
+    in_order: bool,
+    /// A oneof member occurred.
+    oneof: bool,
+}
+
 /// Notes the occurrences in `buf[start..end]` of `plan`'s fields, after `s.occ`'s
 /// current length; oneof states at `s.oneofs[oneofs..]`.
 fn scan(
@@ -254,7 +266,7 @@ fn scan(
     (start, end): (usize, usize),
     s: &mut Scratch,
     oneofs: usize,
-    seq: &mut u32,
+    seen: &mut Seen,
     depth: usize,
 ) -> R<()> {
     let mut c = Cur { buf, pos: start, end };
@@ -287,13 +299,16 @@ fn scan(
             }
         };
         if let Some(o) = slot.oneof {
+            seen.oneof = true;
             let state = &mut s.oneofs[oneofs + o];
             if state.0 != id {
-                *state = (id, *seq);
+                *state = (id, seen.seq);
             }
         }
-        s.occ.push(Occ { slot: id, seq: *seq, start: start as u32, end: end as u32, wire });
-        *seq += 1;
+        seen.in_order &= id >= seen.last;
+        seen.last = id;
+        s.occ.push(Occ { slot: id, seq: seen.seq, start: start as u32, end: end as u32, wire });
+        seen.seq += 1;
     }
     Ok(())
 }
@@ -316,30 +331,35 @@ fn put_message(
     }
     let (base, oneofs) = (s.occ.len(), s.oneofs.len());
     s.oneofs.resize(oneofs + plan.oneofs, (UNSET, 0));
-    let mut seq = 0;
+    let mut seen = Seen { seq: 0, last: 0, in_order: true, oneof: false };
     match spans {
-        Spans::One(a, b) => scan(plan, buf, (a, b), s, oneofs, &mut seq, depth)?,
+        Spans::One(a, b) => scan(plan, buf, (a, b), s, oneofs, &mut seen, depth)?,
         Spans::Run(lo, hi) => {
             for i in lo..hi {
                 let o = s.occ[i];
-                scan(plan, buf, (o.start as usize, o.end as usize), s, oneofs, &mut seq, depth)?;
+                scan(plan, buf, (o.start as usize, o.end as usize), s, oneofs, &mut seen, depth)?;
             }
         }
     }
     // Oneof members unset by a later member, and members the table lacks, are not written.
     let written = plan.fields.len() as u32;
-    for o in &mut s.occ[base..] {
-        let oneof =
-            if o.slot >= written { Some((o.slot - written) as usize) } else { plan.fields[o.slot as usize].oneof };
-        if let Some(k) = oneof {
-            let (set, since) = s.oneofs[oneofs + k];
-            if o.slot >= written || o.slot != set || o.seq < since {
-                o.slot = UNSET;
+    if seen.oneof {
+        for o in &mut s.occ[base..] {
+            let oneof =
+                if o.slot >= written { Some((o.slot - written) as usize) } else { plan.fields[o.slot as usize].oneof };
+            if let Some(k) = oneof {
+                let (set, since) = s.oneofs[oneofs + k];
+                if o.slot >= written || o.slot != set || o.seq < since {
+                    o.slot = UNSET;
+                }
             }
         }
     }
     s.oneofs.truncate(oneofs);
-    s.occ[base..].sort_unstable_by_key(|o| (o.slot, o.seq));
+    // Fields in number order and no oneof: already in the order the loop below wants.
+    if seen.oneof || !seen.in_order {
+        s.occ[base..].sort_unstable_by_key(|o| (o.slot, o.seq));
+    }
     let end = s.occ.len();
     let mut i = base;
     for (k, f) in plan.fields.iter().enumerate() {
