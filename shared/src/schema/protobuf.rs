@@ -293,7 +293,8 @@ pub(super) struct MessagePlan {
     pub(super) missing: Vec<usize>,
     /// By field number, sorted: the fields the table has and every oneof member.
     pub(super) slots: Vec<(u32, Slot)>,
-    /// How many oneofs the message has (a proto3 `optional` field is one of its own).
+    /// How many oneofs the message has (a proto3 `optional` field's own one included,
+    /// though no slot names it).
     pub(super) oneofs: usize,
 }
 
@@ -308,7 +309,11 @@ pub(super) fn compile_message(
     let mut fields = Vec::new();
     let mut slots = Vec::new();
     for f in m.fields() {
-        let oneof = f.containing_oneof().and_then(|o| m.oneofs().position(|x| x.name() == o.name()));
+        // A oneof of one member (a proto3 `optional` field's) unsets nothing.
+        let oneof = f
+            .containing_oneof()
+            .filter(|o| o.fields().len() > 1)
+            .and_then(|o| m.oneofs().position(|x| x.name() == o.name()));
         let Some((column, c)) = target.find(f.name()) else {
             if oneof.is_some() {
                 slots.push((f.number(), Slot { field: None, oneof }));
