@@ -202,7 +202,13 @@ pub async fn materialize_segment(
                         }
                         BadRecordMode::Skip => {
                             skipped += 1;
-                            tracing::warn!(topic = %options.topic.topic, partition = options.partition, offset = record.offset, %error, "bad record skipped");
+                            tracing::warn!(
+                                topic = %options.topic.topic,
+                                partition = options.partition,
+                                offset = record.offset,
+                                %error,
+                                "bad record skipped"
+                            );
                         }
                         BadRecordMode::Dlq => {
                             dead += 1;

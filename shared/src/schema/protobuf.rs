@@ -43,8 +43,9 @@
 //! float → double are widened.
 //!
 //! A payload is decoded straight from its bytes into the columns (`protobuf_decode`: no
-//! message tree; the lists its scan fills are reused from one payload to the next). A proto2 field's declared default is not
-//! applied: unset, it is null like any field with presence.
+//! message tree; the lists its scan fills are reused from one payload to the next). A
+//! proto2 field's declared default is not applied: unset, it is null like any field
+//! with presence.
 
 use std::collections::HashMap;
 use std::path::Path;
