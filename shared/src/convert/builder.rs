@@ -509,14 +509,14 @@ impl StructColumn {
         self.len() == 0
     }
 
-    /// After an append stopped half-way: brings every child to the struct's row count with
-    /// placeholders (and nested parts into agreement), so the half-written row can be
-    /// finished and then dropped.
     /// The largest offset among the children's variable-size parts ([`Column::largest_offset`]).
     pub fn largest_offset(&self) -> usize {
         self.children.iter().map(Column::largest_offset).max().unwrap_or(0)
     }
 
+    /// After an append stopped half-way: brings every child to the struct's row count with
+    /// placeholders (and nested parts into agreement), so the half-written row can be
+    /// finished and then dropped.
     pub fn repair(&mut self) {
         let rows = self.len();
         for child in &mut self.children {
