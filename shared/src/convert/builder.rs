@@ -366,7 +366,7 @@ impl FixedValues {
         if v.len() != self.width {
             return Err(WrongWidth { len: v.len(), width: self.width });
         }
-        self.data.extend_from_slice(v);
+        extend(&mut self.data, v);
         self.nulls.append_non_null();
         Ok(())
     }
@@ -402,6 +402,46 @@ impl FixedValues {
     }
 }
 
+/// Appends `bytes` to `data`. Most values are short, and `extend_from_slice` calls
+/// libc's `memcpy` for each (a call, then a dispatch on the length: 6% of decoding an
+/// Avro segment); values of up to 16 bytes are copied here inline instead, as two
+/// overlapping words (or halves, or single bytes).
+#[inline(always)]
+fn extend(data: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len();
+    if n > 16 {
+        data.extend_from_slice(bytes);
+        return;
+    }
+    data.reserve(n);
+    let len = data.len();
+    // SAFETY: `reserve` made room for `n` more bytes after `len`; every read below lies
+    // within `bytes` (each pair of words covers `[0, n)` from both ends) and every write
+    // within `[len, len + n)`, which the same pairs then initialise completely.
+    unsafe {
+        let (src, dst) = (bytes.as_ptr(), data.as_mut_ptr().add(len));
+        match n {
+            0 => {}
+            1..=3 => {
+                for i in [0, n / 2, n - 1] {
+                    *dst.add(i) = *src.add(i);
+                }
+            }
+            4..=7 => {
+                let (a, b) = (src.cast::<u32>().read_unaligned(), src.add(n - 4).cast::<u32>().read_unaligned());
+                dst.cast::<u32>().write_unaligned(a);
+                dst.add(n - 4).cast::<u32>().write_unaligned(b);
+            }
+            _ => {
+                let (a, b) = (src.cast::<u64>().read_unaligned(), src.add(n - 8).cast::<u64>().read_unaligned());
+                dst.cast::<u64>().write_unaligned(a);
+                dst.add(n - 8).cast::<u64>().write_unaligned(b);
+            }
+        }
+        data.set_len(len + n);
+    }
+}
+
 /// A variable-width column (`Utf8` strings, `LargeBinary` bytes): the values' bytes end
 /// to end, their end offsets, and a validity bitmap made once a null comes.
 pub struct VarValues<T: ByteArrayType> {
@@ -428,7 +468,7 @@ impl<T: ByteArrayType> VarValues<T> {
     #[inline(always)]
     pub fn append_value(&mut self, v: impl AsRef<T::Native>) {
         let bytes: &[u8] = v.as_ref().as_ref();
-        self.data.extend_from_slice(bytes);
+        extend(&mut self.data, bytes);
         self.close();
         self.nulls.append_non_null();
     }
@@ -707,5 +747,21 @@ mod tests {
             k.iter().map(|s| s.unwrap().to_string()).collect::<Vec<_>>()
         };
         assert_eq!((keys(0), keys(1), keys(2)), (vec![], vec!["k".to_string()], vec!["good".to_string()]));
+    }
+
+    /// Values of every length up to past the inline copy's reach land intact, end to end.
+    #[test]
+    fn short_and_long_values_are_appended_whole() {
+        let source: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37).wrapping_add(1)).collect();
+        let mut data = vec![0xee];
+        let mut expected = data.clone();
+        for n in 0..=source.len() {
+            for start in [0, 3] {
+                let v = &source[start..(start + n).min(source.len())];
+                extend(&mut data, v);
+                expected.extend_from_slice(v);
+            }
+        }
+        assert_eq!(data, expected);
     }
 }

@@ -55,19 +55,44 @@ struct InlineFile(std::fs::File);
 
 impl AsyncRead for InlineFile {
     fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
+        self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<io::Result<()>> {
-        use std::io::Read;
         let read = loop {
-            match self.0.read(buf.initialize_unfilled()) {
+            match read_uninit(&self.0, buf) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 read => break read,
             }
         };
-        std::task::Poll::Ready(read.map(|n| buf.advance(n)))
+        std::task::Poll::Ready(read)
     }
+}
+
+/// Reads from `file` into `buf`'s unfilled part without zeroing it first: the frame
+/// reader hands over fresh (uninitialised) room each time, and zeroing 256 KiB before
+/// every read cost 1.5% of decoding a segment.
+#[cfg(unix)]
+fn read_uninit(file: &std::fs::File, buf: &mut tokio::io::ReadBuf<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `read(2)` writes at most `unfilled.len()` bytes into the unfilled part and
+    // never reads it; the `n` bytes it reports are then initialised.
+    unsafe {
+        let unfilled = buf.unfilled_mut();
+        let n = libc::read(file.as_raw_fd(), unfilled.as_mut_ptr().cast(), unfilled.len());
+        let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+        buf.assume_init(n);
+        buf.advance(n);
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn read_uninit(mut file: &std::fs::File, buf: &mut tokio::io::ReadBuf<'_>) -> io::Result<()> {
+    use std::io::Read;
+    let n = file.read(buf.initialize_unfilled())?;
+    buf.advance(n);
+    Ok(())
 }
 
 /// A segment held in memory (tests, fuzzing, small objects).
@@ -135,5 +160,35 @@ impl RangeRead for MemorySource {
             ));
         }
         Ok(self.bytes.slice(start..end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    /// A file read in many reads into fresh (uninitialised) room, from its start and
+    /// from a position, comes back byte for byte.
+    #[tokio::test]
+    async fn a_file_is_read_whole_from_any_position() {
+        let bytes: Vec<u8> = (0..700_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &bytes).unwrap();
+        let source = FileSource::new(file.path());
+        for position in [0, 1_000, 699_999, 700_000, 800_000] {
+            let mut read = Vec::new();
+            let mut reader = source.open_at(position).await.unwrap();
+            let mut chunk = bytes::BytesMut::new();
+            loop {
+                chunk.reserve(64 << 10);
+                if reader.read_buf(&mut chunk).await.unwrap() == 0 {
+                    break;
+                }
+                read.extend_from_slice(&chunk.split());
+            }
+            assert_eq!(read, bytes[(position as usize).min(bytes.len())..], "from {position}");
+        }
     }
 }
