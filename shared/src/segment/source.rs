@@ -191,4 +191,14 @@ mod tests {
             assert_eq!(read, bytes[(position as usize).min(bytes.len())..], "from {position}");
         }
     }
+
+    /// A read the system refuses (here: a directory) is an error, not an empty segment.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_refused_read_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reader = FileSource::new(dir.path()).open_at(0).await.unwrap();
+        let err = reader.read_buf(&mut bytes::BytesMut::with_capacity(1024)).await.unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EISDIR), "{err}");
+    }
 }
