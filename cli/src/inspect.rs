@@ -26,18 +26,18 @@ pub struct HeaderLine<'a> {
     value: Option<String>,
 }
 
-pub fn line(record: &Record) -> RecordLine<'_> {
-    let b64 = |b: &Option<bytes::Bytes>| b.as_ref().map(|b| STANDARD.encode(b));
+pub fn line<'a>(record: &Record<'a>) -> RecordLine<'a> {
+    let b64 = |b: Option<&[u8]>| b.map(|b| STANDARD.encode(b));
     RecordLine {
         offset: record.offset,
         timestamp: record.timestamp,
         timestamp_type: record.timestamp_type.name(),
-        key: b64(&record.key),
-        value: b64(&record.value),
+        key: b64(record.key),
+        value: b64(record.value),
         headers: record
             .headers
             .iter()
-            .map(|h| HeaderLine { key: String::from_utf8_lossy(&h.key), value: b64(&h.value) })
+            .map(|h| HeaderLine { key: String::from_utf8_lossy(h.key), value: b64(h.value) })
             .collect(),
     }
 }
@@ -57,7 +57,7 @@ pub async fn run(segment: &Path, txn_index: Option<&Path>, summary_only: bool, o
             continue;
         }
         for record in &batch.records {
-            serde_json::to_writer(&mut out, &line(record))?;
+            serde_json::to_writer(&mut out, &line(&record))?;
             out.write_all(b"\n")?;
         }
     }

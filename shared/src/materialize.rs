@@ -178,10 +178,10 @@ pub async fn materialize_segment(
                 },
             };
             for record in &batch.records {
-                let mut outcome = target.converter.append(record);
+                let mut outcome = target.converter.append(&record);
                 if let Err(DecodeError { missing_schema: Some(id), part, .. }) = &outcome {
                     outcome = match target.converter.load_schema(part, *id).await {
-                        Ok(()) => target.converter.append(record),
+                        Ok(()) => target.converter.append(&record),
                         Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
                         Err(e) => Err(DecodeError { part, position: 1, detail: e.to_string(), missing_schema: None }),
                     };
@@ -230,7 +230,7 @@ pub async fn materialize_segment(
                                     )?)
                                 }
                             };
-                            dlq.converter.append_dead_letter(record, &error.to_string());
+                            dlq.converter.append_dead_letter(&record, &error.to_string());
                             dlq.flush_if_full().await?;
                         }
                     },

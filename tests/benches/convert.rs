@@ -88,7 +88,7 @@ async fn convert(
     let mut r = reader(path).await;
     while let Some(batch) = r.next_batch().await.unwrap() {
         for record in &batch.records {
-            converter.append(record).unwrap();
+            converter.append(&record).unwrap();
             if converter.rows() >= BATCH_ROWS
                 || converter.payload_bytes() >= (TARGET_FILE / BATCHES_PER_FILE) as usize
                 || converter.offsets_full()

@@ -28,7 +28,7 @@ async fn decode(
     while let Some(batch) = reader.next_batch().await? {
         if batch.txn == BatchTxn::Committed {
             for r in &batch.records {
-                lines.push(serde_json::to_value(floe_cli::inspect::line(r)).unwrap());
+                lines.push(serde_json::to_value(floe_cli::inspect::line(&r)).unwrap());
             }
         }
     }

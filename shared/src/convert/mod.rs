@@ -255,7 +255,7 @@ impl RecordConverter {
         self.root.append_valid();
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("layout") };
         append_metadata(kafka, self.partition, record);
-        for (i, payload) in [(1, record.key.as_deref()), (2, record.value.as_deref())] {
+        for (i, payload) in [(1, record.key), (2, record.value)] {
             append_payload(&RawDecoder, payload.map(Payload::from), &mut self.root.children[i])
                 .expect("raw into binary");
         }
@@ -267,9 +267,8 @@ impl RecordConverter {
     fn note_row(&mut self, record: &Record) {
         self.first_offset.get_or_insert(record.offset);
         self.last_offset = Some(record.offset);
-        self.payload_bytes += record.key.as_ref().map_or(0, |k| k.len())
-            + record.value.as_ref().map_or(0, |v| v.len())
-            + record.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len())).sum::<usize>();
+        self.payload_bytes +=
+            record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len) + record.headers.payload_bytes();
     }
 
     /// The rows appended so far as one batch; the converter is empty afterwards.
@@ -293,20 +292,20 @@ impl RecordConverter {
 
 /// A record's key and value, each with the header naming its schema if the record has
 /// one (the last of that name, as Kafka's `lastHeader`); one pass over the headers.
-fn payloads(record: &Record) -> (Option<Payload<'_>>, Option<Payload<'_>>) {
+fn payloads<'r>(record: &Record<'r>) -> (Option<Payload<'r>>, Option<Payload<'r>>) {
     let (key_name, value_name) = (header_name("key").as_bytes(), header_name("value").as_bytes());
     let (mut key_header, mut value_header) = (None, None);
-    for h in &record.headers {
+    for h in record.headers.iter() {
         if h.key == key_name {
             key_header = Some(h);
         } else if h.key == value_name {
             value_header = Some(h);
         }
     }
-    fn with<'r>(bytes: Option<&'r [u8]>, header: Option<&'r Header>) -> Option<Payload<'r>> {
-        bytes.map(|bytes| Payload { bytes, schema_header: header.and_then(|h| h.value.as_deref()) })
+    fn with<'r>(bytes: Option<&'r [u8]>, header: Option<Header<'r>>) -> Option<Payload<'r>> {
+        bytes.map(|bytes| Payload { bytes, schema_header: header.and_then(|h| h.value) })
     }
-    (with(record.key.as_deref(), key_header), with(record.value.as_deref(), value_header))
+    (with(record.key, key_header), with(record.value, value_header))
 }
 
 fn append_payload(
@@ -343,40 +342,38 @@ fn append_metadata(kafka: &mut StructColumn, partition: i32, record: &Record) {
     });
     let Column::List(headers) = &mut c[K_HEADERS] else { unreachable!("layout") };
     let Column::Struct(header) = headers.child.as_mut() else { unreachable!("layout") };
-    for h in &record.headers {
+    for h in record.headers.iter() {
         header.append_valid();
         let Column::String(k) = &mut header.children[0] else { unreachable!("layout") };
-        k.append_value(String::from_utf8_lossy(&h.key));
+        k.append_value(String::from_utf8_lossy(h.key));
         let Column::Binary(v) = &mut header.children[1] else { unreachable!("layout") };
-        v.append_option(h.value.as_deref());
+        v.append_option(h.value);
     }
     headers.close(record.headers.len());
 }
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
+    use crate::segment::Headers;
+    use crate::segment::record::encode_headers;
 
     #[test]
     fn each_part_gets_the_last_schema_header_of_its_own_name() {
-        let header = |key: &str, value: Option<&'static [u8]>| Header {
-            key: Bytes::copy_from_slice(key.as_bytes()),
-            value: value.map(Bytes::from_static),
-        };
+        let mut headers: Vec<(&[u8], Option<&[u8]>)> = vec![
+            (b"__value_schema_id", Some(b"first")),
+            (b"__key_schema_id", Some(b"key")),
+            (b"trace", Some(b"x")),
+            (b"__value_schema_id", Some(b"last")),
+        ];
+        let raw = encode_headers(&headers);
         let mut record = Record {
             offset: 7,
             timestamp: 0,
             timestamp_type: TimestampType::Create,
-            key: Some(Bytes::from_static(b"k")),
-            value: Some(Bytes::from_static(b"v")),
-            headers: vec![
-                header("__value_schema_id", Some(b"first")),
-                header("__key_schema_id", Some(b"key")),
-                header("trace", Some(b"x")),
-                header("__value_schema_id", Some(b"last")),
-            ],
+            key: Some(b"k"),
+            value: Some(b"v"),
+            headers: Headers::parse(&raw, headers.len()).unwrap(),
         };
         let (key, value) = payloads(&record);
         let value = value.unwrap();
@@ -384,7 +381,9 @@ mod tests {
         let key = key.unwrap();
         assert_eq!((key.bytes, key.schema_header), (&b"k"[..], Some(&b"key"[..])));
         // A last header without a value names no schema: the payload's own framing counts.
-        record.headers.push(header("__value_schema_id", None));
+        headers.push((b"__value_schema_id", None));
+        let raw = encode_headers(&headers);
+        record.headers = Headers::parse(&raw, headers.len()).unwrap();
         assert_eq!(payloads(&record).1.unwrap().schema_header, None);
         // A null value has no payload at all.
         record.value = None;
@@ -399,7 +398,7 @@ mod tests {
         RecordConverter::new(schema, 0, Arc::new(RawDecoder), Arc::new(RawDecoder)).unwrap()
     }
 
-    fn raw_record(offset: i64, value: Bytes, headers: Vec<Header>) -> Record {
+    fn raw_record<'a>(offset: i64, value: &'a [u8], headers: Headers<'a>) -> Record<'a> {
         Record { offset, timestamp: 0, timestamp_type: TimestampType::Create, key: None, value: Some(value), headers }
     }
 
@@ -407,12 +406,12 @@ mod tests {
     fn a_batch_is_full_once_a_column_holds_a_gib_and_headers_count_as_payload() {
         let mut converter = raw_converter();
         // 63 values of 16 MiB sharing one buffer: the value column holds 1,008 MiB.
-        let value = Bytes::from(vec![7u8; 16 << 20]);
+        let value = vec![7u8; 16 << 20];
         for offset in 0..63 {
-            converter.append(&raw_record(offset, value.clone(), Vec::new())).unwrap();
+            converter.append(&raw_record(offset, &value, Headers::default())).unwrap();
         }
         assert!(!converter.offsets_full(), "under 1 GiB, and not a 64th row");
-        converter.append(&raw_record(63, value.clone(), Vec::new())).unwrap();
+        converter.append(&raw_record(63, &value, Headers::default())).unwrap();
         assert_eq!(converter.rows(), 64);
         assert!(converter.offsets_full(), "1 GiB at the 64th row");
         let batch = converter.finish();
@@ -421,8 +420,8 @@ mod tests {
         drop((batch, value));
 
         // Header keys and values count towards the batch's payload bytes.
-        let header = Header { key: Bytes::from_static(b"trace"), value: Some(Bytes::from_static(b"0123456789")) };
-        converter.append(&raw_record(64, Bytes::from_static(b"v"), vec![header])).unwrap();
+        let raw = encode_headers(&[(b"trace", Some(b"0123456789"))]);
+        converter.append(&raw_record(64, b"v", Headers::parse(&raw, 1).unwrap())).unwrap();
         assert_eq!(converter.payload_bytes(), 1 + 5 + 10);
     }
 }

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::convert::Column;
+use crate::schema::uuid_text;
 
 /// What a payload is decoded into.
 pub enum Target<'a> {
@@ -210,8 +211,8 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
                 c.append_value(t.timestamp_micros())
             }
             (DataType::FixedSizeBinary(16), Column::Fixed(c)) => {
-                let u = uuid::Uuid::parse_str(s).map_err(|e| ctx.fail::<E>(format!("uuid {s:?}: {e}")))?;
-                c.append_value(u.as_bytes()).map_err(|e| ctx.fail::<E>(e.to_string()))?
+                let u = uuid_text::parse(s).map_err(|e| ctx.fail::<E>(format!("uuid {s:?}: {e}")))?;
+                c.append_value(&u).map_err(|e| ctx.fail::<E>(e.to_string()))?
             }
             _ => return Err(self.mismatch("a string")),
         }

@@ -10,34 +10,37 @@
 //! relative and the wrapper carries the offset of the last inner message; in a v0
 //! wrapper they are absolute.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::Limits;
 use super::codec::Codec;
 use super::error::SegmentErrorKind;
-use super::record::{Record, TimestampType};
+use super::record::{Entry, Records, TimestampType};
 
-/// One parsed legacy message.
+/// One parsed legacy message; key and value as positions in the buffer it was read from.
 struct Message {
     offset: i64,
     magic: i8,
     attributes: u16,
     timestamp: i64,
-    key: Option<Bytes>,
-    value: Option<Bytes>,
+    key: Option<Range<usize>>,
+    value: Option<Range<usize>>,
 }
 
 /// Decodes one legacy entry (prefix included) into its records: one for a plain
 /// message, the inner messages for a compressed wrapper. Returns the codec too.
-pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Vec<Record>), SegmentErrorKind> {
-    let outer = parse_message(&entry)?;
+pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Records), SegmentErrorKind> {
+    let outer = parse_message(&entry, 0)?;
     let codec = Codec::from_attributes(outer.attributes)?;
     if codec == Codec::None {
-        return Ok((codec, vec![plain_record(outer, None)]));
+        return Ok((codec, Records::new(entry, vec![plain_record(outer, None)])));
     }
     let compressed = outer
         .value
-        .as_ref()
+        .clone()
+        .map(|span| &entry[span])
         .ok_or_else(|| SegmentErrorKind::Malformed("compressed wrapper message with null value".into()))?;
     let inner = Bytes::from(codec.decompress_legacy(outer.magic, compressed, limits.max_decompressed_bytes)?);
     let mut messages = Vec::new();
@@ -58,7 +61,7 @@ pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Vec<Record>
             .and_then(|s| (pos + 12).checked_add(s))
             .filter(|&end| end <= inner.len())
             .ok_or_else(|| inner_err(format!("size {size} with {} bytes left", inner.len() - pos - 12)))?;
-        let message = parse_message(&inner.slice(pos..end)).map_err(|e| inner_err(e.to_string()))?;
+        let message = parse_message(&inner[pos..end], pos).map_err(|e| inner_err(e.to_string()))?;
         if Codec::from_attributes(message.attributes)? != Codec::None {
             return Err(inner_err("nested compression".into()));
         }
@@ -79,24 +82,25 @@ pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Vec<Record>
             plain_record(m, log_append)
         })
         .collect();
-    Ok((codec, records))
+    Ok((codec, Records::new(inner, records)))
 }
 
 /// The base offset of an entry's records: the first inner offset for wrappers.
-pub fn first_offset(records: &[Record], entry_offset: i64) -> i64 {
+pub fn first_offset(records: &Records, entry_offset: i64) -> i64 {
     records.first().map_or(entry_offset, |r| r.offset)
 }
 
-fn plain_record(m: Message, log_append_timestamp: Option<i64>) -> Record {
+fn plain_record(m: Message, log_append_timestamp: Option<i64>) -> Entry {
     let (timestamp, timestamp_type) = match (m.magic, log_append_timestamp) {
         (0, _) => (-1, TimestampType::Create),
         (_, Some(ts)) => (ts, TimestampType::LogAppend),
         (_, None) => (m.timestamp, TimestampType::from_attributes(m.attributes)),
     };
-    Record { offset: m.offset, timestamp, timestamp_type, key: m.key, value: m.value, headers: Vec::new() }
+    Entry { offset: m.offset, timestamp, timestamp_type, key: m.key, value: m.value, headers: 0..0, header_count: 0 }
 }
 
-fn parse_message(entry: &Bytes) -> Result<Message, SegmentErrorKind> {
+/// Parses the message `entry`, which starts at `base` in its buffer.
+fn parse_message(entry: &[u8], base: usize) -> Result<Message, SegmentErrorKind> {
     let short = || SegmentErrorKind::Malformed(format!("legacy message of {} bytes is too short", entry.len()));
     if entry.len() < 26 {
         return Err(short());
@@ -119,8 +123,8 @@ fn parse_message(entry: &Bytes) -> Result<Message, SegmentErrorKind> {
         }
         other => return Err(SegmentErrorKind::UnsupportedMagic(other)),
     };
-    let key = nullable(entry, &mut pos)?;
-    let value = nullable(entry, &mut pos)?;
+    let key = nullable(entry, &mut pos)?.map(|r| base + r.start..base + r.end);
+    let value = nullable(entry, &mut pos)?.map(|r| base + r.start..base + r.end);
     if pos != entry.len() {
         return Err(SegmentErrorKind::Malformed(format!(
             "{} bytes after the value of a legacy message",
@@ -130,7 +134,7 @@ fn parse_message(entry: &Bytes) -> Result<Message, SegmentErrorKind> {
     Ok(Message { offset, magic, attributes, timestamp, key, value })
 }
 
-fn nullable(entry: &Bytes, pos: &mut usize) -> Result<Option<Bytes>, SegmentErrorKind> {
+fn nullable(entry: &[u8], pos: &mut usize) -> Result<Option<Range<usize>>, SegmentErrorKind> {
     let len = entry
         .get(*pos..*pos + 4)
         .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
@@ -142,7 +146,7 @@ fn nullable(entry: &Bytes, pos: &mut usize) -> Result<Option<Bytes>, SegmentErro
     let end = usize::try_from(len).ok().map(|l| *pos + l).filter(|&end| end <= entry.len()).ok_or_else(|| {
         SegmentErrorKind::Malformed(format!("legacy message field length {len} with {} bytes left", entry.len() - *pos))
     })?;
-    let bytes = entry.slice(*pos..end);
+    let span = *pos..end;
     *pos = end;
-    Ok(Some(bytes))
+    Ok(Some(span))
 }

@@ -34,7 +34,7 @@ mod legacy;
 mod location;
 mod lz4;
 mod reader;
-mod record;
+pub(crate) mod record;
 #[cfg(feature = "aws")]
 mod s3;
 mod source;
@@ -47,7 +47,9 @@ pub use error::{SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
 pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
 pub use reader::{SegmentReader, decode_frame};
-pub use record::{Batch, BatchKind, BatchTxn, ControlType, Header, Record, TimestampType};
+pub use record::{
+    Batch, BatchKind, BatchTxn, ControlType, Header, Headers, Record, RecordIter, Records, TimestampType,
+};
 #[cfg(feature = "aws")]
 pub use s3::{DEFAULT_RANGE_BYTES, S3Source};
 pub use source::{FileSource, MemorySource, RangeRead, SegmentSource};

@@ -11,7 +11,7 @@ use super::codec::Codec;
 use super::error::{SegmentError, SegmentErrorKind};
 use super::frame::{Frame, FrameReader};
 use super::legacy;
-use super::record::{Batch, BatchKind, BatchTxn, ControlType};
+use super::record::{Batch, BatchKind, BatchTxn, ControlType, Records};
 use super::source::SegmentSource;
 use super::txn::{AbortedTxn, OpenTxn, Outcome, TxnMarker, TxnPlan};
 use super::v2::{self, BatchHeader};
@@ -59,7 +59,7 @@ fn decode_v2(frame: &Frame, limits: &Limits) -> Result<Batch, SegmentErrorKind> 
     };
     let (records, control) = if header.is_control() {
         let types = v2::decode_control(&header, data)?;
-        (Vec::new(), types.into_iter().map(ControlType::from_code).collect())
+        (Records::default(), types.into_iter().map(ControlType::from_code).collect())
     } else {
         (v2::decode_records(&header, data)?, Vec::new())
     };

@@ -1,8 +1,11 @@
 //! The decoded shapes: records, headers, batches.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::codec::Codec;
+use super::v2::Cursor;
 
 /// Whether a timestamp was set by the producer or by the broker on append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -26,22 +29,146 @@ impl TimestampType {
 }
 
 /// A record header. Kafka header keys are strings; the value may be null.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    pub key: Bytes,
-    pub value: Option<Bytes>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
 }
 
-/// One data record. Key and value share the batch's buffer (no copy per record).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
+/// A record's headers, read from the batch's bytes as they are iterated (they were
+/// checked when the batch was decoded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Headers<'a> {
+    raw: &'a [u8],
+    count: usize,
+}
+
+impl<'a> Headers<'a> {
+    /// `count` headers in `raw` as a v2 record holds them (key length, key, value length
+    /// or -1 for null, value; zig-zag varint lengths); `raw` must hold exactly those.
+    pub fn parse(raw: &'a [u8], count: usize) -> Result<Headers<'a>, String> {
+        let mut cur = Cursor::new(raw);
+        cur.skip_headers(count)?;
+        match cur.remaining() {
+            0 => Ok(Headers { raw, count }),
+            left => Err(format!("{left} bytes after {count} headers")),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Header<'a>> + use<'a> {
+        let mut cur = Cursor::new(self.raw);
+        // Checked by `parse` (or the batch's decoding): every header reads.
+        (0..self.count).map_while(move |_| cur.header().ok())
+    }
+
+    /// The bytes of the headers' keys and values.
+    pub fn payload_bytes(&self) -> usize {
+        self.iter().map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len)).sum()
+    }
+}
+
+/// One data record, borrowed from its batch: key, value and headers are slices of the
+/// batch's decoded bytes (no copy and no reference count per record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
     pub offset: i64,
     /// Milliseconds since the epoch; -1 for magic v0 messages, which carry none.
     pub timestamp: i64,
     pub timestamp_type: TimestampType,
-    pub key: Option<Bytes>,
-    pub value: Option<Bytes>,
-    pub headers: Vec<Header>,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: Headers<'a>,
+}
+
+/// Where one record's parts lie in its batch's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub timestamp_type: TimestampType,
+    pub key: Option<Range<usize>>,
+    pub value: Option<Range<usize>>,
+    pub headers: Range<usize>,
+    pub header_count: usize,
+}
+
+/// The data records of a batch: its decoded bytes, and where each record lies in them.
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    data: Bytes,
+    entries: Vec<Entry>,
+}
+
+impl Records {
+    /// Records whose parts lie in `data` (every range within it, as the decoders make them).
+    pub(super) fn new(data: Bytes, entries: Vec<Entry>) -> Records {
+        Records { data, entries }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn first(&self) -> Option<Record<'_>> {
+        self.entries.first().map(|e| self.record(e))
+    }
+
+    pub fn iter(&self) -> RecordIter<'_> {
+        RecordIter { records: self, entries: self.entries.iter() }
+    }
+
+    fn record<'a>(&'a self, e: &Entry) -> Record<'a> {
+        let part = |range: &Option<Range<usize>>| range.clone().map(|r| &self.data[r]);
+        Record {
+            offset: e.offset,
+            timestamp: e.timestamp,
+            timestamp_type: e.timestamp_type,
+            key: part(&e.key),
+            value: part(&e.value),
+            headers: Headers { raw: &self.data[e.headers.clone()], count: e.header_count },
+        }
+    }
+}
+
+/// The records of a batch, in order.
+pub struct RecordIter<'a> {
+    records: &'a Records,
+    entries: std::slice::Iter<'a, Entry>,
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        self.entries.next().map(|e| self.records.record(e))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl ExactSizeIterator for RecordIter<'_> {}
+
+impl<'a> IntoIterator for &'a Records {
+    type Item = Record<'a>;
+    type IntoIter = RecordIter<'a>;
+
+    fn into_iter(self) -> RecordIter<'a> {
+        self.iter()
+    }
 }
 
 /// What a batch carries.
@@ -103,8 +230,61 @@ pub struct Batch {
     pub producer_id: i64,
     pub producer_epoch: i16,
     /// Data records; empty for control batches.
-    pub records: Vec<Record>,
+    pub records: Records,
     /// For control batches: the control type of each control record.
     pub control: Vec<ControlType>,
     pub txn: BatchTxn,
+}
+
+/// Headers encoded as a v2 record holds them, for tests to build records from.
+#[cfg(test)]
+pub(crate) fn encode_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+    fn zigzag(out: &mut Vec<u8>, v: i64) {
+        let mut raw = ((v << 1) ^ (v >> 63)) as u64;
+        while raw >= 0x80 {
+            out.push(raw as u8 | 0x80);
+            raw >>= 7;
+        }
+        out.push(raw as u8);
+    }
+    let mut out = Vec::new();
+    for (key, value) in headers {
+        for part in [Some(*key), *value] {
+            match part {
+                Some(b) => {
+                    zigzag(&mut out, b.len() as i64);
+                    out.extend_from_slice(b);
+                }
+                None => zigzag(&mut out, -1),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_read_back_as_written_and_bad_ones_are_refused() {
+        let long = vec![b'v'; 300];
+        let written: [(&[u8], Option<&[u8]>); 3] = [(b"trace", Some(b"abc")), (b"empty", None), (b"long", Some(&long))];
+        let raw = encode_headers(&written);
+        let headers = Headers::parse(&raw, 3).unwrap();
+        let read: Vec<_> = headers.iter().map(|h| (h.key, h.value)).collect();
+        assert_eq!(read, written);
+        assert_eq!((headers.len(), headers.payload_bytes()), (3, 5 + 3 + 5 + 4 + 300));
+        assert!(Headers::default().is_empty());
+
+        let e = Headers::parse(&raw, 2).unwrap_err();
+        assert!(e.contains("bytes after 2 headers"), "{e}");
+        let e = Headers::parse(&raw, 4).unwrap_err();
+        assert!(e.contains("unexpected end of data"), "{e}");
+        let e = Headers::parse(&encode_headers(&[(b"k", None)])[..1], 1).unwrap_err();
+        assert!(e.contains("length 1 with 0 bytes left"), "{e}");
+        // A null key: length -1 (zig-zag 0x01).
+        let e = Headers::parse(&[0x01, 0x01], 1).unwrap_err();
+        assert!(e.contains("null header key"), "{e}");
+    }
 }

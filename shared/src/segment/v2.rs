@@ -7,11 +7,13 @@
 //! ```
 //! The CRC-32C covers everything from `attributes` to the end of the batch.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::codec::Codec;
 use super::error::SegmentErrorKind;
-use super::record::{Header, Record, TimestampType};
+use super::record::{Entry, Header, Records, TimestampType};
 
 pub const HEADER_LEN: usize = 61;
 const CRC_OFFSET: usize = 17;
@@ -96,31 +98,31 @@ impl BatchHeader {
 }
 
 /// Decodes the records of a batch whose (decompressed) record bytes are `data`.
-pub fn decode_records(header: &BatchHeader, data: Bytes) -> Result<Vec<Record>, SegmentErrorKind> {
+pub fn decode_records(header: &BatchHeader, data: Bytes) -> Result<Records, SegmentErrorKind> {
     let count = header.record_count as usize;
     // Every record takes at least 7 bytes: never reserve more than the data can hold.
-    let mut records = Vec::with_capacity(count.min(data.len() / 7));
+    let mut entries = Vec::with_capacity(count.min(data.len() / 7));
     let ts_type = header.timestamp_type();
-    let mut cur = Cursor::new(data);
+    let mut cur = Cursor::new(&data);
     for index in 0..count {
-        let record = decode_record(header, ts_type, &mut cur).map_err(|detail| SegmentErrorKind::Record {
+        let entry = decode_record(header, ts_type, &mut cur).map_err(|detail| SegmentErrorKind::Record {
             index,
             offset: None,
             detail,
         })?;
-        if record.offset > header.last_offset() {
+        if entry.offset > header.last_offset() {
             return Err(SegmentErrorKind::Record {
                 index,
-                offset: Some(record.offset),
+                offset: Some(entry.offset),
                 detail: format!("offset beyond the batch's last offset {}", header.last_offset()),
             });
         }
-        records.push(record);
+        entries.push(entry);
     }
     if cur.remaining() != 0 {
         return Err(SegmentErrorKind::Malformed(format!("{} bytes left after {count} records", cur.remaining())));
     }
-    Ok(records)
+    Ok(Records::new(data, entries))
 }
 
 /// Reads the control record types of a control batch.
@@ -129,7 +131,7 @@ pub fn decode_control(header: &BatchHeader, data: Bytes) -> Result<Vec<i16>, Seg
     records
         .iter()
         .enumerate()
-        .map(|(index, r)| match r.key.as_deref() {
+        .map(|(index, r)| match r.key {
             Some([_, _, hi, lo, ..]) => Ok(i16::from_be_bytes([*hi, *lo])),
             _ => Err(SegmentErrorKind::Record {
                 index,
@@ -140,7 +142,7 @@ pub fn decode_control(header: &BatchHeader, data: Bytes) -> Result<Vec<i16>, Seg
         .collect()
 }
 
-fn decode_record(header: &BatchHeader, ts_type: TimestampType, cur: &mut Cursor) -> Result<Record, String> {
+fn decode_record(header: &BatchHeader, ts_type: TimestampType, cur: &mut Cursor) -> Result<Entry, String> {
     let length = cur.varint()?;
     let length = usize::try_from(length).map_err(|_| format!("negative record length {length}"))?;
     if length > cur.remaining() {
@@ -150,20 +152,16 @@ fn decode_record(header: &BatchHeader, ts_type: TimestampType, cur: &mut Cursor)
     let _attributes = cur.byte()?;
     let timestamp_delta = cur.varlong()?;
     let offset_delta = cur.varint()?;
-    let key = cur.nullable_bytes()?;
-    let value = cur.nullable_bytes()?;
+    let key = cur.nullable_span()?;
+    let value = cur.nullable_span()?;
     let header_count = cur.varint()?;
     let header_count = usize::try_from(header_count).map_err(|_| format!("negative header count {header_count}"))?;
     // Each header takes at least 2 bytes.
     if header_count > (end.saturating_sub(cur.pos)) / 2 {
         return Err(format!("header count {header_count} exceeds the record's length"));
     }
-    let mut headers = Vec::with_capacity(header_count);
-    for _ in 0..header_count {
-        let key = cur.nullable_bytes()?.ok_or("null header key")?;
-        let value = cur.nullable_bytes()?;
-        headers.push(Header { key, value });
-    }
+    let headers_start = cur.pos;
+    cur.skip_headers(header_count)?;
     if cur.pos != end {
         return Err(format!("record length {length} does not match its fields"));
     }
@@ -174,13 +172,14 @@ fn decode_record(header: &BatchHeader, ts_type: TimestampType, cur: &mut Cursor)
     if offset_delta < 0 {
         return Err(format!("negative offset delta {offset_delta}"));
     }
-    Ok(Record {
+    Ok(Entry {
         offset: header.base_offset + offset_delta as i64,
         timestamp,
         timestamp_type: ts_type,
         key,
         value,
-        headers,
+        headers: headers_start..end,
+        header_count,
     })
 }
 
@@ -202,18 +201,18 @@ impl Be<'_> {
     }
 }
 
-/// A read position in a shared buffer; slices are zero-copy `Bytes`.
-struct Cursor {
-    data: Bytes,
+/// A read position in a batch's record bytes.
+pub(super) struct Cursor<'a> {
+    data: &'a [u8],
     pos: usize,
 }
 
-impl Cursor {
-    fn new(data: Bytes) -> Self {
+impl<'a> Cursor<'a> {
+    pub(super) fn new(data: &'a [u8]) -> Self {
         Cursor { data, pos: 0 }
     }
 
-    fn remaining(&self) -> usize {
+    pub(super) fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
 
@@ -236,8 +235,8 @@ impl Cursor {
         i32::try_from(v).map_err(|_| format!("varint {v} out of 32-bit range"))
     }
 
-    /// A varint length followed by that many bytes; -1 is null.
-    fn nullable_bytes(&mut self) -> Result<Option<Bytes>, String> {
+    /// A varint length followed by that many bytes, as their position; -1 is null.
+    fn nullable_span(&mut self) -> Result<Option<Range<usize>>, String> {
         let len = self.varint()?;
         if len == -1 {
             return Ok(None);
@@ -246,9 +245,23 @@ impl Cursor {
         if len > self.remaining() {
             return Err(format!("length {len} with {} bytes left", self.remaining()));
         }
-        let slice = self.data.slice(self.pos..self.pos + len);
+        let span = self.pos..self.pos + len;
         self.pos += len;
-        Ok(Some(slice))
+        Ok(Some(span))
+    }
+
+    fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, String> {
+        Ok(self.nullable_span()?.map(|span| &self.data[span]))
+    }
+
+    /// One header: a key (never null) and a nullable value.
+    pub(super) fn header(&mut self) -> Result<Header<'a>, String> {
+        let key = self.nullable_bytes()?.ok_or("null header key")?;
+        Ok(Header { key, value: self.nullable_bytes()? })
+    }
+
+    pub(super) fn skip_headers(&mut self, count: usize) -> Result<(), String> {
+        (0..count).try_for_each(|_| self.header().map(drop))
     }
 }
 
@@ -256,8 +269,8 @@ impl Cursor {
 mod tests {
     use super::*;
 
-    fn cursor(bytes: &[u8]) -> Cursor {
-        Cursor::new(Bytes::copy_from_slice(bytes))
+    fn cursor(bytes: &[u8]) -> Cursor<'_> {
+        Cursor::new(bytes)
     }
 
     #[test]

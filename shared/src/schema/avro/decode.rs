@@ -18,6 +18,7 @@ use arrow_schema::{DECIMAL128_MAX_PRECISION, DataType, Fields, TimeUnit};
 
 use super::{AvroSchemaError, Names, err};
 use crate::convert::{Column, DecodeError, FixedValues};
+use crate::schema::uuid_text;
 use crate::varint::VarintError;
 
 /// Avro's duration: a fixed of 12 bytes (months, days, milliseconds).
@@ -583,8 +584,8 @@ fn put_nested(step: &Step, r: &mut Reader, col: &mut Column, at: usize) -> R<()>
         }
         Step::Uuid => {
             let s = r.str()?;
-            let u = uuid::Uuid::try_parse(s).map_err(|e| fail(at, format_args!("uuid {s:?}: {e}")))?;
-            fixed_column(col)?.append_value(u.as_bytes()).map_err(|e| fail(at, format_args!("{e}")))?
+            let u = uuid_text::parse(s).map_err(|e| fail(at, format_args!("uuid {s:?}: {e}")))?;
+            fixed_column(col)?.append_value(&u).map_err(|e| fail(at, format_args!("{e}")))?
         }
         Step::Array(item) => {
             let list = into!(col, List, "array");
