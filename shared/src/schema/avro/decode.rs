@@ -1170,6 +1170,52 @@ mod tests {
         }
     }
 
+    /// Strings, bytes and map keys of every length (each length class of the ASCII check
+    /// and of the inline copy), ASCII or not, in the middle of a payload and at its end.
+    #[test]
+    fn strings_and_bytes_of_every_length_read_back_whole() {
+        use apache_avro::types::Value as V;
+        let writer = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "s", "type": "string"}, {"name": "b", "type": "bytes"},
+            {"name": "m", "type": {"type": "map", "values": "int"}}, {"name": "n", "type": ["null", "string"]},
+            {"name": "tail", "type": "string"}]}"#;
+        let parsed = Avro::parse_str(writer).unwrap();
+        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&parsed, &[]).unwrap()
+        else {
+            panic!("a record")
+        };
+        let table = crate::schema::plan(None, &value).unwrap().schema;
+        let fields = iceberg::arrow::schema_to_arrow_schema(&table).unwrap().fields().clone();
+        for len in 0..=40 {
+            let ascii: String = (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            // Two-byte characters: in the middle, and as the last character.
+            let wide: String = ascii.chars().take(len / 2).map(|c| if c == 'h' { 'é' } else { c }).collect();
+            for text in [ascii.clone(), wide, format!("{}é", &ascii[..len.saturating_sub(2)])] {
+                let record = V::Record(vec![
+                    ("s".into(), V::String(text.clone())),
+                    ("b".into(), V::Bytes(text.as_bytes().to_vec())),
+                    ("m".into(), V::Map([(text.clone(), V::Int(len as i32))].into())),
+                    ("n".into(), V::Union(1, Box::new(V::String(text.clone())))),
+                    ("tail".into(), V::String(text.clone())),
+                ]);
+                let row = decode_row(writer, record, fields.clone()).unwrap();
+                let string = |i: usize| row.column(i).as_string::<i32>().value(0).to_string();
+                assert_eq!([string(0), string(3), string(4)], [&text[..]; 3], "{len}: {text:?}");
+                assert_eq!(row.column(1).as_binary::<i64>().value(0), text.as_bytes());
+                assert_eq!(row.column(2).as_map().keys().as_string::<i32>().value(0), text);
+            }
+        }
+        // A string that is not UTF-8 is refused, at the payload's end or before other bytes.
+        let bad = [&[0x02, 0xc3][..], &[0; 20]].concat();
+        let string = Avro::parse_str(r#""string""#).unwrap();
+        let compiled = CompiledAvro::new(&string, &[], AvroTarget::Column(&DataType::Utf8)).unwrap();
+        let mut col = Column::new(&DataType::Utf8).unwrap();
+        for payload in [&bad[..2], &bad] {
+            let e = compiled.append(payload, &mut col, "value", 5).unwrap_err();
+            assert!(e.detail.contains("not UTF-8"), "{e:?}");
+        }
+    }
+
     #[test]
     fn strings_ascii_and_not() {
         assert_eq!(utf8(b"plain ascii"), Some("plain ascii"));
