@@ -355,8 +355,7 @@ fn append_metadata(kafka: &mut StructColumn, partition: i32, record: &Record) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment::Headers;
-    use crate::segment::record::encode_headers;
+    use crate::segment::{Headers, encode_headers};
 
     #[test]
     fn each_part_gets_the_last_schema_header_of_its_own_name() {

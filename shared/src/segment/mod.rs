@@ -34,7 +34,7 @@ mod legacy;
 mod location;
 mod lz4;
 mod reader;
-pub(crate) mod record;
+mod record;
 #[cfg(feature = "aws")]
 mod s3;
 mod source;
@@ -47,6 +47,8 @@ pub use error::{SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
 pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
 pub use reader::{SegmentReader, decode_frame};
+#[cfg(test)]
+pub(crate) use record::encode_headers;
 pub use record::{
     Batch, BatchKind, BatchTxn, ControlType, Header, Headers, Record, RecordIter, Records, TimestampType,
 };
