@@ -30,21 +30,25 @@ const TARGET_FILE: u64 = 128 * MIB;
 /// The Python baseline runs on the first `PYTHON_SEGMENT` bytes of the same segment (it is that much slower).
 const PYTHON_SEGMENT: u64 = 16 * MIB;
 
-/// A hand-written Python Lambda doing the same job: for Avro (with the schema file), or
-/// for raw key/value. (None is written for Protobuf.)
+/// A hand-written Python Lambda doing the same job: for Avro (with the schema file), for
+/// Protobuf (with the descriptor set, message `shop.Order`), or for raw key/value.
 #[derive(Clone, Copy)]
 enum Python<'a> {
-    Avro(&'a std::path::PathBuf),
+    Avro(&'a Path),
+    Protobuf(&'a Path),
     Raw,
 }
 
 /// The same job by a hand-written Python Lambda (tests/py/python_lambda.py: kafka-python,
-/// fastavro, pyarrow) on `segment`; returns its seconds, as it measures them itself (from
-/// reading the file to the Parquet written; interpreter start-up and imports not counted).
-fn python_lambda(segment: &Path, out: &Path, avro_schema: Option<&Path>) -> f64 {
+/// fastavro or protobuf, pyarrow) on `segment`; returns its seconds, as it measures them
+/// itself (from reading the file to the Parquet written; interpreter start-up and imports
+/// not counted).
+fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> f64 {
     let mut args = vec![segment.to_str().unwrap(), out.to_str().unwrap()];
-    if let Some(schema) = avro_schema {
-        args.push(schema.to_str().unwrap());
+    match lambda {
+        Python::Avro(schema) => args.push(schema.to_str().unwrap()),
+        Python::Protobuf(descriptors) => args.extend(["--protobuf", descriptors.to_str().unwrap(), "shop.Order"]),
+        Python::Raw => {}
     }
     let printed = common::python_output("python_lambda.py", &args);
     let report: serde_json::Value = serde_json::from_str(printed.trim()).expect("python_lambda.py prints JSON");
@@ -146,6 +150,12 @@ fn main() {
     if !seeds.join("seed_protobuf_zstd.log").exists() {
         common::python("make_protobuf.py", &["--bench-seed", d, &mib]);
     }
+    // The Python Lambda reads the Protobuf schema as a descriptor set (seeds kept from
+    // before it was written beside them get it now).
+    let descriptors = seeds.join("orders_v2.desc");
+    if !descriptors.exists() {
+        common::python("make_protobuf.py", &["--schema-files", d]);
+    }
     let avsc = seeds.join("orders_v2.avsc");
     let avro_config = format!(
         "[[topics]]\ntopic = \"bench\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\ntarget_file_size = \"128MiB\"\n",
@@ -158,6 +168,7 @@ fn main() {
     let raw_config = "[defaults]\nenabled = true\n".to_string();
     let avro = "Avro (25 columns, nested, logical types; varied values)";
     let (avro_lambda, raw_lambda) = (Some(Python::Avro(&avsc)), Some(Python::Raw));
+    let protobuf_lambda = Some(Python::Protobuf(&descriptors));
     let cases = [
         (format!("{avro}, zstd batches"), seeds.join("seed_avro_zstd.log"), &avro_config, avro_lambda),
         (format!("{avro}, lz4 batches"), seeds.join("seed_avro_lz4.log"), &avro_config, avro_lambda),
@@ -173,7 +184,7 @@ fn main() {
                 .to_string(),
             seeds.join("seed_protobuf_zstd.log"),
             &protobuf_config,
-            None,
+            protobuf_lambda,
         ),
         ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, raw_lambda),
     ];
@@ -235,12 +246,8 @@ fn main() {
             let small = dir.path().join("python.log");
             tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
             let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
-            let avro_schema = match lambda {
-                Python::Avro(avsc) => Some(avsc.as_path()),
-                Python::Raw => None,
-            };
             let best = (0..3)
-                .map(|_| python_lambda(&small, &dir.path().join("python.parquet"), avro_schema))
+                .map(|_| python_lambda(&small, &dir.path().join("python.parquet"), lambda))
                 .fold(f64::MAX, f64::min);
             small_mib / best
         });
@@ -274,11 +281,12 @@ fn main() {
          every value repeats. The Avro rows hold the same records in three batch codecs\n\
          (so the MiB hold different record counts).\n\
          The Python Lambda is the same job hand-written in Python (`tests/py/python_lambda.py`:\n\
-         kafka-python reads the batches, fastavro decodes, pyarrow builds 8192-row tables\n\
-         with a declared schema and writes zstd Parquet) on the first {} MiB of the same segment,\n\
-         best of 3, timed by the script from reading the file to the file written\n\
-         (interpreter start-up and imports not counted); there is none for Protobuf. The\n\
-         Protobuf row's payloads are encoded by Google's `protobuf` package (every record new).\n\n\
+         kafka-python reads the batches, fastavro decodes Avro, Google's `protobuf` package\n\
+         Protobuf (its values turned into Python ones field by field), pyarrow builds\n\
+         8192-row tables with a declared schema and writes zstd Parquet) on the first {} MiB\n\
+         of the same segment, best of 3, timed by the script from reading the file to the\n\
+         file written (interpreter start-up and imports not counted). The Protobuf row's\n\
+         payloads are encoded by Google's `protobuf` package (every record new).\n\n\
          | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | Python Lambda MiB/s | pipeline / Python (target ≥ 20×) |\n\
          |---|---|---|---|---|---|---|---|---|---|\n{}\n",
         cpu(),

@@ -5,6 +5,7 @@ Confluent wire format and wrapped in a segment built by kafka-python.
 
     make_protobuf.py OUT_DIR
     make_protobuf.py --bench-seed OUT_DIR [MIB]   the benchmark's segment (see bench_seed)
+    make_protobuf.py --schema-files OUT_DIR       only orders_v2.proto and orders_v2.desc
 
 Writes:
   OUT_DIR/orders-0/00000000000000000000.log   the segment (topic "orders", partition 0)
@@ -370,11 +371,7 @@ def main(out):
                 "subjects": {"orders-value": 2}}
     with open(os.path.join(out, "registry.json"), "w") as f:
         json.dump(registry, f)
-    with open(os.path.join(out, "orders_v2.proto"), "w") as f:
-        f.write(proto_text(2))
-    descriptor_set = descriptor_pb2.FileDescriptorSet(file=well_known() + [file_proto(2)])
-    with open(os.path.join(out, "orders_v2.desc"), "wb") as f:
-        f.write(descriptor_set.SerializeToString())
+    write_schema_files(out)
     for name, rows in (("expected.jsonl", expected), ("expected_local.jsonl", local)):
         with open(os.path.join(out, name), "w") as f:
             for r in rows:
@@ -441,13 +438,23 @@ def references_case(out):
                          "PROTOBUF", records, expected, indexes_len=1)
 
 
-def bench_seed(out, mib=4):
-    """A segment of ~`mib` MiB of v2 Orders in zstd batches for the benchmark
-    (`seed_protobuf_zstd.log`), with `orders_v2.proto` beside it. Every record is new, as
-    in make_avro.py's seeds: unique ids, random numbers and text, varying collections."""
+def write_schema_files(out):
+    """The v2 schema in `out`: `orders_v2.proto` (text) and `orders_v2.desc` (a binary
+    FileDescriptorSet, imports included)."""
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "orders_v2.proto"), "w") as f:
         f.write(proto_text(2))
+    descriptor_set = descriptor_pb2.FileDescriptorSet(file=well_known() + [file_proto(2)])
+    with open(os.path.join(out, "orders_v2.desc"), "wb") as f:
+        f.write(descriptor_set.SerializeToString())
+
+
+def bench_seed(out, mib=4):
+    """A segment of ~`mib` MiB of v2 Orders in zstd batches for the benchmark
+    (`seed_protobuf_zstd.log`), with `orders_v2.proto` and `orders_v2.desc` beside it.
+    Every record is new, as in make_avro.py's seeds: unique ids, random numbers and text,
+    varying collections."""
+    write_schema_files(out)
     cls = classes(2)["Order"]
     values = BenchValues()
 
@@ -463,6 +470,8 @@ def bench_seed(out, mib=4):
 if __name__ == "__main__":
     if sys.argv[1] == "--bench-seed":
         bench_seed(sys.argv[2], *(int(a) for a in sys.argv[3:4]))
+    elif sys.argv[1] == "--schema-files":
+        write_schema_files(sys.argv[2])
     else:
         main(sys.argv[1])
         references_case(sys.argv[1])

@@ -1,10 +1,12 @@
 """The job a hand-written Python Lambda does, as the convert benchmark's baseline
 (DESIGN §7: Floe ≥ 20× it): read a segment with kafka-python, decode each record's value
-(raw bytes, or Confluent-framed Avro with fastavro), build Arrow tables with pyarrow
-(partition, offset, timestamp and key beside the value) 8192 rows at a time, and write
-them as one zstd Parquet file.
+(raw bytes; Confluent-framed Avro with fastavro; Confluent-framed Protobuf with Google's
+`protobuf` package, turned into Python values field by field from the descriptors), build
+Arrow tables with pyarrow (partition, offset, timestamp and key beside the value) 8192
+rows at a time, and write them as one zstd Parquet file.
 
   python_lambda.py SEGMENT OUT.parquet [AVRO_SCHEMA.avsc]
+  python_lambda.py SEGMENT OUT.parquet --protobuf DESCRIPTOR_SET MESSAGE
 
 Prints {"seconds": …, "records": …}: the time from reading the file to the Parquet
 written, as the Lambda would spend it."""
@@ -17,6 +19,8 @@ import fastavro
 import fastavro.read
 import pyarrow as pa
 import pyarrow.parquet as pq
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import FieldDescriptor as FD
 from kafka.record.default_records import DefaultRecordBatch
 
 ROWS = 8192
@@ -59,9 +63,98 @@ def arrow_type(t, named):
     return arrow_type(kind, named)
 
 
-def main(segment, out, schema_path=None):
+PROTO_SCALARS = {
+    FD.TYPE_BOOL: pa.bool_(), FD.TYPE_INT32: pa.int32(), FD.TYPE_SINT32: pa.int32(), FD.TYPE_SFIXED32: pa.int32(),
+    FD.TYPE_INT64: pa.int64(), FD.TYPE_SINT64: pa.int64(), FD.TYPE_SFIXED64: pa.int64(),
+    FD.TYPE_UINT32: pa.int64(), FD.TYPE_FIXED32: pa.int64(), FD.TYPE_UINT64: pa.uint64(),
+    FD.TYPE_FIXED64: pa.uint64(), FD.TYPE_FLOAT: pa.float32(), FD.TYPE_DOUBLE: pa.float64(),
+    FD.TYPE_STRING: pa.string(), FD.TYPE_BYTES: pa.binary(),
+}
+WRAPPERS = {"google.protobuf.%sValue" % n for n in
+            ("Bool", "Int32", "Int64", "UInt32", "UInt64", "Float", "Double", "String", "Bytes")}
+
+
+def proto_field(f):
+    """(Arrow type, Python value of the field's value) for one element of field `f`."""
+    if f.type == FD.TYPE_ENUM:
+        names = {v.number: v.name for v in f.enum_type.values}
+        return pa.string(), lambda v: names.get(v, str(v))
+    if f.type != FD.TYPE_MESSAGE:
+        return PROTO_SCALARS[f.type], lambda v: v
+    name = f.message_type.full_name
+    if name == "google.protobuf.Timestamp":
+        return pa.timestamp("us", "UTC"), lambda v: v.seconds * 1_000_000 + v.nanos // 1000
+    if name in WRAPPERS:
+        return proto_field(f.message_type.fields_by_name["value"])[0], lambda v: v.value
+    return proto_message(f.message_type)
+
+
+def proto_message(desc):
+    """(Arrow struct type, message → dict) for message `desc`, as a Lambda author would
+    write it: maps as lists of pairs, repeated fields as lists, fields with presence
+    None when unset."""
+    columns, convert = [], []
+    for f in desc.fields:
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            kt, kv = proto_field(f.message_type.fields_by_name["key"])
+            vt, vv = proto_field(f.message_type.fields_by_name["value"])
+            columns.append((f.name, pa.map_(kt, vt)))
+            convert.append((f.name, None, lambda m, kv=kv, vv=vv: [(kv(k), vv(v)) for k, v in m.items()]))
+        elif f.is_repeated:
+            t, v = proto_field(f)
+            columns.append((f.name, pa.list_(t)))
+            convert.append((f.name, None, lambda xs, v=v: [v(x) for x in xs]))
+        else:
+            t, v = proto_field(f)
+            columns.append((f.name, t))
+            convert.append((f.name, f.has_presence, v))
+
+    def to_dict(msg):
+        return {name: None if presence and not msg.HasField(name) else v(getattr(msg, name))
+                for name, presence, v in convert}
+    return pa.struct(columns), to_dict
+
+
+def protobuf_decoder(descriptor_set, message):
+    """The message class of `message` in a binary FileDescriptorSet, and its converter."""
+    pool = descriptor_pool.DescriptorPool()
+    files = descriptor_pb2.FileDescriptorSet.FromString(open(descriptor_set, "rb").read())
+    for f in files.file:
+        pool.Add(f)
+    desc = pool.FindMessageTypeByName(message)
+    struct, to_dict = proto_message(desc)
+    return message_factory.GetMessageClass(desc), struct, to_dict
+
+
+def confluent_body(value):
+    """A Confluent-framed Protobuf value without its magic byte, schema id and message
+    indexes (zig-zag varints: a count, then that many)."""
+    pos = 5
+
+    def varint():
+        nonlocal pos
+        shift = n = 0
+        while True:
+            b = value[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return (n >> 1) ^ -(n & 1)
+    for _ in range(varint()):
+        varint()
+    return value[pos:]
+
+
+def main(segment, out, schema_path=None, *protobuf):
     meta = [("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.binary())]
-    if schema_path:
+    proto = None
+    if schema_path == "--protobuf":
+        cls, struct, to_dict = protobuf_decoder(*protobuf)
+        proto = (cls, to_dict)
+        schema, several = None, set()
+        arrow_schema = pa.schema(meta + [(f.name, f.type) for f in struct])
+    elif schema_path:
         avsc = json.load(open(schema_path))
         schema = fastavro.parse_schema(avsc)
         value = arrow_type(avsc, {})
@@ -92,7 +185,9 @@ def main(segment, out, schema_path=None):
         pos += 12 + length
         for r in batch:
             row = {"partition": 0, "offset": r.offset, "timestamp": r.timestamp, "key": r.key}
-            if schema is None:
+            if proto is not None:
+                row.update(proto[1](proto[0].FromString(confluent_body(r.value))))
+            elif schema is None:
                 row["value"] = r.value
             else:
                 value = fastavro.schemaless_reader(io.BytesIO(r.value[5:]), schema, None)
