@@ -15,6 +15,7 @@ pub mod layout;
 pub mod protobuf;
 mod protobuf_decode;
 pub mod registry;
+pub mod utf8;
 pub mod uuid_text;
 pub mod wire;
 

@@ -13,7 +13,7 @@
 //! | double | double | Float64 |
 //! | string | string | Utf8 |
 //! | bytes | binary | LargeBinary |
-//! | enum | string (the symbol; a number the schema does not name → that number, as text) | Utf8 |
+//! | enum | string (the symbol, the first declared of aliases; a number the schema does not name → that number, as text) | Utf8 |
 //! | message | struct (fields optional) | Struct |
 //! | repeated T | list (elements required) | List |
 //! | map<K, V> | map<K, V> (values required) | Map |
@@ -254,13 +254,49 @@ pub(super) enum Node {
     Double,
     String,
     Bytes,
-    Enum(EnumDescriptor),
+    Enum(EnumSymbols),
     Timestamp,
     /// A wrapper message: its `value` field.
     Wrapper(Box<Node>),
     Message(MessagePlan),
     List(Box<Node>),
     Map(Box<Node>, Box<Node>),
+}
+
+/// An enum's symbols by number, looked up without going through the descriptor pool
+/// (whose lookup clones a reference-counted handle per value).
+#[derive(Debug)]
+pub(super) struct EnumSymbols {
+    /// For the tests' reference decoder, which asks prost-reflect.
+    #[cfg(test)]
+    pub(super) descriptor: EnumDescriptor,
+    /// (number, symbol) sorted by number; of aliases (`allow_alias`), the first declared.
+    by_number: Vec<(i32, Box<str>)>,
+    /// The symbol of an unset proto3 enum field: the first declared.
+    pub(super) default: Box<str>,
+}
+
+impl EnumSymbols {
+    fn new(descriptor: EnumDescriptor) -> EnumSymbols {
+        // In declaration order (the descriptor's own iteration is by number).
+        let declared = &descriptor.enum_descriptor_proto().value;
+        let mut by_number: Vec<(i32, Box<str>)> = declared.iter().map(|v| (v.number(), v.name().into())).collect();
+        // A stable sort keeps aliases in declaration order; the first of each is kept.
+        by_number.sort_by_key(|(n, _)| *n);
+        by_number.dedup_by_key(|(n, _)| *n);
+        let default = declared.first().map_or("0", |v| v.name()).into();
+        EnumSymbols {
+            #[cfg(test)]
+            descriptor,
+            by_number,
+            default,
+        }
+    }
+
+    /// The symbol of `number`, if the enum names it.
+    pub(super) fn name(&self, number: i32) -> Option<&str> {
+        self.by_number.binary_search_by_key(&number, |(n, _)| *n).ok().map(|i| &*self.by_number[i].1)
+    }
 }
 
 #[derive(Debug)]
@@ -374,7 +410,7 @@ fn compile_kind(kind: Kind, t: &DataType, depth: usize) -> Result<Node, Protobuf
         Kind::Double => (Node::Double, matches!(t, D::Float64)),
         Kind::String => (Node::String, matches!(t, D::Utf8 | D::LargeBinary)),
         Kind::Bytes => (Node::Bytes, matches!(t, D::LargeBinary)),
-        Kind::Enum(e) => (Node::Enum(e), matches!(t, D::Utf8)),
+        Kind::Enum(e) => (Node::Enum(EnumSymbols::new(e)), matches!(t, D::Utf8)),
         Kind::Message(m) if m.full_name() == TIMESTAMP => {
             (Node::Timestamp, matches!(t, D::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _)))
         }
@@ -472,9 +508,11 @@ fn message_at(main: &FileDescriptor, path: &[usize]) -> Option<MessageDescriptor
 /// A schema's messages compiled against the table's columns.
 pub struct CompiledProtobuf {
     main: FileDescriptor,
-    /// By full name: every message of the main file (some may not fit the table; only
-    /// payloads of those are bad records).
-    plans: HashMap<String, Result<MessagePlan, String>>,
+    /// Every message of the main file (some may not fit the table; only payloads of
+    /// those are bad records); the first top-level one first.
+    plans: Vec<Result<MessagePlan, String>>,
+    /// Where each message's plan is in `plans`, by full name.
+    by_name: HashMap<String, usize>,
 }
 
 impl CompiledProtobuf {
@@ -485,19 +523,26 @@ impl CompiledProtobuf {
             Shape::Fields(f) | Shape::Column(DataType::Struct(f)) => f,
             Shape::Column(other) => return err(format!("a message cannot be written into a {other} column")),
         };
-        let mut plans = HashMap::new();
+        let (mut plans, mut by_name) = (Vec::new(), HashMap::new());
         let mut queue: Vec<MessageDescriptor> = main.messages().collect();
+        queue.reverse();
         while let Some(m) = queue.pop() {
             queue.extend(m.child_messages().filter(|c| !c.is_map_entry()));
             let plan = compile_message(&m, fields, 0).map_err(|e| format!("message {}: {}", m.full_name(), e.0));
-            plans.insert(m.full_name().to_string(), plan);
+            by_name.insert(m.full_name().to_string(), plans.len());
+            plans.push(plan);
         }
-        Ok(CompiledProtobuf { main, plans })
+        Ok(CompiledProtobuf { main, plans, by_name })
+    }
+
+    /// The plan of `message`, if it is one of the main file's.
+    fn plan(&self, message: &MessageDescriptor) -> Option<&Result<MessagePlan, String>> {
+        self.by_name.get(message.full_name()).map(|&i| &self.plans[i])
     }
 
     /// Checks that `message` fits the table (a local file's table message must).
     fn check(&self, message: &MessageDescriptor) -> Result<(), ProtobufSchemaError> {
-        match self.plans.get(message.full_name()) {
+        match self.plan(message) {
             Some(Ok(_)) => Ok(()),
             Some(Err(e)) => Err(ProtobufSchemaError(e.clone())),
             None => err(format!("message {} is not in the schema's main file", message.full_name())),
@@ -515,7 +560,11 @@ impl CompiledProtobuf {
             missing_schema: None,
         };
         let (path, used) = match framed.header_rest {
-            None if body.first() == Some(&0) => (MAIN, 1),
+            // The common `[0]` (one zero byte): the first message, compiled first.
+            None if body.first() == Some(&0) => match self.plans.first() {
+                Some(Ok(plan)) => return Ok((plan, 1)),
+                _ => (MAIN, 1),
+            },
             None => message_indexes(body).map(|(p, used)| (Indexes::Owned(p), used)).map_err(|(p, d)| fail(p, d))?,
             Some(rest) => {
                 let header = |detail: String| fail(0, format!("header {}: {detail}", header_name(part)));
@@ -528,7 +577,7 @@ impl CompiledProtobuf {
         };
         let message = message_at(&self.main, path.as_slice())
             .ok_or_else(|| fail(0, format!("message indexes {:?}: no such message", path.as_slice())))?;
-        match self.plans.get(message.full_name()) {
+        match self.plan(&message) {
             Some(Ok(plan)) => Ok((plan, used)),
             Some(Err(e)) => Err(fail(0, e.clone())),
             None => Err(fail(0, format!("message {} cannot be decoded", message.full_name()))),
@@ -692,6 +741,19 @@ mod tests {
         enum E { ZERO = 0; ONE = 1; }
         message Rec { string id = 1; Rec next = 2; }
     "#;
+
+    #[test]
+    fn enum_symbols_by_number_keep_the_first_alias() {
+        let file = parse_proto(
+            r#"syntax = "proto3"; package t;
+               enum E { option allow_alias = true; UNSET = 0; STARTED = 1; RUNNING = 1; DONE = 7; NEG = -3; }"#,
+        )
+        .unwrap();
+        let e = EnumSymbols::new(file.enums().next().unwrap());
+        let names: Vec<_> = [0, 1, 7, -3, 2, 8].map(|n| e.name(n)).into();
+        assert_eq!(names, [Some("UNSET"), Some("STARTED"), Some("DONE"), Some("NEG"), None, None]);
+        assert_eq!(&*e.default, "UNSET");
+    }
 
     fn main_file() -> FileDescriptor {
         parse_proto(PROTO).unwrap()

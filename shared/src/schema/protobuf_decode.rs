@@ -22,6 +22,7 @@ use std::cmp::Ordering;
 
 use super::protobuf::{FieldPlan, IntWire, MessagePlan, Node, put_double, put_long, timestamp_value};
 use crate::convert::Column;
+use crate::schema::utf8::{utf8, utf8_at};
 use crate::varint::{self, VarintError};
 
 const VARINT: u8 = 0;
@@ -468,8 +469,8 @@ fn put_scalar(node: &Node, c: &mut Cur, col: &mut Column) -> R<()> {
             Ok(())
         }
         (Node::Enum(e), Scalar::Int(n), Column::String(x)) => {
-            match e.get_value(n as i32) {
-                Some(symbol) => x.append_value(symbol.name()),
+            match e.name(n as i32) {
+                Some(symbol) => x.append_value(symbol),
                 None => x.append_value(n.to_string()),
             }
             Ok(())
@@ -517,7 +518,7 @@ fn put_one(node: &Node, buf: &[u8], spans: Spans, s: &mut Scratch, depth: usize,
             [None] => put_default(inner, buf, s, depth, col),
         },
         (Node::String, Spans::One(a, b)) => {
-            let v = std::str::from_utf8(&buf[a..b]).map_err(|e| fail(a + e.valid_up_to(), "string is not UTF-8"))?;
+            let v = utf8_at(&buf[a..b]).map_err(|at| fail(a + at, "string is not UTF-8"))?;
             match col {
                 Column::String(x) => x.append_value(v),
                 Column::Binary(x) => x.append_value(v.as_bytes()),
@@ -560,8 +561,7 @@ fn put_default(node: &Node, buf: &[u8], s: &mut Scratch, depth: usize, col: &mut
             Ok(())
         }
         (Node::Enum(e), Column::String(x)) => {
-            let n = e.default_value().number();
-            x.append_value(e.get_value(n).map_or_else(|| n.to_string(), |v| v.name().to_string()));
+            x.append_value(&e.default);
             Ok(())
         }
         (node, _) if is_message(node) => return put_one(node, buf, Spans::EMPTY, s, depth, col),
@@ -644,7 +644,7 @@ fn put_map(
         let k = match (k, key) {
             (None, Node::String) => Key::Str(0, 0),
             (Some((a, b)), Node::String) => {
-                std::str::from_utf8(&buf[a..b]).map_err(|e| fail(a + e.valid_up_to(), "map key is not UTF-8"))?;
+                utf8_at(&buf[a..b]).map_err(|at| fail(a + at, "map key is not UTF-8"))?;
                 Key::Str(a as u32, b as u32)
             }
             (None, Node::Bool) => Key::Bool(false),
@@ -687,7 +687,7 @@ fn put_map(
             (Key::UInt(v), col) => put_long(col, v as i64),
             (Key::Int(v), col) => put_long(col, v),
             (Key::Str(a, b), Column::String(x)) => {
-                x.append_value(std::str::from_utf8(&buf[a as usize..b as usize]).expect("checked above"));
+                x.append_value(utf8(&buf[a as usize..b as usize]).expect("checked above"));
                 Ok(())
             }
             // A string into a binary column, as for other string fields.
@@ -798,7 +798,7 @@ mod tests {
                     None => {}
                 },
                 (Node::Enum(e), Value::EnumNumber(n)) => match col {
-                    Some(Column::String(x)) => match e.get_value(*n) {
+                    Some(Column::String(x)) => match e.descriptor.get_value(*n) {
                         Some(symbol) => x.append_value(symbol.name()),
                         None => x.append_value(n.to_string()),
                     },
