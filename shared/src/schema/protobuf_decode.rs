@@ -138,6 +138,7 @@ struct Cur<'a> {
 }
 
 impl Cur<'_> {
+    #[inline]
     fn varint(&mut self) -> R<u64> {
         match varint::unsigned(&self.buf[self.pos..self.end]) {
             Ok((v, n)) => {
@@ -149,6 +150,7 @@ impl Cur<'_> {
         }
     }
 
+    #[inline]
     fn take(&mut self, n: u64) -> R<(usize, usize)> {
         let left = self.end - self.pos;
         if n > left as u64 {
@@ -165,6 +167,7 @@ impl Cur<'_> {
     }
 
     /// A tag: field number and wire type.
+    #[inline]
     fn key(&mut self) -> R<(u32, u8)> {
         let at = self.pos;
         let key = self.varint()?;
