@@ -4,7 +4,7 @@
 //! fit the table) is remembered with its error and not asked for again; a registry that
 //! cannot be reached is a retryable error, never a bad record.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
@@ -15,7 +15,8 @@ use crate::schema::wire::{self, Framed, Payload, SchemaId};
 pub enum SchemaSet<T> {
     /// Every payload uses this schema; the id in the header is not checked.
     Fixed(T),
-    /// Looked up once per record: a cheap hash of the small id.
+    /// Looked up once per record: a cheap hash of the small id. A lock poisoned by a
+    /// panic elsewhere is still used: the map only ever gains whole entries.
     Registry(Arc<dyn SchemaRegistry>, RwLock<FxHashMap<SchemaId, Result<T, String>>>),
 }
 
@@ -43,11 +44,13 @@ impl<T> SchemaSet<T> {
         let error = |detail: String, missing_schema| DecodeError { part, position, detail, missing_schema };
         match self {
             SchemaSet::Fixed(c) => decode(c, framed),
-            SchemaSet::Registry(_, compiled) => match compiled.read().expect("schema lock").get(&framed.schema) {
-                Some(Ok(c)) => decode(c, framed),
-                Some(Err(reason)) => Err(error(reason.clone(), None)),
-                None => Err(error(format!("schema {} not loaded", framed.schema), Some(framed.schema))),
-            },
+            SchemaSet::Registry(_, compiled) => {
+                match compiled.read().unwrap_or_else(PoisonError::into_inner).get(&framed.schema) {
+                    Some(Ok(c)) => decode(c, framed),
+                    Some(Err(reason)) => Err(error(reason.clone(), None)),
+                    None => Err(error(format!("schema {} not loaded", framed.schema), Some(framed.schema))),
+                }
+            }
         }
     }
 
@@ -83,7 +86,7 @@ impl<T> SchemaSet<T> {
             retryable: false,
             message: message.clone(),
         });
-        compiled.write().expect("schema lock").insert(id, result);
+        compiled.write().unwrap_or_else(PoisonError::into_inner).insert(id, result);
         outcome
     }
 }

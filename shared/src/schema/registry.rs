@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -182,6 +182,8 @@ pub struct HttpSchemaRegistry {
     timeout: Duration,
     attempts: u32,
     backoff: Duration,
+    /// Schemas by id (ids never change their schema). These caches only ever gain whole
+    /// entries, so a lock poisoned by a panic elsewhere is still used.
     by_id: Mutex<HashMap<u32, Arc<RegisteredSchema>>>,
     /// GUIDs are content hashes: their schema never changes either.
     by_guid: Mutex<HashMap<uuid::Uuid, Arc<RegisteredSchema>>>,
@@ -257,7 +259,7 @@ impl HttpSchemaRegistry {
     /// Caches an answer under its id (ids never change their schema).
     fn remember(&self, id: u32, answer: SchemaAnswer) -> Arc<RegisteredSchema> {
         let schema = Arc::new(answer.into_schema(id));
-        self.by_id.lock().expect("cache lock").insert(id, schema.clone());
+        self.by_id.lock().unwrap_or_else(PoisonError::into_inner).insert(id, schema.clone());
         schema
     }
 
@@ -302,7 +304,7 @@ impl HttpSchemaRegistry {
 #[async_trait]
 impl SchemaRegistry for HttpSchemaRegistry {
     async fn schema_by_id(&self, id: u32) -> Result<Arc<RegisteredSchema>, RegistryError> {
-        if let Some(s) = self.by_id.lock().expect("cache lock").get(&id) {
+        if let Some(s) = self.by_id.lock().unwrap_or_else(PoisonError::into_inner).get(&id) {
             return Ok(s.clone());
         }
         let answer = self.get(&format!("/schemas/ids/{id}"), &format!("id {id}")).await?;
@@ -311,7 +313,7 @@ impl SchemaRegistry for HttpSchemaRegistry {
 
     /// `GET /schemas/guids/{guid}`; its answer may lack the numeric id (then 0).
     async fn schema_by_guid(&self, guid: uuid::Uuid) -> Result<Arc<RegisteredSchema>, RegistryError> {
-        if let Some(s) = self.by_guid.lock().expect("cache lock").get(&guid) {
+        if let Some(s) = self.by_guid.lock().unwrap_or_else(PoisonError::into_inner).get(&guid) {
             return Ok(s.clone());
         }
         let answer = self.get(&format!("/schemas/guids/{guid}"), &format!("guid {guid}")).await?;
@@ -319,7 +321,7 @@ impl SchemaRegistry for HttpSchemaRegistry {
             Some(id) => self.remember(id, answer),
             None => Arc::new(answer.into_schema(0)),
         };
-        self.by_guid.lock().expect("cache lock").insert(guid, schema.clone());
+        self.by_guid.lock().unwrap_or_else(PoisonError::into_inner).insert(guid, schema.clone());
         Ok(schema)
     }
 
@@ -329,11 +331,11 @@ impl SchemaRegistry for HttpSchemaRegistry {
 
     async fn version(&self, subject: &str, version: i64) -> Result<Arc<RegisteredSchema>, RegistryError> {
         let key = (subject.to_string(), version);
-        if let Some(s) = self.by_version.lock().expect("cache lock").get(&key) {
+        if let Some(s) = self.by_version.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
             return Ok(s.clone());
         }
         let schema = self.subject_version(subject, &version.to_string()).await?;
-        self.by_version.lock().expect("cache lock").insert(key, schema.clone());
+        self.by_version.lock().unwrap_or_else(PoisonError::into_inner).insert(key, schema.clone());
         Ok(schema)
     }
 }
