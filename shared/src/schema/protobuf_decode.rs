@@ -138,15 +138,23 @@ struct Cur<'a> {
 }
 
 impl Cur<'_> {
-    #[inline]
+    #[inline(always)]
     fn varint(&mut self) -> R<u64> {
         match varint::unsigned(&self.buf[self.pos..self.end]) {
             Ok((v, n)) => {
                 self.pos += n;
                 Ok(v)
             }
-            Err(VarintError::End) => Err(fail(self.pos, "varint cut short")),
-            Err(VarintError::TooLong) => Err(fail(self.pos, "varint longer than 10 bytes")),
+            Err(e) => Err(self.varint_error(e)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn varint_error(&self, e: VarintError) -> Box<Fail> {
+        match e {
+            VarintError::End => fail(self.pos, "varint cut short"),
+            VarintError::TooLong => fail(self.pos, "varint longer than 10 bytes"),
         }
     }
 
