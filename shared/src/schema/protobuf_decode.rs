@@ -158,15 +158,21 @@ impl Cur<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: u64) -> R<(usize, usize)> {
         let left = self.end - self.pos;
         if n > left as u64 {
-            return Err(fail(self.pos, format!("{n} bytes needed, {left} left")));
+            return Err(self.short(n));
         }
         let start = self.pos;
         self.pos += n as usize;
         Ok((start, self.pos))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: u64) -> Box<Fail> {
+        fail(self.pos, format!("{n} bytes needed, {} left", self.end - self.pos))
     }
 
     fn array<const N: usize>(&mut self) -> R<[u8; N]> {
@@ -175,16 +181,13 @@ impl Cur<'_> {
     }
 
     /// A tag: field number and wire type.
-    #[inline]
+    #[inline(always)]
     fn key(&mut self) -> R<(u32, u8)> {
         let at = self.pos;
         let key = self.varint()?;
         let (number, wire) = (key >> 3, (key & 7) as u8);
-        if number == 0 || number > u64::from(u32::MAX >> 3) {
-            return Err(fail(at, format!("field number {number}")));
-        }
-        if wire > FIXED32 {
-            return Err(fail(at, format!("wire type {wire}")));
+        if number == 0 || number > u64::from(u32::MAX >> 3) || wire > FIXED32 {
+            return Err(bad_key(at, number, wire));
         }
         Ok((number as u32, wire))
     }
@@ -225,6 +228,16 @@ impl Cur<'_> {
             self.value(n, wire, depth + 1)?;
         }
         Err(fail(start, format!("group {number} without its end-group tag")))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_key(at: usize, number: u64, wire: u8) -> Box<Fail> {
+    if number == 0 || number > u64::from(u32::MAX >> 3) {
+        fail(at, format!("field number {number}"))
+    } else {
+        fail(at, format!("wire type {wire}"))
     }
 }
 
