@@ -2,8 +2,7 @@
 //! practice are short and ASCII: a word-at-a-time check settles those inline, before
 //! the general (SIMD) validation.
 
-/// `bytes` as a string if they are UTF-8. Most strings in practice are short and ASCII,
-/// which a word-at-a-time check settles before the general (SIMD) validation.
+/// `bytes` as a string if they are UTF-8.
 #[inline(always)]
 pub fn utf8(bytes: &[u8]) -> Option<&str> {
     if is_ascii(bytes) {
