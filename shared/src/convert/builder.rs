@@ -10,22 +10,21 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, BooleanBuilder};
 use arrow_array::types::{
     ByteArrayType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type, LargeBinaryType,
     Time64MicrosecondType, TimestampMicrosecondType, TimestampNanosecondType, Utf8Type,
     validate_decimal_precision_and_scale,
 };
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, FixedSizeBinaryArray, GenericByteArray, ListArray, MapArray, PrimitiveArray,
-    StructArray,
+    ArrayRef, ArrowPrimitiveType, BooleanArray, FixedSizeBinaryArray, GenericByteArray, ListArray, MapArray,
+    PrimitiveArray, StructArray,
 };
-use arrow_buffer::{ArrowNativeType, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{ArrowNativeType, BooleanBufferBuilder, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, FieldRef, Fields, TimeUnit};
 
 /// A column under construction.
 pub enum Column {
-    Boolean(BooleanBuilder),
+    Boolean(Bools),
     Int(Values<Int32Type>),
     Long(Values<Int64Type>),
     Float(Values<Float32Type>),
@@ -72,7 +71,7 @@ pub struct UnsupportedType(pub DataType);
 impl Column {
     pub fn new(data_type: &DataType) -> Result<Column, UnsupportedType> {
         Ok(match data_type {
-            DataType::Boolean => Column::Boolean(BooleanBuilder::new()),
+            DataType::Boolean => Column::Boolean(Bools::new(0)),
             DataType::Int32 => Column::Int(Values::new(data_type)),
             DataType::Int64 => Column::Long(Values::new(data_type)),
             DataType::Float32 => Column::Float(Values::new(data_type)),
@@ -237,16 +236,44 @@ impl Column {
         }
     }
 
+    /// Drops every row from `rows` on (nested parts included, and elements written for a
+    /// list or map not yet closed): undoes the rows appended since the column had `rows`.
+    pub fn truncate(&mut self, rows: usize) {
+        match self {
+            Column::Boolean(b) => b.truncate(rows),
+            Column::Int(b) => b.truncate(rows),
+            Column::Long(b) => b.truncate(rows),
+            Column::Float(b) => b.truncate(rows),
+            Column::Double(b) => b.truncate(rows),
+            Column::Decimal(b) => b.truncate(rows),
+            Column::Date(b) => b.truncate(rows),
+            Column::Time(b) => b.truncate(rows),
+            Column::TimestampMicros(b) => b.truncate(rows),
+            Column::TimestampNanos(b) => b.truncate(rows),
+            Column::String(b) => b.truncate(rows),
+            Column::Binary(b) => b.truncate(rows),
+            Column::Fixed(b) => b.truncate(rows),
+            Column::Struct(s) => s.truncate(rows),
+            Column::List(l) => {
+                l.offsets.truncate(rows + 1);
+                l.nulls.truncate(rows);
+                l.child.truncate(l.end());
+            }
+            Column::Map(m) => {
+                m.offsets.truncate(rows + 1);
+                m.nulls.truncate(rows);
+                m.keys.truncate(m.end());
+                m.values.truncate(m.end());
+            }
+        }
+    }
+
     /// Finishes the column into an array; the builder is empty afterwards.
     /// The next batch's builder starts with room for this batch's size and an eighth
     /// more ([`next_capacity`]), sparing regrowth.
     pub fn finish(&mut self) -> ArrayRef {
         match self {
-            Column::Boolean(b) => {
-                let array = b.finish();
-                *b = BooleanBuilder::with_capacity(next_capacity(array.len()));
-                Arc::new(array)
-            }
+            Column::Boolean(b) => b.finish(),
             Column::Int(b) => b.finish(),
             Column::Long(b) => b.finish(),
             Column::Float(b) => b.finish(),
@@ -330,6 +357,11 @@ impl<T: ArrowPrimitiveType> Values<T> {
         self.values.is_empty()
     }
 
+    fn truncate(&mut self, rows: usize) {
+        self.values.truncate(rows);
+        self.nulls.truncate(rows);
+    }
+
     /// The values so far as an array; a vector with room for as many
     /// ([`next_capacity`]) stays behind.
     fn finish(&mut self) -> ArrayRef {
@@ -337,6 +369,51 @@ impl<T: ArrowPrimitiveType> Values<T> {
         let values = std::mem::replace(&mut self.values, next);
         let nulls = self.nulls.finish();
         Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls).with_data_type(self.data_type.clone()))
+    }
+}
+
+/// A boolean column: its bits, and a validity bitmap made once a null comes.
+pub struct Bools {
+    values: BooleanBufferBuilder,
+    nulls: NullBufferBuilder,
+}
+
+impl Bools {
+    fn new(capacity: usize) -> Self {
+        Bools { values: BooleanBufferBuilder::new(capacity), nulls: NullBufferBuilder::new(0) }
+    }
+
+    #[inline]
+    pub fn append_value(&mut self, v: bool) {
+        self.values.append(v);
+        self.nulls.append_non_null();
+    }
+
+    #[inline]
+    pub fn append_null(&mut self) {
+        self.values.append(false);
+        self.nulls.append_null();
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.values.truncate(rows);
+        self.nulls.truncate(rows);
+    }
+
+    /// The values so far as an array; a builder with room for as many
+    /// ([`next_capacity`]) stays behind.
+    fn finish(&mut self) -> ArrayRef {
+        let next = BooleanBufferBuilder::new(next_capacity(self.values.len()));
+        let values = std::mem::replace(&mut self.values, next).finish();
+        Arc::new(BooleanArray::new(values, self.nulls.finish()))
     }
 }
 
@@ -389,6 +466,11 @@ impl FixedValues {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.data.truncate(rows.saturating_mul(self.width));
+        self.nulls.truncate(rows);
     }
 
     /// The values so far as an array; a vector with room for as many
@@ -495,6 +577,12 @@ impl<T: ByteArrayType> VarValues<T> {
         self.len() == 0
     }
 
+    fn truncate(&mut self, rows: usize) {
+        self.offsets.truncate(rows + 1);
+        self.data.truncate(self.offsets.last().map_or(0, |end| end.as_usize()));
+        self.nulls.truncate(rows);
+    }
+
     /// The values so far as an array; vectors with room for as much ([`next_capacity`])
     /// stay behind.
     fn finish(&mut self) -> ArrayRef {
@@ -564,6 +652,14 @@ impl StructColumn {
             while child.len() < rows {
                 child.append_placeholder();
             }
+        }
+    }
+
+    /// Drops every row from `rows` on ([`Column::truncate`]).
+    pub fn truncate(&mut self, rows: usize) {
+        self.nulls.truncate(rows);
+        for child in &mut self.children {
+            child.truncate(rows);
         }
     }
 
@@ -672,6 +768,66 @@ mod tests {
         assert_eq!((array.value(0), array.is_null(1), array.value(2)), (&b"abcd"[..], true, &[1u8, 2, 3, 4][..]));
         assert!(c.is_empty() && c.data.capacity() >= 12, "empty, with room for the next batch");
         assert!(Column::new(&DataType::FixedSizeBinary(0)).is_err(), "no zero-width column");
+    }
+
+    #[test]
+    fn truncate_undoes_whole_and_half_written_rows_at_every_level() {
+        let point = Fields::from(vec![Field::new("x", DataType::Boolean, true), Field::new("y", DataType::Utf8, true)]);
+        let entries = Field::new(
+            "key_value",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::LargeBinary, true),
+            ])),
+            false,
+        );
+        let fields = Fields::from(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("ok", DataType::Boolean, true),
+            Field::new("points", DataType::List(Arc::new(Field::new("element", DataType::Struct(point), false))), true),
+            Field::new("tags", DataType::Map(Arc::new(entries), false), true),
+            Field::new("uid", DataType::FixedSizeBinary(2), true),
+        ]);
+        // Row `i`, complete; or (`half`) stopped inside its list and its map.
+        let row = |root: &mut StructColumn, i: i64, half: bool| {
+            root.append_valid();
+            let [Column::Long(id), Column::Boolean(ok), Column::List(list), Column::Map(m), Column::Fixed(uid)] =
+                root.children.as_mut_slice()
+            else {
+                panic!("columns")
+            };
+            id.append_option((i % 3 != 0).then_some(i));
+            ok.append_value(i % 2 == 0);
+            let Column::Struct(p) = list.child.as_mut() else { panic!() };
+            for j in 0..i % 3 {
+                p.append_valid();
+                p.children[0].append_null();
+                let Column::String(y) = &mut p.children[1] else { panic!() };
+                y.append_value(format!("p{i}.{j}"));
+            }
+            let (Column::String(k), Column::Binary(v)) = (m.keys.as_mut(), m.values.as_mut()) else { panic!() };
+            k.append_value(format!("k{i}"));
+            v.append_option((i % 2 == 1).then_some(b"v"));
+            if half {
+                return;
+            }
+            list.close((i % 3) as usize);
+            m.close(1);
+            uid.append_value(&[i as u8, 1]).unwrap();
+        };
+        let (mut plain, mut undone) = (StructColumn::new(&fields).unwrap(), StructColumn::new(&fields).unwrap());
+        for i in 0..6 {
+            row(&mut plain, i, false);
+        }
+        for i in 0..6 {
+            // Rows written whole then undone, and rows stopped half-way, leave nothing.
+            row(&mut undone, 10 + i, false);
+            undone.truncate(i as usize);
+            row(&mut undone, 20 + i, true);
+            undone.truncate(i as usize);
+            row(&mut undone, i, false);
+        }
+        assert_eq!(plain.finish(), undone.finish());
     }
 
     #[test]

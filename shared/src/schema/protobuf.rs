@@ -326,6 +326,7 @@ pub(super) struct Slot {
 /// A message's fields that the table has, and the table's columns the message lacks.
 #[derive(Debug)]
 pub(super) struct MessagePlan {
+    /// In field number order.
     pub(super) fields: Vec<FieldPlan>,
     pub(super) missing: Vec<usize>,
     /// By field number, sorted: the fields the table has and every oneof member.
@@ -345,7 +346,11 @@ pub(super) fn compile_message(
     }
     let mut fields = Vec::new();
     let mut slots = Vec::new();
-    for f in m.fields() {
+    // In number order, the order encoders write them in (and the decoder's in-order
+    // path takes them in); which column each fills does not depend on it.
+    let mut declared: Vec<FieldDescriptor> = m.fields().collect();
+    declared.sort_by_key(FieldDescriptor::number);
+    for f in declared {
         // A oneof of one member (a proto3 `optional` field's) unsets nothing.
         let oneof = f
             .containing_oneof()
@@ -431,6 +436,7 @@ pub(super) fn mismatch(what: &str) -> String {
     format!("internal: {what} value for a column of another type")
 }
 
+#[inline(always)]
 pub(super) fn put_long(col: &mut Column, v: i64) -> R<()> {
     match col {
         Column::Long(b) => b.append_value(v),
@@ -440,6 +446,7 @@ pub(super) fn put_long(col: &mut Column, v: i64) -> R<()> {
     Ok(())
 }
 
+#[inline(always)]
 pub(super) fn put_double(col: &mut Column, v: f64) -> R<()> {
     match col {
         Column::Double(b) => b.append_value(v),

@@ -1,8 +1,28 @@
 //! Protobuf messages decoded straight from their bytes into the columns, without a
-//! message tree. One pass over a message notes where each field the table has occurs
-//! (in scratch lists reused from one payload to the next); the fields are then written
-//! in the table's order. The wire format's rules, as prost-reflect's `DynamicMessage`
-//! applies them (a test decodes random payloads both ways and compares the columns):
+//! message tree, in one of two ways:
+//!
+//! - **in order** (the usual payload): fields in number order, as encoders write them,
+//!   each once (a repeated field's or a map's occurrences in one run), at most one member
+//!   per oneof. Each value is written as it is read. At the first thing this path does
+//!   not take (a field out of order or repeated, a second oneof member, an error), it
+//!   gives the payload back: the columns drop what it wrote, and the two passes below
+//!   read it again;
+//! - **in two passes**: one pass over a message notes where each field the table has
+//!   occurs (in scratch lists reused from one payload to the next); the fields are then
+//!   written in the plan's order.
+//!
+//! ```text
+//!   payload ──▶ in order ──────────────────────────────▶ row
+//!                  │ given back (columns truncated)
+//!                  └──▶ scan: notes ──▶ sort ──▶ write ──▶ row (or the error)
+//! ```
+//!
+//! Errors always come from the two passes, so a payload's error is the same either way.
+//! A decoder whose payloads are mostly given back (an encoder writing fields in another
+//! order) tries the in-order path on 1 payload in 32 only ([`Scratch::in_order_pays`]).
+//!
+//! The wire format's rules, as prost-reflect's `DynamicMessage` applies them (a test
+//! decodes random payloads both ways and compares the columns):
 //!
 //! - a scalar set more than once keeps its last value; a message set more than once is
 //!   the merge of its occurrences (as if they were one concatenated message);
@@ -20,7 +40,7 @@
 
 use std::cmp::Ordering;
 
-use super::protobuf::{FieldPlan, IntWire, MessagePlan, Node, put_double, put_long, timestamp_value};
+use super::protobuf::{FieldPlan, IntWire, MessagePlan, Node, Slot, put_double, put_long, timestamp_value};
 use crate::convert::Column;
 use crate::schema::utf8::{utf8, utf8_at};
 use crate::varint::{self, VarintError};
@@ -94,18 +114,43 @@ pub struct Scratch {
     /// Per oneof of each message being read: the member set last, and since which occurrence.
     oneofs: Vec<(u32, u32)>,
     entries: Vec<Entry>,
+    /// Payloads decoded (counted afresh every [`RECOUNT`]), and how many of them the
+    /// in-order path gave back.
+    payloads: u32,
+    given_back: u32,
 }
+
+/// Payloads after which the in-order path's record starts afresh.
+const RECOUNT: u32 = 1 << 16;
 
 impl Scratch {
     fn reset(&mut self) {
         // A huge payload's lists are not kept for the small ones after it.
         const KEEP: usize = 1 << 16;
         if self.occ.capacity() > KEEP || self.entries.capacity() > KEEP {
-            *self = Scratch::default();
+            (self.occ, self.oneofs, self.entries) = Default::default();
         }
         self.occ.clear();
         self.oneofs.clear();
         self.entries.clear();
+    }
+
+    /// Counts a payload; whether to try the in-order path on it: while it gives back at
+    /// most 1 payload in 32. (Giving back costs what it read before the two passes; a
+    /// decoder that gives back every payload still tries 1 in 32, which notices when
+    /// its producers change.)
+    fn in_order_pays(&mut self) -> bool {
+        if self.payloads == RECOUNT {
+            (self.payloads, self.given_back) = (0, 0);
+        }
+        self.payloads += 1;
+        self.given_back.saturating_mul(32) <= self.payloads
+    }
+
+    /// Lists for a decoder that never tries the in-order path (for tests).
+    #[cfg(test)]
+    fn two_passes_only() -> Scratch {
+        Scratch { given_back: RECOUNT, ..Scratch::default() }
     }
 }
 
@@ -126,6 +171,20 @@ pub fn decode(plan: &MessagePlan, body: &[u8], scratch: &mut Scratch, columns: &
     scratch.reset();
     if u32::try_from(body.len()).is_err() {
         return Err(fail(0, "message longer than 4 GiB"));
+    }
+    if scratch.in_order_pays() {
+        // The plan's columns are children of one struct: they have as many rows.
+        let touched = || plan.fields.iter().map(|f| f.column).chain(plan.missing.iter().copied());
+        let rows = touched().next().map_or(0, |c| columns[c].len());
+        if let Ok(true) = put_in_order(plan, body, (0, body.len()), scratch, 0, columns) {
+            return Ok(());
+        }
+        scratch.given_back += 1;
+        for c in touched() {
+            debug_assert!(columns[c].len() >= rows, "columns of one struct");
+            columns[c].truncate(rows);
+        }
+        scratch.reset();
     }
     put_message(plan, body, Spans::One(0, body.len()), scratch, 0, columns)
 }
@@ -192,6 +251,13 @@ impl Cur<'_> {
         Ok((number as u32, wire))
     }
 
+    /// A length-delimited value's bytes.
+    #[inline(always)]
+    fn delimited(&mut self) -> R<(usize, usize)> {
+        let n = self.varint()?;
+        self.take(n)
+    }
+
     /// The value after a tag: its bytes (a length-delimited value's or a group's inside).
     fn value(&mut self, number: u32, wire: u8, depth: usize) -> R<(usize, usize)> {
         match wire {
@@ -201,10 +267,7 @@ impl Cur<'_> {
                 Ok((start, self.pos))
             }
             FIXED64 => self.take(8),
-            LEN => {
-                let n = self.varint()?;
-                self.take(n)
-            }
+            LEN => self.delimited(),
             FIXED32 => self.take(4),
             START_GROUP => self.group(number, depth),
             _ => Err(fail(self.pos, format!("end-group tag of field {number} without its start"))),
@@ -271,6 +334,219 @@ fn field_value(f: &FieldPlan, c: &mut Cur, number: u32, wire: u8, depth: usize) 
     c.value(number, wire, depth)
 }
 
+/// The slot of field `number`, if the message has one for it. `hint`: the slot after
+/// the last one found (encoders write fields in number order, so usually this one's).
+#[inline(always)]
+fn slot_of(plan: &MessagePlan, number: u32, hint: &mut usize) -> Option<Slot> {
+    let i = match plan.slots.get(*hint) {
+        Some((n, _)) if *n == number => *hint,
+        _ => plan.slots.binary_search_by_key(&number, |(n, _)| *n).ok()?,
+    };
+    *hint = i + 1;
+    Some(plan.slots[i].1)
+}
+
+/// The field being read by the in-order path, when it takes more than one occurrence.
+enum Open {
+    Nothing,
+    /// A repeated field, with the elements written so far.
+    List(usize),
+    /// A map, its entries noted from `occ[lo]` on.
+    Map(usize),
+}
+
+/// Appends message `buf[start..end]` in order, in one pass (see the module doc).
+/// `Ok(false)` or `Err`: given back, with part of the row written.
+fn put_in_order(
+    plan: &MessagePlan,
+    buf: &[u8],
+    (start, end): (usize, usize),
+    s: &mut Scratch,
+    depth: usize,
+    columns: &mut [Column],
+) -> R<bool> {
+    if depth >= MAX_DEPTH {
+        return Ok(false);
+    }
+    let mut c = Cur { buf, pos: start, end };
+    // The plan's fields before `next` are written, but for the last one while `open`.
+    let (mut next, mut open, mut hint, mut oneofs) = (0, Open::Nothing, 0, 0u64);
+    while c.pos < c.end {
+        let (number, wire) = c.key()?;
+        let Some(slot) = slot_of(plan, number, &mut hint) else {
+            c.value(number, wire, depth)?;
+            continue;
+        };
+        if let Some(o) = slot.oneof {
+            let bit = 1u64.checked_shl(o as u32).unwrap_or(0);
+            if bit == 0 || oneofs & bit != 0 {
+                return Ok(false);
+            }
+            oneofs |= bit;
+        }
+        let Some(k) = slot.field else {
+            // A oneof member the table lacks: the others stay unset (null).
+            c.value(number, wire, depth)?;
+            continue;
+        };
+        let f = &plan.fields[k];
+        if k >= next {
+            if !matches!(open, Open::Nothing) {
+                close(&plan.fields, next, std::mem::replace(&mut open, Open::Nothing), buf, s, depth, columns)?;
+            }
+            for absent in &plan.fields[next..k] {
+                put_field(absent, buf, (0, 0), s, depth, &mut columns[absent.column])?;
+            }
+            next = k + 1;
+            open = match f.node {
+                Node::List(_) => Open::List(0),
+                Node::Map(..) => Open::Map(s.occ.len()),
+                _ => Open::Nothing,
+            };
+        } else if k + 1 != next || matches!(open, Open::Nothing) {
+            return Ok(false);
+        }
+        let col = &mut columns[f.column];
+        let taken = match (&f.node, &mut open, col) {
+            // A packed run.
+            (Node::List(item), Open::List(n), Column::List(list)) if wire == LEN && wire_of(item) != LEN => {
+                let (a, b) = c.value(number, wire, depth)?;
+                let mut run = Cur { buf, pos: a, end: b };
+                while run.pos < run.end {
+                    put_scalar(item, &mut run, &mut list.child)?;
+                    *n += 1;
+                }
+                true
+            }
+            (Node::List(item), Open::List(n), Column::List(list)) => {
+                *n += 1;
+                put_value_in_order(item, f.group, &mut c, (number, wire), s, depth, &mut list.child)?
+            }
+            (Node::Map(..), Open::Map(_), _) if wire == LEN => {
+                let (a, b) = c.value(number, wire, depth)?;
+                s.occ.push(Occ { slot: k as u32, seq: 0, start: a as u32, end: b as u32, wire });
+                true
+            }
+            (Node::List(_) | Node::Map(..), ..) => false,
+            (node, _, col) => put_value_in_order(node, f.group, &mut c, (number, wire), s, depth, col)?,
+        };
+        if !taken {
+            return Ok(false);
+        }
+    }
+    close(&plan.fields, next, open, buf, s, depth, columns)?;
+    for absent in &plan.fields[next..] {
+        put_field(absent, buf, (0, 0), s, depth, &mut columns[absent.column])?;
+    }
+    for &m in &plan.missing {
+        columns[m].append_null();
+    }
+    Ok(true)
+}
+
+/// Ends the repeated field or map the in-order path was reading (`fields[next - 1]`).
+fn close(
+    fields: &[FieldPlan],
+    next: usize,
+    open: Open,
+    buf: &[u8],
+    s: &mut Scratch,
+    depth: usize,
+    columns: &mut [Column],
+) -> R<()> {
+    let Some(f) = next.checked_sub(1).map(|k| &fields[k]) else { return Ok(()) };
+    match (open, &mut columns[f.column]) {
+        (Open::Nothing, _) => {}
+        (Open::List(n), Column::List(list)) => list.close(n),
+        (Open::Map(lo), col) => {
+            let Node::Map(key, value) = &f.node else { return Err(fail(0, "internal: a map without its plan")) };
+            put_map(key, value, buf, (lo, s.occ.len()), s, depth, col)?;
+            s.occ.truncate(lo);
+        }
+        (Open::List(_), _) => return Err(fail(0, super::protobuf::mismatch("repeated"))),
+    }
+    Ok(())
+}
+
+/// One value of `node` after its tag (`number`, `wire`), by the in-order path.
+/// `Ok(false)`: not taken (another wire type than the field's, or a nested message
+/// given back).
+fn put_value_in_order(
+    node: &Node,
+    group: bool,
+    c: &mut Cur,
+    (number, wire): (u32, u8),
+    s: &mut Scratch,
+    depth: usize,
+    col: &mut Column,
+) -> R<bool> {
+    if wire != if group { START_GROUP } else { wire_of(node) } {
+        return Ok(false);
+    }
+    match (node, col) {
+        (Node::Message(plan), Column::Struct(st)) => {
+            let span = c.value(number, wire, depth)?;
+            st.append_valid();
+            put_in_order(plan, c.buf, span, s, depth + 1, &mut st.children)
+        }
+        (Node::Message(_), _) => Ok(false),
+        // Strings and bytes without `put_one`'s spans; a string that is not UTF-8 is
+        // given back, for the two passes to name its byte.
+        (Node::String, Column::String(x)) => {
+            let (a, b) = c.delimited()?;
+            let Some(v) = utf8(&c.buf[a..b]) else { return Ok(false) };
+            x.append_value(v);
+            Ok(true)
+        }
+        (Node::Bytes, Column::Binary(x)) => {
+            let (a, b) = c.delimited()?;
+            x.append_value(&c.buf[a..b]);
+            Ok(true)
+        }
+        // A wrapper holds its value as field 1 (nothing: the default).
+        (Node::Wrapper(inner), col) => {
+            let (a, b) = c.delimited()?;
+            let mut w = Cur { buf: c.buf, pos: a, end: b };
+            if w.pos == w.end {
+                put_default(inner, c.buf, s, depth, col)?;
+                return Ok(true);
+            }
+            let (n, inner_wire) = w.key()?;
+            Ok(n == 1 && put_value_in_order(inner, false, &mut w, (n, inner_wire), s, depth, col)? && w.pos == w.end)
+        }
+        // A timestamp: seconds (1) and nanos (2), each a varint, either left out when 0.
+        (Node::Timestamp, col) => {
+            let (a, b) = c.delimited()?;
+            let mut t = Cur { buf: c.buf, pos: a, end: b };
+            let (mut parts, mut next) = ([0u64; 2], 1);
+            while t.pos < t.end {
+                let (n, w) = t.key()?;
+                if w != VARINT || !(next..=2).contains(&n) {
+                    return Ok(false);
+                }
+                parts[n as usize - 1] = t.varint()?;
+                next = n + 1;
+            }
+            let (seconds, nanos) = (parts[0] as i64, parts[1] as i32);
+            let put = match col {
+                Column::TimestampMicros(x) => timestamp_value(seconds, nanos, false).map(|v| x.append_value(v)),
+                Column::TimestampNanos(x) => timestamp_value(seconds, nanos, true).map(|v| x.append_value(v)),
+                _ => return Ok(false),
+            };
+            Ok(put.is_ok())
+        }
+        (node, col) if wire == LEN || wire == START_GROUP => {
+            let (a, b) = c.value(number, wire, depth)?;
+            put_one(node, c.buf, Spans::One(a, b), s, depth, col)?;
+            Ok(true)
+        }
+        (node, col) => {
+            put_scalar(node, c, col)?;
+            Ok(true)
+        }
+    }
+}
+
 /// What the scan of one message has seen so far.
 struct Seen {
     /// Occurrences noted.
@@ -295,23 +571,13 @@ fn scan(
     depth: usize,
 ) -> R<()> {
     let mut c = Cur { buf, pos: start, end };
-    // Encoders write fields in number order: the slot after the last one found is
-    // usually the next field's.
-    let mut next = 0;
+    let mut hint = 0;
     while c.pos < c.end {
         let (number, wire) = c.key()?;
-        let i = match plan.slots.get(next) {
-            Some((n, _)) if *n == number => next,
-            _ => match plan.slots.binary_search_by_key(&number, |(n, _)| *n) {
-                Ok(i) => i,
-                Err(_) => {
-                    c.value(number, wire, depth)?;
-                    continue;
-                }
-            },
+        let Some(slot) = slot_of(plan, number, &mut hint) else {
+            c.value(number, wire, depth)?;
+            continue;
         };
-        next = i + 1;
-        let slot = plan.slots[i].1;
         let (start, end, id) = match slot.field {
             Some(k) => {
                 let f = &plan.fields[k];
@@ -459,6 +725,7 @@ enum Scalar {
 }
 
 /// Reads one value of scalar `node`, as prost does (an int32 varint keeps its low 32 bits).
+#[inline(always)]
 fn scalar(node: &Node, c: &mut Cur) -> R<Scalar> {
     Ok(match node {
         Node::Bool => Scalar::Bool(c.varint()? != 0),
@@ -485,6 +752,7 @@ fn scalar(node: &Node, c: &mut Cur) -> R<Scalar> {
 }
 
 /// Appends one scalar value read at `c`.
+#[inline(always)]
 fn put_scalar(node: &Node, c: &mut Cur, col: &mut Column) -> R<()> {
     let at = c.pos;
     let put = match (node, scalar(node, c)?, col) {
@@ -1071,13 +1339,16 @@ mod tests {
     /// Random payloads of `payload` decoded against `table`'s columns both ways: the
     /// same columns. Two thirds of the payloads are two or three messages back to back,
     /// which the wire format reads as one merged message (the last scalar wins, messages
-    /// merge, a later oneof member unsets an earlier one, lists and maps append).
+    /// merge, a later oneof member unsets an earlier one, lists and maps append). Floe
+    /// decodes each payload twice: trying the in-order path first (which gives most
+    /// merged payloads back, half-written), and by the two passes alone.
     fn same_as_the_reference(proto: &str, payload: &str, table: &str, seed: u64) {
         let file: FileDescriptor = parse_proto(proto).unwrap();
         let payload = file.parent_pool().get_message_by_name(payload).unwrap();
         let table = fields(&file.parent_pool().get_message_by_name(table).unwrap());
         let plan = compile_message(&payload, &table, 0).unwrap();
-        let (mut expected, mut got, mut scratch) = (columns(&table), columns(&table), Scratch::default());
+        let (mut expected, mut got, mut two) = (columns(&table), columns(&table), columns(&table));
+        let (mut two_passes, mut given_back) = (Scratch::two_passes_only(), 0);
         let mut rng = Rng(seed);
         for _ in 0..2000 {
             let mut bytes = message(&payload, &mut rng, 0).encode_to_vec();
@@ -1086,13 +1357,96 @@ mod tests {
             }
             let reference = DynamicMessage::decode(payload.clone(), bytes.as_slice()).unwrap();
             reference::message(&plan, &reference, &mut expected).unwrap();
-            decode(&plan, &bytes, &mut scratch, &mut got).unwrap_or_else(|f| panic!("{f:?} in {bytes:?}"));
+            let mut fresh = Scratch::default();
+            decode(&plan, &bytes, &mut fresh, &mut got).unwrap_or_else(|f| panic!("{f:?} in {bytes:?}"));
+            given_back += fresh.given_back;
+            decode(&plan, &bytes, &mut two_passes, &mut two).unwrap_or_else(|f| panic!("{f:?} in {bytes:?}"));
         }
-        for ((e, g), f) in expected.iter_mut().zip(got.iter_mut()).zip(table.iter()) {
-            let (e, g): (ArrayRef, ArrayRef) = (e.finish(), g.finish());
+        assert!((500..1500).contains(&given_back), "{given_back} of 2000 payloads given back");
+        assert_eq!(two_passes.given_back, RECOUNT, "the two passes alone");
+        for (((e, g), t), f) in expected.iter_mut().zip(&mut got).zip(&mut two).zip(table.iter()) {
+            let (e, g, t): (ArrayRef, ArrayRef, ArrayRef) = (e.finish(), g.finish(), t.finish());
             assert_eq!(e.len(), 2000, "{}", f.name());
             assert_eq!(&e, &g, "column {}", f.name());
+            assert_eq!(&e, &t, "column {} (two passes)", f.name());
         }
+    }
+
+    #[test]
+    fn payloads_out_of_order_are_given_back_and_decode_as_the_reference_does() {
+        let file = parse_proto(PROTO3).unwrap();
+        let top = file.parent_pool().get_message_by_name("d.Top").unwrap();
+        let (plan, table) = self::top();
+        // (payload, given back by the in-order path)
+        let cases: [(&[u8], bool); 15] = [
+            // oa (30) then ob (31): the second member of a oneof.
+            (&[0xf2, 0x01, 1, b'a', 0xf8, 0x01, 5], true),
+            // lacking (33, not in the table) then ob, and oa then lacking.
+            (&[0x88, 0x02, 1, 0xf8, 0x01, 5], true),
+            (&[0xf2, 0x01, 1, b'a', 0x88, 0x02, 1], true),
+            // i (2) twice: the last wins.
+            (&[0x10, 1, 0x10, 2], true),
+            // leaf (17) twice: merged.
+            (&[0x8a, 0x01, 2, 0x10, 1, 0x8a, 0x01, 3, 0x0a, 1, b'x'], true),
+            // ri (18), rs (20), ri again: one list from two runs.
+            (&[0x90, 0x01, 1, 0xa2, 0x01, 1, b'q', 0x90, 0x01, 2], true),
+            // mi (26), mu (27), mi again: one map.
+            (
+                &[
+                    0xd2, 0x01, 5, 0x08, 1, 0x12, 1, b'a', 0xda, 0x01, 4, 0x08, 3, 0x10, 1, 0xd2, 0x01, 5, 0x08, 2,
+                    0x12, 1, b'b',
+                ],
+                true,
+            ),
+            // s (14) before i (2); and inside leaf, y (2) before x (1).
+            (&[0x72, 1, b's', 0x10, 7], true),
+            (&[0x8a, 0x01, 5, 0x10, 1, 0x0a, 1, b'x'], true),
+            // ts (34): nanos before seconds; w32 (35): its value, then an unknown field.
+            (&[0x92, 0x02, 4, 0x10, 5, 0x08, 7], true),
+            (&[0x9a, 0x02, 4, 0x08, 3, 0x10, 1], true),
+            // ts with its nanos alone, w32 empty (its default, 0).
+            (&[0x92, 0x02, 2, 0x10, 5], false),
+            (&[0x9a, 0x02, 0], false),
+            // In order: i, s, ri packed then one more, mi's entries (written sorted), ob,
+            // skipped (40, not in the table) and an unknown field (99).
+            (
+                &[
+                    0x10, 7, 0x72, 1, b's', 0x92, 0x01, 2, 1, 2, 0x90, 0x01, 3, 0xd2, 0x01, 5, 0x08, 2, 0x12, 1, b'b',
+                    0xd2, 0x01, 5, 0x08, 1, 0x12, 1, b'a', 0xf8, 0x01, 5, 0xc0, 0x02, 1, 0x98, 0x06, 1,
+                ],
+                false,
+            ),
+            (&[], false),
+        ];
+        for (body, given_back) in cases {
+            let (mut expected, mut got, mut scratch) = (columns(&table), columns(&table), Scratch::default());
+            let reference = DynamicMessage::decode(top.clone(), body).unwrap();
+            reference::message(&plan, &reference, &mut expected).unwrap();
+            decode(&plan, body, &mut scratch, &mut got).unwrap();
+            assert_eq!(scratch.given_back == 1, given_back, "{body:?}");
+            for ((e, g), f) in expected.iter_mut().zip(&mut got).zip(table.iter()) {
+                let (e, g): (ArrayRef, ArrayRef) = (e.finish(), g.finish());
+                assert_eq!(&e, &g, "column {} of {body:?}", f.name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_decoder_whose_payloads_are_given_back_tries_the_in_order_path_on_one_in_32() {
+        let mut s = Scratch::default();
+        let mut tried = 0;
+        for _ in 0..3200 {
+            if s.in_order_pays() {
+                tried += 1;
+                s.given_back += 1;
+            }
+        }
+        assert!((100..=101).contains(&tried), "{tried}");
+        // Counted afresh: a decoder whose producers changed tries every payload again.
+        while s.payloads < RECOUNT {
+            s.in_order_pays();
+        }
+        assert!(s.in_order_pays() && s.in_order_pays());
     }
 
     #[test]
