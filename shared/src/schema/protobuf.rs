@@ -307,8 +307,9 @@ pub(super) struct FieldPlan {
     pub(super) column: usize,
     /// Null when the payload does not set it (the field tracks presence).
     pub(super) nullable: bool,
-    /// A proto2 group: delimited by start and end tags instead of a length.
-    pub(super) group: bool,
+    /// The wire type of one value (of one element of a repeated field, unpacked; a
+    /// proto2 group's: delimited by start and end tags instead of a length).
+    pub(super) wire: u8,
     /// Index of its oneof among the message's oneofs.
     pub(super) oneof: Option<usize>,
 }
@@ -366,7 +367,8 @@ pub(super) fn compile_message(
             .map_err(|e| ProtobufSchemaError(format!("field {}: {}", f.full_name(), e.0)))?;
         let nullable = f.supports_presence() && !f.is_list() && !f.is_map();
         slots.push((f.number(), Slot { field: Some(fields.len()), oneof }));
-        fields.push(FieldPlan { group: f.is_group(), oneof, field: f, node, column, nullable });
+        let wire = protobuf_decode::field_wire(&node, f.is_group());
+        fields.push(FieldPlan { wire, oneof, field: f, node, column, nullable });
     }
     slots.sort_by_key(|(n, _)| *n);
     let missing = (0..target.len()).filter(|i| !fields.iter().any(|f| f.column == *i)).collect();

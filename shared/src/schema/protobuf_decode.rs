@@ -315,18 +315,31 @@ fn wire_of(node: &Node) -> u8 {
     }
 }
 
+/// The wire type of one value of a field of `node` (of one element of a repeated
+/// field, unpacked).
+pub(super) fn field_wire(node: &Node, group: bool) -> u8 {
+    match node {
+        _ if group => START_GROUP,
+        Node::List(item) => wire_of(item),
+        node => wire_of(node),
+    }
+}
+
+/// Whether a repeated field of values of wire type `wire` may come packed.
+fn packable(wire: u8) -> bool {
+    matches!(wire, VARINT | FIXED64 | FIXED32)
+}
+
 fn is_message(node: &Node) -> bool {
     matches!(node, Node::Message(_) | Node::Timestamp | Node::Wrapper(_))
 }
 
 /// Checks an occurrence's wire type against its field; returns its value's bytes.
 fn field_value(f: &FieldPlan, c: &mut Cur, number: u32, wire: u8, depth: usize) -> R<(usize, usize)> {
-    let expected = match (&f.node, f.group) {
-        (_, true) => START_GROUP,
+    let expected = match &f.node {
         // A repeated scalar: one value, or packed.
-        (Node::List(item), false) if wire == LEN => wire_of(item).max(LEN),
-        (Node::List(item), false) => wire_of(item),
-        (node, false) => wire_of(node),
+        Node::List(_) if wire == LEN && packable(f.wire) => LEN,
+        _ => f.wire,
     };
     if wire != expected {
         return Err(fail(c.pos, format!("wire type {wire}, expected {expected}")));
@@ -409,7 +422,7 @@ fn put_in_order(
         let col = &mut columns[f.column];
         let taken = match (&f.node, &mut open, col) {
             // A packed run.
-            (Node::List(item), Open::List(n), Column::List(list)) if wire == LEN && wire_of(item) != LEN => {
+            (Node::List(item), Open::List(n), Column::List(list)) if wire == LEN && packable(f.wire) => {
                 let (a, b) = c.value(number, wire, depth)?;
                 let mut run = Cur { buf, pos: a, end: b };
                 while run.pos < run.end {
@@ -420,7 +433,7 @@ fn put_in_order(
             }
             (Node::List(item), Open::List(n), Column::List(list)) => {
                 *n += 1;
-                put_value_in_order(item, f.group, &mut c, (number, wire), s, depth, &mut list.child)?
+                put_value_in_order(item, f.wire, &mut c, (number, wire), s, depth, &mut list.child)?
             }
             (Node::Map(..), Open::Map(_), _) if wire == LEN => {
                 let (a, b) = c.value(number, wire, depth)?;
@@ -428,7 +441,7 @@ fn put_in_order(
                 true
             }
             (Node::List(_) | Node::Map(..), ..) => false,
-            (node, _, col) => put_value_in_order(node, f.group, &mut c, (number, wire), s, depth, col)?,
+            (node, _, col) => put_value_in_order(node, f.wire, &mut c, (number, wire), s, depth, col)?,
         };
         if !taken {
             return Ok(false);
@@ -469,18 +482,18 @@ fn close(
 }
 
 /// One value of `node` after its tag (`number`, `wire`), by the in-order path.
-/// `Ok(false)`: not taken (another wire type than the field's, or a nested message
-/// given back).
+/// `Ok(false)`: not taken (another wire type than the `expected` one, or a nested
+/// message given back).
 fn put_value_in_order(
     node: &Node,
-    group: bool,
+    expected: u8,
     c: &mut Cur,
     (number, wire): (u32, u8),
     s: &mut Scratch,
     depth: usize,
     col: &mut Column,
 ) -> R<bool> {
-    if wire != if group { START_GROUP } else { wire_of(node) } {
+    if wire != expected {
         return Ok(false);
     }
     match (node, col) {
@@ -512,7 +525,8 @@ fn put_value_in_order(
                 return Ok(true);
             }
             let (n, inner_wire) = w.key()?;
-            Ok(n == 1 && put_value_in_order(inner, false, &mut w, (n, inner_wire), s, depth, col)? && w.pos == w.end)
+            let expected = wire_of(inner);
+            Ok(n == 1 && put_value_in_order(inner, expected, &mut w, (n, inner_wire), s, depth, col)? && w.pos == w.end)
         }
         // A timestamp: seconds (1) and nanos (2), each a varint, either left out when 0.
         (Node::Timestamp, col) => {
@@ -683,7 +697,7 @@ fn put_field(
             for i in lo..hi {
                 let o = s.occ[i];
                 let (start, end) = (o.start as usize, o.end as usize);
-                if o.wire == LEN && wire_of(item) != LEN {
+                if o.wire == LEN && packable(f.wire) {
                     let mut c = Cur { buf, pos: start, end };
                     while c.pos < c.end {
                         put_scalar(item, &mut c, &mut list.child)?;
