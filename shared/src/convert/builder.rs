@@ -395,12 +395,8 @@ impl Bools {
         self.nulls.append_null();
     }
 
-    pub fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
     }
 
     fn truncate(&mut self, rows: usize) {
@@ -770,17 +766,16 @@ mod tests {
         assert!(Column::new(&DataType::FixedSizeBinary(0)).is_err(), "no zero-width column");
     }
 
+    /// A map's entries: string keys and `value`.
+    fn string_keys(value: Field) -> Field {
+        let key = Field::new("key", DataType::Utf8, false);
+        Field::new("key_value", DataType::Struct(Fields::from(vec![key, value])), false)
+    }
+
     #[test]
     fn truncate_undoes_whole_and_half_written_rows_at_every_level() {
         let point = Fields::from(vec![Field::new("x", DataType::Boolean, true), Field::new("y", DataType::Utf8, true)]);
-        let entries = Field::new(
-            "key_value",
-            DataType::Struct(Fields::from(vec![
-                Field::new("key", DataType::Utf8, false),
-                Field::new("value", DataType::LargeBinary, true),
-            ])),
-            false,
-        );
+        let entries = string_keys(Field::new("value", DataType::LargeBinary, true));
         let fields = Fields::from(vec![
             Field::new("id", DataType::Int64, true),
             Field::new("ok", DataType::Boolean, true),
@@ -833,14 +828,7 @@ mod tests {
     #[test]
     fn repair_completes_a_half_written_row_at_every_level() {
         let point = Fields::from(vec![Field::new("x", DataType::Int64, false), Field::new("y", DataType::Utf8, false)]);
-        let entries = Field::new(
-            "key_value",
-            DataType::Struct(Fields::from(vec![
-                Field::new("key", DataType::Utf8, false),
-                Field::new("value", DataType::Int64, false),
-            ])),
-            false,
-        );
+        let entries = string_keys(Field::new("value", DataType::Int64, false));
         let fields = Fields::from(vec![
             Field::new("id", DataType::Int64, true),
             Field::new("points", DataType::List(Arc::new(Field::new("element", DataType::Struct(point), false))), true),
