@@ -1446,6 +1446,26 @@ mod tests {
     }
 
     #[test]
+    fn damaged_payloads_through_the_in_order_path_are_errors_and_leave_the_columns_consistent() {
+        let file = parse_proto(PROTO3).unwrap();
+        let top = file.parent_pool().get_message_by_name("d.Top").unwrap();
+        let (plan, table) = self::top();
+        let mut rng = Rng(0xdead);
+        let payloads: Vec<Vec<u8>> = (0..50).map(|_| message(&top, &mut rng, 0).encode_to_vec()).collect();
+        let mut root = crate::convert::StructColumn::new(&table).unwrap();
+        // A fresh scratch for each payload: the in-order path is tried on every one.
+        let (ok, failed) = crate::convert::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, cols| {
+            decode(&plan, p, &mut Scratch::default(), cols).map_err(|f| crate::convert::DecodeError {
+                part: "value",
+                position: f.at,
+                detail: f.detail,
+                missing_schema: None,
+            })
+        });
+        assert!(ok > 1000 && failed > 1000, "{ok} decoded, {failed} failed");
+    }
+
+    #[test]
     fn a_decoder_whose_payloads_are_given_back_tries_the_in_order_path_on_one_in_32() {
         let mut s = Scratch::default();
         let mut tried = 0;
