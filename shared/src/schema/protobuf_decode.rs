@@ -9,7 +9,7 @@
 //!   read it again;
 //! - **in two passes**: one pass over a message notes where each field the table has
 //!   occurs (in scratch lists reused from one payload to the next); the fields are then
-//!   written in the plan's order.
+//!   written in the plan's order (by field number).
 //!
 //! ```text
 //!   payload ──▶ in order ──────────────────────────────▶ row
