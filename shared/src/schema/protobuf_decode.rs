@@ -1388,9 +1388,7 @@ mod tests {
 
     #[test]
     fn payloads_out_of_order_are_given_back_and_decode_as_the_reference_does() {
-        let file = parse_proto(PROTO3).unwrap();
-        let top = file.parent_pool().get_message_by_name("d.Top").unwrap();
-        let (plan, table) = self::top();
+        let (top, (plan, table)) = (top_message(), self::top());
         // (payload, given back by the in-order path)
         let cases: [(&[u8], bool); 15] = [
             // oa (30) then ob (31): the second member of a oneof.
@@ -1447,9 +1445,7 @@ mod tests {
 
     #[test]
     fn damaged_payloads_through_the_in_order_path_are_errors_and_leave_the_columns_consistent() {
-        let file = parse_proto(PROTO3).unwrap();
-        let top = file.parent_pool().get_message_by_name("d.Top").unwrap();
-        let (plan, table) = self::top();
+        let (top, (plan, table)) = (top_message(), self::top());
         let mut rng = Rng(0xdead);
         let payloads: Vec<Vec<u8>> = (0..50).map(|_| message(&top, &mut rng, 0).encode_to_vec()).collect();
         let mut root = crate::convert::StructColumn::new(&table).unwrap();
@@ -1491,6 +1487,10 @@ mod tests {
     #[test]
     fn proto2_payloads_with_groups_decode_as_the_reference_decodes_them() {
         same_as_the_reference(PROTO2, "p.P", "p.P", 0xfeed);
+    }
+
+    fn top_message() -> MessageDescriptor {
+        parse_proto(PROTO3).unwrap().parent_pool().get_message_by_name("d.Top").unwrap()
     }
 
     fn top() -> (MessagePlan, Fields) {
