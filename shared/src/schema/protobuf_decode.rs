@@ -541,13 +541,7 @@ fn put_value_in_order(
                 parts[n as usize - 1] = t.varint()?;
                 next = n + 1;
             }
-            let (seconds, nanos) = (parts[0] as i64, parts[1] as i32);
-            let put = match col {
-                Column::TimestampMicros(x) => timestamp_value(seconds, nanos, false).map(|v| x.append_value(v)),
-                Column::TimestampNanos(x) => timestamp_value(seconds, nanos, true).map(|v| x.append_value(v)),
-                _ => return Ok(false),
-            };
-            Ok(put.is_ok())
+            Ok(put_timestamp(col, parts[0] as i64, parts[1] as i32).is_ok())
         }
         (node, col) if wire == LEN || wire == START_GROUP => {
             let (a, b) = c.value(number, wire, depth)?;
@@ -811,13 +805,7 @@ fn put_one(node: &Node, buf: &[u8], spans: Spans, s: &mut Scratch, depth: usize,
             let read = |span: Option<(usize, usize)>| -> R<u64> {
                 span.map_or(Ok(0), |(a, b)| Cur { buf, pos: a, end: b }.varint())
             };
-            let (seconds, nanos) = (read(seconds)? as i64, read(nanos)? as i32);
-            let put = match col {
-                Column::TimestampMicros(x) => timestamp_value(seconds, nanos, false).map(|v| x.append_value(v)),
-                Column::TimestampNanos(x) => timestamp_value(seconds, nanos, true).map(|v| x.append_value(v)),
-                _ => Err(super::protobuf::mismatch("timestamp")),
-            };
-            put.map_err(|e| fail(at, e))
+            put_timestamp(col, read(seconds)? as i64, read(nanos)? as i32).map_err(|e| fail(at, e))
         }
         (Node::Wrapper(inner), _) => match last_fields(buf, spans, s, [(1, wire_of(inner))], depth)? {
             [Some((a, b))] => put_one(inner, buf, Spans::One(a, b), s, depth, col),
@@ -841,6 +829,15 @@ fn put_one(node: &Node, buf: &[u8], spans: Spans, s: &mut Scratch, depth: usize,
         },
         (_, Spans::One(a, b)) => put_scalar(node, &mut Cur { buf, pos: a, end: b }, col),
         _ => Err(fail(at, format!("internal: {node:?} from several occurrences"))),
+    }
+}
+
+/// Appends a google.protobuf.Timestamp to a timestamp column (µs or ns).
+fn put_timestamp(col: &mut Column, seconds: i64, nanos: i32) -> Result<(), String> {
+    match col {
+        Column::TimestampMicros(x) => timestamp_value(seconds, nanos, false).map(|v| x.append_value(v)),
+        Column::TimestampNanos(x) => timestamp_value(seconds, nanos, true).map(|v| x.append_value(v)),
+        _ => Err(super::protobuf::mismatch("timestamp")),
     }
 }
 
