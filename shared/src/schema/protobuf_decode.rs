@@ -419,7 +419,7 @@ fn put_in_order(
                 close(&plan.fields, next, std::mem::replace(&mut open, Open::Nothing), buf, s, depth, columns)?;
             }
             for absent in &plan.fields[next..k] {
-                put_field(absent, buf, (0, 0), s, depth, &mut columns[absent.column])?;
+                put_absent(absent, buf, s, depth, &mut columns[absent.column])?;
             }
             next = k + 1;
             open = match f.node {
@@ -460,7 +460,7 @@ fn put_in_order(
     }
     close(&plan.fields, next, open, buf, s, depth, columns)?;
     for absent in &plan.fields[next..] {
-        put_field(absent, buf, (0, 0), s, depth, &mut columns[absent.column])?;
+        put_absent(absent, buf, s, depth, &mut columns[absent.column])?;
     }
     for &m in &plan.missing {
         columns[m].append_null();
@@ -536,8 +536,16 @@ fn put_value_in_order(
                 return Ok(true);
             }
             let (n, inner_wire) = w.key()?;
-            let expected = wire_of(inner);
-            Ok(n == 1 && put_value_in_order(inner, expected, &mut w, (n, inner_wire), s, depth, col)? && w.pos == w.end)
+            let taken = match inner_wire {
+                _ if n != 1 || inner_wire != wire_of(inner) => false,
+                LEN => put_value_in_order(inner, LEN, &mut w, (n, inner_wire), s, depth, col)?,
+                // A number or a bool, without a second dispatch.
+                _ => {
+                    put_scalar(inner, &mut w, col)?;
+                    true
+                }
+            };
+            Ok(taken && w.pos == w.end)
         }
         // A timestamp: seconds (1) and nanos (2), each a varint, either left out when 0.
         (Node::Timestamp, col) => {
@@ -728,6 +736,20 @@ fn put_field(
             put_one(node, buf, Spans::One(o.start as usize, o.end as usize), s, depth, col)
         }
     }
+}
+
+/// Appends what field `f` holds where a message leaves it out (as [`put_field`] does
+/// with no occurrences): an empty list or map, null, or its default.
+#[inline(always)]
+fn put_absent(f: &FieldPlan, buf: &[u8], s: &mut Scratch, depth: usize, col: &mut Column) -> R<()> {
+    match (&f.node, col) {
+        (Node::List(_), Column::List(list)) => list.close(0),
+        (Node::Map(..), Column::Map(map)) => map.close(0),
+        (Node::List(_) | Node::Map(..), _) => return Err(fail(0, super::protobuf::mismatch("repeated"))),
+        (_, col) if f.nullable => col.append_null(),
+        (node, col) => return put_default(node, buf, s, depth, col),
+    }
+    Ok(())
 }
 
 fn mismatch(lo: usize, s: &Scratch, what: &str) -> Box<Fail> {
