@@ -243,6 +243,7 @@ impl Cur<'_> {
         fail(self.pos, format!("{n} bytes needed, {} left", self.end - self.pos))
     }
 
+    #[inline(always)]
     fn array<const N: usize>(&mut self) -> R<[u8; N]> {
         let (a, b) = self.take(N as u64)?;
         Ok(self.buf[a..b].try_into().expect("N bytes"))
@@ -495,6 +496,7 @@ fn close(
 /// One value of `node` after its tag (`number`, `wire`), by the in-order path.
 /// `Ok(false)`: not taken (another wire type than the `expected` one, or a nested
 /// message given back).
+#[inline(always)]
 fn put_value_in_order(
     node: &Node,
     expected: u8,
