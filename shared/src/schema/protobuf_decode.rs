@@ -1541,6 +1541,22 @@ mod tests {
     }
 
     #[test]
+    fn slots_are_found_from_any_hint_as_a_search_finds_them() {
+        let (plan, _) = top();
+        let numbers: Vec<u32> = plan.slots.iter().map(|(n, _)| *n).collect();
+        for hint in 0..=numbers.len() + 1 {
+            for number in 0..=numbers.last().unwrap() + 2 {
+                let mut h = hint;
+                let found = slot_of(&plan, number, &mut h).map(|s| (s.field, s.oneof));
+                let expected = numbers.binary_search(&number).ok();
+                let slot = expected.map(|i| (plan.slots[i].1.field, plan.slots[i].1.oneof));
+                assert_eq!(found, slot, "field {number} from hint {hint}");
+                assert_eq!(h, expected.map_or(hint, |i| i + 1), "hint after field {number} from hint {hint}");
+            }
+        }
+    }
+
+    #[test]
     fn a_decoder_whose_payloads_are_given_back_tries_the_in_order_path_on_one_in_32() {
         let mut s = Scratch::default();
         let mut tried = 0;
