@@ -747,7 +747,8 @@ fn put_absent(f: &FieldPlan, buf: &[u8], s: &mut Scratch, depth: usize, col: &mu
     match (&f.node, col) {
         (Node::List(_), Column::List(list)) => list.close(0),
         (Node::Map(..), Column::Map(map)) => map.close(0),
-        (Node::List(_) | Node::Map(..), _) => return Err(fail(0, super::protobuf::mismatch("repeated"))),
+        (Node::List(_), _) => return Err(fail(0, super::protobuf::mismatch("repeated"))),
+        (Node::Map(..), _) => return Err(fail(0, super::protobuf::mismatch("map"))),
         (_, col) if f.nullable => col.append_null(),
         (node, col) => return put_default(node, buf, s, depth, col),
     }
