@@ -1457,7 +1457,8 @@ mod tests {
     #[test]
     fn payloads_out_of_order_are_given_back_and_decode_as_the_reference_does() {
         let (top, (plan, table)) = (top_message(), self::top());
-        // (payload, given back by the in-order path)
+        // (payload, given back by the in-order path: the payload, or a map's message value
+        // on its own)
         let cases: [(&[u8], bool); 18] = [
             // oa (30) then ob (31): the second member of a oneof.
             (&[0xf2, 0x01, 1, b'a', 0xf8, 0x01, 5], true),
