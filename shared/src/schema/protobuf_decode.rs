@@ -710,6 +710,9 @@ fn put_field(
     depth: usize,
     col: &mut Column,
 ) -> R<()> {
+    if lo == hi {
+        return put_absent(f, buf, s, depth, col);
+    }
     match &f.node {
         Node::List(item) => {
             let Column::List(list) = col else { return Err(mismatch(lo, s, "repeated")) };
@@ -732,11 +735,6 @@ fn put_field(
             Ok(())
         }
         Node::Map(key, value) => put_map(key, value, buf, (lo, hi), s, depth, col),
-        _ if lo == hi && f.nullable => {
-            col.append_null();
-            Ok(())
-        }
-        node if lo == hi => put_default(node, buf, s, depth, col),
         node if is_message(node) => put_one(node, buf, Spans::Run(lo, hi), s, depth, col),
         node => {
             let o = s.occ[hi - 1];
@@ -745,8 +743,8 @@ fn put_field(
     }
 }
 
-/// Appends what field `f` holds where a message leaves it out (as [`put_field`] does
-/// with no occurrences): an empty list or map, null, or its default.
+/// Appends what field `f` holds where a message leaves it out: an empty list or map,
+/// null, or its default (for both paths).
 #[inline(always)]
 fn put_absent(f: &FieldPlan, buf: &[u8], s: &mut Scratch, depth: usize, col: &mut Column) -> R<()> {
     match (&f.node, col) {
