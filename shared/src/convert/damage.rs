@@ -1,14 +1,17 @@
 //! Test support for the payload decoders: damaged payloads must be errors, never panics,
 //! and a failed row must leave columns the converter can repair.
 
+use arrow_array::Array;
+
 use super::{Column, DecodeError, StructColumn};
 
 /// Decodes `count` damaged copies of `payloads` (bytes replaced, cut, inserted or
 /// flipped; the same ones for the same `seed`) into `root` with `decode`, repairing a
 /// failed row as the converter does. Checks that no error points past its payload and,
 /// by finishing the columns every 4,096 rows and at the end (which fails on children of
-/// another length than the struct), that they stay consistent. Returns how many decoded
-/// and how many failed.
+/// another length than the struct), that they stay consistent: each finished array is
+/// validated in full (offsets, UTF-8, child lengths), as the builders make string and
+/// binary arrays without Arrow's checks. Returns how many decoded and how many failed.
 pub fn decode_damaged(
     root: &mut StructColumn,
     payloads: &[Vec<u8>],
@@ -48,9 +51,17 @@ pub fn decode_damaged(
             }
         }
         if root.len() >= 4096 {
-            root.finish();
+            validated(root);
         }
     }
-    root.finish();
+    validated(root);
     (ok, failed)
+}
+
+/// Finishes `root` and validates the array in full; panics (failing the test) naming what is wrong.
+fn validated(root: &mut StructColumn) {
+    let array = root.finish();
+    if let Err(e) = array.to_data().validate_full() {
+        panic!("a finished batch is not a valid Arrow array: {e}");
+    }
 }

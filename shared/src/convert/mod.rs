@@ -277,7 +277,14 @@ impl RecordConverter {
         self.first_offset = None;
         self.last_offset = None;
         let rows = self.root.len();
-        let batch = RecordBatch::from(self.root.finish()).with_schema(self.arrow_schema.clone()).expect("same fields");
+        let array = self.root.finish();
+        // The builders make string and binary arrays without Arrow's checks; debug builds
+        // (every test) check each batch in full: offsets, UTF-8, child lengths.
+        #[cfg(debug_assertions)]
+        if let Err(e) = arrow_array::Array::to_data(&array).validate_full() {
+            panic!("internal: the converter built an invalid batch: {e}");
+        }
+        let batch = RecordBatch::from(array).with_schema(self.arrow_schema.clone()).expect("same fields");
         if self.dropped.is_empty() {
             return batch;
         }
