@@ -11,6 +11,7 @@
 //! - [`schema`]: table layout, source schemas → Iceberg schemas, the evolution planner.
 //! - [`convert`]: records → Arrow record batches, column by column.
 //! - [`datafile`]: Parquet data files with field ids, rolling at the target size, as Iceberg `DataFile`s.
+//! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target and its corpus replay.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
 //! - [`partition`]: `partition_by` bound to a table schema as an Iceberg partition spec; batches split by partition value.
 //! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
@@ -31,6 +32,8 @@ pub mod committer;
 pub mod config;
 pub mod convert;
 pub mod datafile;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 pub mod guard;
 #[cfg(feature = "aws")]
 pub mod lambda;

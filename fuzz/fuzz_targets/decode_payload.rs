@@ -1,0 +1,24 @@
+//! Any bytes as the values of Avro, Protobuf and JSON Schema records, through the
+//! converter the materializer uses: errors located within the payload, never a panic,
+//! and every batch a valid Arrow array (`floe_core::fuzz`). Run with
+//! `cargo +nightly fuzz run decode_payload fuzz/corpus/decode_payload`; the corpus is
+//! replayed by the integration tests.
+#![no_main]
+
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use floe_core::fuzz::PayloadHarness;
+use libfuzzer_sys::fuzz_target;
+
+fn harness() -> &'static Mutex<PayloadHarness> {
+    static HARNESS: OnceLock<Mutex<PayloadHarness>> = OnceLock::new();
+    HARNESS.get_or_init(|| {
+        let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+        Mutex::new(PayloadHarness::new(&schemas).unwrap_or_else(|e| panic!("{}: {e}", schemas.display())))
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    harness().lock().unwrap_or_else(|e| e.into_inner()).feed(data);
+});

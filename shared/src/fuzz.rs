@@ -1,0 +1,187 @@
+//! The payload decoders' harness (feature `fuzzing`), shared by the fuzz target
+//! `decode_payload` (`fuzz/`) and the integration test that replays its corpus. Any
+//! bytes become the values of records of an Avro, a Protobuf and a JSON Schema topic
+//! (schemas in `fuzz/schemas`), converted by the [`RecordConverter`] the materializer
+//! uses.
+//!
+//! ```text
+//!  byte 0: the format (Avro, Protobuf, JSON Schema: its value mod 3)
+//!  byte 1: bit 0 set → each value gets a valid Confluent header first (magic 0,
+//!          schema id 1, and for Protobuf the first message's index), so the fuzzer
+//!          reaches the decoders without first having to find the header
+//!  rest:   the values, separated by RECORD_SEPARATOR
+//! ```
+//!
+//! What must hold, or [`PayloadHarness::feed`] panics: no decoder panics; an error
+//! points within its payload; the batch finished after the records is a valid Arrow
+//! array (offsets, UTF-8, child lengths: the builders skip Arrow's own checks) holding
+//! exactly the records that decoded.
+
+use std::path::Path;
+
+use arrow_array::{Array, StructArray};
+
+use crate::config::FloeConfig;
+use crate::convert::RecordConverter;
+use crate::schema::formats::Formats;
+use crate::segment::{Headers, Record, TimestampType};
+
+/// Separates the values of one input.
+pub const RECORD_SEPARATOR: &[u8] = b"\xff\x00\xff\x00";
+
+/// The topics, in the order byte 0 picks them, and their schema files in `fuzz/schemas`.
+const TOPICS: [(&str, &str, &str); 3] = [
+    ("avro", "avro", "order.avsc"),
+    ("protobuf", "protobuf", "order.proto"),
+    ("json", "json-schema", "event.schema.json"),
+];
+
+pub struct PayloadHarness {
+    converters: Vec<RecordConverter>,
+    next_offset: i64,
+}
+
+impl PayloadHarness {
+    /// Sets up a converter per topic from the schemas in `schemas` (`fuzz/schemas`).
+    pub fn new(schemas: &Path) -> Result<PayloadHarness, String> {
+        let mut text = String::new();
+        for (topic, format, file) in TOPICS {
+            let path = schemas.join(file);
+            text += &format!(
+                "[[topics]]\ntopic = \"{topic}\"\nvalue_format = \"{format}\"\nvalue_schema = {{ file = {:?} }}\n",
+                path.display().to_string()
+            );
+        }
+        let config = FloeConfig::parse(&text).map_err(|e| e.to_string())?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let converters = TOPICS
+            .iter()
+            .map(|(topic, ..)| {
+                let topic = config.resolve(topic).ok_or_else(|| format!("{topic}: not in the config"))?;
+                let formats = runtime
+                    .block_on(Formats::load_for_table(&config, &topic, None, None, None))
+                    .map_err(|e| e.to_string())?;
+                RecordConverter::new(formats.schema, 0, formats.key, formats.value).map_err(|e| e.to_string())
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(PayloadHarness { converters, next_offset: 0 })
+    }
+
+    /// Converts the records of one input (see the module docs), then finishes and checks
+    /// their batch; returns how many records decoded. Panics when something that must
+    /// hold does not.
+    pub fn feed(&mut self, input: &[u8]) -> usize {
+        let [pick, flags, rest @ ..] = input else { return 0 };
+        let format = usize::from(*pick) % TOPICS.len();
+        let header: &[u8] = match (flags & 1, format) {
+            (0, _) => &[],
+            (_, 1) => &[0, 0, 0, 0, 1, 0],
+            _ => &[0, 0, 0, 0, 1],
+        };
+        let converter = &mut self.converters[format];
+        let mut decoded = 0;
+        for payload in split(rest, RECORD_SEPARATOR) {
+            let value = [header, payload].concat();
+            let record = Record {
+                offset: self.next_offset,
+                timestamp: 0,
+                timestamp_type: TimestampType::Create,
+                key: None,
+                value: Some(&value),
+                headers: Headers::default(),
+            };
+            self.next_offset += 1;
+            match converter.append(&record) {
+                Ok(()) => decoded += 1,
+                Err(e) => assert!(e.position <= value.len(), "{e}: the position is past the {} bytes", value.len()),
+            }
+        }
+        let batch = converter.finish();
+        assert_eq!(batch.num_rows(), decoded, "the batch holds other rows than the records decoded");
+        if let Err(e) = StructArray::from(batch).to_data().validate_full() {
+            panic!("the converter built an invalid batch: {e}");
+        }
+        decoded
+    }
+}
+
+/// `bytes` cut at each `separator`.
+fn split<'a>(bytes: &'a [u8], separator: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
+    let mut rest = Some(bytes);
+    std::iter::from_fn(move || {
+        let b = rest?;
+        match b.windows(separator.len()).position(|w| w == separator) {
+            Some(i) => {
+                rest = Some(&b[i + separator.len()..]);
+                Some(&b[..i])
+            }
+            None => rest.take(),
+        }
+    })
+}
+
+/// Feeds every file of a fuzz corpus directory to the harness; returns how many inputs
+/// there were and how many records decoded.
+pub fn replay(harness: &mut PayloadHarness, corpus: &Path) -> std::io::Result<(usize, usize)> {
+    let (mut inputs, mut decoded) = (0, 0);
+    for entry in std::fs::read_dir(corpus)? {
+        decoded += harness.feed(&std::fs::read(entry?.path())?);
+        inputs += 1;
+    }
+    Ok((inputs, decoded))
+}
+
+/// For tests: an input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema) holding `values`,
+/// each given a header when `header` is set.
+pub fn input(format: u8, header: bool, values: &[&[u8]]) -> Vec<u8> {
+    let mut out = vec![format, u8::from(header)];
+    out.extend(values.join(RECORD_SEPARATOR));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_cut_at_each_separator() {
+        let parts: Vec<&[u8]> = split(b"a\xff\x00\xff\x00bc\xff\x00\xff\x00", RECORD_SEPARATOR).collect();
+        assert_eq!(parts, [&b"a"[..], b"bc", b""]);
+        assert_eq!(split(b"", RECORD_SEPARATOR).count(), 1);
+    }
+
+    fn harness() -> PayloadHarness {
+        PayloadHarness::new(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/schemas")).unwrap()
+    }
+
+    #[test]
+    fn good_and_bad_values_of_each_format_give_a_valid_batch() {
+        let mut h = harness();
+        // Avro: an Order is not a few bytes, so these fail.
+        assert_eq!(h.feed(&input(0, true, &[b"", b"\x02"])), 0);
+        // Protobuf: an empty message and one with `qty` set decode; a lone 0xff does not.
+        assert_eq!(h.feed(&input(1, true, &[b"", b"\x10\x01", b"\xff"])), 2);
+        assert_eq!(h.feed(&input(2, true, &[b"{}", b"{\"id\": 1}", b"[", b"{\"id\": \"x\"}"])), 2);
+        // Without the header, the first byte is not the magic number.
+        assert_eq!(h.feed(&input(2, false, &[b"{}"])), 0);
+        assert_eq!(h.feed(&[7]), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "the batch holds other rows")]
+    fn a_row_count_that_does_not_match_is_caught() {
+        let mut h = harness();
+        // A row appended behind the harness's back: the next batch holds one row too many.
+        let value = [&[0, 0, 0, 0, 1][..], b"{}"].concat();
+        let record = Record {
+            offset: 0,
+            timestamp: 0,
+            timestamp_type: TimestampType::Create,
+            key: None,
+            value: Some(&value),
+            headers: Headers::default(),
+        };
+        h.converters[2].append(&record).unwrap();
+        h.feed(&input(2, true, &[b"{}"]));
+    }
+}
