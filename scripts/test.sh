@@ -14,6 +14,9 @@ export FLOE_PYTHON="$venv/bin/python"
 
 cargo test --workspace --locked "$@"
 
+# The fuzz targets (fuzz/) build the core without its AWS parts: keep that compiling.
+cargo check --locked -p floe-core --no-default-features --features fuzzing
+
 # The command-line contract: a damaged segment is a message on stderr and exit code 1.
 bad="$(mktemp)"
 trap 'rm -f "$bad"' EXIT

@@ -6,7 +6,6 @@
 //!   `detail.object.key`), which work with an existing tiered-storage bucket;
 //! - `s3:TestEvent`, sent when a notification is configured: nothing to do.
 
-use aws_lambda_events::event::s3::S3EventRecord;
 use serde_json::Value;
 
 use super::objects::ObjectRef;
@@ -58,11 +57,12 @@ fn collect(event: &Value, out: &mut EventObjects) -> Result<(), String> {
 }
 
 /// (event name, bucket, URL-encoded key) of one S3 notification record: read as
-/// `aws_lambda_events`' `S3EventRecord`, or, when a field that type requires is absent
-/// (S3-compatible stores and emulators leave out `userIdentity` and others), from the
-/// three fields Floe needs.
+/// `aws_lambda_events`' `S3EventRecord` (feature `aws`), or, when a field that type
+/// requires is absent (S3-compatible stores and emulators leave out `userIdentity` and
+/// others), from the three fields Floe needs.
 fn s3_record(record: &Value) -> Result<(String, String, String), String> {
-    if let Ok(typed) = serde_json::from_value::<S3EventRecord>(record.clone())
+    #[cfg(feature = "aws")]
+    if let Ok(typed) = serde_json::from_value::<aws_lambda_events::event::s3::S3EventRecord>(record.clone())
         && let (Some(bucket), Some(key)) = (typed.s3.bucket.name, typed.s3.object.key)
     {
         return Ok((typed.event_name.unwrap_or_default(), bucket, key));
