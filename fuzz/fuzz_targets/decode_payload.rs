@@ -1,4 +1,4 @@
-//! Any bytes as the values of Avro, Protobuf and JSON Schema records, through the
+//! Any bytes as the values of Avro, Protobuf, JSON Schema and plain JSON records, through the
 //! converter the materializer uses: errors located within the payload, never a panic,
 //! and every batch a valid Arrow array (`floe_core::fuzz`). Run with
 //! `cargo +nightly fuzz run decode_payload fuzz/corpus/decode_payload`; the corpus is

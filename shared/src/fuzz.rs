@@ -1,14 +1,14 @@
 //! The payload decoders' harness (feature `fuzzing`), shared by the fuzz target
 //! `decode_payload` (`fuzz/`) and the integration test that replays its corpus. Any
 //! bytes become the values of records of an Avro, a Protobuf and a JSON Schema topic
-//! (schemas in `fuzz/schemas`), converted by the [`RecordConverter`] the materializer
-//! uses.
+//! (schemas in `fuzz/schemas`) and of a plain JSON one (its types inferred from
+//! [`JSON_SAMPLE`]), converted by the [`RecordConverter`] the materializer uses.
 //!
 //! ```text
-//!  byte 0: the format (Avro, Protobuf, JSON Schema: its value mod 3)
+//!  byte 0: the format (Avro, Protobuf, JSON Schema, plain JSON: its value mod 4)
 //!  byte 1: bit 0 set → each value gets a valid Confluent header first (magic 0,
-//!          schema id 1, and for Protobuf the first message's index), so the fuzzer
-//!          reaches the decoders without first having to find the header
+//!          schema id 1, and for Protobuf the first message's index; none for plain
+//!          JSON), so the fuzzer reaches the decoders without first finding the header
 //!  rest:   the values, separated by RECORD_SEPARATOR
 //! ```
 //!
@@ -24,17 +24,23 @@ use arrow_array::{Array, StructArray};
 use crate::config::FloeConfig;
 use crate::convert::RecordConverter;
 use crate::schema::formats::Formats;
+use crate::schema::json::Inferred;
 use crate::segment::{Headers, Record, TimestampType};
 
 /// Separates the values of one input.
 pub const RECORD_SEPARATOR: &[u8] = b"\xff\x00\xff\x00";
 
 /// The topics, in the order byte 0 picks them, and their schema files in `fuzz/schemas`.
-const TOPICS: [(&str, &str, &str); 3] = [
-    ("avro", "avro", "order.avsc"),
-    ("protobuf", "protobuf", "order.proto"),
-    ("json", "json-schema", "event.schema.json"),
+const TOPICS: [(&str, &str, Option<&str>); 4] = [
+    ("avro", "avro", Some("order.avsc")),
+    ("protobuf", "protobuf", Some("order.proto")),
+    ("json_schema", "json-schema", Some("event.schema.json")),
+    ("json", "json", None),
 ];
+
+/// The value the plain JSON topic's types are inferred from: every kind of JSON value.
+pub const JSON_SAMPLE: &[u8] =
+    br#"{"id": 1, "ok": true, "score": 1.5, "label": "x", "tags": ["a"], "place": {"city": "c", "zip": null}, "any": 2}"#;
 
 pub struct PayloadHarness {
     converters: Vec<RecordConverter>,
@@ -46,12 +52,13 @@ impl PayloadHarness {
     pub fn new(schemas: &Path) -> Result<PayloadHarness, String> {
         let mut text = String::new();
         for (topic, format, file) in TOPICS {
-            let path = schemas.join(file);
-            text += &format!(
-                "[[topics]]\ntopic = \"{topic}\"\nvalue_format = \"{format}\"\nvalue_schema = {{ file = {:?} }}\n",
-                path.display().to_string()
-            );
+            text += &format!("[[topics]]\ntopic = \"{topic}\"\nvalue_format = \"{format}\"\n");
+            if let Some(file) = file {
+                text += &format!("value_schema = {{ file = {:?} }}\n", schemas.join(file).display().to_string());
+            }
         }
+        let mut inferred = (Inferred::default(), Inferred::default());
+        inferred.1.observe(JSON_SAMPLE);
         let config = FloeConfig::parse(&text).map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         let converters = TOPICS
@@ -59,7 +66,7 @@ impl PayloadHarness {
             .map(|(topic, ..)| {
                 let topic = config.resolve(topic).ok_or_else(|| format!("{topic}: not in the config"))?;
                 let formats = runtime
-                    .block_on(Formats::load_for_table(&config, &topic, None, None, None))
+                    .block_on(Formats::load_for_table(&config, &topic, None, Some(&inferred), None))
                     .map_err(|e| e.to_string())?;
                 RecordConverter::new(formats.schema, 0, formats.key, formats.value).map_err(|e| e.to_string())
             })
@@ -74,7 +81,7 @@ impl PayloadHarness {
         let [pick, flags, rest @ ..] = input else { return 0 };
         let format = usize::from(*pick) % TOPICS.len();
         let header: &[u8] = match (flags & 1, format) {
-            (0, _) => &[],
+            (0, _) | (_, 3) => &[],
             (_, 1) => &[0, 0, 0, 0, 1, 0],
             _ => &[0, 0, 0, 0, 1],
         };
@@ -131,7 +138,7 @@ pub fn replay(harness: &mut PayloadHarness, corpus: &Path) -> std::io::Result<(u
     Ok((inputs, decoded))
 }
 
-/// For tests: an input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema) holding `values`,
+/// For tests: an input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema, 3 plain JSON) holding `values`,
 /// each given a header when `header` is set.
 pub fn input(format: u8, header: bool, values: &[&[u8]]) -> Vec<u8> {
     let mut out = vec![format, u8::from(header)];
@@ -164,6 +171,8 @@ mod tests {
         assert_eq!(h.feed(&input(2, true, &[b"{}", b"{\"id\": 1}", b"[", b"{\"id\": \"x\"}"])), 2);
         // Without the header, the first byte is not the magic number.
         assert_eq!(h.feed(&input(2, false, &[b"{}"])), 0);
+        // Plain JSON: `id` was inferred a number, and the value must be an object.
+        assert_eq!(h.feed(&input(3, true, &[JSON_SAMPLE, b"{}", b"{\"id\": \"x\"}", b"[1]", b"{"])), 2);
         assert_eq!(h.feed(&[7]), 0);
     }
 

@@ -187,7 +187,7 @@ fn payload_fuzz_corpus_replays_into_valid_batches() {
     let mut harness = floe_core::fuzz::PayloadHarness::new(&root.join("fuzz/schemas")).unwrap();
     let corpus = root.join("fuzz/corpus/decode_payload");
     let (inputs, decoded) = floe_core::fuzz::replay(&mut harness, &corpus).unwrap();
-    assert!(inputs >= 21, "corpus has only {inputs} inputs");
-    // The seeds are valid: 6 values of each of the 3 formats, alone and all together.
-    assert!(decoded >= 36, "only {decoded} records of the corpus decoded");
+    assert!(inputs >= 28, "corpus has only {inputs} inputs");
+    // The seeds are valid: 6 values of each of the 4 formats, alone and all together.
+    assert!(decoded >= 48, "only {decoded} records of the corpus decoded");
 }

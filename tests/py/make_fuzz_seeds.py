@@ -1,6 +1,7 @@
 """Seed inputs for the `decode_payload` fuzz target (`floe_core::fuzz`): valid values of
-each format, encoded by fastavro, Google's protobuf package and Python's json, in the
-harness's input layout (format byte, header flag, values joined by the separator).
+each format (the JSON values serve both the JSON Schema and the plain JSON topic),
+encoded by fastavro, Google's protobuf package and Python's json, in the harness's
+input layout (format byte, header flag, values joined by the separator).
 
   python make_fuzz_seeds.py fuzz/corpus/decode_payload
 """
@@ -18,7 +19,7 @@ import make_avro
 import make_protobuf
 
 SEPARATOR = b"\xff\x00\xff\x00"
-AVRO, PROTOBUF, JSON_SCHEMA = 0, 1, 2
+AVRO, PROTOBUF, JSON_SCHEMA, PLAIN_JSON = 0, 1, 2, 3
 
 
 def avro_values():
@@ -53,7 +54,8 @@ def json_values():
 
 def main(out):
     os.makedirs(out, exist_ok=True)
-    for fmt, values in [(AVRO, avro_values()), (PROTOBUF, protobuf_values()), (JSON_SCHEMA, json_values())]:
+    for fmt, values in [(AVRO, avro_values()), (PROTOBUF, protobuf_values()), (JSON_SCHEMA, json_values()),
+                        (PLAIN_JSON, json_values())]:
         inputs = [[v] for v in values] + [values]
         for vs in inputs:
             data = bytes([fmt, 1]) + SEPARATOR.join(vs)
