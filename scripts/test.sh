@@ -22,7 +22,8 @@ bad="$(mktemp)"
 trap 'rm -f "$bad"' EXIT
 head -c 50 tests/data/kafka/real__BiggerBrain+kafka__data__lsx1-0__00000000000000000000.log > "$bad"
 set +e
-cargo run --quiet --locked -p floe-cli -- inspect "$bad" >/dev/null 2>"$bad.err"
+# (With the test build's features, so nothing is built again.)
+cargo run --quiet --locked -p floe-cli --features floe-core/fuzzing -- inspect "$bad" >/dev/null 2>"$bad.err"
 rc=$?
 set -e
 if [ "$rc" -ne 1 ] || ! grep -q "byte 0 (batch base offset 0): truncated" "$bad.err"; then

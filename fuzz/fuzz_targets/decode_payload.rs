@@ -1,8 +1,8 @@
 //! Any bytes as the values of Avro, Protobuf, JSON Schema and plain JSON records, through the
 //! converter the materializer uses: errors located within the payload, never a panic,
-//! and every batch a valid Arrow array (`floe_core::fuzz`). Run with
-//! `cargo +nightly fuzz run decode_payload fuzz/corpus/decode_payload`; the corpus is
-//! replayed by the integration tests.
+//! and every batch a valid Arrow array (`floe_core::fuzz`). Run from the repository root
+//! with `cargo +nightly fuzz run decode_payload fuzz/corpus/decode_payload
+//! fuzz/seeds/decode_payload`; the seeds and the corpus are replayed by the integration tests.
 #![no_main]
 
 use std::path::Path;

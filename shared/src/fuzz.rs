@@ -1,31 +1,38 @@
 //! The payload decoders' harness (feature `fuzzing`), shared by the fuzz target
-//! `decode_payload` (`fuzz/`) and the integration test that replays its corpus. Any
-//! bytes become the values of records of an Avro, a Protobuf and a JSON Schema topic
+//! `decode_payload` (`fuzz/`) and the integration test that replays its seeds and corpus.
+//! Any bytes become the values of records of an Avro, a Protobuf and a JSON Schema topic
 //! (schemas in `fuzz/schemas`) and of a plain JSON one (its types inferred from
 //! [`JSON_SAMPLE`]), converted by the [`RecordConverter`] the materializer uses.
 //!
 //! ```text
 //!  byte 0: the format (Avro, Protobuf, JSON Schema, plain JSON: its value mod 4)
-//!  byte 1: bit 0 set → each value gets a valid Confluent header first (magic 0,
-//!          schema id 1, and for Protobuf the first message's index; none for plain
-//!          JSON), so the fuzzer reaches the decoders without first finding the header
+//!  byte 1: bit 0 set → each value gets a valid schema id (magic 0, id 1, and for
+//!          Protobuf the first message's index; none for plain JSON), so the fuzzer
+//!          reaches the decoders without first finding it; bit 1 set → that id goes in
+//!          the record header `__value_schema_id` instead of before the value
 //!  rest:   the values, separated by RECORD_SEPARATOR
 //! ```
 //!
+//! Each input is decoded by a converter of its own, as each segment is in the
+//! materializer: an input's outcome does not depend on the inputs before it (the
+//! Protobuf decoder adapts to the payloads it has seen).
+//!
 //! What must hold, or [`PayloadHarness::feed`] panics: no decoder panics; an error
-//! points within its payload; the batch finished after the records is a valid Arrow
-//! array (offsets, UTF-8, child lengths: the builders skip Arrow's own checks) holding
-//! exactly the records that decoded.
+//! points within its payload; the batch finished after the records holds exactly the
+//! records that decoded and is a valid Arrow array (checked on the rows kept here, and
+//! on every row, dropped ones too, by the converter itself in builds with debug
+//! assertions, as `cargo fuzz` makes them).
 
 use std::path::Path;
 
-use arrow_array::{Array, StructArray};
+use arrow_array::StructArray;
 
-use crate::config::FloeConfig;
-use crate::convert::RecordConverter;
+use crate::config::{FloeConfig, TopicConfig};
+use crate::convert::{RecordConverter, assert_valid};
 use crate::schema::formats::Formats;
 use crate::schema::json::Inferred;
-use crate::segment::{Headers, Record, TimestampType};
+use crate::schema::wire::header_name;
+use crate::segment::{Headers, Record, TimestampType, encode_headers};
 
 /// Separates the values of one input.
 pub const RECORD_SEPARATOR: &[u8] = b"\xff\x00\xff\x00";
@@ -43,12 +50,15 @@ pub const JSON_SAMPLE: &[u8] =
     br#"{"id": 1, "ok": true, "score": 1.5, "label": "x", "tags": ["a"], "place": {"city": "c", "zip": null}, "any": 2}"#;
 
 pub struct PayloadHarness {
-    converters: Vec<RecordConverter>,
+    config: FloeConfig,
+    topics: Vec<TopicConfig>,
+    inferred: (Inferred, Inferred),
+    runtime: tokio::runtime::Runtime,
     next_offset: i64,
 }
 
 impl PayloadHarness {
-    /// Sets up a converter per topic from the schemas in `schemas` (`fuzz/schemas`).
+    /// The topics, with the schemas in `schemas` (`fuzz/schemas`).
     pub fn new(schemas: &Path) -> Result<PayloadHarness, String> {
         let mut text = String::new();
         for (topic, format, file) in TOPICS {
@@ -57,21 +67,27 @@ impl PayloadHarness {
                 text += &format!("value_schema = {{ file = {:?} }}\n", schemas.join(file).display().to_string());
             }
         }
+        let config = FloeConfig::parse(&text).map_err(|e| e.to_string())?;
+        let topics = TOPICS
+            .iter()
+            .map(|(topic, ..)| config.resolve(topic).ok_or_else(|| format!("{topic}: not in the config")))
+            .collect::<Result<_, String>>()?;
         let mut inferred = (Inferred::default(), Inferred::default());
         inferred.1.observe(JSON_SAMPLE);
-        let config = FloeConfig::parse(&text).map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-        let converters = TOPICS
-            .iter()
-            .map(|(topic, ..)| {
-                let topic = config.resolve(topic).ok_or_else(|| format!("{topic}: not in the config"))?;
-                let formats = runtime
-                    .block_on(Formats::load_for_table(&config, &topic, None, Some(&inferred), None))
-                    .map_err(|e| e.to_string())?;
-                RecordConverter::new(formats.schema, 0, formats.key, formats.value).map_err(|e| e.to_string())
-            })
-            .collect::<Result<_, String>>()?;
-        Ok(PayloadHarness { converters, next_offset: 0 })
+        let harness = PayloadHarness { config, topics, inferred, runtime, next_offset: 0 };
+        for format in 0..TOPICS.len() {
+            harness.converter(format)?;
+        }
+        Ok(harness)
+    }
+
+    /// A new converter for the topic `format` picks.
+    fn converter(&self, format: usize) -> Result<RecordConverter, String> {
+        let topic = &self.topics[format];
+        let load = Formats::load_for_table(&self.config, topic, None, Some(&self.inferred), None);
+        let formats = self.runtime.block_on(load).map_err(|e| format!("{}: {e}", topic.topic))?;
+        RecordConverter::new(formats.schema, 0, formats.key, formats.value).map_err(|e| e.to_string())
     }
 
     /// Converts the records of one input (see the module docs), then finishes and checks
@@ -80,22 +96,27 @@ impl PayloadHarness {
     pub fn feed(&mut self, input: &[u8]) -> usize {
         let [pick, flags, rest @ ..] = input else { return 0 };
         let format = usize::from(*pick) % TOPICS.len();
-        let header: &[u8] = match (flags & 1, format) {
+        let id: &[u8] = match (flags & 1, format) {
             (0, _) | (_, 3) => &[],
             (_, 1) => &[0, 0, 0, 0, 1, 0],
             _ => &[0, 0, 0, 0, 1],
         };
-        let converter = &mut self.converters[format];
+        let (prefix, headers) = match flags & 2 {
+            0 => (id, Vec::new()),
+            _ => (&[][..], encode_headers(&[(header_name("value").as_bytes(), Some(id))])),
+        };
+        let header_count = usize::from(!headers.is_empty());
+        let mut converter = self.converter(format).unwrap_or_else(|e| panic!("the harness's topics: {e}"));
         let mut decoded = 0;
         for payload in split(rest, RECORD_SEPARATOR) {
-            let value = [header, payload].concat();
+            let value = [prefix, payload].concat();
             let record = Record {
                 offset: self.next_offset,
                 timestamp: 0,
                 timestamp_type: TimestampType::Create,
                 key: None,
                 value: Some(&value),
-                headers: Headers::default(),
+                headers: Headers::parse(&headers, header_count).expect("headers encoded above"),
             };
             self.next_offset += 1;
             match converter.append(&record) {
@@ -105,9 +126,7 @@ impl PayloadHarness {
         }
         let batch = converter.finish();
         assert_eq!(batch.num_rows(), decoded, "the batch holds other rows than the records decoded");
-        if let Err(e) = StructArray::from(batch).to_data().validate_full() {
-            panic!("the converter built an invalid batch: {e}");
-        }
+        assert_valid(&StructArray::from(batch), "the converter's batch");
         decoded
     }
 }
@@ -138,10 +157,10 @@ pub fn replay(harness: &mut PayloadHarness, corpus: &Path) -> std::io::Result<(u
     Ok((inputs, decoded))
 }
 
-/// For tests: an input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema, 3 plain JSON) holding `values`,
-/// each given a header when `header` is set.
-pub fn input(format: u8, header: bool, values: &[&[u8]]) -> Vec<u8> {
-    let mut out = vec![format, u8::from(header)];
+/// For tests: an input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema, 3 plain JSON)
+/// with `flags` (byte 1) holding `values`.
+pub fn input(format: u8, flags: u8, values: &[&[u8]]) -> Vec<u8> {
+    let mut out = vec![format, flags];
     out.extend(values.join(RECORD_SEPARATOR));
     out
 }
@@ -165,32 +184,24 @@ mod tests {
     fn good_and_bad_values_of_each_format_give_a_valid_batch() {
         let mut h = harness();
         // Avro: an Order is not a few bytes, so these fail.
-        assert_eq!(h.feed(&input(0, true, &[b"", b"\x02"])), 0);
+        assert_eq!(h.feed(&input(0, 1, &[b"", b"\x02"])), 0);
         // Protobuf: an empty message and one with `qty` set decode; a lone 0xff does not.
-        assert_eq!(h.feed(&input(1, true, &[b"", b"\x10\x01", b"\xff"])), 2);
-        assert_eq!(h.feed(&input(2, true, &[b"{}", b"{\"id\": 1}", b"[", b"{\"id\": \"x\"}"])), 2);
-        // Without the header, the first byte is not the magic number.
-        assert_eq!(h.feed(&input(2, false, &[b"{}"])), 0);
+        assert_eq!(h.feed(&input(1, 1, &[b"", b"\x10\x01", b"\xff"])), 2);
+        assert_eq!(h.feed(&input(2, 1, &[b"{}", b"{\"id\": 1}", b"[", b"{\"id\": \"x\"}"])), 2);
+        // Without the schema id, the first byte is not the magic number.
+        assert_eq!(h.feed(&input(2, 0, &[b"{}"])), 0);
         // Plain JSON: `id` was inferred a number, and the value must be an object.
-        assert_eq!(h.feed(&input(3, true, &[JSON_SAMPLE, b"{}", b"{\"id\": \"x\"}", b"[1]", b"{"])), 2);
+        assert_eq!(h.feed(&input(3, 1, &[JSON_SAMPLE, b"{}", b"{\"id\": \"x\"}", b"[1]", b"{"])), 2);
         assert_eq!(h.feed(&[7]), 0);
     }
 
     #[test]
-    #[should_panic(expected = "the batch holds other rows")]
-    fn a_row_count_that_does_not_match_is_caught() {
+    fn a_schema_id_in_the_record_header_reaches_the_decoders() {
         let mut h = harness();
-        // A row appended behind the harness's back: the next batch holds one row too many.
-        let value = [&[0, 0, 0, 0, 1][..], b"{}"].concat();
-        let record = Record {
-            offset: 0,
-            timestamp: 0,
-            timestamp_type: TimestampType::Create,
-            key: None,
-            value: Some(&value),
-            headers: Headers::default(),
-        };
-        h.converters[2].append(&record).unwrap();
-        h.feed(&input(2, true, &[b"{}"]));
+        // Bit 1: the id in `__value_schema_id`, the value alone.
+        assert_eq!(h.feed(&input(1, 3, &[b"", b"\x10\x01"])), 2);
+        assert_eq!(h.feed(&input(2, 3, &[b"{}", b"{\"id\": 1}"])), 2);
+        // A header without a valid id: every value fails, at byte 0.
+        assert_eq!(h.feed(&input(2, 2, &[b"{}"])), 0);
     }
 }

@@ -179,11 +179,14 @@ pub async fn materialize_segment(
             };
             for record in &batch.records {
                 let mut outcome = target.converter.append(&record);
-                if let Err(DecodeError { missing_schema: Some(id), part, .. }) = &outcome {
+                if let Err(DecodeError { missing_schema: Some(id), part, position, .. }) = &outcome {
                     outcome = match target.converter.load_schema(part, *id).await {
                         Ok(()) => target.converter.append(&record),
                         Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
-                        Err(e) => Err(DecodeError { part, position: 1, detail: e.to_string(), missing_schema: None }),
+                        // Where the id is: the payload's byte 1, or 0 when a record header holds it.
+                        Err(e) => {
+                            Err(DecodeError { part, position: *position, detail: e.to_string(), missing_schema: None })
+                        }
                     };
                 }
                 match outcome {

@@ -178,16 +178,17 @@ async fn a_panic_while_converting_is_an_error_naming_the_segment_not_a_crash() {
     );
 }
 
-/// The payload fuzz target's corpus (`fuzz/corpus/decode_payload`: the seeds of
-/// `tests/py/make_fuzz_seeds.py` and what fuzzing found) through its harness: no panic,
-/// errors within their payloads, every batch a valid Arrow array.
+/// The payload fuzz target's inputs through its harness: no panic, errors within their
+/// payloads, every batch a valid Arrow array. The seeds (`fuzz/seeds/decode_payload`,
+/// written by `tests/py/make_fuzz_seeds.py`) are valid and must all decode; the corpus
+/// (`fuzz/corpus/decode_payload`) holds what fuzzing found.
 #[test]
-fn payload_fuzz_corpus_replays_into_valid_batches() {
+fn payload_fuzz_seeds_decode_and_corpus_replays_into_valid_batches() {
     let root = support::root();
     let mut harness = floe_core::fuzz::PayloadHarness::new(&root.join("fuzz/schemas")).unwrap();
-    let corpus = root.join("fuzz/corpus/decode_payload");
-    let (inputs, decoded) = floe_core::fuzz::replay(&mut harness, &corpus).unwrap();
-    assert!(inputs >= 28, "corpus has only {inputs} inputs");
-    // The seeds are valid: 6 values of each of the 4 formats, alone and all together.
-    assert!(decoded >= 48, "only {decoded} records of the corpus decoded");
+    let seeds = floe_core::fuzz::replay(&mut harness, &root.join("fuzz/seeds/decode_payload")).unwrap();
+    // 6 values of each of the 4 formats: each alone, and all 6 in one input.
+    assert_eq!(seeds, (28, 48), "(seed inputs, records decoded)");
+    let (inputs, _) = floe_core::fuzz::replay(&mut harness, &root.join("fuzz/corpus/decode_payload")).unwrap();
+    assert!(inputs >= 1000, "corpus has only {inputs} inputs");
 }

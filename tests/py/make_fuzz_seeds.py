@@ -3,7 +3,7 @@ each format (the JSON values serve both the JSON Schema and the plain JSON topic
 encoded by fastavro, Google's protobuf package and Python's json, in the harness's
 input layout (format byte, header flag, values joined by the separator).
 
-  python make_fuzz_seeds.py fuzz/corpus/decode_payload
+  python tests/py/make_fuzz_seeds.py fuzz/seeds/decode_payload   (from the repository root)
 """
 import datetime
 import hashlib

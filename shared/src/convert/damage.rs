@@ -1,8 +1,6 @@
 //! Test support for the payload decoders: damaged payloads must be errors, never panics,
 //! and a failed row must leave columns the converter can repair.
 
-use arrow_array::Array;
-
 use super::{Column, DecodeError, StructColumn};
 
 /// Decodes `count` damaged copies of `payloads` (bytes replaced, cut, inserted or
@@ -58,10 +56,6 @@ pub fn decode_damaged(
     (ok, failed)
 }
 
-/// Finishes `root` and validates the array in full; panics (failing the test) naming what is wrong.
 fn validated(root: &mut StructColumn) {
-    let array = root.finish();
-    if let Err(e) = array.to_data().validate_full() {
-        panic!("a finished batch is not a valid Arrow array: {e}");
-    }
+    super::assert_valid(&root.finish(), "a finished batch");
 }

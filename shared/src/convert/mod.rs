@@ -30,7 +30,7 @@ pub use builder::{Column, FULL_OFFSETS, FixedValues, StructColumn};
 pub struct DecodeError {
     /// `key` or `value`.
     pub part: &'static str,
-    /// Byte position in the payload.
+    /// Byte position in the payload (0 for a schema id in a record header).
     pub position: usize,
     pub detail: String,
     /// Set when the payload names a schema the decoder has not loaded yet: the caller
@@ -278,12 +278,9 @@ impl RecordConverter {
         self.last_offset = None;
         let rows = self.root.len();
         let array = self.root.finish();
-        // The builders make string and binary arrays without Arrow's checks; debug builds
-        // (every test) check each batch in full: offsets, UTF-8, child lengths.
+        // Debug builds (every test) check each batch in full.
         #[cfg(debug_assertions)]
-        if let Err(e) = arrow_array::Array::to_data(&array).validate_full() {
-            panic!("internal: the converter built an invalid batch: {e}");
-        }
+        assert_valid(&array, "internal: the converter's batch");
         let batch = RecordBatch::from(array).with_schema(self.arrow_schema.clone()).expect("same fields");
         if self.dropped.is_empty() {
             return batch;
@@ -313,6 +310,14 @@ fn payloads<'r>(record: &Record<'r>) -> (Option<Payload<'r>>, Option<Payload<'r>
         bytes.map(|bytes| Payload { bytes, schema_header: header.and_then(|h| h.value) })
     }
     (with(record.key, key_header), with(record.value, value_header))
+}
+
+/// Panics unless `array` is valid in full (offsets, UTF-8, child lengths): the builders
+/// make string and binary arrays without Arrow's checks. For debug builds and tests.
+pub fn assert_valid(array: &dyn arrow_array::Array, what: &str) {
+    if let Err(e) = array.to_data().validate_full() {
+        panic!("{what} is not a valid Arrow array: {e}");
+    }
 }
 
 fn append_payload(

@@ -47,8 +47,8 @@ pub use error::{SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
 pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
 pub use reader::{SegmentReader, decode_frame};
-#[cfg(test)]
-pub(crate) use record::encode_headers;
+#[cfg(any(test, feature = "fuzzing"))]
+pub use record::encode_headers;
 pub use record::{
     Batch, BatchKind, BatchTxn, ControlType, Header, Headers, Record, RecordIter, Records, TimestampType,
 };

@@ -236,9 +236,9 @@ pub struct Batch {
     pub txn: BatchTxn,
 }
 
-/// Headers encoded as a v2 record holds them, for tests to build records from.
-#[cfg(test)]
-pub(crate) fn encode_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+/// Headers encoded as a v2 record holds them, for tests (and the fuzz harness) to build records from.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn encode_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
     fn zigzag(out: &mut Vec<u8>, v: i64) {
         let mut raw = ((v << 1) ^ (v >> 63)) as u64;
         while raw >= 0x80 {
