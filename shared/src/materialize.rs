@@ -183,9 +183,10 @@ pub async fn materialize_segment(
                     outcome = match target.converter.load_schema(part, *id).await {
                         Ok(()) => target.converter.append(&record),
                         Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
-                        // Where the id is: the payload's byte 1, or 0 when a record header holds it.
+                        // Located where the id is: the payload's byte 1, or 0 when a record
+                        // header holds it. The message names the schema already.
                         Err(e) => {
-                            Err(DecodeError { part, position: *position, detail: e.to_string(), missing_schema: None })
+                            Err(DecodeError { part, position: *position, detail: e.message, missing_schema: None })
                         }
                     };
                 }

@@ -36,20 +36,22 @@ async fn registry_schemas_decode_every_mapped_type_and_bad_records_go_to_the_dea
     let registry = support::start_registry(&support::avro_data().join("registry.json"), None, 0).await;
     let out = tempfile::tempdir().unwrap();
     let done = run(&config(&registry.url, "dlq", ""), out.path()).await.unwrap();
-    assert_eq!((done.records, done.dead_letters, done.skipped), (31, 3, 0));
+    assert_eq!((done.records, done.dead_letters, done.skipped), (31, 4, 0));
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
     let data = support::avro_data();
     judge_typed(&data.join("expected.jsonl"), &files, true, Some(&data.join("types.json")));
     let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
-    assert!(dead[0].1.contains("schema id 99") && dead[0].1.contains("not found"), "{}", dead[0].1);
+    // An unknown id is located where it is: the payload's byte 1, or byte 0 for a header.
+    assert_eq!(dead[0].1, "value at byte 1: schema id 99: not found");
     assert!(dead[1].1.contains("value at byte"), "{}", dead[1].1);
     assert!(dead[2].1.contains("magic byte 1"), "{}", dead[2].1);
+    assert_eq!(dead[3].1, "value at byte 0: schema id 98: not found");
     // Each kept as it came: its key and raw value, byte for byte.
     support::assert_dead_letters_as_written(&dead, &support::avro_data().join("bad.json"));
-    // The latest subject version (id 2, cached), then ids 1 and 99 once each — the
+    // The latest subject version (id 2, cached), then ids 1, 99 and 98 once each — an
     // unknown id is remembered, not asked for again per record.
-    assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 4);
 }
 
 #[tokio::test]
@@ -57,7 +59,7 @@ async fn skip_counts_and_suspend_names_the_record() {
     let registry = support::start_registry(&support::avro_data().join("registry.json"), None, 0).await;
     let out = tempfile::tempdir().unwrap();
     let skipped = run(&config(&registry.url, "skip", ""), out.path()).await.unwrap();
-    assert_eq!((skipped.records, skipped.skipped, skipped.dead_letter_files.len()), (31, 3, 0));
+    assert_eq!((skipped.records, skipped.skipped, skipped.dead_letter_files.len()), (31, 4, 0));
     let err = run(&config(&registry.url, "suspend", ""), tempfile::tempdir().unwrap().path()).await.unwrap_err();
     let err = err.downcast::<MaterializeError>().unwrap();
     assert!(!err.retryable());
@@ -133,7 +135,7 @@ async fn a_configured_subject_is_the_one_asked_for() {
         .unwrap()
     };
     let done = run(&named("orders-value"), tempfile::tempdir().unwrap().path()).await.unwrap();
-    assert_eq!((done.records, done.skipped), (31, 3));
+    assert_eq!((done.records, done.skipped), (31, 4));
     let err = run(&named("payments-value"), tempfile::tempdir().unwrap().path()).await.unwrap_err();
     assert!(err.to_string().contains("payments-value") && err.to_string().contains("not found"), "{err}");
 }
@@ -158,9 +160,10 @@ async fn a_local_schema_file_decodes_the_records_written_with_it() {
     let out = tempfile::tempdir().unwrap();
     let done = run(&config, out.path()).await.unwrap();
     // v1 records (offsets 0..=12 but for the bad one) lack v2's `note`: with one fixed
-    // schema they are bad records, kept in the dead-letter table.
+    // schema they are bad records, kept in the dead-letter table. (The v2 record whose
+    // header names an unknown id decodes: a schema file ignores ids.)
     let dead = support::dead_letter_rows(&done.dead_letter_files);
-    assert_eq!(done.records + done.dead_letters, 34);
+    assert_eq!(done.records + done.dead_letters, 35);
     assert_eq!(dead.len(), 15, "{dead:?}");
     assert!(done.records >= 18);
 }

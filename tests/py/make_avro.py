@@ -26,7 +26,7 @@ import sys
 import uuid
 
 import fastavro
-from segment_file import BenchValues, write_bench_segment, write_reference_case, write_segment
+from segment_file import BenchValues, header_framed, write_bench_segment, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -151,13 +151,17 @@ def main(out):
         records.append((ts_ms, key, value))
         expected.append(expected_row(i, version, offset, ts_ms, key))
         offset += 1
-        if i in (5, 17, 23):
-            bad_value = {5: frame(99, parsed[1], record(i, 1)),                # unknown schema id
-                         17: frame(2, parsed[2], record(i, 2))[:-9],           # truncated
-                         23: b"\x01" + frame(2, parsed[2], record(i, 2))[1:]}[i]  # wrong magic byte
-            records.append((ts_ms, b"bad", bad_value))
-            bad.append({"offset": offset, "why": {5: "schema id 99", 17: "truncated", 23: "magic byte 1"}[i],
-                        "key": b64(b"bad"), "value": b64(bad_value)})
+        if i in (5, 17, 23, 27):
+            headers = []
+            if i == 27:  # an unknown schema id in a __value_schema_id header (the body decodes with v2)
+                bad_value, headers = header_framed(frame(98, parsed[2], record(i, 2)), 0, b"\x00" + struct.pack(">I", 98))
+            else:
+                bad_value = {5: frame(99, parsed[1], record(i, 1)),                # unknown schema id
+                             17: frame(2, parsed[2], record(i, 2))[:-9],           # truncated
+                             23: b"\x01" + frame(2, parsed[2], record(i, 2))[1:]}[i]  # wrong magic byte
+            records.append((ts_ms, b"bad", bad_value, headers))
+            why = {5: "schema id 99", 17: "truncated", 23: "magic byte 1", 27: "schema id 98 in a header"}[i]
+            bad.append({"offset": offset, "why": why, "key": b64(b"bad"), "value": b64(bad_value)})
             offset += 1
     # A tombstone: null value, all value columns null.
     records.append((T0 + 99_000, b"gone", None))

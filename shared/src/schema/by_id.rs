@@ -9,7 +9,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::convert::{DecodeError, SchemaLoadError};
-use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType, resolve};
+use crate::schema::registry::{RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
 use crate::schema::wire::{self, Framed, Payload, SchemaId};
 
 pub enum SchemaSet<T> {
@@ -68,6 +68,8 @@ impl<T> SchemaSet<T> {
         };
         let result = match fetched {
             Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
+            // Named below: "schema id 7: not found".
+            Err(RegistryError::NotFound(_)) => Err("not found".to_string()),
             Err(e) => Err(e.to_string()),
             Ok(r) if r.schema_type != schema_type => {
                 Err(format!("a {:?} schema where {schema_type:?} was configured", r.schema_type))
