@@ -6,19 +6,19 @@
 #![no_main]
 
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use floe_core::fuzz::PayloadHarness;
 use libfuzzer_sys::fuzz_target;
 
-fn harness() -> &'static Mutex<PayloadHarness> {
-    static HARNESS: OnceLock<Mutex<PayloadHarness>> = OnceLock::new();
+fn harness() -> &'static PayloadHarness {
+    static HARNESS: OnceLock<PayloadHarness> = OnceLock::new();
     HARNESS.get_or_init(|| {
         let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
-        Mutex::new(PayloadHarness::new(&schemas).unwrap_or_else(|e| panic!("{}: {e}", schemas.display())))
+        PayloadHarness::new(&schemas).unwrap_or_else(|e| panic!("{}: {e}", schemas.display()))
     })
 }
 
 fuzz_target!(|data: &[u8]| {
-    harness().lock().unwrap_or_else(|e| e.into_inner()).feed(data);
+    harness().feed(data);
 });

@@ -185,10 +185,10 @@ async fn a_panic_while_converting_is_an_error_naming_the_segment_not_a_crash() {
 #[test]
 fn payload_fuzz_seeds_decode_and_corpus_replays_into_valid_batches() {
     let root = support::root();
-    let mut harness = floe_core::fuzz::PayloadHarness::new(&root.join("fuzz/schemas")).unwrap();
-    let seeds = floe_core::fuzz::replay(&mut harness, &root.join("fuzz/seeds/decode_payload")).unwrap();
+    let harness = floe_core::fuzz::PayloadHarness::new(&root.join("fuzz/schemas")).unwrap();
+    let seeds = floe_core::fuzz::replay(&harness, &root.join("fuzz/seeds/decode_payload")).unwrap();
     // 6 values of each of the 4 formats: each alone, and all 6 in one input.
     assert_eq!(seeds, (28, 48), "(seed inputs, records decoded)");
-    let (inputs, _) = floe_core::fuzz::replay(&mut harness, &root.join("fuzz/corpus/decode_payload")).unwrap();
+    let (inputs, _) = floe_core::fuzz::replay(&harness, &root.join("fuzz/corpus/decode_payload")).unwrap();
     assert!(inputs >= 1000, "corpus has only {inputs} inputs");
 }
