@@ -155,17 +155,17 @@ pub fn replay(harness: &PayloadHarness, corpus: &Path) -> std::io::Result<(usize
     Ok((inputs, decoded))
 }
 
-/// For tests: an input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema, 3 plain JSON)
-/// with `flags` (byte 1) holding `values`.
-pub fn input(format: u8, flags: u8, values: &[&[u8]]) -> Vec<u8> {
-    let mut out = vec![format, flags];
-    out.extend(values.join(RECORD_SEPARATOR));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An input of `format` (0 Avro, 1 Protobuf, 2 JSON Schema, 3 plain JSON)
+    /// with `flags` (byte 1) holding `values`.
+    fn input(format: u8, flags: u8, values: &[&[u8]]) -> Vec<u8> {
+        let mut out = vec![format, flags];
+        out.extend(values.join(RECORD_SEPARATOR));
+        out
+    }
 
     #[test]
     fn values_are_cut_at_each_separator() {

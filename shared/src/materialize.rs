@@ -184,9 +184,9 @@ pub async fn materialize_segment(
                         Ok(()) => target.converter.append(&record),
                         Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
                         // Located where the id is: the payload's byte 1, or 0 when a record
-                        // header holds it. The message names the schema already.
+                        // header holds it.
                         Err(e) => {
-                            Err(DecodeError { part, position: *position, detail: e.message, missing_schema: None })
+                            Err(DecodeError { part, position: *position, detail: e.to_string(), missing_schema: None })
                         }
                     };
                 }

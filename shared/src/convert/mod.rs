@@ -43,6 +43,7 @@ pub struct DecodeError {
 #[error("schema {id}: {message}")]
 pub struct SchemaLoadError {
     pub id: SchemaId,
+    /// Why, without the id (shown before it).
     pub message: String,
     /// The registry could not be reached: try the segment again later. Otherwise the
     /// record is a bad record (unknown id, schema that does not fit the table).

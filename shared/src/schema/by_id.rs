@@ -47,7 +47,7 @@ impl<T> SchemaSet<T> {
             SchemaSet::Registry(_, compiled) => {
                 match compiled.read().unwrap_or_else(PoisonError::into_inner).get(&framed.schema) {
                     Some(Ok(c)) => decode(c, framed),
-                    Some(Err(reason)) => Err(error(reason.clone(), None)),
+                    Some(Err(reason)) => Err(error(format!("schema {}: {reason}", framed.schema), None)),
                     None => Err(error(format!("schema {} not loaded", framed.schema), Some(framed.schema))),
                 }
             }
@@ -68,7 +68,7 @@ impl<T> SchemaSet<T> {
         };
         let result = match fetched {
             Err(e) if e.retryable() => return Err(SchemaLoadError { id, retryable: true, message: e.to_string() }),
-            // Named below: "schema id 7: not found".
+            // The id is named where the reason is shown: "schema id 7: not found".
             Err(RegistryError::NotFound(_)) => Err("not found".to_string()),
             Err(e) => Err(e.to_string()),
             Ok(r) if r.schema_type != schema_type => {
@@ -81,8 +81,7 @@ impl<T> SchemaSet<T> {
                 Err(e) => Err(format!("its references: {e}")),
                 Ok(resolved) => compile(&resolved),
             },
-        }
-        .map_err(|e| format!("schema {id}: {e}"));
+        };
         let outcome = result.as_ref().map(|_| ()).map_err(|message| SchemaLoadError {
             id,
             retryable: false,
