@@ -212,7 +212,7 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
             }
             (DataType::FixedSizeBinary(16), Column::Fixed(c)) => {
                 let u = uuid_text::parse(s).map_err(|e| ctx.fail::<E>(format!("uuid {s:?}: {e}")))?;
-                c.append_value(&u).map_err(|e| ctx.fail::<E>(e.to_string()))?
+                c.append_value(&u.to_be_bytes()).map_err(|e| ctx.fail::<E>(e.to_string()))?
             }
             _ => return Err(self.mismatch("a string")),
         }

@@ -129,6 +129,7 @@ impl Records {
         RecordIter { records: self, entries: self.entries.iter() }
     }
 
+    #[inline]
     fn record<'a>(&'a self, e: &Entry) -> Record<'a> {
         let part = |range: &Option<Range<usize>>| range.clone().map(|r| &self.data[r]);
         Record {
@@ -151,6 +152,7 @@ pub struct RecordIter<'a> {
 impl<'a> Iterator for RecordIter<'a> {
     type Item = Record<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Record<'a>> {
         self.entries.next().map(|e| self.records.record(e))
     }

@@ -216,6 +216,7 @@ impl<'a> Cursor<'a> {
         self.data.len() - self.pos
     }
 
+    #[inline]
     fn byte(&mut self) -> Result<u8, String> {
         let b = *self.data.get(self.pos).ok_or("unexpected end of record data")?;
         self.pos += 1;
@@ -223,6 +224,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Zig-zag varlong (at most 10 bytes).
+    #[inline(always)]
     fn varlong(&mut self) -> Result<i64, String> {
         let (v, n) = crate::varint::zigzag(&self.data[self.pos..]).map_err(|e| format!("record data: {e}"))?;
         self.pos += n;
@@ -230,12 +232,16 @@ impl<'a> Cursor<'a> {
     }
 
     /// Zig-zag varint (must fit in 32 bits).
+    #[inline(always)]
     fn varint(&mut self) -> Result<i32, String> {
         let v = self.varlong()?;
         i32::try_from(v).map_err(|_| format!("varint {v} out of 32-bit range"))
     }
 
     /// A varint length followed by that many bytes, as their position; -1 is null.
+    /// Inlined: returned through memory, the span was read back wider than it was
+    /// written, and the CPU waited for the stores.
+    #[inline(always)]
     fn nullable_span(&mut self) -> Result<Option<Range<usize>>, String> {
         let len = self.varint()?;
         if len == -1 {

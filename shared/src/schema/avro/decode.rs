@@ -432,15 +432,21 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Big-endian two's complement bytes → i128.
+/// Big-endian two's complement bytes → i128. Folded in registers: copying the bytes into
+/// a 16-byte array and reading that back as one number made the CPU wait for the
+/// narrower stores to land (a tenth of the nested steps' time).
+#[inline]
 fn decimal_value(b: &[u8], at: usize) -> R<i128> {
     if b.len() > 16 {
         return Err(fail(at, format_args!("decimal of {} bytes exceeds 128 bits", b.len())));
     }
-    let fill = if b.first().is_some_and(|x| x & 0x80 != 0) { 0xff } else { 0 };
-    let mut full = [fill; 16];
-    full[16 - b.len()..].copy_from_slice(b);
-    Ok(i128::from_be_bytes(full))
+    if b.is_empty() {
+        return Ok(0);
+    }
+    let raw = b.iter().fold(0u128, |v, &x| v << 8 | u128::from(x));
+    // Sign-extended from the top bit of the first byte.
+    let unused = 128 - 8 * b.len() as u32;
+    Ok(((raw << unused) as i128) >> unused)
 }
 
 /// The builder of the variant a step was compiled for.
@@ -551,7 +557,7 @@ fn put_nested(step: &Step, r: &mut Reader, col: &mut Column, at: usize) -> R<()>
         Step::Uuid => {
             let s = r.str()?;
             let u = uuid_text::parse(s).map_err(|e| fail(at, format_args!("uuid {s:?}: {e}")))?;
-            fixed_column(col)?.append_value(&u).map_err(|e| fail(at, format_args!("{e}")))?
+            fixed_column(col)?.append_value(&u.to_be_bytes()).map_err(|e| fail(at, format_args!("{e}")))?
         }
         Step::Array(item) => {
             let list = into!(col, List, "array");
@@ -943,6 +949,34 @@ mod tests {
         compiled.append_fields(&payload, &mut root.children, "value", 0).unwrap();
         let rows = root.finish();
         assert_eq!(rows.column(0).as_list::<i32>().value_length(1), 378);
+    }
+
+    #[test]
+    fn decimal_bytes_of_every_length_read_as_their_twos_complement() {
+        let reference = |b: &[u8]| {
+            let fill = if b.first().is_some_and(|x| x & 0x80 != 0) { 0xff } else { 0 };
+            let mut full = [fill; 16];
+            full[16 - b.len()..].copy_from_slice(b);
+            i128::from_be_bytes(full)
+        };
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..=16 {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state as u8
+                    })
+                    .collect();
+                assert_eq!(decimal_value(&bytes, 0).unwrap(), reference(&bytes), "{bytes:02x?}");
+            }
+        }
+        assert_eq!(decimal_value(&[0xff], 0).unwrap(), -1);
+        assert_eq!(decimal_value(&[0x80; 16], 0).unwrap(), i128::from_be_bytes([0x80; 16]));
+        assert_eq!(decimal_value(&[0x7f, 0xff], 0).unwrap(), 32767);
+        assert!(decimal_value(&[0; 17], 0).unwrap_err().detail.contains("17 bytes exceeds 128 bits"));
     }
 
     #[test]
