@@ -39,7 +39,7 @@ async fn registry_schemas_decode_every_mapped_type_and_bad_records_go_to_the_dea
     assert_eq!((done.records, done.dead_letters, done.skipped), (31, 4, 0));
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
     let data = support::avro_data();
-    judge_typed(&data.join("expected.jsonl"), &files, true, Some(&data.join("types.json")));
+    judge_typed(&data.join("expected.jsonl"), &files, &data.join("types.json"), &done.schema);
     let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
     // An unknown id is located where it is: the payload's byte 1, or byte 0 for a header.

@@ -14,22 +14,32 @@ async fn convert(segment: &Path, out: &Path, config: &FloeConfig) -> anyhow::Res
     Ok(String::from_utf8(printed)?.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
 }
 
-/// pyarrow must read `files` back as exactly the lines of `expected`.
+/// pyarrow must read `files` back as exactly the lines of `expected` (with `rows_mode`,
+/// the rows of a value-as-payload table).
 pub fn judge(expected: &Path, files: &[&str], rows_mode: bool) {
-    judge_typed(expected, files, rows_mode, None)
+    run_judge(&[], expected, files, rows_mode)
 }
 
-/// [`judge`], and each column of `types` (JSON: column → Arrow type) checked to have it.
-pub fn judge_typed(expected: &Path, files: &[&str], rows_mode: bool, types: Option<&Path>) {
+/// [`judge`] of a value-as-payload table whose columns are also held to the
+/// documentation and the table schema: exactly the columns of `types` (JSON: column →
+/// Arrow type, pyarrow's spelling), and on every column, nested ones too, the field id
+/// that `schema` gives its name.
+pub fn judge_typed(expected: &Path, files: &[&str], types: &Path, schema: &iceberg::spec::Schema) {
+    let ids: std::collections::BTreeMap<&str, i32> =
+        schema.field_id_to_name_map().iter().map(|(id, name)| (name.as_str(), *id)).collect();
+    let ids_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ids_file.path(), serde_json::to_vec(&ids).unwrap()).unwrap();
+    let args = ["--types".as_ref(), types.as_os_str(), "--field-ids".as_ref(), ids_file.path().as_os_str()];
+    run_judge(&args, expected, files, true)
+}
+
+fn run_judge(options: &[&std::ffi::OsStr], expected: &Path, files: &[&str], rows_mode: bool) {
     let mut cmd = std::process::Command::new(support::python());
     cmd.arg(support::root().join("tests/py/check_parquet.py"));
     if rows_mode {
         cmd.arg("--rows");
     }
-    if let Some(types) = types {
-        cmd.arg("--types").arg(types);
-    }
-    let out = cmd.arg(expected).args(files).output().unwrap();
+    let out = cmd.args(options).arg(expected).args(files).output().unwrap();
     assert!(
         out.status.success(),
         "pyarrow disagrees: {}{}",

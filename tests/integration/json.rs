@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use floe_core::config::FloeConfig;
 
-use crate::convert::judge;
+use crate::convert::judge_typed;
 use crate::support;
 
 fn data(rel: &str) -> PathBuf {
@@ -28,7 +28,7 @@ async fn check(config: &FloeConfig, topic: &str, rows: usize) {
     let done = support::materialize(config, topic, &segment, out.path()).await.unwrap();
     assert_eq!(done.records as usize, rows, "{topic}");
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
-    judge(&data(&format!("{topic}.expected.jsonl")), &files, true);
+    judge_typed(&data(&format!("{topic}.expected.jsonl")), &files, &data(&format!("{topic}.types.json")), &done.schema);
     let dead = support::dead_letter_rows(&done.dead_letter_files);
     let expected = bad(topic);
     assert_eq!(dead.len(), expected.len(), "{topic}: {dead:?}");

@@ -10,7 +10,7 @@ use floe_core::config::FloeConfig;
 use floe_core::materialize::Materialized;
 use floe_core::schema::formats::Formats;
 
-use crate::convert::judge;
+use crate::convert::judge_typed;
 use crate::support;
 
 fn data() -> &'static Path {
@@ -48,7 +48,7 @@ async fn registry_proto_schemas_decode_every_mapped_type_and_bad_records_go_to_t
     let done = run(&registry_config(&registry.url, "dlq"), out.path()).await.unwrap();
     assert_eq!((done.records, done.dead_letters, done.skipped), (31, 3, 0));
     let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
-    judge(&data().join("expected.jsonl"), &files, true);
+    judge_typed(&data().join("expected.jsonl"), &files, &data().join("types.json"), &done.schema);
     let dead = support::dead_letter_rows(&done.dead_letter_files);
     assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets());
     assert!(dead[0].1.contains("schema id 99") && dead[0].1.contains("not found"), "{}", dead[0].1);
@@ -77,7 +77,7 @@ async fn a_local_proto_file_or_descriptor_set_decodes_every_record_with_that_sch
         // proto3 default for `note`.
         assert_eq!((done.records, done.dead_letters), (32, 2), "{file}");
         let files: Vec<&str> = done.files.iter().map(|f| f.path()).collect();
-        judge(&data().join("expected_local.jsonl"), &files, true);
+        judge_typed(&data().join("expected_local.jsonl"), &files, &data().join("types.json"), &done.schema);
         let dead = support::dead_letter_rows(&done.dead_letter_files);
         assert_eq!(dead.iter().map(|d| d.0).collect::<Vec<_>>(), bad_offsets()[1..], "{file}");
     }

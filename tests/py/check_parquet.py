@@ -4,14 +4,17 @@ them with what the records must be.
 
     check_parquet.py EXPECTED.jsonl FILE.parquet [FILE.parquet ...]
 
-    check_parquet.py --rows [--types TYPES.json] EXPECTED.jsonl FILE.parquet [...]
+    check_parquet.py --rows [--types TYPES.json] [--field-ids IDS.json] EXPECTED.jsonl FILE.parquet [...]
 
 EXPECTED.jsonl holds `floe inspect`-shaped lines (raw layout) or, with --rows, the
 expected table rows as JSON (value-as-payload layouts). Checks: every column, nested
-ones included, carries a PARQUET:field_id; every column chunk is zstd; the rows, ordered by _kafka.offset, equal the
-expected ones; with --types, each named top-level column has the Arrow type the
-documentation's mapping table gives (its pyarrow spelling, or "list", "map", "struct"
-for the kind alone). Prints a one-line JSON verdict; exits 1 on any difference.
+ones included, carries a PARQUET:field_id; every column chunk is zstd; the rows,
+ordered by _kafka.offset, equal the expected ones. With --types, the top-level columns
+are exactly those named in TYPES.json, each with the Arrow type the documentation gives
+it (pyarrow's spelling, nested types written out); with --field-ids (JSON: Iceberg
+column name → field id, the table schema's), every column, nested ones included,
+carries exactly the table's id. Prints a one-line JSON verdict; exits 1 on any
+difference.
 """
 import base64
 import datetime
@@ -24,19 +27,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def missing_field_ids(fields, path=""):
-    out = []
+def field_ids(fields, path=""):
+    """Every column's PARQUET:field_id (None where it has none) by its Iceberg name:
+    nested fields dotted, list elements `element`, map parts `key` and `value`."""
+    out = {}
     for f in fields:
         p = path + f.name
-        if not f.metadata or b"PARQUET:field_id" not in f.metadata:
-            out.append(p)
+        out[p] = int(f.metadata[b"PARQUET:field_id"]) if f.metadata and b"PARQUET:field_id" in f.metadata else None
         t = f.type
         if pa.types.is_struct(t):
-            out += missing_field_ids([t.field(i) for i in range(t.num_fields)], p + ".")
+            out.update(field_ids([t.field(i) for i in range(t.num_fields)], p + "."))
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            out += missing_field_ids([t.value_field], p + ".")
+            out.update(field_ids([t.value_field], p + "."))
         elif pa.types.is_map(t):
-            out += missing_field_ids([t.key_field, t.item_field], p + ".")
+            out.update(field_ids([t.key_field, t.item_field], p + "."))
     return out
 
 
@@ -71,25 +75,33 @@ def main():
     rows_mode = args[0] == "--rows"
     if rows_mode:
         args = args[1:]
-    types = {}
+    types, want_ids = {}, None
     if args[0] == "--types":
         types = json.load(open(args[1]))
         args = args[2:]
+    if args[0] == "--field-ids":
+        want_ids = json.load(open(args[1]))
+        args = args[2:]
     expected = [json.loads(l) for l in open(args[0]) if l.strip()]
-    rows, missing, wrong_types, problems_codec = [], [], [], []
+    rows, missing, wrong_ids, wrong_types, problems_codec = [], [], [], [], []
     for path in args[1:]:
         table = pq.read_table(path)
-        missing += [f"{path}:{m}" for m in missing_field_ids(list(table.schema))]
+        ids = field_ids(list(table.schema))
+        missing += [f"{path}:{name}" for name, i in ids.items() if i is None]
+        if want_ids is not None:
+            wrong_ids += [{"file": path, "column": name, "id": ids.get(name), "table's": want_ids.get(name)}
+                          for name in sorted(set(ids) | set(want_ids)) if ids.get(name) != want_ids.get(name)]
         meta = pq.ParquetFile(path).metadata
         codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups)
                   for c in range(meta.num_columns)}
         if codecs - {"ZSTD"}:
             problems_codec.append({"file": path, "codecs": sorted(codecs)})
-        for name, want in types.items():
-            got = table.schema.field(name).type
-            kind = {"list": pa.types.is_list, "map": pa.types.is_map, "struct": pa.types.is_struct}.get(want)
-            if not (kind(got) if kind else str(got) == want):
-                wrong_types.append({"column": name, "type": str(got), "documented": want})
+        if types:
+            for name in sorted(set(types) | set(table.schema.names)):
+                want = types.get(name, "(not documented)")
+                got = table.schema.field(name).type if name in table.schema.names else "(no such column)"
+                if str(got) != want:
+                    wrong_types.append({"column": name, "type": str(got), "documented": want})
         schema = table.schema
         row_type = pa.struct(list(schema))
         rows += [(r, row_type) for r in table.to_pylist()]
@@ -97,6 +109,8 @@ def main():
     problems = []
     if missing:
         problems.append({"missing_field_ids": missing[:10]})
+    if wrong_ids:
+        problems.append({"field_ids": wrong_ids[:10]})
     if wrong_types:
         problems.append({"types": wrong_types[:10]})
     problems += problems_codec[:3]

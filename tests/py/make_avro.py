@@ -26,7 +26,7 @@ import sys
 import uuid
 
 import fastavro
-from segment_file import BenchValues, header_framed, write_bench_segment, write_reference_case, write_segment
+from segment_file import KAFKA_COLUMN_TYPE, BenchValues, header_framed, write_bench_segment, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -187,15 +187,17 @@ def main(out):
 
 
 # The Arrow type of each column, as README's Avro mapping table documents it (pyarrow's
-# spelling; "list", "map", "struct": the kind alone).
+# spelling).
+ADDRESS_TYPE = "struct<city: string, zip: string>"
 DOCUMENTED_TYPES = {
+    "_kafka": KAFKA_COLUMN_TYPE,
     "id": "int64", "qty": "int64", "active": "bool", "ratio": "float", "score": "double",
-    "blob": "large_binary", "name": "string", "status": "string", "tags": "list", "counts": "map",
-    "code": "fixed_size_binary[4]", "nickname": "string", "either": "struct",
-    "price": "decimal128(9, 2)", "big": "decimal128(18, 4)", "day": "date32[day]",
-    "t_ms": "time64[us]", "t_us": "time64[us]", "ts_ms": "timestamp[us, tz=+00:00]",
+    "blob": "large_binary", "name": "string", "status": "string", "tags": "list<element: string not null>",
+    "counts": "map<string, int64 ('counts')>", "code": "fixed_size_binary[4]", "nickname": "string",
+    "either": "struct<member0: int32, member1: string>", "price": "decimal128(9, 2)", "big": "decimal128(18, 4)",
+    "day": "date32[day]", "t_ms": "time64[us]", "t_us": "time64[us]", "ts_ms": "timestamp[us, tz=+00:00]",
     "ts_us": "timestamp[us, tz=+00:00]", "local_ts": "timestamp[us]", "uid": "fixed_size_binary[16]",
-    "address": "struct", "history": "list", "note": "string",
+    "address": ADDRESS_TYPE, "history": f"list<element: {ADDRESS_TYPE} not null>", "note": "string",
 }
 
 

@@ -9,6 +9,8 @@ Writes two topics:
                           OUT_DIR/events.expected.jsonl, OUT_DIR/events.bad.json
   OUT_DIR/clicks-0/…log   plain JSON values (no schema), whose types must be inferred;
                           OUT_DIR/clicks.expected.jsonl, OUT_DIR/clicks.bad.json
+and for each topic OUT_DIR/<topic>.types.json: each column's Arrow type, as README's
+mapping table (JSON Schema) or inference rules (plain JSON) give it.
 """
 import base64
 import datetime
@@ -17,7 +19,7 @@ import os
 import sys
 import uuid
 
-from segment_file import write_reference_case, write_segment
+from segment_file import KAFKA_COLUMN_TYPE, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -108,13 +110,25 @@ def events(out):
         json.dump({"ids": {"7": {"schemaType": "JSON", "schema": json.dumps(EVENTS_SCHEMA)}}, "subjects": {"events-value": 7}}, f)
     with open(os.path.join(out, "events.schema.json"), "w") as f:
         json.dump(EVENTS_SCHEMA, f)
-    write(out, "events", expected, bad)
+    write(out, "events", expected, bad, EVENTS_TYPES)
+
+
+# The Arrow type of each `events` column, as README's JSON Schema mapping table documents
+# it (pyarrow's spelling): every row of the table is here.
+PLACE_TYPE = "struct<city: string not null, zip: string>"
+EVENTS_TYPES = {
+    "_kafka": KAFKA_COLUMN_TYPE, "id": "int64", "ok": "bool", "score": "double", "label": "string",
+    "at": "timestamp[us, tz=+00:00]", "day": "date32[day]", "clock": "time64[us]", "uid": "fixed_size_binary[16]",
+    "kind": "string", "tags": "list<element: string not null>", "counts": "map<string, int64 ('counts')>",
+    "maybe": "int64", "either": "string", "mixed": "string", "place": PLACE_TYPE,
+    "history": f"list<element: {PLACE_TYPE} not null>",
+}
 
 
 def clicks(out):
     records, values, bad = [], [], []
     for i in range(16):
-        v = {"user": "u%d" % i, "n": i}
+        v = {"user": "u%d" % i, "n": i, "seen": i % 2 == 0, "gone": None}   # boolean; only null → string
         if i >= 5:
             v["price"] = i if i % 2 else i + 0.25          # long and double → double
         if i >= 8:
@@ -143,15 +157,24 @@ def clicks(out):
             row[name] = x
         expected.append(row)
     segment(os.path.join(out, "clicks-0", "%020d.log" % 0), records)
-    write(out, "clicks", expected, bad)
+    write(out, "clicks", expected, bad, CLICKS_TYPES)
 
 
-def write(out, name, expected, bad):
+# The Arrow type of each `clicks` column, by README's rules for plain JSON.
+CLICKS_TYPES = {
+    "_kafka": KAFKA_COLUMN_TYPE, "user": "string", "n": "int64", "seen": "bool", "gone": "string",
+    "price": "double", "meta": "struct<depth: int64, ref: string>", "odd": "string", "tags": "list<element: string>",
+}
+
+
+def write(out, name, expected, bad, types):
     with open(os.path.join(out, name + ".expected.jsonl"), "w") as f:
         for r in expected:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     with open(os.path.join(out, name + ".bad.json"), "w") as f:
         json.dump(bad, f)
+    with open(os.path.join(out, name + ".types.json"), "w") as f:
+        json.dump(types, f)
 
 
 MONEY_SCHEMA = {"type": "object", "properties": {"currency": {"type": "string"}, "units": {"type": "integer"}},

@@ -15,6 +15,7 @@ Writes:
   OUT_DIR/expected.jsonl  the table rows (good records), registry source
   OUT_DIR/expected_local.jsonl  the table rows with the local v2 file (ids not checked)
   OUT_DIR/bad.json        offsets of the bad records and why they are bad
+  OUT_DIR/types.json      each column's Arrow type, as README's Protobuf mapping table gives it
   OUT_DIR/refs/…          a schema with a registry reference (see references_case)
 
 Schema v1 (id 1) and v2 (id 2, latest): v2 promotes `qty` int32 → int64 and adds `note`.
@@ -32,7 +33,7 @@ import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import timestamp_pb2, wrappers_pb2
-from segment_file import BenchValues, write_bench_segment, write_reference_case, write_segment
+from segment_file import KAFKA_COLUMN_TYPE, BenchValues, write_bench_segment, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -378,6 +379,26 @@ def main(out):
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
     with open(os.path.join(out, "bad.json"), "w") as f:
         json.dump(bad, f)
+    with open(os.path.join(out, "types.json"), "w") as f:
+        json.dump(DOCUMENTED_TYPES, f)
+
+
+# The Arrow type of each column of `shop.Order` v2, as README's Protobuf mapping table
+# documents it (pyarrow's spelling): every row of the table is here.
+ADDRESS_TYPE = "struct<city: string, zip: string>"
+DOCUMENTED_TYPES = {
+    "_kafka": KAFKA_COLUMN_TYPE,
+    "id": "int64", "qty": "int64", "active": "bool", "ratio": "float", "score": "double",
+    "blob": "large_binary", "name": "string", "status": "string", "delta": "int32", "big_delta": "int64",
+    "sf32": "int32", "sf64": "int64", "u32": "int64", "u64": "decimal128(20, 0)", "fx32": "int64",
+    "fx64": "decimal128(20, 0)", "tags": "list<element: string not null>",
+    "counts": "map<string, int64 ('counts')>", "address": ADDRESS_TYPE,
+    "history": f"list<element: {ADDRESS_TYPE} not null>", "card": "string", "voucher": "int64",
+    "created": "timestamp[us, tz=+00:00]", "nickname": "string", "i32w": "int32", "i64w": "int64", "bw": "bool",
+    "dw": "double", "fw": "float", "byw": "large_binary", "u32w": "int64", "u64w": "decimal128(20, 0)",
+    "memo": "string", "by_zone": f"map<int32, {ADDRESS_TYPE} ('by_zone')>", "scores": "list<element: int32 not null>",
+    "note": "string",
+}
 
 
 MONEY_PROTO = """syntax = "proto3";

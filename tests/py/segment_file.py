@@ -10,6 +10,13 @@ import uuid
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 
+# The `_kafka` column of every value-as-payload table, as README's "Tables" documents it
+# (pyarrow's spelling), for check_parquet.py --types.
+KAFKA_COLUMN_TYPE = ("struct<partition: int32 not null, offset: int64 not null, timestamp: timestamp[us, tz=+00:00], "
+                     "timestamp_type: string not null, headers: list<element: struct<key: string not null, "
+                     "value: large_binary> not null>, key: large_binary>")
+
+
 def write_segment(path, records, chunks, codec=0, base=0):
     """records: list of (timestamp ms, key bytes|None, value bytes|None[, headers: list of
     (str, bytes)]); chunks: sizes

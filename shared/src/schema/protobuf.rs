@@ -2,36 +2,9 @@
 //! compiled with protox; or a binary `FileDescriptorSet`) → Iceberg types, and payloads
 //! in the Confluent wire format decoded into Arrow columns.
 //!
-//! | Protobuf | Iceberg | Arrow |
-//! |---|---|---|
-//! | bool | boolean | Boolean |
-//! | int32, sint32, sfixed32 | int | Int32 |
-//! | int64, sint64, sfixed64 | long | Int64 |
-//! | uint32, fixed32 | long | Int64 |
-//! | uint64, fixed64 | decimal(20, 0) (every value, none wrapped negative) | Decimal128(20, 0) |
-//! | float | float | Float32 |
-//! | double | double | Float64 |
-//! | string | string | Utf8 |
-//! | bytes | binary | LargeBinary |
-//! | enum | string (the symbol, the first declared of aliases; a number the schema does not name → that number, as text) | Utf8 |
-//! | message | struct (fields optional) | Struct |
-//! | repeated T | list (elements required) | List |
-//! | map<K, V> | map<K, V> (values required) | Map |
-//! | oneof | its fields stay optional fields of the struct, at most one set | — |
-//! | google.protobuf.Timestamp | timestamptz (nanoseconds truncated to µs) | Timestamp(µs, UTC) |
-//! | google.protobuf.{Bool,Int32,Int64,UInt32,UInt64,Float,Double,String,Bytes}Value | the optional primitive of its `value`, mapped as above | as above |
-//!
-//! Other well-known types (Duration, Any, Empty…) are ordinary messages; a message that
-//! contains itself (google.protobuf.Struct / Value included) cannot be a table column
-//! and is rejected with the path of the cycle.
-//!
-//! Presence: a field that tracks presence — a message field (Timestamp and wrappers
-//! included), a oneof member, a proto3 `optional` or a proto2 `optional` / `required`
-//! field — is null when the payload does not set it. A proto3 scalar without presence
-//! cannot be told apart from its default on the wire, so it is written as that default
-//! (0, false, "", empty bytes, the enum's first symbol), as Confluent's converters and
-//! Tableflow do; it is never null (but for a whole missing value, e.g. a tombstone).
-//! Repeated fields and maps are empty lists / maps when absent, never null.
+//! The mapping to Iceberg and Arrow types, and which fields are null when unset, are
+//! documented in README.md ("Type mapping", Protobuf); `maps_every_type` and the
+//! integration tests hold the code to it.
 //!
 //! Wire format: `[0][schema id: u32 BE][message indexes][message]`. The indexes are
 //! zig-zag varints, a count then that many indexes (count 0, the single byte 0, means
