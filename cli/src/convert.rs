@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use floe_core::config::{FloeConfig, Format};
-use floe_core::materialize::{MaterializeOptions, materialize_segment, source_id};
+use floe_core::materialize::{MaterializeOptions, Materialized, materialize_segment, source_id};
 use floe_core::schema::formats::Formats;
 use floe_core::schema::json::infer;
 use floe_core::segment::{FileSource, Limits, SegmentReader};
@@ -25,6 +25,8 @@ struct FileLine<'a> {
     pending_producer_id: Option<i64>,
 }
 
+/// Runs the materializer's core on `segment` into `out_dir` and prints one JSON line per
+/// file written to `out`.
 pub async fn run(
     segment: &Path,
     topic: &str,
@@ -33,6 +35,38 @@ pub async fn run(
     config: &FloeConfig,
     out: impl Write,
 ) -> anyhow::Result<()> {
+    let done = materialize(segment, topic, partition, out_dir, config).await?;
+    let mut out = std::io::BufWriter::new(out);
+    let files = done.files.iter().map(|f| (f, None, None));
+    let dead = done.dead_letter_files.iter().map(|f| (f, Some(true), None));
+    let pending = done.pending_files.iter().flat_map(|(pid, fs)| fs.iter().map(move |f| (f, None, Some(*pid))));
+    for (f, dead_letter, pending_producer_id) in files.chain(dead).chain(pending) {
+        let line = FileLine {
+            path: f.path(),
+            record_count: f.record_count(),
+            first_offset: f.first_offset,
+            last_offset: f.last_offset,
+            dead_letter,
+            pending_producer_id,
+        };
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    tracing::info!(records = done.records, skipped = done.skipped, dead_letters = done.dead_letters, "converted");
+    Ok(())
+}
+
+/// The materializer's core on one local segment of `topic`'s `partition`, with the
+/// configured formats (plain JSON's types inferred from the segment first): data files
+/// under `out_dir/data`, dead letters under `out_dir/dead_letter`.
+pub async fn materialize(
+    segment: &Path,
+    topic: &str,
+    partition: i32,
+    out_dir: &Path,
+    config: &FloeConfig,
+) -> anyhow::Result<Materialized> {
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
     let registry = floe_core::schema::formats::http_registry(config)?;
@@ -57,25 +91,5 @@ pub async fn run(
     };
     let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
     let file_io = iceberg::io::FileIO::new_with_fs();
-    let done =
-        materialize_segment(reader, formats.schema.clone(), formats.key, formats.value, &options, &file_io).await?;
-    let mut out = std::io::BufWriter::new(out);
-    let files = done.files.iter().map(|f| (f, None, None));
-    let dead = done.dead_letter_files.iter().map(|f| (f, Some(true), None));
-    let pending = done.pending_files.iter().flat_map(|(pid, fs)| fs.iter().map(move |f| (f, None, Some(*pid))));
-    for (f, dead_letter, pending_producer_id) in files.chain(dead).chain(pending) {
-        let line = FileLine {
-            path: f.path(),
-            record_count: f.record_count(),
-            first_offset: f.first_offset,
-            last_offset: f.last_offset,
-            dead_letter,
-            pending_producer_id,
-        };
-        serde_json::to_writer(&mut out, &line)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
-    tracing::info!(records = done.records, skipped = done.skipped, dead_letters = done.dead_letters, "converted");
-    Ok(())
+    Ok(materialize_segment(reader, formats.schema, formats.key, formats.value, &options, &file_io).await?)
 }

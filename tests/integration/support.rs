@@ -194,39 +194,14 @@ pub fn protobuf_data() -> &'static Path {
     generated_once(&DIR, "make_protobuf.py")
 }
 
-/// Materializes `segment` of `topic` (partition 0) as the materializer would, with the
-/// configured formats (plain JSON types inferred from the segment first).
+/// Materializes `segment` of `topic` (partition 0) as `floe convert` does.
 pub async fn materialize(
     config: &floe_core::config::FloeConfig,
     topic: &str,
     segment: &Path,
     out: &Path,
 ) -> anyhow::Result<floe_core::materialize::Materialized> {
-    use floe_core::config::Format;
-    use floe_core::materialize::{MaterializeOptions, materialize_segment};
-    use floe_core::schema::formats::{Formats, http_registry};
-    use floe_core::segment::{FileSource, Limits, SegmentReader};
-    use std::sync::Arc;
-
-    let topic_config = config.resolve(topic).expect("topic enabled");
-    let open = || SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default());
-    let inferred = if [topic_config.key_format, topic_config.value_format].contains(&Format::Json) {
-        Some(floe_core::schema::json::infer(open().await?).await?)
-    } else {
-        None
-    };
-    let formats = Formats::load_inferred(config, &topic_config, http_registry(config)?, inferred.as_ref()).await?;
-    let spec = floe_core::partition::spec_for_table(&topic_config, topic, &formats.schema, None)?;
-    let options = MaterializeOptions {
-        partition_spec: Arc::new(spec),
-        topic: topic_config,
-        partition: 0,
-        data_dir: out.join("data").display().to_string(),
-        dead_letter_dir: out.join("dead_letter").display().to_string(),
-        source_id: "test".into(),
-    };
-    let file_io = iceberg::io::FileIO::new_with_fs();
-    Ok(materialize_segment(open().await?, formats.schema, formats.key, formats.value, &options, &file_io).await?)
+    floe_cli::convert::materialize(segment, topic, 0, out, config).await
 }
 
 /// The reference case a generator wrote under `data/refs` (`write_reference_case` in
