@@ -26,7 +26,8 @@ import sys
 import uuid
 
 import fastavro
-from segment_file import KAFKA_COLUMN_TYPE, BenchValues, header_framed, write_bench_segment, write_reference_case, write_segment
+from segment_file import (KAFKA_COLUMN_TYPE, BenchValues, header_framed, write_bench_segment, write_expectations,
+                          write_reference_case, write_segment)
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -177,13 +178,7 @@ def main(out):
         json.dump(registry, f)
     with open(os.path.join(out, "orders_v2.avsc"), "w") as f:
         json.dump(schemas[2], f)
-    with open(os.path.join(out, "expected.jsonl"), "w") as f:
-        for r in expected:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    with open(os.path.join(out, "bad.json"), "w") as f:
-        json.dump(bad, f)
-    with open(os.path.join(out, "types.json"), "w") as f:
-        json.dump(DOCUMENTED_TYPES, f)
+    write_expectations(out, "", {"expected.jsonl": expected}, bad, DOCUMENTED_TYPES)
 
 
 # The Arrow type of each column, as README's Avro mapping table documents it (pyarrow's

@@ -19,7 +19,7 @@ import os
 import sys
 import uuid
 
-from segment_file import KAFKA_COLUMN_TYPE, write_reference_case, write_segment
+from segment_file import KAFKA_COLUMN_TYPE, write_expectations, write_reference_case, write_segment
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -110,7 +110,7 @@ def events(out):
         json.dump({"ids": {"7": {"schemaType": "JSON", "schema": json.dumps(EVENTS_SCHEMA)}}, "subjects": {"events-value": 7}}, f)
     with open(os.path.join(out, "events.schema.json"), "w") as f:
         json.dump(EVENTS_SCHEMA, f)
-    write(out, "events", expected, bad, EVENTS_TYPES)
+    write_expectations(out, "events.", {"expected.jsonl": expected}, bad, EVENTS_TYPES)
 
 
 # The Arrow type of each `events` column, as README's JSON Schema mapping table documents
@@ -157,7 +157,7 @@ def clicks(out):
             row[name] = x
         expected.append(row)
     segment(os.path.join(out, "clicks-0", "%020d.log" % 0), records)
-    write(out, "clicks", expected, bad, CLICKS_TYPES)
+    write_expectations(out, "clicks.", {"expected.jsonl": expected}, bad, CLICKS_TYPES)
 
 
 # The Arrow type of each `clicks` column, by README's rules for plain JSON.
@@ -165,16 +165,6 @@ CLICKS_TYPES = {
     "_kafka": KAFKA_COLUMN_TYPE, "user": "string", "n": "int64", "seen": "bool", "gone": "string",
     "price": "double", "meta": "struct<depth: int64, ref: string>", "odd": "string", "tags": "list<element: string>",
 }
-
-
-def write(out, name, expected, bad, types):
-    with open(os.path.join(out, name + ".expected.jsonl"), "w") as f:
-        for r in expected:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    with open(os.path.join(out, name + ".bad.json"), "w") as f:
-        json.dump(bad, f)
-    with open(os.path.join(out, name + ".types.json"), "w") as f:
-        json.dump(types, f)
 
 
 MONEY_SCHEMA = {"type": "object", "properties": {"currency": {"type": "string"}, "units": {"type": "integer"}},

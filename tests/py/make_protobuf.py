@@ -33,7 +33,8 @@ import sys
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import timestamp_pb2, wrappers_pb2
-from segment_file import KAFKA_COLUMN_TYPE, BenchValues, write_bench_segment, write_reference_case, write_segment
+from segment_file import (KAFKA_COLUMN_TYPE, BenchValues, write_bench_segment, write_expectations,
+                          write_reference_case, write_segment)
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -373,14 +374,7 @@ def main(out):
     with open(os.path.join(out, "registry.json"), "w") as f:
         json.dump(registry, f)
     write_schema_files(out)
-    for name, rows in (("expected.jsonl", expected), ("expected_local.jsonl", local)):
-        with open(os.path.join(out, name), "w") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    with open(os.path.join(out, "bad.json"), "w") as f:
-        json.dump(bad, f)
-    with open(os.path.join(out, "types.json"), "w") as f:
-        json.dump(DOCUMENTED_TYPES, f)
+    write_expectations(out, "", {"expected.jsonl": expected, "expected_local.jsonl": local}, bad, DOCUMENTED_TYPES)
 
 
 # The Arrow type of each column of `shop.Order` v2, as README's Protobuf mapping table

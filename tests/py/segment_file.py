@@ -17,6 +17,19 @@ KAFKA_COLUMN_TYPE = ("struct<partition: int32 not null, offset: int64 not null, 
                      "value: large_binary> not null>, key: large_binary>")
 
 
+def write_expectations(out, prefix, rows, bad, types):
+    """What the tests judge a topic's Parquet by: for each name → rows of `rows`,
+    OUT/<prefix><name> (JSON lines); OUT/<prefix>bad.json (the bad records) and
+    OUT/<prefix>types.json (each column's documented Arrow type)."""
+    for name, lines in rows.items():
+        with open(os.path.join(out, prefix + name), "w") as f:
+            for r in lines:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    for name, value in (("bad.json", bad), ("types.json", types)):
+        with open(os.path.join(out, prefix + name), "w") as f:
+            json.dump(value, f)
+
+
 def write_segment(path, records, chunks, codec=0, base=0):
     """records: list of (timestamp ms, key bytes|None, value bytes|None[, headers: list of
     (str, bytes)]); chunks: sizes
