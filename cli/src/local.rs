@@ -192,10 +192,8 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     let mut out = Vec::new();
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
-            let Some(loaded) = tables.load(&name).await.map_err(anyhow::Error::msg)? else { continue };
-            let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
-            let committed = floe_core::table::offsets::CommittedOffsets::from_summary(&summary.unwrap_or_default())
-                .map_err(anyhow::Error::msg)?;
+            let Some(loaded) = tables.load(&name).await? else { continue };
+            let committed = floe_core::table::committed_offsets(&name, &loaded.metadata)?;
             out.push(TableStatus {
                 table: name.to_string(),
                 snapshots: loaded.metadata.snapshots().count(),
@@ -254,7 +252,7 @@ async fn already_committed(
     key: &str,
     location: &SegmentLocation,
 ) -> anyhow::Result<bool> {
-    let Some(view) = tables.view(name).await.map_err(anyhow::Error::msg)? else { return Ok(false) };
+    let Some(view) = tables.view(name).await? else { return Ok(false) };
     let Some(set) = view.committed.get(&location.topic, location.partition) else { return Ok(false) };
     let range = match location.kind {
         ObjectKind::Manifest => {

@@ -2,9 +2,11 @@
 //! every column, bounded row groups, a new file at the target size, each described as
 //! an Iceberg `DataFile` (record count, size, column sizes, value/null counts, bounds).
 //!
-//! Files are named `{dir}/{partition:05}-{first offset:020}-{source id}.parquet`: the
-//! same input (same source id) gives the same names, so a retry overwrites rather than
-//! duplicates, and two uploads of the same offsets (leader change) never collide.
+//! Files are named `{dir}/{partition:05}-{first offset:020}-{attempt}-{source id}.parquet`,
+//! `attempt` being random per writer: a path a snapshot may reference is never written
+//! twice — a retry, a late duplicate event or a second run writes new files (duplicates
+//! are decided by offsets, never by names; the files no snapshot takes are orphans for
+//! maintenance), and two uploads of the same offsets (leader change) never collide.
 //!
 //! [`TableWriter`] is what writes a table's rows: one rolling writer for an unpartitioned
 //! table (batches go straight through), or one per partition value (fanout) under
@@ -74,6 +76,8 @@ pub struct DataFileWriter {
     dir: String,
     partition: i32,
     source_id: String,
+    /// Random per writer: part of every file name, so that no path is written twice.
+    attempt: String,
     schema: Arc<Schema>,
     target_size: u64,
     /// The partition value of every file (empty: unpartitioned) and the spec's id.
@@ -100,6 +104,7 @@ impl DataFileWriter {
             dir: dir.into().trim_end_matches('/').to_string(),
             partition,
             source_id: source_id.into(),
+            attempt: format!("{:08x}", uuid::Uuid::new_v4().as_u128() as u32),
             schema,
             target_size,
             partition_value: Struct::empty(),
@@ -143,7 +148,10 @@ impl DataFileWriter {
                 // not cover it. The bounds are truncated afterwards, as Iceberg does.
                 .set_statistics_truncate_length(None)
                 .build();
-            let path = format!("{}/{:05}-{first_offset:020}-{}.parquet", self.dir, self.partition, self.source_id);
+            let path = format!(
+                "{}/{:05}-{first_offset:020}-{}-{}.parquet",
+                self.dir, self.partition, self.attempt, self.source_id
+            );
             let output = self.file_io.new_output(&path)?;
             let writer = ParquetWriterBuilder::new(props, self.schema.clone()).build(output).await?;
             self.current = Some(OpenFile { writer, first_offset, last_offset });
@@ -411,6 +419,33 @@ pub const FILE_FORMAT: DataFileFormat = DataFileFormat::Parquet;
 
 #[cfg(test)]
 mod tests {
+    /// A file's path with its attempt token left out.
+    fn without_attempt(path: &str) -> String {
+        let (dir, name) = path.rsplit_once('/').map_or(("", path), |(d, n)| (d, n));
+        let parts: Vec<&str> = name.splitn(4, '-').collect();
+        assert_eq!(parts.len(), 4, "{name}");
+        assert!(parts[2].len() == 8 && parts[2].bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+        let name = format!("{}-{}-{}", parts[0], parts[1], parts[3]);
+        if dir.is_empty() { name } else { format!("{dir}/{name}") }
+    }
+
+    #[tokio::test]
+    async fn writing_the_same_input_again_never_writes_over_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = schema();
+        let mut paths = Vec::new();
+        for _ in 0..2 {
+            let mut writer =
+                TableWriter::new(options(dir.path()), Arc::new(PartitionSpec::unpartition_spec())).unwrap();
+            writer.write(&batch(&schema, &[(5, None, None), (6, None, Some("eu"))]), 5, 6).await.unwrap();
+            paths.extend(writer.close().await.unwrap().into_iter().map(|f| f.path().to_string()));
+        }
+        assert_eq!(paths.len(), 2);
+        assert_ne!(paths[0], paths[1], "a second writer of the same input reuses a path");
+        assert_eq!(without_attempt(&paths[0]), without_attempt(&paths[1]));
+        assert!(std::fs::metadata(&paths[0]).unwrap().len() > 0, "the first file is intact");
+    }
+
     use iceberg::spec::{Literal, PartitionSpec};
 
     use super::*;
@@ -572,7 +607,7 @@ mod tests {
         let got: Vec<(String, i64, i64, u64, Option<Literal>)> = files
             .iter()
             .map(|f| {
-                let rel = f.path().strip_prefix(&format!("{}/", dir.path().display())).unwrap().to_string();
+                let rel = without_attempt(f.path().strip_prefix(&format!("{}/", dir.path().display())).unwrap());
                 (rel, f.first_offset, f.last_offset, f.record_count(), f.data_file.partition()[0].clone())
             })
             .collect();
@@ -614,7 +649,10 @@ mod tests {
         writer.write(&batch(&schema, &[(5, None, None), (6, None, Some("eu"))]), 5, 6).await.unwrap();
         let files = writer.close().await.unwrap();
         assert_eq!(files.len(), 1);
-        assert_eq!(files[0].path(), format!("{}/00003-00000000000000000005-src.parquet", dir.path().display()));
+        assert_eq!(
+            without_attempt(files[0].path()),
+            format!("{}/00003-00000000000000000005-src.parquet", dir.path().display())
+        );
         assert!(files[0].data_file.partition().fields().is_empty());
     }
 

@@ -113,14 +113,66 @@ async fn local_run_reads_back_in_pyiceberg_and_adds_only_new_segments() {
     assert_eq!((orders.rows, orders.duplicates, orders.snapshots), (240, 0, 2));
 }
 
-/// make_topic.py: three segments of `payments` with transactions spanning them.
+/// PyIceberg, as another engine, writes the table (tests/py/foreign_write.py).
+fn foreign_write(warehouse: &Path, table: &str, action: &str) {
+    let w = warehouse.canonicalize().unwrap().display().to_string();
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/foreign_write.py"))
+        .args([&format!("{w}/catalog.db"), &w, table, action])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "foreign {action} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn other_engines_writing_the_table_change_nothing_floe_has_committed() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for rel in ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"] {
+        copy(&samples, input.path(), rel);
+    }
+    assert!(local_run(input.path(), warehouse.path()).await.failed.is_empty());
+    // An OPTIMIZE-like overwrite: the same rows in new files, a snapshot without floe keys.
+    foreign_write(warehouse.path(), "kafka.orders", "overwrite");
+    let again = local_run(input.path(), warehouse.path()).await;
+    assert!(again.tables.iter().all(|t| t.segments == 0 && t.snapshots == 0), "{:?}", again.tables);
+    let orders = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!((orders.rows, orders.duplicates), (180, 0), "every row once after a foreign overwrite");
+
+    // A foreign append (five rows again), then a new segment: only its 60 rows are added,
+    // and Floe's snapshot carries every offset committed before the foreign ones.
+    foreign_write(warehouse.path(), "kafka.orders", "append");
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    let more = local_run(input.path(), warehouse.path()).await;
+    assert!(more.failed.is_empty(), "{:?}", more.failed);
+    let orders = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!((orders.rows, orders.duplicates), (245, 5), "the foreign rows and 60 new ones");
+    assert_eq!(orders.summary["floe.offsets.orders.0"], "0-159");
+    assert_eq!(orders.summary["floe.offsets.orders.1"], "0-79");
+
+    // A foreign delete of every row: Floe commits none of them again.
+    foreign_write(warehouse.path(), "kafka.orders", "delete");
+    let after = local_run(input.path(), warehouse.path()).await;
+    assert!(after.tables.iter().all(|t| t.segments == 0 && t.snapshots == 0), "{:?}", after.tables);
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").rows, 0);
+    let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let orders = status.iter().find(|t| t.table == "kafka.orders").unwrap();
+    assert_eq!(orders.offsets["orders-0"], "0-159", "status reads Floe's record through foreign snapshots");
+}
+
+/// make_topic.py: three segments of `payments` with transactions spanning them (and four
+/// of `ledger`); the offsets a read_committed consumer sees, and their values.
 fn payments() -> (tempfile::TempDir, Vec<i64>, HashMap<String, String>) {
     let dir = tempfile::tempdir().unwrap();
     support::run_python("make_topic.py", &[dir.path()]);
-    let expected: Value = serde_json::from_slice(&std::fs::read(dir.path().join("expected.json")).unwrap()).unwrap();
-    let offsets = expected["offsets"].as_array().unwrap().iter().map(|o| o.as_i64().unwrap()).collect();
-    let values = serde_json::from_value(expected["values"].clone()).unwrap();
+    let (offsets, values) = expected(&dir.path().join("expected.json"));
     (dir, offsets, values)
+}
+
+fn expected(path: &Path) -> (Vec<i64>, HashMap<String, String>) {
+    let expected: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let offsets = expected["offsets"].as_array().unwrap().iter().map(|o| o.as_i64().unwrap()).collect();
+    (offsets, serde_json::from_value(expected["values"].clone()).unwrap())
 }
 
 const SEGMENTS: [&str; 3] = [
@@ -137,20 +189,51 @@ fn assert_payments(read: &Read, offsets: &[i64], values: &HashMap<String, String
     }
 }
 
+/// Every order of `n` items.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    (0..n).fold(vec![vec![]], |orders, item| {
+        orders
+            .into_iter()
+            .flat_map(|order: Vec<usize>| {
+                (0..=order.len()).map(move |at| {
+                    let mut next = order.clone();
+                    next.insert(at, item);
+                    next
+                })
+            })
+            .collect()
+    })
+}
+
+/// Each segment of `segments` committed by its own `floe local run`, in `order`; the
+/// table then holds exactly the committed records and nothing stays pending.
+async fn commit_in_order(topic: &Path, segments: &[&str], order: &[usize], table: &str, last_offset: i64) -> Read {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for &i in order {
+        copy(topic, input.path(), segments[i]);
+        let report = local_run(input.path(), warehouse.path()).await;
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+    }
+    let read = read_local(warehouse.path(), &format!("kafka.{table}"));
+    assert_eq!(read.summary[&format!("floe.offsets.{table}.0")], format!("0-{last_offset}"), "order {order:?}");
+    assert!(!read.summary.contains_key("floe.state"), "order {order:?}: left pending: {:?}", read.summary);
+    read
+}
+
 #[tokio::test]
 async fn transactions_spanning_segments_resolve_in_any_arrival_order() {
     let (topic, offsets, values) = payments();
-    for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
-        let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        for i in order {
-            copy(topic.path(), input.path(), SEGMENTS[i]);
-            let report = local_run(input.path(), warehouse.path()).await;
-            assert!(report.failed.is_empty(), "{:?}", report.failed);
-        }
-        let read = read_local(warehouse.path(), "kafka.payments");
+    for order in permutations(3) {
+        let read = commit_in_order(topic.path(), &SEGMENTS, &order, "payments", 99).await;
         assert_payments(&read, &offsets, &values);
-        assert_eq!(read.summary["floe.offsets.payments.0"], "0-99", "order {order:?}");
-        assert!(!read.summary.contains_key("floe.state"), "nothing left pending: {:?}", read.summary);
+    }
+    // A COMMIT and an ABORT each after parts in three segments, in all 24 orders.
+    let ledger: Vec<String> = [0, 20, 40, 60].iter().map(|o| format!("ledger-0/{o:020}.log")).collect();
+    let ledger: Vec<&str> = ledger.iter().map(String::as_str).collect();
+    let (offsets, values) = expected(&topic.path().join("ledger_expected.json"));
+    for order in permutations(4) {
+        let read = commit_in_order(topic.path(), &ledger, &order, "ledger", 79).await;
+        assert_payments(&read, &offsets, &values);
     }
 }
 
@@ -726,6 +809,57 @@ write_segment(out + "/events-1/00000000000000000000.log", new, [15])
     assert_eq!(after.nulls.get("note").copied(), Some(20), "the first segment's rows have no note");
 }
 
+/// Segments materialized before their table exists each number their schema's fields
+/// themselves; the second to commit is reconciled with the table by name (its files
+/// rewritten with the table's ids), in either order: never a suspension, and a reader by
+/// id reads every column right.
+#[tokio::test]
+async fn tasks_numbered_before_their_table_existed_commit_in_either_order() {
+    let input = tempfile::tempdir().unwrap();
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from segment_file import write_segment
+out = sys.argv[2]
+a = [(1764489600000 + i, None, json.dumps({"id": i, "items": [i, i + 1], "name": "a%d" % i}).encode()) for i in range(10)]
+b = [(1764489700000 + i, None, json.dumps({"id": 10 + i, "items": [i], "meta": {"tag": "t%d" % i}, "name": "b%d" % i}).encode()) for i in range(10)]
+write_segment(out + "/shop-0/00000000000000000000.log", a, [10])
+write_segment(out + "/shop-0/00000000000000000010.log", b, [10], base=10)
+"#;
+    write_segments(script, input.path());
+    let config = FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\n").unwrap();
+    let objects = ["shop-0/00000000000000000000.log", "shop-0/00000000000000000010.log"];
+    for order in [[0, 1], [1, 0]] {
+        let warehouse = tempfile::tempdir().unwrap();
+        let w = warehouse.path().canonicalize().unwrap().display().to_string();
+        let mut tasks = Vec::new();
+        for object in objects {
+            tasks.push(materialize(config.clone(), input.path(), &w, object).await);
+        }
+        assert_ne!(tasks[0].schema.iceberg, tasks[1].schema.iceberg, "numbered on their own");
+        let committer = local_committer(warehouse.path());
+        for i in order {
+            let report = committer.commit(std::slice::from_ref(&tasks[i]), None).await;
+            assert_eq!(report.results[0].1, TaskResult::Committed, "order {order:?}");
+        }
+        let read = read_local(warehouse.path(), "kafka.shop");
+        assert_eq!((read.rows, read.duplicates), (20, 0), "order {order:?}");
+        for o in 0..20 {
+            let row: Value = serde_json::from_str(read.values[&format!("0/{o}")].as_deref().unwrap()).unwrap();
+            let (name, tag) = if o < 10 {
+                (format!("a{o}"), Value::Null)
+            } else {
+                (format!("b{}", o - 10), format!("t{}", o - 10).into())
+            };
+            assert_eq!(row["name"], name, "order {order:?}, offset {o}: {row}");
+            assert_eq!(row["id"], o, "order {order:?}: {row}");
+            assert_eq!(row["meta"].get("tag").cloned().unwrap_or(Value::Null), tag, "order {order:?}: {row}");
+            let items: Vec<i64> = if o < 10 { vec![o, o + 1] } else { vec![o - 10] };
+            assert_eq!(row["items"], serde_json::json!(items), "order {order:?}: {row}");
+        }
+    }
+}
+
 /// A file written with `int` before the table was promoted to `long` (a materializer that
 /// ran before the promotion was committed) commits after it: Iceberg reads the old type
 /// as the new one, and the file's bounds must serve a filtered scan.
@@ -955,4 +1089,88 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
     floe_cli::local::run(input.path(), warehouse.path(), config, Vec::new()).await.unwrap();
     assert_eq!(read_local(warehouse.path(), "kafka.clicks_dlq").rows, 1);
     assert_eq!(read_local(warehouse.path(), "kafka.clicks").rows, 9);
+}
+
+/// A catalog whose commits to dead-letter tables fail while `armed` (a Glue outage, a
+/// process dying between the two commits).
+struct DeadLetterOutage {
+    inner: Arc<dyn Catalog>,
+    armed: AtomicBool,
+}
+
+impl DeadLetterOutage {
+    fn check(&self, table: &TableName) -> Result<(), CatalogError> {
+        if table.name.ends_with("_dlq") && self.armed.load(Ordering::SeqCst) {
+            return Err(CatalogError::Other { table: table.to_string(), detail: "outage".into(), retryable: true });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Catalog for DeadLetterOutage {
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
+        self.inner.current(table).await
+    }
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+        self.check(table)?;
+        self.inner.create(table, metadata, location).await
+    }
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        location: &str,
+    ) -> Result<(), CatalogError> {
+        self.check(table)?;
+        self.inner.swap(table, expected, metadata, location).await
+    }
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
+        self.inner.list(namespace).await
+    }
+}
+
+#[tokio::test]
+async fn a_segment_is_done_only_when_its_dead_letters_are_committed_too() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let script = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from segment_file import write_segment
+records = [(1764489600000 + i, None, json.dumps({"id": i}).encode()) for i in range(10)]
+records[4] = (1764489600004, None, b"{not json")
+write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
+"#;
+    write_segments(script, input.path());
+    let config =
+        FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap();
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let task = materialize(config, input.path(), &w, "clicks-0/00000000000000000000.log").await;
+    assert_eq!(task.dead_letter_files.len(), 1);
+    let local = local_committer(warehouse.path());
+    let outage = Arc::new(DeadLetterOutage { inner: local.catalog.clone(), armed: AtomicBool::new(true) });
+    let committer = Committer { catalog: outage.clone(), ..local };
+    let main = TableName { namespace: "kafka".into(), name: "clicks".into() };
+
+    // The dead-letter commit fails: the main table does not take the segment either, so
+    // the segment is still to be done (a rerun or a redelivery materializes it again).
+    let report = committer.commit(std::slice::from_ref(&task), None).await;
+    assert!(matches!(report.results[0].1, TaskResult::Failed { retryable: true, .. }), "{:?}", report.results);
+    let held = match floe_core::table::load(committer.catalog.as_ref(), &committer.file_io, &main).await.unwrap() {
+        Some(loaded) => floe_core::table::committed_offsets(&main, &loaded.metadata).unwrap(),
+        None => Default::default(),
+    };
+    assert!(held.get("clicks", 0).is_none(), "the main table took a segment whose dead letters are lost: {held:?}");
+
+    // Once the outage ends: both tables, each record once, however often it comes again.
+    outage.armed.store(false, Ordering::SeqCst);
+    for expected in [TaskResult::Committed, TaskResult::AlreadyCommitted] {
+        let report = committer.commit(std::slice::from_ref(&task), None).await;
+        assert_eq!(report.results[0].1, expected);
+    }
+    let clicks = read_local(warehouse.path(), "kafka.clicks");
+    assert_eq!((clicks.offsets["0"].len(), clicks.duplicates), (9, 0));
+    let dead = read_local(warehouse.path(), "kafka.clicks_dlq");
+    assert_eq!((dead.offsets["0"].clone(), dead.duplicates), (vec![4], 0));
 }

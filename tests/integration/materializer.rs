@@ -3,10 +3,11 @@
 //! Parquet objects in the warehouse bucket judged by pyarrow, CommitTasks in a FIFO queue.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use floe_core::lambda::{MaterializerEnv, handle_materializer_event, materializer};
-use floe_core::materializer::Materializer;
+use floe_core::materializer::{Materializer, ObjectRef};
 use floe_core::queue::TaskQueue;
 use floe_core::queue::sqs::{SqsTaskQueue, task_from_message};
 use floe_core::task::{CommitTask, Task};
@@ -194,18 +195,16 @@ async fn tiered_segment_becomes_parquet_and_one_task_even_when_delivered_twice()
     );
     aws.judge_files(task, &case).await;
 
-    // The same event again (a retry, or S3 delivering twice): the same objects, no new task.
+    // The same event again (a retry, or S3 delivering twice): the same task id, files of
+    // its own; every object written before is still there, byte for byte (same ETag), so
+    // a file the table may already reference is never written over.
     let before = aws.warehouse_keys().await;
     let manifest_event = events.iter().find(|e| e.to_string().contains("rsm-manifest")).unwrap();
     let again = handle_materializer_event(&materializer, manifest_event.clone()).await.unwrap();
     assert_eq!(again.queued, queued, "same task id");
-    assert_eq!(
-        aws.warehouse_keys().await.iter().map(|k| &k.0).collect::<Vec<_>>(),
-        before.iter().map(|k| &k.0).collect::<Vec<_>>()
-    );
-    // Rewritten byte for byte: the same ETags, so a file the table may already reference
-    // is unchanged by a late retry.
-    assert_eq!(aws.warehouse_keys().await, before, "same objects, same content");
+    let after = aws.warehouse_keys().await;
+    assert!(before.iter().all(|k| after.contains(k)), "an object written over: {before:?} → {after:?}");
+    assert_eq!(after.len(), 2 * before.len(), "the retry's own files beside the first ones");
     assert!(aws.tasks().await.is_empty(), "the FIFO queue dropped the duplicate");
 }
 
@@ -357,4 +356,69 @@ async fn init_reads_the_config_from_s3_and_the_registry_password_from_secrets_ma
         .await
         .unwrap_err();
     assert!(err.to_string().contains("secret:nope"), "{err}");
+}
+
+/// A Glue endpoint that throttles every request (HTTP 400 `ThrottlingException`, as Glue
+/// answers under load), on a free 127.0.0.1 port; served until the test ends.
+async fn throttling_glue() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Headers, then the body its Content-Length announces.
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                            .unwrap_or(0usize);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let body = r#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#;
+                let response = format!(
+                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.1\r\nx-amzn-ErrorType: ThrottlingException\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    endpoint
+}
+
+#[tokio::test]
+async fn a_throttled_glue_on_the_table_lookup_is_retryable() {
+    use floe_core::catalog::glue::GlueCatalog;
+    use floe_core::lambda::MaterializerFailure;
+    use floe_core::table::CatalogTables;
+    let aws = setup("throttled").await;
+    let case = case("v2_none");
+    let key = "copies/broker-1/floe-test.events-0/00000000000000000000.log";
+    let body = std::fs::read(&case.log).unwrap();
+    aws.s3.put_object().bucket(&aws.segments).key(key).body(body.into()).send().await.unwrap();
+    let glue_config =
+        aws_sdk_glue::config::Builder::from(&support::aws_config().await).endpoint_url(throttling_glue().await).build();
+    let tables = CatalogTables {
+        catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::from_conf(glue_config))),
+        file_io: floe_core::storage::local_file_io(),
+    };
+    let materializer = Materializer { tables: Some(Arc::new(tables)), ..aws.materializer(None).await };
+    let error = materializer.handle(&ObjectRef::new(&aws.segments, key)).await.unwrap_err();
+    assert!(error.to_string().contains("Throttling"), "{error}");
+    assert!(error.retryable(), "a throttled table lookup must be retried: {error}");
+    assert_eq!(MaterializerFailure::from(error).error_type(), "Floe.Retryable");
+    assert!(aws.tasks().await.is_empty(), "nothing queued");
 }

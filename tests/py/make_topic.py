@@ -14,6 +14,16 @@ read_committed consumer sees (0..57, 67..99) and each one's value. Also, as anot
 broker re-uploads after a leader change, the same records with other boundaries:
 OUT_DIR/replica/payments-0/00000000000000000025.log holding offsets 25..65 (the end of
 A and all of B).
+
+And a topic `ledger` in four segments whose transactions span three of them:
+
+  segment A  offsets  0..19   plain 0..9; producer 7: 10..14; producer 8: 15..19
+  segment B  offsets 20..39   producer 7: 20..24; plain 25..29; producer 8: 30..34; plain 35..39
+  segment C  offsets 40..59   producer 7: 40..44; ABORT of producer 8 at 45; plain 46..59
+  segment D  offsets 60..79   plain 60..64; COMMIT of producer 7 at 65; plain 66..79
+
+in OUT_DIR/ledger-0/<base>.log, its committed offsets and values in
+OUT_DIR/ledger_expected.json.
 """
 import json
 import os
@@ -46,8 +56,33 @@ def main(out):
     with open(os.path.join(replica, "%020d.log" % 25), "wb") as f:
         f.write(b"".join(segments[0][1:] + segments[55]))
     committed = list(range(0, 58)) + list(range(67, 100))
-    with open(os.path.join(out, "expected.json"), "w") as f:
+    write_expected(os.path.join(out, "expected.json"), committed)
+    ledger(out)
+
+
+def write_expected(path, committed):
+    with open(path, "w") as f:
         json.dump({"offsets": committed, "values": {str(o): json.dumps({"payment": o}) for o in committed}}, f)
+
+
+def ledger(out):
+    d = os.path.join(out, "ledger-0")
+    os.makedirs(d, exist_ok=True)
+
+    def txn(first, n, pid):
+        return v2_batch(first, recs(first, n), txn=True, pid=pid, epoch=0)[0]
+
+    segments = {
+        0: [v2_batch(0, recs(0, 10))[0], txn(10, 5, 7), txn(15, 5, 8)],
+        20: [txn(20, 5, 7), v2_batch(25, recs(25, 5))[0], txn(30, 5, 8), v2_batch(35, recs(35, 5))[0]],
+        40: [txn(40, 5, 7), marker(45, 8, 0, False), v2_batch(46, recs(46, 14), codec="zstd")[0]],
+        60: [v2_batch(60, recs(60, 5))[0], marker(65, 7, 0, True), v2_batch(66, recs(66, 14))[0]],
+    }
+    for base, parts in segments.items():
+        with open(os.path.join(d, "%020d.log" % base), "wb") as f:
+            f.write(b"".join(parts))
+    aborted = set(range(15, 20)) | set(range(30, 35)) | {45, 65}
+    write_expected(os.path.join(out, "ledger_expected.json"), [o for o in range(80) if o not in aborted])
 
 
 if __name__ == "__main__":

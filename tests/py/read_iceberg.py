@@ -10,7 +10,8 @@ bounds before the rows are filtered.
 
 Output: {"rows": N, "offsets": {"<topic>/<partition>": [sorted offsets]}, "duplicates": N,
          "columns": [...], "snapshots": N, "summary": {current snapshot summary},
-         "values": {"<partition>/<offset>": value as text}}
+         "values": {"<partition>/<offset>": value as text (the row as JSON, less _kafka,
+                    when the table has no `value` column)}}
 """
 import json
 import sys
@@ -44,9 +45,13 @@ def main():
         key = "%s/%s" % (partition, offset)
         seen[key] += 1
         offsets.setdefault(str(partition), []).append(offset)
-        value = row.get("value")
-        if isinstance(value, (bytes, bytearray)):
-            value = value.decode("utf-8", "replace")
+        if "value" in row:
+            value = row["value"]
+            if isinstance(value, (bytes, bytearray)):
+                value = value.decode("utf-8", "replace")
+        else:
+            # A table of the payload's own columns: the row as JSON, less `_kafka`.
+            value = json.dumps({k: v for k, v in row.items() if k != "_kafka"}, sort_keys=True, default=str)
         values[key] = value
     snapshot = table.current_snapshot()
     print(json.dumps({

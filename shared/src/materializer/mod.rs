@@ -10,13 +10,14 @@
 //!                                              ▼
 //!                     spec: the table's current one, or partition_by bound to the schema (new table)
 //!                     materialize_segment ─▶ Parquet (multipart upload) under
-//!                     <table location>/data/[<partition path>/]<partition>-<first offset>-<source id>.parquet
+//!                     <table location>/data/[<partition path>/]<partition>-<first offset>-<attempt>-<source id>.parquet
 //!                                              ▼
 //!                     CommitTask ─▶ TaskQueue (group = table, dedup id = task id)
 //! ```
 //!
-//! The same object gives the same task id and the same file names, so a retried or
-//! duplicated event overwrites its own files and queues the same task. The same offsets
+//! The same object gives the same task id (a retried or duplicated event queues the same
+//! task) but never the same file names: each attempt writes files of its own, so no file
+//! a snapshot may reference is written over. The same offsets
 //! uploaded twice under two segment ids give two tasks; the committer keeps one copy of
 //! each offset.
 
@@ -28,7 +29,6 @@ use std::io;
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{PartitionSpec, Schema};
 
 use crate::config::{FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
@@ -42,6 +42,7 @@ use crate::segment::tiered::{ChunkedSource, Manifest, TieredError, transaction_i
 use crate::segment::{
     Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,
 };
+use crate::table::TableError;
 use crate::task::{
     CommitTask, OffsetRange, PendingTransaction, SourceObject, SuspendTask, TableName, Task, TaskFile, TaskSchema,
     partitioned, task_version,
@@ -64,6 +65,9 @@ pub enum MaterializerError {
     Materialize(#[from] MaterializeError),
     #[error("{0}")]
     Task(String),
+    /// Looking the table up failed (the catalog, the metadata files, Floe's summary).
+    #[error(transparent)]
+    Table(#[from] TableError),
     #[error(transparent)]
     Queue(#[from] QueueError),
     /// `partition_by` does not fit the table's schema.
@@ -84,6 +88,7 @@ impl MaterializerError {
             MaterializerError::Format(e) => e.retryable(),
             MaterializerError::Materialize(e) => e.retryable(),
             MaterializerError::Queue(e) => e.retryable(),
+            MaterializerError::Table(e) => e.retryable(),
             MaterializerError::Partition(e) => e.retryable(),
         }
     }
@@ -110,17 +115,10 @@ pub fn table_location(warehouse: &str, table: &TableName) -> String {
 #[async_trait::async_trait]
 pub trait TableLookup: Send + Sync {
     /// `None` when the table does not exist yet.
-    async fn view(&self, table: &TableName) -> Result<Option<TableView>, String>;
+    async fn view(&self, table: &TableName) -> Result<Option<TableView>, TableError>;
 }
 
-/// A table as the materializer sees it.
-#[derive(Debug, Clone)]
-pub struct TableView {
-    pub schema: Schema,
-    /// The table's default partition spec.
-    pub partition_spec: PartitionSpec,
-    pub committed: crate::table::offsets::CommittedOffsets,
-}
+pub use crate::table::TableView;
 
 /// Turns segment objects into data files and tasks.
 pub struct Materializer {
@@ -177,7 +175,7 @@ impl Materializer {
         };
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
         let view = match &self.tables {
-            Some(tables) => tables.view(&table).await.map_err(MaterializerError::Task)?,
+            Some(tables) => tables.view(&table).await?,
             None => None,
         };
         let held = |v: &TableView, r: OffsetRange| {

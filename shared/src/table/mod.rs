@@ -22,8 +22,9 @@ use iceberg::spec::{
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
 use crate::catalog::{Catalog, CatalogError, TablePointer};
-use crate::materializer::{TableLookup, TableView};
+use crate::materializer::TableLookup;
 use crate::task::TableName;
+use iceberg::spec::SnapshotRef;
 use offsets::CommittedOffsets;
 use std::sync::Arc;
 
@@ -42,6 +43,12 @@ pub enum TableError {
     Catalog(#[from] CatalogError),
     #[error("{table}: {source}")]
     Iceberg { table: String, source: Error },
+    /// Floe's record in the table's snapshot summary cannot be read.
+    #[error("{table}: snapshot {snapshot_id}'s summary: {detail}")]
+    Summary { table: String, snapshot_id: i64, detail: String },
+    /// The table holds another topic's offsets: one table holds one topic.
+    #[error("{table} holds topic {holds:?}; topic {topic:?} is refused (one table holds one topic)")]
+    TopicClash { table: String, holds: String, topic: String },
 }
 
 impl TableError {
@@ -49,6 +56,7 @@ impl TableError {
         match self {
             TableError::Catalog(e) => e.retryable(),
             TableError::Iceberg { source, .. } => source.retryable(),
+            TableError::Summary { .. } | TableError::TopicClash { .. } => false,
         }
     }
 
@@ -69,6 +77,71 @@ pub async fn load(
     Ok(Some(LoadedTable { name: name.clone(), pointer, metadata }))
 }
 
+/// Summary keys that describe one snapshot's own tasks, not carried into the next.
+pub const PER_SNAPSHOT_KEYS: [&str; 3] = ["floe.tasks", "floe.skipped-records", "floe.compactions"];
+
+/// The snapshot holding Floe's record of the table: the newest in the current snapshot's
+/// ancestry that Floe wrote (its summary has `floe.` keys). Other engines (Spark, Athena
+/// `OPTIMIZE`, PyIceberg, Glue's compaction, deletes) write snapshots without them; the
+/// committed offsets and pending transactions are still those of Floe's last snapshot,
+/// carried into Floe's next one (the Iceberg Kafka Connect sink walks ancestry the same way).
+pub fn floe_snapshot(metadata: &TableMetadata) -> Option<&SnapshotRef> {
+    let mut next = metadata.current_snapshot();
+    while let Some(snapshot) = next {
+        if snapshot.summary().additional_properties.keys().any(|k| k.starts_with("floe.")) {
+            return Some(snapshot);
+        }
+        next = snapshot.parent_snapshot_id().and_then(|id| metadata.snapshot_by_id(id));
+    }
+    None
+}
+
+/// Floe's keys of [`floe_snapshot`]'s summary, less those about that snapshot alone:
+/// what the next snapshot Floe writes carries forward.
+pub fn floe_summary(metadata: &TableMetadata) -> HashMap<String, String> {
+    floe_snapshot(metadata)
+        .map(|s| {
+            s.summary()
+                .additional_properties
+                .iter()
+                .filter(|(k, _)| k.starts_with("floe.") && !PER_SNAPSHOT_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A table as Floe sees it before writing to it: the current schema (new files keep its
+/// field ids), the default partition spec (new files are laid out by it), and the offsets
+/// Floe committed (from [`floe_snapshot`]).
+#[derive(Debug, Clone)]
+pub struct TableView {
+    pub schema: Schema,
+    /// The table's default partition spec.
+    pub partition_spec: PartitionSpec,
+    pub committed: CommittedOffsets,
+}
+
+impl TableView {
+    pub fn of(loaded: &LoadedTable) -> Result<TableView, TableError> {
+        Ok(TableView {
+            schema: loaded.metadata.current_schema().as_ref().clone(),
+            partition_spec: loaded.metadata.default_partition_spec().as_ref().clone(),
+            committed: committed_offsets(&loaded.name, &loaded.metadata)?,
+        })
+    }
+}
+
+/// The offsets Floe committed to the table (from [`floe_snapshot`]).
+pub fn committed_offsets(name: &TableName, metadata: &TableMetadata) -> Result<CommittedOffsets, TableError> {
+    let Some(snapshot) = floe_snapshot(metadata) else { return Ok(CommittedOffsets::default()) };
+    CommittedOffsets::from_summary(&snapshot.summary().additional_properties).map_err(|detail| TableError::Summary {
+        table: name.to_string(),
+        snapshot_id: snapshot.snapshot_id(),
+        detail,
+    })
+}
+
 /// The catalog's tables as the materializer looks them up (current schema, committed offsets).
 pub struct CatalogTables {
     pub catalog: Arc<dyn Catalog>,
@@ -76,21 +149,16 @@ pub struct CatalogTables {
 }
 
 impl CatalogTables {
-    pub async fn load(&self, name: &TableName) -> Result<Option<LoadedTable>, String> {
-        load(self.catalog.as_ref(), &self.file_io, name).await.map_err(|e| e.to_string())
+    pub async fn load(&self, name: &TableName) -> Result<Option<LoadedTable>, TableError> {
+        load(self.catalog.as_ref(), &self.file_io, name).await
     }
 }
 
 #[async_trait::async_trait]
 impl TableLookup for CatalogTables {
-    async fn view(&self, table: &TableName) -> Result<Option<TableView>, String> {
+    async fn view(&self, table: &TableName) -> Result<Option<TableView>, TableError> {
         let Some(loaded) = self.load(table).await? else { return Ok(None) };
-        let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
-        Ok(Some(TableView {
-            schema: loaded.metadata.current_schema().as_ref().clone(),
-            partition_spec: loaded.metadata.default_partition_spec().as_ref().clone(),
-            committed: CommittedOffsets::from_summary(&summary.unwrap_or_default())?,
-        }))
+        TableView::of(&loaded).map(Some)
     }
 }
 

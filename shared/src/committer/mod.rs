@@ -6,18 +6,19 @@
 //!     suspended? ─▶ every task kept (failed, stays in the queue)
 //!     lease (owner, expiry, fencing) ─ held elsewhere ─▶ tasks kept, retried later
 //!     loop (bounded attempts, within the deadline):
-//!        load (create on the first task) ─▶ committed offsets + pending transactions
-//!        per task: covered offsets ─▶ dropped as already committed
-//!                  new offsets     ─▶ its files (rewritten when they straddle committed
-//!                                     offsets or were laid out by another partition
-//!                                     spec than the table's); its open transactions kept pending;
-//!                                     its markers resolve pending ones (COMMIT ⇒ files added)
-//!                  schema          ─▶ compatible: evolved schema in the same commit
-//!                                     incompatible: table suspended, tasks kept
+//!        load (create on the first task) ─▶ Floe's record: committed offsets + pending
+//!                                           transactions, from the newest snapshot Floe
+//!                                           wrote (other engines' snapshots carry none)
+//!        plan (pure, [`plan`]) ─▶ per-task results, files to add / trim / lay out again,
+//!                                 offsets, state, evolved schema
+//!                                 incompatible schema: table suspended, tasks kept
+//!        apply: rewrite what the plan says, under names new to this attempt
 //!        one append snapshot: files + offsets (+ schema, + pending state)
 //!        lease still ours? ─ no ─▶ abort
-//!        catalog compare-and-swap ─ conflict ─▶ reload, re-check, retry
-//!  then the dead-letter tables, the same way, with the tasks' dead-letter files.
+//!        catalog compare-and-swap ─ conflict ─▶ reload, plan again, retry
+//!  the dead-letter tables first, the same way, with the tasks' dead-letter files: a
+//!  task's main table is only committed once its dead letters are, so the main table
+//!  covering a segment means the segment is done.
 //! ```
 //!
 //! A new table is created with the first task's schema and partition spec; after that
@@ -28,30 +29,28 @@
 //! task delivered twice, a crash between the swap and the queue delete, or two
 //! committers racing all end with the second attempt finding its offsets covered.
 
+pub mod plan;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, Operation, PartitionSpec, Schema};
+use iceberg::spec::{DataFile, Operation, PartitionSpec};
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::datafile::WriterOptions;
 use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks};
 use crate::materializer::table_location;
-use crate::partition::{describe, same_layout};
+use crate::partition::describe;
 use crate::retry::RetryPolicy;
-use crate::schema::plan;
-use crate::table::offsets::CommittedOffsets;
 use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
-use crate::table::state::{MarkerEntry, PendingEntry, STATE_KEY, TableState};
-use crate::table::{LoadedTable, TableError, create, load};
+use crate::table::state::{STATE_KEY, TableState};
+use crate::table::{LoadedTable, TableError, committed_offsets, create, floe_summary, load};
 use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
-
-/// Summary keys that describe one snapshot's own tasks, not carried into the next.
-const PER_SNAPSHOT: [&str; 2] = ["floe.tasks", "floe.skipped-records"];
+use plan::{AppendPlan, CompactionVerdict, FileAction, PlannedFile, TableRecord, plan_append, plan_compactions};
 
 /// What became of one task.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,32 +232,19 @@ impl Committer {
             .iter()
             .map(|f| f.file_path().to_string())
             .collect();
+        let spec = metadata.default_partition_spec();
+        let verdicts = plan_compactions(&live, spec, tasks);
         let mut results = Vec::new();
         let (mut removed, mut added) = (HashSet::new(), Vec::new());
-        for task in tasks {
-            let gone: Vec<&String> =
-                task.removed.iter().filter(|p| !live.contains(*p) || removed.contains(*p)).collect();
-            if !gone.is_empty() {
-                let reason = format!("{} input file(s) no longer live: {gone:?}", gone.len());
+        // Planned before a promotion committed since: partition values of the new type.
+        let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
+        for (task, verdict) in tasks.iter().zip(verdicts) {
+            if let CompactionVerdict::Rejected(reason) = verdict {
                 tracing::warn!(table = %table, task_id = %task.task_id, %reason, "compaction rejected");
                 results.push((task.task_id.clone(), TaskResult::Rejected { reason }));
                 continue;
             }
-            let task_spec = task.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
-            if !same_layout(&task_spec, metadata.default_partition_spec()) {
-                let reason = format!(
-                    "its files are laid out by {}, the table by {}",
-                    describe(&task_spec),
-                    describe(metadata.default_partition_spec())
-                );
-                tracing::warn!(table = %table, task_id = %task.task_id, %reason, "compaction rejected");
-                results.push((task.task_id.clone(), TaskResult::Rejected { reason }));
-                continue;
-            }
-            // Planned before a promotion committed since: partition values of the new type.
-            let spec = metadata.default_partition_spec();
             let written_type = spec.partition_type(&task.schema).map_err(&iceberg)?;
-            let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
             for file in &task.added {
                 let file = file.data_file(&task.schema, task.partition_spec.as_ref()).map_err(&iceberg)?;
                 added.push(
@@ -272,13 +258,8 @@ impl Committer {
         if removed.is_empty() {
             return Ok((results, None));
         }
-        // Offsets, pending transactions and the rest of Floe's summary carry forward unchanged.
-        let summary =
-            metadata.current_snapshot().map(|s| s.summary().additional_properties.clone()).unwrap_or_default();
-        let mut properties: HashMap<String, String> = summary
-            .into_iter()
-            .filter(|(k, _)| k.starts_with("floe.") && !PER_SNAPSHOT.contains(&k.as_str()))
-            .collect();
+        // Offsets, pending transactions and the rest of Floe's record carry forward unchanged.
+        let mut properties = floe_summary(metadata);
         let tasks_done = results.iter().filter(|(_, r)| *r == TaskResult::Committed).count();
         properties.insert("floe.compactions".into(), tasks_done.to_string());
         properties.insert("floe.committer".into(), self.owner.clone());
@@ -296,7 +277,8 @@ impl Committer {
         let mut results: BTreeMap<String, TaskResult> = BTreeMap::new();
         let mut report = BatchReport::default();
         let dead_letters: Vec<CommitTask> = tasks.iter().filter_map(dead_letter_task).collect();
-        for group in [tasks, dead_letters.as_slice()] {
+        // Dead letters first: a main-table commit means the segment is done.
+        for group in [dead_letters.as_slice(), tasks] {
             let mut by_table: Vec<(TableName, Vec<&CommitTask>)> = Vec::new();
             for task in group {
                 match by_table.iter_mut().find(|(t, _)| *t == task.table) {
@@ -305,7 +287,7 @@ impl Committer {
                 }
             }
             for (table, table_tasks) in by_table {
-                // A task whose main commit failed waits whole: its dead letters too.
+                // A task whose dead letters failed waits whole: its main part too.
                 let table_tasks: Vec<&CommitTask> = table_tasks
                     .into_iter()
                     .filter(|t| !matches!(results.get(&t.task_id), Some(TaskResult::Failed { .. })))
@@ -467,7 +449,22 @@ impl Committer {
         })
     }
 
-    /// One attempt: load, decide, write, swap.
+    /// What Floe's last snapshot of the table records.
+    async fn record(&self, loaded: &LoadedTable) -> Result<TableRecord, CommitError> {
+        let metadata = &loaded.metadata;
+        let state = TableState::load(&self.file_io, floe_summary(metadata).get(STATE_KEY))
+            .await
+            .map_err(TableError::iceberg(&loaded.name))?;
+        Ok(TableRecord {
+            table: loaded.name.clone(),
+            schema: metadata.current_schema().as_ref().clone(),
+            spec: metadata.default_partition_spec().as_ref().clone(),
+            offsets: committed_offsets(&loaded.name, metadata)?,
+            state,
+        })
+    }
+
+    /// One attempt: load, plan, apply, swap.
     async fn try_commit(
         &self,
         table: &TableName,
@@ -475,186 +472,69 @@ impl Committer {
         lease: &mut Lease,
     ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
         let loaded = self.load_or_create(table, &tasks[0].schema).await?;
+        let record = self.record(&loaded).await?;
+        let plan = plan_append(&record, tasks)?;
+        if !plan.commits() {
+            return Ok((plan.results, None));
+        }
+        let change = self.apply(&loaded, &plan, lease).await?;
+        let (files, records) = (change.added.len(), change.added.iter().map(|f| f.record_count()).sum::<u64>());
+        let snapshot_id = self.publish(&loaded, change, lease).await?;
+        tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
+        let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: plan.tasks, files, records };
+        Ok((plan.results, Some(snapshot)))
+    }
+
+    /// Does what `plan` says short of the snapshot: rewrites the files it rewrites (under
+    /// names new to this attempt), writes the table state; returns the snapshot's change.
+    async fn apply(
+        &self,
+        loaded: &LoadedTable,
+        plan: &AppendPlan,
+        lease: &Lease,
+    ) -> Result<SnapshotChange, CommitError> {
+        let (table, metadata) = (&loaded.name, &loaded.metadata);
         let iceberg = TableError::iceberg(table);
-        let metadata = &loaded.metadata;
+        let schema = plan.schema.as_ref().unwrap_or(metadata.current_schema().as_ref());
         let layout = TableLayout {
             file_io: &self.file_io,
             spec: metadata.default_partition_spec(),
             data_dir: format!("{}/data", metadata.location()),
         };
-        let summary =
-            metadata.current_snapshot().map(|s| s.summary().additional_properties.clone()).unwrap_or_default();
-        let task_error = |task: &CommitTask, detail: String| CommitError::Task {
-            table: table.to_string(),
-            task_id: task.task_id.clone(),
-            detail,
-        };
-        let mut offsets = CommittedOffsets::from_summary(&summary)
-            .map_err(|detail| task_error(tasks[0], format!("summary: {detail}")))?;
-        let mut state = TableState::load(&self.file_io, summary.get(STATE_KEY)).await.map_err(&iceberg)?;
-        let mut state_changed = false;
-        let mut schema = metadata.current_schema().as_ref().clone();
-        let mut schema_changed = false;
         let mut added: Vec<DataFile> = Vec::new();
-        let mut results = Vec::new();
-        let (mut committed_tasks, mut skipped_records) = (0, 0);
-
-        for task in tasks {
-            let Some(range) = task.offsets else {
-                results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
-                continue;
-            };
-            let missing = offsets
-                .get(&task.topic, task.partition)
-                .map_or_else(|| vec![(range.first, range.last)], |set| set.missing(range.first, range.last));
-            if missing.is_empty() {
-                tracing::info!(table = %table, task_id = %task.task_id, partition = task.partition,
-                    first_offset = range.first, last_offset = range.last, "already committed: dropped");
-                results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
-                continue;
-            }
-            if task.schema.iceberg.as_struct() != schema.as_struct() {
-                let evolved =
-                    plan(Some(&schema), task.schema.iceberg.as_struct()).map_err(|e| CommitError::Incompatible {
-                        table: table.to_string(),
-                        reason: format!("task {}: {e}", task.task_id),
-                    })?;
-                same_field_ids(&task.schema.iceberg, &evolved.schema).map_err(|reason| CommitError::Incompatible {
-                    table: table.to_string(),
-                    reason: format!("task {}: {reason}", task.task_id),
-                })?;
-                if !evolved.changes.is_empty() {
-                    tracing::info!(table = %table, changes = ?evolved.changes, "schema evolves");
-                    schema = evolved.schema;
-                    schema_changed = true;
-                }
-            }
-            let within = |first: i64, last: i64| missing.iter().any(|&(a, b)| a <= first && last <= b);
-            let overlapping =
-                |first: i64, last: i64| !within(first, last) && missing.iter().any(|&(a, b)| a <= last && first <= b);
-            for file in task.data_files.iter().chain(task.open_transactions.iter().flat_map(|t| &t.files)) {
-                if file.first_offset < range.first || file.last_offset > range.last {
-                    return Err(task_error(
-                        task,
-                        format!(
-                            "{} holds offsets {}..={}, outside the task's {}..={}",
-                            file.path(),
-                            file.first_offset,
-                            file.last_offset,
-                            range.first,
-                            range.last
-                        ),
-                    ));
-                }
-            }
-            let written = TaskLayout {
-                schema: &task.schema.iceberg,
-                spec: task.schema.partition_spec.as_ref(),
-                partition: task.partition,
-                task_id: &task.task_id,
-            };
-            if !layout.fits(&written) {
-                tracing::warn!(table = %table, task_id = %task.task_id,
-                    files = %describe(task.schema.partition_spec.as_ref().unwrap_or(&PartitionSpec::unpartition_spec())),
-                    table_spec = %describe(layout.spec), "files laid out by another partition spec: rewritten by the table's");
-            }
-            for file in &task.data_files {
-                if within(file.first_offset, file.last_offset) {
-                    added.extend(layout.adopt(&written, file, None, &schema).await.map_err(&iceberg)?);
-                } else if overlapping(file.first_offset, file.last_offset) {
-                    // Re-uploaded with other boundaries: keep only the new offsets.
-                    let keep: Vec<(i64, i64)> = missing
-                        .iter()
-                        .map(|&(a, b)| (a.max(file.first_offset), b.min(file.last_offset)))
-                        .filter(|(a, b)| a <= b)
-                        .collect();
-                    added.extend(layout.adopt(&written, file, Some(&keep), &schema).await.map_err(&iceberg)?);
-                    tracing::info!(table = %table, task_id = %task.task_id, file = file.path(), ?keep,
-                        "file trimmed to the offsets the table does not hold");
-                }
-            }
-            for txn in &task.open_transactions {
-                if within(txn.first_offset, txn.last_offset) {
-                    state.pending.push(PendingEntry {
-                        topic: task.topic.clone(),
-                        partition: task.partition,
-                        task_id: task.task_id.clone(),
-                        transaction: txn.clone(),
-                        schema: task.schema.iceberg.clone(),
-                        partition_spec: task.schema.partition_spec.clone(),
-                    });
-                    state_changed = true;
-                }
-            }
-            for marker in &task.transaction_markers {
-                if within(marker.offset, marker.offset) {
-                    state.markers.push(MarkerEntry {
-                        topic: task.topic.clone(),
-                        partition: task.partition,
-                        marker: *marker,
-                        segment_first: range.first,
-                    });
-                    state_changed = true;
-                }
-            }
-            for (first, last) in missing {
-                offsets.insert(&task.topic, task.partition, first, last);
-            }
-            committed_tasks += 1;
-            skipped_records += task.skipped_records;
-            results.push((task.task_id.clone(), TaskResult::Committed));
-        }
-        if committed_tasks == 0 {
-            return Ok((results, None));
-        }
-        if state_changed {
-            let resolved = state.resolve(&offsets);
-            for entry in &resolved.committed {
-                let written = TaskLayout {
-                    schema: &entry.schema,
-                    spec: entry.partition_spec.as_ref(),
-                    partition: entry.partition,
-                    task_id: &entry.task_id,
-                };
-                for file in &entry.transaction.files {
-                    added.extend(layout.adopt(&written, file, None, &schema).await.map_err(&iceberg)?);
-                }
-            }
-            for entry in &resolved.aborted {
-                tracing::info!(table = %table, producer_id = entry.transaction.producer_id,
-                    records = entry.transaction.records, "aborted transaction: its files are never added");
+        for planned in &plan.files {
+            added.extend(layout.adopt(planned, schema).await.map_err(&iceberg)?);
+            if let FileAction::Trim(keep) = &planned.action {
+                tracing::info!(table = %table, task_id = %planned.written.task_id, file = planned.file.path(), ?keep,
+                    "file trimmed to the offsets the table does not hold");
             }
         }
-        let mut properties: HashMap<String, String> = offsets.to_summary().collect();
-        let state_location = match (state.is_empty(), state_changed) {
-            (true, _) => None,
-            (false, false) => summary.get(STATE_KEY).cloned(),
-            (false, true) => {
+        for entry in &plan.aborted {
+            tracing::info!(table = %table, producer_id = entry.transaction.producer_id,
+                records = entry.transaction.records, "aborted transaction: its files are never added");
+        }
+        let mut properties: HashMap<String, String> = plan.offsets.to_summary().collect();
+        let state_location = match &plan.state {
+            None => floe_summary(metadata).get(STATE_KEY).cloned(),
+            Some(state) if state.is_empty() => None,
+            Some(state) => {
                 Some(state.save(&self.file_io, &format!("{}/metadata", metadata.location())).await.map_err(&iceberg)?)
             }
         };
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
-        properties.insert("floe.tasks".into(), committed_tasks.to_string());
-        if skipped_records > 0 {
-            properties.insert("floe.skipped-records".into(), skipped_records.to_string());
+        properties.insert("floe.tasks".into(), plan.tasks.to_string());
+        if plan.skipped_records > 0 {
+            properties.insert("floe.skipped-records".into(), plan.skipped_records.to_string());
         }
         properties.insert("floe.committer".into(), self.owner.clone());
         properties.insert("floe.fencing".into(), lease.fencing.to_string());
-        let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());
-        let change = SnapshotChange {
+        Ok(SnapshotChange {
             operation: Operation::Append,
             added,
             removed: Default::default(),
             properties,
-            new_schema: schema_changed.then_some(schema),
-        };
-        let snapshot_id = self.publish(&loaded, change, lease).await?;
-        tracing::info!(table = %table, snapshot_id, tasks = committed_tasks, files, records,
-            "committed");
-        Ok((
-            results,
-            Some(CommittedSnapshot { table: table.clone(), snapshot_id, tasks: committed_tasks, files, records }),
-        ))
+            new_schema: plan.schema.clone(),
+        })
     }
 }
 
@@ -665,80 +545,53 @@ struct TableLayout<'a> {
     data_dir: String,
 }
 
-/// How a task's files were written: their schema and partition spec (`None`: unpartitioned).
-struct TaskLayout<'a> {
-    schema: &'a Schema,
-    spec: Option<&'a PartitionSpec>,
-    /// The Kafka partition (part of rewritten files' names).
-    partition: i32,
-    task_id: &'a str,
-}
-
 impl TableLayout<'_> {
-    /// Whether files written so can be recorded as they are.
-    fn fits(&self, written: &TaskLayout<'_>) -> bool {
-        let unpartitioned = PartitionSpec::unpartition_spec();
-        same_layout(written.spec.unwrap_or(&unpartitioned), self.spec)
-    }
-
-    /// A task's file as the table records it: itself, when it is laid out by the table's
-    /// spec and all its rows are to be committed; else rewritten — its rows (those in
-    /// `keep`) laid out by the table's spec, each new file with its partition value, of
-    /// the table's partition type by `table_schema` (after a promotion: the wider type).
+    /// A planned file as the table records it: itself ([`FileAction::Adopt`]); else
+    /// rewritten — its rows (those kept) with the table's field ids, laid out by the
+    /// table's spec, each new file with its partition value — of the table's partition
+    /// type by `table_schema` (after a promotion: the wider type).
     async fn adopt(
         &self,
-        written: &TaskLayout<'_>,
-        file: &TaskFile,
-        keep: Option<&[(i64, i64)]>,
-        table_schema: &Schema,
+        planned: &PlannedFile,
+        table_schema: &iceberg::spec::Schema,
     ) -> iceberg::Result<Vec<DataFile>> {
-        let files = self.adopt_as_written(written, file, keep).await?;
-        let (written_type, table_type) =
-            (self.spec.partition_type(written.schema)?, self.spec.partition_type(table_schema)?);
+        let written = &planned.written;
+        let (files, schema) = match &planned.action {
+            FileAction::Adopt => {
+                (vec![planned.file.data_file(&written.schema, written.spec.as_ref())?], &written.schema)
+            }
+            FileAction::Relayout | FileAction::Renumber => {
+                (self.rewrite(planned, None, "layout").await?, written.rewrite_schema())
+            }
+            FileAction::Trim(keep) => (self.rewrite(planned, Some(keep), "trim").await?, written.rewrite_schema()),
+        };
+        let (written_type, table_type) = (self.spec.partition_type(schema)?, self.spec.partition_type(table_schema)?);
         files
             .into_iter()
-            .map(|f| retype_partition(f, written.schema, self.spec.spec_id(), &written_type, &table_type))
+            .map(|f| retype_partition(f, schema, self.spec.spec_id(), &written_type, &table_type))
             .collect()
     }
 
-    /// [`Self::adopt`] with the partition values of the type the files were written with.
-    async fn adopt_as_written(
+    /// The planned file's rows (those in `keep`) written again under a name new to this
+    /// attempt, with the table's field ids, by the table's spec.
+    async fn rewrite(
         &self,
-        written: &TaskLayout<'_>,
-        file: &TaskFile,
+        planned: &PlannedFile,
         keep: Option<&[(i64, i64)]>,
+        tag: &str,
     ) -> iceberg::Result<Vec<DataFile>> {
-        let schema = written.schema;
-        if keep.is_none() && self.fits(written) {
-            return Ok(vec![file.data_file(schema, written.spec)?]);
-        }
+        let written = &planned.written;
         let output = WriterOptions {
             file_io: self.file_io.clone(),
             dir: self.data_dir.clone(),
             partition: written.partition,
-            source_id: format!("{}-{}", written.task_id, if keep.is_some() { "trim" } else { "layout" }),
-            schema: Arc::new(schema.clone()),
+            source_id: format!("{}-{tag}", written.task_id),
+            schema: Arc::new(written.rewrite_schema().clone()),
             target_size: u64::MAX,
         };
-        let files = rewrite_files(output, self.spec, &[file.path()], keep).await?;
+        let files = rewrite_files(output, self.spec, &[planned.file.path()], keep).await?;
         Ok(files.into_iter().map(|f| f.data_file).collect())
     }
-}
-
-/// Every field id of the files' schema names the same column in the table's schema.
-fn same_field_ids(files: &Schema, table: &Schema) -> Result<(), String> {
-    for (id, name) in files.field_id_to_name_map() {
-        match table.name_by_field_id(*id) {
-            Some(n) if n == name => {}
-            other => {
-                return Err(format!(
-                    "field id {id} is {name:?} in the files but {:?} in the table",
-                    other.unwrap_or("absent")
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The part of a task for its dead-letter table, when it has dead letters.

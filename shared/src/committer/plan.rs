@@ -1,0 +1,714 @@
+//! The committer's decisions as pure functions: what the table holds and a batch of tasks
+//! in, a plan out — no I/O. [`super::Committer`] applies a plan (rewrites the files it
+//! names, writes the state and the snapshot, swaps the catalog pointer) and plans again
+//! on a conflict. The unit tests below are the exactly-once rules written as a
+//! specification.
+//!
+//! ```text
+//!  per task, in queue order:
+//!    another topic's table            ─▶ failed (one table holds one topic)
+//!    every offset already committed   ─▶ already committed: dropped (its files orphans)
+//!    schema incompatible              ─▶ the whole batch fails: the table is suspended
+//!    some offsets new                 ─▶ its files within them: added as written
+//!                                        (rewritten when laid out by another spec)
+//!                                        straddling committed offsets: trimmed to the new
+//!                                        open transactions ─▶ pending in the table state
+//!                                        markers ─▶ the table state
+//!                                        the new offsets ─▶ committed
+//!  then the state resolves: COMMIT ⇒ the transaction's files added; ABORT ⇒ never
+//! ```
+
+use std::collections::HashSet;
+
+use std::sync::Arc;
+
+use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PartitionSpec, Schema, StructType, Type};
+
+use super::{CommitError, TaskResult};
+use crate::partition::same_layout;
+use crate::schema::plan;
+use crate::table::offsets::CommittedOffsets;
+use crate::table::state::{MarkerEntry, PendingEntry, TableState};
+use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
+
+/// What Floe's last snapshot of a table says, and the table's current schema and spec.
+#[derive(Debug, Clone)]
+pub struct TableRecord {
+    pub table: TableName,
+    pub schema: Schema,
+    pub spec: PartitionSpec,
+    pub offsets: CommittedOffsets,
+    pub state: TableState,
+}
+
+/// How a file was written: its schema, partition spec (`None`: unpartitioned), Kafka
+/// partition and task (both name rewritten files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub schema: Schema,
+    pub spec: Option<PartitionSpec>,
+    pub partition: i32,
+    pub task_id: String,
+    /// `schema` with the table's field ids, when its own differ (a task materialized
+    /// before the table existed numbers its fields itself): the file is rewritten with them.
+    pub table_ids: Option<Schema>,
+}
+
+impl Written {
+    fn new(
+        schema: &Schema,
+        spec: Option<&PartitionSpec>,
+        partition: i32,
+        task_id: &str,
+        table: &Schema,
+    ) -> Result<Written, String> {
+        Ok(Written {
+            schema: schema.clone(),
+            spec: spec.cloned(),
+            partition,
+            task_id: task_id.to_string(),
+            table_ids: with_table_ids(schema, table)?,
+        })
+    }
+
+    /// Whether the files are laid out by `spec` (recorded as they are).
+    pub fn fits(&self, spec: &PartitionSpec) -> bool {
+        same_layout(self.spec.as_ref().unwrap_or(&PartitionSpec::unpartition_spec()), spec)
+    }
+
+    /// The schema rewritten files are written with: the file's columns, the table's ids.
+    pub fn rewrite_schema(&self) -> &Schema {
+        self.table_ids.as_ref().unwrap_or(&self.schema)
+    }
+
+    /// What becomes of a file of these that keeps all its rows.
+    fn action(&self, spec: &PartitionSpec) -> FileAction {
+        match (self.table_ids.is_some(), self.fits(spec)) {
+            (true, _) => FileAction::Renumber,
+            (false, true) => FileAction::Adopt,
+            (false, false) => FileAction::Relayout,
+        }
+    }
+}
+
+/// What becomes of one file the plan adds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileAction {
+    /// Recorded as written.
+    Adopt,
+    /// Rewritten by the table's partition spec (written under another one).
+    Relayout,
+    /// Rewritten with the table's field ids (its own name other columns), and by its spec.
+    Renumber,
+    /// Rewritten keeping only these offsets: the rest are committed already.
+    Trim(Vec<(i64, i64)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedFile {
+    pub file: TaskFile,
+    pub written: Written,
+    pub action: FileAction,
+}
+
+/// An append: the snapshot to write, and what became of each task.
+#[derive(Debug, Clone)]
+pub struct AppendPlan {
+    pub results: Vec<(String, TaskResult)>,
+    pub files: Vec<PlannedFile>,
+    /// Every offset committed once the snapshot is in.
+    pub offsets: CommittedOffsets,
+    /// The table state, when it changed (to be written and named by the snapshot).
+    pub state: Option<TableState>,
+    /// The evolved schema, when the tasks bring new fields.
+    pub schema: Option<Schema>,
+    /// Tasks whose offsets the snapshot commits.
+    pub tasks: usize,
+    pub skipped_records: u64,
+    /// Transactions resolved by ABORT (for the log).
+    pub aborted: Vec<PendingEntry>,
+}
+
+impl AppendPlan {
+    /// Whether there is a snapshot to write: only when a task brings new offsets (the
+    /// state resolves the same way again next time otherwise).
+    pub fn commits(&self) -> bool {
+        self.tasks > 0
+    }
+}
+
+/// Plans one append of `tasks` (one table's, in queue order) onto `record`.
+pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<AppendPlan, CommitError> {
+    let table = record.table.to_string();
+    let mut offsets = record.offsets.clone();
+    let mut state = record.state.clone();
+    let mut schema = record.schema.clone();
+    let mut schema_changed = false;
+    let (mut results, mut files) = (Vec::new(), Vec::new());
+    let (mut committed_tasks, mut skipped_records) = (0, 0);
+    // One table holds one topic: the one it holds, or the batch's first.
+    let holder =
+        offsets.partitions.keys().next().map(|(t, _)| t.clone()).or_else(|| tasks.first().map(|t| t.topic.clone()));
+
+    for task in tasks {
+        if let Some(holds) = holder.as_ref().filter(|h| **h != task.topic) {
+            let error = crate::table::TableError::TopicClash {
+                table: table.clone(),
+                holds: holds.clone(),
+                topic: task.topic.clone(),
+            };
+            tracing::error!(table = %table, task_id = %task.task_id, topic = %task.topic, holds = %holds, "task refused: another topic's table");
+            results.push((task.task_id.clone(), TaskResult::Failed { error: error.to_string(), retryable: false }));
+            continue;
+        }
+        let Some(range) = task.offsets else {
+            results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+            continue;
+        };
+        let missing = offsets
+            .get(&task.topic, task.partition)
+            .map_or_else(|| vec![(range.first, range.last)], |set| set.missing(range.first, range.last));
+        if missing.is_empty() {
+            tracing::info!(table = %table, task_id = %task.task_id, partition = task.partition,
+                first_offset = range.first, last_offset = range.last, "already committed: dropped");
+            results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+            continue;
+        }
+        if task.schema.iceberg.as_struct() != schema.as_struct() {
+            let incompatible = |reason: String| CommitError::Incompatible {
+                table: table.clone(),
+                reason: format!("task {}: {reason}", task.task_id),
+            };
+            let evolved =
+                plan(Some(&schema), task.schema.iceberg.as_struct()).map_err(|e| incompatible(e.to_string()))?;
+            if !evolved.changes.is_empty() {
+                tracing::info!(table = %table, changes = ?evolved.changes, "schema evolves");
+                schema = evolved.schema;
+                schema_changed = true;
+            }
+        }
+        for file in task.data_files.iter().chain(task.open_transactions.iter().flat_map(|t| &t.files)) {
+            if file.first_offset < range.first || file.last_offset > range.last || file.first_offset > file.last_offset
+            {
+                return Err(CommitError::Task {
+                    table: table.clone(),
+                    task_id: task.task_id.clone(),
+                    detail: format!(
+                        "{} holds offsets {}..={}, outside the task's {}..={}",
+                        file.path(),
+                        file.first_offset,
+                        file.last_offset,
+                        range.first,
+                        range.last
+                    ),
+                });
+            }
+        }
+        let within = |first: i64, last: i64| missing.iter().any(|&(a, b)| a <= first && last <= b);
+        let written = Written::new(
+            &task.schema.iceberg,
+            task.schema.partition_spec.as_ref(),
+            task.partition,
+            &task.task_id,
+            &schema,
+        )
+        .map_err(|reason| CommitError::Incompatible {
+            table: table.clone(),
+            reason: format!("task {}: {reason}", task.task_id),
+        })?;
+        let layout_action = written.action(&record.spec);
+        for file in &task.data_files {
+            let action = if within(file.first_offset, file.last_offset) {
+                layout_action.clone()
+            } else {
+                // Re-uploaded with other boundaries: keep only the new offsets.
+                let keep: Vec<(i64, i64)> = missing
+                    .iter()
+                    .map(|&(a, b)| (a.max(file.first_offset), b.min(file.last_offset)))
+                    .filter(|(a, b)| a <= b)
+                    .collect();
+                if keep.is_empty() {
+                    continue;
+                }
+                FileAction::Trim(keep)
+            };
+            files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
+        }
+        for txn in &task.open_transactions {
+            if within(txn.first_offset, txn.last_offset) {
+                state.pending.push(PendingEntry {
+                    topic: task.topic.clone(),
+                    partition: task.partition,
+                    task_id: task.task_id.clone(),
+                    segment_first: Some(range.first),
+                    transaction: txn.clone(),
+                    schema: task.schema.iceberg.clone(),
+                    partition_spec: task.schema.partition_spec.clone(),
+                });
+            }
+        }
+        for marker in &task.transaction_markers {
+            if within(marker.offset, marker.offset) {
+                state.markers.push(MarkerEntry {
+                    topic: task.topic.clone(),
+                    partition: task.partition,
+                    marker: *marker,
+                    segment_first: range.first,
+                    earliest: None,
+                });
+            }
+        }
+        for (first, last) in missing {
+            offsets.insert(&task.topic, task.partition, first, last);
+        }
+        committed_tasks += 1;
+        skipped_records += task.skipped_records;
+        results.push((task.task_id.clone(), TaskResult::Committed));
+    }
+    let resolved = state.resolve(&offsets);
+    for entry in &resolved.committed {
+        let written =
+            Written::new(&entry.schema, entry.partition_spec.as_ref(), entry.partition, &entry.task_id, &schema)
+                .map_err(|reason| CommitError::Incompatible {
+                    table: table.clone(),
+                    reason: format!("pending transaction of task {}: {reason}", entry.task_id),
+                })?;
+        let action = written.action(&record.spec);
+        for file in &entry.transaction.files {
+            files.push(PlannedFile { file: file.clone(), written: written.clone(), action: action.clone() });
+        }
+    }
+    let state_changed = state != record.state;
+    Ok(AppendPlan {
+        results,
+        files,
+        offsets,
+        state: state_changed.then_some(state),
+        schema: schema_changed.then_some(schema),
+        tasks: committed_tasks,
+        skipped_records,
+        aborted: resolved.aborted,
+    })
+}
+
+/// What becomes of a compaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompactionVerdict {
+    Accepted,
+    Rejected(String),
+}
+
+/// Decides each compaction of a batch: accepted when all its inputs are live (and not
+/// taken by an earlier one of the batch) and its files are laid out by the table's spec.
+pub fn plan_compactions(
+    live: &HashSet<String>,
+    spec: &PartitionSpec,
+    tasks: &[&CompactionTask],
+) -> Vec<CompactionVerdict> {
+    let mut taken: HashSet<&String> = HashSet::new();
+    tasks
+        .iter()
+        .map(|task| {
+            let gone: Vec<&String> = task.removed.iter().filter(|p| !live.contains(*p) || taken.contains(p)).collect();
+            if !gone.is_empty() {
+                return CompactionVerdict::Rejected(format!("{} input file(s) no longer live: {gone:?}", gone.len()));
+            }
+            let task_spec = task.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
+            if !same_layout(&task_spec, spec) {
+                return CompactionVerdict::Rejected(format!(
+                    "its files are laid out by {}, the table by {}",
+                    crate::partition::describe(&task_spec),
+                    crate::partition::describe(spec)
+                ));
+            }
+            taken.extend(task.removed.iter());
+            CompactionVerdict::Accepted
+        })
+        .collect()
+}
+
+/// `written` with the field ids of `table`'s columns of the same names (by path: struct
+/// fields by name, list elements, map keys and values), its own types kept; `None` when
+/// the ids already agree. Every column of `written` must be in `table` (evolution has
+/// added the new ones).
+fn with_table_ids(written: &Schema, table: &Schema) -> Result<Option<Schema>, String> {
+    let fields = struct_with_ids("", written.as_struct(), table.as_struct())?;
+    if fields.iter().zip(written.as_struct().fields()).all(|(a, b)| a == b) {
+        return Ok(None);
+    }
+    Schema::builder()
+        .with_schema_id(written.schema_id())
+        .with_fields(fields)
+        .build()
+        .map(Some)
+        .map_err(|e| format!("renumbering the files' schema: {e}"))
+}
+
+fn struct_with_ids(path: &str, written: &StructType, table: &StructType) -> Result<Vec<NestedFieldRef>, String> {
+    written
+        .fields()
+        .iter()
+        .map(|field| {
+            let name = if path.is_empty() { field.name.clone() } else { format!("{path}.{}", field.name) };
+            let theirs = table
+                .field_by_name(&field.name)
+                .ok_or_else(|| format!("column {name:?} of the files is not in the table"))?;
+            Ok(Arc::new(field_with_ids(&name, field, theirs)?))
+        })
+        .collect()
+}
+
+fn field_with_ids(name: &str, field: &NestedField, table: &NestedField) -> Result<NestedField, String> {
+    let field_type = match (field.field_type.as_ref(), table.field_type.as_ref()) {
+        (Type::Struct(w), Type::Struct(t)) => Type::Struct(StructType::new(struct_with_ids(name, w, t)?)),
+        (Type::List(w), Type::List(t)) => {
+            let element = field_with_ids(&format!("{name}.element"), &w.element_field, &t.element_field)?;
+            Type::List(ListType::new(Arc::new(element)))
+        }
+        (Type::Map(w), Type::Map(t)) => {
+            let key = field_with_ids(&format!("{name}.key"), &w.key_field, &t.key_field)?;
+            let value = field_with_ids(&format!("{name}.value"), &w.value_field, &t.value_field)?;
+            Type::Map(MapType::new(Arc::new(key), Arc::new(value)))
+        }
+        (Type::Primitive(_), Type::Primitive(_)) => field.field_type.as_ref().clone(),
+        (ours, theirs) => return Err(format!("column {name:?} is {ours} in the files but {theirs} in the table")),
+    };
+    let mut out = field.clone();
+    out.id = table.id;
+    out.field_type = Box::new(field_type);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The exactly-once rules, one table of cases per rule: a table record and tasks in,
+    //! what the plan says out.
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use iceberg::spec::PrimitiveType;
+
+    use super::*;
+    use crate::segment::{SegmentLayout, TxnMarker};
+    use crate::task::{OffsetRange, PendingTransaction, SourceObject, TaskSchema};
+
+    fn schema(extra: bool) -> Schema {
+        let mut fields = vec![
+            Arc::new(NestedField::optional(1, "offset", Type::Primitive(PrimitiveType::Long))),
+            Arc::new(NestedField::optional(2, "value", Type::Primitive(PrimitiveType::Binary))),
+        ];
+        if extra {
+            fields.push(Arc::new(NestedField::optional(3, "note", Type::Primitive(PrimitiveType::String))));
+        }
+        Schema::builder().with_fields(fields).build().unwrap()
+    }
+
+    fn file(first: i64, last: i64) -> TaskFile {
+        TaskFile {
+            first_offset: first,
+            last_offset: last,
+            record_count: (last - first + 1) as u64,
+            data_file: serde_json::json!({"file_path": format!("file:///w/data/{first}-{last}.parquet")}),
+        }
+    }
+
+    /// A segment of topic `orders`, partition 0, holding `first..=last` in one file.
+    fn task(id: &str, first: i64, last: i64) -> CommitTask {
+        CommitTask {
+            version: 1,
+            task_id: id.into(),
+            table: TableName { namespace: "kafka".into(), name: "orders".into() },
+            dead_letter_table: None,
+            topic: "orders".into(),
+            partition: 0,
+            offsets: Some(OffsetRange { first, last }),
+            record_count: (last - first + 1) as u64,
+            skipped_records: 0,
+            data_files: vec![file(first, last)],
+            dead_letter_files: vec![],
+            open_transactions: vec![],
+            transaction_markers: vec![],
+            schema: TaskSchema {
+                key_format: "raw".into(),
+                value_format: "raw".into(),
+                iceberg: schema(false),
+                partition_spec: None,
+            },
+            dead_letter_schema: None,
+            source: SourceObject {
+                uri: format!("s3://b/orders-0/{first}.log"),
+                etag: None,
+                size: 1,
+                layout: SegmentLayout::BrokerLogDir,
+                segment_id: None,
+                leader_epochs: BTreeMap::new(),
+            },
+            created_at_ms: 0,
+        }
+    }
+
+    /// A segment whose records `part` belong to producer 7's open transaction.
+    fn with_open(mut t: CommitTask, part: (i64, i64)) -> CommitTask {
+        t.data_files.clear();
+        t.open_transactions.push(PendingTransaction {
+            producer_id: 7,
+            producer_epoch: 0,
+            first_offset: part.0,
+            last_offset: part.1,
+            records: (part.1 - part.0 + 1) as u64,
+            files: vec![file(part.0, part.1)],
+        });
+        t
+    }
+
+    fn with_marker(mut t: CommitTask, offset: i64, commit: bool) -> CommitTask {
+        t.data_files.clear();
+        t.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset, commit });
+        t
+    }
+
+    fn record(committed: &[(i64, i64)]) -> TableRecord {
+        let mut offsets = CommittedOffsets::default();
+        for &(a, b) in committed {
+            offsets.insert("orders", 0, a, b);
+        }
+        TableRecord {
+            table: TableName { namespace: "kafka".into(), name: "orders".into() },
+            schema: schema(false),
+            spec: PartitionSpec::unpartition_spec(),
+            offsets,
+            state: TableState::default(),
+        }
+    }
+
+    fn results(plan: &AppendPlan) -> Vec<(&str, &TaskResult)> {
+        plan.results.iter().map(|(id, r)| (id.as_str(), r)).collect()
+    }
+
+    fn actions(plan: &AppendPlan) -> Vec<(String, FileAction)> {
+        plan.files.iter().map(|f| (f.file.path().rsplit('/').next().unwrap().to_string(), f.action.clone())).collect()
+    }
+
+    fn encoded(plan: &AppendPlan) -> String {
+        plan.offsets.get("orders", 0).map(|s| s.encode()).unwrap_or_default()
+    }
+
+    /// Plans `tasks` onto a table holding `committed`, then commits what the plan says
+    /// (its offsets and state) and returns both, for rules that take several batches.
+    fn run(mut table: TableRecord, batches: &[Vec<CommitTask>]) -> (TableRecord, Vec<AppendPlan>) {
+        let mut plans = Vec::new();
+        for batch in batches {
+            let refs: Vec<&CommitTask> = batch.iter().collect();
+            let plan = plan_append(&table, &refs).unwrap();
+            if plan.commits() {
+                table.offsets = plan.offsets.clone();
+                if let Some(state) = &plan.state {
+                    table.state = state.clone();
+                }
+            }
+            plans.push(plan);
+        }
+        (table, plans)
+    }
+
+    #[test]
+    fn coverage_decides_what_is_committed() {
+        use FileAction::*;
+        use TaskResult::*;
+        // (committed before, task offsets, result, files added, offsets after)
+        let cases: &[(&[(i64, i64)], (i64, i64), TaskResult, Vec<(&str, FileAction)>, &str)] = &[
+            (&[], (0, 9), Committed, vec![("0-9.parquet", Adopt)], "0-9"),
+            // Delivered twice / committed before a crash: dropped, its files orphans.
+            (&[(0, 9)], (0, 9), AlreadyCommitted, vec![], "0-9"),
+            (&[(0, 99)], (10, 19), AlreadyCommitted, vec![], "0-99"),
+            // Out of order: committed, the gap visible in the offsets.
+            (&[(20, 29)], (0, 9), Committed, vec![("0-9.parquet", Adopt)], "0-9,20-29"),
+            // Re-uploaded with other boundaries: only the new offsets.
+            (&[(0, 14)], (10, 19), Committed, vec![("10-19.parquet", Trim(vec![(15, 19)]))], "0-19"),
+            (&[(12, 14)], (10, 19), Committed, vec![("10-19.parquet", Trim(vec![(10, 11), (15, 19)]))], "10-19"),
+        ];
+        for (committed, (first, last), result, files, after) in cases {
+            let t = task("t", *first, *last);
+            let plan = plan_append(&record(committed), &[&t]).unwrap();
+            assert_eq!(results(&plan), vec![("t", result)], "{committed:?} + {first}-{last}");
+            let expected: Vec<(String, FileAction)> = files.iter().map(|(p, a)| (p.to_string(), a.clone())).collect();
+            assert_eq!(actions(&plan), expected, "{committed:?} + {first}-{last}");
+            assert_eq!(encoded(&plan), *after);
+            assert_eq!(plan.commits(), *result == Committed);
+        }
+    }
+
+    #[test]
+    fn a_batch_with_duplicates_commits_each_offset_once() {
+        let (a, a_again, b) = (task("a", 0, 9), task("a", 0, 9), task("b", 5, 14));
+        let plan = plan_append(&record(&[]), &[&a, &a_again, &b]).unwrap();
+        assert_eq!(
+            results(&plan),
+            vec![("a", &TaskResult::Committed), ("a", &TaskResult::AlreadyCommitted), ("b", &TaskResult::Committed)]
+        );
+        assert_eq!(
+            actions(&plan),
+            vec![("0-9.parquet".into(), FileAction::Adopt), ("5-14.parquet".into(), FileAction::Trim(vec![(10, 14)]))]
+        );
+        assert_eq!((encoded(&plan), plan.tasks), ("0-14".into(), 2));
+    }
+
+    #[test]
+    fn another_topics_tasks_are_refused() {
+        let mut other = task("x", 0, 9);
+        other.topic = "orders_dlq".into();
+        // The table holds `orders`: `orders_dlq` is refused, `orders` goes on.
+        let plan = plan_append(&record(&[(0, 9)]), &[&other, &task("o", 10, 19)]).unwrap();
+        assert!(
+            matches!(&plan.results[0].1, TaskResult::Failed { retryable: false, error } if error.contains("orders_dlq"))
+        );
+        assert_eq!(plan.results[1].1, TaskResult::Committed);
+        assert_eq!(plan.offsets.partitions.len(), 1);
+        // A new table: the batch's first topic takes it.
+        let plan = plan_append(&record(&[]), &[&task("o", 0, 9), &other]).unwrap();
+        assert_eq!(plan.results[0].1, TaskResult::Committed);
+        assert!(matches!(&plan.results[1].1, TaskResult::Failed { retryable: false, .. }));
+    }
+
+    #[test]
+    fn schemas_evolve_or_stop_the_batch() {
+        let mut wider = task("w", 0, 9);
+        wider.schema.iceberg = schema(true);
+        let plan = plan_append(&record(&[]), &[&wider]).unwrap();
+        assert_eq!(plan.schema.as_ref().map(|s| s.highest_field_id()), Some(3), "the new optional field is added");
+        // A type changed to one the table's cannot take: incompatible, nothing planned.
+        let mut narrowed = task("n", 0, 9);
+        narrowed.schema.iceberg = Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::optional(1, "offset", Type::Primitive(PrimitiveType::Long))),
+                Arc::new(NestedField::optional(2, "value", Type::Primitive(PrimitiveType::Long))),
+            ])
+            .build()
+            .unwrap();
+        let error = plan_append(&record(&[]), &[&narrowed]).unwrap_err();
+        assert!(matches!(error, CommitError::Incompatible { .. }), "{error}");
+        // Already committed: its schema does not matter.
+        assert_eq!(plan_append(&record(&[(0, 9)]), &[&narrowed]).unwrap().results[0].1, TaskResult::AlreadyCommitted);
+    }
+
+    #[test]
+    fn a_file_outside_its_task_is_refused() {
+        let mut t = task("t", 0, 9);
+        t.data_files = vec![file(5, 12)];
+        assert!(matches!(plan_append(&record(&[]), &[&t]), Err(CommitError::Task { .. })));
+    }
+
+    /// Producer 7's transaction: a part in each of the first segments, the marker in the last.
+    fn spanning(commit: bool) -> Vec<CommitTask> {
+        vec![
+            with_open(task("s0", 0, 9), (5, 9)),
+            with_open(task("s1", 10, 19), (10, 15)),
+            with_marker(task("s2", 20, 29), 29, commit),
+        ]
+    }
+
+    #[test]
+    fn transactions_across_segments_resolve_in_every_order() {
+        for commit in [true, false] {
+            for order in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+                let segments = spanning(commit);
+                let batches: Vec<Vec<CommitTask>> = order.iter().map(|&i| vec![segments[i].clone()]).collect();
+                let (table, plans) = run(record(&[]), &batches);
+                let mut added: Vec<String> = plans.iter().flat_map(actions).map(|(p, _)| p).collect();
+                added.sort();
+                let expected: Vec<String> =
+                    if commit { vec!["10-15.parquet".into(), "5-9.parquet".into()] } else { vec![] };
+                assert_eq!(added, expected, "order {order:?}, commit {commit}");
+                assert!(table.state.is_empty(), "order {order:?}: {:?}", table.state);
+                assert_eq!(table.offsets.get("orders", 0).unwrap().encode(), "0-29");
+            }
+        }
+    }
+
+    #[test]
+    fn a_marker_before_its_transaction_waits_in_the_state() {
+        let segments = spanning(true);
+        let (table, plans) = run(record(&[]), &[vec![segments[2].clone()]]);
+        assert!(plans[0].files.is_empty());
+        assert_eq!(table.state.markers.len(), 1, "kept until the segments before it arrive");
+        // Both parts in one later batch: both added.
+        let (table, plans) = run(table, &[vec![segments[0].clone(), segments[1].clone()]]);
+        assert_eq!(plans[0].files.len(), 2);
+        assert!(table.state.is_empty());
+    }
+
+    #[test]
+    fn stale_compactions_are_rejected() {
+        let compaction = |id: &str, removed: &[&str]| CompactionTask {
+            version: 1,
+            kind: crate::task::CompactionKind::Compaction,
+            task_id: id.into(),
+            table: TableName { namespace: "kafka".into(), name: "orders".into() },
+            removed: removed.iter().map(|s| s.to_string()).collect(),
+            added: vec![],
+            schema: schema(false),
+            partition_spec: None,
+            created_at_ms: 0,
+        };
+        let live: HashSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let spec = PartitionSpec::unpartition_spec();
+        let (ok, gone, taken) = (compaction("1", &["a", "b"]), compaction("2", &["c", "d"]), compaction("3", &["b"]));
+        let verdicts = plan_compactions(&live, &spec, &[&ok, &gone, &taken]);
+        assert_eq!(verdicts[0], CompactionVerdict::Accepted);
+        assert!(matches!(&verdicts[1], CompactionVerdict::Rejected(r) if r.contains("\"d\"")));
+        assert!(matches!(&verdicts[2], CompactionVerdict::Rejected(r) if r.contains("\"b\"")), "taken by the first");
+    }
+
+    /// `offset`, `items: list<long>`, [`meta: struct<tag>`,] `name`, numbered in order as a
+    /// task materialized before its table exists numbers them.
+    fn nested(with_meta: bool) -> Schema {
+        let long = || Type::Primitive(PrimitiveType::Long);
+        let mut id = 0;
+        let mut next = || {
+            id += 1;
+            id
+        };
+        let mut fields = vec![Arc::new(NestedField::optional(next(), "offset", long()))];
+        let (items, element) = (next(), next());
+        fields.push(Arc::new(NestedField::optional(
+            items,
+            "items",
+            Type::List(ListType::new(Arc::new(NestedField::list_element(element, long(), false)))),
+        )));
+        if with_meta {
+            let (meta, tag) = (next(), next());
+            let inner = vec![Arc::new(NestedField::optional(tag, "tag", Type::Primitive(PrimitiveType::String)))];
+            fields.push(Arc::new(NestedField::optional(meta, "meta", Type::Struct(StructType::new(inner)))));
+        }
+        fields.push(Arc::new(NestedField::optional(next(), "name", Type::Primitive(PrimitiveType::String))));
+        Schema::builder().with_fields(fields).build().unwrap()
+    }
+
+    #[test]
+    fn files_numbered_before_the_table_existed_take_its_ids_in_either_order() {
+        for (table_has_meta, task_has_meta) in [(false, true), (true, false)] {
+            let mut table = record(&[(0, 9)]);
+            table.schema = nested(table_has_meta);
+            let mut t = task("t", 10, 19);
+            t.schema.iceberg = nested(task_has_meta);
+            let plan = plan_append(&table, &[&t]).unwrap();
+            assert_eq!(plan.results[0].1, TaskResult::Committed, "a compatible change never suspends");
+            let table_schema = plan.schema.clone().unwrap_or(table.schema.clone());
+            let planned = &plan.files[0];
+            assert_eq!(planned.action, FileAction::Renumber);
+            let ids = planned.written.table_ids.as_ref().expect("rewritten with the table's ids");
+            // Each column of the files is, by id, the table's column of the same name.
+            for (id, name) in ids.field_id_to_name_map() {
+                assert_eq!(table_schema.name_by_field_id(*id), Some(name.as_str()), "id {id}");
+            }
+            assert_eq!(ids.as_struct().fields().len(), t.schema.iceberg.as_struct().fields().len());
+        }
+        // The same numbering: adopted as written.
+        let mut table = record(&[]);
+        table.schema = nested(true);
+        let mut t = task("t", 0, 9);
+        t.schema.iceberg = nested(true);
+        assert_eq!(plan_append(&table, &[&t]).unwrap().files[0].action, FileAction::Adopt);
+    }
+}

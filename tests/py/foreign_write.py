@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Another engine writes a Floe table: PyIceberg, through its own SqlCatalog, commits a
+snapshot without Floe's summary keys.
+
+    foreign_write.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE overwrite|append|delete
+
+overwrite: every row written again into new files (as Spark's or Athena's OPTIMIZE
+would); append: the first five rows appended once more; delete: every row deleted (a
+GDPR-style delete). Prints the new snapshot's operation.
+"""
+import sys
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import AlwaysTrue
+
+
+def main():
+    db, warehouse, name, action = sys.argv[1:5]
+    table = SqlCatalog("floe", uri="sqlite:///" + db, warehouse="file://" + warehouse).load_table(name)
+    rows = table.scan().to_arrow()
+    if action == "overwrite":
+        table.overwrite(rows)
+    elif action == "append":
+        table.append(rows.slice(0, 5))
+    elif action == "delete":
+        table.delete(AlwaysTrue())
+    else:
+        sys.exit("unknown action " + action)
+    table = table.refresh()
+    print(table.current_snapshot().summary.operation.value)
+
+
+if __name__ == "__main__":
+    main()
