@@ -866,6 +866,17 @@ async fn dynamodb_leases_exclude_fence_and_expire() {
     assert_eq!(d.fencing, c.fencing + 1);
     assert!(locks.renew(&c, ttl).await.is_err());
 
+    // An expired lease nobody took is still its holder's: renewing it succeeds, and holds
+    // it again; peek names the holder to others only.
+    let e = locks.acquire("kafka.v", "e", std::time::Duration::from_millis(1)).await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(locks.peek("kafka.v", "f").await.unwrap(), None, "expired");
+    let e = locks.renew(&e, ttl).await.expect("expired, but nobody took it");
+    assert!(locks.acquire("kafka.v", "f", ttl).await.unwrap().is_none(), "renewed: held again");
+    assert_eq!(locks.peek("kafka.v", "f").await.unwrap().map(|h| h.owner).as_deref(), Some("e"));
+    assert_eq!(locks.peek("kafka.v", "e").await.unwrap(), None, "its own");
+    locks.release(&e).await.unwrap();
+
     locks.set_suspended("kafka.u", Some("value: binary → string")).await.unwrap();
     assert_eq!(locks.suspended("kafka.u").await.unwrap().as_deref(), Some("value: binary → string"));
     locks.set_suspended("kafka.u", None).await.unwrap();
