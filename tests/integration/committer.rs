@@ -113,6 +113,86 @@ async fn local_run_reads_back_in_pyiceberg_and_adds_only_new_segments() {
     assert_eq!((orders.rows, orders.duplicates, orders.snapshots), (240, 0, 2));
 }
 
+/// Files under the table's data folder.
+fn data_files(warehouse: &Path, table: &str) -> usize {
+    let dir = warehouse.join(format!("kafka.db/{table}/data"));
+    walk(&dir)
+}
+
+fn walk(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.map(|e| e.unwrap().path()).map(|p| if p.is_dir() { walk(&p) } else { 1 }).sum()
+}
+
+#[tokio::test]
+async fn a_bad_segment_of_an_existing_table_fails_alone() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    assert!(local_run(input.path(), warehouse.path()).await.failed.is_empty());
+
+    // The table exists now. A truncated segment of it, a good one of it (another
+    // partition) and a good one of another table.
+    let bad = "orders-0/00000000000000000100.log";
+    let bytes = std::fs::read(samples.join(bad)).unwrap();
+    std::fs::write(input.path().join(bad), &bytes[..bytes.len() / 2]).unwrap();
+    copy(&samples, input.path(), "orders-1/00000000000000000000.log");
+    let tiered = "tiered/page.views-MWJ6FHTfRYy67jzwZdeqSQ/0/00000000000000000000-tqimKeZwStOEOwRzT3L5oQ";
+    for ext in ["log", "indexes", "rsm-manifest"] {
+        copy(&samples, input.path(), &format!("{tiered}.{ext}"));
+    }
+    let mut out = Vec::new();
+    let run = floe_cli::local::run(input.path(), warehouse.path(), FloeConfig::default(), &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(run.is_err(), "the run fails: {out}");
+    assert!(out.contains(&format!("failed: {bad}: ")), "the bad segment is named: {out}");
+    assert_eq!(out.matches("failed: ").count(), 1, "{out}");
+
+    let orders = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!(orders.offsets["0"], (0..100).collect::<Vec<_>>());
+    assert_eq!(orders.offsets["1"], (0..80).collect::<Vec<_>>(), "the table's good segment committed");
+    assert_eq!(orders.duplicates, 0);
+    let views = read_local(warehouse.path(), "kafka.page_views");
+    assert_eq!(views.offsets["0"], (0..200).collect::<Vec<_>>(), "the other table's committed");
+}
+
+#[tokio::test]
+async fn local_run_takes_over_a_dead_runs_lease_and_reports_a_live_one_at_once() {
+    use floe_core::lock::sqlite::{SqliteLocks, process_owner};
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    let catalog =
+        floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    let locks = SqliteLocks::new(catalog.connection()).unwrap();
+    let ttl = std::time::Duration::from_secs(300);
+
+    // A run killed during its commit: its lease has minutes left, its process is gone.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let me = process_owner("floe-local");
+    let dead = format!("{}:{}", me.rsplit_once(':').unwrap().0, child.id());
+    locks.acquire("kafka.orders", &dead, ttl).await.unwrap().unwrap();
+    let start = std::time::Instant::now();
+    let first = local_run(input.path(), warehouse.path()).await;
+    assert!(first.failed.is_empty(), "{:?}", first.failed);
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").offsets["0"], (0..100).collect::<Vec<_>>());
+
+    // A live other committer holds it: said at once, nothing materialized.
+    locks.acquire("kafka.orders", "another-committer", ttl).await.unwrap().unwrap();
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    let files = data_files(warehouse.path(), "orders");
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    let run = floe_cli::local::run(input.path(), warehouse.path(), FloeConfig::default(), &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(run.is_err(), "{out}");
+    assert!(out.contains("being committed by another committer (another-committer until"), "{out}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(2), "no wait: {:?}", start.elapsed());
+    assert_eq!(data_files(warehouse.path(), "orders"), files, "nothing written");
+}
+
 /// make_topic.py: three segments of `payments` with transactions spanning them.
 fn payments() -> (tempfile::TempDir, Vec<i64>, HashMap<String, String>) {
     let dir = tempfile::tempdir().unwrap();
