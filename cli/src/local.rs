@@ -12,7 +12,12 @@
 //!
 //! Segments whose offsets the table already holds are skipped before any file is
 //! written, so running again on the same input adds nothing, and on a folder with more
-//! segments adds only those.
+//! segments adds only those. A segment that cannot be read fails alone: the others, of
+//! its table and of the rest, are still committed, and the run fails naming it.
+//!
+//! The lease of a table is looked at before its segments are materialized: a live run
+//! committing it is reported at once; one that died (its owner names this host and a
+//! process that is gone) is taken over.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -87,7 +92,8 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     let warehouse: PathBuf = std::fs::canonicalize(warehouse)?;
     let input = std::fs::canonicalize(input)?;
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe")?;
-    let locks = Arc::new(SqliteLocks::new(catalog.connection())?);
+    let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
+    let owner = floe_core::lock::sqlite::process_owner("floe-local");
     let file_io = floe_core::storage::local_file_io();
     let catalog: Arc<dyn Catalog> = Arc::new(catalog);
     let tables = Arc::new(CatalogTables { catalog: catalog.clone(), file_io: file_io.clone() });
@@ -108,7 +114,7 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
         file_io,
         locks: locks.clone(),
         warehouse: warehouse.display().to_string(),
-        owner: format!("floe-local-{}", std::process::id()),
+        owner: owner.clone(),
         lease_ttl: std::time::Duration::from_secs(300),
         retry: RetryPolicy::default(),
     };
@@ -130,9 +136,29 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
             report.failed.push(format!("{key}: {name} is suspended: {reason}"));
             continue;
         }
-        if already_committed(&tables, &name, &input, &key, &location).await? {
-            entry.skipped_segments += 1;
-            continue;
+        // Held by a live other run: said now, before any work on the segment.
+        match floe_core::lock::TableLocks::peek(locks.as_ref(), &name.to_string(), &owner).await {
+            Ok(None) => {}
+            Ok(Some(holder)) => {
+                report.failed.push(format!("{key}: {name} is being committed by another committer ({holder})"));
+                continue;
+            }
+            Err(e) => {
+                report.failed.push(format!("{key}: {e}"));
+                continue;
+            }
+        }
+        match already_committed(&tables, &name, &input, &key, &location).await {
+            Ok(true) => {
+                entry.skipped_segments += 1;
+                continue;
+            }
+            Ok(false) => {}
+            // An unreadable segment fails alone, as it would in the materializer.
+            Err(e) => {
+                report.failed.push(format!("{key}: {e:#}"));
+                continue;
+            }
         }
         match materializer.handle(&ObjectRef::new("", &key)).await {
             Ok(Outcome::Queued(task)) => {
@@ -211,6 +237,9 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     out.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(out)
 }
+
+/// How long a commit waits for a live other run to release a table's lease.
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Tasks committed together (one snapshot per table per batch).
 const COMMIT_BATCH: usize = 100;

@@ -160,6 +160,86 @@ async fn other_engines_writing_the_table_change_nothing_floe_has_committed() {
     assert_eq!(orders.offsets["orders-0"], "0-159", "status reads Floe's record through foreign snapshots");
 }
 
+/// Files under the table's data folder.
+fn data_files(warehouse: &Path, table: &str) -> usize {
+    let dir = warehouse.join(format!("kafka.db/{table}/data"));
+    walk(&dir)
+}
+
+fn walk(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.map(|e| e.unwrap().path()).map(|p| if p.is_dir() { walk(&p) } else { 1 }).sum()
+}
+
+#[tokio::test]
+async fn a_bad_segment_of_an_existing_table_fails_alone() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    assert!(local_run(input.path(), warehouse.path()).await.failed.is_empty());
+
+    // The table exists now. A truncated segment of it, a good one of it (another
+    // partition) and a good one of another table.
+    let bad = "orders-0/00000000000000000100.log";
+    let bytes = std::fs::read(samples.join(bad)).unwrap();
+    std::fs::write(input.path().join(bad), &bytes[..bytes.len() / 2]).unwrap();
+    copy(&samples, input.path(), "orders-1/00000000000000000000.log");
+    let tiered = "tiered/page.views-MWJ6FHTfRYy67jzwZdeqSQ/0/00000000000000000000-tqimKeZwStOEOwRzT3L5oQ";
+    for ext in ["log", "indexes", "rsm-manifest"] {
+        copy(&samples, input.path(), &format!("{tiered}.{ext}"));
+    }
+    let mut out = Vec::new();
+    let run = floe_cli::local::run(input.path(), warehouse.path(), FloeConfig::default(), &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(run.is_err(), "the run fails: {out}");
+    assert!(out.contains(&format!("failed: {bad}: ")), "the bad segment is named: {out}");
+    assert_eq!(out.matches("failed: ").count(), 1, "{out}");
+
+    let orders = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!(orders.offsets["0"], (0..100).collect::<Vec<_>>());
+    assert_eq!(orders.offsets["1"], (0..80).collect::<Vec<_>>(), "the table's good segment committed");
+    assert_eq!(orders.duplicates, 0);
+    let views = read_local(warehouse.path(), "kafka.page_views");
+    assert_eq!(views.offsets["0"], (0..200).collect::<Vec<_>>(), "the other table's committed");
+}
+
+#[tokio::test]
+async fn local_run_takes_over_a_dead_runs_lease_and_reports_a_live_one_at_once() {
+    use floe_core::lock::sqlite::{SqliteLocks, process_owner};
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    let catalog =
+        floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    let locks = SqliteLocks::new(catalog.connection()).unwrap();
+    let ttl = std::time::Duration::from_secs(300);
+
+    // A run killed during its commit: its lease has minutes left, its process is gone.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let me = process_owner("floe-local");
+    let dead = format!("{}:{}", me.rsplit_once(':').unwrap().0, child.id());
+    locks.acquire("kafka.orders", &dead, ttl).await.unwrap().unwrap();
+    let start = std::time::Instant::now();
+    let first = local_run(input.path(), warehouse.path()).await;
+    assert!(first.failed.is_empty(), "{:?}", first.failed);
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").offsets["0"], (0..100).collect::<Vec<_>>());
+
+    // A live other committer holds it: said at once, nothing materialized.
+    locks.acquire("kafka.orders", "another-committer", ttl).await.unwrap().unwrap();
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    let files = data_files(warehouse.path(), "orders");
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    let run = floe_cli::local::run(input.path(), warehouse.path(), FloeConfig::default(), &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(run.is_err(), "{out}");
+    assert!(out.contains("being committed by another committer (another-committer until"), "{out}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(2), "no wait: {:?}", start.elapsed());
+    assert_eq!(data_files(warehouse.path(), "orders"), files, "nothing written");
+}
+
 /// make_topic.py: three segments of `payments` with transactions spanning them (and four
 /// of `ledger`); the offsets a read_committed consumer sees, and their values.
 fn payments() -> (tempfile::TempDir, Vec<i64>, HashMap<String, String>) {
@@ -1000,6 +1080,17 @@ async fn dynamodb_leases_exclude_fence_and_expire() {
     assert_eq!(d.fencing, c.fencing + 1);
     assert!(locks.renew(&c, ttl).await.is_err());
 
+    // An expired lease nobody took is still its holder's: renewing it succeeds, and holds
+    // it again; peek names the holder to others only.
+    let e = locks.acquire("kafka.v", "e", std::time::Duration::from_millis(1)).await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(locks.peek("kafka.v", "f").await.unwrap(), None, "expired");
+    let e = locks.renew(&e, ttl).await.expect("expired, but nobody took it");
+    assert!(locks.acquire("kafka.v", "f", ttl).await.unwrap().is_none(), "renewed: held again");
+    assert_eq!(locks.peek("kafka.v", "f").await.unwrap().map(|h| h.owner).as_deref(), Some("e"));
+    assert_eq!(locks.peek("kafka.v", "e").await.unwrap(), None, "its own");
+    locks.release(&e).await.unwrap();
+
     locks.set_suspended("kafka.u", Some("value: binary → string")).await.unwrap();
     assert_eq!(locks.suspended("kafka.u").await.unwrap().as_deref(), Some("value: binary → string"));
     locks.set_suspended("kafka.u", None).await.unwrap();
@@ -1173,4 +1264,75 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
     assert_eq!((clicks.offsets["0"].len(), clicks.duplicates), (9, 0));
     let dead = read_local(warehouse.path(), "kafka.clicks_dlq");
     assert_eq!((dead.offsets["0"].clone(), dead.duplicates), (vec![4], 0));
+}
+
+/// A catalog that takes `3 × ttl` to load the table once (a slow Glue, a long rewrite
+/// before it), asking meanwhile whether another committer could take the lease.
+struct SlowLoad {
+    inner: Arc<dyn Catalog>,
+    locks: floe_core::lock::sqlite::SqliteLocks,
+    ttl: std::time::Duration,
+    armed: AtomicBool,
+    taken: AtomicBool,
+}
+
+#[async_trait]
+impl Catalog for SlowLoad {
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            for _ in 0..6 {
+                tokio::time::sleep(self.ttl / 2).await;
+                if self.locks.acquire(&table.to_string(), "intruder", self.ttl).await.unwrap().is_some() {
+                    self.taken.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        self.inner.current(table).await
+    }
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+        self.inner.create(table, metadata, location).await
+    }
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        location: &str,
+    ) -> Result<(), CatalogError> {
+        self.inner.swap(table, expected, metadata, location).await
+    }
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
+        self.inner.list(namespace).await
+    }
+}
+
+/// A commit that outlives its lease keeps it (renewed while it works, on a controlled
+/// clock) and commits; nobody else can take the table meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
+    use floe_core::lock::Clock;
+    use floe_core::lock::sqlite::SqliteLocks;
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&support::root().join("examples/segments"), input.path(), "orders-0/00000000000000000000.log");
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let task = materialize(FloeConfig::default(), input.path(), &w, "orders-0/00000000000000000000.log").await;
+    let local = local_committer(warehouse.path());
+    let catalog =
+        floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    let locks = SqliteLocks::new(catalog.connection()).unwrap().with_clock(Clock::tokio());
+    let ttl = std::time::Duration::from_secs(30);
+    let slow = Arc::new(SlowLoad {
+        inner: local.catalog.clone(),
+        locks: locks.clone(),
+        ttl,
+        armed: AtomicBool::new(true),
+        taken: AtomicBool::new(false),
+    });
+    let committer = Committer { catalog: slow.clone(), locks: Arc::new(locks), lease_ttl: ttl, ..local };
+    let start = tokio::time::Instant::now();
+    let report = committer.commit(std::slice::from_ref(&task), None).await;
+    assert!(start.elapsed() >= 3 * ttl, "the commit took {:?}", start.elapsed());
+    assert!(!slow.taken.load(Ordering::SeqCst), "another committer took the lease during the commit");
+    assert_eq!(report.results[0].1, TaskResult::Committed, "{:?}", report.results);
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").offsets["0"], (0..100).collect::<Vec<_>>());
 }

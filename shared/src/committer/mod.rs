@@ -41,7 +41,7 @@ use iceberg::spec::{DataFile, Operation, PartitionSpec};
 use crate::catalog::{Catalog, CatalogError};
 use crate::datafile::WriterOptions;
 use crate::guard::guarded;
-use crate::lock::{Lease, LockError, TableLocks};
+use crate::lock::{Lease, LockError, TableLocks, hold};
 use crate::materializer::table_location;
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
@@ -391,8 +391,10 @@ impl Committer {
         }
     }
 
-    /// [`Self::retrying`] with a panic caught ([`guarded`]) as [`CommitError::Internal`]:
-    /// the caller always gets to release the lease.
+    /// [`Self::retrying`] with the lease kept alive meanwhile ([`hold`]: renewed every
+    /// third of its time, so a commit may outlive one lease period; a lease taken by
+    /// another committer abandons the work) and a panic caught ([`guarded`]) as
+    /// [`CommitError::Internal`]: the caller always gets to release the lease.
     async fn guarded_attempts<T>(
         &self,
         table: &TableName,
@@ -400,9 +402,12 @@ impl Committer {
         deadline: Option<Instant>,
         attempt: impl AsyncFnMut(&mut Lease) -> Result<T, CommitError>,
     ) -> Result<T, CommitError> {
-        match guarded(self.retrying(table, lease, deadline, attempt)).await {
-            Ok(outcome) => outcome,
-            Err(detail) => Err(CommitError::Internal { table: table.to_string(), detail }),
+        let held = lease.clone();
+        let work = guarded(self.retrying(table, lease, deadline, attempt));
+        match hold(self.locks.as_ref(), held, self.lease_ttl, work).await {
+            Ok((Ok(outcome), _)) => outcome,
+            Ok((Err(detail), _)) => Err(CommitError::Internal { table: table.to_string(), detail }),
+            Err(lost) => Err(lost.into()),
         }
     }
 

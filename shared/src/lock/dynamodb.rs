@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::{Lease, LockError, TableLocks, now_ms};
+use super::{Holder, Lease, LockError, TableLocks, now_ms};
 use crate::retry::sdk_error_retryable;
 
 pub struct DynamoDbLocks {
@@ -111,12 +111,13 @@ impl TableLocks for DynamoDbLocks {
             .table_name(&self.table)
             .key("table", s(&lease.table))
             .update_expression("SET expires_at_ms = :e")
-            .condition_expression("#o = :o AND fencing = :f AND expires_at_ms >= :now")
+            // Ours as long as nobody acquired it since (the fencing grows at every
+            // acquisition), expired or not.
+            .condition_expression("#o = :o AND fencing = :f")
             .expression_attribute_names("#o", "owner")
             .expression_attribute_values(":o", s(&lease.owner))
             .expression_attribute_values(":f", n(lease.fencing as i64))
             .expression_attribute_values(":e", n(renewed.expires_at_ms))
-            .expression_attribute_values(":now", n(now))
             .send()
             .await;
         match result {
@@ -147,6 +148,23 @@ impl TableLocks for DynamoDbLocks {
             Err(e) if condition_failed(&e) => Ok(()), // someone took it over: nothing to release
             Err(e) => Err(store("releasing the lease", e)),
         }
+    }
+
+    async fn peek(&self, table: &str, owner: &str) -> Result<Option<Holder>, LockError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("table", s(table))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store("reading the lease", e))?;
+        let Some(item) = out.item() else { return Ok(None) };
+        let holder = item.get("owner").and_then(|v| v.as_s().ok()).cloned();
+        let expires_at_ms =
+            item.get("expires_at_ms").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+        Ok(holder.filter(|h| h != owner && expires_at_ms >= now_ms()).map(|owner| Holder { owner, expires_at_ms }))
     }
 
     async fn suspended(&self, table: &str) -> Result<Option<String>, LockError> {

@@ -3,8 +3,11 @@
 //! ```text
 //!  acquire(table, owner, ttl): free, expired, or already ours ─▶ Lease { owner, expires, fencing+1 }
 //!                              held by another, unexpired     ─▶ None
-//!  renew(lease): still ours (same fencing) ─▶ new expiry; else Lost — the commit aborts
+//!  renew(lease): still ours (same owner and fencing), expired or not ─▶ new expiry;
+//!                taken by another since (fencing moved) ─▶ Lost — the commit aborts
 //!  release(lease): expiry set to now, fencing kept (it only grows)
+//!  peek(table, owner): who would make acquire fail (a live other holder), without taking it
+//!  hold(locks, lease, ttl, work): renews every ttl/3 while `work` runs; Lost cancels it
 //! ```
 //!
 //! The lease keeps two committers from doing the same work; it is not what makes commits
@@ -17,6 +20,7 @@
 pub mod dynamodb;
 pub mod sqlite;
 
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -48,12 +52,30 @@ impl LockError {
     }
 }
 
+/// Who holds a table's lease, as [`TableLocks::peek`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub owner: String,
+    pub expires_at_ms: i64,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let until = chrono::DateTime::from_timestamp_millis(self.expires_at_ms).unwrap_or_default();
+        write!(f, "{} until {}", self.owner, until.format("%H:%M:%S UTC"))
+    }
+}
+
 /// Leases and statuses of tables.
 #[async_trait]
 pub trait TableLocks: Send + Sync {
     async fn acquire(&self, table: &str, owner: &str, ttl: Duration) -> Result<Option<Lease>, LockError>;
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LockError>;
     async fn release(&self, lease: &Lease) -> Result<(), LockError>;
+    /// The other, live holder that would make `acquire(table, owner, _)` fail right now;
+    /// `None` when the lease is free, expired, already `owner`'s or its holder is gone.
+    /// Takes nothing: a cheap check before spending work on a table.
+    async fn peek(&self, table: &str, owner: &str) -> Result<Option<Holder>, LockError>;
     /// The reason the table is suspended, if it is.
     async fn suspended(&self, table: &str) -> Result<Option<String>, LockError>;
     /// Suspends (`Some(reason)`) or resumes (`None`) the table.
@@ -62,4 +84,64 @@ pub trait TableLocks: Send + Sync {
 
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+/// The time the lock stores compare expiries with: the wall clock, or (tests) tokio's
+/// clock, which `tokio::time::pause` stops and `advance` moves.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Clock {
+    #[default]
+    Wall,
+    Tokio {
+        origin_ms: i64,
+        origin: tokio::time::Instant,
+    },
+}
+
+impl Clock {
+    /// Tokio's clock, starting at the wall time now.
+    pub fn tokio() -> Self {
+        Clock::Tokio { origin_ms: now_ms(), origin: tokio::time::Instant::now() }
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        match self {
+            Clock::Wall => now_ms(),
+            Clock::Tokio { origin_ms, origin } => origin_ms + origin.elapsed().as_millis() as i64,
+        }
+    }
+}
+
+/// Runs `work` while keeping `lease`: renews it every `ttl / 3` until `work` ends, then
+/// returns its output with the latest lease. A renewal that finds the lease taken
+/// (`Lost`) drops `work` — whatever it did is not to be published — and returns the
+/// error; a failed renewal (store unreachable) is logged and tried again at the next
+/// tick, since an expired lease nobody took can still be renewed.
+///
+/// The caller still renews the returned lease right before its compare-and-swap: the
+/// last renewal here may be up to `ttl / 3` old.
+pub async fn hold<T>(
+    locks: &dyn TableLocks,
+    mut lease: Lease,
+    ttl: Duration,
+    work: impl Future<Output = T>,
+) -> Result<(T, Lease), LockError> {
+    let period = (ttl / 3).max(Duration::from_millis(1));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut work => return Ok((out, lease)),
+            _ = ticks.tick() => match locks.renew(&lease, ttl).await {
+                Ok(renewed) => lease = renewed,
+                Err(e @ LockError::Lost { .. }) => {
+                    tracing::warn!(table = %lease.table, fencing = lease.fencing, "lease lost during the work: abandoned");
+                    return Err(e);
+                }
+                Err(e) => tracing::warn!(table = %lease.table, error = %e, "renewing the lease failed; trying again"),
+            },
+        }
+    }
 }

@@ -1,5 +1,10 @@
 //! Leases and statuses in a SQLite table beside the local catalog (`floe local run`,
 //! several processes on one machine).
+//!
+//! An owner made by [`process_owner`] names its host and process; a lease held by a
+//! process of this host that no longer exists (killed during a commit, or its release
+//! failed) is taken over at once rather than after its expiry. [`SqliteLocks::waiting`]
+//! lets `acquire` wait a little, with backoff, for a live holder to finish.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -7,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Lease, LockError, TableLocks, now_ms};
+use super::{Clock, Holder, Lease, LockError, TableLocks};
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS floe_tables (
     table_name TEXT PRIMARY KEY,
@@ -20,12 +25,63 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS floe_tables (
 #[derive(Clone)]
 pub struct SqliteLocks {
     connection: Arc<Mutex<Connection>>,
+    clock: Clock,
+    wait: Duration,
+}
+
+/// `<prefix>@<host>:<pid>`: an owner whose death [`SqliteLocks`] can see.
+pub fn process_owner(prefix: &str) -> String {
+    format!("{prefix}@{}:{}", hostname(), std::process::id())
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it
+    // when the name fits (we cut at the first NUL or at the end either way).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Whether `owner` names a process of this host that no longer exists. Owners of other
+/// hosts, or not made by [`process_owner`], are never taken for dead.
+fn owner_is_dead(owner: &str) -> bool {
+    let Some((_, at)) = owner.rsplit_once('@') else { return false };
+    let Some((host, pid)) = at.rsplit_once(':') else { return false };
+    let Ok(pid) = pid.parse::<libc::pid_t>() else { return false };
+    if pid <= 0 || host != hostname() {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Whether the lease row keeps `owner` out now: unexpired, another's, and alive.
+fn blocks(holder: Option<&str>, expires: i64, owner: &str, now: i64) -> bool {
+    expires > now && holder.is_some_and(|h| h != owner && !owner_is_dead(h))
 }
 
 impl SqliteLocks {
     pub fn new(connection: Arc<Mutex<Connection>>) -> Result<Self, LockError> {
         connection.lock().unwrap_or_else(|p| p.into_inner()).execute_batch(SCHEMA).map_err(store)?;
-        Ok(SqliteLocks { connection })
+        Ok(SqliteLocks { connection, clock: Clock::Wall, wait: Duration::ZERO })
+    }
+
+    /// The clock expiries are compared with (tests: [`Clock::tokio`]).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// `acquire` tries again, with backoff, for up to `wait` while a live other holds the
+    /// lease (default: no wait).
+    pub fn waiting(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
     }
 
     /// Every suspended table and why, by name.
@@ -51,28 +107,24 @@ impl SqliteLocks {
             .map_err(|e| LockError::Store { detail: e.to_string(), retryable: false })?
             .map_err(store)
     }
-}
 
-fn store(e: rusqlite::Error) -> LockError {
-    let retryable = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy);
-    LockError::Store { detail: e.to_string(), retryable }
-}
-
-#[async_trait]
-impl TableLocks for SqliteLocks {
-    async fn acquire(&self, table: &str, owner: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
-        let (table, owner) = (table.to_string(), owner.to_string());
+    /// One attempt at taking the lease.
+    async fn try_acquire(&self, table: &str, owner: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        let (table, owner, clock) = (table.to_string(), owner.to_string(), self.clock);
         self.run(move |c| {
             let tx = c.transaction()?;
-            let now = now_ms();
+            let now = clock.now_ms();
             tx.execute("INSERT OR IGNORE INTO floe_tables (table_name) VALUES (?1)", params![table])?;
             let (holder, expires, fencing): (Option<String>, i64, i64) = tx.query_row(
                 "SELECT owner, expires_at_ms, fencing FROM floe_tables WHERE table_name = ?1",
                 params![table],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
-            if expires > now && holder.as_deref() != Some(owner.as_str()) {
+            if blocks(holder.as_deref(), expires, &owner, now) {
                 return Ok(None);
+            }
+            if let Some(dead) = holder.as_deref().filter(|h| expires > now && *h != owner) {
+                tracing::warn!(table, holder = dead, "the lease's holder is gone: taken over before its expiry");
             }
             let expires_at_ms = now + ttl.as_millis() as i64;
             let fencing = fencing + 1;
@@ -85,17 +137,43 @@ impl TableLocks for SqliteLocks {
         })
         .await
     }
+}
+
+fn store(e: rusqlite::Error) -> LockError {
+    let retryable = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy);
+    LockError::Store { detail: e.to_string(), retryable }
+}
+
+#[async_trait]
+impl TableLocks for SqliteLocks {
+    async fn acquire(&self, table: &str, owner: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if let Some(lease) = self.try_acquire(table, owner, ttl).await? {
+                return Ok(Some(lease));
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            tokio::time::sleep(backoff.min(left)).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LockError> {
         let mut renewed = lease.clone();
-        renewed.expires_at_ms = now_ms() + ttl.as_millis() as i64;
+        renewed.expires_at_ms = self.clock.now_ms() + ttl.as_millis() as i64;
         let l = renewed.clone();
+        // Ours as long as nobody acquired it since (the fencing grows at every
+        // acquisition), expired or not.
         let updated = self
             .run(move |c| {
                 c.execute(
                     "UPDATE floe_tables SET expires_at_ms = ?1
-                     WHERE table_name = ?2 AND owner = ?3 AND fencing = ?4 AND expires_at_ms >= ?5",
-                    params![l.expires_at_ms, l.table, l.owner, l.fencing as i64, now_ms()],
+                     WHERE table_name = ?2 AND owner = ?3 AND fencing = ?4",
+                    params![l.expires_at_ms, l.table, l.owner, l.fencing as i64],
                 )
             })
             .await?;
@@ -115,6 +193,22 @@ impl TableLocks for SqliteLocks {
         })
         .await?;
         Ok(())
+    }
+
+    async fn peek(&self, table: &str, owner: &str) -> Result<Option<Holder>, LockError> {
+        let (table, owner, clock) = (table.to_string(), owner.to_string(), self.clock);
+        self.run(move |c| {
+            let row: Option<(Option<String>, i64)> = c
+                .query_row("SELECT owner, expires_at_ms FROM floe_tables WHERE table_name = ?1", params![table], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            Ok(row.and_then(|(holder, expires_at_ms)| {
+                blocks(holder.as_deref(), expires_at_ms, &owner, clock.now_ms())
+                    .then(|| Holder { owner: holder.unwrap_or_default(), expires_at_ms })
+            }))
+        })
+        .await
     }
 
     async fn suspended(&self, table: &str) -> Result<Option<String>, LockError> {
@@ -146,6 +240,144 @@ mod tests {
 
     fn locks() -> SqliteLocks {
         SqliteLocks::new(Arc::new(Mutex::new(Connection::open_in_memory().unwrap()))).unwrap()
+    }
+
+    /// Locks on tokio's clock: call under `start_paused = true`.
+    fn paused_locks() -> SqliteLocks {
+        locks().with_clock(Clock::tokio())
+    }
+
+    /// The owner a process of this host with `pid` would have.
+    fn owner_of(pid: u32) -> String {
+        format!("floe-local@{}:{pid}", hostname())
+    }
+
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        child.id()
+    }
+
+    #[tokio::test]
+    async fn a_lease_held_by_a_dead_process_is_taken_over_at_once() {
+        let locks = locks();
+        let ttl = Duration::from_secs(300);
+        let dead = owner_of(dead_pid());
+        let a = locks.acquire("kafka.t", &dead, ttl).await.unwrap().unwrap();
+        let me = process_owner("floe-local");
+        assert_eq!(locks.peek("kafka.t", &me).await.unwrap(), None);
+        let b = locks.acquire("kafka.t", &me, ttl).await.unwrap().expect("its holder is gone");
+        assert_eq!(b.fencing, a.fencing + 1);
+        assert!(matches!(locks.renew(&a, ttl).await, Err(LockError::Lost { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_lease_held_by_a_live_process_or_another_host_is_not() {
+        let locks = locks();
+        let ttl = Duration::from_secs(300);
+        let me = process_owner("floe-local");
+        let live = owner_of(std::os::unix::process::parent_id());
+        locks.acquire("kafka.t", &live, ttl).await.unwrap().unwrap();
+        let holder = locks.peek("kafka.t", &me).await.unwrap().expect("held");
+        assert_eq!(holder.owner, live);
+        assert!(locks.acquire("kafka.t", &me, ttl).await.unwrap().is_none());
+        // A dead pid, but of another host: nothing to tell from here.
+        let elsewhere = format!("floe-local@not-{}:{}", hostname(), dead_pid());
+        locks.acquire("kafka.u", &elsewhere, ttl).await.unwrap().unwrap();
+        assert!(locks.peek("kafka.u", &me).await.unwrap().is_some());
+        assert!(locks.acquire("kafka.u", &me, ttl).await.unwrap().is_none());
+        // Owners not naming a process (Lambda request ids) are never taken for dead.
+        locks.acquire("kafka.v", "request-1", ttl).await.unwrap().unwrap();
+        assert!(locks.acquire("kafka.v", &me, ttl).await.unwrap().is_none());
+        // The holder itself, or anyone after a release, finds it free.
+        assert_eq!(locks.peek("kafka.t", &live).await.unwrap(), None);
+        assert_eq!(locks.peek("kafka.w", &me).await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn acquire_waits_a_bounded_time_for_a_live_holder() {
+        let locks = paused_locks().waiting(Duration::from_secs(3));
+        let ttl = Duration::from_secs(300);
+        let a = locks.acquire("kafka.t", "a", ttl).await.unwrap().unwrap();
+        let start = tokio::time::Instant::now();
+        assert!(locks.acquire("kafka.t", "b", ttl).await.unwrap().is_none());
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(4), "{waited:?}");
+
+        // Released within the wait: taken.
+        let releaser = locks.clone();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            releaser.release(&a).await.unwrap();
+        });
+        let start = tokio::time::Instant::now();
+        let b = locks.acquire("kafka.t", "b", ttl).await.unwrap().expect("released meanwhile");
+        assert!(start.elapsed() < Duration::from_secs(3));
+        assert_eq!(b.owner, "b");
+        release.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_lease_nobody_took_is_renewed_and_a_taken_one_is_lost() {
+        let locks = paused_locks();
+        let ttl = Duration::from_secs(10);
+        let a = locks.acquire("kafka.t", "a", ttl).await.unwrap().unwrap();
+        tokio::time::advance(2 * ttl).await;
+        let a = locks.renew(&a, ttl).await.expect("expired, but nobody took it");
+        assert!(locks.acquire("kafka.t", "b", ttl).await.unwrap().is_none(), "renewed: held again");
+        tokio::time::advance(2 * ttl).await;
+        let b = locks.acquire("kafka.t", "b", ttl).await.unwrap().expect("expired");
+        assert!(matches!(locks.renew(&a, ttl).await, Err(LockError::Lost { fencing, .. }) if fencing == a.fencing));
+        locks.renew(&b, ttl).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hold_keeps_the_lease_through_work_longer_than_it() {
+        let locks = paused_locks();
+        let ttl = Duration::from_secs(30);
+        let lease = locks.acquire("kafka.t", "a", ttl).await.unwrap().unwrap();
+        let other = locks.clone();
+        let work = async {
+            // 3 × ttl, looking in every half ttl whether another owner can take it.
+            for _ in 0..6 {
+                tokio::time::sleep(ttl / 2).await;
+                assert!(other.acquire("kafka.t", "b", ttl).await.unwrap().is_none(), "taken during the work");
+            }
+            42
+        };
+        let start = tokio::time::Instant::now();
+        let (out, kept) = super::super::hold(&locks, lease.clone(), ttl, work).await.unwrap();
+        assert_eq!(out, 42);
+        assert!(start.elapsed() >= 3 * ttl);
+        assert_eq!(kept.fencing, lease.fencing);
+        assert!(kept.expires_at_ms > locks.clock.now_ms(), "the returned lease is unexpired");
+        locks.renew(&kept, ttl).await.expect("still ours");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hold_drops_the_work_when_the_lease_is_lost() {
+        let locks = paused_locks();
+        let ttl = Duration::from_secs(30);
+        let lease = locks.acquire("kafka.t", "a", ttl).await.unwrap().unwrap();
+        let (thief, stolen) = (locks.clone(), lease.clone());
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let work = {
+            let finished = finished.clone();
+            async move {
+                // Another takes the lease (a release stands for its expiry unseen)...
+                tokio::time::sleep(ttl / 6).await;
+                thief.release(&stolen).await.unwrap();
+                thief.acquire("kafka.t", "b", ttl).await.unwrap().expect("released");
+                // ... and the work would go on for long.
+                tokio::time::sleep(3 * ttl).await;
+                finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        };
+        let start = tokio::time::Instant::now();
+        let lost = super::super::hold(&locks, lease, ttl, work).await;
+        assert!(matches!(lost, Err(LockError::Lost { .. })), "{lost:?}");
+        assert!(start.elapsed() <= ttl / 3 + Duration::from_secs(1), "at the first renewal");
+        assert!(!finished.load(std::sync::atomic::Ordering::SeqCst), "the work was dropped");
     }
 
     #[tokio::test]
