@@ -517,7 +517,8 @@ mod tests {
         use FileAction::*;
         use TaskResult::*;
         // (committed before, task offsets, result, files added, offsets after)
-        let cases: &[(&[(i64, i64)], (i64, i64), TaskResult, Vec<(&str, FileAction)>, &str)] = &[
+        type Case<'a> = (&'a [(i64, i64)], (i64, i64), TaskResult, Vec<(&'a str, FileAction)>, &'a str);
+        let cases: &[Case] = &[
             (&[], (0, 9), Committed, vec![("0-9.parquet", Adopt)], "0-9"),
             // Delivered twice / committed before a crash: dropped, its files orphans.
             (&[(0, 9)], (0, 9), AlreadyCommitted, vec![], "0-9"),

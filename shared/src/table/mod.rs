@@ -42,7 +42,7 @@ pub enum TableError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("{table}: {source}")]
-    Iceberg { table: String, source: Error },
+    Iceberg { table: String, source: Box<Error> },
     /// Floe's record in the table's snapshot summary cannot be read.
     #[error("{table}: snapshot {snapshot_id}'s summary: {detail}")]
     Summary { table: String, snapshot_id: i64, detail: String },
@@ -61,7 +61,7 @@ impl TableError {
     }
 
     pub fn iceberg(table: &TableName) -> impl Fn(Error) -> TableError + '_ {
-        move |source| TableError::Iceberg { table: table.to_string(), source }
+        move |source| TableError::Iceberg { table: table.to_string(), source: Box::new(source) }
     }
 }
 

@@ -317,7 +317,7 @@ mod tests {
     fn a_part_waits_while_a_marker_of_its_producer_may_lie_between() {
         // Segment 0: part of transaction A; segment 1 (missing): A's ABORT and part of B;
         // segment 2: B's COMMIT. B's marker must not take A's part.
-        let segs = vec![
+        let segs = [
             Seg { first: 0, last: 9, parts: vec![(5, 9)], marker: false },
             Seg { first: 10, last: 19, parts: vec![], marker: false },
             Seg { first: 20, last: 29, parts: vec![], marker: true },
