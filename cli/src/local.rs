@@ -130,9 +130,17 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
             report.failed.push(format!("{key}: {name} is suspended: {reason}"));
             continue;
         }
-        if already_committed(&tables, &name, &input, &key, &location).await? {
-            entry.skipped_segments += 1;
-            continue;
+        match already_committed(&tables, &name, &input, &key, &location).await {
+            Ok(true) => {
+                entry.skipped_segments += 1;
+                continue;
+            }
+            Ok(false) => {}
+            // The segment or the table's offsets cannot be read: this segment fails, not the run.
+            Err(e) => {
+                report.failed.push(format!("{key}: {e:#}"));
+                continue;
+            }
         }
         match materializer.handle(&ObjectRef::new("", &key)).await {
             Ok(Outcome::Queued(task)) => {
@@ -176,6 +184,9 @@ pub struct TableStatus {
     pub offsets: std::collections::BTreeMap<String, String>,
     /// Why the table is suspended, when it is.
     pub suspended: Option<String>,
+    /// Why the table's metadata or committed offsets could not be read, when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Every table of the warehouse (and every suspended one): its snapshots, the Kafka
@@ -192,22 +203,45 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     let mut out = Vec::new();
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
-            let Some(loaded) = tables.load(&name).await.map_err(anyhow::Error::msg)? else { continue };
-            let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
-            let committed = floe_core::table::offsets::CommittedOffsets::from_summary(&summary.unwrap_or_default())
-                .map_err(anyhow::Error::msg)?;
-            out.push(TableStatus {
+            // What one table holds that cannot be read is shown on its line, not failing the others.
+            let mut status = TableStatus {
                 table: name.to_string(),
-                snapshots: loaded.metadata.snapshots().count(),
-                offsets: committed.partitions.iter().map(|((t, p), r)| (format!("{t}-{p}"), r.encode())).collect(),
+                snapshots: 0,
+                offsets: Default::default(),
                 suspended: locks.suspended(&name.to_string()).await?,
-            });
+                problem: None,
+            };
+            match tables.load(&name).await {
+                Ok(None) => continue,
+                Ok(Some(loaded)) => {
+                    status.snapshots = loaded.metadata.snapshots().count();
+                    let summary = loaded.metadata.current_snapshot().map(|s| s.summary().additional_properties.clone());
+                    match floe_core::table::offsets::CommittedOffsets::from_summary(&summary.unwrap_or_default()) {
+                        Ok(committed) => {
+                            status.offsets = committed
+                                .partitions
+                                .iter()
+                                .map(|((t, p), r)| (format!("{t}-{p}"), r.encode()))
+                                .collect()
+                        }
+                        Err(e) => status.problem = Some(e.to_string()),
+                    }
+                }
+                Err(e) => status.problem = Some(e),
+            }
+            out.push(status);
         }
     }
     // A table stopped before its first commit has a status but no metadata yet.
     for (table, reason) in locks.suspended_tables().await? {
         if !out.iter().any(|t| t.table == table) {
-            out.push(TableStatus { table, snapshots: 0, offsets: Default::default(), suspended: Some(reason) });
+            out.push(TableStatus {
+                table,
+                snapshots: 0,
+                offsets: Default::default(),
+                suspended: Some(reason),
+                problem: None,
+            });
         }
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));

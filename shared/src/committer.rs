@@ -489,8 +489,7 @@ impl Committer {
             task_id: task.task_id.clone(),
             detail,
         };
-        let mut offsets = CommittedOffsets::from_summary(&summary)
-            .map_err(|detail| task_error(tasks[0], format!("summary: {detail}")))?;
+        let mut offsets = CommittedOffsets::from_summary(&summary).map_err(|e| task_error(tasks[0], e.to_string()))?;
         let mut state = TableState::load(&self.file_io, summary.get(STATE_KEY)).await.map_err(&iceberg)?;
         let mut state_changed = false;
         let mut schema = metadata.current_schema().as_ref().clone();

@@ -89,7 +89,8 @@ impl TableLookup for CatalogTables {
         Ok(Some(TableView {
             schema: loaded.metadata.current_schema().as_ref().clone(),
             partition_spec: loaded.metadata.default_partition_spec().as_ref().clone(),
-            committed: CommittedOffsets::from_summary(&summary.unwrap_or_default())?,
+            committed: CommittedOffsets::from_summary(&summary.unwrap_or_default())
+                .map_err(|e| format!("table {table}: {e}"))?,
         }))
     }
 }
