@@ -154,7 +154,7 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
                 continue;
             }
             Ok(false) => {}
-            // An unreadable segment fails alone, as it would in the materializer.
+            // The segment or the table's offsets cannot be read: this segment fails, not the run.
             Err(e) => {
                 report.failed.push(format!("{key}: {e:#}"));
                 continue;
@@ -202,6 +202,9 @@ pub struct TableStatus {
     pub offsets: std::collections::BTreeMap<String, String>,
     /// Why the table is suspended, when it is.
     pub suspended: Option<String>,
+    /// Why the table's metadata or committed offsets could not be read, when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Every table of the warehouse (and every suspended one): its snapshots, the Kafka
@@ -218,20 +221,46 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     let mut out = Vec::new();
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
-            let Some(loaded) = tables.load(&name).await? else { continue };
-            let committed = floe_core::table::committed_offsets(&name, &loaded.metadata)?;
-            out.push(TableStatus {
+            // What one table holds that cannot be read is shown on its line, not failing the others.
+            let mut status = TableStatus {
                 table: name.to_string(),
-                snapshots: loaded.metadata.snapshots().count(),
-                offsets: committed.partitions.iter().map(|((t, p), r)| (format!("{t}-{p}"), r.encode())).collect(),
+                snapshots: 0,
+                offsets: Default::default(),
                 suspended: locks.suspended(&name.to_string()).await?,
-            });
+                problem: None,
+            };
+            match tables.load(&name).await {
+                Ok(None) => continue,
+                Ok(Some(loaded)) => {
+                    status.snapshots = loaded.metadata.snapshots().count();
+                    match floe_core::table::committed_offsets(&name, &loaded.metadata) {
+                        Ok(committed) => {
+                            status.offsets = committed
+                                .partitions
+                                .iter()
+                                .map(|((t, p), r)| (format!("{t}-{p}"), r.encode()))
+                                .collect()
+                        }
+                        // The table is named by the line already.
+                        Err(floe_core::table::TableError::Summary { detail, .. }) => status.problem = Some(detail),
+                        Err(e) => status.problem = Some(e.to_string()),
+                    }
+                }
+                Err(e) => status.problem = Some(e.to_string()),
+            }
+            out.push(status);
         }
     }
     // A table stopped before its first commit has a status but no metadata yet.
     for (table, reason) in locks.suspended_tables().await? {
         if !out.iter().any(|t| t.table == table) {
-            out.push(TableStatus { table, snapshots: 0, offsets: Default::default(), suspended: Some(reason) });
+            out.push(TableStatus {
+                table,
+                snapshots: 0,
+                offsets: Default::default(),
+                suspended: Some(reason),
+                problem: None,
+            });
         }
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));

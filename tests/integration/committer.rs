@@ -1155,6 +1155,62 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     assert_eq!((clicks.suspended.as_deref(), clicks.offsets["clicks-0"].as_str()), (None, "0-19"));
 }
 
+/// Rewrites the committed offsets of `table`'s current snapshot summary, `from` → `to`,
+/// in place: what an older version (or a hand edit) may have left in a warehouse.
+async fn rewrite_local_summary(warehouse: &Path, table: &str, from: &str, to: &str) {
+    let catalog = floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
+    let (namespace, name) = table.split_once('.').unwrap();
+    let name = TableName { namespace: namespace.into(), name: name.into() };
+    let location = catalog.current(&name).await.unwrap().unwrap().metadata_location;
+    let path = location.strip_prefix("file://").unwrap_or(&location);
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(from), "{from} not in {text}");
+    std::fs::write(path, text.replace(from, to)).unwrap();
+}
+
+#[tokio::test]
+async fn unreadable_committed_offsets_fail_only_their_own_table() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let tiered = "tiered/page.views-MWJ6FHTfRYy67jzwZdeqSQ/0/00000000000000000000-tqimKeZwStOEOwRzT3L5oQ";
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    for ext in ["log", "indexes", "rsm-manifest"] {
+        copy(&samples, input.path(), &format!("{tiered}.{ext}"));
+    }
+    assert!(local_run(input.path(), warehouse.path()).await.failed.is_empty());
+    // Before legacy offsets were range-checked, offset -1 could be committed: `-1-99`
+    // still reads. A value no version writes fails its own table only, naming the key.
+    rewrite_local_summary(
+        warehouse.path(),
+        "kafka.orders",
+        r#""floe.offsets.orders.0":"0-99""#,
+        r#""floe.offsets.orders.0":"-1-99""#,
+    )
+    .await;
+    let key = r#""floe.offsets.page.views.0""#;
+    rewrite_local_summary(warehouse.path(), "kafka.page_views", &format!("{key}:\"0-199\""), &format!("{key}:\"0-x\""))
+        .await;
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let [orders, views] = &shown[..] else { panic!("{shown:?}") };
+    assert_eq!(
+        (orders.table.as_str(), orders.offsets["orders-0"].as_str(), &orders.problem),
+        ("kafka.orders", "-1-99", &None)
+    );
+    assert_eq!((views.table.as_str(), views.snapshots), ("kafka.page_views", 1));
+    let problem = views.problem.as_deref().unwrap();
+    assert_eq!(problem, format!("snapshot summary {key} = \"0-x\": offset range \"0-x\": \"x\" is not a number"));
+    // A run goes on: the orders segment already held is skipped and the new one
+    // committed; the page views segment fails, naming its table and the key.
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
+    let orders = report.tables.iter().find(|t| t.table == "kafka.orders").unwrap();
+    assert_eq!((orders.segments, orders.skipped_segments, orders.snapshots), (1, 1, 1));
+    let [failed] = &report.failed[..] else { panic!("{:?}", report.failed) };
+    assert!(failed.starts_with(tiered) && failed.contains(&format!("table kafka.page_views: {problem}")), "{failed}");
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    assert_eq!(shown[0].offsets["orders-0"], "-1-159");
+}
+
 #[tokio::test]
 async fn dead_letters_are_committed_to_the_dead_letter_table() {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -283,6 +283,7 @@ impl<'de, 'a> de::Visitor<'de> for Member<'a> {
 
 #[cfg(test)]
 mod tests {
+    use arrow_array::Array;
     use arrow_schema::DataType;
 
     use super::*;
@@ -366,6 +367,143 @@ mod tests {
                 decoder.append_fields(p.into(), columns)
             });
         assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
+    }
+
+    /// Number texts: edge cases, then `count` seeded random ones (random doubles printed
+    /// with 1 to 25 significant digits, random digit strings with random exponents, in
+    /// plain and exponent notation).
+    fn number_texts(count: usize) -> Vec<String> {
+        let mut texts: Vec<String> = [
+            "0.37611412414027723",
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "1",
+            "-1",
+            "1e308",
+            "-1e308",
+            "1.7976931348623157e308",
+            "2.2250738585072011e-308",
+            "2.2250738585072014e-308",
+            "4.9e-324",
+            "5e-324",
+            "2.4703282292062328e-324",
+            "1e-400",
+            "-1e-400",
+            "0.1",
+            "0.3",
+            "9007199254740993",
+            "9007199254740993.0",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+            "1.00000000000000011102230246251565404236316680908203125",
+            "1.00000000000000011102230246251565404236316680908203124",
+            "7.3177701707893310e+15",
+            "9.5e-5",
+            "1e22",
+            "1e23",
+            "8.589973e9",
+            "123456789012345.6",
+            "0.000000000000000000000000000001",
+            "2.71828182845904523536028747135266249775724709369995957496696763",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        while texts.len() < count {
+            let text = match next() % 3 {
+                0 => {
+                    let f = f64::from_bits(next());
+                    if !f.is_finite() {
+                        continue;
+                    }
+                    format!("{:.*e}", (next() % 25) as usize, f)
+                }
+                form => {
+                    let digits: String = (0..1 + next() % 25).map(|_| char::from(b'0' + (next() % 10) as u8)).collect();
+                    let digits = digits.trim_start_matches('0');
+                    let digits = if digits.is_empty() { "0" } else { digits };
+                    let sign = if next() % 2 == 0 { "-" } else { "" };
+                    let point = (next() % (digits.len() as u64 + 1)) as usize;
+                    let (int, frac) = digits.split_at(point);
+                    let int = if int.is_empty() { "0" } else { int };
+                    let frac = if frac.is_empty() { String::new() } else { format!(".{frac}") };
+                    match form {
+                        1 => format!("{sign}{int}{frac}e{}", (next() % 640) as i64 - 330),
+                        _ => format!("{sign}{int}{frac}"),
+                    }
+                }
+            };
+            // Beyond the doubles: an error for every JSON reader (checked apart).
+            if text.parse::<f64>().is_ok_and(f64::is_finite) {
+                texts.push(text);
+            }
+        }
+        texts
+    }
+
+    /// Decodes `{"x": text}` for every text through `decoder` (behind a Confluent wire
+    /// header when `header`), and each text alone as a double column.
+    fn decoded_numbers(decoder: &JsonDecoder, header: bool, texts: &[String]) -> Vec<f64> {
+        let Shape::Fields(fields) = &decoder.shape else { panic!("a record shape") };
+        let mut root = crate::convert::StructColumn::new(fields).unwrap();
+        for text in texts {
+            let mut payload = if header { vec![0, 0, 0, 0, 7] } else { Vec::new() };
+            payload.extend_from_slice(format!(r#"{{"x": {text}}}"#).as_bytes());
+            root.append_valid();
+            decoder.append_fields((&payload).into(), &mut root.children).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+        let rows = root.finish();
+        rows.column(0).as_any().downcast_ref::<arrow_array::Float64Array>().unwrap().values().to_vec()
+    }
+
+    #[test]
+    fn numbers_decode_to_the_nearest_double_in_plain_json_and_json_schema() {
+        let texts = number_texts(100_000);
+        let expected: Vec<f64> = texts.iter().map(|t| t.parse::<f64>().unwrap()).collect();
+        let arrow = |ty: &PayloadType| {
+            let PayloadType::Record(s) = ty else { panic!("record") };
+            let schema = crate::schema::plan(None, s).unwrap().schema;
+            iceberg::arrow::schema_to_arrow_schema(&schema).unwrap().fields().clone()
+        };
+        let plain = arrow(&infer(&[r#"{"x": 0.5}"#]).payload_type());
+        let schema = serde_json::json!({"type": "object", "properties": {"x": {"type": "number"}}});
+        let json_schema = arrow(&crate::schema::json_schema::to_payload_type(&schema, &[]).unwrap());
+        for (path, fields, header) in [("plain JSON", plain, false), ("JSON Schema", json_schema, true)] {
+            assert_eq!(fields[0].data_type(), &DataType::Float64);
+            let decoder = JsonDecoder::new("value", Shape::Fields(fields), header);
+            let got = decoded_numbers(&decoder, header, &texts);
+            for ((text, want), got) in texts.iter().zip(&expected).zip(&got) {
+                assert_eq!(got.to_bits(), want.to_bits(), "{path}: {text} decoded as {got:e}, nearest is {want:e}");
+            }
+        }
+        // Beyond the largest double: a bad record, not infinity.
+        let mut column = Column::new(&DataType::Float64).unwrap();
+        let e = JsonDecoder::new("value", Shape::Column(DataType::Float64), false)
+            .append(b"1.8e308".as_slice().into(), &mut column)
+            .unwrap_err();
+        assert!(e.to_string().contains("number out of range"), "{e}");
+        // A payload that is one number, into a double column.
+        let decoder = JsonDecoder::new("value", Shape::Column(DataType::Float64), false);
+        let mut column = Column::new(&DataType::Float64).unwrap();
+        for text in &texts[..2_000] {
+            decoder.append(text.as_bytes().into(), &mut column).unwrap();
+        }
+        let column = column.finish();
+        let column = column.as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+        assert_eq!(column.len(), 2_000);
+        for (i, want) in expected[..2_000].iter().enumerate() {
+            assert_eq!(column.value(i).to_bits(), want.to_bits(), "{}", texts[i]);
+        }
     }
 
     #[test]

@@ -32,12 +32,48 @@ pub enum SegmentErrorKind {
     /// A record inside a batch does not parse.
     #[error("record {index} (offset {offset:?}): {detail}")]
     Record { index: usize, offset: Option<i64>, detail: String },
-    /// The batch header is inconsistent (negative counts, offsets out of range, ...).
+    /// The batch header is inconsistent (negative counts, lengths, ...).
     #[error("malformed batch: {0}")]
     Malformed(String),
+    /// An offset the table could not record: negative, at the top of the i64 range, or
+    /// not after the offset before it.
+    #[error(transparent)]
+    Offset(#[from] OffsetError),
     /// A transaction index contradicts the segment.
     #[error("transaction index: {0}")]
     TxnIndex(String),
+}
+
+/// Why an offset is refused. Offsets are recorded in the table's summary as ranges and
+/// `last + 1` is the next offset expected, so every offset must lie in
+/// `0..=`[`MAX_OFFSET`], and each must be after the one before it in the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OffsetError {
+    #[error("offset {0} is negative")]
+    Negative(i64),
+    #[error("offset {0} is at the top of the i64 range (the offset after it overflows)")]
+    TooLarge(i64),
+    #[error("base offset {base} + last offset delta {delta} overflows i64")]
+    DeltaOverflow { base: i64, delta: i32 },
+    #[error("offset {offset} is not after offset {previous} before it (offsets go backwards or repeat)")]
+    NotIncreasing { offset: i64, previous: i64 },
+}
+
+/// The largest offset a segment may hold: `last + 1` must still be an i64.
+pub const MAX_OFFSET: i64 = i64::MAX - 1;
+
+/// Checks that `offset` lies in `0..=MAX_OFFSET` and is after `previous`, if any.
+pub fn check_offset(offset: i64, previous: Option<i64>) -> Result<(), OffsetError> {
+    if offset < 0 {
+        return Err(OffsetError::Negative(offset));
+    }
+    if offset > MAX_OFFSET {
+        return Err(OffsetError::TooLarge(offset));
+    }
+    match previous {
+        Some(previous) if offset <= previous => Err(OffsetError::NotIncreasing { offset, previous }),
+        _ => Ok(()),
+    }
 }
 
 /// A segment decoding error with its location.

@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use super::Limits;
 use super::codec::Codec;
-use super::error::SegmentErrorKind;
+use super::error::{SegmentErrorKind, check_offset};
 use super::record::{Entry, Records, TimestampType};
 
 /// One parsed legacy message; key and value as positions in the buffer it was read from.
@@ -33,6 +33,7 @@ struct Message {
 /// message, the inner messages for a compressed wrapper. Returns the codec too.
 pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Records), SegmentErrorKind> {
     let outer = parse_message(&entry, 0)?;
+    check_offset(outer.offset, None)?;
     let codec = Codec::from_attributes(outer.attributes)?;
     if codec == Codec::None {
         return Ok((codec, Records::new(entry, vec![plain_record(outer, None)])));
@@ -72,16 +73,37 @@ pub fn decode_entry(entry: Bytes, limits: &Limits) -> Result<(Codec, Records), S
         .last()
         .map(|m| m.offset)
         .ok_or_else(|| SegmentErrorKind::Malformed("compressed wrapper with no inner messages".into()))?;
-    let rebase = if outer.magic >= 1 { outer.offset - last_inner } else { 0 };
+    // v1: relative inner offsets, the last one is the wrapper's; v0: absolute.
+    let rebase = match outer.magic {
+        0 => 0,
+        _ => outer.offset.checked_sub(last_inner).ok_or_else(|| {
+            SegmentErrorKind::Malformed(format!(
+                "relative inner offset {last_inner} does not fit the wrapper's offset {}",
+                outer.offset
+            ))
+        })?,
+    };
     let log_append = (outer.magic >= 1 && TimestampType::from_attributes(outer.attributes) == TimestampType::LogAppend)
         .then_some(outer.timestamp);
-    let records = messages
-        .into_iter()
-        .map(|mut m| {
-            m.offset += rebase;
-            plain_record(m, log_append)
-        })
-        .collect();
+    let mut records: Vec<Entry> = Vec::with_capacity(messages.len());
+    for (index, mut m) in messages.into_iter().enumerate() {
+        let stored = m.offset;
+        // Only below i64::MIN can this overflow: every inner offset is below the last.
+        m.offset = stored.saturating_add(rebase);
+        let problem = match check_offset(m.offset, records.last().map(|r| r.offset)) {
+            Err(e) => Some(e.to_string()),
+            Ok(()) if m.offset > outer.offset => Some(format!("beyond the wrapper's offset {}", outer.offset)),
+            Ok(()) => None,
+        };
+        if let Some(problem) = problem {
+            return Err(SegmentErrorKind::Record {
+                index,
+                offset: Some(m.offset),
+                detail: format!("inner message (stored offset {stored}): {problem}"),
+            });
+        }
+        records.push(plain_record(m, log_append));
+    }
     Ok((codec, Records::new(inner, records)))
 }
 

@@ -38,12 +38,14 @@ mod record;
 #[cfg(feature = "aws")]
 mod s3;
 mod source;
+#[cfg(test)]
+mod testing;
 pub mod tiered;
 mod txn;
 mod v2;
 
 pub use codec::Codec;
-pub use error::{SegmentError, SegmentErrorKind};
+pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
 pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
 pub use reader::{SegmentReader, decode_frame};

@@ -8,7 +8,7 @@ use tokio::io::AsyncRead;
 
 use super::Limits;
 use super::codec::Codec;
-use super::error::{SegmentError, SegmentErrorKind};
+use super::error::{SegmentError, SegmentErrorKind, check_offset};
 use super::frame::{Frame, FrameReader};
 use super::legacy;
 use super::record::{Batch, BatchKind, BatchTxn, ControlType, Records};
@@ -170,6 +170,9 @@ impl SegmentReader {
                 return Ok(None);
             };
             let mut batch = decode_frame(&frame, &self.limits).map_err(|k| locate(self.source.name(), &frame, k))?;
+            // Every batch starts after the last offset of the batches before it.
+            check_offset(batch.base_offset, self.summary.last_offset)
+                .map_err(|e| locate(self.source.name(), &frame, e.into()))?;
             self.count(&batch);
             match batch.kind {
                 BatchKind::Control => {
@@ -264,5 +267,142 @@ impl SegmentReader {
         self.summary.bytes = self.frames.position();
         self.summary.trailing_zero_bytes = self.frames.trailing_zero_bytes();
         self.summary.open_transactions = std::mem::take(&mut self.open).into_values().collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::error::OffsetError;
+    use super::super::testing::{legacy_message, legacy_wrapper, v2_batch};
+    use super::super::{Limits, decode_bytes};
+    use super::*;
+
+    fn decode(parts: &[Vec<u8>]) -> Result<SegmentSummary, SegmentError> {
+        decode_bytes("seg.log", Bytes::from(parts.concat()), Limits::default())
+    }
+
+    /// The error of a segment that must be rejected, checked to name the file, the byte
+    /// position and the base offset of the bad batch.
+    fn rejected(parts: &[Vec<u8>], bad: usize, base_offset: i64) -> SegmentErrorKind {
+        let e = decode(parts).expect_err("rejected");
+        let position: usize = parts[..bad].iter().map(Vec::len).sum();
+        assert_eq!((e.file.as_str(), e.position, e.base_offset), ("seg.log", position as u64, Some(base_offset)));
+        assert!(e.to_string().starts_with(&format!("seg.log: byte {position} (batch base offset {base_offset}): ")));
+        assert!(!e.retryable());
+        e.kind
+    }
+
+    #[test]
+    fn increasing_offsets_of_every_format_decode() {
+        let parts = [
+            legacy_message(0, 0, 0, b"a"),
+            legacy_wrapper(0, 3, &[1, 2, 3]),
+            legacy_wrapper(1, 6, &[0, 1, 2]),
+            legacy_message(1, 8, 0, b"b"), // offset 7 compacted away
+            v2_batch(9, &[0, 2], 3),
+            v2_batch(13, &[], 0),
+        ];
+        let summary = decode(&parts).unwrap();
+        assert_eq!((summary.records, summary.first_offset, summary.last_offset), (10, Some(0), Some(13)));
+    }
+
+    #[test]
+    fn a_negative_legacy_offset_is_rejected() {
+        let kind = rejected(&[legacy_message(0, -1, 0, b"a")], 0, -1);
+        assert!(matches!(kind, SegmentErrorKind::Offset(OffsetError::Negative(-1))), "{kind}");
+        let kind = rejected(&[legacy_message(1, 0, 0, b"a"), legacy_message(1, -1, 0, b"b")], 1, -1);
+        assert!(matches!(kind, SegmentErrorKind::Offset(OffsetError::Negative(-1))), "{kind}");
+    }
+
+    #[test]
+    fn negative_offsets_inside_legacy_wrappers_are_rejected() {
+        // v1: relative inner offsets 0..=2 under a wrapper at 1 make -1, 0, 1.
+        let kind = rejected(&[legacy_wrapper(1, 1, &[0, 1, 2])], 0, 1);
+        assert!(
+            kind.to_string()
+                .contains("record 0 (offset Some(-1)): inner message (stored offset 0): offset -1 is negative"),
+            "{kind}"
+        );
+        // v1: hostile relative offsets: one no rebase can place, one far below the last.
+        let kind = rejected(&[legacy_wrapper(1, 5, &[i64::MIN + 1, i64::MIN + 2])], 0, 5);
+        assert!(kind.to_string().contains("relative inner offset -9223372036854775806 does not fit"), "{kind}");
+        let kind = rejected(&[legacy_wrapper(1, 5, &[i64::MIN, 0])], 0, 5);
+        assert!(kind.to_string().contains("is negative"), "{kind}");
+        // v1: going backwards puts the first inner message past the wrapper's offset.
+        let kind = rejected(&[legacy_wrapper(1, 5, &[0, -5])], 0, 5);
+        assert!(
+            kind.to_string()
+                .contains("offset Some(10)): inner message (stored offset 0): beyond the wrapper's offset 5"),
+            "{kind}"
+        );
+        // v0: absolute inner offsets.
+        let kind = rejected(&[legacy_wrapper(0, 2, &[-1, 0, 2])], 0, 2);
+        assert!(kind.to_string().contains("offset -1 is negative"), "{kind}");
+    }
+
+    #[test]
+    fn legacy_offsets_going_backwards_are_rejected() {
+        // Between messages: a repeat, and a step back.
+        for second in [5, 4] {
+            let kind = rejected(&[legacy_message(0, 5, 0, b"a"), legacy_message(0, second, 0, b"b")], 1, second);
+            assert!(
+                matches!(kind, SegmentErrorKind::Offset(OffsetError::NotIncreasing { offset, previous: 5 }) if offset == second),
+                "{kind}"
+            );
+        }
+        // A wrapper overlapping the message before it: its first inner offset is 4.
+        let kind = rejected(&[legacy_message(1, 4, 0, b"a"), legacy_wrapper(1, 6, &[0, 1, 2])], 1, 6);
+        assert!(
+            matches!(kind, SegmentErrorKind::Offset(OffsetError::NotIncreasing { offset: 4, previous: 4 })),
+            "{kind}"
+        );
+        // Inside a v0 wrapper: backwards, and beyond the wrapper's own offset.
+        let kind = rejected(&[legacy_wrapper(0, 9, &[8, 7, 9])], 0, 9);
+        assert!(
+            kind.to_string()
+                .contains("record 1 (offset Some(7)): inner message (stored offset 7): offset 7 is not after offset 8"),
+            "{kind}"
+        );
+        let kind = rejected(&[legacy_wrapper(0, 9, &[8, 10])], 0, 9);
+        assert!(kind.to_string().contains("beyond the wrapper's offset 9"), "{kind}");
+    }
+
+    #[test]
+    fn v2_offsets_going_backwards_are_rejected() {
+        // Between batches: the second starts inside the first (10..=12).
+        let kind = rejected(&[v2_batch(10, &[0, 1, 2], 2), v2_batch(11, &[0], 0)], 1, 11);
+        assert!(
+            matches!(kind, SegmentErrorKind::Offset(OffsetError::NotIncreasing { offset: 11, previous: 12 })),
+            "{kind}"
+        );
+        // After a legacy message at a higher offset.
+        let kind = rejected(&[legacy_message(1, 20, 0, b"a"), v2_batch(3, &[0], 0)], 1, 3);
+        assert!(
+            matches!(kind, SegmentErrorKind::Offset(OffsetError::NotIncreasing { offset: 3, previous: 20 })),
+            "{kind}"
+        );
+        // Inside a batch: a record repeating or preceding the one before it.
+        for deltas in [[0, 2, 1], [0, 1, 1]] {
+            let kind = rejected(&[v2_batch(10, &deltas, 2)], 0, 10);
+            assert!(kind.to_string().starts_with("record 2 (offset Some(11)): offset 11 is not after"), "{kind}");
+        }
+    }
+
+    #[test]
+    fn v2_offsets_at_the_ends_of_the_i64_range_are_rejected() {
+        let kind = rejected(&[v2_batch(-1, &[0], 0)], 0, -1);
+        assert!(matches!(kind, SegmentErrorKind::Offset(OffsetError::Negative(-1))), "{kind}");
+        let base = i64::MAX - 3;
+        let kind = rejected(&[v2_batch(base, &[0], i32::MAX)], 0, base);
+        assert!(matches!(kind, SegmentErrorKind::Offset(OffsetError::DeltaOverflow { delta: i32::MAX, .. })), "{kind}");
+        assert!(kind.to_string().contains("+ last offset delta 2147483647 overflows i64"), "{kind}");
+        // A last offset of i64::MAX leaves no next offset.
+        let kind = rejected(&[v2_batch(base, &[0, 3], 3)], 0, base);
+        assert!(matches!(kind, SegmentErrorKind::Offset(OffsetError::TooLarge(i64::MAX))), "{kind}");
+        let kind = rejected(&[legacy_message(1, i64::MAX, 0, b"a")], 0, i64::MAX);
+        assert!(matches!(kind, SegmentErrorKind::Offset(OffsetError::TooLarge(i64::MAX))), "{kind}");
+        // One below is the largest offset accepted.
+        let summary = decode(&[v2_batch(base, &[0, 2], 2)]).unwrap();
+        assert_eq!(summary.last_offset, Some(i64::MAX - 1));
     }
 }

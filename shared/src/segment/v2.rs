@@ -12,7 +12,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::codec::Codec;
-use super::error::SegmentErrorKind;
+use super::error::{OffsetError, SegmentErrorKind, check_offset};
 use super::record::{Entry, Header, Records, TimestampType};
 
 pub const HEADER_LEN: usize = 61;
@@ -70,9 +70,12 @@ impl BatchHeader {
                 header.record_count, header.last_offset_delta
             )));
         }
-        if header.base_offset < 0 || header.base_offset.checked_add(header.last_offset_delta as i64).is_none() {
-            return Err(SegmentErrorKind::Malformed(format!("base offset {} out of range", header.base_offset)));
-        }
+        check_offset(header.base_offset, None)?;
+        let last = header
+            .base_offset
+            .checked_add(header.last_offset_delta as i64)
+            .ok_or(OffsetError::DeltaOverflow { base: header.base_offset, delta: header.last_offset_delta })?;
+        check_offset(last, None)?;
         Ok(header)
     }
 
@@ -101,7 +104,7 @@ impl BatchHeader {
 pub fn decode_records(header: &BatchHeader, data: Bytes) -> Result<Records, SegmentErrorKind> {
     let count = header.record_count as usize;
     // Every record takes at least 7 bytes: never reserve more than the data can hold.
-    let mut entries = Vec::with_capacity(count.min(data.len() / 7));
+    let mut entries: Vec<Entry> = Vec::with_capacity(count.min(data.len() / 7));
     let ts_type = header.timestamp_type();
     let mut cur = Cursor::new(&data);
     for index in 0..count {
@@ -116,6 +119,9 @@ pub fn decode_records(header: &BatchHeader, data: Bytes) -> Result<Records, Segm
                 offset: Some(entry.offset),
                 detail: format!("offset beyond the batch's last offset {}", header.last_offset()),
             });
+        }
+        if let Err(e) = check_offset(entry.offset, entries.last().map(|e| e.offset)) {
+            return Err(SegmentErrorKind::Record { index, offset: Some(entry.offset), detail: e.to_string() });
         }
         entries.push(entry);
     }

@@ -44,7 +44,7 @@ pub enum TableError {
     #[error("{table}: {source}")]
     Iceberg { table: String, source: Box<Error> },
     /// Floe's record in the table's snapshot summary cannot be read.
-    #[error("{table}: snapshot {snapshot_id}'s summary: {detail}")]
+    #[error("table {table}: {detail} (snapshot {snapshot_id})")]
     Summary { table: String, snapshot_id: i64, detail: String },
     /// The table holds another topic's offsets: one table holds one topic.
     #[error("{table} holds topic {holds:?}; topic {topic:?} is refused (one table holds one topic)")]
@@ -135,10 +135,10 @@ impl TableView {
 /// The offsets Floe committed to the table (from [`floe_snapshot`]).
 pub fn committed_offsets(name: &TableName, metadata: &TableMetadata) -> Result<CommittedOffsets, TableError> {
     let Some(snapshot) = floe_snapshot(metadata) else { return Ok(CommittedOffsets::default()) };
-    CommittedOffsets::from_summary(&snapshot.summary().additional_properties).map_err(|detail| TableError::Summary {
+    CommittedOffsets::from_summary(&snapshot.summary().additional_properties).map_err(|e| TableError::Summary {
         table: name.to_string(),
         snapshot_id: snapshot.snapshot_id(),
-        detail,
+        detail: e.to_string(),
     })
 }
 

@@ -87,16 +87,48 @@ impl RangeSet {
         self.ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(",")
     }
 
-    pub fn decode(text: &str) -> Result<RangeSet, String> {
+    /// Parses what [`Self::encode`] writes, negative offsets included (versions that
+    /// did not range-check legacy offsets committed ranges such as `-1-4`).
+    pub fn decode(text: &str) -> Result<RangeSet, RangeError> {
         let mut set = RangeSet::default();
         for part in text.split(',').filter(|p| !p.is_empty()) {
-            // Offsets are never negative, so the first '-' separates the two.
-            let (a, b) = part.split_once('-').ok_or_else(|| format!("offset range {part:?} is not first-last"))?;
-            let parse = |v: &str| v.parse::<i64>().map_err(|_| format!("offset range {part:?}: {v:?} is not a number"));
-            set.insert(parse(a)?, parse(b)?);
+            // The separator is the first '-' after the first character, which may be a minus sign.
+            let split = part.char_indices().skip(1).find(|&(_, c)| c == '-').map(|(i, _)| i);
+            let (a, b) =
+                split.map(|i| (&part[..i], &part[i + 1..])).ok_or_else(|| RangeError::NotARange(part.to_string()))?;
+            let parse = |v: &str| {
+                v.parse::<i64>().map_err(|_| RangeError::NotANumber { range: part.to_string(), text: v.to_string() })
+            };
+            let (first, last) = (parse(a)?, parse(b)?);
+            if first > last {
+                return Err(RangeError::Empty(part.to_string()));
+            }
+            set.insert(first, last);
         }
         Ok(set)
     }
+}
+
+/// Why a stored range list does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    #[error("offset range {0:?} is not first-last")]
+    NotARange(String),
+    #[error("offset range {range:?}: {text:?} is not a number")]
+    NotANumber { range: String, text: String },
+    #[error("offset range {0:?} is empty (first after last)")]
+    Empty(String),
+    #[error("the key names no partition")]
+    NoPartition,
+}
+
+/// A `floe.offsets.*` entry of a snapshot summary that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("snapshot summary {key:?} = {value:?}: {problem}")]
+pub struct SummaryError {
+    pub key: String,
+    pub value: String,
+    pub problem: RangeError,
 }
 
 /// Committed ranges of every (topic, partition) of a table.
@@ -107,14 +139,16 @@ pub struct CommittedOffsets {
 
 impl CommittedOffsets {
     /// Reads them from a snapshot summary.
-    pub fn from_summary<'a>(summary: impl IntoIterator<Item = (&'a String, &'a String)>) -> Result<Self, String> {
+    pub fn from_summary<'a>(summary: impl IntoIterator<Item = (&'a String, &'a String)>) -> Result<Self, SummaryError> {
         let mut out = CommittedOffsets::default();
         for (key, value) in summary {
             let Some(rest) = key.strip_prefix(OFFSETS_PREFIX) else { continue };
-            let (topic, partition) =
-                rest.rsplit_once('.').ok_or_else(|| format!("summary key {key:?} has no partition"))?;
-            let partition = partition.parse().map_err(|_| format!("summary key {key:?}: bad partition"))?;
-            out.partitions.insert((topic.to_string(), partition), RangeSet::decode(value)?);
+            let error = |problem| SummaryError { key: key.clone(), value: value.clone(), problem };
+            let (topic, partition) = rest
+                .rsplit_once('.')
+                .and_then(|(topic, p)| Some((topic, p.parse::<i32>().ok()?)))
+                .ok_or_else(|| error(RangeError::NoPartition))?;
+            out.partitions.insert((topic.to_string(), partition), RangeSet::decode(value).map_err(error)?);
         }
         Ok(out)
     }
@@ -162,8 +196,39 @@ mod tests {
         assert_eq!(set.missing(15, 35), vec![(20, 29)]);
         assert_eq!(set.missing(40, 45), vec![(40, 45)]);
         assert!(set.overlaps(35, 45) && !set.overlaps(20, 29));
-        assert!(RangeSet::decode("5").is_err());
+        assert_eq!(RangeSet::decode("5"), Err(RangeError::NotARange("5".into())));
         assert!(RangeSet::decode("a-b").is_err());
+    }
+
+    #[test]
+    fn negative_ranges_written_by_older_versions_parse_as_written() {
+        // Before legacy offsets were range-checked, a message at -1 was committed as `-1-4`.
+        assert_eq!(RangeSet::decode("-1-4").unwrap().ranges(), &[(-1, 4)]);
+        assert_eq!(RangeSet::decode("-9--3,10-12").unwrap().ranges(), &[(-9, -3), (10, 12)]);
+        let set = RangeSet::decode("-1-4").unwrap();
+        assert_eq!(RangeSet::decode(&set.encode()).unwrap(), set);
+        assert_eq!(RangeSet::decode("-5"), Err(RangeError::NotARange("-5".into())));
+        assert_eq!(RangeSet::decode("4-1"), Err(RangeError::Empty("4-1".into())));
+        assert!(matches!(RangeSet::decode("1--"), Err(RangeError::NotANumber { .. })));
+    }
+
+    #[test]
+    fn an_unreadable_summary_entry_names_its_key() {
+        let summary = BTreeMap::from([
+            ("floe.offsets.orders.v1.0".to_string(), "0-9".to_string()),
+            ("floe.offsets.orders.v1.1".to_string(), "-1-4".to_string()),
+        ]);
+        let offsets = CommittedOffsets::from_summary(&summary).unwrap();
+        assert_eq!(offsets.get("orders.v1", 1).unwrap().ranges(), &[(-1, 4)]);
+        for (key, value, problem) in [
+            ("floe.offsets.orders.v1.1", "1-x", "offset range \"1-x\": \"x\" is not a number"),
+            ("floe.offsets.orders.v1.1", "9-3", "offset range \"9-3\" is empty (first after last)"),
+            ("floe.offsets.orders", "0-9", "the key names no partition"),
+        ] {
+            let summary = BTreeMap::from([(key.to_string(), value.to_string())]);
+            let e = CommittedOffsets::from_summary(&summary).unwrap_err().to_string();
+            assert_eq!(e, format!("snapshot summary {key:?} = {value:?}: {problem}"));
+        }
     }
 
     #[test]
