@@ -3,7 +3,7 @@
 //! the corpus in `fuzz/corpus/decode_segment` is replayed by the integration tests.
 #![no_main]
 
-use floe_core::segment::{Limits, decode_bytes};
+use floe_segment::{Limits, decode_bytes};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -48,4 +48,4 @@ pub mod segment;
 pub mod storage;
 pub mod table;
 pub mod task;
-pub mod varint;
+pub use floe_segment::varint;

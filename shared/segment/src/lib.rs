@@ -1,4 +1,5 @@
-//! Kafka log segment decoding.
+//! Kafka log segment decoding (`floe-segment`): no Arrow, no Iceberg, no AWS SDK; the
+//! core and the AWS adapters build on it, and the fuzz target `decode_segment` needs it alone.
 //!
 //! Owns everything between "bytes of a `.log` file" and "the committed records in it":
 //!
@@ -35,14 +36,13 @@ mod location;
 mod lz4;
 mod reader;
 mod record;
-#[cfg(feature = "aws")]
-mod s3;
 mod source;
 #[cfg(test)]
 mod testing;
 pub mod tiered;
 mod txn;
 mod v2;
+pub mod varint;
 
 pub use codec::Codec;
 pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind};
@@ -54,8 +54,6 @@ pub use record::encode_headers;
 pub use record::{
     Batch, BatchKind, BatchTxn, ControlType, Header, Headers, Record, RecordIter, Records, TimestampType,
 };
-#[cfg(feature = "aws")]
-pub use s3::{DEFAULT_RANGE_BYTES, S3Source};
 pub use source::{FileSource, MemorySource, RangeRead, SegmentSource};
 pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
 

@@ -341,7 +341,7 @@ mod tests {
     use tokio::io::AsyncReadExt;
 
     use super::*;
-    use crate::segment::MemorySource;
+    use crate::MemorySource;
 
     #[test]
     fn decodes_the_plugins_variable_chunk_index() {
