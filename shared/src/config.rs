@@ -555,7 +555,7 @@ impl FloeConfig {
                     )
                 }
             };
-            let claimant = Claimant::Entry { field: e.field.clone(), what };
+            let claimant = Claimant::Entry(format!("{what} ({})", e.field));
             claims
                 .claim(claimant, &namespace, &table, bad_records)
                 .map_err(|clash| ConfigError::invalid(at, clash.to_string()))?;
@@ -781,18 +781,15 @@ pub fn topic_name_error(name: &str) -> Option<String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claimant {
     Topic(String),
-    /// `field`: `topics[i]`; `what`: `topic "orders"` or `pattern "audit\..*"`.
-    Entry {
-        field: String,
-        what: String,
-    },
+    /// The entry as errors name it: `topic "orders" (topics[0])`, `pattern "audit\..*" (topics[1])`.
+    Entry(String),
 }
 
 impl std::fmt::Display for Claimant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Claimant::Topic(topic) => write!(f, "topic {topic:?}"),
-            Claimant::Entry { field, what } => write!(f, "{what} ({field})"),
+            Claimant::Entry(entry) => f.write_str(entry),
         }
     }
 }
@@ -835,7 +832,7 @@ impl ClashError {
             .into_iter()
             .filter_map(|c| match c {
                 Claimant::Topic(t) => Some(t.as_str()),
-                Claimant::Entry { .. } => None,
+                Claimant::Entry(_) => None,
             })
             .collect()
     }
