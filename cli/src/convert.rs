@@ -67,6 +67,11 @@ pub async fn materialize(
     out_dir: &Path,
     config: &FloeConfig,
 ) -> anyhow::Result<Materialized> {
+    if let Some(why) = floe_core::config::topic_name_error(topic) {
+        anyhow::bail!("--topic: {why}");
+    }
+    anyhow::ensure!(partition >= 0, "--partition: {partition}: a partition number is 0 or more");
+    crate::regular_file("segment", segment)?;
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
     let registry = floe_core::schema::formats::http_registry(config)?;
@@ -77,8 +82,7 @@ pub async fn materialize(
         false => None,
     };
     let formats = Formats::load_inferred(config, &topic_config, registry, inferred.as_ref()).await?;
-    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let out_dir = std::fs::canonicalize(out_dir)?;
+    let out_dir = crate::local::folder("--out", out_dir, true)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;
     let spec = floe_core::partition::spec_for_table(&topic_config, topic, &formats.schema, None)?;
     let options = MaterializeOptions {
@@ -92,4 +96,37 @@ pub async fn materialize(
     let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
     let file_io = iceberg::io::FileIO::new_with_fs();
     Ok(materialize_segment(reader, formats.schema, formats.key, formats.value, &options, &file_io).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bad_arguments_are_errors_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let segment =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/segments/orders-1/00000000000000000000.log");
+        let config = FloeConfig::default();
+        let error = |segment: &Path, topic: &str, partition: i32, out: &Path| {
+            let (segment, topic, out, config) = (segment.to_path_buf(), topic.to_string(), out.to_path_buf(), &config);
+            async move { materialize(&segment, &topic, partition, &out, config).await.map(drop).unwrap_err().to_string() }
+        };
+        let out = dir.path().join("out");
+        let e = error(&segment, "../x", 0, &out).await;
+        assert_eq!(e, "--topic: \"../x\" is not a Kafka topic name: it holds '/' (use [a-zA-Z0-9._-])");
+        assert!(error(&segment, "..", 0, &out).await.starts_with("--topic: \"..\" is not a Kafka topic name"));
+        assert_eq!(error(&segment, "orders", -7, &out).await, "--partition: -7: a partition number is 0 or more");
+        #[cfg(unix)]
+        assert!(
+            error(Path::new("/dev/zero"), "orders", 0, &out)
+                .await
+                .ends_with("not a regular file (a device, FIFO or socket has no known end)")
+        );
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(error(&segment, "orders", 0, &file).await, format!("--out {}: not a folder", file.display()));
+        assert!(!out.exists(), "nothing written for bad arguments");
+        materialize(&segment, "orders", 1, &out, &config).await.unwrap();
+    }
 }

@@ -45,6 +45,10 @@ pub fn line<'a>(record: &Record<'a>) -> RecordLine<'a> {
 /// Decodes `segment` and writes its committed records as JSON lines to `out` (or, with
 /// `summary_only`, the [`floe_core::segment::SegmentSummary`] as one JSON object).
 pub async fn run(segment: &Path, txn_index: Option<&Path>, summary_only: bool, out: impl Write) -> anyhow::Result<()> {
+    crate::regular_file("segment", segment)?;
+    if let Some(path) = txn_index {
+        crate::regular_file("--txn-index", path)?;
+    }
     let mut reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
     if let Some(path) = txn_index {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;

@@ -56,41 +56,110 @@ pub struct LocalReport {
     pub failed: Vec<String>,
 }
 
-/// The segment triggers under `input`, ordered by topic, partition and offset.
-pub fn find_segments(input: &Path) -> std::io::Result<Vec<(String, SegmentLocation)>> {
-    let mut out = Vec::new();
+/// What [`find_segments`] found under the input.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// The segment triggers (key relative to the input, location), ordered by topic,
+    /// partition and offset.
+    pub segments: Vec<(String, SegmentLocation)>,
+    /// What looked like segments (or a folder of them) but is left out, and why.
+    pub ignored: Vec<String>,
+}
+
+/// The segment triggers under `input`. Links are followed, but never into a folder
+/// walked already (a link to a parent would loop forever); what looks like a segment
+/// but cannot be one (a topic folder that is no Kafka topic name, a path that is not
+/// UTF-8, something other than a regular file) is listed as ignored with the reason.
+pub fn find_segments(input: &Path) -> std::io::Result<Found> {
+    let mut found = Found::default();
+    let mut ignored = std::collections::BTreeSet::new();
+    let mut walked = std::collections::HashSet::new();
     let mut dirs = vec![input.to_path_buf()];
+    let relative = |path: &Path| path.strip_prefix(input).unwrap_or(path).to_string_lossy().replace('\\', "/");
     while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
+        let real = std::fs::canonicalize(&dir).map_err(|e| annotate(e, &dir))?;
+        if !walked.insert(real.clone()) {
+            ignored.insert(format!(
+                "{}: the same folder as one walked already ({}), not walked again",
+                relative(&dir),
+                real.display()
+            ));
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir).map_err(|e| annotate(e, &dir))? {
+            let path = entry.map_err(|e| annotate(e, &dir))?.path();
+            // Follows links: a dangling one is a file that cannot be opened.
+            let meta = std::fs::metadata(&path);
+            if meta.as_ref().is_ok_and(|m| m.is_dir()) {
                 dirs.push(path);
                 continue;
             }
-            let Ok(rel) = path.strip_prefix(input) else { continue };
-            let key = rel.to_string_lossy().replace('\\', "/");
-            let Some(location) = SegmentLocation::parse(&key) else { continue };
+            let key = relative(&path);
+            let looks_like_segment = key.ends_with(".log") || key.ends_with(".rsm-manifest");
+            let folder = key.rsplit_once('/').map_or("", |(folder, _)| folder);
+            if path.strip_prefix(input).ok().and_then(|p| p.to_str()).is_none() {
+                if looks_like_segment {
+                    ignored.insert(format!("{folder}/: the path is not UTF-8"));
+                }
+                continue;
+            }
+            let Some(location) = SegmentLocation::parse(&key) else {
+                if let Some(why) = SegmentLocation::invalid_topic(&key)
+                    && looks_like_segment
+                {
+                    ignored.insert(format!("{folder}/: not a topic's folder: {why}"));
+                }
+                continue;
+            };
             let trigger = matches!(
                 (&location.kind, location.layout),
                 (ObjectKind::Manifest, SegmentLayout::TieredStorage)
                     | (ObjectKind::Log, SegmentLayout::BrokerLogDir | SegmentLayout::LocalTieredStorage)
             );
-            if trigger {
-                out.push((key, location));
+            if !trigger {
+                continue;
+            }
+            match meta {
+                Ok(m) if m.is_file() => found.segments.push((key, location)),
+                Ok(_) => {
+                    ignored.insert(format!("{key}: not a regular file"));
+                }
+                Err(e) => {
+                    ignored.insert(format!("{key}: {e}"));
+                }
             }
         }
     }
-    out.sort_by(|a, b| {
+    found.segments.sort_by(|a, b| {
         (&a.1.topic, a.1.partition, a.1.base_offset, &a.0).cmp(&(&b.1.topic, b.1.partition, b.1.base_offset, &b.0))
     });
-    Ok(out)
+    found.ignored = ignored.into_iter().collect();
+    Ok(found)
+}
+
+/// An I/O error with the path it is about (std's name none).
+fn annotate(e: std::io::Error, path: &Path) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// Creates (if need be) and resolves a folder given on the command line, naming it and
+/// the option in errors (`--warehouse wh: a file, not a folder`).
+pub fn folder(option: &str, path: &Path, create: bool) -> anyhow::Result<PathBuf> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => anyhow::bail!("{option} {}: not a folder", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            std::fs::create_dir_all(path).map_err(|e| anyhow::anyhow!("{option} {}: {e}", path.display()))?;
+        }
+        Err(e) => anyhow::bail!("{option} {}: {e}", path.display()),
+    }
+    std::fs::canonicalize(path).map_err(|e| anyhow::anyhow!("{option} {}: {e}", path.display()))
 }
 
 /// Runs materializer and committer over `input` into `warehouse`.
 pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> anyhow::Result<LocalReport> {
-    std::fs::create_dir_all(warehouse)?;
-    let warehouse: PathBuf = std::fs::canonicalize(warehouse)?;
-    let input = std::fs::canonicalize(input)?;
+    let warehouse = folder("--warehouse", warehouse, true)?;
+    let input = folder("--input", input, false)?;
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe")?;
     let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
     let owner = floe_core::lock::sqlite::process_owner("floe-local");
@@ -119,9 +188,21 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
         retry: RetryPolicy::default(),
     };
 
-    let mut report = LocalReport::default();
+    let found = find_segments(&input)?;
+    let mut report = LocalReport { ignored: found.ignored, ..Default::default() };
+    // Topics that would share a table with another: refused, both of them.
+    let clashes = config.check_table_claims(found.segments.iter().map(|(_, l)| l.topic.as_str()));
+    let refused: std::collections::BTreeSet<String> =
+        clashes.iter().flat_map(|c| c.topics()).map(str::to_string).collect();
+    for clash in &clashes {
+        let left_out = found.segments.iter().filter(|(_, l)| clash.topics().contains(&l.topic.as_str())).count();
+        report.failed.push(format!("{clash} ({left_out} segment(s) of theirs left out)"));
+    }
     let mut by_table: std::collections::BTreeMap<String, TableReport> = Default::default();
-    for (key, location) in find_segments(&input)? {
+    for (key, location) in found.segments {
+        if refused.contains(&location.topic) {
+            continue;
+        }
         let Some(topic) = config.resolve(&location.topic) else {
             report.ignored.push(format!("{key}: topic {:?} is not enabled", location.topic));
             continue;
@@ -358,13 +439,100 @@ pub async fn run(
     if report.tables.is_empty() {
         writeln!(out, "no segments found under {}", input.display())?;
     }
-    let catalog = std::fs::canonicalize(warehouse)?.join("catalog.db");
+    let catalog = folder("--warehouse", warehouse, false)?.join("catalog.db");
     writeln!(out, "catalog: {} (SQLite, catalog name \"floe\")", catalog.display())?;
     if !report.failed.is_empty() {
         for failed in &report.failed {
             writeln!(out, "failed: {failed}")?;
         }
-        anyhow::bail!("{} segment(s) failed; nothing of them was committed", report.failed.len());
+        anyhow::bail!("{} failure(s), listed above; nothing of them was committed", report.failed.len());
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example_segment() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/segments/orders-1/00000000000000000000.log")
+    }
+
+    /// `input/<folder>/00000000000000000000.log`, a copy of an example segment.
+    fn segment_in(input: &Path, folder: impl AsRef<std::ffi::OsStr>) {
+        let dir = input.join(folder.as_ref());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(example_segment(), dir.join("00000000000000000000.log")).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_walk_lists_what_it_leaves_out_and_ends_on_link_loops() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        segment_in(&input, "orders-0");
+        segment_in(&input, "bad topic-0");
+        segment_in(&input, "commandes.été-0");
+        segment_in(&input, "..-0");
+        segment_in(&input, std::ffi::OsStr::from_bytes(b"t\xff-0"));
+        // A link to the input itself, and one to a sibling: each folder is walked once.
+        std::os::unix::fs::symlink(&input, input.join("loop")).unwrap();
+        std::os::unix::fs::symlink(input.join("orders-0"), input.join("orders-0").join("again")).unwrap();
+        // A dangling link and a FIFO named like segments: never opened.
+        std::os::unix::fs::symlink("/no/such", input.join("orders-0/00000000000000000200.log")).unwrap();
+        let fifo = input.join("orders-0/00000000000000000300.log");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+
+        let found = find_segments(&std::fs::canonicalize(&input).unwrap()).unwrap();
+        let keys: Vec<&str> = found.segments.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["orders-0/00000000000000000000.log"], "{:#?}", found.ignored);
+        for expected in [
+            "bad topic-0/: not a topic's folder: \"bad topic\" is not a Kafka topic name: it holds ' '",
+            "commandes.été-0/: not a topic's folder: \"commandes.été\" is not a Kafka topic name: it holds 'é'",
+            "..-0/: not a topic's folder: \"..\" is not a Kafka topic name: `.` and `..` are not topic names",
+            "t\u{FFFD}-0/: the path is not UTF-8",
+            "orders-0/00000000000000000200.log: No such file",
+            "orders-0/00000000000000000300.log: not a regular file",
+        ] {
+            assert!(found.ignored.iter().any(|i| i.starts_with(expected)), "{expected}: {:#?}", found.ignored);
+        }
+        let walked_again = found.ignored.iter().filter(|i| i.contains("the same folder as one walked already")).count();
+        assert_eq!(walked_again, 2, "{:#?}", found.ignored);
+    }
+
+    #[tokio::test]
+    async fn topics_sharing_a_table_are_refused_the_others_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        for topic in ["a.b", "a_b", "c"] {
+            segment_in(&input, format!("{topic}-0"));
+        }
+        let mut out = Vec::new();
+        let err = run(&input, &dir.path().join("wh"), FloeConfig::default(), &mut out).await.unwrap_err();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("kafka.c: 1 segment(s) materialized"), "{out}");
+        assert!(!out.contains("kafka.a_b:"), "{out}");
+        assert!(
+            out.contains(
+                "failed: topic \"a_b\" and topic \"a.b\" both map to table kafka.a_b; one table holds one topic"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("(2 segment(s) of theirs left out)"), "{out}");
+        assert_eq!(err.to_string(), "1 failure(s), listed above; nothing of them was committed");
+    }
+
+    #[test]
+    fn folders_name_the_option_and_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let e = folder("--warehouse", &file, true).unwrap_err().to_string();
+        assert_eq!(e, format!("--warehouse {}: not a folder", file.display()));
+        let missing = dir.path().join("missing");
+        let e = folder("--input", &missing, false).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("--input {}: No such file", missing.display())), "{e}");
+        assert_eq!(folder("--warehouse", &missing, true).unwrap(), std::fs::canonicalize(&missing).unwrap());
+    }
 }

@@ -36,7 +36,7 @@ enum Command {
         #[arg(long)]
         topic: String,
         /// The Kafka partition the segment belongs to.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         partition: i32,
         /// Directory for the Parquet files (`data/`, `dead_letter/`).
         #[arg(long)]
@@ -141,7 +141,7 @@ async fn main() -> ExitCode {
         // A closed pipe (`floe inspect … | head`) is the reader's choice, not a failure.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("floe: {e:#}");
+            eprintln!("floe: {}", floe_cli::error_line(&e));
             ExitCode::FAILURE
         }
     }
@@ -235,5 +235,10 @@ mod tests {
         ));
         assert!(parse("floe convert a.log --topic orders --out out").is_err(), "--partition is required");
         assert!(parse("floe convert a.log --topic orders --partition x --out out").is_err());
+        // A negative partition reaches the check that names it, not clap's "unexpected argument".
+        match parse("floe convert a.log --topic orders --partition -7 --out out").unwrap() {
+            Command::Convert { partition, .. } => assert_eq!(partition, -7),
+            _ => panic!("not convert"),
+        }
     }
 }

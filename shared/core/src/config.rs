@@ -46,6 +46,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::schema::layout::DEAD_LETTER_SUFFIX;
+
 /// A configuration error: the field it is about and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -119,6 +121,20 @@ pub enum SchemaSource {
 /// column can hold.
 const MIN_TARGET_FILE_SIZE: u64 = 1 << 20;
 const MAX_TARGET_FILE_SIZE: u64 = 4 << 30;
+
+/// Whether a plain `http://` URL leaves this machine: its host is not `localhost` or a
+/// loopback address (`127.0.0.0/8`, `[::1]`).
+fn leaves_the_machine(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let loopback =
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
 
 /// Whether a URL names a user (and maybe a password) before its host.
 fn url_has_credentials(url: &str) -> bool {
@@ -195,6 +211,10 @@ pub struct SchemaRegistryConfig {
     pub secret_arn: Option<String>,
     /// Request timeout in milliseconds (default 5000).
     pub timeout_ms: Option<u64>,
+    /// Allow credentials over a plain `http://` URL to a host other than this machine
+    /// (the password then crosses the network in clear text).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
 }
 
 impl std::fmt::Debug for SchemaRegistryConfig {
@@ -204,6 +224,7 @@ impl std::fmt::Debug for SchemaRegistryConfig {
             .field("username", &self.username.as_ref().map(|_| "<set>"))
             .field("password_env", &self.password_env)
             .field("secret_arn", &self.secret_arn)
+            .field("allow_insecure_http", &self.allow_insecure_http)
             .finish()
     }
 }
@@ -227,6 +248,10 @@ pub enum Transform {
     Truncate(u32),
 }
 
+/// The largest `bucket` / `truncate` width: Iceberg's (and Java's) widths are signed
+/// 32-bit integers.
+pub const MAX_WIDTH: u32 = i32::MAX as u32;
+
 /// `day(timestamp)`, `bucket(16, key)`, `identity(partition)`, or a bare column name.
 fn parse_partition_field(s: &str) -> Result<PartitionField, String> {
     let s = s.trim();
@@ -237,9 +262,14 @@ fn parse_partition_field(s: &str) -> Result<PartitionField, String> {
     let args: Vec<&str> = args.split(',').map(str::trim).collect();
     let width = |args: &[&str]| -> Result<(u32, String), String> {
         match args {
-            [n, col] => match n.parse::<u32>() {
-                Ok(n) if n > 0 => Ok((n, valid_column(col)?)),
-                _ => Err(format!("invalid width {n:?} in {s:?} (a whole number, at least 1)")),
+            [n, col] => match n.parse::<u64>() {
+                Ok(0) | Err(_) => Err(format!("invalid width {n:?} in {s:?} (a whole number, at least 1)")),
+                Ok(w) => match u32::try_from(w) {
+                    Ok(w) if w <= MAX_WIDTH => Ok((w, valid_column(col)?)),
+                    _ => Err(format!(
+                        "width {w} in {s:?} is too large: at most {MAX_WIDTH} (Iceberg widths are 32-bit integers)"
+                    )),
+                },
             },
             _ => Err(format!("{name} takes (width, column): {s:?}")),
         }
@@ -394,6 +424,18 @@ impl FloeConfig {
                 "holds credentials (user:password@), which would show in logs and errors: use username and password_env",
             ));
         }
+        if let Some(registry) = &schema_registry
+            && registry.url.starts_with("http://")
+            && (registry.username.is_some() || registry.password_env.is_some() || registry.secret_arn.is_some())
+            && !registry.allow_insecure_http
+            && leaves_the_machine(&registry.url)
+        {
+            return Err(ConfigError::invalid(
+                "schema_registry.url",
+                "basic auth over http:// sends the password in clear text: use https://, \
+                 or set schema_registry.allow_insecure_http = true",
+            ));
+        }
         let topics = match root.remove("topics") {
             None => Vec::new(),
             Some(toml::Value::Array(items)) => items,
@@ -419,8 +461,8 @@ impl FloeConfig {
             let settings: Settings = typed(&format!("topics[{i}]"), table)?;
             let matcher = match (topic, pattern) {
                 (Some(name), None) => {
-                    if !valid_topic_name(&name) {
-                        return Err(ConfigError::invalid(at("topic"), format!("{name:?} is not a Kafka topic name")));
+                    if let Some(why) = topic_name_error(&name) {
+                        return Err(ConfigError::invalid(at("topic"), why));
                     }
                     Matcher::Exact(name)
                 }
@@ -443,6 +485,20 @@ impl FloeConfig {
                     format!("{table:?}: use [a-z0-9_], not starting with a digit"),
                 ));
             }
+            if let Some(table) = &table_name {
+                let dlq = settings.bad_records.or(defaults.bad_records) == Some(BadRecordMode::Dlq);
+                let max = if dlq { MAX_NAME_LEN - DEAD_LETTER_SUFFIX.len() } else { MAX_NAME_LEN };
+                if table.len() > max {
+                    return Err(ConfigError::invalid(
+                        at("table"),
+                        format!(
+                            "{} characters, more than {max} (Glue's limit and a file name's is {MAX_NAME_LEN}{})",
+                            table.len(),
+                            if dlq { ", with `_dlq` added for the dead-letter table" } else { "" }
+                        ),
+                    ));
+                }
+            }
             let field = format!("topics[{i}]");
             let partition_by = validate_settings(&field, &settings, &defaults)?;
             validate_schemas(&field, &settings, &defaults)?;
@@ -459,7 +515,73 @@ impl FloeConfig {
                 value,
             )?;
         }
-        Ok(FloeConfig { enabled_by_default: enabled, defaults, default_partition_by, entries, schema_registry })
+        let config =
+            FloeConfig { enabled_by_default: enabled, defaults, default_partition_by, entries, schema_registry };
+        config.check_entry_claims()?;
+        Ok(config)
+    }
+
+    /// No two entries write one table: two `topic`s whose names fold to the same table
+    /// (`a.b`, `A_B`), two entries with the same `table` and namespace, or a table named
+    /// like another entry's dead-letter table. (A `pattern` without a `table` names its
+    /// tables by the topics it meets: [`FloeConfig::check_table_claims`] checks those.)
+    fn check_entry_claims(&self) -> Result<(), ConfigError> {
+        let mut claims = TableClaims::default();
+        for (i, e) in self.entries.iter().enumerate() {
+            let at = format!("{}.{}", e.field, if e.table.is_some() { "table" } else { "topic" });
+            let (what, namespace, table, bad_records) = match &e.matcher {
+                Matcher::Exact(topic) => {
+                    let earlier =
+                        self.entries[..i].iter().find(|o| matches!(&o.matcher, Matcher::Exact(t) if t == topic));
+                    if let Some(first) = earlier {
+                        return Err(ConfigError::invalid(
+                            format!("{}.topic", e.field),
+                            format!("topic {topic:?} has an entry already: {}", first.field),
+                        ));
+                    }
+                    let Some(config) = self.resolve(topic) else { continue };
+                    (format!("topic {topic:?}"), config.namespace, config.table, config.bad_records)
+                }
+                Matcher::Pattern(p) => {
+                    let Some(table) = &e.table else { continue };
+                    let text = p.as_str();
+                    let pattern = text.strip_prefix("^(?:").and_then(|p| p.strip_suffix(")$")).unwrap_or(text);
+                    let namespace = e.settings.namespace.as_ref().or(self.defaults.namespace.as_ref());
+                    (
+                        format!("pattern {pattern:?}"),
+                        namespace.map_or(DEFAULT_NAMESPACE, String::as_str).to_string(),
+                        table.clone(),
+                        e.settings.bad_records.or(self.defaults.bad_records).unwrap_or(BadRecordMode::Suspend),
+                    )
+                }
+            };
+            let claimant = Claimant::Entry(format!("{what} ({})", e.field));
+            claims
+                .claim(claimant, &namespace, &table, bad_records)
+                .map_err(|clash| ConfigError::invalid(at, clash.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Checks the topics found at run time (folders of `floe local run`, keys the
+    /// materializer meets) against each other: every pair that would write one table
+    /// (names folding to the same table, an entry's `table` met by several topics, a
+    /// topic named like another's dead-letter table) is a [`ClashError`] naming both
+    /// topics and the table. Topics in no clash may run; those in one must not.
+    pub fn check_table_claims<'a>(&self, topics: impl IntoIterator<Item = &'a str>) -> Vec<ClashError> {
+        let mut topics: Vec<&str> = topics.into_iter().collect();
+        topics.sort_unstable();
+        topics.dedup();
+        let mut claims = TableClaims::default();
+        let mut clashes = Vec::new();
+        for topic in topics {
+            if let Some(config) = self.resolve(topic)
+                && let Err(clash) = claims.claim_topic(&config)
+            {
+                clashes.push(clash);
+            }
+        }
+        clashes
     }
 
     /// The configuration of `topic`, or `None` when it is not to be materialized.
@@ -551,6 +673,18 @@ fn validate_settings(at: &str, s: &Settings, defaults: &Settings) -> Result<Opti
             format!("{ns:?}: use [a-z0-9_], not starting with a digit"),
         ));
     }
+    if let Some(ns) = &s.namespace
+        && ns.len() > MAX_NAME_LEN - ".db".len()
+    {
+        return Err(ConfigError::invalid(
+            format!("{at}.namespace"),
+            format!(
+                "{} characters, more than {} (its folder `<namespace>.db` must fit the {MAX_NAME_LEN} bytes of a file name)",
+                ns.len(),
+                MAX_NAME_LEN - ".db".len()
+            ),
+        ));
+    }
     if let Some(size) = s.target_file_size
         && !(MIN_TARGET_FILE_SIZE..=MAX_TARGET_FILE_SIZE).contains(&size.0)
     {
@@ -619,9 +753,136 @@ fn validate_schemas(at: &str, s: &Settings, defaults: &Settings) -> Result<(), C
     Ok(())
 }
 
-fn valid_topic_name(name: &str) -> bool {
-    (1..=249).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+/// Glue's limit on database and table names, and a file name's on most filesystems
+/// (bytes; the names are ASCII).
+pub const MAX_NAME_LEN: usize = 255;
+
+/// Kafka's limit on topic names.
+pub const MAX_TOPIC_LEN: usize = 249;
+
+/// Why `name` is not a Kafka topic name (1 to 249 characters of `[a-zA-Z0-9._-]`, not
+/// `.` or `..`), or `None` when it is one.
+pub fn topic_name_error(name: &str) -> Option<String> {
+    let why = if name.is_empty() {
+        "it is empty".to_string()
+    } else if name == "." || name == ".." {
+        "`.` and `..` are not topic names".to_string()
+    } else if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        format!("it holds {c:?} (use [a-zA-Z0-9._-])")
+    } else if name.len() > MAX_TOPIC_LEN {
+        format!("{} characters, more than {MAX_TOPIC_LEN}", name.len())
+    } else {
+        return None;
+    };
+    Some(format!("{name:?} is not a Kafka topic name: {why}"))
+}
+
+/// Who claims a table: a topic met at run time, or a `[[topics]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimant {
+    Topic(String),
+    /// The entry as errors name it: `topic "orders" (topics[0])`, `pattern "audit\..*" (topics[1])`.
+    Entry(String),
+}
+
+impl std::fmt::Display for Claimant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Claimant::Topic(topic) => write!(f, "topic {topic:?}"),
+            Claimant::Entry(entry) => f.write_str(entry),
+        }
+    }
+}
+
+/// Two topics (or entries) that would write one table: refused, never merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.describe())]
+pub struct ClashError {
+    /// The one that came second.
+    pub claimant: Claimant,
+    /// The one holding the table.
+    pub holder: Claimant,
+    /// `namespace.table`.
+    pub table: String,
+    /// Whether the table is the claimant's dead-letter table.
+    pub claimant_dlq: bool,
+    /// Whether the table is the holder's dead-letter table.
+    pub holder_dlq: bool,
+}
+
+impl ClashError {
+    fn describe(&self) -> String {
+        let (c, h, t) = (&self.claimant, &self.holder, &self.table);
+        let fix = "one table holds one topic: give one of them a `table` of its own in a [[topics]] entry";
+        match (self.claimant_dlq, self.holder_dlq) {
+            (false, false) => format!("{c} and {h} both map to table {t}; {fix}"),
+            (false, true) => {
+                format!("{c} maps to table {t}, the dead-letter table of {h} (bad_records = \"dlq\"); {fix}")
+            }
+            (true, false) => {
+                format!("the dead-letter table of {c} (bad_records = \"dlq\") is {t}, the table of {h}; {fix}")
+            }
+            (true, true) => format!("{c} and {h} both have the dead-letter table {t}; {fix}"),
+        }
+    }
+
+    /// The topics (met at run time) of the clash.
+    pub fn topics(&self) -> Vec<&str> {
+        [&self.claimant, &self.holder]
+            .into_iter()
+            .filter_map(|c| match c {
+                Claimant::Topic(t) => Some(t.as_str()),
+                Claimant::Entry(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// The tables claimed so far (`namespace.table`), each with its claimant: one table
+/// holds one topic, and a topic's dead-letter table (`<table>_dlq`, in `dlq` mode) is
+/// its own too.
+#[derive(Debug, Default, Clone)]
+pub struct TableClaims {
+    tables: BTreeMap<String, (Claimant, bool)>,
+}
+
+impl TableClaims {
+    /// Claims `namespace.table` (and `namespace.table_dlq` in `dlq` mode) for `claimant`;
+    /// nothing is claimed when one of them is another's.
+    pub fn claim(
+        &mut self,
+        claimant: Claimant,
+        namespace: &str,
+        table: &str,
+        bad_records: BadRecordMode,
+    ) -> Result<(), ClashError> {
+        let mut names = vec![(format!("{namespace}.{table}"), false)];
+        if bad_records == BadRecordMode::Dlq {
+            names.push((format!("{namespace}.{table}{DEAD_LETTER_SUFFIX}"), true));
+        }
+        for (name, dlq) in &names {
+            if let Some((holder, holder_dlq)) = self.tables.get(name)
+                && *holder != claimant
+            {
+                return Err(ClashError {
+                    claimant,
+                    holder: holder.clone(),
+                    table: name.clone(),
+                    claimant_dlq: *dlq,
+                    holder_dlq: *holder_dlq,
+                });
+            }
+        }
+        for (name, dlq) in names {
+            self.tables.entry(name).or_insert_with(|| (claimant.clone(), dlq));
+        }
+        Ok(())
+    }
+
+    /// Claims the tables of a resolved topic.
+    pub fn claim_topic(&mut self, topic: &TopicConfig) -> Result<(), ClashError> {
+        self.claim(Claimant::Topic(topic.topic.clone()), &topic.namespace, &topic.table, topic.bad_records)
+    }
 }
 
 fn valid_identifier(s: &str) -> bool {
@@ -772,5 +1033,124 @@ mod tests {
         // The README's example, word for word.
         let err = FloeConfig::parse("[[topics]]\ntopic = \"a\"\n[[topics]]\ntopic = \"b\"\nvalue_format = \"avroo\"");
         assert!(err.unwrap_err().to_string().contains("topics[1].value_format: unknown variant `avroo`"));
+    }
+
+    #[test]
+    fn entries_sharing_a_table_are_refused_naming_both() {
+        let error = |text: &str| FloeConfig::parse(text).unwrap_err().to_string();
+        // Names folding to one table.
+        let e = error("[[topics]]\ntopic = \"a.b\"\n[[topics]]\ntopic = \"A_B\"");
+        assert!(
+            e.starts_with(
+                "topics[1].topic: topic \"A_B\" (topics[1]) and topic \"a.b\" (topics[0]) both map to table kafka.a_b"
+            ),
+            "{e}"
+        );
+        // The same `table`, explicitly (a pattern's too).
+        let e = error("[[topics]]\ntopic = \"x\"\ntable = \"t\"\n[[topics]]\npattern = \"y.*\"\ntable = \"t\"");
+        assert!(
+            e.starts_with(
+                "topics[1].table: pattern \"y.*\" (topics[1]) and topic \"x\" (topics[0]) both map to table kafka.t"
+            ),
+            "{e}"
+        );
+        // A topic named like another's dead-letter table, in either order.
+        let e = error("[[topics]]\ntopic = \"orders\"\nbad_records = \"dlq\"\n[[topics]]\ntopic = \"orders_dlq\"");
+        assert!(e.contains("topic \"orders_dlq\" (topics[1]) maps to table kafka.orders_dlq, the dead-letter table of topic \"orders\" (topics[0])"), "{e}");
+        let e = error(
+            "[defaults]\nbad_records = \"dlq\"\n[[topics]]\ntopic = \"orders_dlq\"\n[[topics]]\ntopic = \"orders\"",
+        );
+        assert!(e.starts_with("topics[1].topic: the dead-letter table of topic \"orders\" (topics[1]) (bad_records = \"dlq\") is kafka.orders_dlq, the table of topic \"orders_dlq\" (topics[0])"), "{e}");
+        // One topic named twice.
+        let e = error("[[topics]]\ntopic = \"a\"\n[[topics]]\ntopic = \"a\"\nnamespace = \"b\"");
+        assert!(e.starts_with("topics[1].topic: topic \"a\" has an entry already: topics[0]"), "{e}");
+        // Other namespaces, other modes, or patterns without a table: no clash.
+        FloeConfig::parse("[[topics]]\ntopic = \"a.b\"\n[[topics]]\ntopic = \"a_b\"\nnamespace = \"other\"").unwrap();
+        FloeConfig::parse("[[topics]]\ntopic = \"orders\"\n[[topics]]\ntopic = \"orders_dlq\"").unwrap();
+        FloeConfig::parse("[[topics]]\ntopic = \"a.b\"\n[[topics]]\npattern = \"a.*\"").unwrap();
+    }
+
+    #[test]
+    fn topics_found_at_run_time_that_share_a_table_are_named() {
+        let c = FloeConfig::parse(
+            "[defaults]\nenabled = true\n[[topics]]\ntopic = \"orders\"\nbad_records = \"dlq\"\n\
+             [[topics]]\npattern = \"audit\\\\..*\"\ntable = \"audit\"",
+        )
+        .unwrap();
+        let clashes =
+            c.check_table_claims(["a.b", "a_b", "orders", "orders_dlq", "payments", "audit.eu", "audit.us", "a.b"]);
+        let text: Vec<String> = clashes.iter().map(|c| c.to_string()).collect();
+        assert_eq!(clashes.len(), 3, "{text:#?}");
+        assert!(text[0].starts_with("topic \"a_b\" and topic \"a.b\" both map to table kafka.a_b;"), "{}", text[0]);
+        assert_eq!(clashes[0].topics(), ["a_b", "a.b"]);
+        assert!(
+            text[1].starts_with("topic \"audit.us\" and topic \"audit.eu\" both map to table kafka.audit;"),
+            "{}",
+            text[1]
+        );
+        assert!(text[2].starts_with(
+            "topic \"orders_dlq\" maps to table kafka.orders_dlq, the dead-letter table of topic \"orders\""
+        ));
+        assert!(c.check_table_claims(["a.b", "orders", "payments", "audit.eu"]).is_empty());
+        // Not enabled: claims nothing.
+        let c = FloeConfig::parse("[[topics]]\ntopic = \"a.b\"").unwrap();
+        assert!(c.check_table_claims(["a.b", "a_b"]).is_empty());
+    }
+
+    #[test]
+    fn names_beyond_glue_and_filesystem_limits_are_refused() {
+        let error = |text: String| FloeConfig::parse(&text).unwrap_err().to_string();
+        let long = "t".repeat(256);
+        let e = error(format!("[[topics]]\ntopic = \"a\"\ntable = \"{long}\""));
+        assert!(e.starts_with("topics[0].table: 256 characters, more than 255"), "{e}");
+        // In dlq mode `_dlq` must fit too.
+        let e = error(format!("[[topics]]\ntopic = \"a\"\nbad_records = \"dlq\"\ntable = \"{}\"", &long[..252]));
+        assert!(e.starts_with("topics[0].table: 252 characters, more than 251"), "{e}");
+        FloeConfig::parse(&format!("[[topics]]\ntopic = \"a\"\ntable = \"{}\"", &long[..255])).unwrap();
+        let e = error(format!("[defaults]\nnamespace = \"{}\"", &long[..253]));
+        assert!(e.starts_with("defaults.namespace: 253 characters, more than 252"), "{e}");
+        let e = error(format!("[[topics]]\ntopic = \"{}\"", &long[..250]));
+        assert!(e.starts_with("topics[0].topic: \"tttt"), "{e}");
+        assert!(e.ends_with("is not a Kafka topic name: 250 characters, more than 249"), "{e}");
+        for (topic, why) in
+            [("..", "`.` and `..`"), (".", "`.` and `..`"), ("../x", "holds '/'"), ("", "empty"), ("été", "holds 'é'")]
+        {
+            let e = error(format!("[[topics]]\ntopic = \"{topic}\""));
+            assert!(e.starts_with("topics[0].topic: ") && e.contains(why), "{topic}: {e}");
+        }
+        // bucket / truncate widths are 32-bit integers.
+        for width in ["2147483648", "4294967296", "99999999999999999999"] {
+            let e = error(format!("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket({width}, key)\"]"));
+            assert!(e.starts_with("topics[0].partition_by[0]: "), "{e}");
+        }
+        let e = error("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(2147483648, key)\"]".into());
+        assert!(e.contains("at most 2147483647"), "{e}");
+        FloeConfig::parse("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(2147483647, key)\"]").unwrap();
+    }
+
+    #[test]
+    fn registry_credentials_over_plain_http_need_allow_insecure_http() {
+        let parse = |url: &str, extra: &str| {
+            FloeConfig::parse(&format!("[schema_registry]\nurl = \"{url}\"\n{extra}"))
+                .map(|c| c.schema_registry.unwrap())
+        };
+        for auth in ["username = \"floe\"", "password_env = \"P\"", "secret_arn = \"arn:x\""] {
+            let e = parse("http://sr.example.com:8081", auth).unwrap_err().to_string();
+            assert!(
+                e.starts_with("schema_registry.url: basic auth over http:// sends the password in clear text"),
+                "{e}"
+            );
+            assert!(e.contains("schema_registry.allow_insecure_http = true"), "{e}");
+            let allowed = parse("http://sr.example.com:8081", &format!("{auth}\nallow_insecure_http = true")).unwrap();
+            assert!(allowed.allow_insecure_http);
+            parse("https://sr.example.com", auth).unwrap();
+            // This machine: nothing crosses the network.
+            for local in ["http://127.0.0.1:8081", "http://localhost/x", "http://[::1]:8081", "http://127.5.0.1"] {
+                parse(local, auth).unwrap();
+            }
+        }
+        parse("http://sr.example.com", "").unwrap();
+        assert!(leaves_the_machine("http://localhost.example.com"));
+        assert!(leaves_the_machine("http://10.0.0.1:8081"));
     }
 }

@@ -223,7 +223,7 @@ mod tests {
         );
         let config = |var: &str| {
             FloeConfig::parse(&format!(
-                "[schema_registry]\nurl = \"http://sr\"\nusername = \"u\"\npassword_env = \"{var}\"\n"
+                "[schema_registry]\nurl = \"https://sr\"\nusername = \"u\"\npassword_env = \"{var}\"\n"
             ))
             .unwrap()
         };

@@ -124,6 +124,14 @@ pub fn bind(schema: &Schema, fields: &[PartitionField], at: &str) -> Result<Part
         if matches!(transform, Transform::Bucket(0) | Transform::Truncate(0)) {
             return Err(error(format!("{transform}: the width must be at least 1")));
         }
+        if let Transform::Bucket(n) | Transform::Truncate(n) = transform
+            && n > config::MAX_WIDTH
+        {
+            return Err(error(format!(
+                "{transform}: the width must be at most {} (Iceberg widths are 32-bit integers)",
+                config::MAX_WIDTH
+            )));
+        }
         transform
             .result_type(&source_type)
             .map_err(|_| error(format!("{transform} does not apply to `{}`, a {source_type} column", field.source)))?;
@@ -426,6 +434,8 @@ pub(crate) mod tests {
             (vec![field("nope", T::Identity)], "p[0]", "no column `nope`"),
             (vec![field("id", T::Identity), field("_kafka.nope", T::Day)], "p[1]", "no column `_kafka.nope`"),
             (vec![field("_kafka.timestamp", T::Bucket(0))], "p[0]", "at least 1"),
+            (vec![field("id", T::Bucket(1 << 31))], "p[0]", "at most 2147483647"),
+            (vec![field("region", T::Truncate(u32::MAX))], "p[0]", "at most 2147483647"),
             (vec![field("region", T::Day)], "p[0]", "day does not apply to `region`, a string column"),
             (vec![field("_kafka", T::Identity)], "p[0]", "is a struct"),
             (vec![field("_kafka.headers.key", T::Identity)], "p[0]", "outside lists and maps"),

@@ -57,6 +57,21 @@ const OFFSET_LEN: usize = 20;
 impl SegmentLocation {
     /// Parses an object key or file path; `None` when it follows no known layout.
     pub fn parse(key: &str) -> Option<SegmentLocation> {
+        Self::parse_with(key, valid_topic)
+    }
+
+    /// Why a key that follows a known layout is no segment of a topic: its topic folder
+    /// is no Kafka topic name (`"bad topic" is not a Kafka topic name: it holds ' ' …`).
+    /// `None` when the key is a segment's, or follows no layout at all.
+    pub fn invalid_topic(key: &str) -> Option<String> {
+        if Self::parse(key).is_some() {
+            return None;
+        }
+        let location = Self::parse_with(key, |t| Some(t.to_string()))?;
+        crate::config::topic_name_error(&location.topic)
+    }
+
+    fn parse_with(key: &str, valid_topic: fn(&str) -> Option<String>) -> Option<SegmentLocation> {
         let (dirs, file) = key.rsplit_once('/').map_or(("", key), |(d, f)| (d, f));
         let (stem, ext) = split_extension(file)?;
         let kind = match ext {
@@ -145,11 +160,9 @@ fn split_uuid_suffix(s: &str) -> Option<(&str, &str)> {
     is_uuid(id).then_some((name, id))
 }
 
-/// Kafka topic names: 1–249 characters of `[a-zA-Z0-9._-]`.
+/// Kafka topic names: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 fn valid_topic(topic: &str) -> Option<String> {
-    let ok = (1..=249).contains(&topic.len())
-        && topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    ok.then(|| topic.to_string())
+    crate::config::topic_name_error(topic).is_none().then(|| topic.to_string())
 }
 
 #[cfg(test)]
@@ -209,5 +222,29 @@ mod tests {
         ] {
             assert_eq!(SegmentLocation::parse(key), None, "{key}");
         }
+    }
+
+    #[test]
+    fn invalid_topic_folders_say_why() {
+        for (key, why) in [
+            ("bad topic-0/00000000000000000000.log", "holds ' '"),
+            ("commandes-été-0/00000000000000000000.log", "holds 'é'"),
+            ("..-0/00000000000000000000.log", "`.` and `..`"),
+            (
+                "a b-Ab3defGhIjKlMnOpQrStUv/0/00000000000000000000-zz_-_abcdefghijklmnopq.rsm-manifest",
+                "\"a b\" is not a Kafka topic name",
+            ),
+        ] {
+            assert_eq!(SegmentLocation::parse(key), None, "{key}");
+            let got = SegmentLocation::invalid_topic(key).unwrap_or_default();
+            assert!(got.contains(why), "{key}: {got}");
+        }
+        assert_eq!(SegmentLocation::invalid_topic("t-0/00000000000000000000.log"), None);
+        assert_eq!(SegmentLocation::invalid_topic("README.md"), None);
+        assert_eq!(
+            SegmentLocation::invalid_topic(&format!("{}-0/00000000000000000000.log", "x".repeat(250)))
+                .map(|w| w.contains("250 characters")),
+            Some(true)
+        );
     }
 }
