@@ -757,25 +757,7 @@ fn validate_schemas(at: &str, s: &Settings, defaults: &Settings) -> Result<(), C
 /// (bytes; the names are ASCII).
 pub const MAX_NAME_LEN: usize = 255;
 
-/// Kafka's limit on topic names.
-pub const MAX_TOPIC_LEN: usize = 249;
-
-/// Why `name` is not a Kafka topic name (1 to 249 characters of `[a-zA-Z0-9._-]`, not
-/// `.` or `..`), or `None` when it is one.
-pub fn topic_name_error(name: &str) -> Option<String> {
-    let why = if name.is_empty() {
-        "it is empty".to_string()
-    } else if name == "." || name == ".." {
-        "`.` and `..` are not topic names".to_string()
-    } else if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-        format!("it holds {c:?} (use [a-zA-Z0-9._-])")
-    } else if name.len() > MAX_TOPIC_LEN {
-        format!("{} characters, more than {MAX_TOPIC_LEN}", name.len())
-    } else {
-        return None;
-    };
-    Some(format!("{name:?} is not a Kafka topic name: {why}"))
-}
+pub use crate::segment::{MAX_TOPIC_LEN, topic_name_error};
 
 /// Who claims a table: a topic met at run time, or a `[[topics]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,7 +47,7 @@ pub mod varint;
 pub use codec::Codec;
 pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
-pub use location::{ObjectKind, SegmentLayout, SegmentLocation};
+pub use location::{MAX_TOPIC_LEN, ObjectKind, SegmentLayout, SegmentLocation, topic_name_error};
 pub use reader::{SegmentReader, decode_frame};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use record::encode_headers;

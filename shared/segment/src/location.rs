@@ -68,7 +68,7 @@ impl SegmentLocation {
             return None;
         }
         let location = Self::parse_with(key, |t| Some(t.to_string()))?;
-        crate::config::topic_name_error(&location.topic)
+        topic_name_error(&location.topic)
     }
 
     fn parse_with(key: &str, valid_topic: fn(&str) -> Option<String>) -> Option<SegmentLocation> {
@@ -162,7 +162,27 @@ fn split_uuid_suffix(s: &str) -> Option<(&str, &str)> {
 
 /// Kafka topic names: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 fn valid_topic(topic: &str) -> Option<String> {
-    crate::config::topic_name_error(topic).is_none().then(|| topic.to_string())
+    topic_name_error(topic).is_none().then(|| topic.to_string())
+}
+
+/// Kafka's limit on topic names.
+pub const MAX_TOPIC_LEN: usize = 249;
+
+/// Why `name` is not a Kafka topic name (1 to 249 characters of `[a-zA-Z0-9._-]`, not
+/// `.` or `..`), or `None` when it is one.
+pub fn topic_name_error(name: &str) -> Option<String> {
+    let why = if name.is_empty() {
+        "it is empty".to_string()
+    } else if name == "." || name == ".." {
+        "`.` and `..` are not topic names".to_string()
+    } else if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        format!("it holds {c:?} (use [a-zA-Z0-9._-])")
+    } else if name.len() > MAX_TOPIC_LEN {
+        format!("{} characters, more than {MAX_TOPIC_LEN}", name.len())
+    } else {
+        return None;
+    };
+    Some(format!("{name:?} is not a Kafka topic name: {why}"))
 }
 
 #[cfg(test)]
