@@ -892,50 +892,84 @@ write_segment(out + "/events-1/00000000000000000000.log", new, [15])
 /// Segments materialized before their table exists each number their schema's fields
 /// themselves; the second to commit is reconciled with the table by name (its files
 /// rewritten with the table's ids), in either order: never a suspension, and a reader by
-/// id reads every column right.
+/// id reads every column right. Version 2 adds a nested `meta` before `name`.
 #[tokio::test]
 async fn tasks_numbered_before_their_table_existed_commit_in_either_order() {
-    let input = tempfile::tempdir().unwrap();
-    let script = r#"
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from segment_file import write_segment
-out = sys.argv[2]
-a = [(1764489600000 + i, None, json.dumps({"id": i, "items": [i, i + 1], "name": "a%d" % i}).encode()) for i in range(10)]
-b = [(1764489700000 + i, None, json.dumps({"id": 10 + i, "items": [i], "meta": {"tag": "t%d" % i}, "name": "b%d" % i}).encode()) for i in range(10)]
-write_segment(out + "/shop-0/00000000000000000000.log", a, [10])
-write_segment(out + "/shop-0/00000000000000000010.log", b, [10], base=10)
-"#;
-    write_segments(script, input.path());
     let config = FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\n").unwrap();
-    let objects = ["shop-0/00000000000000000000.log", "shop-0/00000000000000000010.log"];
+    numbered_before_their_table("json", |_, _| config.clone()).await;
+}
+
+/// The same with Avro payloads, each segment's written and read with its own schema file.
+#[tokio::test]
+async fn avro_tasks_numbered_before_their_table_existed_commit_in_either_order() {
+    numbered_before_their_table("avro", |input, version| {
+        topic_config(&format!("value_format = \"avro\"\nvalue_schema = {{ file = \"{input}/v{version}.avsc\" }}"))
+    })
+    .await;
+}
+
+/// The same with Protobuf payloads (`shop.Row`: `name` = 4, v2 adds `meta` = 3, a column
+/// before `name` as columns follow field numbers), each segment's written and read with
+/// its own `.proto` file.
+#[tokio::test]
+async fn protobuf_tasks_numbered_before_their_table_existed_commit_in_either_order() {
+    numbered_before_their_table("protobuf", |input, version| {
+        topic_config(&format!(
+            "value_format = \"protobuf\"\nvalue_schema = {{ file = \"{input}/v{version}.proto\" }}\nvalue_message = \"shop.Row\""
+        ))
+    })
+    .await;
+}
+
+/// Topic `shop` configured with `lines`.
+fn topic_config(lines: &str) -> FloeConfig {
+    FloeConfig::parse(&format!("[[topics]]\ntopic = \"shop\"\n{lines}\n")).unwrap()
+}
+
+/// Writes tests/py/make_nested_evolution.py's two segments of `shop` in `format`, each
+/// materialized with `config(input dir, schema version)` (1 for offsets 0–9, 2 for 10–19)
+/// and checked by [`commit_in_either_order`] against the rows the script documents.
+async fn numbered_before_their_table(format: &str, config: impl Fn(&str, u32) -> FloeConfig) {
+    let input = tempfile::tempdir().unwrap();
+    support::run_python("make_nested_evolution.py", &[Path::new(format), input.path()]);
+    let dir = input.path().display().to_string();
+    let segments =
+        [(config(&dir, 1), "shop-0/00000000000000000000.log"), (config(&dir, 2), "shop-0/00000000000000000010.log")];
+    let expected: Vec<Value> = (0..20)
+        .map(|o: i64| match o {
+            0..10 => serde_json::json!({"id": o, "items": [o, o + 1], "meta": null, "name": format!("a{o}")}),
+            _ => {
+                let i = o - 10;
+                serde_json::json!({"id": o, "items": [i], "meta": {"tag": format!("t{i}")}, "name": format!("b{i}")})
+            }
+        })
+        .collect();
+    commit_in_either_order(input.path(), &segments, "kafka.shop", &expected).await;
+}
+
+/// Materializes each `(config, object)` of `segments` (under `input`) into a fresh
+/// warehouse, where none numbers its schema from a table, and commits them one by one in
+/// both orders: each commit must be `Committed`, and PyIceberg must read `expected[o]` at
+/// offset `o` of partition 0 (the row as JSON, less `_kafka`), once.
+async fn commit_in_either_order(input: &Path, segments: &[(FloeConfig, &str); 2], table: &str, expected: &[Value]) {
     for order in [[0, 1], [1, 0]] {
         let warehouse = tempfile::tempdir().unwrap();
         let w = warehouse.path().canonicalize().unwrap().display().to_string();
         let mut tasks = Vec::new();
-        for object in objects {
-            tasks.push(materialize(config.clone(), input.path(), &w, object).await);
+        for (config, object) in segments {
+            tasks.push(materialize(config.clone(), input, &w, object).await);
         }
         assert_ne!(tasks[0].schema.iceberg, tasks[1].schema.iceberg, "numbered on their own");
         let committer = local_committer(warehouse.path());
         for i in order {
             let report = committer.commit(std::slice::from_ref(&tasks[i]), None).await;
-            assert_eq!(report.results[0].1, TaskResult::Committed, "order {order:?}");
+            assert_eq!(report.results[0].1, TaskResult::Committed, "order {order:?}: {report:?}");
         }
-        let read = read_local(warehouse.path(), "kafka.shop");
-        assert_eq!((read.rows, read.duplicates), (20, 0), "order {order:?}");
-        for o in 0..20 {
+        let read = read_local(warehouse.path(), table);
+        assert_eq!((read.rows, read.duplicates), (expected.len(), 0), "order {order:?}");
+        for (o, want) in expected.iter().enumerate() {
             let row: Value = serde_json::from_str(read.values[&format!("0/{o}")].as_deref().unwrap()).unwrap();
-            let (name, tag) = if o < 10 {
-                (format!("a{o}"), Value::Null)
-            } else {
-                (format!("b{}", o - 10), format!("t{}", o - 10).into())
-            };
-            assert_eq!(row["name"], name, "order {order:?}, offset {o}: {row}");
-            assert_eq!(row["id"], o, "order {order:?}: {row}");
-            assert_eq!(row["meta"].get("tag").cloned().unwrap_or(Value::Null), tag, "order {order:?}: {row}");
-            let items: Vec<i64> = if o < 10 { vec![o, o + 1] } else { vec![o - 10] };
-            assert_eq!(row["items"], serde_json::json!(items), "order {order:?}: {row}");
+            assert_eq!(&row, want, "order {order:?}, offset {o}");
         }
     }
 }
