@@ -175,7 +175,7 @@ mod tests {
     }
 
     fn harness() -> PayloadHarness {
-        PayloadHarness::new(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/schemas")).unwrap()
+        PayloadHarness::new(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/schemas")).unwrap()
     }
 
     #[test]

@@ -148,7 +148,7 @@ mod event_files {
     use super::*;
 
     fn event(name: &str) -> Value {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events").join(name);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events").join(name);
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     }
 
