@@ -3,8 +3,8 @@
 //! from the usual AWS environment (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, …).
 
 use aws_config::SdkConfig;
+use floe_aws::dynamodb::DynamoDbLocks;
 use floe_core::lock::TableLocks;
-use floe_core::lock::dynamodb::DynamoDbLocks;
 
 fn locks(config: &SdkConfig, lock_table: &str) -> DynamoDbLocks {
     DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(config), lock_table)

@@ -30,14 +30,14 @@ fn child() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let started = Instant::now();
-        let env = floe_core::lambda::MaterializerEnv::from_env().unwrap();
+        let env = floe_aws::lambda::MaterializerEnv::from_env().unwrap();
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let materializer = floe_core::lambda::materializer(&aws, &env).await.unwrap();
+        let materializer = floe_aws::lambda::materializer(&aws, &env).await.unwrap();
         let init = started.elapsed();
         let event = serde_json::json!({"Records": [{"eventName": "ObjectCreated:Put",
             "s3": {"bucket": {"name": BUCKET}, "object": {"key": KEY}}}]});
         let started = Instant::now();
-        let response = floe_core::lambda::handle_materializer_event(&materializer, event).await.unwrap();
+        let response = floe_aws::lambda::handle_materializer_event(&materializer, event).await.unwrap();
         let run = started.elapsed();
         assert_eq!(response.queued.len(), 1);
         println!(
@@ -106,7 +106,7 @@ fn main() {
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
         let started = Instant::now();
-        let source = floe_core::segment::S3Source::open(s3, BUCKET, KEY).await.unwrap();
+        let source = floe_aws::segment_source::S3Source::open(s3, BUCKET, KEY).await.unwrap();
         let mut reader = floe_core::segment::SegmentSource::open_at(&source, 0).await.unwrap();
         let mut buf = vec![0u8; 1 << 20];
         while reader.read(&mut buf).await.unwrap() > 0 {}

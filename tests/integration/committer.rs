@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use floe_core::catalog::glue::GlueCatalog;
+use floe_aws::dynamodb::DynamoDbLocks;
+use floe_aws::glue::GlueCatalog;
+use floe_aws::lambda::{
+    CommitterEnv, CommitterService, MaterializerEnv, committer, handle_committer_event, materializer,
+};
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
-use floe_core::lambda::{
-    CommitterEnv, CommitterService, MaterializerEnv, committer, handle_committer_event, materializer,
-};
 use floe_core::lock::TableLocks;
-use floe_core::lock::dynamodb::DynamoDbLocks;
 use floe_core::materializer::{Materializer, ObjectRef, Outcome};
 use floe_core::task::{CommitTask, TableName, Task};
 use iceberg::spec::TableMetadata;

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use floe_core::lambda::{MaterializerEnv, handle_materializer_event, materializer};
+use floe_aws::lambda::{MaterializerEnv, handle_materializer_event, materializer};
+use floe_aws::sqs::{SqsTaskQueue, task_from_message};
 use floe_core::materializer::{Materializer, ObjectRef};
 use floe_core::queue::TaskQueue;
-use floe_core::queue::sqs::{SqsTaskQueue, task_from_message};
 use floe_core::task::{CommitTask, Task};
 use serde_json::Value;
 
@@ -293,7 +293,7 @@ async fn oversized_tasks_travel_through_s3() {
     let file = task.data_files[0].clone();
     task.data_files = vec![file; 600];
     task.task_id.push_str("-big");
-    assert!(task.to_json().unwrap().len() > floe_core::queue::sqs::MAX_INLINE_BYTES);
+    assert!(task.to_json().unwrap().len() > floe_aws::sqs::MAX_INLINE_BYTES);
     let queue =
         SqsTaskQueue::new(aws.sqs.clone(), aws.s3.clone(), &aws.tasks, &format!("s3://{}/warehouse", aws.warehouse));
     queue.send(&Task::Data(Box::new(task.clone()))).await.unwrap();
@@ -305,9 +305,9 @@ async fn oversized_tasks_travel_through_s3() {
 #[tokio::test]
 async fn multipart_upload_of_a_large_file() {
     let aws = setup("multipart").await;
-    let file_io = floe_core::storage::warehouse_file_io(aws.s3.clone());
+    let file_io = floe_aws::s3::warehouse_file_io(aws.s3.clone());
     let location = format!("s3://{}/big/object.bin", aws.warehouse);
-    let part = floe_core::storage::MULTIPART_PART_BYTES;
+    let part = floe_aws::s3::MULTIPART_PART_BYTES;
     let data: Vec<u8> = (0..part * 2 + 12345).map(|i| (i % 251) as u8).collect();
     let mut writer = file_io.new_output(&location).unwrap().writer().await.unwrap();
     for piece in data.chunks(1 << 20) {
@@ -330,9 +330,9 @@ async fn init_reads_the_config_from_s3_and_the_registry_password_from_secrets_ma
     s3.create_bucket().bucket("init-config").send().await.unwrap();
     let toml = "[defaults]\nenabled = true\nnamespace = \"from_s3\"\n";
     s3.put_object().bucket("init-config").key("floe.toml").body(toml.as_bytes().to_vec().into()).send().await.unwrap();
-    let loaded = floe_core::lambda::load_config(&s3, Some("s3://init-config/floe.toml")).await.unwrap();
+    let loaded = floe_aws::lambda::load_config(&s3, Some("s3://init-config/floe.toml")).await.unwrap();
     assert_eq!(loaded.resolve("orders").unwrap().namespace, "from_s3");
-    let err = floe_core::lambda::load_config(&s3, Some("s3://init-config/missing.toml")).await.unwrap_err();
+    let err = floe_aws::lambda::load_config(&s3, Some("s3://init-config/missing.toml")).await.unwrap_err();
     assert!(err.to_string().contains("s3://init-config/missing.toml"), "{err}");
 
     let secrets = aws_sdk_secretsmanager::Client::new(&config);
@@ -348,11 +348,11 @@ async fn init_reads_the_config_from_s3_and_the_registry_password_from_secrets_ma
     let floe_toml =
         format!("[schema_registry]\nurl = \"http://127.0.0.1:1\"\nusername = \"floe\"\nsecret_arn = \"{arn}\"\n");
     let floe = floe_core::config::FloeConfig::parse(&floe_toml).unwrap();
-    let password = floe_core::lambda::registry_password(&secrets, &floe).await.unwrap();
+    let password = floe_aws::lambda::registry_password(&secrets, &floe).await.unwrap();
     assert_eq!(password.as_deref(), Some("s3cr3t"));
     // A secret that does not exist: an init error naming it, not a panic.
     let missing = floe_toml.replace(&arn, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope");
-    let err = floe_core::lambda::registry_password(&secrets, &floe_core::config::FloeConfig::parse(&missing).unwrap())
+    let err = floe_aws::lambda::registry_password(&secrets, &floe_core::config::FloeConfig::parse(&missing).unwrap())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("secret:nope"), "{err}");
@@ -401,8 +401,8 @@ async fn throttling_glue() -> String {
 
 #[tokio::test]
 async fn a_throttled_glue_on_the_table_lookup_is_retryable() {
-    use floe_core::catalog::glue::GlueCatalog;
-    use floe_core::lambda::MaterializerFailure;
+    use floe_aws::glue::GlueCatalog;
+    use floe_aws::lambda::MaterializerFailure;
     use floe_core::table::CatalogTables;
     let aws = setup("throttled").await;
     let case = case("v2_none");

@@ -13,9 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::SqsEvent;
+use floe_aws::lambda::handle_committer_event;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
-use floe_core::lambda::handle_committer_event;
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
 use floe_core::queue::InProcessQueue;
 use floe_core::segment::Limits;

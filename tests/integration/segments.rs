@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use floe_aws::segment_source::S3Source;
 use floe_core::segment::{
-    BatchTxn, FileSource, Limits, MemorySource, S3Source, SegmentError, SegmentErrorKind, SegmentReader,
-    SegmentSummary, decode_bytes, parse_txn_index,
+    BatchTxn, FileSource, Limits, MemorySource, SegmentError, SegmentErrorKind, SegmentReader, SegmentSummary,
+    decode_bytes, parse_txn_index,
 };
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //! `floe_core::committer`; this binary reads its environment and builds its clients once.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use floe_core::lambda::{CommitterEnv, committer, handle_committer_event, init_tracing};
+use floe_aws::lambda::{CommitterEnv, committer, handle_committer_event, init_tracing};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]

@@ -3,7 +3,7 @@
 //! `floe_core::materializer`; this binary reads its environment and builds its clients
 //! once per container.
 
-use floe_core::lambda::{MaterializerEnv, handle_materializer_event, init_tracing, materializer};
+use floe_aws::lambda::{MaterializerEnv, handle_materializer_event, init_tracing, materializer};
 use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ async fn main() -> Result<(), Error> {
     let materializer = materializer(&aws, &env).await?;
     let materializer = &materializer;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let failed = |f: floe_core::lambda::MaterializerFailure| Diagnostic {
+        let failed = |f: floe_aws::lambda::MaterializerFailure| Diagnostic {
             error_type: f.error_type().to_string(),
             error_message: f.to_string(),
         };

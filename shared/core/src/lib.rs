@@ -14,7 +14,6 @@
 //! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target and its corpus replay.
 //! - [`materialize`]: one segment → Parquet data files, bad-record modes applied.
 //! - [`partition`]: `partition_by` bound to a table schema as an Iceberg partition spec; batches split by partition value.
-//! - `lambda` (feature `aws`): the functions' typed environment, config loading, secrets, handlers.
 //! - [`lock`]: one committer per table: leases with fencing, and each table's status (DynamoDB, SQLite).
 //! - [`materializer`]: an S3 object event → segment → data files → a CommitTask on the queue.
 //! - [`queue`]: the task queue to the committer (FIFO SQS, or in process).
@@ -35,8 +34,6 @@ pub mod datafile;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod guard;
-#[cfg(feature = "aws")]
-pub mod lambda;
 pub mod lock;
 pub mod materialize;
 pub mod materializer;

@@ -14,8 +14,6 @@
 //! Both catalogs use the layouts other engines read: Glue tables of `table_type=ICEBERG`,
 //! and the `iceberg_tables` SQLite layout of the JDBC catalog and PyIceberg's `SqlCatalog`.
 
-#[cfg(feature = "aws")]
-pub mod glue;
 pub mod sqlite;
 
 use async_trait::async_trait;

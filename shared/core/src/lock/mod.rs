@@ -16,8 +16,6 @@
 //! The same store keeps each table's status: a table suspended (incompatible schema)
 //! stays suspended, its tasks kept in the queue, until an operator resumes it.
 
-#[cfg(feature = "aws")]
-pub mod dynamodb;
 pub mod sqlite;
 
 use std::future::Future;
@@ -129,7 +127,8 @@ pub async fn hold<T>(
     let period = (ttl / 3).max(Duration::from_millis(1));
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut work = std::pin::pin!(work);
+    // On the heap: a commit's future is large, and worker threads have small stacks.
+    let mut work = Box::pin(work);
     loop {
         tokio::select! {
             biased;

@@ -21,7 +21,6 @@
 //! uploaded twice under two segment ids give two tasks; the committer keeps one copy of
 //! each offset.
 
-pub mod events;
 pub mod objects;
 
 use std::collections::BTreeMap;
@@ -47,7 +46,6 @@ use crate::task::{
     CommitTask, OffsetRange, PendingTransaction, SourceObject, SuspendTask, TableName, Task, TaskFile, TaskSchema,
     partitioned, task_version,
 };
-pub use events::{EventObjects, objects_in_event};
 pub use objects::{LocalObjects, ObjectRef, ObjectStore, Opened};
 
 /// Why an object could not be materialized.

@@ -49,52 +49,6 @@ pub trait ObjectStore: Send + Sync {
     async fn get(&self, object: &ObjectRef) -> io::Result<Option<Bytes>>;
 }
 
-/// Objects in S3, read with ranged GETs pinned to their ETag.
-#[cfg(feature = "aws")]
-pub struct S3Objects {
-    client: aws_sdk_s3::Client,
-}
-
-#[cfg(feature = "aws")]
-impl S3Objects {
-    pub fn new(client: aws_sdk_s3::Client) -> Self {
-        S3Objects { client }
-    }
-}
-
-#[cfg(feature = "aws")]
-#[async_trait]
-impl ObjectStore for S3Objects {
-    async fn open(&self, object: &ObjectRef) -> io::Result<Opened> {
-        let source = crate::segment::S3Source::open(self.client.clone(), &object.bucket, &object.key).await?;
-        Ok(Opened {
-            uri: format!("s3://{}/{}", object.bucket, object.key),
-            size: source.size(),
-            etag: source.etag().map(str::to_string),
-            object: Arc::new(source),
-        })
-    }
-
-    async fn get(&self, object: &ObjectRef) -> io::Result<Option<Bytes>> {
-        let uri = format!("s3://{}/{}", object.bucket, object.key);
-        match self.client.get_object().bucket(&object.bucket).key(&object.key).send().await {
-            Ok(response) => {
-                let body = response.body.collect().await.map_err(|e| io::Error::other(format!("GET {uri}: {e}")))?;
-                Ok(Some(body.into_bytes()))
-            }
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
-            Err(e) => {
-                let kind = if crate::retry::sdk_error_retryable(&e) {
-                    io::ErrorKind::Other
-                } else {
-                    io::ErrorKind::InvalidData
-                };
-                Err(io::Error::new(kind, format!("GET {uri}: {}", aws_sdk_s3::error::DisplayErrorContext(&e))))
-            }
-        }
-    }
-}
-
 /// Objects under a local folder (keys are paths relative to it).
 pub struct LocalObjects {
     root: PathBuf,

@@ -7,9 +7,6 @@
 //! committer, which checks offsets against the table). Locally, `floe local run` hands
 //! tasks over in process ([`InProcessQueue`]).
 
-#[cfg(feature = "aws")]
-pub mod sqs;
-
 use std::sync::Mutex;
 
 use async_trait::async_trait;

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::objects::ObjectRef;
+use floe_core::materializer::ObjectRef;
 
 /// What an event asks for.
 #[derive(Debug, Default, PartialEq)]
@@ -57,11 +57,10 @@ fn collect(event: &Value, out: &mut EventObjects) -> Result<(), String> {
 }
 
 /// (event name, bucket, URL-encoded key) of one S3 notification record: read as
-/// `aws_lambda_events`' `S3EventRecord` (feature `aws`), or, when a field that type
+/// `aws_lambda_events`' `S3EventRecord`, or, when a field that type
 /// requires is absent (S3-compatible stores and emulators leave out `userIdentity` and
 /// others), from the three fields Floe needs.
 fn s3_record(record: &Value) -> Result<(String, String, String), String> {
-    #[cfg(feature = "aws")]
     if let Ok(typed) = serde_json::from_value::<aws_lambda_events::event::s3::S3EventRecord>(record.clone())
         && let (Some(bucket), Some(key)) = (typed.s3.bucket.name, typed.s3.object.key)
     {

@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use tokio::io::AsyncRead;
 use tokio_util::io::StreamReader;
 
-use super::SegmentSource;
+use floe_core::segment::SegmentSource;
 
 /// Bytes per ranged GET: large enough to amortise request latency, small enough for
 /// the memory budget (the reader holds at most one range plus one batch).
@@ -124,7 +124,7 @@ impl SegmentSource for S3Source {
 }
 
 #[async_trait]
-impl super::RangeRead for S3Source {
+impl floe_core::segment::RangeRead for S3Source {
     fn name(&self) -> &str {
         &self.name
     }

@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::config::FloeConfig;
-use crate::materializer::{Materializer, MaterializerError, ObjectRef, Outcome, objects_in_event};
-use crate::queue::sqs::SqsTaskQueue;
-use crate::schema::formats::{http_registry_with_password, password_from_env};
-use crate::segment::Limits;
-use crate::storage::{read_s3_uri, split_s3_uri, warehouse_file_io};
+use floe_core::config::FloeConfig;
+use floe_core::materializer::{Materializer, MaterializerError, ObjectRef, Outcome};
+
+use crate::events::objects_in_event;
+use crate::s3::{read_s3_uri, warehouse_file_io};
+use crate::sqs::SqsTaskQueue;
+use floe_core::schema::formats::{http_registry_with_password, password_from_env};
+use floe_core::segment::Limits;
+use floe_core::storage::split_s3_uri;
 
 /// A missing or invalid setting, or a failure while loading what it points to.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +29,7 @@ pub enum InitError {
     #[error("reading the Schema Registry secret {arn}: {message}")]
     Secret { arn: String, message: String },
     #[error(transparent)]
-    Registry(#[from] crate::schema::registry::RegistryError),
+    Registry(#[from] floe_core::schema::registry::RegistryError),
 }
 
 fn required(name: &'static str) -> Result<String, InitError> {
@@ -132,12 +135,12 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
         .map_err(|e| InitError::Config { uri: env.config.clone().unwrap_or_default(), message: e.to_string() })?;
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
     let file_io = warehouse_file_io(s3.clone());
-    let glue = crate::catalog::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
-    let tables = crate::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
+    let glue = crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
+    let tables = floe_core::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
     Ok(Materializer {
         config: Arc::new(config),
         registry,
-        objects: Arc::new(crate::materializer::objects::S3Objects::new(s3.clone())),
+        objects: Arc::new(crate::objects::S3Objects::new(s3.clone())),
         file_io,
         warehouse: env.warehouse.trim_end_matches('/').to_string(),
         queue: Arc::new(queue),
@@ -268,7 +271,7 @@ impl CommitterEnv {
 
 /// The committer and the S3 client that fetches tasks stored in S3.
 pub struct CommitterService {
-    pub committer: crate::committer::Committer,
+    pub committer: floe_core::committer::Committer,
     pub s3: aws_sdk_s3::Client,
 }
 
@@ -276,14 +279,14 @@ pub struct CommitterService {
 pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterService {
     let s3_config = aws_sdk_s3::config::Builder::from(aws).force_path_style(env.s3_path_style).build();
     let s3 = aws_sdk_s3::Client::from_conf(s3_config);
-    let committer = crate::committer::Committer {
-        catalog: Arc::new(crate::catalog::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
+    let committer = floe_core::committer::Committer {
+        catalog: Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
         file_io: warehouse_file_io(s3.clone()),
-        locks: Arc::new(crate::lock::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
+        locks: Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
         warehouse: env.warehouse.trim_end_matches('/').to_string(),
         owner: format!("committer-{}", uuid::Uuid::new_v4()),
         lease_ttl: env.lease,
-        retry: crate::retry::RetryPolicy { attempts: 8, ..Default::default() },
+        retry: floe_core::retry::RetryPolicy { attempts: 8, ..Default::default() },
     };
     CommitterService { committer, s3 }
 }
@@ -298,7 +301,7 @@ pub async fn handle_committer_event(
     event: aws_lambda_events::event::sqs::SqsEvent,
     deadline: Option<std::time::Instant>,
 ) -> aws_lambda_events::event::sqs::SqsBatchResponse {
-    use crate::committer::TaskResult;
+    use floe_core::committer::TaskResult;
     let mut response = aws_lambda_events::event::sqs::SqsBatchResponse::default();
     let mut tasks = Vec::new();
     let mut message_of_task = Vec::new();
@@ -311,7 +314,7 @@ pub async fn handle_committer_event(
             response.add_failure(id);
             continue;
         }
-        match crate::queue::sqs::task_from_message(&service.s3, message.body.as_deref().unwrap_or_default()).await {
+        match crate::sqs::task_from_message(&service.s3, message.body.as_deref().unwrap_or_default()).await {
             Ok(task) => {
                 message_of_task.push((task.task_id().to_string(), id, group));
                 tasks.push(task);

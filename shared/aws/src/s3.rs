@@ -18,13 +18,14 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use iceberg::io::{
-    FileMetadata, FileRead, FileWrite, InputFile, LocalFsStorage, OutputFile, Storage, StorageConfig, StorageFactory,
+    FileIO, FileIOBuilder, FileMetadata, FileRead, FileWrite, InputFile, LocalFsStorage, OutputFile, Storage,
+    StorageConfig, StorageFactory,
 };
 use iceberg::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 
-use super::split_s3_uri;
 use crate::retry::sdk_error_retryable;
+use floe_core::storage::split_s3_uri;
 
 /// Size of each multipart part (S3's minimum is 5 MiB for all parts but the last).
 pub const MULTIPART_PART_BYTES: usize = 8 * 1024 * 1024;
@@ -344,6 +345,22 @@ impl FileWrite for MultipartWriter {
         }
         finished
     }
+}
+
+/// A `FileIO` serving `s3://` locations with `client`, and local paths.
+pub fn warehouse_file_io(client: aws_sdk_s3::Client) -> FileIO {
+    FileIOBuilder::new(Arc::new(WarehouseStorageFactory::new(client))).build()
+}
+
+/// The whole object at `s3://bucket/key`; the error says what failed and whether a retry may help.
+pub async fn read_s3_uri(client: &aws_sdk_s3::Client, uri: &str) -> std::result::Result<bytes::Bytes, (String, bool)> {
+    let (bucket, key) = split_s3_uri(uri).ok_or_else(|| (format!("{uri:?} is not s3://bucket/key"), false))?;
+    let object =
+        client.get_object().bucket(bucket).key(key).send().await.map_err(|e| {
+            (aws_sdk_s3::error::DisplayErrorContext(&e).to_string(), crate::retry::sdk_error_retryable(&e))
+        })?;
+    let body = object.body.collect().await.map_err(|e| (e.to_string(), true))?;
+    Ok(body.into_bytes())
 }
 
 #[cfg(test)]

@@ -5,10 +5,11 @@ use async_trait::async_trait;
 use aws_sdk_s3::error::DisplayErrorContext;
 use serde::{Deserialize, Serialize};
 
-use super::{QueueError, TaskQueue, message_group};
 use crate::retry::sdk_error_retryable;
-use crate::storage::{read_s3_uri, split_s3_uri};
-use crate::task::{TASK_VERSION, Task, TaskError};
+use crate::s3::read_s3_uri;
+use floe_core::queue::{QueueError, TaskQueue, message_group};
+use floe_core::storage::split_s3_uri;
+use floe_core::task::{TASK_VERSION, Task, TaskError};
 
 /// Largest message body sent inline (SQS accepts 256 KiB; a margin for attributes).
 pub const MAX_INLINE_BYTES: usize = 250 * 1024;

@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::{Holder, Lease, LockError, TableLocks, now_ms};
 use crate::retry::sdk_error_retryable;
+use floe_core::lock::{Holder, Lease, LockError, TableLocks, now_ms};
 
 pub struct DynamoDbLocks {
     client: Client,

@@ -11,9 +11,9 @@ use aws_sdk_glue::error::DisplayErrorContext;
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
 use iceberg::spec::TableMetadata;
 
-use super::{Catalog, CatalogError, TablePointer};
 use crate::retry::sdk_error_retryable;
-use crate::task::TableName;
+use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::task::TableName;
 
 pub struct GlueCatalog {
     client: Client,

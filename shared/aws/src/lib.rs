@@ -1,0 +1,25 @@
+//! Floe on AWS (`floe-aws`): every AWS implementation of a port the core defines, and the
+//! Lambda functions' wiring. The core names no AWS SDK; this crate is where they meet.
+//!
+//! | port (`floe-core`) | here |
+//! |---|---|
+//! | `catalog::Catalog` | [`glue::GlueCatalog`]: Glue tables, `UpdateTable` with `VersionId` |
+//! | `lock::TableLocks` | [`dynamodb::DynamoDbLocks`]: leases with fencing, table status |
+//! | `queue::TaskQueue` | [`sqs::SqsTaskQueue`]: FIFO SQS, large tasks spilled to S3 |
+//! | `materializer::ObjectStore` | [`objects::S3Objects`]: ranged GETs pinned to the ETag |
+//! | `segment::SegmentSource` | [`segment_source::S3Source`] |
+//! | the warehouse `FileIO` | [`s3::warehouse_file_io`]: the SDK client, multipart uploads |
+//!
+//! - [`events`]: S3 notifications, EventBridge and SQS-wrapped events → the objects they name.
+//! - [`lambda`]: the functions' typed environments, config and secrets loading, handlers.
+//! - [`retry`]: which SDK errors are worth retrying.
+
+pub mod dynamodb;
+pub mod events;
+pub mod glue;
+pub mod lambda;
+pub mod objects;
+pub mod retry;
+pub mod s3;
+pub mod segment_source;
+pub mod sqs;
