@@ -13,7 +13,7 @@ use iceberg::spec::TableMetadata;
 
 use crate::retry::sdk_error_retryable;
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
-use floe_core::task::TableName;
+use floe_core::table::TableName;
 
 pub struct GlueCatalog {
     client: Client,

@@ -51,6 +51,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
+pub use crate::table::TableName;
 
 /// The CommitTask JSON version of unpartitioned tasks (and of the stored-task pointer).
 pub const TASK_VERSION: u32 = 1;
@@ -69,19 +70,6 @@ fn known_version(version: u32) -> Result<(), TaskError> {
 /// `Some(spec)` when it partitions anything: what tasks carry.
 pub fn partitioned(spec: &PartitionSpec) -> Option<PartitionSpec> {
     (!spec.is_unpartitioned()).then(|| spec.clone())
-}
-
-/// An Iceberg table name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct TableName {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::fmt::Display for TableName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.namespace, self.name)
-    }
 }
 
 /// An inclusive range of Kafka offsets.

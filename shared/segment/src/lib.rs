@@ -29,6 +29,8 @@
 //! Every error names the file, the byte position of the batch and its base offset.
 
 mod codec;
+mod cursor;
+mod decode;
 mod error;
 mod frame;
 mod legacy;
@@ -45,10 +47,11 @@ mod v2;
 pub mod varint;
 
 pub use codec::Codec;
+pub use decode::decode_frame;
 pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
 pub use location::{MAX_TOPIC_LEN, ObjectKind, SegmentLayout, SegmentLocation, topic_name_error};
-pub use reader::{SegmentReader, decode_frame};
+pub use reader::SegmentReader;
 #[cfg(any(test, feature = "fuzzing"))]
 pub use record::encode_headers;
 pub use record::{

@@ -5,7 +5,8 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::codec::Codec;
-use super::v2::Cursor;
+use super::cursor::Cursor;
+pub use super::cursor::Header;
 
 /// Whether a timestamp was set by the producer or by the broker on append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -26,13 +27,6 @@ impl TimestampType {
             TimestampType::LogAppend => "log_append",
         }
     }
-}
-
-/// A record header. Kafka header keys are strings; the value may be null.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header<'a> {
-    pub key: &'a [u8],
-    pub value: Option<&'a [u8]>,
 }
 
 /// A record's headers, read from the batch's bytes as they are iterated (they were

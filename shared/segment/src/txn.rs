@@ -130,7 +130,7 @@ impl TxnPlan {
                 }
                 continue;
             }
-            let batch = super::reader::decode_frame(&frame, limits).map_err(locate)?;
+            let batch = super::decode::decode_frame(&frame, limits).map_err(locate)?;
             let verdict = batch.control.iter().find_map(|c| match c {
                 ControlType::Commit => Some(true),
                 ControlType::Abort => Some(false),

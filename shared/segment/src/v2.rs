@@ -7,13 +7,12 @@
 //! ```
 //! The CRC-32C covers everything from `attributes` to the end of the batch.
 
-use std::ops::Range;
-
 use bytes::Bytes;
 
 use super::codec::Codec;
+use super::cursor::Cursor;
 use super::error::{OffsetError, SegmentErrorKind, check_offset};
-use super::record::{Entry, Header, Records, TimestampType};
+use super::record::{Entry, Records, TimestampType};
 
 pub const HEADER_LEN: usize = 61;
 const CRC_OFFSET: usize = 17;
@@ -204,76 +203,6 @@ impl Be<'_> {
     }
     fn i64(&self, at: usize) -> i64 {
         i64::from_be_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
-    }
-}
-
-/// A read position in a batch's record bytes.
-pub(super) struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    pub(super) fn new(data: &'a [u8]) -> Self {
-        Cursor { data, pos: 0 }
-    }
-
-    pub(super) fn remaining(&self) -> usize {
-        self.data.len() - self.pos
-    }
-
-    #[inline]
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self.data.get(self.pos).ok_or("unexpected end of record data")?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    /// Zig-zag varlong (at most 10 bytes).
-    #[inline(always)]
-    fn varlong(&mut self) -> Result<i64, String> {
-        let (v, n) = crate::varint::zigzag(&self.data[self.pos..]).map_err(|e| format!("record data: {e}"))?;
-        self.pos += n;
-        Ok(v)
-    }
-
-    /// Zig-zag varint (must fit in 32 bits).
-    #[inline(always)]
-    fn varint(&mut self) -> Result<i32, String> {
-        let v = self.varlong()?;
-        i32::try_from(v).map_err(|_| format!("varint {v} out of 32-bit range"))
-    }
-
-    /// A varint length followed by that many bytes, as their position; -1 is null.
-    /// Inlined: returned through memory, the span was read back wider than it was
-    /// written, and the CPU waited for the stores.
-    #[inline(always)]
-    fn nullable_span(&mut self) -> Result<Option<Range<usize>>, String> {
-        let len = self.varint()?;
-        if len == -1 {
-            return Ok(None);
-        }
-        let len = usize::try_from(len).map_err(|_| format!("invalid length {len}"))?;
-        if len > self.remaining() {
-            return Err(format!("length {len} with {} bytes left", self.remaining()));
-        }
-        let span = self.pos..self.pos + len;
-        self.pos += len;
-        Ok(Some(span))
-    }
-
-    fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, String> {
-        Ok(self.nullable_span()?.map(|span| &self.data[span]))
-    }
-
-    /// One header: a key (never null) and a nullable value.
-    pub(super) fn header(&mut self) -> Result<Header<'a>, String> {
-        let key = self.nullable_bytes()?.ok_or("null header key")?;
-        Ok(Header { key, value: self.nullable_bytes()? })
-    }
-
-    pub(super) fn skip_headers(&mut self, count: usize) -> Result<(), String> {
-        (0..count).try_for_each(|_| self.header().map(drop))
     }
 }
 

@@ -42,13 +42,12 @@ use crate::catalog::{Catalog, CatalogError};
 use crate::datafile::WriterOptions;
 use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks, hold};
-use crate::materializer::table_location;
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
 use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{STATE_KEY, TableState};
-use crate::table::{LoadedTable, TableError, committed_offsets, create, floe_summary, load};
+use crate::table::{LoadedTable, TableError, committed_offsets, create, floe_summary, load, table_location};
 use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
 use plan::{AppendPlan, CompactionVerdict, FileAction, PlannedFile, TableRecord, plan_append, plan_compactions};
 

@@ -101,22 +101,7 @@ pub enum Outcome {
     Queued(Box<CommitTask>),
 }
 
-/// Where a table's files go: `<warehouse>/<namespace>.db/<table>`.
-pub fn table_location(warehouse: &str, table: &TableName) -> String {
-    format!("{}/{}.db/{}", warehouse.trim_end_matches('/'), table.namespace, table.name)
-}
-
-/// What the materializer asks of the tables: the current schema (so new files keep its
-/// field ids), the current partition spec (so new files are laid out by it) and the
-/// offsets already committed (so a segment the table holds is not
-/// written again: its files are referenced by the table and must not be overwritten).
-#[async_trait::async_trait]
-pub trait TableLookup: Send + Sync {
-    /// `None` when the table does not exist yet.
-    async fn view(&self, table: &TableName) -> Result<Option<TableView>, TableError>;
-}
-
-pub use crate::table::TableView;
+pub use crate::table::{TableLookup, TableView, table_location};
 
 /// Turns segment objects into data files and tasks.
 pub struct Materializer {

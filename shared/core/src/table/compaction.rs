@@ -23,7 +23,8 @@ use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 use super::rewrite::rewrite_files;
 use super::snapshot::live_data_files;
 use crate::datafile::WriterOptions;
-use crate::task::{CompactionKind, CompactionTask, TableName, TaskFile, partitioned, task_version};
+use crate::table::TableName;
+use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
 
 /// Files at least this fraction of the target (¾, Iceberg's `min-file-size-bytes`
 /// default) are left as they are.

@@ -6,6 +6,7 @@
 //! and compactions planned by [`compaction`].
 
 pub mod compaction;
+mod name;
 pub mod offsets;
 pub mod rewrite;
 pub mod snapshot;
@@ -22,8 +23,6 @@ use iceberg::spec::{
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
 use crate::catalog::{Catalog, CatalogError, TablePointer};
-use crate::materializer::TableLookup;
-use crate::task::TableName;
 use iceberg::spec::SnapshotRef;
 use offsets::CommittedOffsets;
 use std::sync::Arc;
@@ -140,6 +139,18 @@ pub fn committed_offsets(name: &TableName, metadata: &TableMetadata) -> Result<C
         snapshot_id: snapshot.snapshot_id(),
         detail: e.to_string(),
     })
+}
+
+pub use name::{TableName, table_location};
+
+/// What the materializer asks of the tables: the current schema (so new files keep its
+/// field ids), the current partition spec (so new files are laid out by it) and the
+/// offsets already committed (so a segment the table holds is not
+/// written again: its files are referenced by the table and must not be overwritten).
+#[async_trait::async_trait]
+pub trait TableLookup: Send + Sync {
+    /// `None` when the table does not exist yet.
+    async fn view(&self, table: &TableName) -> Result<Option<TableView>, TableError>;
 }
 
 /// The catalog's tables as the materializer looks them up (current schema, committed offsets).
