@@ -84,7 +84,13 @@ pub async fn materialize(
     let formats = Formats::load_inferred(config, &topic_config, registry, inferred.as_ref()).await?;
     let out_dir = crate::local::folder("--out", out_dir, true)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;
-    let spec = floe_core::partition::spec_for_table(&topic_config, topic, &formats.schema, None)?;
+    let spec = floe_core::partition::spec_for_table(
+        &topic_config.partition_by,
+        &topic_config.partition_by_field,
+        topic,
+        &formats.schema,
+        None,
+    )?;
     let options = MaterializeOptions {
         partition_spec: Arc::new(spec),
         partition,

@@ -10,7 +10,7 @@ use iceberg::spec::TableMetadata;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Catalog, CatalogError, TablePointer};
-use crate::table::TableName;
+use crate::table::name::TableName;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS iceberg_tables (

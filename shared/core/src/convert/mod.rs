@@ -20,35 +20,9 @@ use iceberg::spec::Schema;
 
 use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
 use crate::schema::wire::header_name;
-pub use crate::schema::wire::{Payload, SchemaId};
+pub use crate::schema::wire::{DecodeError, Payload, SchemaId, SchemaLoadError};
 use crate::segment::{Header, Record, TimestampType};
 pub use builder::{Column, FULL_OFFSETS, FixedValues, StructColumn};
-
-/// Why one record's key or value could not be decoded.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{part} at byte {position}: {detail}")]
-pub struct DecodeError {
-    /// `key` or `value`.
-    pub part: &'static str,
-    /// Byte position in the payload (0 for a schema id in a record header).
-    pub position: usize,
-    pub detail: String,
-    /// Set when the payload names a schema the decoder has not loaded yet: the caller
-    /// loads it ([`PayloadDecoder::load_schema`]) and tries again.
-    pub missing_schema: Option<SchemaId>,
-}
-
-/// A schema a payload named could not be loaded.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("schema {id}: {message}")]
-pub struct SchemaLoadError {
-    pub id: SchemaId,
-    /// Why, without the id (shown before it).
-    pub message: String,
-    /// The registry could not be reached: try the segment again later. Otherwise the
-    /// record is a bad record (unknown id, schema that does not fit the table).
-    pub retryable: bool,
-}
 
 /// Decodes one format's payloads into Arrow columns.
 ///

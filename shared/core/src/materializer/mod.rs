@@ -294,7 +294,13 @@ impl Materializer {
             Formats::load_for_table(&self.config, topic, self.registry.clone(), inferred.as_ref(), current_schema)
                 .await?;
         let existing_spec = current.as_ref().map(|v| &v.partition_spec);
-        let spec = spec_for_table(topic, &table.to_string(), &formats.schema, existing_spec)?;
+        let spec = spec_for_table(
+            &topic.partition_by,
+            &topic.partition_by_field,
+            &table.to_string(),
+            &formats.schema,
+            existing_spec,
+        )?;
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
         let options = MaterializeOptions {
             topic: topic.clone(),

@@ -9,99 +9,17 @@ use iceberg::spec::Schema;
 use crate::config::{FloeConfig, Format, SchemaSource, TopicConfig};
 use crate::convert::Shape;
 use crate::convert::{PayloadDecoder, RawDecoder};
-use crate::schema::json::Inferred;
+use crate::schema::json_infer::Inferred;
 use crate::schema::layout::{KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload};
-use crate::schema::registry::{
-    Credentials, FileSchema, HttpSchemaRegistry, RegistryError, Resolved, SchemaRegistry, SchemaType, resolve,
-};
-use crate::schema::{Incompatible, plan};
-
-/// Why a topic's formats could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum FormatError {
-    #[error("{topic}: {message}")]
-    Schema { topic: String, message: String },
-    #[error("{topic}: {source}")]
-    Registry {
-        topic: String,
-        #[source]
-        source: RegistryError,
-    },
-    #[error(transparent)]
-    Incompatible(#[from] Incompatible),
-}
-
-impl FormatError {
-    pub fn retryable(&self) -> bool {
-        matches!(self, FormatError::Registry { source, .. } if source.retryable())
-    }
-}
+pub use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
+use crate::schema::plan;
+use crate::schema::registry::{Credentials, HttpSchemaRegistry, RegistryError, SchemaRegistry, SchemaType};
 
 /// The decoders of a topic and the schema of a new table for it.
 pub struct Formats {
     pub schema: Arc<Schema>,
     pub key: Arc<dyn PayloadDecoder>,
     pub value: Arc<dyn PayloadDecoder>,
-}
-
-/// Builds a part's decoder once the table's columns are known.
-pub type MakeDecoder = Box<dyn FnOnce(Shape) -> Result<Arc<dyn PayloadDecoder>, String> + Send>;
-
-/// One part (key or value) of a topic, before the table schema exists.
-pub struct Part {
-    pub payload: PayloadType,
-    pub make: MakeDecoder,
-}
-
-/// What a format needs to set up one part.
-pub struct PartContext<'a> {
-    pub topic: &'a TopicConfig,
-    /// `key` or `value`.
-    pub name: &'static str,
-    pub source: &'a SchemaSource,
-    /// Protobuf: the configured message name.
-    pub message: Option<&'a str>,
-    pub registry: Option<Arc<dyn SchemaRegistry>>,
-    /// Plain JSON: the types inferred from the records (see [`crate::schema::json`]).
-    pub inferred: Option<&'a Inferred>,
-}
-
-impl PartContext<'_> {
-    pub fn error(&self, message: impl std::fmt::Display) -> FormatError {
-        FormatError::Schema { topic: self.topic.topic.clone(), message: format!("{}: {message}", self.name) }
-    }
-
-    /// The schema the table is built from: a local file, a named subject's latest version,
-    /// or the latest version of `<topic>-key` / `<topic>-value`. Also returns the registry
-    /// to resolve each payload's schema id with (none for a local file). The schemas it
-    /// references come with it.
-    pub async fn table_schema(
-        &self,
-        schema_type: SchemaType,
-    ) -> Result<(Resolved, Option<Arc<dyn SchemaRegistry>>), FormatError> {
-        let registry_error = |source: RegistryError| FormatError::Registry { topic: self.topic.topic.clone(), source };
-        match self.source {
-            SchemaSource::File(path) => {
-                let file = FileSchema::load(path, schema_type).map_err(registry_error)?;
-                Ok((Resolved::alone(file.latest("").await.map_err(registry_error)?), None))
-            }
-            SchemaSource::Subject(_) | SchemaSource::Registry => {
-                let registry = self.registry.clone().ok_or_else(|| {
-                    self.error(format!(
-                        "format {schema_type:?} needs a [schema_registry] or a {}_schema file",
-                        self.name
-                    ))
-                })?;
-                let subject = match self.source {
-                    SchemaSource::Subject(s) => s.clone(),
-                    _ => format!("{}-{}", self.topic.topic, self.name),
-                };
-                let latest = registry.latest(&subject).await.map_err(registry_error)?;
-                let resolved = resolve(registry.as_ref(), latest).await.map_err(registry_error)?;
-                Ok((resolved, Some(registry)))
-            }
-        }
-    }
 }
 
 /// The Schema Registry of the configuration (password from the named environment variable).

@@ -29,9 +29,9 @@ use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, T
 use serde_json::Value;
 
 use crate::convert::PayloadDecoder;
-use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::json::JsonDecoder;
 use crate::schema::layout::PayloadType;
+use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::registry::SchemaType;
 
 /// Documents a schema's `$ref`s may name (registry references), by that name.

@@ -15,7 +15,31 @@
 
 use std::fmt;
 
-use crate::convert::DecodeError;
+/// Why one record's key or value could not be decoded.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{part} at byte {position}: {detail}")]
+pub struct DecodeError {
+    /// `key` or `value`.
+    pub part: &'static str,
+    /// Byte position in the payload (0 for a schema id in a record header).
+    pub position: usize,
+    pub detail: String,
+    /// Set when the payload names a schema the decoder has not loaded yet: the caller
+    /// loads it (`PayloadDecoder::load_schema`) and tries again.
+    pub missing_schema: Option<SchemaId>,
+}
+
+/// A schema a payload named could not be loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("schema {id}: {message}")]
+pub struct SchemaLoadError {
+    pub id: SchemaId,
+    /// Why, without the id (shown before it).
+    pub message: String,
+    /// The registry could not be reached: try the segment again later. Otherwise the
+    /// record is a bad record (unknown id, schema that does not fit the table).
+    pub retryable: bool,
+}
 
 /// Length of the in-payload framing: magic byte 0 and a 4-byte id.
 const HEADER_LEN: usize = 5;

@@ -6,7 +6,7 @@
 //! and compactions planned by [`compaction`].
 
 pub mod compaction;
-mod name;
+pub mod name;
 pub mod offsets;
 pub mod rewrite;
 pub mod snapshot;

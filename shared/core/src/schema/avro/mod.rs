@@ -39,8 +39,8 @@ use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, T
 
 use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
 use crate::schema::by_id::SchemaSet;
-use crate::schema::formats::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::layout::PayloadType;
+use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::wire::{Payload, SchemaId, no_header_rest};
 

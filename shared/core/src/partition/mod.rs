@@ -17,6 +17,10 @@
 //! `RecordBatchPartitionSplitter` builds a `Struct` per row and filters the whole batch
 //! once per group, which is quadratic for many partitions per batch.)
 
+pub mod grammar;
+
+pub use grammar::{MAX_WIDTH, PartitionField, parse_partition_field};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -29,8 +33,6 @@ use iceberg::spec::{
     UnboundPartitionField,
 };
 use iceberg::{Error, ErrorKind};
-
-use crate::config::{self, PartitionField};
 
 /// A `partition_by` entry that does not fit the table: the field (`topics[0].partition_by[1]`)
 /// and why.
@@ -49,15 +51,15 @@ impl PartitionError {
 }
 
 /// Iceberg's transform for a configured one.
-pub fn iceberg_transform(transform: config::Transform) -> Transform {
+pub fn iceberg_transform(transform: grammar::Transform) -> Transform {
     match transform {
-        config::Transform::Identity => Transform::Identity,
-        config::Transform::Year => Transform::Year,
-        config::Transform::Month => Transform::Month,
-        config::Transform::Day => Transform::Day,
-        config::Transform::Hour => Transform::Hour,
-        config::Transform::Bucket(n) => Transform::Bucket(n),
-        config::Transform::Truncate(n) => Transform::Truncate(n),
+        grammar::Transform::Identity => Transform::Identity,
+        grammar::Transform::Year => Transform::Year,
+        grammar::Transform::Month => Transform::Month,
+        grammar::Transform::Day => Transform::Day,
+        grammar::Transform::Hour => Transform::Hour,
+        grammar::Transform::Bucket(n) => Transform::Bucket(n),
+        grammar::Transform::Truncate(n) => Transform::Truncate(n),
     }
 }
 
@@ -125,11 +127,11 @@ pub fn bind(schema: &Schema, fields: &[PartitionField], at: &str) -> Result<Part
             return Err(error(format!("{transform}: the width must be at least 1")));
         }
         if let Transform::Bucket(n) | Transform::Truncate(n) = transform
-            && n > config::MAX_WIDTH
+            && n > grammar::MAX_WIDTH
         {
             return Err(error(format!(
                 "{transform}: the width must be at most {} (Iceberg widths are 32-bit integers)",
-                config::MAX_WIDTH
+                grammar::MAX_WIDTH
             )));
         }
         transform
@@ -185,12 +187,13 @@ fn computable(schema: &SchemaRef, field: &iceberg::spec::PartitionField) -> Resu
 /// naming both when the configuration asks for another — unless it does not fit `schema`
 /// (an incompatible source), then unpartitioned files.
 pub fn spec_for_table(
-    topic: &config::TopicConfig,
+    partition_by: &[PartitionField],
+    partition_by_field: &str,
     table: &str,
     schema: &Schema,
     existing: Option<&PartitionSpec>,
 ) -> Result<PartitionSpec, PartitionError> {
-    let configured = bind(schema, &topic.partition_by, &topic.partition_by_field);
+    let configured = bind(schema, partition_by, partition_by_field);
     let Some(existing) = existing else { return configured };
     if let Err(e) = existing.partition_type(schema) {
         // The files' schema is not the table's (an incompatible source: the committer
@@ -202,7 +205,7 @@ pub fn spec_for_table(
     }
     match configured {
         Ok(c) if c.is_compatible_with(existing) => {}
-        Ok(c) => tracing::warn!(table, field = %topic.partition_by_field, configured = %describe(&c),
+        Ok(c) => tracing::warn!(table, field = %partition_by_field, configured = %describe(&c),
             table_spec = %describe(existing), "partition_by differs from the existing table's spec, which is kept (no spec evolution)"),
         Err(e) => tracing::warn!(table, error = %e, table_spec = %describe(existing),
             "partition_by does not fit the table; the existing table's spec is kept"),
@@ -346,8 +349,8 @@ pub(crate) mod tests {
     use arrow_array::{Int64Array, StringArray, TimestampMicrosecondArray};
     use iceberg::spec::{NestedField, PrimitiveType};
 
+    use super::grammar::Transform as T;
     use super::*;
-    use crate::config::Transform as T;
 
     pub(crate) fn field(source: &str, transform: T) -> PartitionField {
         PartitionField { source: source.into(), transform }
@@ -459,21 +462,28 @@ pub(crate) mod tests {
         .unwrap();
         let (topic, bad) = (config.resolve("t").unwrap(), config.resolve("bad").unwrap());
         let schema = schema();
-        let configured = spec_for_table(&topic, "k.t", &schema, None).unwrap();
+        let configured = spec_for_table(&topic.partition_by, &topic.partition_by_field, "k.t", &schema, None).unwrap();
         assert_eq!(configured.fields()[0].name, "id_bucket");
-        let err = spec_for_table(&bad, "k.bad", &schema, None).unwrap_err();
+        let err = spec_for_table(&bad.partition_by, &bad.partition_by_field, "k.bad", &schema, None).unwrap_err();
         assert_eq!(err.field, "topics[1].partition_by[1]");
         // An existing table's spec wins, whatever the configuration says.
         let existing = bind(&schema, &[field("region", T::Identity)], "x").unwrap();
         for t in [&topic, &bad] {
-            assert_eq!(spec_for_table(t, "k.t", &schema, Some(&existing)).unwrap(), existing);
+            assert_eq!(
+                spec_for_table(&t.partition_by, &t.partition_by_field, "k.t", &schema, Some(&existing)).unwrap(),
+                existing
+            );
         }
         // …unless the files' schema has no such column: unpartitioned files.
         let other = Schema::builder()
             .with_fields(vec![Arc::new(NestedField::optional(1, "x", Type::Primitive(PrimitiveType::Long)))])
             .build()
             .unwrap();
-        assert!(spec_for_table(&topic, "k.t", &other, Some(&existing)).unwrap().is_unpartitioned());
+        assert!(
+            spec_for_table(&topic.partition_by, &topic.partition_by_field, "k.t", &other, Some(&existing))
+                .unwrap()
+                .is_unpartitioned()
+        );
     }
 
     /// Rows of (offset, `_kafka.timestamp` µs, `region`).
