@@ -12,10 +12,15 @@ fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/py/requirements.txt
 export FLOE_PYTHON="$venv/bin/python"
 
+# The habits: formatted, no clippy warnings, docs whose links resolve.
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
 cargo test --workspace --locked "$@"
 
-# The fuzz targets (fuzz/) build the core without its AWS parts: keep that compiling.
-cargo check --locked -p floe-core --no-default-features --features fuzzing
+# The fuzz targets (fuzz/) build floe-segment and floe-core with the harness: keep that compiling.
+cargo check --locked -p floe-core --features fuzzing
 
 # The command-line contract: a damaged segment is a message on stderr and exit code 1.
 bad="$(mktemp)"

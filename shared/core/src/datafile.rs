@@ -270,7 +270,7 @@ pub fn offset_column(batch: &RecordBatch) -> Option<&Int64Array> {
 
 /// Partition writers open at once, at most: past it, the least recently written one
 /// closes its file (a later row of its partition starts a new one), so memory stays
-/// bounded (each open file buffers up to a row group of [`FANOUT_ROW_GROUP_BYTES`])
+/// bounded (each open file buffers up to a row group of `FANOUT_ROW_GROUP_BYTES`)
 /// however many partitions a segment spans.
 pub const MAX_OPEN_PARTITIONS: usize = 32;
 

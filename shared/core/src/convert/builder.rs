@@ -270,7 +270,7 @@ impl Column {
 
     /// Finishes the column into an array; the builder is empty afterwards.
     /// The next batch's builder starts with room for this batch's size and an eighth
-    /// more ([`next_capacity`]), sparing regrowth.
+    /// more (`next_capacity`), sparing regrowth.
     pub fn finish(&mut self) -> ArrayRef {
         match self {
             Column::Boolean(b) => b.finish(),

@@ -1,6 +1,6 @@
 //! The task queue between the materializer (and compactor) and the committer.
 //!
-//! On AWS it is a FIFO SQS queue ([`sqs::SqsTaskQueue`]): message group = the table, so
+//! On AWS it is a FIFO SQS queue (`floe_aws::sqs::SqsTaskQueue`): message group = the table, so
 //! one table's tasks are delivered in order and never to two committers at once;
 //! deduplication id = the segment's identity, so a segment materialized twice within
 //! SQS's five-minute window is queued once (later duplicates are dropped by the

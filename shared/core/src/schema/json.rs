@@ -16,7 +16,7 @@
 //! | values of conflicting kinds | string (the JSON text of non-strings) | Utf8 |
 //!
 //! A value that is not JSON is a bad record. Payloads are decoded straight into the
-//! columns ([`super::json_decode`]).
+//! columns (`json_decode`).
 
 use std::sync::Arc;
 

@@ -15,7 +15,7 @@
 //! | `string` with `enum` | string | Utf8 |
 //! | `object` with `properties` | struct; names in `required` are required, the rest optional | Struct |
 //! | `object` with only `additionalProperties: S` | map<string, S> | Map |
-//! | `array` with `items: S` | list<S> | List |
+//! | `array` with `items: S` | `list<S>` | List |
 //! | `type: [T, "null"]`, `oneOf`/`anyOf` of `null` and one schema | optional T | T, nullable |
 //! | `oneOf`/`anyOf` of several schemas | string (the JSON text) | Utf8 |
 //! | `$ref` to `#/definitions/…` or `#/$defs/…` | the referenced type | |
