@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use floe_core::config::{FloeConfig, Format};
-use floe_core::materialize::{MaterializeOptions, Materialized, materialize_segment, source_id};
-use floe_core::schema::formats::Formats;
-use floe_core::schema::json::infer;
+use floe_core::formats::Formats;
+use floe_core::formats::json::infer;
+use floe_core::materializer::segment::{MaterializeOptions, Materialized, materialize_segment, source_id};
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 use serde::Serialize;
 
@@ -74,7 +74,7 @@ pub async fn materialize(
     crate::regular_file("segment", segment)?;
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
-    let registry = floe_core::schema::formats::http_registry(config)?;
+    let registry = floe_core::formats::http_registry(config)?;
     // Plain JSON has no schema: a first pass over the segment infers its types.
     let uses_json = [topic_config.key_format, topic_config.value_format].contains(&Format::Json);
     let inferred = match uses_json {

@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use common::{MIB, cpu, tile, update_benchmarks};
+use floe_core::columns::RecordConverter;
 use floe_core::config::FloeConfig;
-use floe_core::convert::RecordConverter;
 use floe_core::datafile::DataFileWriter;
-use floe_core::materialize::{BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment};
-use floe_core::schema::formats::Formats;
+use floe_core::formats::Formats;
+use floe_core::materializer::segment::{BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment};
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 
 const SEGMENT: u64 = 128 * MIB;

@@ -122,7 +122,7 @@ async fn each_file_is_described_as_an_iceberg_data_file() {
     let out = tempfile::tempdir().unwrap();
     let config = FloeConfig::default();
     let topic = config.resolve("floe-test.events").unwrap();
-    let formats = floe_core::schema::formats::Formats::load(&config, &topic, None).await.unwrap();
+    let formats = floe_core::formats::Formats::load(&config, &topic, None).await.unwrap();
     let done = support::materialize(&config, "floe-test.events", &case.log, out.path()).await.unwrap();
     assert_eq!(done.files.len(), 1);
     let file = &done.files[0];
@@ -150,25 +150,25 @@ async fn each_file_is_described_as_an_iceberg_data_file() {
 struct Panics;
 
 #[async_trait::async_trait]
-impl floe_core::convert::PayloadDecoder for Panics {
+impl floe_core::columns::PayloadDecoder for Panics {
     fn append(
         &self,
-        _: floe_core::convert::Payload<'_>,
-        _: &mut floe_core::convert::Column,
-    ) -> Result<(), floe_core::convert::DecodeError> {
+        _: floe_core::columns::Payload<'_>,
+        _: &mut floe_core::columns::Column,
+    ) -> Result<(), floe_core::columns::DecodeError> {
         panic!("a decoder bug, on purpose")
     }
 }
 
 #[tokio::test]
 async fn a_panic_while_converting_is_an_error_naming_the_segment_not_a_crash() {
-    use floe_core::materialize::{MaterializeError, MaterializeOptions, materialize_segment};
+    use floe_core::materializer::segment::{MaterializeError, MaterializeOptions, materialize_segment};
     use floe_core::segment::{FileSource, Limits, SegmentReader};
     use std::sync::Arc;
 
     let config = FloeConfig::parse("[defaults]\nenabled = true\n").unwrap();
     let topic = config.resolve("orders").unwrap();
-    let formats = floe_core::schema::formats::Formats::load(&config, &topic, None).await.unwrap();
+    let formats = floe_core::formats::Formats::load(&config, &topic, None).await.unwrap();
     let segment = support::protobuf_data().join("orders-0/00000000000000000000.log");
     let reader = SegmentReader::open(Arc::new(FileSource::new(&segment)), Limits::default()).await.unwrap();
     let out = tempfile::tempdir().unwrap();

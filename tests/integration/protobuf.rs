@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use floe_core::config::FloeConfig;
-use floe_core::materialize::Materialized;
-use floe_core::schema::formats::Formats;
+use floe_core::formats::Formats;
+use floe_core::materializer::segment::Materialized;
 
 use crate::convert::judge_typed;
 use crate::support;

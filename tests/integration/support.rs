@@ -200,7 +200,7 @@ pub async fn materialize(
     topic: &str,
     segment: &Path,
     out: &Path,
-) -> anyhow::Result<floe_core::materialize::Materialized> {
+) -> anyhow::Result<floe_core::materializer::segment::Materialized> {
     floe_cli::convert::materialize(segment, topic, 0, out, config).await
 }
 

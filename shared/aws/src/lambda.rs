@@ -15,7 +15,7 @@ use floe_core::materializer::{Materializer, MaterializerError, ObjectRef, Outcom
 use crate::events::objects_in_event;
 use crate::s3::{read_s3_uri, warehouse_file_io};
 use crate::sqs::SqsTaskQueue;
-use floe_core::schema::formats::{http_registry_with_password, password_from_env};
+use floe_core::formats::{http_registry_with_password, password_from_env};
 use floe_core::segment::Limits;
 use floe_core::storage::split_s3_uri;
 
@@ -29,7 +29,7 @@ pub enum InitError {
     #[error("reading the Schema Registry secret {arn}: {message}")]
     Secret { arn: String, message: String },
     #[error(transparent)]
-    Registry(#[from] floe_core::schema::registry::RegistryError),
+    Registry(#[from] floe_core::registry::RegistryError),
 }
 
 fn required(name: &'static str) -> Result<String, InitError> {

@@ -27,11 +27,11 @@ use std::path::Path;
 
 use arrow_array::StructArray;
 
+use crate::columns::{RecordConverter, assert_valid};
 use crate::config::{FloeConfig, TopicConfig};
-use crate::convert::{RecordConverter, assert_valid};
-use crate::schema::formats::Formats;
-use crate::schema::json::Inferred;
-use crate::schema::wire::header_name;
+use crate::formats::Formats;
+use crate::formats::json::Inferred;
+use crate::registry::wire::header_name;
 use crate::segment::{Headers, Record, TimestampType, encode_headers};
 
 /// Separates the values of one input.

@@ -22,6 +22,7 @@
 //! each offset.
 
 pub mod objects;
+pub mod segment;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -31,12 +32,14 @@ use iceberg::io::FileIO;
 
 use crate::config::{FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
-use crate::materialize::{MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id};
+use crate::formats::json::infer;
+use crate::formats::{FormatError, Formats};
+use crate::materializer::segment::{
+    MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id,
+};
 use crate::partition::{PartitionError, spec_for_table};
 use crate::queue::{QueueError, TaskQueue};
-use crate::schema::formats::{FormatError, Formats};
-use crate::schema::json::infer;
-use crate::schema::registry::SchemaRegistry;
+use crate::registry::SchemaRegistry;
 use crate::segment::tiered::{ChunkedSource, Manifest, TieredError, transaction_index};
 use crate::segment::{
     Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,

@@ -44,9 +44,9 @@
 
 use std::cmp::Ordering;
 
-use super::protobuf_plan::{FieldPlan, IntWire, MessagePlan, Node, Slot, put_double, put_long, timestamp_value};
-use crate::convert::Column;
-use crate::schema::utf8::{utf8, utf8_at};
+use super::plan::{FieldPlan, IntWire, MessagePlan, Node, Slot, put_double, put_long, timestamp_value};
+use crate::columns::Column;
+use crate::formats::utf8::{utf8, utf8_at};
 use crate::varint::{self, VarintError};
 
 const VARINT: u8 = 0;
@@ -493,7 +493,7 @@ fn close(
             put_map(key, value, buf, (lo, s.occ.len()), s, depth, col)?;
             s.occ.truncate(lo);
         }
-        (Open::List(_), _) => return Err(fail(0, super::protobuf_plan::mismatch("repeated"))),
+        (Open::List(_), _) => return Err(fail(0, super::plan::mismatch("repeated"))),
     }
     Ok(())
 }
@@ -750,8 +750,8 @@ fn put_absent(f: &FieldPlan, buf: &[u8], s: &mut Scratch, depth: usize, col: &mu
     match (&f.node, col) {
         (Node::List(_), Column::List(list)) => list.close(0),
         (Node::Map(..), Column::Map(map)) => map.close(0),
-        (Node::List(_), _) => return Err(fail(0, super::protobuf_plan::mismatch("repeated"))),
-        (Node::Map(..), _) => return Err(fail(0, super::protobuf_plan::mismatch("map"))),
+        (Node::List(_), _) => return Err(fail(0, super::plan::mismatch("repeated"))),
+        (Node::Map(..), _) => return Err(fail(0, super::plan::mismatch("map"))),
         (_, col) if f.nullable => col.append_null(),
         (node, col) => return put_default(node, buf, s, depth, col),
     }
@@ -759,7 +759,7 @@ fn put_absent(f: &FieldPlan, buf: &[u8], s: &mut Scratch, depth: usize, col: &mu
 }
 
 fn mismatch(lo: usize, s: &Scratch, what: &str) -> Box<Fail> {
-    fail(s.occ.get(lo).map_or(0, |o| o.start as usize), super::protobuf_plan::mismatch(what))
+    fail(s.occ.get(lo).map_or(0, |o| o.start as usize), super::plan::mismatch(what))
 }
 
 /// A scalar value as read from the wire.
@@ -822,7 +822,7 @@ fn put_scalar(node: &Node, c: &mut Cur, col: &mut Column) -> R<()> {
         (Node::UInt(_), Scalar::UInt(u), col) => put_long(col, u as i64),
         (_, Scalar::Float(f), col) => put_double(col, f.into()),
         (_, Scalar::Double(f), col) => put_double(col, f),
-        _ => Err(super::protobuf_plan::mismatch("scalar")),
+        _ => Err(super::plan::mismatch("scalar")),
     };
     put.map_err(|e| fail(at, e))
 }
@@ -835,7 +835,7 @@ fn put_one(node: &Node, buf: &[u8], spans: Spans, s: &mut Scratch, depth: usize,
     };
     match (node, spans) {
         (Node::Message(plan), _) => {
-            let Column::Struct(st) = col else { return Err(fail(at, super::protobuf_plan::mismatch("message"))) };
+            let Column::Struct(st) = col else { return Err(fail(at, super::plan::mismatch("message"))) };
             st.append_valid();
             put_message(plan, buf, spans, s, depth + 1, &mut st.children)
         }
@@ -855,7 +855,7 @@ fn put_one(node: &Node, buf: &[u8], spans: Spans, s: &mut Scratch, depth: usize,
             match col {
                 Column::String(x) => x.append_value(v),
                 Column::Binary(x) => x.append_value(v.as_bytes()),
-                _ => return Err(fail(at, super::protobuf_plan::mismatch("string"))),
+                _ => return Err(fail(at, super::plan::mismatch("string"))),
             }
             Ok(())
         }
@@ -864,7 +864,7 @@ fn put_one(node: &Node, buf: &[u8], spans: Spans, s: &mut Scratch, depth: usize,
                 x.append_value(&buf[a..b]);
                 Ok(())
             }
-            _ => Err(fail(at, super::protobuf_plan::mismatch("bytes"))),
+            _ => Err(fail(at, super::plan::mismatch("bytes"))),
         },
         (_, Spans::One(a, b)) => put_scalar(node, &mut Cur { buf, pos: a, end: b }, col),
         _ => Err(fail(at, format!("internal: {node:?} from several occurrences"))),
@@ -915,7 +915,7 @@ fn put_timestamp(col: &mut Column, seconds: i64, nanos: i32) -> Result<(), Strin
     match col {
         Column::TimestampMicros(x) => timestamp_value(seconds, nanos, false).map(|v| x.append_value(v)),
         Column::TimestampNanos(x) => timestamp_value(seconds, nanos, true).map(|v| x.append_value(v)),
-        _ => Err(super::protobuf_plan::mismatch("timestamp")),
+        _ => Err(super::plan::mismatch("timestamp")),
     }
 }
 
@@ -946,7 +946,7 @@ fn put_default(node: &Node, buf: &[u8], s: &mut Scratch, depth: usize, col: &mut
             Ok(())
         }
         (node, _) if is_message(node) => return put_one(node, buf, Spans::EMPTY, s, depth, col),
-        _ => Err(super::protobuf_plan::mismatch("default")),
+        _ => Err(super::plan::mismatch("default")),
     };
     put.map_err(|e| fail(0, e))
 }
@@ -1076,7 +1076,7 @@ fn put_map(
                 x.append_value(&buf[a as usize..b as usize]);
                 Ok(())
             }
-            _ => Err(super::protobuf_plan::mismatch("map key")),
+            _ => Err(super::plan::mismatch("map key")),
         };
         put_key.map_err(|e| fail(at, e))?;
         let (a, b) = (e.values.0 as usize, e.values.1 as usize);
@@ -1109,18 +1109,16 @@ mod tests {
     use prost_reflect::{DynamicMessage, FileDescriptor, Kind, MapKey, MessageDescriptor, Value};
 
     use super::*;
+    use crate::formats::protobuf::{compile_message, parse_proto, to_payload_type};
     use crate::schema::PayloadType;
-    use crate::schema::protobuf::{compile_message, parse_proto, to_payload_type};
 
     /// The reference: prost-reflect decodes the payload into a `DynamicMessage`, which is
     /// walked into the columns (how Floe decoded Protobuf before the streaming decoder).
     mod reference {
         use prost_reflect::{DynamicMessage, Value};
 
-        use super::super::super::protobuf_plan::{
-            MessagePlan, Node, R, mismatch, put_double, put_long, timestamp_value,
-        };
-        use crate::convert::Column;
+        use super::super::super::plan::{MessagePlan, Node, R, mismatch, put_double, put_long, timestamp_value};
+        use crate::columns::Column;
 
         pub fn message(plan: &MessagePlan, m: &DynamicMessage, children: &mut [Column]) -> R<()> {
             write_message(plan, m, Some(children))
@@ -1542,10 +1540,10 @@ mod tests {
         let (top, (plan, table)) = (top_message(), self::top());
         let mut rng = Rng(0xdead);
         let payloads: Vec<Vec<u8>> = (0..50).map(|_| message(&top, &mut rng, 0).encode_to_vec()).collect();
-        let mut root = crate::convert::StructColumn::new(&table).unwrap();
+        let mut root = crate::columns::StructColumn::new(&table).unwrap();
         // A fresh scratch for each payload: the in-order path is tried on every one.
-        let (ok, failed) = crate::convert::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, cols| {
-            decode(&plan, p, &mut Scratch::default(), cols).map_err(|f| crate::convert::DecodeError {
+        let (ok, failed) = crate::columns::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, cols| {
+            decode(&plan, p, &mut Scratch::default(), cols).map_err(|f| crate::columns::DecodeError {
                 part: "value",
                 position: f.at,
                 detail: f.detail,
@@ -1717,7 +1715,7 @@ mod tests {
     fn a_failed_payload_keeps_nothing_in_the_scratch_lists_for_the_next() {
         let (plan, table) = top();
         let mut scratch = Scratch::default();
-        let mut root = crate::convert::StructColumn::new(&table).unwrap();
+        let mut root = crate::columns::StructColumn::new(&table).unwrap();
         root.append_valid();
         assert!(decode(&plan, &[0x90, 0x01, 7, 0x12, 1, 0], &mut scratch, &mut root.children).is_err());
         root.repair();

@@ -1,4 +1,21 @@
-//! A topic's key and value formats: their decoders and the table schema they imply.
+//! Payload formats: a topic's key and value decoders and the table schema they imply.
+//!
+//! - [`part`]: what every format gives the table (one part, key or value);
+//! - [`avro`], [`protobuf`], [`json_schema`], [`json`] (plain JSON, types inferred): each
+//!   format's mapping to Iceberg and its decoder into Arrow columns;
+//! - [`by_id`]: decoders by schema id (a registry topic's many versions);
+//! - [`utf8`], [`uuid_text`]: shared checks and conversions.
+//!
+//! This module sets up a topic's [`Formats`] from its configuration.
+
+pub mod avro;
+pub mod by_id;
+pub mod json;
+pub mod json_schema;
+pub mod part;
+pub mod protobuf;
+pub mod utf8;
+pub mod uuid_text;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,14 +23,14 @@ use std::time::Duration;
 use arrow_schema::{DataType, Fields};
 use iceberg::spec::Schema;
 
+use crate::columns::Shape;
+use crate::columns::{PayloadDecoder, RawDecoder};
 use crate::config::{FloeConfig, Format, SchemaSource, TopicConfig};
-use crate::convert::Shape;
-use crate::convert::{PayloadDecoder, RawDecoder};
-use crate::schema::json_infer::Inferred;
+use crate::formats::json::infer::Inferred;
+pub use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
+use crate::registry::{Credentials, HttpSchemaRegistry, RegistryError, SchemaRegistry, SchemaType};
 use crate::schema::layout::{KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload};
-pub use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
 use crate::schema::plan;
-use crate::schema::registry::{Credentials, HttpSchemaRegistry, RegistryError, SchemaRegistry, SchemaType};
 
 /// The decoders of a topic and the schema of a new table for it.
 pub struct Formats {
@@ -65,7 +82,7 @@ impl Formats {
     }
 
     /// [`Self::load`] with the key and value types inferred from the records, for plain
-    /// JSON parts ([`crate::schema::json::infer`]).
+    /// JSON parts ([`crate::formats::json::infer()`]).
     pub async fn load_inferred(
         config: &FloeConfig,
         topic: &TopicConfig,
@@ -155,10 +172,10 @@ impl Formats {
                 let format = Self::detect(&ctx).await?;
                 Box::pin(Self::part(ctx, format)).await
             }
-            Format::Avro => crate::schema::avro::part(&ctx).await,
-            Format::Protobuf => crate::schema::protobuf::part(&ctx).await,
-            Format::JsonSchema => crate::schema::json_schema::part(&ctx).await,
-            Format::Json => crate::schema::json::part(&ctx),
+            Format::Avro => crate::formats::avro::part(&ctx).await,
+            Format::Protobuf => crate::formats::protobuf::part(&ctx).await,
+            Format::JsonSchema => crate::formats::json_schema::part(&ctx).await,
+            Format::Json => crate::formats::json::part(&ctx),
         }
     }
 

@@ -20,24 +20,28 @@
 //! proto2 field's declared default is not applied: unset, it is null like any field
 //! with presence.
 
+mod decode;
+mod plan;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::schema::by_id::SchemaSet;
-use crate::schema::protobuf_decode::{self, Scratch};
-use crate::schema::protobuf_plan::{EnumSymbols, FieldPlan, IntWire, MessagePlan, Node, Slot, mismatch};
+use crate::formats::by_id::SchemaSet;
+use decode as protobuf_decode;
+use decode::Scratch;
+use plan::{EnumSymbols, FieldPlan, IntWire, MessagePlan, Node, Slot, mismatch};
 
 use arrow_schema::{DataType, Fields, TimeUnit};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 use prost_reflect::{FieldDescriptor, FileDescriptor, Kind, MessageDescriptor};
 
+use crate::columns::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
 use crate::config::SchemaSource;
-use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
+use crate::registry::wire::{Framed, Payload, SchemaId, header_name};
+use crate::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::layout::PayloadType;
-use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
-use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
-use crate::schema::wire::{Framed, Payload, SchemaId, header_name};
 use crate::varint::VarintError;
 
 /// A Protobuf schema Floe cannot read, map or decode against the table.
@@ -737,9 +741,9 @@ mod tests {
         x.set_field_by_name("x", Value::String("in".into()));
         msg.set_field_by_name("inner", Value::Message(x));
         let payloads = vec![framed(&[0], &msg.encode_to_vec()), framed(&[0], &[])];
-        let mut root = crate::convert::StructColumn::new(&fields).unwrap();
+        let mut root = crate::columns::StructColumn::new(&fields).unwrap();
         let (ok, failed) =
-            crate::convert::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, columns| {
+            crate::columns::damage::decode_damaged(&mut root, &payloads, 0x5eed, 10_000, |p, columns| {
                 decoder.append_fields(p.into(), columns)
             });
         assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");

@@ -3,7 +3,7 @@
 //! allocated per record (but a value kept as JSON text, and objects of more than 64
 //! fields).
 //!
-//! The types follow the mapping tables of [`super::json`] and [`super::json_schema`].
+//! The types follow the mapping tables of [`super`] and [`super::super::json_schema`].
 //! Object members are matched to fields by name, in any order; a member the table lacks
 //! is skipped, and so is a member repeated in one object (the first one counts). Fields
 //! no member names are null, or an error when the field is required.
@@ -15,8 +15,8 @@ use arrow_schema::{DataType, Fields, TimeUnit};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::convert::Column;
-use crate::schema::uuid_text;
+use crate::columns::Column;
+use crate::formats::uuid_text;
 
 /// What a payload is decoded into.
 pub enum Target<'a> {
@@ -446,7 +446,7 @@ mod tests {
     use arrow_schema::Field;
 
     use super::*;
-    use crate::convert::StructColumn;
+    use crate::columns::StructColumn;
 
     fn table() -> Fields {
         let place =

@@ -1,10 +1,10 @@
 //! A Protobuf message compiled against the table's columns — the plan the wire decoder
-//! ([`super::protobuf_decode`]) follows — and the value conversions the decoder and the
-//! schema side ([`super::protobuf`]) share. A leaf of both.
+//! ([`super::decode`]) follows — and the value conversions the decoder and the
+//! schema side ([`super`]) share. A leaf of both.
 
 use prost_reflect::{EnumDescriptor, FieldDescriptor};
 
-use crate::convert::Column;
+use crate::columns::Column;
 
 /// How an integer field is encoded on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

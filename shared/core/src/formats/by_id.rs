@@ -8,9 +8,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
-use crate::convert::{DecodeError, SchemaLoadError};
-use crate::schema::registry::{RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
-use crate::schema::wire::{self, Framed, Payload, SchemaId};
+use crate::columns::{DecodeError, SchemaLoadError};
+use crate::registry::wire::{self, Framed, Payload, SchemaId};
+use crate::registry::{RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
 
 pub enum SchemaSet<T> {
     /// Every payload uses this schema; the id in the header is not checked.

@@ -1,5 +1,5 @@
 //! Plain JSON's types, inferred from a segment's records (a first pass over it), merged
-//! field by field; see [`super::json`] for the mapping.
+//! field by field; see [`super`] for the mapping.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -28,11 +28,11 @@ use std::sync::Arc;
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 use serde_json::Value;
 
-use crate::convert::PayloadDecoder;
-use crate::schema::json::JsonDecoder;
+use crate::columns::PayloadDecoder;
+use crate::formats::json::JsonDecoder;
+use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
+use crate::registry::SchemaType;
 use crate::schema::layout::PayloadType;
-use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
-use crate::schema::registry::SchemaType;
 
 /// Documents a schema's `$ref`s may name (registry references), by that name.
 pub type Documents = [(String, Value)];

@@ -18,9 +18,9 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use iceberg::spec::Schema;
 
+use crate::registry::wire::header_name;
+pub use crate::registry::wire::{DecodeError, Payload, SchemaId, SchemaLoadError};
 use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
-use crate::schema::wire::header_name;
-pub use crate::schema::wire::{DecodeError, Payload, SchemaId, SchemaLoadError};
 use crate::segment::{Header, Record, TimestampType};
 pub use builder::{Column, FULL_OFFSETS, FixedValues, StructColumn};
 

@@ -18,13 +18,16 @@
 //! A value that is not JSON is a bad record. Payloads are decoded straight into the
 //! columns (`json_decode`).
 
+pub(crate) mod decode;
+pub mod infer;
+
 use std::sync::Arc;
 
-use crate::convert::{Column, DecodeError, PayloadDecoder, Shape};
-use crate::schema::json_decode::{Target, decode};
-pub use crate::schema::json_infer::{Inferred, infer};
-use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
-use crate::schema::wire::{self, Payload, SchemaId};
+use crate::columns::{Column, DecodeError, PayloadDecoder, Shape};
+use crate::formats::json::decode::{Target, decode};
+pub use crate::formats::json::infer::{Inferred, infer};
+use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
+use crate::registry::wire::{self, Payload, SchemaId};
 
 /// Decodes JSON text into a shape; `header`: payloads carry the Confluent wire header.
 pub struct JsonDecoder {
@@ -86,7 +89,7 @@ impl PayloadDecoder for JsonDecoder {
         }
     }
 
-    async fn load_schema(&self, _id: SchemaId) -> Result<(), crate::convert::SchemaLoadError> {
+    async fn load_schema(&self, _id: SchemaId) -> Result<(), crate::columns::SchemaLoadError> {
         Ok(())
     }
 }
@@ -109,7 +112,7 @@ mod tests {
     use iceberg::spec::{PrimitiveType, Type};
 
     use super::*;
-    use crate::schema::json_decode::byte_of;
+    use crate::formats::json::decode::byte_of;
 
     fn infer(values: &[&str]) -> Inferred {
         let mut i = Inferred::default();
@@ -183,9 +186,9 @@ mod tests {
         let fields = iceberg::arrow::schema_to_arrow_schema(&schema).unwrap().fields().clone();
         let decoder = JsonDecoder::new("value", Shape::Fields(fields.clone()), false);
         let payloads: Vec<Vec<u8>> = values.iter().map(|v| v.as_bytes().to_vec()).collect();
-        let mut root = crate::convert::StructColumn::new(&fields).unwrap();
+        let mut root = crate::columns::StructColumn::new(&fields).unwrap();
         let (ok, failed) =
-            crate::convert::damage::decode_damaged(&mut root, &payloads, 0x15011, 10_000, |p, columns| {
+            crate::columns::damage::decode_damaged(&mut root, &payloads, 0x15011, 10_000, |p, columns| {
                 decoder.append_fields(p.into(), columns)
             });
         assert!(ok > 0 && failed > 1000, "{ok} decoded, {failed} failed");
@@ -277,7 +280,7 @@ mod tests {
     /// header when `header`), and each text alone as a double column.
     fn decoded_numbers(decoder: &JsonDecoder, header: bool, texts: &[String]) -> Vec<f64> {
         let Shape::Fields(fields) = &decoder.shape else { panic!("a record shape") };
-        let mut root = crate::convert::StructColumn::new(fields).unwrap();
+        let mut root = crate::columns::StructColumn::new(fields).unwrap();
         for text in texts {
             let mut payload = if header { vec![0, 0, 0, 0, 7] } else { Vec::new() };
             payload.extend_from_slice(format!(r#"{{"x": {text}}}"#).as_bytes());
@@ -299,7 +302,7 @@ mod tests {
         };
         let plain = arrow(&infer(&[r#"{"x": 0.5}"#]).payload_type());
         let schema = serde_json::json!({"type": "object", "properties": {"x": {"type": "number"}}});
-        let json_schema = arrow(&crate::schema::json_schema::to_payload_type(&schema, &[]).unwrap());
+        let json_schema = arrow(&crate::formats::json_schema::to_payload_type(&schema, &[]).unwrap());
         for (path, fields, header) in [("plain JSON", plain, false), ("JSON Schema", json_schema, true)] {
             assert_eq!(fields[0].data_type(), &DataType::Float64);
             let decoder = JsonDecoder::new("value", Shape::Fields(fields), header);

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
+use crate::columns::{PayloadDecoder, Shape};
 use crate::config::{SchemaSource, TopicConfig};
-use crate::convert::{PayloadDecoder, Shape};
+use crate::formats::json::infer::Inferred;
+use crate::registry::{FileSchema, RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
 use crate::schema::Incompatible;
-use crate::schema::json_infer::Inferred;
 use crate::schema::layout::PayloadType;
-use crate::schema::registry::{FileSchema, RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
 
 /// Why a topic's formats could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ pub struct PartContext<'a> {
     /// Protobuf: the configured message name.
     pub message: Option<&'a str>,
     pub registry: Option<Arc<dyn SchemaRegistry>>,
-    /// Plain JSON: the types inferred from the records (see [`crate::schema::json`]).
+    /// Plain JSON: the types inferred from the records (see [`crate::formats::json`]).
     pub inferred: Option<&'a Inferred>,
 }
 

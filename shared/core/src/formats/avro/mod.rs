@@ -37,12 +37,12 @@ use std::sync::Arc;
 use apache_avro::Schema as Avro;
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 
-use crate::convert::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
-use crate::schema::by_id::SchemaSet;
+use crate::columns::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::formats::by_id::SchemaSet;
+use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
+use crate::registry::wire::{Payload, SchemaId, no_header_rest};
+use crate::registry::{Resolved, SchemaRegistry, SchemaType};
 use crate::schema::layout::PayloadType;
-use crate::schema::part::{FormatError, MakeDecoder, Part, PartContext};
-use crate::schema::registry::{Resolved, SchemaRegistry, SchemaType};
-use crate::schema::wire::{Payload, SchemaId, no_header_rest};
 
 mod decode;
 pub use decode::{AvroTarget, CompiledAvro};

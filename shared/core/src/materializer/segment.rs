@@ -18,8 +18,8 @@ use std::sync::Arc;
 use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema, StructType};
 
+use crate::columns::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
 use crate::config::{BadRecordMode, TopicConfig};
-use crate::convert::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
 use crate::schema::layout::dead_letter_struct;
 use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};

@@ -9,6 +9,8 @@
 //! JSON Schema `$ref` of another subject): [`references`] fetches them, by subject and
 //! version, depth first.
 
+pub mod wire;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -17,9 +17,9 @@ use arrow_array::types::{Decimal128Type, DecimalType};
 use arrow_schema::{DECIMAL128_MAX_PRECISION, DataType, Fields, TimeUnit};
 
 use super::{AvroSchemaError, Names, err};
-use crate::convert::{Column, DecodeError, FixedValues};
-use crate::schema::utf8::utf8;
-use crate::schema::uuid_text;
+use crate::columns::{Column, DecodeError, FixedValues};
+use crate::formats::utf8::utf8;
+use crate::formats::uuid_text;
 use crate::varint::VarintError;
 
 /// Avro's duration: a fixed of 12 bytes (months, days, milliseconds).
@@ -748,8 +748,8 @@ fn decode_error(fail: Fail, part: &'static str, offset: usize) -> DecodeError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::StructColumn;
-    use crate::convert::damage::decode_damaged;
+    use crate::columns::StructColumn;
+    use crate::columns::damage::decode_damaged;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
     use arrow_array::{Array, StructArray};
@@ -882,7 +882,7 @@ mod tests {
                 {"name": "lts", "type": {"type": "long", "logicalType": "local-timestamp-nanos"}}]}"#,
         )
         .unwrap();
-        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&writer, &[]).unwrap()
+        let crate::schema::PayloadType::Record(value) = crate::formats::avro::to_payload_type(&writer, &[]).unwrap()
         else {
             panic!("a record")
         };
@@ -1077,7 +1077,7 @@ mod tests {
     #[test]
     fn damaged_payloads_are_errors_and_leave_the_columns_consistent() {
         let writer = Avro::parse_str(EVERY_TYPE).unwrap();
-        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&writer, &[]).unwrap()
+        let crate::schema::PayloadType::Record(value) = crate::formats::avro::to_payload_type(&writer, &[]).unwrap()
         else {
             panic!("a record")
         };
@@ -1167,7 +1167,7 @@ mod tests {
             {"name": "m", "type": {"type": "map", "values": "int"}}, {"name": "n", "type": ["null", "string"]},
             {"name": "tail", "type": "string"}]}"#;
         let parsed = Avro::parse_str(writer).unwrap();
-        let crate::schema::PayloadType::Record(value) = crate::schema::avro::to_payload_type(&parsed, &[]).unwrap()
+        let crate::schema::PayloadType::Record(value) = crate::formats::avro::to_payload_type(&parsed, &[]).unwrap()
         else {
             panic!("a record")
         };
