@@ -6,10 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use floe_core::config::{FloeConfig, Format};
-use floe_core::formats::Formats;
-use floe_core::formats::json::infer;
-use floe_core::materializer::segment::{MaterializeOptions, Materialized, materialize_segment, source_id};
+use floe_core::config::FloeConfig;
+use floe_core::materializer::segment::{MaterializeError, Materialized, materialize_segment, source_id};
+use floe_core::materializer::{Destination, MaterializerError, Prepared, prepare_segment};
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 use serde::Serialize;
 
@@ -75,30 +74,21 @@ pub async fn materialize(
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
     let registry = floe_core::formats::http_registry(config)?;
-    // Plain JSON has no schema: a first pass over the segment infers its types.
-    let uses_json = [topic_config.key_format, topic_config.value_format].contains(&Format::Json);
-    let inferred = match uses_json {
-        true => Some(infer(SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?).await?),
-        false => None,
-    };
-    let formats = Formats::load_inferred(config, &topic_config, registry, inferred.as_ref()).await?;
     let out_dir = crate::local::folder("--out", out_dir, true)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;
-    let spec = floe_core::partition::spec_for_table(
-        &topic_config.partition_by,
-        &topic_config.partition_by_field,
-        topic,
-        &formats.schema,
-        None,
-    )?;
-    let options = MaterializeOptions {
-        partition_spec: Arc::new(spec),
+    let destination = Destination {
+        table: topic.to_string(),
         partition,
         data_dir: out_dir.join("data").display().to_string(),
         dead_letter_dir: out_dir.join("dead_letter").display().to_string(),
         source_id: source_id(&segment.display().to_string(), &meta.len().to_string()),
-        topic: topic_config,
     };
+    let open = async || -> Result<SegmentReader, MaterializerError> {
+        let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await;
+        reader.map_err(|e| MaterializeError::Segment(e).into())
+    };
+    let Prepared { formats, options } =
+        prepare_segment(config, &topic_config, registry, None, destination, open).await?;
     let reader = SegmentReader::open(Arc::new(FileSource::new(segment)), Limits::default()).await?;
     let file_io = iceberg::io::FileIO::new_with_fs();
     Ok(materialize_segment(reader, formats.schema, formats.key, formats.value, &options, &file_io).await?)

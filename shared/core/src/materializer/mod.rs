@@ -106,6 +106,59 @@ pub enum Outcome {
 
 pub use crate::table::{TableLookup, TableView, table_location};
 
+/// Where one segment's files go: its table (for messages), Kafka partition, the data and
+/// dead-letter directories, and the input's identity (part of every file name).
+pub struct Destination {
+    pub table: String,
+    pub partition: i32,
+    pub data_dir: String,
+    pub dead_letter_dir: String,
+    pub source_id: String,
+}
+
+/// What writing one segment needs: its formats and the writer's options.
+pub struct Prepared {
+    pub formats: Formats,
+    pub options: MaterializeOptions,
+}
+
+/// Prepares one segment of `topic` for writing — the same for the materializer and
+/// `floe convert`: plain JSON's types inferred from the segment first (a pass over what
+/// `open` reads), the formats loaded (field ids of the `current` table's schema, when it
+/// exists), the partition spec (the current table's, else `partition_by`), the options.
+pub async fn prepare_segment(
+    config: &FloeConfig,
+    topic: &TopicConfig,
+    registry: Option<Arc<dyn SchemaRegistry>>,
+    current: Option<&TableView>,
+    destination: Destination,
+    open: impl AsyncFnOnce() -> Result<SegmentReader, MaterializerError>,
+) -> Result<Prepared, MaterializerError> {
+    let uses_json = [topic.key_format, topic.value_format].contains(&Format::Json);
+    let inferred = match uses_json {
+        true => Some(infer(open().await?).await.map_err(MaterializeError::Segment)?),
+        false => None,
+    };
+    let formats =
+        Formats::load_for_table(config, topic, registry, inferred.as_ref(), current.map(|v| &v.schema)).await?;
+    let spec = spec_for_table(
+        &topic.partition_by,
+        &topic.partition_by_field,
+        &destination.table,
+        &formats.schema,
+        current.map(|v| &v.partition_spec),
+    )?;
+    let options = MaterializeOptions {
+        topic: topic.clone(),
+        partition: destination.partition,
+        data_dir: destination.data_dir,
+        dead_letter_dir: destination.dead_letter_dir,
+        source_id: destination.source_id,
+        partition_spec: Arc::new(spec),
+    };
+    Ok(Prepared { formats, options })
+}
+
 /// Turns segment objects into data files and tasks.
 pub struct Materializer {
     pub config: Arc<FloeConfig>,
@@ -287,32 +340,19 @@ impl Materializer {
     ) -> Result<CommitTask, MaterializerError> {
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
         let dead_letter_table = TableName { namespace: topic.namespace.clone(), name: format!("{}_dlq", topic.table) };
-        let uses_json = [topic.key_format, topic.value_format].contains(&Format::Json);
-        let inferred = match uses_json {
-            true => Some(infer(self.reader(&input).await?).await.map_err(MaterializeError::Segment)?),
-            false => None,
-        };
-        let current_schema = current.as_ref().map(|v| &v.schema);
-        let formats =
-            Formats::load_for_table(&self.config, topic, self.registry.clone(), inferred.as_ref(), current_schema)
-                .await?;
-        let existing_spec = current.as_ref().map(|v| &v.partition_spec);
-        let spec = spec_for_table(
-            &topic.partition_by,
-            &topic.partition_by_field,
-            &table.to_string(),
-            &formats.schema,
-            existing_spec,
-        )?;
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
-        let options = MaterializeOptions {
-            topic: topic.clone(),
+        let destination = Destination {
+            table: table.to_string(),
             partition: input.location.partition,
             data_dir: format!("{}/data", table_location(&self.warehouse, &table)),
             dead_letter_dir: format!("{}/data", table_location(&self.warehouse, &dead_letter_table)),
             source_id: task_id.clone(),
-            partition_spec: Arc::new(spec),
         };
+        let Prepared { formats, options } =
+            prepare_segment(&self.config, topic, self.registry.clone(), current.as_ref(), destination, async || {
+                self.reader(&input).await
+            })
+            .await?;
         tracing::info!(table = %table, topic = %topic.topic, partition = options.partition, object = %input.object.uri, "materializing");
         let reader = self.reader(&input).await?;
         let done =
