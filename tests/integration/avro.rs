@@ -98,7 +98,7 @@ async fn registry_retries_5xx_and_sends_basic_auth() {
 async fn a_registry_that_keeps_failing_gets_four_attempts_then_a_retryable_error() {
     let registry = support::start_registry(&support::avro_data().join("registry.json"), None, usize::MAX).await;
     let err = run(&config(&registry.url, "dlq", ""), tempfile::tempdir().unwrap().path()).await.unwrap_err();
-    let err = err.downcast::<floe_core::formats::FormatError>().unwrap();
+    let err = err.downcast::<floe_core::materializer::MaterializerError>().unwrap();
     assert!(err.retryable() && err.to_string().contains("503"), "{err}");
     assert_eq!(registry.requests.load(std::sync::atomic::Ordering::SeqCst), 4);
 }
@@ -119,7 +119,7 @@ async fn a_registry_that_never_answers_times_out_on_each_attempt() {
         }
     });
     let err = run(&config(&url, "dlq", "timeout_ms = 200"), tempfile::tempdir().unwrap().path()).await.unwrap_err();
-    let err = err.downcast::<floe_core::formats::FormatError>().unwrap();
+    let err = err.downcast::<floe_core::materializer::MaterializerError>().unwrap();
     assert!(err.retryable() && err.to_string().contains("no answer within 200 ms"), "{err}");
     assert_eq!(connections.load(Ordering::SeqCst), 4);
 }
@@ -145,7 +145,7 @@ async fn an_unreachable_registry_is_a_retryable_error_not_bad_records() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = config(&format!("http://127.0.0.1:{port}"), "dlq", "timeout_ms = 500");
     let err = run(&config, tempfile::tempdir().unwrap().path()).await.unwrap_err();
-    let err = err.downcast::<floe_core::formats::FormatError>().unwrap();
+    let err = err.downcast::<floe_core::materializer::MaterializerError>().unwrap();
     assert!(err.retryable() && err.to_string().contains("Connection refused"), "{err}");
 }
 
