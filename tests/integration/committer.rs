@@ -650,40 +650,6 @@ fn event_task_ids(event: &SqsEvent) -> Vec<String> {
         .collect()
 }
 
-/// Glue with a competing writer: before the committer's first swap, someone else
-/// updates the table, so Glue refuses the committer's stale VersionId.
-struct Interfering {
-    inner: GlueCatalog,
-    fired: AtomicBool,
-}
-
-#[async_trait]
-impl Catalog for Interfering {
-    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
-        self.inner.current(table).await
-    }
-    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        self.inner.create(table, metadata, location).await
-    }
-    async fn swap(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        metadata: &TableMetadata,
-        location: &str,
-    ) -> Result<(), CatalogError> {
-        if !self.fired.swap(true, Ordering::SeqCst) {
-            // The other writer re-registers the current metadata: a new VersionId.
-            let now = self.inner.current(table).await?.unwrap();
-            self.inner.swap(table, &now, metadata, &now.metadata_location).await?;
-        }
-        self.inner.swap(table, expected, metadata, location).await
-    }
-    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
-        self.inner.list(namespace).await
-    }
-}
-
 fn committer_with(aws: &Aws, catalog: Arc<dyn Catalog>, locks: &str, owner: &str) -> Committer {
     let service = aws.committer();
     Committer {
@@ -713,7 +679,20 @@ async fn glue_conflicts_and_racing_committers_never_duplicate() {
     assert!(refused.is_conflict(), "{refused}");
 
     // A conflict mid-commit: reload, re-check, retry — committed once.
-    let interfering = Interfering { inner: glue(), fired: AtomicBool::new(false) };
+    // Glue with a competing writer: before the committer's first swap, someone else
+    // updates the table, so Glue refuses the committer's stale VersionId.
+    let inner: Arc<dyn Catalog> = Arc::new(glue());
+    let (other, fired) = (inner.clone(), Arc::new(AtomicBool::new(false)));
+    let interfering = Hooked::new(inner, move |call, table, metadata| {
+        let (other, fired) = (other.clone(), fired.clone());
+        Box::pin(async move {
+            if call == CatalogCall::Swap && !fired.swap(true, Ordering::SeqCst) {
+                let now = other.current(&table).await?.unwrap();
+                other.swap(&table, &now, &metadata.unwrap(), &now.metadata_location).await?;
+            }
+            Ok(())
+        })
+    });
     let second = committer_with(&aws, Arc::new(interfering), &aws.locks, "second");
     let report = second.commit(&tasks[1..2], None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
@@ -1272,46 +1251,6 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
     assert_eq!(read_local(warehouse.path(), "kafka.clicks").rows, 9);
 }
 
-/// A catalog whose commits to dead-letter tables fail while `armed` (a Glue outage, a
-/// process dying between the two commits).
-struct DeadLetterOutage {
-    inner: Arc<dyn Catalog>,
-    armed: AtomicBool,
-}
-
-impl DeadLetterOutage {
-    fn check(&self, table: &TableName) -> Result<(), CatalogError> {
-        if table.name.ends_with("_dlq") && self.armed.load(Ordering::SeqCst) {
-            return Err(CatalogError::Other { table: table.to_string(), detail: "outage".into(), retryable: true });
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Catalog for DeadLetterOutage {
-    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
-        self.inner.current(table).await
-    }
-    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        self.check(table)?;
-        self.inner.create(table, metadata, location).await
-    }
-    async fn swap(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        metadata: &TableMetadata,
-        location: &str,
-    ) -> Result<(), CatalogError> {
-        self.check(table)?;
-        self.inner.swap(table, expected, metadata, location).await
-    }
-    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
-        self.inner.list(namespace).await
-    }
-}
-
 #[tokio::test]
 async fn a_segment_is_done_only_when_its_dead_letters_are_committed_too() {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1329,9 +1268,21 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
     let w = warehouse.path().canonicalize().unwrap().display().to_string();
     let task = materialize(config, input.path(), &w, "clicks-0/00000000000000000000.log").await;
     assert_eq!(task.dead_letter_files.len(), 1);
+    // Commits to dead-letter tables fail while `outage` holds (a Glue outage, a process
+    // dying between the two commits).
     let local = local_committer(warehouse.path());
-    let outage = Arc::new(DeadLetterOutage { inner: local.catalog.clone(), armed: AtomicBool::new(true) });
-    let committer = Committer { catalog: outage.clone(), ..local };
+    let outage = Arc::new(AtomicBool::new(true));
+    let armed = outage.clone();
+    let catalog = Hooked::new(local.catalog.clone(), move |call, table, _| {
+        let down = call != CatalogCall::Current && table.name.ends_with("_dlq") && armed.load(Ordering::SeqCst);
+        Box::pin(async move {
+            match down {
+                true => Err(CatalogError::Other { table: table.to_string(), detail: "outage".into(), retryable: true }),
+                false => Ok(()),
+            }
+        })
+    });
+    let committer = Committer { catalog: Arc::new(catalog), ..local };
     let main = TableName { namespace: "kafka".into(), name: "clicks".into() };
 
     // The dead-letter commit fails: the main table does not take the segment either, so
@@ -1345,7 +1296,7 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
     assert!(held.get("clicks", 0).is_none(), "the main table took a segment whose dead letters are lost: {held:?}");
 
     // Once the outage ends: both tables, each record once, however often it comes again.
-    outage.armed.store(false, Ordering::SeqCst);
+    outage.store(false, Ordering::SeqCst);
     for expected in [TaskResult::Committed, TaskResult::AlreadyCommitted] {
         let report = committer.commit(std::slice::from_ref(&task), None).await;
         assert_eq!(report.results[0].1, expected);
@@ -1354,46 +1305,6 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
     assert_eq!((clicks.offsets["0"].len(), clicks.duplicates), (9, 0));
     let dead = read_local(warehouse.path(), "kafka.clicks_dlq");
     assert_eq!((dead.offsets["0"].clone(), dead.duplicates), (vec![4], 0));
-}
-
-/// A catalog that takes `3 × ttl` to load the table once (a slow Glue, a long rewrite
-/// before it), asking meanwhile whether another committer could take the lease.
-struct SlowLoad {
-    inner: Arc<dyn Catalog>,
-    locks: floe_core::lock::sqlite::SqliteLocks,
-    ttl: std::time::Duration,
-    armed: AtomicBool,
-    taken: AtomicBool,
-}
-
-#[async_trait]
-impl Catalog for SlowLoad {
-    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            for _ in 0..6 {
-                tokio::time::sleep(self.ttl / 2).await;
-                if self.locks.acquire(&table.to_string(), "intruder", self.ttl).await.unwrap().is_some() {
-                    self.taken.store(true, Ordering::SeqCst);
-                }
-            }
-        }
-        self.inner.current(table).await
-    }
-    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        self.inner.create(table, metadata, location).await
-    }
-    async fn swap(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        metadata: &TableMetadata,
-        location: &str,
-    ) -> Result<(), CatalogError> {
-        self.inner.swap(table, expected, metadata, location).await
-    }
-    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
-        self.inner.list(namespace).await
-    }
 }
 
 /// A commit that outlives its lease keeps it (renewed while it works, on a controlled
@@ -1411,18 +1322,94 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
         floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
     let locks = SqliteLocks::new(catalog.connection()).unwrap().with_clock(Clock::tokio());
     let ttl = std::time::Duration::from_secs(30);
-    let slow = Arc::new(SlowLoad {
-        inner: local.catalog.clone(),
-        locks: locks.clone(),
-        ttl,
-        armed: AtomicBool::new(true),
-        taken: AtomicBool::new(false),
+    // The catalog takes `3 × ttl` to load the table once (a slow Glue, a long rewrite
+    // before it), asking meanwhile whether another committer could take the lease.
+    let (armed, taken) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+    let (probe, seen) = (locks.clone(), taken.clone());
+    let slow = Hooked::new(local.catalog.clone(), move |call, table, _| {
+        let slow = call == CatalogCall::Current && armed.swap(false, Ordering::SeqCst);
+        let (probe, seen) = (probe.clone(), seen.clone());
+        Box::pin(async move {
+            for _ in 0..if slow { 6 } else { 0 } {
+                tokio::time::sleep(ttl / 2).await;
+                if probe.acquire(&table.to_string(), "intruder", ttl).await.unwrap().is_some() {
+                    seen.store(true, Ordering::SeqCst);
+                }
+            }
+            Ok(())
+        })
     });
-    let committer = Committer { catalog: slow.clone(), locks: Arc::new(locks), lease_ttl: ttl, ..local };
+    let committer = Committer { catalog: Arc::new(slow), locks: Arc::new(locks), lease_ttl: ttl, ..local };
     let start = tokio::time::Instant::now();
     let report = committer.commit(std::slice::from_ref(&task), None).await;
     assert!(start.elapsed() >= 3 * ttl, "the commit took {:?}", start.elapsed());
-    assert!(!slow.taken.load(Ordering::SeqCst), "another committer took the lease during the commit");
+    assert!(!taken.load(Ordering::SeqCst), "another committer took the lease during the commit");
     assert_eq!(report.results[0].1, TaskResult::Committed, "{:?}", report.results);
     assert_eq!(read_local(warehouse.path(), "kafka.orders").offsets["0"], (0..100).collect::<Vec<_>>());
+}
+
+/// Which catalog call a [`Hooked`] catalog's hook runs before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CatalogCall {
+    Current,
+    Create,
+    Swap,
+}
+
+type CatalogHook = Box<
+    dyn Fn(
+            CatalogCall,
+            TableName,
+            Option<TableMetadata>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A catalog that runs a test's hook before each call it passes on to `inner` (with the
+/// metadata the call carries): to fail, stall or race one of them.
+struct Hooked {
+    inner: Arc<dyn Catalog>,
+    hook: CatalogHook,
+}
+
+impl Hooked {
+    fn new(
+        inner: Arc<dyn Catalog>,
+        hook: impl Fn(
+            CatalogCall,
+            TableName,
+            Option<TableMetadata>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + Send>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Hooked { inner, hook: Box::new(hook) }
+    }
+}
+
+#[async_trait]
+impl Catalog for Hooked {
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
+        (self.hook)(CatalogCall::Current, table.clone(), None).await?;
+        self.inner.current(table).await
+    }
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+        (self.hook)(CatalogCall::Create, table.clone(), Some(metadata.clone())).await?;
+        self.inner.create(table, metadata, location).await
+    }
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        location: &str,
+    ) -> Result<(), CatalogError> {
+        (self.hook)(CatalogCall::Swap, table.clone(), Some(metadata.clone())).await?;
+        self.inner.swap(table, expected, metadata, location).await
+    }
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
+        self.inner.list(namespace).await
+    }
 }
