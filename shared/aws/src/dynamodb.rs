@@ -22,6 +22,30 @@ impl DynamoDbLocks {
         DynamoDbLocks { client, table: table.to_string() }
     }
 
+    /// Sets the lease's expiry while it is still ours: our owner and our fencing (it
+    /// grows at every acquisition), expired or not.
+    async fn set_expiry_if_ours(
+        &self,
+        lease: &Lease,
+        expires_at_ms: i64,
+    ) -> Result<
+        aws_sdk_dynamodb::operation::update_item::UpdateItemOutput,
+        SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError>,
+    > {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("table", s(&lease.table))
+            .update_expression("SET expires_at_ms = :e")
+            .condition_expression("#o = :o AND fencing = :f")
+            .expression_attribute_names("#o", "owner")
+            .expression_attribute_values(":o", s(&lease.owner))
+            .expression_attribute_values(":f", n(lease.fencing as i64))
+            .expression_attribute_values(":e", n(expires_at_ms))
+            .send()
+            .await
+    }
+
     /// Every suspended table and why, by name (a scan: an operator's question, not the
     /// committer's).
     pub async fn suspended_tables(&self) -> Result<Vec<(String, String)>, LockError> {
@@ -105,21 +129,7 @@ impl TableLocks for DynamoDbLocks {
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LockError> {
         let now = now_ms();
         let renewed = Lease { expires_at_ms: now + ttl.as_millis() as i64, ..lease.clone() };
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("table", s(&lease.table))
-            .update_expression("SET expires_at_ms = :e")
-            // Ours as long as nobody acquired it since (the fencing grows at every
-            // acquisition), expired or not.
-            .condition_expression("#o = :o AND fencing = :f")
-            .expression_attribute_names("#o", "owner")
-            .expression_attribute_values(":o", s(&lease.owner))
-            .expression_attribute_values(":f", n(lease.fencing as i64))
-            .expression_attribute_values(":e", n(renewed.expires_at_ms))
-            .send()
-            .await;
+        let result = self.set_expiry_if_ours(lease, renewed.expires_at_ms).await;
         match result {
             Ok(_) => Ok(renewed),
             Err(e) if condition_failed(&e) => {
@@ -130,19 +140,7 @@ impl TableLocks for DynamoDbLocks {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LockError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("table", s(&lease.table))
-            .update_expression("SET expires_at_ms = :zero")
-            .condition_expression("#o = :o AND fencing = :f")
-            .expression_attribute_names("#o", "owner")
-            .expression_attribute_values(":o", s(&lease.owner))
-            .expression_attribute_values(":f", n(lease.fencing as i64))
-            .expression_attribute_values(":zero", n(0))
-            .send()
-            .await;
+        let result = self.set_expiry_if_ours(lease, 0).await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if condition_failed(&e) => Ok(()), // someone took it over: nothing to release

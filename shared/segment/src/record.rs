@@ -235,14 +235,7 @@ pub struct Batch {
 /// Headers encoded as a v2 record holds them, for tests (and the fuzz harness) to build records from.
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn encode_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
-    fn zigzag(out: &mut Vec<u8>, v: i64) {
-        let mut raw = ((v << 1) ^ (v >> 63)) as u64;
-        while raw >= 0x80 {
-            out.push(raw as u8 | 0x80);
-            raw >>= 7;
-        }
-        out.push(raw as u8);
-    }
+    use crate::varint::put_zigzag as zigzag;
     let mut out = Vec::new();
     for (key, value) in headers {
         for part in [Some(*key), *value] {

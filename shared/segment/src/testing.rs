@@ -3,15 +3,7 @@
 
 use std::io::Write;
 
-/// Zig-zag varint, as v2 records hold their fields.
-fn zigzag(out: &mut Vec<u8>, v: i64) {
-    let mut raw = ((v << 1) ^ (v >> 63)) as u64;
-    while raw >= 0x80 {
-        out.push(raw as u8 | 0x80);
-        raw >>= 7;
-    }
-    out.push(raw as u8);
-}
+use crate::varint::put_zigzag as zigzag;
 
 /// An uncompressed v2 batch at `base`: one record per offset delta (value `v<delta>`,
 /// null key, no headers), with the header's `last_offset_delta`.

@@ -60,6 +60,18 @@ fn decode(raw: u64) -> i64 {
     (raw >> 1) as i64 ^ -((raw & 1) as i64)
 }
 
+/// Appends `v` as a zig-zag varint, as v2 records hold their fields (tests and the fuzz
+/// harness build records with it).
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn put_zigzag(out: &mut Vec<u8>, v: i64) {
+    let mut raw = ((v << 1) ^ (v >> 63)) as u64;
+    while raw >= 0x80 {
+        out.push(raw as u8 | 0x80);
+        raw >>= 7;
+    }
+    out.push(raw as u8);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
