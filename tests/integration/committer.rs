@@ -1024,11 +1024,17 @@ async fn a_compaction_planned_before_a_promotion_commits_after_it() {
     }
     let table = TableName { namespace: "kafka".into(), name: "orders".into() };
     let loaded = floe_core::table::load(committer.catalog.as_ref(), &committer.file_io, &table).await.unwrap().unwrap();
-    let compaction =
-        floe_core::table::compaction::compact(&committer.file_io, &table, &loaded.metadata, 128 << 20, "compaction-1")
-            .await
-            .unwrap()
-            .expect("two files per qty value to compact");
+    let compaction = floe_core::table::compaction::compact(
+        &committer.file_io,
+        &table,
+        &loaded.metadata,
+        floe_core::table::compaction::CompactionPolicy { target: 128 << 20, window_ms: 0 },
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
+        "compaction-1",
+    )
+    .await
+    .unwrap()
+    .expect("two files per qty value to compact");
     assert_eq!((compaction.removed.len(), compaction.added.len()), (20, 10));
     // The promotion lands in between.
     let new = promotion_task(input.path(), &committer, 2, "orders-1/00000000000000000000.log", partition_by).await;

@@ -198,11 +198,17 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
     let (committer, catalog) = local_committer(warehouse.path());
     let file_io = floe_core::storage::local_file_io();
     let loaded = floe_core::table::load(catalog.as_ref(), &file_io, &table()).await.unwrap().unwrap();
-    let compaction =
-        floe_core::table::compaction::compact(&file_io, &table(), &loaded.metadata, 128 << 20, "compaction-1")
-            .await
-            .unwrap()
-            .expect("small files to compact");
+    let compaction = floe_core::table::compaction::compact(
+        &file_io,
+        &table(),
+        &loaded.metadata,
+        floe_core::table::compaction::CompactionPolicy { target: 128 << 20, window_ms: 0 },
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
+        "compaction-1",
+    )
+    .await
+    .unwrap()
+    .expect("small files to compact");
     assert!(compaction.partition_spec.is_some());
     let task = Task::from_json(Task::Compaction(Box::new(compaction)).to_json().unwrap().as_bytes()).unwrap();
     let report = committer.commit_all(&[task], None).await;

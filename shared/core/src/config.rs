@@ -14,6 +14,8 @@
 //! value_format = "raw"
 //! bad_records = "suspend"     # suspend | skip | dlq
 //! target_file_size = "128MiB"
+//! compaction_target_size = "128MiB"  # compacted files' size
+//! compaction_window = "15m"   # small files older than this are compacted anyway
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -121,6 +123,7 @@ pub enum SchemaSource {
 /// column can hold.
 const MIN_TARGET_FILE_SIZE: u64 = 1 << 20;
 const MAX_TARGET_FILE_SIZE: u64 = 4 << 30;
+const MAX_COMPACTION_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Whether a plain `http://` URL leaves this machine: its host is not `localhost` or a
 /// loopback address (`127.0.0.0/8`, `[::1]`).
@@ -181,6 +184,32 @@ fn parse_byte_size(s: &str) -> Result<u64, String> {
     n.checked_mul(factor).ok_or_else(|| format!("size {s:?} too large"))
 }
 
+/// A duration, written as `"15m"`, `"900s"`, `"1h"` or `"500ms"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DurationMs(pub u64);
+
+impl<'de> Deserialize<'de> for DurationMs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration_ms(&s).map(DurationMs).map_err(serde::de::Error::custom)
+    }
+}
+
+fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let factor: u64 = match unit.trim() {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60 * 1000,
+        "h" => 60 * 60 * 1000,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (ms, s, m, h)")),
+    };
+    n.checked_mul(factor).ok_or_else(|| format!("duration {s:?} too large"))
+}
+
 /// Settings a topic entry may set, each falling back to `[defaults]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -192,6 +221,10 @@ pub struct Settings {
     pub value_schema: Option<SchemaSource>,
     pub bad_records: Option<BadRecordMode>,
     pub target_file_size: Option<ByteSize>,
+    /// Size compaction packs small files up to.
+    pub compaction_target_size: Option<ByteSize>,
+    /// How long a small file waits for others before it is compacted anyway.
+    pub compaction_window: Option<DurationMs>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -244,6 +277,10 @@ pub struct TopicConfig {
     pub value_schema: SchemaSource,
     pub bad_records: BadRecordMode,
     pub target_file_size: u64,
+    /// Compaction's output size (bins emitted once they hold it).
+    pub compaction_target_size: u64,
+    /// Small files older than this are compacted even under the target.
+    pub compaction_window_ms: u64,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -543,6 +580,14 @@ impl FloeConfig {
             value_schema: schema(&s.value_schema, &d.value_schema),
             bad_records: s.bad_records.or(d.bad_records).unwrap_or(BadRecordMode::Suspend),
             target_file_size: s.target_file_size.or(d.target_file_size).map_or(DEFAULT_TARGET_FILE_SIZE, |b| b.0),
+            compaction_target_size: s
+                .compaction_target_size
+                .or(d.compaction_target_size)
+                .map_or(crate::table::compaction::DEFAULT_TARGET_SIZE, |b| b.0),
+            compaction_window_ms: s
+                .compaction_window
+                .or(d.compaction_window)
+                .map_or(crate::table::compaction::DEFAULT_WINDOW_MS, |w| w.0),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),
@@ -618,6 +663,19 @@ fn validate_settings(at: &str, s: &Settings, defaults: &Settings) -> Result<Opti
             format!("{at}.target_file_size"),
             format!("{} bytes: from 1MiB to 4GiB", size.0),
         ));
+    }
+    if let Some(size) = s.compaction_target_size
+        && !(MIN_TARGET_FILE_SIZE..=MAX_TARGET_FILE_SIZE).contains(&size.0)
+    {
+        return Err(ConfigError::invalid(
+            format!("{at}.compaction_target_size"),
+            format!("{} bytes: from 1MiB to 4GiB", size.0),
+        ));
+    }
+    if let Some(window) = s.compaction_window
+        && window.0 > MAX_COMPACTION_WINDOW_MS
+    {
+        return Err(ConfigError::invalid(format!("{at}.compaction_window"), format!("{}ms: at most 24h", window.0)));
     }
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
@@ -820,6 +878,7 @@ mod tests {
         [defaults]
         namespace = "raw_kafka"
         target_file_size = "64MiB"
+        compaction_window = "5m"
 
         [schema_registry]
         url = "http://127.0.0.1:8081"
@@ -831,6 +890,7 @@ mod tests {
         namespace = "sales"
         value_format = "avro"
         partition_by = ["day(timestamp)", "bucket(16, key)"]
+        compaction_target_size = "256MiB"
 
         [[topics]]
         pattern = "audit\\..*"
@@ -847,11 +907,13 @@ mod tests {
         assert_eq!(orders.value_format, Format::Avro);
         assert_eq!(orders.key_format, Format::Raw);
         assert_eq!(orders.target_file_size, 64 << 20);
+        assert_eq!((orders.compaction_target_size, orders.compaction_window_ms), (256 << 20, 5 * 60 * 1000));
         assert_eq!(orders.partition_by[1], PartitionField { source: "key".into(), transform: Transform::Bucket(16) });
         let audit = c.resolve("audit.logins-eu").unwrap();
         assert_eq!(audit.table, "audit_logins_eu");
         assert_eq!(audit.namespace, "raw_kafka");
         assert_eq!(audit.bad_records, BadRecordMode::Dlq);
+        assert_eq!((audit.compaction_target_size, audit.compaction_window_ms), (128 << 20, 5 * 60 * 1000));
         assert_eq!(audit.value_schema, SchemaSource::File("schemas/audit.json".into()));
         assert_eq!(c.resolve("audit"), None, "pattern must match the whole name");
         assert_eq!(c.resolve("payments"), None, "unmatched topics are ignored unless enabled");
@@ -864,6 +926,7 @@ mod tests {
         let t = FloeConfig::default().resolve("Orders.V2-eu").unwrap();
         assert_eq!((t.namespace.as_str(), t.table.as_str()), ("kafka", "orders_v2_eu"));
         assert_eq!((t.key_format, t.value_format, t.bad_records), (Format::Raw, Format::Raw, BadRecordMode::Suspend));
+        assert_eq!((t.compaction_target_size, t.compaction_window_ms), (128 << 20, 15 * 60 * 1000));
         assert_eq!(table_name_for("42-things"), "t_42_things");
     }
 
@@ -915,6 +978,11 @@ mod tests {
             ("[defaults]\ntarget_file_size = \"12XB\"", "target_file_size"),
             ("[defaults]\ntarget_file_size = 10", "defaults.target_file_size"),
             ("[[topics]]\ntopic = \"a\"\ntarget_file_size = \"5GiB\"", "topics[0].target_file_size"),
+            ("[[topics]]\ntopic = \"a\"\ncompaction_target_size = \"5GiB\"", "topics[0].compaction_target_size"),
+            ("[defaults]\ncompaction_target_size = \"1KiB\"", "defaults.compaction_target_size"),
+            ("[defaults]\ncompaction_window = \"15x\"", "compaction_window"),
+            ("[defaults]\ncompaction_window = 900", "compaction_window"),
+            ("[[topics]]\ntopic = \"a\"\ncompaction_window = \"25h\"", "topics[0].compaction_window"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),

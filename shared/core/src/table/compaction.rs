@@ -1,13 +1,25 @@
 //! Compaction planning and rewriting: a table's small live files, grouped by partition
-//! value (and Kafka partition), packed into bins of about the target size, each bin
-//! rewritten into files of that partition; the result is a [`CompactionTask`] for the
+//! value (and Kafka partition), packed in offset order into tumbling bins, each bin
+//! rewritten into one file of that partition; the result is a [`CompactionTask`] for the
 //! committer, which applies it only if every input is still live.
 //!
 //! ```text
-//!  live files ─▶ small ones (< ¾ target) ─▶ groups: (partition value, Kafka partition)
-//!             ─▶ first-fit decreasing into bins ≤ target ─▶ bins of ≥ 2 files
-//!             ─▶ rewrite_files (the table's spec) ─▶ CompactionTask {removed, added}
+//!  live files (+ added-at) ─▶ small ones (< ¾ target) ─▶ groups: (partition value, Kafka partition)
+//!    ─▶ by first offset, tumbling bins ≤ target + 10%: a bin closes once it holds the target
+//!       (emitted: full), or when the next file would overflow it, or at the group's end
+//!    ─▶ emitted: full bins, and the others whose oldest file is past the window
+//!    ─▶ bins of ≥ 2 files ─▶ rewrite_files (the table's spec) ─▶ CompactionTask {removed, added}
 //! ```
+//!
+//! The planner is a pure function of the files, their added-at times (the timestamp of
+//! the snapshot that added each, [`live_data_files_added`]), the [`CompactionPolicy`] and
+//! `now_ms`. Files compacted before are gone from the live set, so the small files are
+//! those written since the last compaction (plus the small tails of earlier outputs).
+//!
+//! Output size: a bin holds at most the target + 10% ([`CompactionPolicy::cap`]), and the
+//! rewrite rolls at that cap, so each bin becomes one file (re-encoding aside) and a full
+//! bin's file lands within 10% of the target. A bin under the target is emitted only by
+//! the window: the group's tail, or a bin the next file would have overflowed.
 //!
 //! A bin never holds files of two partition values, so its outputs keep that value.
 //! Grouping by Kafka partition too keeps each output's offsets from one Kafka partition
@@ -21,7 +33,8 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
 use super::rewrite::rewrite_files;
-use super::snapshot::live_data_files;
+use super::snapshot::{LiveFile, live_data_files_added};
+use crate::config::TopicConfig;
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
 use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
@@ -31,12 +44,63 @@ use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_ve
 const SMALL_NUMERATOR: u64 = 3;
 const SMALL_DENOMINATOR: u64 = 4;
 
-/// Files to rewrite together: all of one partition value and one Kafka partition.
+/// The default output size of a compaction (`compaction_target_size`).
+pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
+/// How long a small file waits for others before it is compacted anyway
+/// (`compaction_window`): 15 minutes.
+pub const DEFAULT_WINDOW_MS: u64 = 15 * 60 * 1000;
+
+/// When bins are emitted: once they hold `target` bytes, or once their oldest file is
+/// `window_ms` old.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionPolicy {
+    pub target: u64,
+    pub window_ms: u64,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy { target: DEFAULT_TARGET_SIZE, window_ms: DEFAULT_WINDOW_MS }
+    }
+}
+
+impl From<&TopicConfig> for CompactionPolicy {
+    fn from(topic: &TopicConfig) -> Self {
+        CompactionPolicy { target: topic.compaction_target_size, window_ms: topic.compaction_window_ms }
+    }
+}
+
+impl CompactionPolicy {
+    /// The most bytes a bin holds: the target + 10%.
+    pub fn cap(&self) -> u64 {
+        self.target.saturating_add(self.target / 10)
+    }
+
+    /// Files below this size are compacted: ¾ of the target.
+    pub fn small(&self) -> u64 {
+        self.target / SMALL_DENOMINATOR * SMALL_NUMERATOR
+    }
+}
+
+/// Why a bin is emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Its files reach the target.
+    Full,
+    /// Under the target, its oldest file is past the window.
+    Window,
+}
+
+/// Files to rewrite together: all of one partition value and one Kafka partition, in
+/// the order of their first offset.
 #[derive(Debug, Clone)]
 pub struct Bin {
     pub partition: Struct,
     pub kafka_partition: i32,
     pub files: Vec<DataFile>,
+    /// When its oldest file was added.
+    pub oldest_ms: i64,
+    pub trigger: Trigger,
 }
 
 impl Bin {
@@ -45,8 +109,8 @@ impl Bin {
     }
 }
 
-/// The Kafka partition every row of `file` has (from its `_kafka.partition` bounds).
-fn kafka_partition(file: &DataFile, field_id: i32) -> Option<i32> {
+/// The value every row of `file` has in field `field_id` (from its bounds).
+fn single_int(file: &DataFile, field_id: i32) -> Option<i32> {
     let (lower, upper) = (file.lower_bounds().get(&field_id)?, file.upper_bounds().get(&field_id)?);
     match (lower.literal(), upper.literal()) {
         (PrimitiveLiteral::Int(a), PrimitiveLiteral::Int(b)) if a == b => Some(*a),
@@ -54,51 +118,105 @@ fn kafka_partition(file: &DataFile, field_id: i32) -> Option<i32> {
     }
 }
 
-/// Bins of small files: per (partition value, Kafka partition), packed first-fit
-/// decreasing into bins of at most `target` bytes; only bins of two files or more. Files
-/// whose Kafka partition is unknown (no bounds) are left alone.
-pub fn plan(files: Vec<DataFile>, schema: &Schema, target: u64) -> Vec<Bin> {
-    let Some(partition_field) = schema.field_by_name("_kafka.partition").map(|f| f.id) else {
+/// The first Kafka offset of `file` (the lower bound of `_kafka.offset`).
+fn first_offset(file: &DataFile, field_id: i32) -> Option<i64> {
+    match file.lower_bounds().get(&field_id)?.literal() {
+        PrimitiveLiteral::Long(o) => Some(*o),
+        _ => None,
+    }
+}
+
+/// A bin being filled.
+struct Open {
+    files: Vec<DataFile>,
+    bytes: u64,
+    oldest_ms: i64,
+}
+
+impl Open {
+    fn new() -> Self {
+        Open { files: Vec::new(), bytes: 0, oldest_ms: i64::MAX }
+    }
+}
+
+/// Bins to compact at `now_ms`: per (partition value, Kafka partition), the small files
+/// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
+/// the target + 10%. A bin closes once it reaches the target (emitted), when the next
+/// file would overflow it, or at the group's end; a closed bin under the target is
+/// emitted once its oldest file is `window_ms` old. Only bins of two files or more.
+/// Files whose Kafka partition or first offset is unknown (no bounds) are left alone.
+pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now_ms: i64) -> Vec<Bin> {
+    let (Some(partition_field), Some(offset_field)) =
+        (schema.field_by_name("_kafka.partition").map(|f| f.id), schema.field_by_name("_kafka.offset").map(|f| f.id))
+    else {
         return Vec::new();
     };
-    let small = target / SMALL_DENOMINATOR * SMALL_NUMERATOR;
-    let mut groups: BTreeMap<(String, i32), (Struct, Vec<DataFile>)> = BTreeMap::new();
-    for file in files.into_iter().filter(|f| f.file_size_in_bytes() < small) {
-        let Some(kafka) = kafka_partition(&file, partition_field) else { continue };
+    let small = policy.small();
+    type Group = (Struct, Vec<(i64, LiveFile)>);
+    let mut groups: BTreeMap<(String, i32), Group> = BTreeMap::new();
+    for live in files.into_iter().filter(|f| f.file.file_size_in_bytes() < small) {
+        let (Some(kafka), Some(offset)) =
+            (single_int(&live.file, partition_field), first_offset(&live.file, offset_field))
+        else {
+            continue;
+        };
         // Ordered by the value's text: plans (and output names) do not depend on hashing.
-        let key = (format!("{:?}", file.partition()), kafka);
-        groups.entry(key).or_insert_with(|| (file.partition().clone(), Vec::new())).1.push(file);
+        let key = (format!("{:?}", live.file.partition()), kafka);
+        groups.entry(key).or_insert_with(|| (live.file.partition().clone(), Vec::new())).1.push((offset, live));
     }
+    let (target, cap) = (policy.target, policy.cap());
+    let window_ms = i64::try_from(policy.window_ms).unwrap_or(i64::MAX);
     let mut bins = Vec::new();
     for ((_, kafka_partition), (partition, mut files)) in groups {
-        files
-            .sort_by(|a, b| b.file_size_in_bytes().cmp(&a.file_size_in_bytes()).then(a.file_path().cmp(b.file_path())));
-        let mut open: Vec<Bin> = Vec::new();
-        for file in files {
-            let size = file.file_size_in_bytes();
-            match open.iter_mut().find(|b| b.bytes() + size <= target) {
-                Some(bin) => bin.files.push(file),
-                None => open.push(Bin { partition: partition.clone(), kafka_partition, files: vec![file] }),
+        files.sort_by(|(a, fa), (b, fb)| a.cmp(b).then(fa.file.file_path().cmp(fb.file.file_path())));
+        let mut close = |open: Open| {
+            let trigger = if open.bytes >= target {
+                Trigger::Full
+            } else if now_ms.saturating_sub(open.oldest_ms) >= window_ms {
+                Trigger::Window
+            } else {
+                return;
+            };
+            if open.files.len() >= 2 {
+                let Open { files, oldest_ms, .. } = open;
+                bins.push(Bin { partition: partition.clone(), kafka_partition, files, oldest_ms, trigger });
+            }
+        };
+        let mut open = Open::new();
+        for (_, live) in files {
+            let size = live.file.file_size_in_bytes();
+            if !open.files.is_empty() && open.bytes + size > cap {
+                close(std::mem::replace(&mut open, Open::new()));
+            }
+            open.bytes += size;
+            open.oldest_ms = open.oldest_ms.min(live.added_at_ms);
+            open.files.push(live.file);
+            if open.bytes >= target {
+                close(std::mem::replace(&mut open, Open::new()));
             }
         }
-        bins.extend(open.into_iter().filter(|b| b.files.len() >= 2));
+        if !open.files.is_empty() {
+            close(open);
+        }
     }
     bins
 }
 
-/// Plans the table's current snapshot and rewrites every bin under its data directory;
-/// `None` when there is nothing to compact. Output names carry `task_id`.
+/// Plans the table's current snapshot at `now_ms` and rewrites every bin under its data
+/// directory, each into one file (the writer rolls at the bin's cap); `None` when there
+/// is nothing to compact. Output names carry `task_id`.
 pub async fn compact(
     file_io: &FileIO,
     table: &TableName,
     metadata: &TableMetadata,
-    target: u64,
+    policy: CompactionPolicy,
+    now_ms: i64,
     task_id: &str,
 ) -> iceberg::Result<Option<CompactionTask>> {
     let schema = metadata.current_schema().as_ref().clone();
     let spec = metadata.default_partition_spec().as_ref().clone();
     let partition_type = spec.partition_type(&schema)?;
-    let bins = plan(live_data_files(file_io, metadata).await?, &schema, target);
+    let bins = plan(live_data_files_added(file_io, metadata).await?, &schema, policy, now_ms);
     if bins.is_empty() {
         return Ok(None);
     }
@@ -112,11 +230,11 @@ pub async fn compact(
             partition: bin.kafka_partition,
             source_id: format!("{task_id}-{i}"),
             schema: Arc::new(schema.clone()),
-            target_size: target,
+            target_size: policy.cap(),
         };
         let written = rewrite_files(output, &spec, &paths, None).await?;
         tracing::info!(table = %table, files = paths.len(), bytes = bin.bytes(), outputs = written.len(),
-            partition = ?bin.partition, kafka_partition = bin.kafka_partition, "bin compacted");
+            partition = ?bin.partition, kafka_partition = bin.kafka_partition, trigger = ?bin.trigger, "bin compacted");
         removed.extend(paths.iter().map(|p| p.to_string()));
         for file in &written {
             added.push(TaskFile::from_written(file, &partition_type)?);
@@ -132,7 +250,7 @@ pub async fn compact(
         added,
         schema,
         partition_spec,
-        created_at_ms: chrono::Utc::now().timestamp_millis(),
+        created_at_ms: now_ms,
     }))
 }
 
@@ -145,52 +263,136 @@ mod tests {
     use super::*;
     use crate::partition::tests::schema;
 
-    fn file(name: &str, day: Option<i32>, kafka: i32, size: u64) -> DataFile {
-        let bounds = HashMap::from([(2, Datum::int(kafka))]);
-        DataFileBuilder::default()
+    const NOW: i64 = 1_800_000_000_000;
+    const MINUTE: i64 = 60 * 1000;
+    /// Target 100 bytes (small: < 75, cap: 110), window 15 minutes.
+    const POLICY: CompactionPolicy = CompactionPolicy { target: 100, window_ms: 15 * 60 * 1000 };
+
+    /// A file of `kafka` partition starting at `offset`, added `age` ms before [`NOW`].
+    fn file(name: &str, day: Option<i32>, kafka: i32, offset: i64, size: u64, age: i64) -> LiveFile {
+        let lower = HashMap::from([(2, Datum::int(kafka)), (3, Datum::long(offset))]);
+        let upper = HashMap::from([(2, Datum::int(kafka)), (3, Datum::long(offset + 9))]);
+        let file = DataFileBuilder::default()
             .content(DataContentType::Data)
             .file_path(format!("memory:///t/data/{name}.parquet"))
             .file_format(DataFileFormat::Parquet)
             .partition(Struct::from_iter([day.map(Literal::date)]))
             .record_count(1)
             .file_size_in_bytes(size)
-            .lower_bounds(bounds.clone())
-            .upper_bounds(bounds)
+            .lower_bounds(lower)
+            .upper_bounds(upper)
             .build()
-            .unwrap()
+            .unwrap();
+        LiveFile { file, added_at_ms: NOW - age }
+    }
+
+    /// Files of day 1, Kafka partition 0: (name, offset, size, age).
+    fn files(spec: &[(&str, i64, u64, i64)]) -> Vec<LiveFile> {
+        spec.iter().map(|&(n, o, size, age)| file(n, Some(1), 0, o, size, age)).collect()
+    }
+
+    fn names(bin: &Bin) -> Vec<String> {
+        bin.files.iter().map(|f| f.file_path().rsplit('/').next().unwrap().replace(".parquet", "")).collect()
+    }
+
+    fn planned(files: Vec<LiveFile>, now: i64) -> Vec<(Vec<String>, Trigger)> {
+        plan(files, &schema(), POLICY, now).iter().map(|b| (names(b), b.trigger)).collect()
+    }
+
+    fn v(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn files_reaching_the_target_are_emitted_even_when_young() {
+        // 30 + 30 + 40 = 100, the target: a bin at once; "d" (young, alone) waits.
+        let young = files(&[("a", 0, 30, 0), ("b", 10, 30, 0), ("c", 20, 40, 0), ("d", 30, 20, 0)]);
+        assert_eq!(planned(young, NOW), vec![(v(&["a", "b", "c"]), Trigger::Full)]);
+        // Under the target, young: nothing.
+        assert!(planned(files(&[("a", 0, 30, 0), ("b", 10, 30, 0), ("c", 20, 39, 0)]), NOW).is_empty());
+    }
+
+    #[test]
+    fn small_files_wait_for_the_window_then_go_under_the_target() {
+        let young = || files(&[("a", 0, 20, 14 * MINUTE), ("b", 10, 20, MINUTE)]);
+        assert!(planned(young(), NOW).is_empty(), "14 minutes old: waiting");
+        // The same files one minute later: the oldest is 15 minutes old, the bin goes.
+        assert_eq!(planned(young(), NOW + MINUTE), vec![(v(&["a", "b"]), Trigger::Window)]);
+        // A single old small file is not rewritten: nothing gained.
+        assert!(planned(files(&[("a", 0, 20, 60 * MINUTE)]), NOW).is_empty());
+    }
+
+    #[test]
+    fn files_near_the_target_are_left_alone() {
+        let old = 60 * MINUTE;
+        let live = files(&[("a", 0, 75, old), ("b", 10, 10, old), ("c", 20, 90, old), ("d", 30, 10, old)]);
+        let bins = plan(live, &schema(), POLICY, NOW);
+        assert_eq!(bins.iter().map(names).collect::<Vec<_>>(), vec![v(&["b", "d"])]);
+        assert_eq!(bins[0].oldest_ms, NOW - old);
+    }
+
+    #[test]
+    fn bins_follow_offsets_and_stay_within_the_cap() {
+        // Given out of order; packed by first offset. 40 + 40 + 30 = 110 ≤ cap: full.
+        // 70 then 70: the second would overflow (140 > 110), so the first closes alone
+        // (not rewritten); 70 + 30 = 100: full. 10 + 10 young: waiting.
+        let live = files(&[
+            ("f", 50, 70, 0),
+            ("c", 20, 30, 0),
+            ("a", 0, 40, 0),
+            ("e", 40, 70, 0),
+            ("b", 10, 40, 0),
+            ("g", 60, 30, 0),
+            ("h", 70, 10, 0),
+            ("i", 80, 10, 0),
+        ]);
+        let bins = plan(live, &schema(), POLICY, NOW);
+        assert_eq!(bins.iter().map(names).collect::<Vec<_>>(), vec![v(&["a", "b", "c"]), v(&["f", "g"])]);
+        assert!(bins.iter().all(|b| b.trigger == Trigger::Full && (100..=110).contains(&b.bytes())));
+        // Everything old: the tail goes too; still no bin beyond the cap.
+        let mut live = Vec::new();
+        for i in 0..40 {
+            live.push(file(&format!("x{i:02}"), Some(1), 0, i * 10, [13, 74, 5, 41, 60, 22, 33][i as usize % 7], 0));
+        }
+        let bins = plan(live, &schema(), POLICY, NOW + 16 * MINUTE);
+        assert!(!bins.is_empty());
+        assert!(
+            bins.iter().all(|b| b.bytes() <= POLICY.cap()),
+            "{:?}",
+            bins.iter().map(Bin::bytes).collect::<Vec<_>>()
+        );
+        let firsts: Vec<i64> = bins.iter().flat_map(|b| b.files.iter().map(|f| first_offset(f, 3).unwrap())).collect();
+        assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{firsts:?}");
     }
 
     #[test]
     fn bins_never_mix_partition_values_or_kafka_partitions() {
+        // All old. Before the tumbling bins this test packed first-fit decreasing (b, a);
+        // now bins follow offsets: a + b = 90, + c would be 120 > the cap: c alone.
+        let old = 60 * MINUTE;
         let files = vec![
-            file("a", Some(1), 0, 40),
-            file("b", Some(1), 0, 50),
-            file("c", Some(1), 0, 30),
-            file("d", Some(2), 0, 10),
-            file("e", Some(2), 0, 10),
-            file("f", Some(1), 1, 10),
-            file("g", None, 0, 10),
-            file("h", None, 0, 10),
-            file("big", Some(1), 0, 90),
-            file("alone", Some(3), 0, 10),
+            file("a", Some(1), 0, 0, 40, old),
+            file("b", Some(1), 0, 10, 50, old),
+            file("c", Some(1), 0, 20, 30, old),
+            file("d", Some(2), 0, 0, 10, old),
+            file("e", Some(2), 0, 10, 10, old),
+            file("f", Some(1), 1, 0, 10, old),
+            file("g", None, 0, 0, 10, old),
+            file("h", None, 0, 10, 10, old),
+            file("big", Some(1), 0, 30, 90, old),
+            file("alone", Some(3), 0, 0, 10, old),
         ];
-        let bins = plan(files, &schema(), 100);
-        let got: Vec<(Option<Literal>, i32, Vec<String>)> = bins
-            .iter()
-            .map(|b| {
-                let names = b.files.iter().map(|f| f.file_path().rsplit('/').next().unwrap().replace(".parquet", ""));
-                (b.partition[0].clone(), b.kafka_partition, names.collect())
-            })
-            .collect();
+        let bins = plan(files, &schema(), POLICY, NOW);
+        let got: Vec<(Option<Literal>, i32, Vec<String>)> =
+            bins.iter().map(|b| (b.partition[0].clone(), b.kafka_partition, names(b))).collect();
         assert_eq!(
             got,
             vec![
-                (None, 0, vec!["g".into(), "h".into()]),
-                // Day 1, Kafka partition 0: 50 + 40 fit, 30 starts a bin of its own (dropped: one file).
-                (Some(Literal::date(1)), 0, vec!["b".into(), "a".into()]),
-                (Some(Literal::date(2)), 0, vec!["d".into(), "e".into()]),
+                (None, 0, v(&["g", "h"])),
+                (Some(Literal::date(1)), 0, v(&["a", "b"])),
+                (Some(Literal::date(2)), 0, v(&["d", "e"])),
             ]
         );
-        assert!(bins.iter().all(|b| b.bytes() <= 100));
+        assert!(bins.iter().all(|b| b.bytes() <= POLICY.cap()));
     }
 }

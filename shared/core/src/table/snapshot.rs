@@ -192,6 +192,29 @@ pub async fn live_data_files(file_io: &FileIO, metadata: &TableMetadata) -> Resu
     Ok(files)
 }
 
+/// A live data file and when it was added: the timestamp of the snapshot that added it
+/// (its entry's snapshot id, kept through manifest merges and rewrites).
+#[derive(Debug, Clone)]
+pub struct LiveFile {
+    pub file: DataFile,
+    pub added_at_ms: i64,
+}
+
+/// The live data files of the current snapshot, each with when it was added. A file
+/// whose snapshot has expired gets the oldest kept snapshot's timestamp (it is older).
+pub async fn live_data_files_added(file_io: &FileIO, metadata: &TableMetadata) -> Result<Vec<LiveFile>> {
+    let oldest = metadata.snapshots().map(|s| s.timestamp_ms()).min().unwrap_or(0);
+    let mut files = Vec::new();
+    for manifest in current_manifests(file_io, metadata).await? {
+        for entry in manifest.load_manifest(file_io).await?.entries().iter().filter(|e| e.is_alive()) {
+            let snapshot_id = entry.snapshot_id().unwrap_or(manifest.added_snapshot_id);
+            let added_at_ms = metadata.snapshot_by_id(snapshot_id).map_or(oldest, |s| s.timestamp_ms());
+            files.push(LiveFile { file: entry.data_file().clone(), added_at_ms });
+        }
+    }
+    Ok(files)
+}
+
 /// Writes the snapshot and the metadata file that makes it current; returns them. The
 /// catalog pointer is not moved here.
 pub async fn write_snapshot(
