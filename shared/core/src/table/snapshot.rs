@@ -106,8 +106,8 @@ pub fn expired_snapshots(metadata: &TableMetadata, now_ms: i64) -> Vec<i64> {
         if !seen.insert(id) {
             break;
         }
-        // Floe's snapshot and those newer (before its turn it is not seen yet).
         let recent = i < max_count && now_ms.saturating_sub(snapshot.timestamp_ms()) <= max_age;
+        // Floe's snapshot and those newer (before its turn it is not seen yet).
         let reaches_floe = floe.is_some_and(|f| f == id || !seen.contains(&f));
         if !(i < min_keep || reaches_floe || recent) {
             expired.push(id);
