@@ -813,6 +813,29 @@ async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
     assert_eq!(read.duplicates, 130 * 80);
     assert_eq!(read.summary["total-data-files"], "131");
     assert_eq!(read.summary["floe.offsets.orders.1"].split(',').count(), 131);
+    // Metadata files beyond the log (`write.metadata.previous-versions-max`, 100) were
+    // deleted after their commits: the current one and the 100 of its log remain.
+    let metadata_files = metadata_json_files(warehouse.path());
+    assert_eq!(metadata_files, 101, "131 commits wrote more; the oldest were deleted");
+    // Time travel to the oldest retained snapshot still reads it.
+    let oldest = read.history.iter().min_by_key(|s| s["total-data-files"].parse::<u64>().unwrap()).unwrap();
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let snapshot = format!("snapshot={}", oldest["snapshot_id"]);
+    let past = pyiceberg(&["sql", &format!("{w}/catalog.db"), &w, "kafka.orders", &snapshot]);
+    assert_eq!(past.rows.to_string(), oldest["total-records"], "{:?}", past.summary);
+    assert_eq!(past.summary["total-data-files"], oldest["total-data-files"]);
+}
+
+/// The `*.metadata.json` files under `dir`.
+fn metadata_json_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| match p.is_dir() {
+            true => metadata_json_files(&p),
+            false => usize::from(p.to_string_lossy().ends_with(".metadata.json")),
+        })
+        .sum()
 }
 
 /// Runs a Python `script` that writes segments with tests/py/segment_file.py

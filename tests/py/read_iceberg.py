@@ -2,11 +2,12 @@
 """Independent reader of Floe's tables: PyIceberg opens the table through its own
 catalog client and reads every row; prints one JSON object.
 
-    read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER]
-    read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER]
+    read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
+    read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
 
 ROW_FILTER (PyIceberg's expression syntax, e.g. "qty >= 5") prunes files by their column
-bounds before the rows are filtered.
+bounds before the rows are filtered. snapshot=ID reads that snapshot (time travel); the
+summary is then that snapshot's.
 
 Output: {"rows": N, "offsets": {"<topic>/<partition>": [sorted offsets]}, "duplicates": N,
          "columns": [...], "snapshots": N, "summary": {current snapshot summary},
@@ -33,7 +34,13 @@ def catalog(kind, where, warehouse):
 def main():
     kind, where, warehouse, name = sys.argv[1:5]
     table = catalog(kind, where, warehouse).load_table(name)
-    scan = table.scan(row_filter=sys.argv[5]) if len(sys.argv) > 5 else table.scan()
+    options = {}
+    for arg in sys.argv[5:]:
+        if arg.startswith("snapshot="):
+            options["snapshot_id"] = int(arg.split("=", 1)[1])
+        else:
+            options["row_filter"] = arg
+    scan = table.scan(**options)
     data = scan.to_arrow()
     rows = data.to_pylist()
     offsets, seen = {}, Counter()
@@ -53,7 +60,7 @@ def main():
             # A table of the payload's own columns: the row as JSON, less `_kafka`.
             value = json.dumps({k: v for k, v in row.items() if k != "_kafka"}, sort_keys=True, default=str)
         values[key] = value
-    snapshot = table.current_snapshot()
+    snapshot = table.snapshot_by_id(options["snapshot_id"]) if "snapshot_id" in options else table.current_snapshot()
     print(json.dumps({
         "rows": len(rows),
         "offsets": {p: sorted(o) for p, o in offsets.items()},
@@ -63,8 +70,8 @@ def main():
         "snapshots": len(table.metadata.snapshots),
         "summary": snapshot.summary.additional_properties if snapshot else {},
         "operation": snapshot.summary.operation.value if snapshot else None,
-        "history": [dict(s.summary.additional_properties, operation=s.summary.operation.value)
-                    for s in table.metadata.snapshots],
+        "history": [dict(s.summary.additional_properties, operation=s.summary.operation.value,
+                         snapshot_id=str(s.snapshot_id)) for s in table.metadata.snapshots],
         "values": values,
         "nulls": {name: data.column(name).null_count for name in data.column_names},
     }))

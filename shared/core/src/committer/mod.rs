@@ -45,7 +45,7 @@ use crate::lock::{Lease, LockError, TableLocks, hold};
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
 use crate::table::rewrite::rewrite_files;
-use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
+use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, committed_offsets, create, floe_summary, load, table_location};
 use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
@@ -364,7 +364,8 @@ impl Committer {
         change: SnapshotChange,
         lease: &mut Lease,
     ) -> Result<i64, CommitError> {
-        let new = write_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change)
+        let now = chrono::Utc::now().timestamp_millis();
+        let new = write_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change, now)
             .await
             .map_err(TableError::iceberg(&loaded.name))?;
         *lease = self.locks.renew(lease, self.lease_ttl).await?;
@@ -372,6 +373,9 @@ impl Committer {
             .swap(&loaded.name, &loaded.pointer, &new.metadata, &new.location)
             .await
             .map_err(|e| CommitError::Table(e.into()))?;
+        if new.metadata.properties().get(METADATA_DELETE_AFTER_COMMIT).is_some_and(|v| v == "true") {
+            Self::delete_metadata_files(&self.file_io, &loaded.name, &new.expired_metadata_files).await;
+        }
         Ok(new.metadata.current_snapshot_id().unwrap_or_default())
     }
 
@@ -387,6 +391,16 @@ impl Committer {
     async fn release(&self, table: &TableName, lease: &Lease) {
         if let Err(e) = self.locks.release(lease).await {
             tracing::warn!(table = %table, error = %e, "releasing the lease failed; it expires by itself");
+        }
+    }
+
+    /// Deletes metadata files that fell out of the metadata log; best effort: a file left
+    /// behind is only storage, never a reason to fail the commit that succeeded.
+    async fn delete_metadata_files(file_io: &FileIO, table: &TableName, files: &[String]) {
+        for file in files {
+            if let Err(e) = file_io.delete(file).await {
+                tracing::warn!(table = %table, file = %file, error = %e, "deleting an old metadata file failed");
+            }
         }
     }
 

@@ -185,6 +185,9 @@ pub fn table_properties(schema: &Schema) -> HashMap<String, String> {
         ("commit.retry.total-timeout-ms".to_string(), "60000".to_string()),
         ("schema.name-mapping.default".to_string(), name_mapping(schema).to_string()),
         ("floe.managed".to_string(), "true".to_string()),
+        // Metadata files that fall out of the metadata log (`write.metadata.previous-versions-max`,
+        // 100) are deleted after each commit.
+        (snapshot::METADATA_DELETE_AFTER_COMMIT.to_string(), "true".to_string()),
     ])
 }
 

@@ -30,10 +30,19 @@ use iceberg::{Error, ErrorKind, MetadataLocation, Result};
 pub const MIN_COUNT_TO_MERGE: usize = 100;
 /// Manifests at least this large are left as they are (`commit.manifest.target-size-bytes`).
 pub const MANIFEST_TARGET_BYTES: i64 = 8 << 20;
-/// Snapshots kept in the metadata (`floe.history.max-snapshots`); older ones expire, so
-/// the metadata file stays small however long the table lives. Their files are left to
-/// orphan-file maintenance.
+/// Snapshots kept in the metadata at most (`floe.history.max-snapshots`); older ones
+/// expire, so the metadata file stays small however long the table lives. Their files are
+/// left to orphan-file maintenance.
 pub const MAX_SNAPSHOTS: usize = 100;
+/// Snapshots older than this expire (Iceberg's `history.expire.max-snapshot-age-ms`): 5 days.
+pub const MAX_SNAPSHOT_AGE_MS: i64 = 5 * 24 * 60 * 60 * 1000;
+/// The newest snapshots never expire, whatever their age (`history.expire.min-snapshots-to-keep`).
+pub const MIN_SNAPSHOTS_TO_KEEP: usize = 5;
+/// Metadata files kept in the metadata log (Iceberg's `write.metadata.previous-versions-max`;
+/// the builder trims the log to it).
+pub const METADATA_PREVIOUS_VERSIONS_MAX: &str = "write.metadata.previous-versions-max";
+/// Whether the metadata files that fell out of the log are deleted after a commit.
+pub const METADATA_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 fn property<T: std::str::FromStr>(metadata: &TableMetadata, key: &str, default: T) -> T {
     metadata.properties().get(key).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -74,6 +83,38 @@ async fn merge_manifests(
     }
     kept.insert(0, writer.write_manifest_file().await?);
     Ok(kept)
+}
+
+/// The snapshots to expire at `now_ms` (the wall clock; tests pass their own): of the
+/// current snapshot's ancestry, those older than `history.expire.max-snapshot-age-ms` or
+/// beyond the `floe.history.max-snapshots` newest — except the
+/// `history.expire.min-snapshots-to-keep` newest (the current one among them) and Floe's
+/// newest snapshot, whose summary carries the committed offsets
+/// ([`crate::table::floe_snapshot`]), with those between it and the current one: without
+/// them the ancestry would no longer reach it. (Every snapshot Floe writes is Floe's, so
+/// when Floe commits that is the current one alone.) Snapshots outside the ancestry are
+/// left alone.
+pub fn expired_snapshots(metadata: &TableMetadata, now_ms: i64) -> Vec<i64> {
+    let max_count = property(metadata, "floe.history.max-snapshots", MAX_SNAPSHOTS).max(1);
+    let max_age = property(metadata, "history.expire.max-snapshot-age-ms", MAX_SNAPSHOT_AGE_MS);
+    let min_keep = property(metadata, "history.expire.min-snapshots-to-keep", MIN_SNAPSHOTS_TO_KEEP).max(1);
+    let floe = crate::table::floe_snapshot(metadata).map(|s| s.snapshot_id());
+    let (mut expired, mut seen) = (Vec::new(), HashSet::new());
+    let mut next = metadata.current_snapshot();
+    while let Some(snapshot) = next {
+        let (id, i) = (snapshot.snapshot_id(), seen.len());
+        if !seen.insert(id) {
+            break;
+        }
+        let recent = i < max_count && now_ms.saturating_sub(snapshot.timestamp_ms()) <= max_age;
+        // Floe's snapshot and those newer (before its turn it is not seen yet).
+        let reaches_floe = floe.is_some_and(|f| f == id || !seen.contains(&f));
+        if !(i < min_keep || reaches_floe || recent) {
+            expired.push(id);
+        }
+        next = snapshot.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p));
+    }
+    expired
 }
 
 /// What a snapshot removed.
@@ -159,6 +200,10 @@ pub struct SnapshotChange {
 pub struct NewMetadata {
     pub metadata: TableMetadata,
     pub location: String,
+    /// Metadata files that fell out of the metadata log
+    /// (`write.metadata.previous-versions-max`): to delete once the commit succeeded, when
+    /// `write.metadata.delete-after-commit.enabled`.
+    pub expired_metadata_files: Vec<String>,
 }
 
 /// A snapshot id not used by the table yet.
@@ -215,20 +260,24 @@ pub async fn live_data_files_added(file_io: &FileIO, metadata: &TableMetadata) -
     Ok(files)
 }
 
-/// Writes the snapshot and the metadata file that makes it current; returns them. The
-/// catalog pointer is not moved here.
+/// Writes the snapshot and the metadata file that makes it current, expiring snapshots
+/// ([`expired_snapshots`]) as of `now_ms` (the wall clock); returns them. The catalog
+/// pointer is not moved here.
 pub async fn write_snapshot(
     file_io: &FileIO,
     current: &TableMetadata,
     current_location: &str,
     change: SnapshotChange,
+    now_ms: i64,
 ) -> Result<NewMetadata> {
     let mut builder = current.clone().into_builder(Some(current_location.to_string()));
     if let Some(schema) = change.new_schema {
         builder = builder.add_current_schema(schema)?;
     }
     // The schema the manifest is written with: the evolved one when there is one.
-    let staged = builder.build()?.metadata;
+    let built = builder.build()?;
+    let expired_metadata_files = built.expired_metadata_logs.into_iter().map(|l| l.metadata_file).collect();
+    let staged = built.metadata;
     let schema = staged.current_schema().clone();
     let spec = staged.default_partition_spec().clone();
 
@@ -289,15 +338,15 @@ pub async fn write_snapshot(
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(parent)
         .with_sequence_number(sequence_number)
-        .with_timestamp_ms(chrono::Utc::now().timestamp_millis().max(current.last_updated_ms()))
+        .with_timestamp_ms(now_ms.max(current.last_updated_ms()))
         .with_manifest_list(list_location)
         .with_summary(Summary { operation: change.operation, additional_properties: properties })
         .with_schema_id(staged.current_schema_id())
         .build();
-    let keep = property(current, "floe.history.max-snapshots", MAX_SNAPSHOTS).max(1);
-    let mut ids: Vec<(i64, i64)> = current.snapshots().map(|s| (s.timestamp_ms(), s.snapshot_id())).collect();
-    ids.sort_unstable();
-    let expired: Vec<i64> = ids.iter().rev().skip(keep - 1).map(|(_, id)| *id).collect();
+    // Expiry looks at the history with the new snapshot current; one builder then adds it
+    // and removes the expired (the metadata's last-updated stays the snapshot's time).
+    let with_new = staged.clone().into_builder(None).set_branch_snapshot(snapshot.clone(), MAIN_BRANCH)?.build()?;
+    let expired = expired_snapshots(&with_new.metadata, now_ms);
     let metadata = staged
         .into_builder(None)
         .set_branch_snapshot(snapshot, MAIN_BRANCH)?
@@ -309,7 +358,7 @@ pub async fn write_snapshot(
         .with_next_version()
         .with_new_metadata(&metadata);
     metadata.write_to(file_io, &location).await?;
-    Ok(NewMetadata { metadata, location: location.to_string() })
+    Ok(NewMetadata { metadata, location: location.to_string(), expired_metadata_files })
 }
 
 #[cfg(test)]
@@ -346,6 +395,7 @@ mod tests {
             .into_builder(None)
             .set_properties(HashMap::from([
                 ("floe.history.max-snapshots".to_string(), "3".to_string()),
+                ("history.expire.min-snapshots-to-keep".to_string(), "2".to_string()),
                 ("commit.manifest.min-count-to-merge".to_string(), "4".to_string()),
             ]))
             .unwrap()
@@ -362,7 +412,9 @@ mod tests {
                 properties: HashMap::from([("floe.offsets.t.0".to_string(), format!("0-{i}"))]),
                 new_schema: None,
             };
-            let new = write_snapshot(&file_io, &metadata, &location, change).await.unwrap();
+            let new = write_snapshot(&file_io, &metadata, &location, change, chrono::Utc::now().timestamp_millis())
+                .await
+                .unwrap();
             (metadata, location) = (new.metadata, new.location);
         }
         assert_eq!(metadata.snapshots().len(), 3);
@@ -384,5 +436,171 @@ mod tests {
         // Read back from the file, as another reader would.
         let read = TableMetadata::read_from(&file_io, &location).await.unwrap();
         assert_eq!(read.snapshots().len(), 3);
+    }
+
+    const DAY: i64 = 24 * 60 * 60 * 1000;
+
+    /// A table in memory with `properties`, its metadata and its location.
+    async fn table(properties: &[(&str, &str)]) -> (FileIO, TableMetadata, String) {
+        let file_io = FileIO::new_with_memory();
+        let schema = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
+            .build()
+            .unwrap();
+        let (metadata, location) =
+            crate::table::new_table_metadata("memory:///t", &schema, &iceberg::spec::PartitionSpec::unpartition_spec())
+                .unwrap();
+        let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let metadata = metadata.into_builder(None).set_properties(properties).unwrap().build().unwrap().metadata;
+        metadata.write_to(&file_io, &location).await.unwrap();
+        (file_io, metadata, location.to_string())
+    }
+
+    /// Appends a snapshot at `now`: Floe's (with offsets) or another engine's (without).
+    async fn append(table: &mut (FileIO, TableMetadata, String), floe: bool, now: i64) -> i64 {
+        let properties =
+            if floe { HashMap::from([("floe.offsets.t.0".to_string(), format!("0-{now}"))]) } else { HashMap::new() };
+        let change = SnapshotChange {
+            operation: Operation::Append,
+            added: Vec::new(),
+            removed: HashSet::new(),
+            properties,
+            new_schema: None,
+        };
+        let new = write_snapshot(&table.0, &table.1, &table.2, change, now).await.unwrap();
+        (table.1, table.2) = (new.metadata, new.location);
+        table.1.current_snapshot_id().unwrap()
+    }
+
+    /// A history built in memory: one snapshot per `(Floe's?, timestamp)`, each the parent
+    /// of the next, the last current; returns the metadata and the ids, oldest first.
+    fn history(properties: &[(&str, &str)], snapshots: &[(bool, i64)]) -> (TableMetadata, Vec<i64>) {
+        let schema = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
+            .build()
+            .unwrap();
+        let (metadata, _) =
+            crate::table::new_table_metadata("memory:///t", &schema, &iceberg::spec::PartitionSpec::unpartition_spec())
+                .unwrap();
+        let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut builder = metadata.clone().into_builder(None).set_properties(properties).unwrap();
+        let mut ids = Vec::new();
+        for (i, (floe, timestamp)) in snapshots.iter().enumerate() {
+            let id = i as i64 + 1;
+            let mut summary = HashMap::new();
+            if *floe {
+                summary.insert("floe.offsets.t.0".to_string(), format!("0-{i}"));
+            }
+            let snapshot = Snapshot::builder()
+                .with_snapshot_id(id)
+                .with_parent_snapshot_id(ids.last().copied())
+                .with_sequence_number(id)
+                .with_timestamp_ms(*timestamp)
+                .with_manifest_list(format!("memory:///t/metadata/snap-{id}.avro"))
+                .with_summary(Summary { operation: Operation::Append, additional_properties: summary })
+                .with_schema_id(metadata.current_schema_id())
+                .build();
+            builder = builder.set_branch_snapshot(snapshot, MAIN_BRANCH).unwrap();
+            ids.push(id);
+        }
+        (builder.build().unwrap().metadata, ids)
+    }
+
+    #[test]
+    fn snapshots_older_than_the_retention_expire_but_the_newest_stay() {
+        let base = chrono::Utc::now().timestamp_millis();
+        let days: Vec<(bool, i64)> = (0..10).map(|i| (true, base + i * DAY)).collect();
+        let (metadata, ids) = history(&[("history.expire.min-snapshots-to-keep", "2")], &days);
+        // At day 9: days 4..=9 are within 5 days (the default retention).
+        let expired = expired_snapshots(&metadata, base + 9 * DAY);
+        assert_eq!(expired, ids[..4].iter().rev().copied().collect::<Vec<_>>());
+        // Much later, all are old: only the 2 newest stay.
+        let expired = expired_snapshots(&metadata, base + 100 * DAY);
+        assert_eq!(expired, ids[..8].iter().rev().copied().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_count_is_bounded_and_the_minimum_wins_over_it() {
+        let base = chrono::Utc::now().timestamp_millis();
+        let snapshots: Vec<(bool, i64)> = (0..10).map(|i| (true, base + i)).collect();
+        let count = [("floe.history.max-snapshots", "3"), ("history.expire.min-snapshots-to-keep", "1")];
+        let (metadata, ids) = history(&count, &snapshots);
+        assert_eq!(expired_snapshots(&metadata, base + 10), ids[..7].iter().rev().copied().collect::<Vec<_>>());
+        let minimum = [("floe.history.max-snapshots", "3"), ("history.expire.min-snapshots-to-keep", "5")];
+        let (metadata, ids) = history(&minimum, &snapshots);
+        assert_eq!(expired_snapshots(&metadata, base + 10), ids[..5].iter().rev().copied().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_current_snapshot_and_floe_s_are_always_kept() {
+        let base = chrono::Utc::now().timestamp_millis();
+        let none = [("history.expire.max-snapshot-age-ms", "0"), ("history.expire.min-snapshots-to-keep", "0")];
+        // Another engine's, Floe's, another's (current); no retention, no minimum.
+        let (metadata, ids) = history(&none, &[(false, base), (true, base + 1), (false, base + 2)]);
+        assert_eq!(expired_snapshots(&metadata, base + 100 * DAY), vec![ids[0]]);
+        // With one more of another engine: the one between stays, so Floe's stays reachable.
+        let (metadata, ids) = history(&none, &[(false, base), (true, base + 1), (false, base + 2), (false, base + 3)]);
+        assert_eq!(expired_snapshots(&metadata, base + 100 * DAY), vec![ids[0]]);
+        // A snapshot outside the current ancestry is no candidate: a new current on Floe's.
+        let rolled = metadata
+            .into_builder(None)
+            .set_branch_snapshot(
+                Snapshot::builder()
+                    .with_snapshot_id(99)
+                    .with_parent_snapshot_id(Some(ids[1]))
+                    .with_sequence_number(5)
+                    .with_timestamp_ms(base + 4)
+                    .with_manifest_list("memory:///t/metadata/snap-99.avro")
+                    .with_summary(Summary { operation: Operation::Append, additional_properties: HashMap::new() })
+                    .build(),
+                MAIN_BRANCH,
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        assert_eq!(expired_snapshots(&rolled, base + 100 * DAY), vec![ids[0]]);
+    }
+
+    #[tokio::test]
+    async fn floe_s_snapshot_survives_120_foreign_ones() {
+        let mut t = table(&[]).await;
+        let now = || chrono::Utc::now().timestamp_millis();
+        let floe = append(&mut t, true, now()).await;
+        for _ in 1..=120 {
+            append(&mut t, false, now()).await;
+        }
+        // All stay: expiring one of the 120 would cut Floe's snapshot (its summary carries
+        // the committed offsets) off the ancestry, even when all are old.
+        assert_eq!(t.1.snapshots().len(), 121);
+        assert_eq!(crate::table::floe_snapshot(&t.1).unwrap().snapshot_id(), floe);
+        assert!(expired_snapshots(&t.1, now() + 100 * DAY).is_empty());
+        // Floe's next snapshot is its newest: the count applies again.
+        let newest = append(&mut t, true, now()).await;
+        assert_eq!(t.1.snapshots().len(), MAX_SNAPSHOTS);
+        assert_eq!(crate::table::floe_snapshot(&t.1).unwrap().snapshot_id(), newest);
+    }
+
+    #[tokio::test]
+    async fn metadata_files_out_of_the_log_are_reported() {
+        let mut t = table(&[(METADATA_PREVIOUS_VERSIONS_MAX, "2")]).await;
+        let base = t.1.last_updated_ms();
+        let mut locations = vec![t.2.clone()];
+        let mut expired = Vec::new();
+        for i in 0..4 {
+            let change = SnapshotChange {
+                operation: Operation::Append,
+                added: Vec::new(),
+                removed: HashSet::new(),
+                properties: HashMap::new(),
+                new_schema: None,
+            };
+            let new = write_snapshot(&t.0, &t.1, &t.2, change, base + i).await.unwrap();
+            expired.extend(new.expired_metadata_files);
+            (t.1, t.2) = (new.metadata, new.location);
+            locations.push(t.2.clone());
+        }
+        assert_eq!(t.1.metadata_log().len(), 2);
+        assert_eq!(expired, locations[..2]);
     }
 }
