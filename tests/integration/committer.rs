@@ -1253,9 +1253,9 @@ async fn unreadable_committed_offsets_fail_only_their_own_table() {
     assert_eq!(shown[0].offsets["orders-0"], "-1-159");
 }
 
-#[tokio::test]
-async fn dead_letters_are_committed_to_the_dead_letter_table() {
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+/// A JSON topic `clicks` in `dlq` mode, one segment of ten records whose fifth is not
+/// JSON; its configuration.
+fn clicks_with_a_bad_record(input: &Path) -> FloeConfig {
     let script = r#"
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -1264,9 +1264,14 @@ records = [(1764489600000 + i, None, json.dumps({"id": i}).encode()) for i in ra
 records[4] = (1764489600004, None, b"{not json")
 write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
 "#;
-    write_segments(script, input.path());
-    let config =
-        FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap();
+    write_segments(script, input);
+    FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap()
+}
+
+#[tokio::test]
+async fn dead_letters_are_committed_to_the_dead_letter_table() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = clicks_with_a_bad_record(input.path());
     let report = floe_cli::local::run(input.path(), warehouse.path(), config.clone(), Vec::new()).await.unwrap();
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     let clicks = read_local(warehouse.path(), "kafka.clicks");
@@ -1283,17 +1288,7 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
 #[tokio::test]
 async fn a_segment_is_done_only_when_its_dead_letters_are_committed_too() {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let script = r#"
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from segment_file import write_segment
-records = [(1764489600000 + i, None, json.dumps({"id": i}).encode()) for i in range(10)]
-records[4] = (1764489600004, None, b"{not json")
-write_segment(sys.argv[2] + "/clicks-0/00000000000000000000.log", records, [10])
-"#;
-    write_segments(script, input.path());
-    let config =
-        FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"dlq\"\n").unwrap();
+    let config = clicks_with_a_bad_record(input.path());
     let w = warehouse.path().canonicalize().unwrap().display().to_string();
     let task = materialize(config, input.path(), &w, "clicks-0/00000000000000000000.log").await;
     assert_eq!(task.dead_letter_files.len(), 1);

@@ -22,6 +22,24 @@ impl DynamoDbLocks {
         DynamoDbLocks { client, table: table.to_string() }
     }
 
+    /// The table's item (lease and status), read consistently; `what` names the read in errors.
+    async fn item(
+        &self,
+        table: &str,
+        what: &str,
+    ) -> Result<Option<std::collections::HashMap<String, AttributeValue>>, LockError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("table", s(table))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| store(what, e))?;
+        Ok(out.item)
+    }
+
     /// Sets the lease's expiry while it is still ours: our owner and our fencing (it
     /// grows at every acquisition), expired or not.
     async fn set_expiry_if_ours(
@@ -149,16 +167,7 @@ impl TableLocks for DynamoDbLocks {
     }
 
     async fn peek(&self, table: &str, owner: &str) -> Result<Option<Holder>, LockError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("table", s(table))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| store("reading the lease", e))?;
-        let Some(item) = out.item() else { return Ok(None) };
+        let Some(item) = self.item(table, "reading the lease").await? else { return Ok(None) };
         let holder = item.get("owner").and_then(|v| v.as_s().ok()).cloned();
         let expires_at_ms =
             item.get("expires_at_ms").and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
@@ -166,16 +175,8 @@ impl TableLocks for DynamoDbLocks {
     }
 
     async fn suspended(&self, table: &str) -> Result<Option<String>, LockError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("table", s(table))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| store("reading the table status", e))?;
-        Ok(out.item().and_then(|i| i.get("suspended_reason")).and_then(|v| v.as_s().ok()).cloned())
+        let item = self.item(table, "reading the table status").await?;
+        Ok(item.as_ref().and_then(|i| i.get("suspended_reason")).and_then(|v| v.as_s().ok()).cloned())
     }
 
     async fn set_suspended(&self, table: &str, reason: Option<&str>) -> Result<(), LockError> {

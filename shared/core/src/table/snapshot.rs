@@ -383,27 +383,12 @@ mod tests {
 
     #[tokio::test]
     async fn history_is_bounded_and_manifests_are_merged_without_losing_files() {
-        let file_io = FileIO::new_with_memory();
-        let schema = Schema::builder()
-            .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
-            .build()
-            .unwrap();
-        let (metadata, location) =
-            crate::table::new_table_metadata("memory:///t", &schema, &iceberg::spec::PartitionSpec::unpartition_spec())
-                .unwrap();
-        let mut metadata = metadata
-            .into_builder(None)
-            .set_properties(HashMap::from([
-                ("floe.history.max-snapshots".to_string(), "3".to_string()),
-                ("history.expire.min-snapshots-to-keep".to_string(), "2".to_string()),
-                ("commit.manifest.min-count-to-merge".to_string(), "4".to_string()),
-            ]))
-            .unwrap()
-            .build()
-            .unwrap()
-            .metadata;
-        metadata.write_to(&file_io, &location).await.unwrap();
-        let mut location = location.to_string();
+        let (file_io, mut metadata, mut location) = table(&[
+            ("floe.history.max-snapshots", "3"),
+            ("history.expire.min-snapshots-to-keep", "2"),
+            ("commit.manifest.min-count-to-merge", "4"),
+        ])
+        .await;
         for i in 0..10 {
             let change = SnapshotChange {
                 operation: Operation::Append,
