@@ -29,6 +29,8 @@
 //!   modes applied) → a CommitTask on the queue.
 //! - [`committer`]: batches of tasks → one snapshot per table, exactly once
 //!   ([`committer::plan`] decides, as a pure function).
+//! - [`maintenance`]: the table registry, compaction runs, the orphan sweep, and what
+//!   they did, per table.
 //! - [`retry`]: bounded retries with backoff. [`guard`]: a dependency's panic turned into
 //!   an error.
 //! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target.
@@ -43,6 +45,7 @@ pub mod formats;
 pub mod fuzz;
 pub mod guard;
 pub mod lock;
+pub mod maintenance;
 pub mod materializer;
 pub mod partition;
 pub mod queue;

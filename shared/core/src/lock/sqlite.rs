@@ -13,14 +13,27 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Clock, Holder, Lease, LockError, TableLocks};
+use crate::maintenance::{HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry};
+use crate::table::TableName;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS floe_tables (
     table_name TEXT PRIMARY KEY,
     owner TEXT,
     expires_at_ms INTEGER NOT NULL DEFAULT 0,
     fencing INTEGER NOT NULL DEFAULT 0,
-    suspended_reason TEXT
+    suspended_reason TEXT,
+    maintenance TEXT
+);
+CREATE TABLE IF NOT EXISTS floe_held_tasks (
+    table_name TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    held_at_ms INTEGER NOT NULL,
+    files TEXT NOT NULL,
+    PRIMARY KEY (table_name, task_id)
 )";
+
+/// Columns added since the first release, for stores made before them.
+const MIGRATIONS: [&str; 1] = ["ALTER TABLE floe_tables ADD COLUMN maintenance TEXT"];
 
 #[derive(Clone)]
 pub struct SqliteLocks {
@@ -67,7 +80,18 @@ fn blocks(holder: Option<&str>, expires: i64, owner: &str, now: i64) -> bool {
 
 impl SqliteLocks {
     pub fn new(connection: Arc<Mutex<Connection>>) -> Result<Self, LockError> {
-        connection.lock().unwrap_or_else(|p| p.into_inner()).execute_batch(SCHEMA).map_err(store)?;
+        {
+            let c = connection.lock().unwrap_or_else(|p| p.into_inner());
+            c.execute_batch(SCHEMA).map_err(store)?;
+            for migration in MIGRATIONS {
+                // "duplicate column": the store has it already.
+                if let Err(e) = c.execute_batch(migration)
+                    && !e.to_string().contains("duplicate column")
+                {
+                    return Err(store(e));
+                }
+            }
+        }
         Ok(SqliteLocks { connection, clock: Clock::Wall, wait: Duration::ZERO })
     }
 
@@ -234,6 +258,105 @@ impl TableLocks for SqliteLocks {
     }
 }
 
+fn json_error(e: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(e))
+}
+
+#[async_trait]
+impl TableRegistry for SqliteLocks {
+    async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError> {
+        let rows = self
+            .run(|c| {
+                let mut stmt = c.prepare("SELECT table_name, suspended_reason FROM floe_tables ORDER BY table_name")?;
+                let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(name, suspended)| Some(RegisteredTable { table: TableName::parse(&name)?, suspended }))
+            .collect())
+    }
+
+    async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError> {
+        let (table, task) = (table.to_string(), task.clone());
+        self.run(move |c| {
+            let files = serde_json::to_string(&task.files).map_err(json_error)?;
+            c.execute(
+                "INSERT OR REPLACE INTO floe_held_tasks (table_name, task_id, held_at_ms, files) VALUES (?1, ?2, ?3, ?4)",
+                params![table, task.task_id, task.held_at_ms, files],
+            )
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError> {
+        let (table, ids) = (table.to_string(), task_ids.to_vec());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            for id in ids {
+                tx.execute("DELETE FROM floe_held_tasks WHERE table_name = ?1 AND task_id = ?2", params![table, id])?;
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError> {
+        let table = table.to_string();
+        self.run(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT task_id, held_at_ms, files FROM floe_held_tasks WHERE table_name = ?1 ORDER BY task_id",
+            )?;
+            let rows = stmt.query_map(params![table], |r| {
+                let files: String = r.get(2)?;
+                Ok(HeldTask {
+                    task_id: r.get(0)?,
+                    held_at_ms: r.get(1)?,
+                    files: serde_json::from_str(&files).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e))
+                    })?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError> {
+        let (table, event) = (table.to_string(), event.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            tx.execute("INSERT OR IGNORE INTO floe_tables (table_name) VALUES (?1)", params![table])?;
+            let mut status = read_status(&tx, &table)?;
+            status.apply(&event);
+            let text = serde_json::to_string(&status).map_err(json_error)?;
+            tx.execute("UPDATE floe_tables SET maintenance = ?1 WHERE table_name = ?2", params![text, table])?;
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn status(&self, table: &TableName) -> Result<MaintenanceStatus, LockError> {
+        let table = table.to_string();
+        self.run(move |c| read_status(c, &table)).await
+    }
+}
+
+/// The table's maintenance record (empty when it has none).
+fn read_status(c: &Connection, table: &str) -> rusqlite::Result<MaintenanceStatus> {
+    let text: Option<String> = c
+        .query_row("SELECT maintenance FROM floe_tables WHERE table_name = ?1", params![table], |r| r.get(0))
+        .optional()?
+        .flatten();
+    match text {
+        None => Ok(MaintenanceStatus::default()),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +379,72 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         child.wait().unwrap();
         child.id()
+    }
+
+    #[tokio::test]
+    async fn the_registry_lists_tables_holds_files_and_keeps_the_maintenance_record() {
+        use crate::maintenance::CompactionRecord;
+        let locks = locks();
+        let t = TableName::parse("kafka.t").unwrap();
+        locks.acquire("kafka.t", "a", Duration::from_secs(1)).await.unwrap().unwrap();
+        locks.set_suspended("kafka.u", Some("bad")).await.unwrap();
+        let tables = locks.tables().await.unwrap();
+        assert_eq!(
+            tables,
+            [
+                RegisteredTable { table: t.clone(), suspended: None },
+                RegisteredTable { table: TableName::parse("kafka.u").unwrap(), suspended: Some("bad".into()) },
+            ]
+        );
+
+        let task = |id: &str, files: &[&str]| HeldTask {
+            task_id: id.into(),
+            files: files.iter().map(|f| f.to_string()).collect(),
+            held_at_ms: 7,
+        };
+        locks.hold_task(&t, &task("1", &["/a"])).await.unwrap();
+        locks.hold_task(&t, &task("2", &["/b", "/c"])).await.unwrap();
+        locks.hold_task(&t, &task("1", &["/a2"])).await.unwrap();
+        assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a2"]), task("2", &["/b", "/c"])]);
+        locks.release_tasks(&t, &["2".into(), "unknown".into()]).await.unwrap();
+        assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a2"])]);
+
+        assert_eq!(locks.status(&t).await.unwrap(), MaintenanceStatus::default());
+        let compaction = CompactionRecord { at_ms: 5, files_in: 10, bytes_in: 100, files_out: 1, bytes_out: 90 };
+        for event in [
+            MaintenanceEvent::SnapshotsExpired(3),
+            MaintenanceEvent::SnapshotsExpired(2),
+            MaintenanceEvent::Compacted(compaction),
+            MaintenanceEvent::Swept { at_ms: 9, removed: 4 },
+        ] {
+            locks.record(&t, &event).await.unwrap();
+        }
+        let status = locks.status(&t).await.unwrap();
+        assert_eq!(
+            status,
+            MaintenanceStatus {
+                last_compaction: Some(compaction),
+                snapshots_expired: 5,
+                orphans_removed: 4,
+                last_sweep_ms: Some(9)
+            }
+        );
+    }
+
+    #[test]
+    fn a_store_made_before_the_registry_gains_its_columns() {
+        let connection = Connection::open_in_memory().unwrap();
+        connection
+            .execute_batch(
+                "CREATE TABLE floe_tables (table_name TEXT PRIMARY KEY, owner TEXT,
+                 expires_at_ms INTEGER NOT NULL DEFAULT 0, fencing INTEGER NOT NULL DEFAULT 0, suspended_reason TEXT)",
+            )
+            .unwrap();
+        let connection = Arc::new(Mutex::new(connection));
+        SqliteLocks::new(connection.clone()).unwrap();
+        SqliteLocks::new(connection.clone()).expect("opened twice");
+        let c = connection.lock().unwrap();
+        c.execute("UPDATE floe_tables SET maintenance = NULL", []).expect("the column exists");
     }
 
     #[tokio::test]

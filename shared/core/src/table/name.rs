@@ -15,6 +15,16 @@ impl std::fmt::Display for TableName {
     }
 }
 
+impl TableName {
+    /// `namespace.name` back into a name (split at the first dot: neither Glue database
+    /// nor SQLite namespace names Floe makes hold one).
+    pub fn parse(text: &str) -> Option<TableName> {
+        let (namespace, name) = text.split_once('.')?;
+        (!namespace.is_empty() && !name.is_empty())
+            .then(|| TableName { namespace: namespace.to_string(), name: name.to_string() })
+    }
+}
+
 /// Where a table's files go: `<warehouse>/<namespace>.db/<table>`.
 pub fn table_location(warehouse: &str, table: &TableName) -> String {
     format!("{}/{}.db/{}", warehouse.trim_end_matches('/'), table.namespace, table.name)

@@ -1,0 +1,106 @@
+//! Keeping tables healthy for years: which tables there are, the compactor's runs, the
+//! orphan sweep, and the record of what maintenance did, per table.
+//!
+//! ```text
+//!  registry (the lock store: a row per table the committer ever took a lease on)
+//!    ─▶ tables(): every table Floe commits to, dead-letter tables included, suspended marked
+//!  hold_task(table, task + files) ── before a task is queued (materializer, compactor)
+//!  release_tasks(table, ids) ── once the committer is done with them (committed, already
+//!                              committed, rejected)
+//!  held_tasks(table) ─▶ the files of tasks still queued: never deleted by the sweep, however old
+//!  record(table, event) ─▶ status(table): last compaction, snapshots expired, orphans removed
+//! ```
+//!
+//! A task's files are held from just before it is queued until the committer is done with
+//! it, so the orphan sweep can tell "written and waiting in the queue" (a suspended table
+//! keeps its tasks for days) from "written and never to be committed" (a crashed run, a
+//! rejected compaction); files younger than the grace period are never deleted either,
+//! which covers the time between a file's write and its task's hold.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::lock::LockError;
+use crate::table::TableName;
+
+/// A table the registry knows: one the committer has taken a lease on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredTable {
+    pub table: TableName,
+    /// Why it is suspended, when it is.
+    pub suspended: Option<String>,
+}
+
+/// A task queued and not yet done, with the files it names (data files, a spilled task
+/// object): the sweep keeps them, whatever their age.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldTask {
+    pub task_id: String,
+    pub files: Vec<String>,
+    pub held_at_ms: i64,
+}
+
+/// One compaction the committer applied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    pub at_ms: i64,
+    pub files_in: u64,
+    pub bytes_in: u64,
+    pub files_out: u64,
+    pub bytes_out: u64,
+}
+
+/// What maintenance did to a table, as `floe local status` and `floe aws status` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceStatus {
+    pub last_compaction: Option<CompactionRecord>,
+    /// Snapshots expired, in total.
+    pub snapshots_expired: u64,
+    /// Orphan files deleted, in total.
+    pub orphans_removed: u64,
+    /// When the sweep last ran on the table.
+    pub last_sweep_ms: Option<i64>,
+}
+
+/// Something maintenance did, to add to the table's [`MaintenanceStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaintenanceEvent {
+    /// A compaction committed (replaces the last one).
+    Compacted(CompactionRecord),
+    /// Snapshots expired by a commit (added to the total).
+    SnapshotsExpired(u64),
+    /// A sweep ran at `at_ms` and deleted `removed` files (added to the total).
+    Swept { at_ms: i64, removed: u64 },
+}
+
+/// The tables Floe commits to, the files their queued tasks hold, and what maintenance
+/// did: kept in the lock store (SQLite locally, DynamoDB on AWS), one row per table.
+#[async_trait]
+pub trait TableRegistry: Send + Sync {
+    /// Every table with a row (the committer took its lease at least once, or it was
+    /// suspended), by name.
+    async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError>;
+    /// Holds `task`'s files until [`Self::release_tasks`]; holding the same task id again
+    /// replaces its files (a retried run wrote new ones).
+    async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError>;
+    /// The tasks are done: their files are held no more. Unknown ids are ignored.
+    async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError>;
+    /// The tasks of `table` still held.
+    async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError>;
+    async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError>;
+    async fn status(&self, table: &TableName) -> Result<MaintenanceStatus, LockError>;
+}
+
+impl MaintenanceStatus {
+    /// The status after `event`.
+    pub fn apply(&mut self, event: &MaintenanceEvent) {
+        match event {
+            MaintenanceEvent::Compacted(record) => self.last_compaction = Some(*record),
+            MaintenanceEvent::SnapshotsExpired(n) => self.snapshots_expired += n,
+            MaintenanceEvent::Swept { at_ms, removed } => {
+                self.last_sweep_ms = Some(*at_ms);
+                self.orphans_removed += removed;
+            }
+        }
+    }
+}
