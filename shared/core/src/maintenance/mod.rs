@@ -17,11 +17,40 @@
 //! rejected compaction); files younger than the grace period are never deleted either,
 //! which covers the time between a file's write and its task's hold.
 
+pub mod compactor;
+pub mod sweep;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::lock::LockError;
-use crate::table::TableName;
+use crate::queue::QueueError;
+use crate::table::{TableError, TableName};
+
+/// Why maintenance of a table failed; the other tables go on.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintenanceError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error(transparent)]
+    Registry(#[from] LockError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// Listing or deleting the warehouse's files.
+    #[error("{table}: {detail}")]
+    Storage { table: String, detail: String, retryable: bool },
+}
+
+impl MaintenanceError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            MaintenanceError::Table(e) => e.retryable(),
+            MaintenanceError::Registry(e) => e.retryable(),
+            MaintenanceError::Queue(e) => e.retryable(),
+            MaintenanceError::Storage { retryable, .. } => *retryable,
+        }
+    }
+}
 
 /// A table the registry knows: one the committer has taken a lease on.
 #[derive(Debug, Clone, PartialEq, Eq)]
