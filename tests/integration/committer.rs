@@ -27,24 +27,24 @@ use serde_json::Value;
 use crate::support;
 
 /// What PyIceberg reads from a table (tests/py/read_iceberg.py).
-#[derive(serde::Deserialize, Debug)]
-struct Read {
-    rows: usize,
-    offsets: BTreeMap<String, Vec<i64>>,
-    duplicates: usize,
-    snapshots: usize,
-    summary: HashMap<String, String>,
-    history: Vec<HashMap<String, String>>,
+#[derive(serde::Deserialize, Debug, PartialEq)]
+pub(crate) struct Read {
+    pub(crate) rows: usize,
+    pub(crate) offsets: BTreeMap<String, Vec<i64>>,
+    pub(crate) duplicates: usize,
+    pub(crate) snapshots: usize,
+    pub(crate) summary: HashMap<String, String>,
+    pub(crate) history: Vec<HashMap<String, String>>,
     /// The current snapshot's operation.
-    operation: Option<String>,
+    pub(crate) operation: Option<String>,
     /// The table's schema as PyIceberg prints it (field ids included).
-    schema: String,
+    pub(crate) schema: String,
     /// Null count per top-level column.
-    nulls: HashMap<String, usize>,
-    values: HashMap<String, Option<String>>,
+    pub(crate) nulls: HashMap<String, usize>,
+    pub(crate) values: HashMap<String, Option<String>>,
 }
 
-fn pyiceberg(args: &[&str]) -> Read {
+pub(crate) fn pyiceberg(args: &[&str]) -> Read {
     let out = std::process::Command::new(support::python())
         .arg(support::root().join("tests/py/read_iceberg.py"))
         .args(args)
@@ -54,18 +54,18 @@ fn pyiceberg(args: &[&str]) -> Read {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn read_local(warehouse: &Path, table: &str) -> Read {
+pub(crate) fn read_local(warehouse: &Path, table: &str) -> Read {
     let w = warehouse.canonicalize().unwrap().display().to_string();
     pyiceberg(&["sql", &format!("{w}/catalog.db"), &w, table])
 }
 
-fn copy(from: &Path, to: &Path, rel: &str) {
+pub(crate) fn copy(from: &Path, to: &Path, rel: &str) {
     let target = to.join(rel);
     std::fs::create_dir_all(target.parent().unwrap()).unwrap();
     std::fs::copy(from.join(rel), target).unwrap();
 }
 
-async fn local_run(input: &Path, warehouse: &Path) -> floe_cli::local::LocalReport {
+pub(crate) async fn local_run(input: &Path, warehouse: &Path) -> floe_cli::local::LocalReport {
     let mut out = Vec::new();
     floe_cli::local::run(input, warehouse, FloeConfig::default(), &mut out).await.unwrap()
 }
@@ -750,7 +750,7 @@ async fn incompatible_schema_suspends_the_table_until_resumed_without_loss() {
 }
 
 /// A committer on the local warehouse (SQLite catalog and leases), as `floe local` runs it.
-fn local_committer(warehouse: &Path) -> Committer {
+pub(crate) fn local_committer(warehouse: &Path) -> Committer {
     use floe_core::catalog::sqlite::SqliteCatalog;
     use floe_core::lock::sqlite::SqliteLocks;
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
@@ -766,7 +766,7 @@ fn local_committer(warehouse: &Path) -> Committer {
 }
 
 /// The materializer's task for the segment at `object` under `input`.
-async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
+pub(crate) async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
     let materializer = Materializer {
         config: Arc::new(config),
         registry: None,
@@ -783,9 +783,23 @@ async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: 
     (*task).clone()
 }
 
+/// `template` (a task of one 80-record file) again as task `copy-<i>`: offsets
+/// `i * 1000..=i * 1000 + 79`, its file copied under a new name (the rows are the file's).
+pub(crate) fn copy_of(template: &CommitTask, i: i64) -> CommitTask {
+    use floe_core::task::OffsetRange;
+    let mut task = template.clone();
+    task.task_id = format!("copy-{i}");
+    task.offsets = Some(OffsetRange { first: i * 1000, last: i * 1000 + 79 });
+    let source = template.data_files[0].path();
+    let path = source.replace(".parquet", &format!("-copy{i}.parquet"));
+    std::fs::copy(source, &path).unwrap();
+    task.data_files[0].data_file["file_path"] = path.into();
+    (task.data_files[0].first_offset, task.data_files[0].last_offset) = (i * 1000, i * 1000 + 79);
+    task
+}
+
 #[tokio::test]
 async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
-    use floe_core::task::OffsetRange;
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     copy(&support::root().join("examples/segments"), input.path(), "orders-1/00000000000000000000.log");
     local_run(input.path(), warehouse.path()).await;
@@ -794,16 +808,8 @@ async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
     // time with a copy of its file (80 records) under a new name.
     let object = "orders-1/00000000000000000000.log";
     let template = materialize(FloeConfig::default(), input.path(), &committer.warehouse, object).await;
-    let source = template.data_files[0].path().to_string();
     for i in 1..=130i64 {
-        let mut task = template.clone();
-        task.task_id = format!("copy-{i}");
-        task.offsets = Some(OffsetRange { first: i * 1000, last: i * 1000 + 79 });
-        let path = source.replace(".parquet", &format!("-copy{i}.parquet"));
-        std::fs::copy(&source, &path).unwrap();
-        task.data_files[0].data_file["file_path"] = path.into();
-        (task.data_files[0].first_offset, task.data_files[0].last_offset) = (i * 1000, i * 1000 + 79);
-        assert_eq!(committer.commit(&[task], None).await.results[0].1, TaskResult::Committed);
+        assert_eq!(committer.commit(&[copy_of(&template, i)], None).await.results[0].1, TaskResult::Committed);
     }
     let read = read_local(warehouse.path(), "kafka.orders");
     assert_eq!(read.snapshots, 100, "older snapshots expired");

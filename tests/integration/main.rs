@@ -13,3 +13,4 @@ mod partition;
 mod protobuf;
 mod segments;
 mod support;
+mod sweep;

@@ -1,0 +1,178 @@
+//! The orphan sweep on a local warehouse (SQLite catalog and registry), judged by
+//! PyIceberg: what only expired snapshots read is deleted, what retained snapshots read
+//! (time travel included) and what queued tasks name is kept.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use floe_core::catalog::sqlite::SqliteCatalog;
+use floe_core::committer::TaskResult;
+use floe_core::config::FloeConfig;
+use floe_core::lock::TableLocks;
+use floe_core::lock::sqlite::SqliteLocks;
+use floe_core::maintenance::sweep::{Sweep, SweepReport};
+use floe_core::maintenance::{HeldTask, TableRegistry};
+use floe_core::queue::{InProcessQueue, TaskQueue};
+use floe_core::storage::{LocalFiles, local_file_io};
+use floe_core::table::compaction::{CompactionPolicy, compact};
+use floe_core::table::{LoadedTable, TableName};
+use floe_core::task::Task;
+
+use crate::committer::{Read, copy, copy_of, local_committer, local_run, materialize, pyiceberg, read_local};
+use crate::support;
+
+const GRACE_MS: i64 = 60 * 60 * 1000;
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+const ORDERS_0: &str = "orders-0/00000000000000000000.log";
+const ORDERS_1: &str = "orders-1/00000000000000000000.log";
+
+fn orders() -> TableName {
+    TableName::parse("kafka.orders").unwrap()
+}
+
+fn wall() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// The warehouse's catalog and registry (the lock store beside it).
+fn open(warehouse: &Path) -> (SqliteCatalog, SqliteLocks) {
+    let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
+    let locks = SqliteLocks::new(catalog.connection()).unwrap();
+    (catalog, locks)
+}
+
+async fn load(warehouse: &Path) -> LoadedTable {
+    let (catalog, _) = open(warehouse);
+    floe_core::table::load(&catalog, &local_file_io(), &orders()).await.unwrap().unwrap()
+}
+
+/// Sweeps kafka.orders as it is now in the catalog, on the clock `now_ms`.
+async fn sweep(warehouse: &Path, now_ms: i64) -> SweepReport {
+    let (_, locks) = open(warehouse);
+    let loaded = load(warehouse).await;
+    let file_io = local_file_io();
+    let sweep = Sweep { file_io: &file_io, files: &LocalFiles, registry: &locks, task_store: None, grace_ms: GRACE_MS };
+    sweep.table(&orders(), &loaded.metadata, &loaded.pointer.metadata_location, now_ms).await.unwrap()
+}
+
+/// PyIceberg's read of kafka.orders at `snapshot_id` (time travel).
+fn read_at(warehouse: &Path, snapshot_id: i64) -> Read {
+    let w = warehouse.canonicalize().unwrap().display().to_string();
+    pyiceberg(&["sql", &format!("{w}/catalog.db"), &w, "kafka.orders", &format!("snapshot={snapshot_id}")])
+}
+
+/// Sets table properties in a commit of its own (no snapshot).
+async fn set_properties(warehouse: &Path, properties: &[(&str, &str)]) {
+    let loaded = load(warehouse).await;
+    let location = loaded.pointer.metadata_location.clone();
+    let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let metadata = loaded
+        .metadata
+        .into_builder(Some(location.clone()))
+        .set_properties(properties)
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    let next =
+        floe_core::table::parse_metadata_location(&location).unwrap().with_next_version().with_new_metadata(&metadata);
+    metadata.write_to(&local_file_io(), &next).await.unwrap();
+    let (catalog, _) = open(warehouse);
+    use floe_core::catalog::Catalog;
+    catalog.swap(&orders(), &loaded.pointer, &metadata, &next.to_string()).await.unwrap();
+}
+
+fn exists(path: &str) -> bool {
+    Path::new(path.strip_prefix("file://").unwrap_or(path)).exists()
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_what_only_expired_snapshots_read_and_time_travel_still_reads() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&support::root().join("examples/segments"), input.path(), ORDERS_1);
+    local_run(input.path(), warehouse.path()).await;
+    set_properties(
+        warehouse.path(),
+        &[("floe.history.max-snapshots", "3"), ("history.expire.min-snapshots-to-keep", "1")],
+    )
+    .await;
+    let committer = local_committer(warehouse.path());
+    let template = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_1).await;
+    let current_list =
+        async || load(warehouse.path()).await.metadata.current_snapshot().unwrap().manifest_list().to_string();
+    // The segment, two copies, and a compaction of the three: these snapshots expire.
+    let mut expiring = vec![current_list().await];
+    for i in 1..=2 {
+        assert_eq!(committer.commit(&[copy_of(&template, i)], None).await.results[0].1, TaskResult::Committed);
+        expiring.push(current_list().await);
+    }
+    let policy = CompactionPolicy { target: 1 << 30, window_ms: 0 };
+    let loaded = load(warehouse.path()).await;
+    let compaction = compact(&committer.file_io, &orders(), &loaded.metadata, policy, wall(), "compaction-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(compaction.removed.len(), 3);
+    let task = Task::Compaction(Box::new(compaction.clone()));
+    assert_eq!(committer.commit_all(&[task], None).await.results[0].1, TaskResult::Committed);
+    expiring.push(current_list().await);
+    // Three more copies: only they are retained.
+    for i in 3..=5 {
+        assert_eq!(committer.commit(&[copy_of(&template, i)], None).await.results[0].1, TaskResult::Committed);
+    }
+    let metadata = load(warehouse.path()).await.metadata;
+    assert_eq!(metadata.snapshots().len(), 3);
+    let oldest = metadata.snapshots().min_by_key(|s| s.sequence_number()).unwrap().snapshot_id();
+    let (before, past_before) = (read_local(warehouse.path(), "kafka.orders"), read_at(warehouse.path(), oldest));
+    assert_eq!((before.rows, past_before.rows), (6 * 80, 4 * 80));
+
+    let report = sweep(warehouse.path(), wall() + GRACE_MS + DAY_MS).await;
+    let removed: HashSet<&str> = report.removed.iter().map(String::as_str).collect();
+    for path in compaction.removed.iter().chain(&expiring) {
+        assert!(removed.contains(path.as_str()) && !exists(path), "{path} is left: {removed:?}");
+    }
+    // The compaction's output, added by an expired snapshot, is read by the retained ones.
+    assert!(compaction.added.iter().all(|f| exists(f.path())));
+    assert_eq!(read_local(warehouse.path(), "kafka.orders"), before);
+    assert_eq!(read_at(warehouse.path(), oldest), past_before);
+    let (_, locks) = open(warehouse.path());
+    assert_eq!(locks.status(&orders()).await.unwrap().orphans_removed, report.removed.len() as u64);
+}
+
+#[tokio::test]
+async fn a_suspended_table_s_queued_segment_survives_the_sweep_and_commits_later() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let samples = support::root().join("examples/segments");
+    copy(&samples, input.path(), ORDERS_1);
+    local_run(input.path(), warehouse.path()).await;
+    // A new segment is materialized and its task queued, its files held first; the table
+    // is suspended, so the task waits in the queue for weeks.
+    copy(&samples, input.path(), ORDERS_0);
+    let committer = local_committer(warehouse.path());
+    let task = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_0).await;
+    let files: Vec<String> = task.data_files.iter().map(|f| f.path().to_string()).collect();
+    assert!(!files.is_empty());
+    let (_, locks) = open(warehouse.path());
+    let held = HeldTask { task_id: task.task_id.clone(), files: files.clone(), held_at_ms: wall() };
+    locks.hold_task(&orders(), &held).await.unwrap();
+    let queue = InProcessQueue::default();
+    queue.send(&Task::Data(Box::new(task.clone()))).await.unwrap();
+    locks.set_suspended("kafka.orders", Some("a bad record")).await.unwrap();
+
+    let weeks_later = wall() + 30 * DAY_MS;
+    let report = sweep(warehouse.path(), weeks_later).await;
+    assert_eq!(report.kept_held, files.len(), "{report:?}");
+    assert!(files.iter().all(|f| exists(f)), "{report:?}");
+
+    // Resumed: the committer commits the task, then releases it; its files are referenced.
+    locks.set_suspended("kafka.orders", None).await.unwrap();
+    let results = committer.commit_all(&queue.drain(), None).await.results;
+    assert_eq!(results, [(task.task_id.clone(), TaskResult::Committed)]);
+    locks.release_tasks(&orders(), std::slice::from_ref(&task.task_id)).await.unwrap();
+    let report = sweep(warehouse.path(), weeks_later).await;
+    assert!(report.removed.iter().all(|r| !files.contains(r)), "{report:?}");
+    assert!(files.iter().all(|f| exists(f)));
+    let read = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!((read.rows, read.duplicates), (180, 0));
+    assert_eq!(read.offsets["0"], (0..100).collect::<Vec<_>>());
+}
