@@ -428,6 +428,13 @@ mod tests {
             writer.close().await.unwrap().remove(0).data_file
         }
 
+        /// A data file of `rows` rows, appended in a snapshot of its own.
+        async fn append(&mut self, rows: i64) -> DataFile {
+            let file = self.write(rows).await;
+            self.commit(vec![file.clone()], &[]).await;
+            file
+        }
+
         /// A snapshot adding `added` and removing `removed` (a `replace` when it does).
         async fn commit(&mut self, added: Vec<DataFile>, removed: &[&DataFile]) {
             let new = self.snapshot_on(&self.metadata, &self.location, added, removed).await;
@@ -537,8 +544,7 @@ mod tests {
     #[tokio::test]
     async fn orphans_are_kept_until_the_grace_period_has_passed() {
         let mut t = Fixture::new(false, &[]).await;
-        let live = t.write(2).await;
-        t.commit(vec![live], &[]).await;
+        t.append(2).await;
         // Written by a materializer that crashed before its task was held or queued.
         let orphan = t.write(2).await;
         let written = wall() - 10 * DAY;
@@ -561,8 +567,7 @@ mod tests {
     async fn a_compaction_never_queued_is_collected_after_the_grace_period() {
         let mut t = Fixture::new(false, &[]).await;
         for _ in 0..3 {
-            let file = t.write(2).await;
-            t.commit(vec![file], &[]).await;
+            t.append(2).await;
         }
         let policy = CompactionPolicy { target: 1 << 30, window_ms: 0 };
         let task = compact(&t.file_io, &t.name, &t.metadata, policy, wall(), "crashed").await.unwrap().unwrap();
@@ -582,8 +587,7 @@ mod tests {
     #[tokio::test]
     async fn a_suspended_table_s_queued_files_survive_until_committed() {
         let mut t = Fixture::new(false, &[]).await;
-        let first = t.write(2).await;
-        t.commit(vec![first], &[]).await;
+        t.append(2).await;
         // A segment's files, its task held then queued; the table is suspended, so the
         // task waits in the queue for days.
         let queued = vec![t.write(2).await, t.write(3).await];
@@ -632,8 +636,7 @@ mod tests {
     async fn referenced_files_and_files_beside_data_and_metadata_survive_any_age() {
         let mut t = Fixture::new(true, &[]).await;
         for _ in 0..2 {
-            let file = t.write(2).await;
-            t.commit(vec![file], &[]).await;
+            t.append(2).await;
         }
         let root = t.warehouse.display().to_string();
         for stray in [
@@ -660,13 +663,11 @@ mod tests {
     #[tokio::test]
     async fn files_committed_after_the_caller_loaded_the_table_are_kept() {
         let mut t = Fixture::new(false, &[]).await;
-        let first = t.write(2).await;
-        t.commit(vec![first], &[]).await;
+        t.append(2).await;
         let (stale, stale_location) = (t.metadata.clone(), t.location.clone());
         // While the compactor planned from `stale`, a task written long ago was committed
         // and released.
-        let late = t.write(3).await;
-        t.commit(vec![late.clone()], &[]).await;
+        let late = t.append(3).await;
         // And a committer that lost the race to it left its own commit (the same version).
         let lost_file = t.write(1).await;
         let lost = t.snapshot_on(&stale, &stale_location, vec![lost_file.clone()], &[]).await;
@@ -689,8 +690,7 @@ mod tests {
     #[tokio::test]
     async fn an_unreadable_manifest_fails_the_sweep_and_deletes_nothing() {
         let mut t = Fixture::new(false, &[]).await;
-        let file = t.write(2).await;
-        t.commit(vec![file], &[]).await;
+        t.append(2).await;
         let orphan = t.write(2).await;
         let (manifests, _) = t.snapshot_files().await;
         let manifest = manifests.iter().find(|m| !m.contains("/snap-")).unwrap();
