@@ -382,8 +382,10 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     };
     // Through the task's JSON, as the queue carries it.
     let task = Task::from_json(Task::Compaction(Box::new(compaction.clone())).to_json().unwrap().as_bytes()).unwrap();
+    let locks = Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap());
     let committer = Committer {
-        locks: Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap()),
+        locks: locks.clone(),
+        registry: locks,
         catalog: Arc::new(catalog),
         file_io,
         warehouse: warehouse.path().canonicalize().unwrap().display().to_string(),
@@ -445,7 +447,7 @@ pub(crate) async fn setup_with(name: &str, topics_toml: &str) -> Aws {
 }
 
 /// A DynamoDB table of leases as the SAM template creates it (key `table`, a string).
-async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
+pub(crate) async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
     use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
     let key = AttributeDefinition::builder().attribute_name("table").attribute_type(ScalarAttributeType::S).build();
     aws_sdk_dynamodb::Client::new(config)
@@ -465,6 +467,7 @@ impl Aws {
             config: Some(self.config_file.path().display().to_string()),
             warehouse: format!("s3://{}/wh", self.warehouse),
             task_queue_url: self.tasks.clone(),
+            lock_table: self.locks.clone(),
             s3_path_style: true,
         };
         materializer(&self.config, &env).await.unwrap()
@@ -754,8 +757,10 @@ pub(crate) fn local_committer(warehouse: &Path) -> Committer {
     use floe_core::catalog::sqlite::SqliteCatalog;
     use floe_core::lock::sqlite::SqliteLocks;
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
+    let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
     Committer {
-        locks: Arc::new(SqliteLocks::new(catalog.connection()).unwrap()),
+        locks: locks.clone(),
+        registry: locks,
         catalog: Arc::new(catalog),
         file_io: floe_core::storage::local_file_io(),
         warehouse: warehouse.canonicalize().unwrap().display().to_string(),
@@ -1053,23 +1058,24 @@ async fn a_compaction_planned_before_a_promotion_commits_after_it() {
     }
     let table = TableName { namespace: "kafka".into(), name: "orders".into() };
     let loaded = floe_core::table::load(committer.catalog.as_ref(), &committer.file_io, &table).await.unwrap().unwrap();
-    let compaction = floe_core::table::compaction::compact(
+    let compactions = floe_core::table::compaction::compact(
         &committer.file_io,
         &table,
         &loaded.metadata,
         floe_core::table::compaction::CompactionPolicy { target: 128 << 20, window_ms: 0 },
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
-        "compaction-1",
     )
     .await
-    .unwrap()
-    .expect("two files per qty value to compact");
-    assert_eq!((compaction.removed.len(), compaction.added.len()), (20, 10));
+    .unwrap();
+    // Two files per qty value: a bin each, one file out of each.
+    assert_eq!(compactions.len(), 10);
+    assert!(compactions.iter().all(|c| (c.removed.len(), c.added.len()) == (2, 1)), "{compactions:?}");
     // The promotion lands in between.
     let new = promotion_task(input.path(), &committer, 2, "orders-1/00000000000000000000.log", partition_by).await;
     assert_eq!(committer.commit(&[new], None).await.results[0].1, TaskResult::Committed);
-    let report = committer.commit_all(&[Task::Compaction(Box::new(compaction))], None).await;
-    assert_eq!(report.results[0].1, TaskResult::Committed, "{report:?}");
+    let tasks: Vec<Task> = compactions.into_iter().map(|c| Task::Compaction(Box::new(c))).collect();
+    let report = committer.commit_all(&tasks, None).await;
+    assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{report:?}");
     let read = read_local(warehouse.path(), "kafka.orders");
     assert_eq!(read.rows, 25);
     let w = warehouse.path().canonicalize().unwrap().display().to_string();

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use floe_core::config::FloeConfig;
+use floe_core::maintenance::TableRegistry;
+use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::{Materializer, MaterializerError, ObjectRef, Outcome};
 
 use crate::events::objects_in_event;
@@ -32,6 +34,46 @@ pub enum InitError {
     Registry(#[from] floe_core::registry::RegistryError),
 }
 
+/// The table registry in the lock table `lock_table`: where tasks' files are held and
+/// what maintenance did is recorded.
+// INTEGRATOR: `Arc::new(DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), lock_table))`
+// once DynamoDbLocks implements TableRegistry (branch h2); until then nothing is held.
+fn table_registry(aws: &aws_config::SdkConfig, lock_table: &str) -> Arc<dyn TableRegistry> {
+    let _ = (aws, lock_table);
+    Arc::new(unwired::Unwired)
+}
+
+mod unwired {
+    use floe_core::lock::LockError;
+    use floe_core::maintenance::{HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry};
+    use floe_core::task::TableName;
+
+    /// Holds and records nothing (INTEGRATOR: removed with the DynamoDB registry).
+    pub struct Unwired;
+
+    #[async_trait::async_trait]
+    impl TableRegistry for Unwired {
+        async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError> {
+            Ok(Vec::new())
+        }
+        async fn hold_task(&self, _: &TableName, _: &HeldTask) -> Result<(), LockError> {
+            Ok(())
+        }
+        async fn release_tasks(&self, _: &TableName, _: &[String]) -> Result<(), LockError> {
+            Ok(())
+        }
+        async fn held_tasks(&self, _: &TableName) -> Result<Vec<HeldTask>, LockError> {
+            Ok(Vec::new())
+        }
+        async fn record(&self, _: &TableName, _: &MaintenanceEvent) -> Result<(), LockError> {
+            Ok(())
+        }
+        async fn status(&self, _: &TableName) -> Result<MaintenanceStatus, LockError> {
+            Ok(MaintenanceStatus::default())
+        }
+    }
+}
+
 fn required(name: &'static str) -> Result<String, InitError> {
     std::env::var(name).map_err(|_| InitError::Env { name, message: "not set".into() })
 }
@@ -45,6 +87,9 @@ pub struct MaterializerEnv {
     pub warehouse: String,
     /// `FLOE_TASK_QUEUE_URL`: the FIFO queue of CommitTasks.
     pub task_queue_url: String,
+    /// `FLOE_LOCK_TABLE`: the DynamoDB table (the committer's) where each task's files are
+    /// held until it is committed, so the orphan sweep keeps them.
+    pub lock_table: String,
     /// `FLOE_S3_PATH_STYLE`: `true` for S3 emulators without virtual-host addressing.
     pub s3_path_style: bool,
 }
@@ -62,6 +107,7 @@ impl MaterializerEnv {
             config: std::env::var("FLOE_CONFIG").ok().filter(|v| !v.is_empty()),
             warehouse,
             task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
+            lock_table: required("FLOE_LOCK_TABLE")?,
             s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
         })
     }
@@ -134,6 +180,7 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let registry = http_registry_with_password(&config, password)
         .map_err(|e| InitError::Config { uri: env.config.clone().unwrap_or_default(), message: e.to_string() })?;
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
+    let queue = HoldingQueue::new(Arc::new(queue), table_registry(aws, &env.lock_table));
     let file_io = warehouse_file_io(s3.clone());
     let glue = crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
     let tables = floe_core::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
@@ -283,6 +330,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterSe
         catalog: Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
         file_io: warehouse_file_io(s3.clone()),
         locks: Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
+        registry: table_registry(aws, &env.lock_table),
         warehouse: env.warehouse.trim_end_matches('/').to_string(),
         owner: format!("committer-{}", uuid::Uuid::new_v4()),
         lease_ttl: env.lease,
