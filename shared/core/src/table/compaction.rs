@@ -6,8 +6,9 @@
 //! ```text
 //!  live files (+ added-at) ─▶ small ones (< ¾ target) ─▶ groups: (partition value, Kafka partition)
 //!    ─▶ by first offset, tumbling bins ≤ target + 10%: a bin closes once it holds the target
-//!       (emitted: full), or when the next file would overflow it, or at the group's end
-//!    ─▶ emitted: full bins, and the others whose oldest file is past the window
+//!       (full), or when the next file would overflow it, or at the group's end (short)
+//!    ─▶ emitted: every full bin, and the group's first short bin of ≥ 2 files whose oldest
+//!       file is past the window (its tail: one output under the target per group at most)
 //!    ─▶ bins of ≥ 2 files ─▶ each: rewrite_files (the table's spec)
 //!       ─▶ one CompactionTask {removed, added}, its id a hash of (table, snapshot, inputs)
 //! ```
@@ -19,8 +20,17 @@
 //!
 //! Output size: a bin holds at most the target + 10% ([`CompactionPolicy::cap`]), and the
 //! rewrite rolls at that cap, so each bin becomes one file (re-encoding aside) and a full
-//! bin's file lands within 10% of the target. A bin under the target is emitted only by
-//! the window: the group's tail, or a bin the next file would have overflowed.
+//! bin's file lands within 10% of the target. A short bin is emitted only by the window,
+//! and one per group and run: the tail. A group has several short bins only when files
+//! of more than a tenth of the target do not fit in the cap beside their neighbours; the
+//! later ones wait for the next run, where the earlier ones' outputs pack anew. A file
+//! that fits beside none of its neighbours (two of 60% of the target) stays as it is.
+//!
+//! A tail is a small file like the others, the first of the files written after it (by
+//! offset): new small files are packed with it, and it is never rewritten alone (a bin
+//! holds two files at least). Each rewrite turns two files or more into one, so without
+//! new files the plan soon comes to nothing; and a new tail, added at its compaction's
+//! time, waits a window again unless new files fill a bin or are past the window.
 //!
 //! A bin never holds files of two partition values, so its outputs keep that value.
 //! Grouping by Kafka partition too keeps each output's offsets from one Kafka partition
@@ -88,7 +98,7 @@ impl CompactionPolicy {
 pub enum Trigger {
     /// Its files reach the target.
     Full,
-    /// Under the target, its oldest file is past the window.
+    /// Under the target, its oldest file is past the window: the group's tail.
     Window,
 }
 
@@ -140,12 +150,36 @@ impl Open {
     }
 }
 
+/// `files`, in order, packed into tumbling bins of at most `cap` bytes: a bin closes
+/// once it holds `target` bytes, before a file that would overflow it, and at the end.
+fn tumble(files: impl IntoIterator<Item = LiveFile>, target: u64, cap: u64) -> Vec<Open> {
+    let mut closed = Vec::new();
+    let mut open = Open::new();
+    for live in files {
+        let size = live.file.file_size_in_bytes();
+        if !open.files.is_empty() && open.bytes.saturating_add(size) > cap {
+            closed.push(std::mem::replace(&mut open, Open::new()));
+        }
+        open.bytes = open.bytes.saturating_add(size);
+        open.oldest_ms = open.oldest_ms.min(live.added_at_ms);
+        open.files.push(live.file);
+        if open.bytes >= target {
+            closed.push(std::mem::replace(&mut open, Open::new()));
+        }
+    }
+    if !open.files.is_empty() {
+        closed.push(open);
+    }
+    closed
+}
+
 /// Bins to compact at `now_ms`: per (partition value, Kafka partition), the small files
 /// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
-/// the target + 10%. A bin closes once it reaches the target (emitted), when the next
-/// file would overflow it, or at the group's end; a closed bin under the target is
-/// emitted once its oldest file is `window_ms` old. Only bins of two files or more.
-/// Files whose Kafka partition or first offset is unknown (no bounds) are left alone.
+/// the target + 10% ([`tumble`]). Every bin that reaches the target is emitted; of the
+/// others (short: closed at the group's end, or before a file that would overflow
+/// them), only the first of two files or more whose oldest file is `window_ms` old —
+/// the group's one tail. Files whose Kafka partition or first offset is unknown (no
+/// bounds) are left alone.
 pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now_ms: i64) -> Vec<Bin> {
     let (Some(partition_field), Some(offset_field)) =
         (schema.field_by_name("_kafka.partition").map(|f| f.id), schema.field_by_name("_kafka.offset").map(|f| f.id))
@@ -165,39 +199,21 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
         let key = (format!("{:?}", live.file.partition()), kafka);
         groups.entry(key).or_insert_with(|| (live.file.partition().clone(), Vec::new())).1.push((offset, live));
     }
-    let (target, cap) = (policy.target, policy.cap());
     let window_ms = i64::try_from(policy.window_ms).unwrap_or(i64::MAX);
     let mut bins = Vec::new();
     for ((_, kafka_partition), (partition, mut files)) in groups {
         files.sort_by(|(a, fa), (b, fb)| a.cmp(b).then(fa.file.file_path().cmp(fb.file.file_path())));
-        let mut close = |open: Open| {
-            let trigger = if open.bytes >= target {
+        let mut tail = false;
+        for Open { files, bytes, oldest_ms } in tumble(files.into_iter().map(|(_, f)| f), policy.target, policy.cap()) {
+            let trigger = if bytes >= policy.target {
                 Trigger::Full
-            } else if now_ms.saturating_sub(open.oldest_ms) >= window_ms {
+            } else if !tail && files.len() >= 2 && now_ms.saturating_sub(oldest_ms) >= window_ms {
+                tail = true;
                 Trigger::Window
             } else {
-                return;
+                continue;
             };
-            if open.files.len() >= 2 {
-                let Open { files, oldest_ms, .. } = open;
-                bins.push(Bin { partition: partition.clone(), kafka_partition, files, oldest_ms, trigger });
-            }
-        };
-        let mut open = Open::new();
-        for (_, live) in files {
-            let size = live.file.file_size_in_bytes();
-            if !open.files.is_empty() && open.bytes + size > cap {
-                close(std::mem::replace(&mut open, Open::new()));
-            }
-            open.bytes += size;
-            open.oldest_ms = open.oldest_ms.min(live.added_at_ms);
-            open.files.push(live.file);
-            if open.bytes >= target {
-                close(std::mem::replace(&mut open, Open::new()));
-            }
-        }
-        if !open.files.is_empty() {
-            close(open);
+            bins.push(Bin { partition: partition.clone(), kafka_partition, files, oldest_ms, trigger });
         }
     }
     bins
@@ -448,5 +464,225 @@ mod tests {
             ]
         );
         assert!(bins.iter().all(|b| b.bytes() <= POLICY.cap()));
+    }
+
+    /// (name, first offset, size, age) of day 1, Kafka partition 0, and the bins planned
+    /// at `NOW + later` (names, trigger).
+    struct Case {
+        name: &'static str,
+        files: &'static [(&'static str, i64, u64, i64)],
+        later: i64,
+        bins: &'static [(&'static [&'static str], Trigger)],
+    }
+
+    fn check(cases: &[Case]) {
+        for case in cases {
+            let want: Vec<(Vec<String>, Trigger)> = case.bins.iter().map(|(n, t)| (v(n), *t)).collect();
+            assert_eq!(planned(files(case.files), NOW + case.later), want, "{}", case.name);
+        }
+    }
+
+    const OLD: i64 = 60 * MINUTE;
+
+    #[test]
+    fn the_target_and_the_window_trigger_on_the_clock() {
+        check(&[
+            Case {
+                name: "young, reaching the target: full at once",
+                files: &[("a", 0, 60, 0), ("b", 10, 40, 0)],
+                later: 0,
+                bins: &[(&["a", "b"], Trigger::Full)],
+            },
+            Case {
+                name: "young, under the target: waiting",
+                files: &[("a", 0, 60, 10 * MINUTE), ("b", 10, 30, 0)],
+                later: 5 * MINUTE - 1,
+                bins: &[],
+            },
+            Case {
+                name: "the oldest file 15 minutes old: the tail goes",
+                files: &[("a", 0, 60, 10 * MINUTE), ("b", 10, 30, 0)],
+                later: 5 * MINUTE,
+                bins: &[(&["a", "b"], Trigger::Window)],
+            },
+            Case {
+                name: "a full bin goes young; its young tail waits",
+                files: &[("a", 0, 50, 0), ("b", 10, 50, 0), ("c", 20, 10, 0), ("d", 30, 10, 0)],
+                later: 0,
+                bins: &[(&["a", "b"], Trigger::Full)],
+            },
+            Case {
+                name: "the same a window later: the tail goes too",
+                files: &[("a", 0, 50, 0), ("b", 10, 50, 0), ("c", 20, 10, 0), ("d", 30, 10, 0)],
+                later: 15 * MINUTE,
+                bins: &[(&["a", "b"], Trigger::Full), (&["c", "d"], Trigger::Window)],
+            },
+            Case {
+                name: "an old tail with a new file goes: the old file is past the window",
+                files: &[("tail", 0, 50, OLD), ("new", 10, 10, 0)],
+                later: 0,
+                bins: &[(&["tail", "new"], Trigger::Window)],
+            },
+            Case {
+                name: "an old tail alone is never rewritten",
+                files: &[("tail", 0, 50, OLD)],
+                later: OLD,
+                bins: &[],
+            },
+        ]);
+    }
+
+    #[test]
+    fn a_group_emits_one_short_bin_at_most() {
+        check(&[
+            Case {
+                name: "pairs of 40 cannot reach the target (a third would pass the cap): the first pair only",
+                files: &[
+                    ("a", 0, 40, OLD),
+                    ("b", 10, 40, OLD),
+                    ("c", 20, 40, OLD),
+                    ("d", 30, 40, OLD),
+                    ("e", 40, 40, OLD),
+                ],
+                later: 0,
+                bins: &[(&["a", "b"], Trigger::Window)],
+            },
+            Case {
+                name: "the first short bin past the window, not the first short bin",
+                files: &[("a", 0, 40, 0), ("b", 10, 40, 0), ("c", 20, 40, OLD), ("d", 30, 40, OLD), ("e", 40, 40, OLD)],
+                later: 0,
+                bins: &[(&["c", "d"], Trigger::Window)],
+            },
+            Case {
+                name: "full bins around a short bin, and a tail: the first short bin only",
+                files: &[
+                    ("a", 0, 30, OLD),
+                    ("b", 10, 30, OLD),
+                    ("c", 20, 40, OLD),
+                    ("d", 30, 30, OLD),
+                    ("e", 40, 30, OLD),
+                    ("f", 50, 60, OLD),
+                    ("g", 60, 20, OLD),
+                    ("h", 70, 20, OLD),
+                    ("i", 80, 10, OLD),
+                    ("j", 90, 10, OLD),
+                ],
+                later: 0,
+                bins: &[
+                    (&["a", "b", "c"], Trigger::Full),
+                    (&["d", "e"], Trigger::Window),
+                    (&["f", "g", "h"], Trigger::Full),
+                ],
+            },
+            Case {
+                name: "d closed short before e, alone: the tail is the group's end",
+                files: &[("d", 30, 50, OLD), ("e", 40, 70, OLD), ("h", 70, 20, OLD), ("i", 80, 20, OLD)],
+                later: 0,
+                bins: &[(&["e", "h", "i"], Trigger::Full)],
+            },
+            Case {
+                name: "files that fit beside none of their neighbours stay",
+                files: &[("a", 0, 60, OLD), ("b", 10, 60, OLD), ("c", 20, 60, OLD)],
+                later: 0,
+                bins: &[],
+            },
+        ]);
+    }
+
+    #[test]
+    fn files_of_three_quarters_of_the_target_or_more_are_untouched() {
+        const MIB: u64 = 1 << 20;
+        let policy = CompactionPolicy { target: 128 * MIB, window_ms: POLICY.window_ms };
+        let live = vec![
+            file("a", Some(1), 0, 0, MIB, OLD),
+            file("quarters", Some(1), 0, 10, 96 * MIB, OLD),
+            file("b", Some(1), 0, 20, MIB, OLD),
+            file("under", Some(1), 0, 30, 96 * MIB - 1, OLD),
+            file("big", Some(1), 0, 40, 200 * MIB, OLD),
+        ];
+        let bins = plan(live, &schema(), policy, NOW);
+        assert_eq!(bins.iter().map(names).collect::<Vec<_>>(), vec![v(&["a", "b", "under"])]);
+    }
+
+    #[test]
+    fn a_thousand_files_of_one_mib_make_bins_of_the_target_and_one_tail() {
+        const MIB: u64 = 1 << 20;
+        let policy = CompactionPolicy::default();
+        let live = |age| (0..1000).map(|i| file(&format!("f{i:04}"), None, 0, i * 10, MIB, age)).collect::<Vec<_>>();
+        let shape = |bins: &[Bin]| bins.iter().map(|b| (b.files.len(), b.bytes() / MIB, b.trigger)).collect::<Vec<_>>();
+        let full = vec![(128, 128, Trigger::Full); 7];
+        // Young: the seven full bins go at once, the 104 left wait for the window.
+        assert_eq!(shape(&plan(live(0), &schema(), policy, NOW)), full);
+        let bins = plan(live(OLD), &schema(), policy, NOW);
+        let mut with_tail = full.clone();
+        with_tail.push((104, 104, Trigger::Window));
+        assert_eq!(shape(&bins), with_tail);
+        let firsts: Vec<i64> = bins.iter().flat_map(|b| b.files.iter().map(|f| first_offset(f, 3).unwrap())).collect();
+        assert_eq!(firsts, (0..1000).map(|i| i * 10).collect::<Vec<_>>(), "every file once, in offset order");
+    }
+
+    /// Runs the planner every 5 minutes for `runs` runs, a file of the next size in
+    /// `sizes` arriving every `every` ms while any is left; each bin becomes one file of
+    /// its bytes, added at the run. Checks, at every run, what any plan must hold, and
+    /// returns the live files at the end (and how many bins rewrote an earlier output).
+    fn simulate(sizes: &[u64], every: i64, runs: i64) -> Vec<LiveFile> {
+        let mut live: Vec<LiveFile> = Vec::new();
+        let (mut arrived, mut outputs) = (0, std::collections::HashSet::new());
+        for run in 0..runs {
+            let now = NOW + run * 5 * MINUTE;
+            while arrived < sizes.len() && arrived as i64 * every <= run * 5 * MINUTE {
+                let age = run * 5 * MINUTE - arrived as i64 * every;
+                live.push(file(&format!("in{arrived:03}"), Some(1), 0, arrived as i64 * 100, sizes[arrived], -age));
+                live.last_mut().unwrap().added_at_ms = now - age;
+                arrived += 1;
+            }
+            let bins = plan(live.clone(), &schema(), POLICY, now);
+            let short = bins.iter().filter(|b| b.bytes() < POLICY.target).count();
+            assert!(short <= 1, "run {run}: {short} outputs under the target");
+            for (i, bin) in bins.iter().enumerate() {
+                assert!(bin.files.len() >= 2 && bin.bytes() <= POLICY.cap(), "run {run}: {:?}", names(bin));
+                assert!(
+                    bin.files.iter().any(|f| !outputs.contains(f.file_path())),
+                    "run {run}: earlier outputs rewritten without a new file: {:?}",
+                    names(bin)
+                );
+                let gone: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
+                live.retain(|l| !gone.contains(&l.file.file_path()));
+                let first = bin.files.iter().map(|f| first_offset(f, 3).unwrap()).min().unwrap();
+                let mut out = file(&format!("out{run}-{i}"), Some(1), 0, first, bin.bytes(), 0);
+                out.added_at_ms = now;
+                outputs.insert(out.file.file_path().to_string());
+                live.push(out);
+            }
+        }
+        assert_eq!(live.iter().map(|l| l.file.file_size_in_bytes()).sum::<u64>(), sizes.iter().sum::<u64>());
+        live
+    }
+
+    #[test]
+    fn a_tail_takes_new_files_and_is_never_rewritten_alone() {
+        // A file of 7 every 10 minutes for 5 hours, then 2 hours of nothing.
+        let live = simulate(&[7; 30], 10 * MINUTE, 7 * 12);
+        let small: Vec<u64> =
+            live.iter().map(|l| l.file.file_size_in_bytes()).filter(|&s| s < POLICY.small()).collect();
+        assert_eq!(small.len(), 1, "one tail left: {small:?}");
+        assert!(plan(live, &schema(), POLICY, NOW + 365 * 24 * 60 * MINUTE).is_empty(), "nothing left to do");
+    }
+
+    #[test]
+    fn files_of_any_size_settle_within_the_rules() {
+        // (a cycle of sizes, 60 files, one every so many minutes), then hours of nothing.
+        let cases: [(&[u64], i64); 4] = [
+            (&[13, 74, 5, 41, 60, 22, 33, 90, 2], 3),
+            (&[13, 74, 5, 41, 60, 22, 33, 90, 2], 1),
+            (&[40], 1),
+            (&[55, 20], 2),
+        ];
+        for (cycle, every) in cases {
+            let sizes: Vec<u64> = (0..60).map(|i| cycle[i % cycle.len()]).collect();
+            let live = simulate(&sizes, every * MINUTE, 6 * 12);
+            let later = NOW + 365 * 24 * 60 * MINUTE;
+            assert!(plan(live, &schema(), POLICY, later).is_empty(), "{cycle:?}: nothing left to do");
+        }
     }
 }

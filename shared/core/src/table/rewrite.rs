@@ -6,7 +6,8 @@
 //! yet may be committed, so a file straddling the boundary is read back, filtered on
 //! `_kafka.offset` and written again under a new name; the original stays unreferenced.
 //! Compaction reads small files and writes their rows, unchanged, into files of the
-//! target size. Rows are streamed batch by batch: memory holds one input file's bytes.
+//! target size. Inputs are read one row group at a time (ranged reads): memory holds a
+//! row group of one input and the output's open row group, whatever the inputs add up to.
 //!
 //! Rewritten files are laid out by the table's partition spec, the partition values
 //! computed from the rows again: a trimmed file keeps its partition value, compacted
@@ -17,12 +18,20 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::{BooleanArray, Int64Array, RecordBatch};
+use arrow_schema::SchemaRef;
+use futures::TryStreamExt;
+use iceberg::arrow::ArrowFileReader;
+use iceberg::io::FileIO;
 use iceberg::spec::PartitionSpec;
 use iceberg::{Error, ErrorKind, Result};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
 
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
+
+/// Rows per batch read: as many as the materializer writes per batch, so that the
+/// per-batch work (casts, the writer's statistics) is spread over as many rows.
+const BATCH_ROWS: usize = 8192;
 
 fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::DataInvalid, format!("rewriting {path}: {detail}"))
@@ -43,39 +52,136 @@ pub async fn rewrite_files(
     let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
     let mut writer = TableWriter::new(output, Arc::new(spec.clone()))?;
     for path in paths {
-        let bytes = file_io.new_input(path)?.read().await?;
-        let reader =
-            ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| invalid(path, e))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| invalid(path, e))?;
-            let offsets = offset_column(&batch).ok_or_else(|| invalid(path, "no _kafka.offset column"))?.clone();
-            let (batch, offsets) = match keep {
-                None => (batch, offsets),
-                Some(keep) => {
-                    let mask: BooleanArray = offsets
-                        .iter()
-                        .map(|o| Some(o.is_some_and(|o| keep.iter().any(|&(a, b)| a <= o && o <= b))))
-                        .collect();
-                    let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
-                    let offsets = arrow::compute::filter(&offsets, &mask).map_err(|e| invalid(path, e))?;
-                    (kept, offsets.as_primitive::<Int64Type>().clone())
-                }
-            };
-            if batch.num_rows() == 0 {
+        let mut batches = row_groups(&file_io, path).await?;
+        while let Some(batch) = batches.try_next().await.map_err(|e| invalid(path, e))? {
+            let Some((batch, first, last)) = table_rows(path, batch, keep, &target)? else {
                 continue;
-            }
-            let columns = batch
-                .columns()
-                .iter()
-                .zip(target.fields())
-                .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| invalid(path, e))?;
-            let batch = RecordBatch::try_new(target.clone(), columns).map_err(|e| invalid(path, e))?;
-            let first = arrow::compute::min(&offsets).unwrap_or_default();
-            let last = arrow::compute::max(&offsets).unwrap_or_default();
+            };
             writer.write(&batch, first, last).await?;
         }
     }
     writer.close().await
+}
+
+/// The record batches of the Parquet file at `path`, read one row group at a time
+/// (its column chunks in one ranged read), so that memory holds one row group of the
+/// file, never the whole file.
+async fn row_groups(
+    file_io: &FileIO,
+    path: &str,
+) -> Result<impl futures::Stream<Item = parquet::errors::Result<RecordBatch>> + Unpin + use<>> {
+    let input = file_io.new_input(path)?;
+    let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
+        .map_err(|e| invalid(path, e))
+}
+
+/// `batch` as the table's rows: those whose offset lies in `keep` (all without it), cast
+/// to `target`, with their first and last offsets; `None` when no row is kept.
+fn table_rows(
+    path: &str,
+    batch: RecordBatch,
+    keep: Option<&[(i64, i64)]>,
+    target: &SchemaRef,
+) -> Result<Option<(RecordBatch, i64, i64)>> {
+    let offsets = offset_column(&batch).ok_or_else(|| invalid(path, "no _kafka.offset column"))?.clone();
+    let (batch, offsets) = match keep {
+        None => (batch, offsets),
+        Some(keep) => {
+            let mask: BooleanArray = offsets
+                .iter()
+                .map(|o| Some(o.is_some_and(|o| keep.iter().any(|&(a, b)| a <= o && o <= b))))
+                .collect();
+            let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
+            let offsets: Int64Array =
+                arrow::compute::filter(&offsets, &mask).map_err(|e| invalid(path, e))?.as_primitive::<Int64Type>().clone();
+            (kept, offsets)
+        }
+    };
+    if batch.num_rows() == 0 {
+        return Ok(None);
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(target.fields())
+        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| invalid(path, e))?;
+    let batch = RecordBatch::try_new(target.clone(), columns).map_err(|e| invalid(path, e))?;
+    let first = arrow::compute::min(&offsets).unwrap_or_default();
+    let last = arrow::compute::max(&offsets).unwrap_or_default();
+    Ok(Some((batch, first, last)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::properties::WriterProperties;
+
+    use super::*;
+    use crate::partition::tests::{batch, schema};
+
+    /// A Parquet file of the rows with `offsets` (region: the offset as text), a row
+    /// group every three rows.
+    fn input(path: &Path, offsets: std::ops::Range<i64>) -> String {
+        let regions: Vec<String> = offsets.clone().map(|o| o.to_string()).collect();
+        let rows: Vec<_> = offsets.zip(&regions).map(|(o, r)| (o, None, Some(r.as_str()))).collect();
+        let batch = batch(&schema(), &rows);
+        let props = WriterProperties::builder().set_max_row_group_row_count(Some(3)).build();
+        let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        assert!(writer.close().unwrap().num_row_groups() > 1);
+        path.display().to_string()
+    }
+
+    /// (offset, region) of every row of the files.
+    fn rows(files: &[WrittenFile]) -> Vec<(i64, String)> {
+        let mut rows = Vec::new();
+        for file in files {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file.path()).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            for batch in reader {
+                let batch = batch.unwrap();
+                let offsets = offset_column(&batch).unwrap().clone();
+                let regions = batch.column_by_name("region").unwrap().as_string::<i32>().clone();
+                rows.extend(offsets.values().iter().zip(regions.iter()).map(|(o, r)| (*o, r.unwrap().to_string())));
+            }
+        }
+        rows
+    }
+
+    #[tokio::test]
+    async fn inputs_are_read_row_group_by_row_group_keeping_rows_and_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = [input(&dir.path().join("a.parquet"), 0..10), input(&dir.path().join("b.parquet"), 10..17)];
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let output = || WriterOptions {
+            file_io: FileIO::new_with_fs(),
+            dir: dir.path().join("out").display().to_string(),
+            partition: 0,
+            source_id: "t".into(),
+            schema: Arc::new(schema()),
+            target_size: 1 << 30,
+        };
+        let spec = PartitionSpec::unpartition_spec();
+        let all = rewrite_files(output(), &spec, &paths, None).await.unwrap();
+        assert_eq!((all.len(), all[0].first_offset, all[0].last_offset, all[0].record_count()), (1, 0, 16, 17));
+        assert_eq!(rows(&all), (0..17).map(|o| (o, o.to_string())).collect::<Vec<_>>());
+        let kept = rewrite_files(output(), &spec, &paths, Some(&[(2, 4), (9, 11)])).await.unwrap();
+        assert_eq!(rows(&kept), [2, 3, 4, 9, 10, 11].map(|o| (o, o.to_string())));
+        assert!(rewrite_files(output(), &spec, &paths, Some(&[(100, 200)])).await.unwrap().is_empty());
+        // Not Parquet: an error naming the file.
+        std::fs::write(dir.path().join("bad.parquet"), b"not parquet").unwrap();
+        let bad = dir.path().join("bad.parquet").display().to_string();
+        let err = rewrite_files(output(), &spec, &[&bad], None).await.unwrap_err();
+        assert!(err.to_string().contains("bad.parquet"), "{err}");
+    }
 }
