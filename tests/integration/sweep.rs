@@ -108,10 +108,9 @@ async fn the_sweep_deletes_what_only_expired_snapshots_read_and_time_travel_stil
     }
     let policy = CompactionPolicy { target: 1 << 30, window_ms: 0 };
     let loaded = load(warehouse.path()).await;
-    let compaction = compact(&committer.file_io, &orders(), &loaded.metadata, policy, wall(), "compaction-1")
-        .await
-        .unwrap()
-        .unwrap();
+    let mut compactions = compact(&committer.file_io, &orders(), &loaded.metadata, policy, wall()).await.unwrap();
+    assert_eq!(compactions.len(), 1, "one bin");
+    let compaction = compactions.remove(0);
     assert_eq!(compaction.removed.len(), 3);
     let task = Task::Compaction(Box::new(compaction.clone()));
     assert_eq!(committer.commit_all(&[task], None).await.results[0].1, TaskResult::Committed);

@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use iceberg::io::FileIO;
-use iceberg::spec::TableMetadata;
 
 use super::holding::hold;
 use super::sweep::{Sweep, SweepReport};
@@ -138,7 +137,7 @@ impl Compactor {
         }
         // The sweep (maintenance/sweep.rs): after compaction, whose outputs are held.
         let grace_ms = topic.map_or(DEFAULT_ORPHAN_GRACE_MS, |t| t.orphan_grace_ms);
-        match self.sweep_table(table, &loaded.metadata, grace_ms, now_ms).await {
+        match self.sweep_table(&loaded, grace_ms, now_ms).await {
             Ok(report) => run.sweep = report,
             Err(e) if compacted.is_ok() => return Err(e),
             Err(e) => tracing::error!(table = %table, error = %e, "sweep failed (after a failed compaction)"),
@@ -229,8 +228,7 @@ impl Compactor {
     /// Sweeps the table's orphan files (see [`Sweep`]).
     pub async fn sweep_table(
         &self,
-        table: &TableName,
-        metadata: &TableMetadata,
+        loaded: &LoadedTable,
         grace_ms: u64,
         now_ms: i64,
     ) -> Result<SweepReport, MaintenanceError> {
@@ -241,7 +239,7 @@ impl Compactor {
             task_store: self.task_store.as_deref(),
             grace_ms: i64::try_from(grace_ms).unwrap_or(i64::MAX),
         };
-        sweep.table(table, metadata, now_ms).await
+        sweep.table(&loaded.name, &loaded.metadata, &loaded.pointer.metadata_location, now_ms).await
     }
 }
 

@@ -570,7 +570,9 @@ mod tests {
             t.append(2).await;
         }
         let policy = CompactionPolicy { target: 1 << 30, window_ms: 0 };
-        let task = compact(&t.file_io, &t.name, &t.metadata, policy, wall(), "crashed").await.unwrap().unwrap();
+        let mut tasks = compact(&t.file_io, &t.name, &t.metadata, policy, wall()).await.unwrap();
+        assert_eq!(tasks.len(), 1, "one bin");
+        let task = tasks.remove(0);
         // The run crashed here: its task was never held nor queued.
         let outputs: Vec<&str> = task.added.iter().map(|f| f.path()).collect();
         assert_eq!((outputs.len(), task.removed.len()), (1, 3));
