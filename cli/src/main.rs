@@ -136,7 +136,8 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
-        Command::Local { command: LocalCommand::Compact { warehouse, config } } => match load_config(config.as_deref()) {
+        Command::Local { command: LocalCommand::Compact { warehouse, config } } => match load_config(config.as_deref())
+        {
             Ok(config) => {
                 let now = floe_core::lock::now_ms();
                 floe_cli::compact::compact(&warehouse, config, now, std::io::stdout().lock()).await.map(drop)

@@ -812,6 +812,9 @@ async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
     }
     let read = read_local(warehouse.path(), "kafka.orders");
     assert_eq!(read.snapshots, 100, "older snapshots expired");
+    let orders = TableName { namespace: "kafka".into(), name: "orders".into() };
+    let status = committer.registry.status(&orders).await.unwrap();
+    assert_eq!(status.snapshots_expired, 31, "131 snapshots written, 100 kept: the expiry counted");
     assert_eq!(read.rows, 131 * 80, "{:?}", read.summary);
     // Each copy repeats the segment's offsets 0..79 (its rows are the file's), so per
     // offset: 131 rows — what matters is that no file was lost or doubled by merging.
@@ -1253,8 +1256,10 @@ async fn unreadable_committed_offsets_fail_only_their_own_table() {
     let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
     let orders = report.tables.iter().find(|t| t.table == "kafka.orders").unwrap();
     assert_eq!((orders.segments, orders.skipped_segments, orders.snapshots), (1, 1, 1));
-    let [failed] = &report.failed[..] else { panic!("{:?}", report.failed) };
+    let [failed, compaction] = &report.failed[..] else { panic!("{:?}", report.failed) };
     assert!(failed.starts_with(tiered) && failed.contains(&format!("table kafka.page_views: {problem}")), "{failed}");
+    // Nor is the table compacted: which topic's policy applies is unknown.
+    assert!(compaction.starts_with("compaction of kafka.page_views: ") && compaction.contains(problem), "{compaction}");
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     assert_eq!(shown[0].offsets["orders-0"], "-1-159");
 }
