@@ -8,6 +8,7 @@ mod committer;
 mod convert;
 mod infra;
 mod json;
+mod maintenance;
 mod materializer;
 mod partition;
 mod protobuf;
