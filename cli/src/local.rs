@@ -1,12 +1,14 @@
 //! `floe local run`: the materializer and the committer in one process, on a folder of
 //! segments (broker log dirs or tiered-storage keys), into a local warehouse with a
-//! SQLite catalog named `floe` — the embedded default a new user tries first.
+//! SQLite catalog named `floe` — the embedded default a new user tries first — then
+//! compaction and maintenance ([`crate::compact`]).
 //!
 //! ```text
 //!  input/…/<topic>-<partition>/<offset>.log          ─┐
 //!  input/…/<topic>-<id>/<partition>/<offset>-<id>.rsm-manifest ─┤─▶ Materializer (LocalObjects)
-//!                                                      │        ─▶ InProcessQueue
+//!                                                      │        ─▶ HoldingQueue ─▶ InProcessQueue
 //!                                                      └─▶ Committer (SqliteCatalog, SqliteLocks)
+//!  then: Compactor ─▶ InProcessQueue ─▶ Committer
 //!  warehouse/catalog.db, warehouse/<namespace>.db/<table>/{data,metadata}/…
 //! ```
 //!
@@ -28,13 +30,18 @@ use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
+use floe_core::lock::TableLocks;
 use floe_core::lock::sqlite::SqliteLocks;
+use floe_core::maintenance::TableRegistry;
+use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
 use floe_core::queue::InProcessQueue;
 use floe_core::retry::RetryPolicy;
 use floe_core::segment::{FileSource, Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader};
 use floe_core::table::CatalogTables;
 use floe_core::task::TableName;
+
+use crate::compact::{MaintenanceView, TableCompaction};
 
 /// What a run did, per table.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
@@ -52,6 +59,8 @@ pub struct TableReport {
 #[derive(Debug, Default, serde::Serialize)]
 pub struct LocalReport {
     pub tables: Vec<TableReport>,
+    /// What compaction and maintenance did after the commits, per registered table.
+    pub compactions: Vec<TableCompaction>,
     pub ignored: Vec<String>,
     pub failed: Vec<String>,
 }
@@ -156,36 +165,58 @@ pub fn folder(option: &str, path: &Path, create: bool) -> anyhow::Result<PathBuf
     std::fs::canonicalize(path).map_err(|e| anyhow::anyhow!("{option} {}: {e}", path.display()))
 }
 
-/// Runs materializer and committer over `input` into `warehouse`.
+/// A local warehouse opened: its SQLite catalog and lock store (also the table
+/// registry), the committer on them, and the in-process queue tasks go through.
+pub(crate) struct Warehouse {
+    pub dir: PathBuf,
+    pub catalog: Arc<dyn Catalog>,
+    pub locks: Arc<SqliteLocks>,
+    pub file_io: iceberg::io::FileIO,
+    pub owner: String,
+    pub queue: Arc<InProcessQueue>,
+    pub committer: Committer,
+}
+
+impl Warehouse {
+    /// Opens (creating the catalog if need be) the warehouse in the folder `dir`.
+    pub fn open(dir: PathBuf) -> anyhow::Result<Warehouse> {
+        let catalog = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
+        let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
+        let owner = floe_core::lock::sqlite::process_owner("floe-local");
+        let file_io = floe_core::storage::local_file_io();
+        let catalog: Arc<dyn Catalog> = Arc::new(catalog);
+        let committer = Committer {
+            catalog: catalog.clone(),
+            file_io: file_io.clone(),
+            locks: locks.clone(),
+            registry: locks.clone(),
+            warehouse: dir.display().to_string(),
+            owner: owner.clone(),
+            lease_ttl: std::time::Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+        };
+        Ok(Warehouse { dir, catalog, locks, file_io, owner, queue: Arc::new(InProcessQueue::default()), committer })
+    }
+}
+
+/// Runs materializer and committer over `input` into `warehouse`, then compaction and
+/// maintenance on the wall clock.
 pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> anyhow::Result<LocalReport> {
-    let warehouse = folder("--warehouse", warehouse, true)?;
+    let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?)?;
     let input = folder("--input", input, false)?;
-    let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe")?;
-    let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
-    let owner = floe_core::lock::sqlite::process_owner("floe-local");
-    let file_io = floe_core::storage::local_file_io();
-    let catalog: Arc<dyn Catalog> = Arc::new(catalog);
-    let tables = Arc::new(CatalogTables { catalog: catalog.clone(), file_io: file_io.clone() });
-    let queue = Arc::new(InProcessQueue::default());
+    let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
+    let tables = Arc::new(CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() });
     let config = Arc::new(config);
     let materializer = Materializer {
         registry: http_registry(&config)?,
         config: config.clone(),
         objects: Arc::new(LocalObjects::new(&input)),
-        file_io: file_io.clone(),
-        warehouse: warehouse.display().to_string(),
-        queue: queue.clone(),
+        file_io: warehouse.file_io.clone(),
+        warehouse: warehouse.dir.display().to_string(),
+        // Each task's files held until the committer is done with it, as on AWS.
+        queue: Arc::new(HoldingQueue::new(queue.clone(), locks.clone())),
         tables: Some(tables.clone()),
         limits: Limits::default(),
-    };
-    let committer = Committer {
-        catalog,
-        file_io,
-        locks: locks.clone(),
-        warehouse: warehouse.display().to_string(),
-        owner: owner.clone(),
-        lease_ttl: std::time::Duration::from_secs(300),
-        retry: RetryPolicy::default(),
     };
 
     let found = find_segments(&input)?;
@@ -213,12 +244,12 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
             .or_insert_with(|| TableReport { table: name.to_string(), ..Default::default() });
         // A suspended table takes nothing until it is resumed: its segments are not even
         // written (they would wait, uncommitted, for the resume anyway).
-        if let Some(reason) = floe_core::lock::TableLocks::suspended(locks.as_ref(), &name.to_string()).await? {
+        if let Some(reason) = TableLocks::suspended(locks.as_ref(), &name.to_string()).await? {
             report.failed.push(format!("{key}: {name} is suspended: {reason}"));
             continue;
         }
         // Held by a live other run: said now, before any work on the segment.
-        match floe_core::lock::TableLocks::peek(locks.as_ref(), &name.to_string(), &owner).await {
+        match TableLocks::peek(locks.as_ref(), &name.to_string(), owner).await {
             Ok(None) => {}
             Ok(Some(holder)) => {
                 report.failed.push(format!("{key}: {name} is being committed by another committer ({holder})"));
@@ -250,11 +281,14 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
             Err(e) => report.failed.push(format!("{key}: {e}")),
         }
         if queue.len() >= COMMIT_BATCH {
-            commit(&committer, queue.drain(), &mut by_table, &mut report).await;
+            commit(committer, queue.drain(), &mut by_table, &mut report).await;
         }
     }
-    commit(&committer, queue.drain(), &mut by_table, &mut report).await;
+    commit(committer, queue.drain(), &mut by_table, &mut report).await;
     report.tables = by_table.into_values().collect();
+    let maintained = crate::compact::maintain(&warehouse, config, floe_core::lock::now_ms()).await;
+    report.failed.extend(maintained.iter().filter_map(|t| t.failed.clone()));
+    report.compactions = maintained;
     Ok(report)
 }
 
@@ -262,7 +296,6 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
 /// record in `suspend` mode): its tasks are committed again from the next run. Returns
 /// why it was suspended, or `None` when it was not.
 pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<String>> {
-    use floe_core::lock::TableLocks;
     let catalog = warehouse.join("catalog.db");
     anyhow::ensure!(catalog.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
     let locks = SqliteLocks::new(SqliteCatalog::open(&catalog, "floe")?.connection())?;
@@ -286,12 +319,14 @@ pub struct TableStatus {
     /// Why the table's metadata or committed offsets could not be read, when they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Its last compaction, snapshots expired, orphans removed, last sweep.
+    #[serde(flatten)]
+    pub maintenance: MaintenanceView,
 }
 
 /// Every table of the warehouse (and every suspended one): its snapshots, the Kafka
-/// offsets it holds and whether it is suspended (and why).
+/// offsets it holds, whether it is suspended (and why), and what maintenance did.
 pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
-    use floe_core::lock::TableLocks;
     let path = warehouse.join("catalog.db");
     anyhow::ensure!(path.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
     let catalog = SqliteCatalog::open(&path, "floe")?;
@@ -309,6 +344,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
                 offsets: Default::default(),
                 suspended: locks.suspended(&name.to_string()).await?,
                 problem: None,
+                maintenance: locks.status(&name).await?.into(),
             };
             match tables.load(&name).await {
                 Ok(None) => continue,
@@ -341,6 +377,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
                 offsets: Default::default(),
                 suspended: Some(reason),
                 problem: None,
+                maintenance: MaintenanceView::default(),
             });
         }
     }
@@ -432,6 +469,9 @@ pub async fn run(
                 n => format!("; {n} bad record(s) skipped"),
             }
         )?;
+    }
+    for line in report.compactions.iter().filter_map(TableCompaction::line) {
+        writeln!(out, "{line}")?;
     }
     for ignored in &report.ignored {
         writeln!(out, "ignored: {ignored}")?;

@@ -89,8 +89,19 @@ enum LocalCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Every table of WAREHOUSE: snapshots, the Kafka offsets it holds, and whether it is
-    /// suspended and why. One JSON object per table.
+    /// Compact and maintain the tables of WAREHOUSE: small files rewritten into files of
+    /// the compaction target size (once they reach it, or once the compaction window has
+    /// passed), committed at once. One line per table. (`floe local run` ends with this.)
+    Compact {
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// `floe.toml`: each topic's compaction target, window and orphan grace period.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Every table of WAREHOUSE: snapshots, the Kafka offsets it holds, whether it is
+    /// suspended and why, and what maintenance did (last compaction, snapshots expired,
+    /// orphans removed, last sweep). One JSON object per table.
     Status {
         #[arg(long)]
         warehouse: PathBuf,
@@ -126,6 +137,14 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        Command::Local { command: LocalCommand::Compact { warehouse, config } } => match load_config(config.as_deref())
+        {
+            Ok(config) => {
+                let now = floe_core::lock::now_ms();
+                floe_cli::compact::compact(&warehouse, config, now, std::io::stdout().lock()).await.map(drop)
+            }
+            Err(e) => Err(e),
+        },
         Command::Local { command: LocalCommand::Status { warehouse } } => {
             floe_cli::local::status(&warehouse).await.and_then(|tables| {
                 let mut out = std::io::stdout().lock();
@@ -230,6 +249,13 @@ mod tests {
             parse("floe local status --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Status { .. } }
         ));
+        match parse("floe local compact --warehouse wh --config floe.toml").unwrap() {
+            Command::Local { command: LocalCommand::Compact { warehouse, config } } => {
+                assert_eq!((warehouse, config), (PathBuf::from("wh"), Some(PathBuf::from("floe.toml"))));
+            }
+            _ => panic!("not compact"),
+        }
+        assert!(parse("floe local compact").is_err(), "--warehouse is required");
         assert!(matches!(
             parse("floe local run --input in --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Run { config: None, .. } }

@@ -66,8 +66,10 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let warehouse = dir.path().display().to_string();
     let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"), "floe").unwrap();
+    let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
     let committer = Committer {
-        locks: Arc::new(SqliteLocks::new(catalog.connection()).unwrap()),
+        locks: locks.clone(),
+        registry: locks,
         catalog: Arc::new(catalog),
         file_io: floe_core::storage::local_file_io(),
         warehouse: warehouse.clone(),

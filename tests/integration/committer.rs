@@ -28,23 +28,23 @@ use crate::support;
 
 /// What PyIceberg reads from a table (tests/py/read_iceberg.py).
 #[derive(serde::Deserialize, Debug)]
-struct Read {
-    rows: usize,
-    offsets: BTreeMap<String, Vec<i64>>,
-    duplicates: usize,
-    snapshots: usize,
-    summary: HashMap<String, String>,
-    history: Vec<HashMap<String, String>>,
+pub(crate) struct Read {
+    pub(crate) rows: usize,
+    pub(crate) offsets: BTreeMap<String, Vec<i64>>,
+    pub(crate) duplicates: usize,
+    pub(crate) snapshots: usize,
+    pub(crate) summary: HashMap<String, String>,
+    pub(crate) history: Vec<HashMap<String, String>>,
     /// The current snapshot's operation.
-    operation: Option<String>,
+    pub(crate) operation: Option<String>,
     /// The table's schema as PyIceberg prints it (field ids included).
-    schema: String,
+    pub(crate) schema: String,
     /// Null count per top-level column.
-    nulls: HashMap<String, usize>,
-    values: HashMap<String, Option<String>>,
+    pub(crate) nulls: HashMap<String, usize>,
+    pub(crate) values: HashMap<String, Option<String>>,
 }
 
-fn pyiceberg(args: &[&str]) -> Read {
+pub(crate) fn pyiceberg(args: &[&str]) -> Read {
     let out = std::process::Command::new(support::python())
         .arg(support::root().join("tests/py/read_iceberg.py"))
         .args(args)
@@ -54,7 +54,7 @@ fn pyiceberg(args: &[&str]) -> Read {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn read_local(warehouse: &Path, table: &str) -> Read {
+pub(crate) fn read_local(warehouse: &Path, table: &str) -> Read {
     let w = warehouse.canonicalize().unwrap().display().to_string();
     pyiceberg(&["sql", &format!("{w}/catalog.db"), &w, table])
 }
@@ -382,8 +382,10 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     };
     // Through the task's JSON, as the queue carries it.
     let task = Task::from_json(Task::Compaction(Box::new(compaction.clone())).to_json().unwrap().as_bytes()).unwrap();
+    let locks = Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap());
     let committer = Committer {
-        locks: Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap()),
+        locks: locks.clone(),
+        registry: locks,
         catalog: Arc::new(catalog),
         file_io,
         warehouse: warehouse.path().canonicalize().unwrap().display().to_string(),
@@ -480,6 +482,7 @@ impl Aws {
             config: Some(self.config_file.path().display().to_string()),
             warehouse: format!("s3://{}/wh", self.warehouse),
             task_queue_url: self.tasks.clone(),
+            lock_table: self.locks.clone(),
             s3_path_style: true,
         };
         materializer(&self.config, &env).await.unwrap()
@@ -773,8 +776,10 @@ fn local_committer(warehouse: &Path) -> Committer {
     use floe_core::catalog::sqlite::SqliteCatalog;
     use floe_core::lock::sqlite::SqliteLocks;
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
+    let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
     Committer {
-        locks: Arc::new(SqliteLocks::new(catalog.connection()).unwrap()),
+        locks: locks.clone(),
+        registry: locks,
         catalog: Arc::new(catalog),
         file_io: floe_core::storage::local_file_io(),
         warehouse: warehouse.canonicalize().unwrap().display().to_string(),
@@ -785,7 +790,7 @@ fn local_committer(warehouse: &Path) -> Committer {
 }
 
 /// The materializer's task for the segment at `object` under `input`.
-async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
+pub(crate) async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
     let materializer = Materializer {
         config: Arc::new(config),
         registry: None,
@@ -1066,23 +1071,24 @@ async fn a_compaction_planned_before_a_promotion_commits_after_it() {
     }
     let table = TableName { namespace: "kafka".into(), name: "orders".into() };
     let loaded = floe_core::table::load(committer.catalog.as_ref(), &committer.file_io, &table).await.unwrap().unwrap();
-    let compaction = floe_core::table::compaction::compact(
+    let compactions = floe_core::table::compaction::compact(
         &committer.file_io,
         &table,
         &loaded.metadata,
         floe_core::table::compaction::CompactionPolicy { target: 128 << 20, window_ms: 0 },
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
-        "compaction-1",
     )
     .await
-    .unwrap()
-    .expect("two files per qty value to compact");
-    assert_eq!((compaction.removed.len(), compaction.added.len()), (20, 10));
+    .unwrap();
+    // Two files per qty value: a bin each, one file out of each.
+    assert_eq!(compactions.len(), 10);
+    assert!(compactions.iter().all(|c| (c.removed.len(), c.added.len()) == (2, 1)), "{compactions:?}");
     // The promotion lands in between.
     let new = promotion_task(input.path(), &committer, 2, "orders-1/00000000000000000000.log", partition_by).await;
     assert_eq!(committer.commit(&[new], None).await.results[0].1, TaskResult::Committed);
-    let report = committer.commit_all(&[Task::Compaction(Box::new(compaction))], None).await;
-    assert_eq!(report.results[0].1, TaskResult::Committed, "{report:?}");
+    let tasks: Vec<Task> = compactions.into_iter().map(|c| Task::Compaction(Box::new(c))).collect();
+    let report = committer.commit_all(&tasks, None).await;
+    assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{report:?}");
     let read = read_local(warehouse.path(), "kafka.orders");
     assert_eq!(read.rows, 25);
     let w = warehouse.path().canonicalize().unwrap().display().to_string();

@@ -5,6 +5,7 @@
 
 mod avro;
 mod committer;
+mod compaction;
 mod convert;
 mod infra;
 mod json;

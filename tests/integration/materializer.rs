@@ -20,6 +20,8 @@ use crate::support::{self, Case, cases};
 struct Aws {
     base: support::AwsBase,
     notifications: String,
+    /// The lock table, where the materializer holds its tasks' files.
+    locks: String,
 }
 
 impl std::ops::Deref for Aws {
@@ -55,7 +57,9 @@ async fn setup(name: &str) -> Aws {
         .unwrap();
     // Configuring the notification sends an s3:TestEvent; start from an empty queue.
     let _ = receive_all(sqs, &notifications).await;
-    Aws { base, notifications }
+    let locks = format!("{name}-leases");
+    crate::committer::create_lease_table(&base.config, &locks).await;
+    Aws { base, notifications, locks }
 }
 
 impl Aws {
@@ -65,6 +69,7 @@ impl Aws {
             config: config.map(str::to_string),
             warehouse: format!("s3://{}/warehouse", self.warehouse),
             task_queue_url: self.tasks.clone(),
+            lock_table: self.locks.clone(),
             s3_path_style: true,
         };
         materializer(&support::aws_config().await, &env).await.unwrap()

@@ -162,8 +162,10 @@ async fn local_run(input: &Path, warehouse: &Path, config: FloeConfig) -> floe_c
 fn local_committer(warehouse: &Path) -> (Committer, Arc<floe_core::catalog::sqlite::SqliteCatalog>) {
     let catalog = floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
     let catalog = Arc::new(catalog);
+    let locks = Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap());
     let committer = Committer {
-        locks: Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap()),
+        locks: locks.clone(),
+        registry: locks,
         catalog: catalog.clone(),
         file_io: floe_core::storage::local_file_io(),
         warehouse: warehouse.canonicalize().unwrap().display().to_string(),
@@ -198,21 +200,24 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
     let (committer, catalog) = local_committer(warehouse.path());
     let file_io = floe_core::storage::local_file_io();
     let loaded = floe_core::table::load(catalog.as_ref(), &file_io, &table()).await.unwrap().unwrap();
-    let compaction = floe_core::table::compaction::compact(
+    let compactions = floe_core::table::compaction::compact(
         &file_io,
         &table(),
         &loaded.metadata,
         floe_core::table::compaction::CompactionPolicy { target: 128 << 20, window_ms: 0 },
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
-        "compaction-1",
     )
     .await
-    .unwrap()
-    .expect("small files to compact");
-    assert!(compaction.partition_spec.is_some());
-    let task = Task::from_json(Task::Compaction(Box::new(compaction)).to_json().unwrap().as_bytes()).unwrap();
-    let report = committer.commit_all(&[task], None).await;
-    assert_eq!(report.results[0].1, TaskResult::Committed);
+    .unwrap();
+    assert!(!compactions.is_empty(), "small files to compact");
+    assert!(compactions.iter().all(|c| c.partition_spec.is_some()));
+    let tasks: Vec<Task> = compactions
+        .into_iter()
+        .map(|c| Task::from_json(Task::Compaction(Box::new(c)).to_json().unwrap().as_bytes()).unwrap())
+        .collect();
+    let report = committer.commit_all(&tasks, None).await;
+    assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{report:?}");
+    assert_eq!(report.snapshots.len(), 1, "one replace snapshot for every bin");
     let after = judge_local(warehouse.path());
     assert_partitioned(&after, &events, &all);
     let groups = |judged: &Judged| -> BTreeSet<String> {

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use floe_core::config::FloeConfig;
+use floe_core::maintenance::TableRegistry;
+use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::{Materializer, MaterializerError, ObjectRef, Outcome};
 
 use crate::events::objects_in_event;
@@ -32,6 +34,12 @@ pub enum InitError {
     Registry(#[from] floe_core::registry::RegistryError),
 }
 
+/// The table registry in the lock table `lock_table`: where tasks' files are held and
+/// what maintenance did is recorded.
+fn table_registry(aws: &aws_config::SdkConfig, lock_table: &str) -> Arc<dyn TableRegistry> {
+    Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), lock_table))
+}
+
 fn required(name: &'static str) -> Result<String, InitError> {
     std::env::var(name).map_err(|_| InitError::Env { name, message: "not set".into() })
 }
@@ -45,6 +53,9 @@ pub struct MaterializerEnv {
     pub warehouse: String,
     /// `FLOE_TASK_QUEUE_URL`: the FIFO queue of CommitTasks.
     pub task_queue_url: String,
+    /// `FLOE_LOCK_TABLE`: the DynamoDB table (the committer's) where each task's files are
+    /// held until it is committed, so the orphan sweep keeps them.
+    pub lock_table: String,
     /// `FLOE_S3_PATH_STYLE`: `true` for S3 emulators without virtual-host addressing.
     pub s3_path_style: bool,
 }
@@ -62,6 +73,7 @@ impl MaterializerEnv {
             config: std::env::var("FLOE_CONFIG").ok().filter(|v| !v.is_empty()),
             warehouse,
             task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
+            lock_table: required("FLOE_LOCK_TABLE")?,
             s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
         })
     }
@@ -134,6 +146,7 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let registry = http_registry_with_password(&config, password)
         .map_err(|e| InitError::Config { uri: env.config.clone().unwrap_or_default(), message: e.to_string() })?;
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
+    let queue = HoldingQueue::new(Arc::new(queue), table_registry(aws, &env.lock_table));
     let file_io = warehouse_file_io(s3.clone());
     let glue = crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
     let tables = floe_core::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
@@ -283,6 +296,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterSe
         catalog: Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
         file_io: warehouse_file_io(s3.clone()),
         locks: Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
+        registry: table_registry(aws, &env.lock_table),
         warehouse: env.warehouse.trim_end_matches('/').to_string(),
         owner: format!("committer-{}", uuid::Uuid::new_v4()),
         lease_ttl: env.lease,
@@ -342,8 +356,8 @@ pub async fn handle_committer_event(
 }
 
 /// The compactor's environment: the materializer's variables (`FLOE_WAREHOUSE`,
-/// `FLOE_TASK_QUEUE_URL`, `FLOE_CONFIG`, `FLOE_S3_PATH_STYLE`, read and checked the same
-/// way) and the committer's `FLOE_LOCK_TABLE` (the table registry).
+/// `FLOE_TASK_QUEUE_URL`, `FLOE_LOCK_TABLE`, `FLOE_CONFIG`, `FLOE_S3_PATH_STYLE`), read
+/// and checked the same way.
 #[derive(Debug, Clone)]
 pub struct CompactorEnv {
     /// `FLOE_CONFIG`: `s3://bucket/key` or a path of `floe.toml` (compaction policy per
@@ -361,8 +375,9 @@ pub struct CompactorEnv {
 
 impl CompactorEnv {
     pub fn from_env() -> Result<Self, InitError> {
-        let MaterializerEnv { config, warehouse, task_queue_url, s3_path_style } = MaterializerEnv::from_env()?;
-        Ok(CompactorEnv { config, warehouse, task_queue_url, lock_table: required("FLOE_LOCK_TABLE")?, s3_path_style })
+        let MaterializerEnv { config, warehouse, task_queue_url, lock_table, s3_path_style } =
+            MaterializerEnv::from_env()?;
+        Ok(CompactorEnv { config, warehouse, task_queue_url, lock_table, s3_path_style })
     }
 }
 
@@ -379,18 +394,18 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
     let s3 = aws_sdk_s3::Client::from_conf(s3_config);
     let config = load_config(&s3, env.config.as_deref()).await?;
     let warehouse = format!("{}/", env.warehouse.trim_end_matches('/'));
-    let registry = crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table);
-    // The queue holds nothing itself: the files of a CompactionTask are held in the
-    // registry before it is sent, so the sweep keeps them while it waits.
+    // The plain queue: the compactor holds each CompactionTask's files in the registry
+    // itself before sending it, so the sweep keeps them while it waits.
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &warehouse);
     let compactor = floe_core::maintenance::compactor::Compactor {
         catalog: Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
         file_io: warehouse_file_io(s3.clone()),
-        registry: Arc::new(registry),
+        registry: table_registry(aws, &env.lock_table),
         files: Arc::new(crate::files::S3Files::new(s3)),
         queue: Arc::new(queue),
         config: Arc::new(config),
         task_store: Some(warehouse),
+        sweep: true,
     };
     Ok(CompactorService { compactor })
 }
@@ -413,10 +428,12 @@ pub struct CompactorResponse {
 #[derive(Debug, serde::Serialize)]
 pub struct CompactedTable {
     pub table: String,
-    /// CompactionTasks queued, and the files and bytes they rewrite.
+    /// CompactionTasks queued, the files and bytes they rewrite, and what they write.
     pub tasks: usize,
     pub files_in: u64,
     pub bytes_in: u64,
+    pub files_out: u64,
+    pub bytes_out: u64,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -439,8 +456,14 @@ impl CompactorResponse {
             if let Some(reason) = run.skipped {
                 response.skipped.push(TableNote { table, reason });
             } else if run.compactions > 0 {
-                let (tasks, files_in, bytes_in) = (run.compactions, run.files_in, run.bytes_in);
-                response.compacted.push(CompactedTable { table, tasks, files_in, bytes_in });
+                response.compacted.push(CompactedTable {
+                    table,
+                    tasks: run.compactions,
+                    files_in: run.files_in,
+                    bytes_in: run.bytes_in,
+                    files_out: run.files_out,
+                    bytes_out: run.bytes_out,
+                });
             } else if run.error.is_none() {
                 response.unchanged += 1;
             }
@@ -501,6 +524,8 @@ mod compactor_tests {
                     compactions: 2,
                     files_in: 30,
                     bytes_in: 900,
+                    files_out: 2,
+                    bytes_out: 880,
                     sweep: swept(3),
                     ..Default::default()
                 },
@@ -521,7 +546,7 @@ mod compactor_tests {
         let json = serde_json::to_value(&response).unwrap();
         assert_eq!(
             json["compacted"],
-            serde_json::json!([{"table": "kafka.a", "tasks": 2, "files_in": 30, "bytes_in": 900}])
+            serde_json::json!([{"table": "kafka.a", "tasks": 2, "files_in": 30, "bytes_in": 900, "files_out": 2, "bytes_out": 880}])
         );
         assert_eq!(json["skipped"], serde_json::json!([{"table": "kafka.b", "reason": "suspended: bad record"}]));
         assert_eq!(json["failed"], serde_json::json!([{"table": "kafka.c", "reason": "kafka.c: SlowDown"}]));

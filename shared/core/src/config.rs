@@ -16,6 +16,7 @@
 //! target_file_size = "128MiB"
 //! compaction_target_size = "128MiB"  # compacted files' size
 //! compaction_window = "15m"   # small files older than this are compacted anyway
+//! orphan_grace = "3d"         # unreferenced files younger than this are never deleted
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -124,6 +125,10 @@ pub enum SchemaSource {
 const MIN_TARGET_FILE_SIZE: u64 = 1 << 20;
 const MAX_TARGET_FILE_SIZE: u64 = 4 << 30;
 const MAX_COMPACTION_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
+/// The shortest orphan grace period: a file is written some time before a snapshot or a
+/// held task names it (a materializer's files before its task is queued, a committer's
+/// trimmed files before its swap, a compactor's outputs before their task is held).
+const MIN_ORPHAN_GRACE_MS: u64 = 60 * 60 * 1000;
 
 /// Whether a plain `http://` URL leaves this machine: its host is not `localhost` or a
 /// loopback address (`127.0.0.0/8`, `[::1]`).
@@ -184,7 +189,7 @@ fn parse_byte_size(s: &str) -> Result<u64, String> {
     n.checked_mul(factor).ok_or_else(|| format!("size {s:?} too large"))
 }
 
-/// A duration, written as `"15m"`, `"900s"`, `"1h"` or `"500ms"`.
+/// A duration, written as `"15m"`, `"900s"`, `"1h"`, `"3d"` or `"500ms"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct DurationMs(pub u64);
 
@@ -205,7 +210,8 @@ fn parse_duration_ms(s: &str) -> Result<u64, String> {
         "s" => 1000,
         "m" => 60 * 1000,
         "h" => 60 * 60 * 1000,
-        other => return Err(format!("unknown unit {other:?} in {s:?} (ms, s, m, h)")),
+        "d" => 24 * 60 * 60 * 1000,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (ms, s, m, h, d)")),
     };
     n.checked_mul(factor).ok_or_else(|| format!("duration {s:?} too large"))
 }
@@ -225,6 +231,8 @@ pub struct Settings {
     pub compaction_target_size: Option<ByteSize>,
     /// How long a small file waits for others before it is compacted anyway.
     pub compaction_window: Option<DurationMs>,
+    /// How old a file no snapshot references must be before the orphan sweep deletes it.
+    pub orphan_grace: Option<DurationMs>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -281,6 +289,9 @@ pub struct TopicConfig {
     pub compaction_target_size: u64,
     /// Small files older than this are compacted even under the target.
     pub compaction_window_ms: u64,
+    /// Unreferenced files younger than this are kept by the orphan sweep (a task may
+    /// still be on its way to the committer, a commit may be writing them).
+    pub orphan_grace_ms: u64,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -588,6 +599,10 @@ impl FloeConfig {
                 .compaction_window
                 .or(d.compaction_window)
                 .map_or(crate::table::compaction::DEFAULT_WINDOW_MS, |w| w.0),
+            orphan_grace_ms: s
+                .orphan_grace
+                .or(d.orphan_grace)
+                .map_or(crate::maintenance::DEFAULT_ORPHAN_GRACE_MS, |g| g.0),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),
@@ -676,6 +691,11 @@ fn validate_settings(at: &str, s: &Settings, defaults: &Settings) -> Result<Opti
         && window.0 > MAX_COMPACTION_WINDOW_MS
     {
         return Err(ConfigError::invalid(format!("{at}.compaction_window"), format!("{}ms: at most 24h", window.0)));
+    }
+    if let Some(grace) = s.orphan_grace
+        && grace.0 < MIN_ORPHAN_GRACE_MS
+    {
+        return Err(ConfigError::invalid(format!("{at}.orphan_grace"), format!("{}ms: at least 1h", grace.0)));
     }
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
@@ -891,6 +911,7 @@ mod tests {
         value_format = "avro"
         partition_by = ["day(timestamp)", "bucket(16, key)"]
         compaction_target_size = "256MiB"
+        orphan_grace = "7d"
 
         [[topics]]
         pattern = "audit\\..*"
@@ -908,6 +929,7 @@ mod tests {
         assert_eq!(orders.key_format, Format::Raw);
         assert_eq!(orders.target_file_size, 64 << 20);
         assert_eq!((orders.compaction_target_size, orders.compaction_window_ms), (256 << 20, 5 * 60 * 1000));
+        assert_eq!(orders.orphan_grace_ms, 7 * 24 * 60 * 60 * 1000);
         assert_eq!(orders.partition_by[1], PartitionField { source: "key".into(), transform: Transform::Bucket(16) });
         let audit = c.resolve("audit.logins-eu").unwrap();
         assert_eq!(audit.table, "audit_logins_eu");
@@ -915,6 +937,7 @@ mod tests {
         assert_eq!(audit.bad_records, BadRecordMode::Dlq);
         assert_eq!((audit.compaction_target_size, audit.compaction_window_ms), (128 << 20, 5 * 60 * 1000));
         assert_eq!(audit.value_schema, SchemaSource::File("schemas/audit.json".into()));
+        assert_eq!(audit.orphan_grace_ms, 3 * 24 * 60 * 60 * 1000, "the default: 3 days");
         assert_eq!(c.resolve("audit"), None, "pattern must match the whole name");
         assert_eq!(c.resolve("payments"), None, "unmatched topics are ignored unless enabled");
         assert!(format!("{:?}", c.schema_registry).contains("<set>"));
@@ -983,6 +1006,8 @@ mod tests {
             ("[defaults]\ncompaction_window = \"15x\"", "compaction_window"),
             ("[defaults]\ncompaction_window = 900", "compaction_window"),
             ("[[topics]]\ntopic = \"a\"\ncompaction_window = \"25h\"", "topics[0].compaction_window"),
+            ("[[topics]]\ntopic = \"a\"\norphan_grace = \"59m\"", "topics[0].orphan_grace"),
+            ("[defaults]\norphan_grace = \"3w\"", "orphan_grace"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),

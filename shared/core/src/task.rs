@@ -115,6 +115,11 @@ impl TaskFile {
     pub fn path(&self) -> &str {
         self.data_file.get("file_path").and_then(|p| p.as_str()).unwrap_or_default()
     }
+
+    /// Its size in bytes, as written.
+    pub fn size(&self) -> u64 {
+        self.data_file.get("file_size_in_bytes").and_then(|s| s.as_u64()).unwrap_or_default()
+    }
 }
 
 /// `file` (written with `schema`, its partition value of type `written`) with its
@@ -400,7 +405,7 @@ impl Task {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Literal, PrimitiveType, Struct, Type};
@@ -409,7 +414,7 @@ mod tests {
     use crate::config::Transform;
     use crate::partition::tests::{field, schema};
 
-    fn task(schema: &Schema, spec: Option<PartitionSpec>, file: TaskFile) -> CommitTask {
+    pub(crate) fn task(schema: &Schema, spec: Option<PartitionSpec>, file: TaskFile) -> CommitTask {
         CommitTask {
             version: task_version(spec.as_ref()),
             task_id: "t1".into(),

@@ -19,6 +19,10 @@
 //!  the dead-letter tables first, the same way, with the tasks' dead-letter files: a
 //!  task's main table is only committed once its dead letters are, so the main table
 //!  covering a segment means the segment is done.
+//!  then, best effort (never failing a commit that succeeded), in the registry:
+//!     tasks committed, already committed or rejected ─▶ released (their files held no more)
+//!     a compaction committed ─▶ recorded (files and bytes in → out)
+//!     snapshots expired by a commit ─▶ counted
 //! ```
 //!
 //! A new table is created with the first task's schema and partition spec; after that
@@ -42,6 +46,8 @@ use crate::catalog::{Catalog, CatalogError};
 use crate::datafile::WriterOptions;
 use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks, hold};
+use crate::maintenance::holding::held_files;
+use crate::maintenance::{CompactionRecord, MaintenanceEvent, TableRegistry};
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
 use crate::table::rewrite::rewrite_files;
@@ -116,6 +122,9 @@ pub struct Committer {
     pub catalog: Arc<dyn Catalog>,
     pub file_io: FileIO,
     pub locks: Arc<dyn TableLocks>,
+    /// Where tasks' files are held until the committer is done with them, and what
+    /// maintenance did is recorded (the lock store, on AWS and locally).
+    pub registry: Arc<dyn TableRegistry>,
     /// Where new tables are created: `<warehouse>/<namespace>.db/<table>`.
     pub warehouse: String,
     /// Who holds the leases (the Lambda's request id, the process).
@@ -128,6 +137,8 @@ pub struct Committer {
 impl Committer {
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`
     /// snapshot), then its new data (one `append` snapshot). Results in the tasks' order.
+    /// The tasks done with (committed, already committed, rejected) are released from
+    /// the registry.
     pub async fn commit_all(&self, tasks: &[Task], deadline: Option<Instant>) -> BatchReport {
         // Suspensions first: the batch's other tasks for those tables are then kept.
         let mut suspended = Vec::new();
@@ -156,7 +167,38 @@ impl Committer {
                 (t.task_id().to_string(), results.get(t.task_id()).cloned().unwrap_or(TaskResult::AlreadyCommitted))
             })
             .collect();
+        self.release_done(tasks, &report.results).await;
         report
+    }
+
+    /// Releases the tasks done with (`results` in the order of `tasks`) from every table
+    /// holding their files; a task that failed stays held, its files kept from the sweep.
+    /// Best effort: a release that fails leaves files held (kept) until the task's id is
+    /// released again, never a commit undone.
+    async fn release_done(&self, tasks: &[Task], results: &[(String, TaskResult)]) {
+        let mut done: BTreeMap<TableName, Vec<String>> = BTreeMap::new();
+        for (task, (_, result)) in tasks.iter().zip(results) {
+            if matches!(result, TaskResult::Failed { .. }) {
+                continue;
+            }
+            for table in held_files(task).into_keys() {
+                done.entry(table).or_default().push(task.task_id().to_string());
+            }
+        }
+        for (table, ids) in done {
+            if let Err(e) = self.registry.release_tasks(&table, &ids).await {
+                tracing::warn!(table = %table, tasks = ids.len(), error = %e,
+                    "releasing done tasks failed; their files stay held");
+            }
+        }
+    }
+
+    /// Records what maintenance did; best effort: the record is for operators, the
+    /// commit it describes is done.
+    async fn note(&self, table: &TableName, event: MaintenanceEvent) {
+        if let Err(e) = self.registry.record(table, &event).await {
+            tracing::warn!(table = %table, ?event, error = %e, "recording a maintenance event failed");
+        }
     }
 
     /// Marks a table suspended, naming the bad record (see [`SuspendTask`]).
@@ -225,12 +267,13 @@ impl Committer {
             detail: "compaction of a table that does not exist".into(),
         })?;
         let metadata = &loaded.metadata;
-        let live: HashSet<String> = live_data_files(&self.file_io, metadata)
+        let sizes: HashMap<String, u64> = live_data_files(&self.file_io, metadata)
             .await
             .map_err(&iceberg)?
             .iter()
-            .map(|f| f.file_path().to_string())
+            .map(|f| (f.file_path().to_string(), f.file_size_in_bytes()))
             .collect();
+        let live: HashSet<String> = sizes.keys().cloned().collect();
         let spec = metadata.default_partition_spec();
         let verdicts = plan_compactions(&live, spec, tasks);
         let mut results = Vec::new();
@@ -264,9 +307,15 @@ impl Committer {
         properties.insert("floe.committer".into(), self.owner.clone());
         properties.insert("floe.fencing".into(), lease.fencing.to_string());
         let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());
+        let bytes_out = added.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
+        let bytes_in = removed.iter().filter_map(|p| sizes.get(p)).sum::<u64>();
+        let files_in = removed.len() as u64;
         let change = SnapshotChange { operation: Operation::Replace, added, removed, properties, new_schema: None };
-        let snapshot_id = self.publish(&loaded, change, lease).await?;
-        tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files, "compaction committed");
+        let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
+        tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files_in, bytes_in, files, bytes_out,
+            "compaction committed");
+        let record = CompactionRecord { at_ms, files_in, bytes_in, files_out: files as u64, bytes_out };
+        self.note(table, MaintenanceEvent::Compacted(record)).await;
         let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: tasks_done, files, records };
         Ok((results, Some(snapshot)))
     }
@@ -357,13 +406,14 @@ impl Committer {
     }
 
     /// Writes the snapshot and moves the table's pointer to it, if the lease is still
-    /// ours (a lost one aborts) and nobody moved the pointer since `loaded`.
+    /// ours (a lost one aborts) and nobody moved the pointer since `loaded`; returns the
+    /// snapshot's id and time. The snapshots it expired are counted in the registry.
     async fn publish(
         &self,
         loaded: &LoadedTable,
         change: SnapshotChange,
         lease: &mut Lease,
-    ) -> Result<i64, CommitError> {
+    ) -> Result<(i64, i64), CommitError> {
         let now = chrono::Utc::now().timestamp_millis();
         let new = write_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change, now)
             .await
@@ -376,7 +426,12 @@ impl Committer {
         if new.metadata.properties().get(METADATA_DELETE_AFTER_COMMIT).is_some_and(|v| v == "true") {
             Self::delete_metadata_files(&self.file_io, &loaded.name, &new.expired_metadata_files).await;
         }
-        Ok(new.metadata.current_snapshot_id().unwrap_or_default())
+        // One snapshot added: the others missing were expired.
+        let expired = (loaded.metadata.snapshots().count() + 1).saturating_sub(new.metadata.snapshots().count());
+        if expired > 0 {
+            self.note(&loaded.name, MaintenanceEvent::SnapshotsExpired(expired as u64)).await;
+        }
+        Ok((new.metadata.current_snapshot_id().unwrap_or_default(), now))
     }
 
     /// Takes the table's lease; the error says why not and whether to retry.
@@ -497,7 +552,7 @@ impl Committer {
         }
         let change = self.apply(&loaded, &plan, lease).await?;
         let (files, records) = (change.added.len(), change.added.iter().map(|f| f.record_count()).sum::<u64>());
-        let snapshot_id = self.publish(&loaded, change, lease).await?;
+        let (snapshot_id, _) = self.publish(&loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
         let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: plan.tasks, files, records };
         Ok((plan.results, Some(snapshot)))

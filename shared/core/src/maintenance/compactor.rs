@@ -1,19 +1,45 @@
 //! The compactor's run: every registered table that is not suspended, planned at `now_ms`,
 //! each bin rewritten and queued as a CompactionTask for the committer, then swept.
-//! (Skeleton: the body is being written.)
+//!
+//! ```text
+//!  registry.tables() ─▶ for each table, while the deadline allows:
+//!    suspended ─▶ skipped (its tasks wait in the queue; nothing of it is touched)
+//!    load ─▶ its topic (from the committed offsets) ─▶ config: compaction policy, grace
+//!    bins (table::compaction::plan, at now_ms) ─▶ for each bin:
+//!       task queued less than an hour ago (held, same id) ─▶ left alone
+//!       rewrite ─▶ hold its outputs (registry) ─▶ send (the committer's queue)
+//!    sweep (when on): unreferenced files past the grace period, held ones kept
+//!  one table's failure is reported on its line; the others go on
+//! ```
+//!
+//! A task's id is a hash of the table, the snapshot planned from and the bin's files, so a
+//! run retried from the same snapshot queues the same ids: SQS drops the copies within its
+//! five-minute deduplication window, and later the committer rejects a copy whose inputs
+//! another already replaced. The committer applies the tasks (one `replace` snapshot per
+//! table and batch) only if every input is still live.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
 
-use super::sweep::SweepReport;
-use super::{MaintenanceError, TableRegistry};
+use super::holding::hold;
+use super::sweep::{Sweep, SweepReport};
+use super::{DEFAULT_ORPHAN_GRACE_MS, MaintenanceError, TableRegistry};
 use crate::catalog::Catalog;
-use crate::config::FloeConfig;
+use crate::config::{FloeConfig, TopicConfig};
 use crate::queue::TaskQueue;
 use crate::storage::WarehouseFiles;
-use crate::table::TableName;
+use crate::table::compaction::{Bin, CompactionPolicy, bins, rewrite_bin, task_id};
+use crate::table::{LoadedTable, TableError, TableName, committed_offsets, load};
+use crate::task::Task;
+
+/// A bin whose task was queued less than this long ago is not rewritten again: the
+/// committer applies a task within seconds unless it is failing, and a task lost between
+/// its hold and its send (a crashed run) is queued again after this.
+pub const REQUEUE_AFTER_MS: i64 = 60 * 60 * 1000;
 
 /// What the compactor needs; the same on AWS (Glue, S3, DynamoDB, SQS) and locally.
 pub struct Compactor {
@@ -21,25 +47,35 @@ pub struct Compactor {
     pub file_io: FileIO,
     pub registry: Arc<dyn TableRegistry>,
     pub files: Arc<dyn WarehouseFiles>,
-    /// The committer's queue: each CompactionTask's files are held in the registry first.
+    /// The committer's queue: each CompactionTask's files are held in the registry first
+    /// (by the compactor: give it the plain queue, not a [`super::holding::HoldingQueue`]).
     pub queue: Arc<dyn TaskQueue>,
     /// Per-topic compaction policy and grace period; defaults for tables no topic names.
     pub config: Arc<FloeConfig>,
     /// Where tasks too large for a message are stored (`<store>tasks/<table>/<task id>.json`),
     /// swept like the tables' files; `None` when tasks never spill (local).
     pub task_store: Option<String>,
+    /// Whether each table is swept after its compaction (the orphan sweep); off, the run
+    /// only compacts.
+    pub sweep: bool,
 }
 
 /// What one table's maintenance did.
 #[derive(Debug, Default)]
 pub struct TableRun {
+    /// `None`: the run could not list the tables (the error says why).
     pub table: Option<TableName>,
     /// CompactionTasks queued, and the files and bytes they rewrite.
     pub compactions: usize,
     pub files_in: u64,
     pub bytes_in: u64,
+    /// The files (and bytes) the queued tasks add.
+    pub files_out: u64,
+    pub bytes_out: u64,
+    /// Bins left alone because their task was queued a moment ago and is not done yet.
+    pub already_queued: usize,
     pub sweep: SweepReport,
-    /// Why the table was skipped (suspended), when it was.
+    /// Why the table was skipped (suspended, not created yet, the deadline), when it was.
     pub skipped: Option<String>,
     pub error: Option<MaintenanceError>,
 }
@@ -55,7 +91,164 @@ impl Compactor {
     /// tables not started by `deadline` are left for the next run. One table's failure
     /// is reported and the others go on.
     pub async fn run(&self, now_ms: i64, deadline: Option<Instant>) -> RunReport {
-        let _ = (now_ms, deadline);
-        todo!("being written")
+        let mut report = RunReport::default();
+        let tables = match self.registry.tables().await {
+            Ok(tables) => tables,
+            Err(e) => {
+                tracing::error!(error = %e, retryable = e.retryable(), "listing the tables to compact failed");
+                report.tables.push(TableRun { error: Some(e.into()), ..Default::default() });
+                return report;
+            }
+        };
+        for registered in tables {
+            let table = registered.table;
+            let mut run = TableRun { table: Some(table.clone()), ..Default::default() };
+            if past(deadline) {
+                run.skipped = Some("left for the next run (the run's time is up)".into());
+            } else if let Some(reason) = registered.suspended {
+                tracing::info!(table = %table, %reason, "suspended: not compacted");
+                run.skipped = Some(format!("suspended: {reason}"));
+            } else if let Err(e) = self.table(&table, now_ms, deadline, &mut run).await {
+                tracing::error!(table = %table, error = %e, retryable = e.retryable(), "maintenance failed");
+                run.error = Some(e);
+            }
+            report.tables.push(run);
+        }
+        report
     }
+
+    /// Compacts `table`, then sweeps it (when on): the sweep runs even when the
+    /// compaction failed, so a table that cannot be compacted is still cleaned.
+    async fn table(
+        &self,
+        table: &TableName,
+        now_ms: i64,
+        deadline: Option<Instant>,
+        run: &mut TableRun,
+    ) -> Result<(), MaintenanceError> {
+        let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else {
+            run.skipped = Some("not in the catalog yet".into());
+            return Ok(());
+        };
+        let topic = self.topic_config(&loaded)?;
+        let policy = topic.as_ref().map(CompactionPolicy::from).unwrap_or_default();
+        let compacted = self.compact_table(&loaded, policy, now_ms, deadline, run).await;
+        if !self.sweep {
+            return compacted;
+        }
+        // The sweep (maintenance/sweep.rs): after compaction, whose outputs are held.
+        let grace_ms = topic.map_or(DEFAULT_ORPHAN_GRACE_MS, |t| t.orphan_grace_ms);
+        match self.sweep_table(table, &loaded.metadata, grace_ms, now_ms).await {
+            Ok(report) => run.sweep = report,
+            Err(e) if compacted.is_ok() => return Err(e),
+            Err(e) => tracing::error!(table = %table, error = %e, "sweep failed (after a failed compaction)"),
+        }
+        compacted
+    }
+
+    /// The configuration of the topic the table holds (named by its committed offsets),
+    /// `None` for a table without offsets or whose topic is no longer configured.
+    fn topic_config(&self, loaded: &LoadedTable) -> Result<Option<TopicConfig>, MaintenanceError> {
+        let offsets = committed_offsets(&loaded.name, &loaded.metadata)?;
+        Ok(offsets.partitions.keys().next().and_then(|(topic, _)| self.config.resolve(topic)))
+    }
+
+    /// Plans the table at `now_ms`, rewrites each bin, holds its outputs and queues its
+    /// task; stops starting bins past `deadline` (the rest wait for the next run).
+    async fn compact_table(
+        &self,
+        loaded: &LoadedTable,
+        policy: CompactionPolicy,
+        now_ms: i64,
+        deadline: Option<Instant>,
+        run: &mut TableRun,
+    ) -> Result<(), MaintenanceError> {
+        let (table, metadata) = (&loaded.name, &loaded.metadata);
+        let iceberg = TableError::iceberg(table);
+        let bins = bins(&self.file_io, metadata, policy, now_ms).await.map_err(&iceberg)?;
+        if bins.is_empty() {
+            return Ok(());
+        }
+        let queued = self.recently_queued(table, now_ms).await?;
+        for bin in &bins {
+            if past(deadline) {
+                tracing::info!(table = %table, left = bins.len() - run.compactions - run.already_queued,
+                    "the run's time is up: the table's other bins wait for the next run");
+                break;
+            }
+            if queued.contains(&task_id(table, metadata.current_snapshot_id(), bin)) {
+                run.already_queued += 1;
+                continue;
+            }
+            self.queue_bin(loaded, policy, bin, now_ms, run).await?;
+        }
+        tracing::info!(table = %table, compactions = run.compactions, files = run.files_in, bytes = run.bytes_in,
+            already_queued = run.already_queued, "compaction queued");
+        Ok(())
+    }
+
+    /// Rewrites one bin; its outputs held, its task sent.
+    async fn queue_bin(
+        &self,
+        loaded: &LoadedTable,
+        policy: CompactionPolicy,
+        bin: &Bin,
+        now_ms: i64,
+        run: &mut TableRun,
+    ) -> Result<(), MaintenanceError> {
+        let (table, metadata) = (&loaded.name, &loaded.metadata);
+        let task = rewrite_bin(&self.file_io, table, metadata, policy, bin, now_ms)
+            .await
+            .map_err(TableError::iceberg(table))?;
+        let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
+        let task = Task::Compaction(Box::new(task));
+        hold(self.registry.as_ref(), &task, now_ms).await?;
+        if let Err(e) = self.queue.send(&task).await {
+            // Not queued: held no more (its outputs are orphans), planned again next run.
+            if let Err(release) = self.registry.release_tasks(table, &[task.task_id().to_string()]).await {
+                tracing::warn!(table = %table, task_id = %task.task_id(), error = %release,
+                    "releasing a task that could not be queued failed; queued again in an hour");
+            }
+            return Err(e.into());
+        }
+        run.compactions += 1;
+        run.files_in += bin.files.len() as u64;
+        run.bytes_in += bin.bytes();
+        run.files_out += files_out;
+        run.bytes_out += bytes_out;
+        Ok(())
+    }
+
+    /// The ids of the table's tasks held (queued, not done) for less than
+    /// [`REQUEUE_AFTER_MS`].
+    async fn recently_queued(&self, table: &TableName, now_ms: i64) -> Result<HashSet<String>, MaintenanceError> {
+        let held = self.registry.held_tasks(table).await?;
+        Ok(held
+            .into_iter()
+            .filter(|t| now_ms.saturating_sub(t.held_at_ms) < REQUEUE_AFTER_MS)
+            .map(|t| t.task_id)
+            .collect())
+    }
+
+    /// Sweeps the table's orphan files (see [`Sweep`]).
+    pub async fn sweep_table(
+        &self,
+        table: &TableName,
+        metadata: &TableMetadata,
+        grace_ms: u64,
+        now_ms: i64,
+    ) -> Result<SweepReport, MaintenanceError> {
+        let sweep = Sweep {
+            file_io: &self.file_io,
+            files: self.files.as_ref(),
+            registry: self.registry.as_ref(),
+            task_store: self.task_store.as_deref(),
+            grace_ms: i64::try_from(grace_ms).unwrap_or(i64::MAX),
+        };
+        sweep.table(table, metadata, now_ms).await
+    }
+}
+
+fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }

@@ -18,6 +18,7 @@
 //! which covers the time between a file's write and its task's hold.
 
 pub mod compactor;
+pub mod holding;
 pub mod sweep;
 
 use async_trait::async_trait;
@@ -26,6 +27,10 @@ use serde::{Deserialize, Serialize};
 use crate::lock::LockError;
 use crate::queue::QueueError;
 use crate::table::{TableError, TableName};
+
+/// How old an unreferenced file must be before the sweep deletes it (`orphan_grace`):
+/// three days.
+pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 3 * 24 * 60 * 60 * 1000;
 
 /// Why maintenance of a table failed; the other tables go on.
 #[derive(Debug, thiserror::Error)]

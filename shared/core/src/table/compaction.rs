@@ -8,7 +8,8 @@
 //!    ─▶ by first offset, tumbling bins ≤ target + 10%: a bin closes once it holds the target
 //!       (emitted: full), or when the next file would overflow it, or at the group's end
 //!    ─▶ emitted: full bins, and the others whose oldest file is past the window
-//!    ─▶ bins of ≥ 2 files ─▶ rewrite_files (the table's spec) ─▶ CompactionTask {removed, added}
+//!    ─▶ bins of ≥ 2 files ─▶ each: rewrite_files (the table's spec)
+//!       ─▶ one CompactionTask {removed, added}, its id a hash of (table, snapshot, inputs)
 //! ```
 //!
 //! The planner is a pure function of the files, their added-at times (the timestamp of
@@ -202,56 +203,88 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
     bins
 }
 
-/// Plans the table's current snapshot at `now_ms` and rewrites every bin under its data
-/// directory, each into one file (the writer rolls at the bin's cap); `None` when there
-/// is nothing to compact. Output names carry `task_id`.
+/// The id of the task compacting `bin`, planned from snapshot `snapshot_id` of `table`:
+/// a hash of the three, so planning the same snapshot again gives the same ids. The FIFO
+/// queue deduplicates on it (a compactor run retried within SQS's five minutes queues
+/// each bin once), and the registry holds the bin's outputs under it.
+pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String {
+    let mut key = format!("{table}\0{}", snapshot_id.map_or_else(|| "none".to_string(), |id| id.to_string()));
+    for file in &bin.files {
+        key.push('\0');
+        key.push_str(file.file_path());
+    }
+    format!("compaction-{:016x}", twox_hash::XxHash64::oneshot(0, key.as_bytes()))
+}
+
+/// The bins to compact in the table's current snapshot at `now_ms` ([`plan`]).
+pub async fn bins(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    policy: CompactionPolicy,
+    now_ms: i64,
+) -> iceberg::Result<Vec<Bin>> {
+    let schema = metadata.current_schema();
+    Ok(plan(live_data_files_added(file_io, metadata).await?, schema, policy, now_ms))
+}
+
+/// Rewrites `bin` (planned from the table's current snapshot) into one file of its
+/// partition under the table's data directory (the writer rolls at the bin's cap), named
+/// with the task's id: the CompactionTask replacing the bin's files with it.
+pub async fn rewrite_bin(
+    file_io: &FileIO,
+    table: &TableName,
+    metadata: &TableMetadata,
+    policy: CompactionPolicy,
+    bin: &Bin,
+    now_ms: i64,
+) -> iceberg::Result<CompactionTask> {
+    let schema = metadata.current_schema().as_ref().clone();
+    let spec = metadata.default_partition_spec().as_ref().clone();
+    let partition_type = spec.partition_type(&schema)?;
+    let task_id = task_id(table, metadata.current_snapshot_id(), bin);
+    let paths: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
+    let output = WriterOptions {
+        file_io: file_io.clone(),
+        dir: format!("{}/data", metadata.location()),
+        partition: bin.kafka_partition,
+        source_id: task_id.clone(),
+        schema: Arc::new(schema.clone()),
+        target_size: policy.cap(),
+    };
+    let written = rewrite_files(output, &spec, &paths, None).await?;
+    let added =
+        written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
+    tracing::info!(table = %table, task_id = %task_id, files = paths.len(), bytes = bin.bytes(),
+        outputs = added.len(), partition = ?bin.partition, kafka_partition = bin.kafka_partition,
+        trigger = ?bin.trigger, "bin compacted");
+    let partition_spec = partitioned(&spec);
+    Ok(CompactionTask {
+        version: task_version(partition_spec.as_ref()),
+        kind: CompactionKind::Compaction,
+        task_id,
+        table: table.clone(),
+        removed: paths.iter().map(|p| p.to_string()).collect(),
+        added,
+        schema,
+        partition_spec,
+        created_at_ms: now_ms,
+    })
+}
+
+/// Plans the table's current snapshot at `now_ms` and rewrites every bin: one
+/// CompactionTask per bin ([`rewrite_bin`]), none when there is nothing to compact.
 pub async fn compact(
     file_io: &FileIO,
     table: &TableName,
     metadata: &TableMetadata,
     policy: CompactionPolicy,
     now_ms: i64,
-    task_id: &str,
-) -> iceberg::Result<Option<CompactionTask>> {
-    let schema = metadata.current_schema().as_ref().clone();
-    let spec = metadata.default_partition_spec().as_ref().clone();
-    let partition_type = spec.partition_type(&schema)?;
-    let bins = plan(live_data_files_added(file_io, metadata).await?, &schema, policy, now_ms);
-    if bins.is_empty() {
-        return Ok(None);
+) -> iceberg::Result<Vec<CompactionTask>> {
+    let mut tasks = Vec::new();
+    for bin in bins(file_io, metadata, policy, now_ms).await? {
+        tasks.push(rewrite_bin(file_io, table, metadata, policy, &bin, now_ms).await?);
     }
-    let dir = format!("{}/data", metadata.location());
-    let (mut removed, mut added) = (Vec::new(), Vec::new());
-    for (i, bin) in bins.iter().enumerate() {
-        let paths: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
-        let output = WriterOptions {
-            file_io: file_io.clone(),
-            dir: dir.clone(),
-            partition: bin.kafka_partition,
-            source_id: format!("{task_id}-{i}"),
-            schema: Arc::new(schema.clone()),
-            target_size: policy.cap(),
-        };
-        let written = rewrite_files(output, &spec, &paths, None).await?;
-        tracing::info!(table = %table, files = paths.len(), bytes = bin.bytes(), outputs = written.len(),
-            partition = ?bin.partition, kafka_partition = bin.kafka_partition, trigger = ?bin.trigger, "bin compacted");
-        removed.extend(paths.iter().map(|p| p.to_string()));
-        for file in &written {
-            added.push(TaskFile::from_written(file, &partition_type)?);
-        }
-    }
-    let partition_spec = partitioned(&spec);
-    Ok(Some(CompactionTask {
-        version: task_version(partition_spec.as_ref()),
-        kind: CompactionKind::Compaction,
-        task_id: task_id.to_string(),
-        table: table.clone(),
-        removed,
-        added,
-        schema,
-        partition_spec,
-        created_at_ms: now_ms,
-    }))
+    Ok(tasks)
 }
 
 #[cfg(test)]
@@ -363,6 +396,28 @@ mod tests {
         );
         let firsts: Vec<i64> = bins.iter().flat_map(|b| b.files.iter().map(|f| first_offset(f, 3).unwrap())).collect();
         assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{firsts:?}");
+    }
+
+    #[test]
+    fn task_ids_follow_the_table_the_snapshot_and_the_files() {
+        let old = 60 * MINUTE;
+        let bins = plan(files(&[("a", 0, 20, old), ("b", 10, 20, old)]), &schema(), POLICY, NOW);
+        let other = plan(files(&[("a", 0, 20, old), ("c", 10, 20, old)]), &schema(), POLICY, NOW);
+        let t = |name: &str| TableName { namespace: "kafka".into(), name: name.into() };
+        let id = task_id(&t("orders"), Some(7), &bins[0]);
+        assert!(id.starts_with("compaction-") && id.len() == "compaction-".len() + 16, "{id}");
+        // Planned again from the same snapshot (later, the same bin): the same id, which
+        // the FIFO queue deduplicates on.
+        let later = plan(files(&[("a", 0, 20, old), ("b", 10, 20, old)]), &schema(), POLICY, NOW + MINUTE);
+        assert_eq!(task_id(&t("orders"), Some(7), &later[0]), id);
+        for different in [
+            task_id(&t("orders"), Some(8), &bins[0]),
+            task_id(&t("orders"), None, &bins[0]),
+            task_id(&t("payments"), Some(7), &bins[0]),
+            task_id(&t("orders"), Some(7), &other[0]),
+        ] {
+            assert_ne!(different, id);
+        }
     }
 
     #[test]
