@@ -446,15 +446,30 @@ pub(crate) async fn setup_with(name: &str, topics_toml: &str) -> Aws {
     Aws { base, locks, namespace: name.to_string(), config_file: floe_toml }
 }
 
-/// A DynamoDB table of leases as the SAM template creates it (key `table`, a string).
+/// A DynamoDB table of leases as the SAM template creates it (key `table`, a string; the
+/// sparse index of held tasks on `held_table`).
 pub(crate) async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
-    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
-    let key = AttributeDefinition::builder().attribute_name("table").attribute_type(ScalarAttributeType::S).build();
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+        ScalarAttributeType,
+    };
+    let string = |name: &str| {
+        AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap()
+    };
+    let hash = |name: &str| KeySchemaElement::builder().attribute_name(name).key_type(KeyType::Hash).build().unwrap();
+    let held = GlobalSecondaryIndex::builder()
+        .index_name(floe_aws::dynamodb::HELD_INDEX)
+        .key_schema(hash("held_table"))
+        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        .build()
+        .unwrap();
     aws_sdk_dynamodb::Client::new(config)
         .create_table()
         .table_name(name)
-        .attribute_definitions(key.unwrap())
-        .key_schema(KeySchemaElement::builder().attribute_name("table").key_type(KeyType::Hash).build().unwrap())
+        .attribute_definitions(string("table"))
+        .attribute_definitions(string("held_table"))
+        .key_schema(hash("table"))
+        .global_secondary_indexes(held)
         .billing_mode(BillingMode::PayPerRequest)
         .send()
         .await
@@ -629,12 +644,16 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
     assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
     // The operator's view and resume (`floe aws status`, `floe aws resume`).
+    let suspended = |listed: Vec<floe_cli::aws::TableStatus>| -> Vec<(String, Option<String>)> {
+        listed.into_iter().map(|t| (t.table, t.suspended)).collect()
+    };
     let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
-    assert_eq!(listed, [(aws.table().to_string(), reason.clone())]);
+    assert_eq!(suspended(listed), [(aws.table().to_string(), Some(reason.clone()))]);
     let table = aws.table().to_string();
     assert_eq!(floe_cli::aws::resume(&aws.config, &aws.locks, &table).await.unwrap(), Some(reason));
     assert_eq!(locks.suspended(&table).await.unwrap(), None);
-    assert!(floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap().is_empty());
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
+    assert_eq!(suspended(listed), [(table, None)], "still listed, no longer suspended");
 }
 
 fn copy_as(dir: &Path, from: &str, to: &str) {
