@@ -39,6 +39,8 @@ pub struct TableCompaction {
     /// no longer live).
     pub committed: usize,
     pub rejected: usize,
+    /// Bins whose task an earlier run queued less than an hour ago: left alone.
+    pub already_queued: usize,
     pub orphans_removed: usize,
     /// Why the table was not compacted (suspended, not created yet).
     pub skipped: Option<String>,
@@ -59,6 +61,7 @@ impl From<TableRun> for TableCompaction {
             bytes_in: run.bytes_in,
             files_out: run.files_out,
             bytes_out: run.bytes_out,
+            already_queued: run.already_queued,
             orphans_removed: run.sweep.removed.len(),
             skipped: run.skipped,
             failed,
@@ -85,6 +88,9 @@ impl TableCompaction {
         };
         if self.rejected > 0 {
             line.push_str(&format!(", {} rejected (its files changed meanwhile)", self.rejected));
+        }
+        if self.already_queued > 0 {
+            line.push_str(&format!("; {} bin(s) queued by an earlier run left alone", self.already_queued));
         }
         if self.orphans_removed > 0 {
             line.push_str(&format!("; {} orphan file(s) removed", self.orphans_removed));

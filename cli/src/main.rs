@@ -59,7 +59,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AwsCommand {
-    /// The suspended tables and why, one JSON line each.
+    /// Every table: whether it is suspended and why, its last compaction, snapshots
+    /// expired, orphans removed and last sweep; one JSON line each.
     Status {
         /// The stack's lock table (its `LockTableName` output).
         #[arg(long)]
@@ -136,7 +137,8 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
-        Command::Local { command: LocalCommand::Compact { warehouse, config } } => match load_config(config.as_deref()) {
+        Command::Local { command: LocalCommand::Compact { warehouse, config } } => match load_config(config.as_deref())
+        {
             Ok(config) => {
                 let now = floe_core::lock::now_ms();
                 floe_cli::compact::compact(&warehouse, config, now, std::io::stdout().lock()).await.map(drop)
@@ -185,8 +187,8 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
     match command {
         AwsCommand::Status { lock_table } => {
             let mut out = std::io::stdout().lock();
-            for (table, reason) in floe_cli::aws::status(&config, &lock_table).await? {
-                writeln!(out, "{}", serde_json::json!({"table": table, "suspended": reason}))?;
+            for table in floe_cli::aws::status(&config, &lock_table).await? {
+                writeln!(out, "{}", serde_json::to_string(&table)?)?;
             }
             Ok(())
         }

@@ -446,15 +446,30 @@ pub(crate) async fn setup_with(name: &str, topics_toml: &str) -> Aws {
     Aws { base, locks, namespace: name.to_string(), config_file: floe_toml }
 }
 
-/// A DynamoDB table of leases as the SAM template creates it (key `table`, a string).
+/// A DynamoDB table of leases as the SAM template creates it (key `table`, a string; the
+/// sparse index of held tasks on `held_table`).
 pub(crate) async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
-    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
-    let key = AttributeDefinition::builder().attribute_name("table").attribute_type(ScalarAttributeType::S).build();
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+        ScalarAttributeType,
+    };
+    let string = |name: &str| {
+        AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap()
+    };
+    let hash = |name: &str| KeySchemaElement::builder().attribute_name(name).key_type(KeyType::Hash).build().unwrap();
+    let held = GlobalSecondaryIndex::builder()
+        .index_name(floe_aws::dynamodb::HELD_INDEX)
+        .key_schema(hash("held_table"))
+        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        .build()
+        .unwrap();
     aws_sdk_dynamodb::Client::new(config)
         .create_table()
         .table_name(name)
-        .attribute_definitions(key.unwrap())
-        .key_schema(KeySchemaElement::builder().attribute_name("table").key_type(KeyType::Hash).build().unwrap())
+        .attribute_definitions(string("table"))
+        .attribute_definitions(string("held_table"))
+        .key_schema(hash("table"))
+        .global_secondary_indexes(held)
         .billing_mode(BillingMode::PayPerRequest)
         .send()
         .await
@@ -629,12 +644,16 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
     assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
     // The operator's view and resume (`floe aws status`, `floe aws resume`).
+    let suspended = |listed: Vec<floe_cli::aws::TableStatus>| -> Vec<(String, Option<String>)> {
+        listed.into_iter().map(|t| (t.table, t.suspended)).collect()
+    };
     let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
-    assert_eq!(listed, [(aws.table().to_string(), reason.clone())]);
+    assert_eq!(suspended(listed), [(aws.table().to_string(), Some(reason.clone()))]);
     let table = aws.table().to_string();
     assert_eq!(floe_cli::aws::resume(&aws.config, &aws.locks, &table).await.unwrap(), Some(reason));
     assert_eq!(locks.suspended(&table).await.unwrap(), None);
-    assert!(floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap().is_empty());
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
+    assert_eq!(suspended(listed), [(table, None)], "still listed, no longer suspended");
 }
 
 fn copy_as(dir: &Path, from: &str, to: &str) {
@@ -818,6 +837,9 @@ async fn long_histories_expire_snapshots_merge_manifests_and_stay_readable() {
     }
     let read = read_local(warehouse.path(), "kafka.orders");
     assert_eq!(read.snapshots, 100, "older snapshots expired");
+    let orders = TableName { namespace: "kafka".into(), name: "orders".into() };
+    let status = committer.registry.status(&orders).await.unwrap();
+    assert_eq!(status.snapshots_expired, 31, "131 snapshots written, 100 kept: the expiry counted");
     assert_eq!(read.rows, 131 * 80, "{:?}", read.summary);
     // Each copy repeats the segment's offsets 0..79 (its rows are the file's), so per
     // offset: 131 rows — what matters is that no file was lost or doubled by merging.
@@ -1259,8 +1281,10 @@ async fn unreadable_committed_offsets_fail_only_their_own_table() {
     let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
     let orders = report.tables.iter().find(|t| t.table == "kafka.orders").unwrap();
     assert_eq!((orders.segments, orders.skipped_segments, orders.snapshots), (1, 1, 1));
-    let [failed] = &report.failed[..] else { panic!("{:?}", report.failed) };
+    let [failed, compaction] = &report.failed[..] else { panic!("{:?}", report.failed) };
     assert!(failed.starts_with(tiered) && failed.contains(&format!("table kafka.page_views: {problem}")), "{failed}");
+    // Nor is the table compacted: which topic's policy applies is unknown.
+    assert!(compaction.starts_with("compaction of kafka.page_views: ") && compaction.contains(problem), "{compaction}");
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     assert_eq!(shown[0].offsets["orders-0"], "-1-159");
 }

@@ -70,6 +70,19 @@ impl Clicks {
         Clicks { input, warehouse, config, catalog, locks, committer }
     }
 
+    /// A table of `segments` (per Kafka partition: how many) committed in one batch, and
+    /// what PyIceberg reads from it then.
+    async fn committed(partition_by: &str, segments: &[i64]) -> (Clicks, Read) {
+        let clicks = Clicks::new(partition_by);
+        let mut objects = Vec::new();
+        for (partition, &n) in (0..).zip(segments) {
+            objects.extend(clicks.segments(partition, n, 0));
+        }
+        clicks.commit(&objects).await;
+        let read = clicks.read();
+        (clicks, read)
+    }
+
     /// Writes segments `first..first + n` of Kafka partition `partition`; their keys.
     fn segments(&self, partition: i32, n: i64, first: i64) -> Vec<String> {
         let (p, n, first) = (partition.to_string(), n.to_string(), first.to_string());
@@ -177,11 +190,7 @@ fn assert_same_rows(before: &Read, after: &Read) {
 
 #[tokio::test]
 async fn full_bins_are_compacted_at_once_the_rest_once_the_window_has_passed() {
-    let clicks = Clicks::new("");
-    let mut objects = clicks.segments(0, 6, 0);
-    objects.extend(clicks.segments(1, 2, 0));
-    clicks.commit(&objects).await;
-    let before = clicks.read();
+    let (clicks, before) = Clicks::committed("", &[6, 2]).await;
     assert_eq!(before.offsets["0"], (0..6 * RECORDS).collect::<Vec<_>>());
     assert_eq!(before.offsets["1"], (0..2 * RECORDS).collect::<Vec<_>>());
     let t0 = clicks.committed_at().await;
@@ -226,11 +235,7 @@ async fn full_bins_are_compacted_at_once_the_rest_once_the_window_has_passed() {
 
 #[tokio::test]
 async fn a_partitioned_table_is_compacted_within_each_partition() {
-    let clicks = Clicks::new("partition_by = [\"day(_kafka.timestamp)\"]\n");
-    let mut objects = clicks.segments(0, 3, 0);
-    objects.extend(clicks.segments(1, 2, 0));
-    clicks.commit(&objects).await;
-    let before = clicks.read();
+    let (clicks, before) = Clicks::committed("partition_by = [\"day(_kafka.timestamp)\"]\n", &[3, 2]).await;
     let groups = |files: &[DataFile]| -> BTreeMap<String, usize> {
         let mut groups = BTreeMap::new();
         for f in files {
@@ -281,11 +286,7 @@ async fn a_compaction_committed_after_new_appends_keeps_them() {
 
 #[tokio::test]
 async fn two_compactions_planned_from_one_snapshot_commit_once() {
-    let clicks = Clicks::new("");
-    let mut objects = clicks.segments(0, 2, 0);
-    objects.extend(clicks.segments(1, 2, 0));
-    clicks.commit(&objects).await;
-    let before = clicks.read();
+    let (clicks, before) = Clicks::committed("", &[2, 2]).await;
     let at = clicks.committed_at().await + 15 * MINUTE;
     let (run, first) = clicks.plan(at).await;
     assert_eq!(run.compactions, 2);
@@ -312,7 +313,9 @@ async fn two_compactions_planned_from_one_snapshot_commit_once() {
     assert_eq!(results(&clicks.committer.commit_all(&first, None).await), vec![TaskResult::Committed; 2]);
     let report = clicks.committer.commit_all(&second, None).await;
     assert!(
-        results(&report).iter().all(|r| matches!(r, TaskResult::Rejected { reason } if reason.contains("no longer live"))),
+        results(&report)
+            .iter()
+            .all(|r| matches!(r, TaskResult::Rejected { reason } if reason.contains("no longer live"))),
         "{report:?}"
     );
     assert_same_rows(&before, &clicks.read());

@@ -1,5 +1,6 @@
 //! The SAM template passes cfn-lint (offline, with the SAM transform applied), so
-//! `sam deploy` does not fail on the template itself.
+//! `sam deploy` does not fail on the template itself; each function's IAM is scoped to
+//! what it does; the compactor runs alone on its schedule.
 
 use crate::support;
 
@@ -19,17 +20,17 @@ fn sam_template_passes_cfn_lint() {
     );
     // The functions the template builds are the workspace's binaries.
     let template = std::fs::read_to_string(support::root().join("infra/template.yaml")).unwrap();
-    for binary in ["materializer", "committer"] {
+    for binary in ["materializer", "committer", "compactor"] {
         assert!(template.contains(&format!("Binary: {binary}")));
         assert!(support::root().join("functions").join(binary).join("src/main.rs").exists());
     }
 }
 
-/// The template's resources as cfn-lint reads them (`!Sub` → `{"Fn::Sub": …}`).
-fn template_resources() -> serde_json::Value {
+/// The template as cfn-lint reads it (`!Sub` → `{"Fn::Sub": …}`).
+fn template() -> serde_json::Value {
     let script = "import json, sys\nfrom cfnlint.decode import decode\n\
                   template, matches = decode(sys.argv[1])\nassert not matches, matches\n\
-                  print(json.dumps(template['Resources']))";
+                  print(json.dumps(template))";
     let out = std::process::Command::new(support::python())
         .args(["-c", script])
         .arg(support::root().join("infra/template.yaml"))
@@ -67,8 +68,10 @@ fn actions(statement: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn iam_is_scoped_to_what_each_function_does() {
-    let resources = template_resources();
-    for name in ["MaterializerFunction", "CommitterFunction"] {
+    let template = template();
+    let resources = &template["Resources"];
+    let held_index = format!("${{LockTable.Arn}}/index/{}", floe_aws::dynamodb::HELD_INDEX);
+    for name in ["MaterializerFunction", "CommitterFunction", "CompactorFunction"] {
         let (statements, templates) = statements(&resources[name]);
         // No SAM template granting delete or bucket configuration on the warehouse.
         assert!(!templates.iter().any(|t| t.starts_with("S3") && t != "S3ReadPolicy"), "{name}: {templates:?}");
@@ -76,11 +79,19 @@ fn iam_is_scoped_to_what_each_function_does() {
             let actions = actions(statement);
             assert_ne!(statement["Resource"], "*", "{name}: {statement}");
             assert!(
-                !actions
-                    .iter()
-                    .any(|a| a.starts_with("s3:Delete") || a.starts_with("s3:PutBucket") || a.ends_with(":*")),
-                "{name} deletes nothing, configures no bucket: {statement}"
+                !actions.iter().any(|a| a.starts_with("s3:PutBucket") || a.ends_with(":*")),
+                "{name} configures no bucket, grants no wildcard: {statement}"
             );
+            if actions.iter().any(|a| a.starts_with("s3:Delete")) {
+                // The committer deletes old metadata files, the compactor orphans; both
+                // under the warehouse prefix, nothing else.
+                let scope = match name {
+                    "CommitterFunction" => "${WarehouseBucket.Arn}/${WarehousePrefix}/*/metadata/*.metadata.json",
+                    "CompactorFunction" => "${WarehouseBucket.Arn}/${WarehousePrefix}/*",
+                    _ => panic!("{name} deletes nothing: {statement}"),
+                };
+                assert_eq!(statement["Resource"]["Fn::Sub"], scope, "{name}: {statement}");
+            }
             if actions.iter().any(|a| a.starts_with("glue:")) {
                 let arns = statement["Resource"].to_string();
                 for scope in [":catalog\"", ":database/${GlueDatabases}\"", ":table/${GlueDatabases}/*\""] {
@@ -94,10 +105,65 @@ fn iam_is_scoped_to_what_each_function_does() {
                     "{name} writes only under the warehouse prefix"
                 );
             }
+            if actions.iter().any(|a| a == "s3:ListBucket") {
+                let prefix = &statement["Condition"]["StringLike"]["s3:prefix"]["Fn::Sub"];
+                assert_eq!(prefix, "${WarehousePrefix}/*", "{name} lists only the warehouse prefix: {statement}");
+            }
+            if actions.iter().any(|a| a.starts_with("dynamodb:")) {
+                let lock_table = serde_json::json!({"Fn::GetAtt": ["LockTable", "Arn"]});
+                let on = match &statement["Resource"] {
+                    serde_json::Value::Array(list) => list.clone(),
+                    one => vec![one.clone()],
+                };
+                assert!(
+                    on.iter().all(|r| *r == lock_table || r["Fn::Sub"] == held_index.as_str()),
+                    "{name}: the lock table and its index only: {statement}"
+                );
+            }
         }
     }
-    // The materializer reads a floe.toml kept in another bucket.
-    let (statements, _) = statements(&resources["MaterializerFunction"]);
-    let config = statements.iter().find(|s| s["Resource"].to_string().contains("ConfigUri"));
-    assert_eq!(config.map(actions), Some(vec!["s3:GetObject".to_string()]), "{statements:#?}");
+    // The materializer and the compactor read a floe.toml kept in another bucket.
+    for name in ["MaterializerFunction", "CompactorFunction"] {
+        let (granted, _) = statements(&resources[name]);
+        let config = granted.iter().find(|s| s["Resource"].to_string().contains("ConfigUri"));
+        assert_eq!(config.map(actions), Some(vec!["s3:GetObject".to_string()]), "{name}: {granted:#?}");
+    }
+    // The compactor keeps the registry: tables (Scan), held tasks (the index, batches),
+    // its record (UpdateItem); the committer's CRUD policy covers the same and the index.
+    let (granted, _) = statements(&resources["CompactorFunction"]);
+    let dynamodb: Vec<String> = granted.iter().flat_map(actions).filter(|a| a.starts_with("dynamodb:")).collect();
+    for action in ["Scan", "Query", "GetItem", "UpdateItem", "BatchGetItem", "BatchWriteItem"] {
+        assert!(dynamodb.contains(&format!("dynamodb:{action}")), "compactor: {action} in {dynamodb:?}");
+    }
+    assert!(statements(&resources["CommitterFunction"]).1.contains(&"DynamoDBCrudPolicy".to_string()));
+}
+
+#[test]
+fn the_compactor_runs_alone_on_a_schedule_and_the_lock_table_has_its_index() {
+    let template = template();
+    let compactor = &template["Resources"]["CompactorFunction"]["Properties"];
+    assert_eq!((&compactor["ReservedConcurrentExecutions"], &compactor["Timeout"]), (&1.into(), &900.into()));
+    let schedule = &compactor["Events"]["Schedule"];
+    assert_eq!(schedule["Type"], "Schedule");
+    assert_eq!(schedule["Properties"]["Schedule"], serde_json::json!({"Ref": "CompactionSchedule"}));
+    assert_eq!(template["Parameters"]["CompactionSchedule"]["Default"], "rate(5 minutes)");
+    // A run never overlaps another, and a failed run waits for the next tick.
+    assert_eq!(compactor["EventInvokeConfig"]["MaximumRetryAttempts"], 0);
+    let env = &compactor["Environment"]["Variables"];
+    for (var, resource) in [("FLOE_TASK_QUEUE_URL", "TaskQueue"), ("FLOE_CONFIG", "ConfigUri")] {
+        assert_eq!(env[var], serde_json::json!({"Ref": resource}), "{var}");
+    }
+    // Every function keeps or reads the registry in the lock table.
+    let global = &template["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(global["FLOE_LOCK_TABLE"], serde_json::json!({"Ref": "LockTable"}));
+    let (materializer, _) = statements(&template["Resources"]["MaterializerFunction"]);
+    let holds: Vec<String> = materializer.iter().flat_map(actions).filter(|a| a.starts_with("dynamodb:")).collect();
+    assert_eq!(holds, ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"], "the materializer holds its tasks' files");
+    // The index DynamoDbLocks queries for held tasks.
+    let lock_table = &template["Resources"]["LockTable"]["Properties"];
+    let index = &lock_table["GlobalSecondaryIndexes"][0];
+    assert_eq!(index["IndexName"], floe_aws::dynamodb::HELD_INDEX);
+    assert_eq!(index["KeySchema"], serde_json::json!([{"AttributeName": "held_table", "KeyType": "HASH"}]));
+    assert_eq!(index["Projection"]["ProjectionType"], "ALL");
+    assert!(lock_table["AttributeDefinitions"].to_string().contains("held_table"));
 }

@@ -3,7 +3,7 @@
 //! `floe_core::committer`; this binary reads its environment and builds its clients once.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use floe_aws::lambda::{CommitterEnv, committer, handle_committer_event, init_tracing};
+use floe_aws::lambda::{CommitterEnv, committer, handle_committer_event, init_tracing, stop_before};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
@@ -15,8 +15,7 @@ async fn main() -> Result<(), Error> {
     let service = &service;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // Stop retrying conflicts well before the function's own timeout.
-        let remaining = event.context.deadline().duration_since(std::time::SystemTime::now()).unwrap_or_default();
-        let deadline = std::time::Instant::now() + remaining.saturating_sub(std::time::Duration::from_secs(5));
+        let deadline = stop_before(event.context.deadline(), std::time::Duration::from_secs(5));
         Ok::<SqsBatchResponse, Error>(handle_committer_event(service, event.payload, Some(deadline)).await)
     }))
     .await

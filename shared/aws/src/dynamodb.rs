@@ -1,15 +1,57 @@
-//! Leases and statuses in a DynamoDB table (partition key `table`, a string), by
-//! conditional updates: the condition is the lock.
+//! Leases, statuses and the table registry in one DynamoDB table (partition key `table`,
+//! a string): leases by conditional updates (the condition is the lock), maintenance
+//! counters by atomic `ADD`/`SET`, and the files of queued tasks as items of their own.
+//!
+//! ```text
+//!  table = "kafka.orders"                    the table's row: lease (owner, expires_at_ms,
+//!                                            fencing), suspended_reason, maintenance
+//!                                            (last_compaction, snapshots_expired,
+//!                                            orphans_removed, last_sweep_ms)
+//!  table = "held#kafka.orders#0#<task id>"   a held task: held_table = "kafka.orders",
+//!  table = "held#kafka.orders#1#<task id>"   task_id, held_at_ms, files (≤ 300 KB of
+//!                                            paths an item; chunk 0 says how many)
+//!  index HELD_INDEX (held_table): sparse — only held tasks — so held_tasks(table) is a Query
+//! ```
+//!
+//! Table names (Glue `database.table`) hold no `#`, so a held item's key names its table,
+//! chunk and task unambiguously.
 
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, KeysAndAttributes, PutRequest, ReturnValue, WriteRequest,
+};
 
 use crate::retry::sdk_error_retryable;
 use floe_core::lock::{Holder, Lease, LockError, TableLocks, now_ms};
+use floe_core::maintenance::{
+    CompactionRecord, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+};
+use floe_core::retry::RetryPolicy;
+use floe_core::table::TableName;
+
+/// The lock table's global secondary index on `held_table` (hash key, a string; every
+/// attribute projected): only held-task items have that attribute, so it lists a
+/// table's held tasks and nothing else. `infra/template.yaml` creates it.
+pub const HELD_INDEX: &str = "held-tasks";
+
+/// Bytes of file paths in one held-task item (DynamoDB's items stop at 400 KB).
+pub const HELD_CHUNK_BYTES: usize = 300 * 1024;
+
+/// Items in one BatchWriteItem (DynamoDB's limit).
+const WRITE_BATCH: usize = 25;
+/// Keys in one BatchGetItem (DynamoDB's limit).
+const GET_BATCH: usize = 100;
+/// How often items DynamoDB hands back unprocessed (throttling) are sent again.
+const UNPROCESSED_RETRY: RetryPolicy =
+    RetryPolicy { attempts: 8, base: Duration::from_millis(50), max_wait: Duration::from_secs(2) };
+
+type Item = HashMap<String, AttributeValue>;
 
 pub struct DynamoDbLocks {
     client: Client,
@@ -63,39 +105,29 @@ impl DynamoDbLocks {
             .send()
             .await
     }
-
-    /// Every suspended table and why, by name (a scan: an operator's question, not the
-    /// committer's).
-    pub async fn suspended_tables(&self) -> Result<Vec<(String, String)>, LockError> {
-        let mut pages = self
-            .client
-            .scan()
-            .table_name(&self.table)
-            .filter_expression("attribute_exists(suspended_reason)")
-            .consistent_read(true)
-            .into_paginator()
-            .send();
-        let mut out = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| store("listing the table statuses", e))?;
-            for item in page.items() {
-                let text = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
-                if let (Some(table), Some(reason)) = (text("table"), text("suspended_reason")) {
-                    out.push((table, reason));
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
-    }
 }
 
 fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.to_string())
 }
 
-fn n(v: i64) -> AttributeValue {
+fn n(v: impl std::fmt::Display) -> AttributeValue {
     AttributeValue::N(v.to_string())
+}
+
+/// The number attribute `key` of `item`: `None` when absent, an error when not a number.
+fn number<T: std::str::FromStr>(item: &Item, key: &str) -> Result<Option<T>, LockError> {
+    let Some(value) = item.get(key) else { return Ok(None) };
+    match value.as_n().ok().and_then(|v| v.parse().ok()) {
+        Some(v) => Ok(Some(v)),
+        None => {
+            Err(LockError::Store { detail: format!("attribute {key} is not a number: {value:?}"), retryable: false })
+        }
+    }
+}
+
+fn text<'i>(item: &'i Item, key: &str) -> Option<&'i str> {
+    item.get(key).and_then(|v| v.as_s().ok()).map(String::as_str)
 }
 
 fn store<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
@@ -187,5 +219,349 @@ impl TableLocks for DynamoDbLocks {
         };
         update.send().await.map_err(|e| store("writing the table status", e))?;
         Ok(())
+    }
+}
+
+/// The key of chunk `chunk` of a held task of `table`.
+fn held_key(table: &TableName, chunk: usize, task_id: &str) -> String {
+    format!("held#{table}#{chunk}#{task_id}")
+}
+
+fn key_of(key: String) -> Item {
+    HashMap::from([("table".to_string(), s(&key))])
+}
+
+/// `files` cut into runs of at most [`HELD_CHUNK_BYTES`] of paths; always one run at least.
+fn chunk_files(files: &[String]) -> Vec<&[String]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, file) in files.iter().enumerate() {
+        // A list element costs its bytes and a few more.
+        let size = file.len() + 3;
+        if i > start && bytes + size > HELD_CHUNK_BYTES {
+            runs.push(&files[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    runs.push(&files[start..]);
+    runs
+}
+
+/// Chunk `chunk` of `chunks` of a held task; chunk 0 says how many there are.
+fn held_item(table: &TableName, task: &HeldTask, chunk: usize, chunks: usize, files: &[String]) -> Item {
+    let mut item = HashMap::from([
+        ("table".to_string(), s(&held_key(table, chunk, &task.task_id))),
+        ("held_table".to_string(), s(&table.to_string())),
+        ("task_id".to_string(), s(&task.task_id)),
+        ("chunk".to_string(), n(chunk)),
+        ("held_at_ms".to_string(), n(task.held_at_ms)),
+        ("files".to_string(), AttributeValue::L(files.iter().map(|f| s(f)).collect())),
+    ]);
+    if chunk == 0 {
+        item.insert("chunks".to_string(), n(chunks));
+    }
+    item
+}
+
+fn compaction_value(record: &CompactionRecord) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("at_ms".to_string(), n(record.at_ms)),
+        ("files_in".to_string(), n(record.files_in)),
+        ("bytes_in".to_string(), n(record.bytes_in)),
+        ("files_out".to_string(), n(record.files_out)),
+        ("bytes_out".to_string(), n(record.bytes_out)),
+    ]))
+}
+
+fn compaction_record(value: &AttributeValue) -> Result<CompactionRecord, LockError> {
+    let map = value.as_m().map_err(|_| LockError::Store {
+        detail: format!("attribute last_compaction is not a map: {value:?}"),
+        retryable: false,
+    })?;
+    let count = |key| number::<u64>(map, key).map(Option::unwrap_or_default);
+    Ok(CompactionRecord {
+        at_ms: number(map, "at_ms")?.unwrap_or_default(),
+        files_in: count("files_in")?,
+        bytes_in: count("bytes_in")?,
+        files_out: count("files_out")?,
+        bytes_out: count("bytes_out")?,
+    })
+}
+
+/// Sends `pending` until DynamoDB has taken all of it: what a batch call hands back
+/// unprocessed (throttled) is sent again after a backoff, a bounded number of times.
+/// `send` answers what it got and what is left.
+async fn until_processed<P, R, F, Fut>(what: &str, mut pending: Vec<P>, mut send: F) -> Result<Vec<R>, LockError>
+where
+    F: FnMut(Vec<P>) -> Fut,
+    Fut: Future<Output = Result<(Vec<R>, Vec<P>), LockError>>,
+{
+    let mut got = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let (mut items, left) = send(pending).await?;
+        got.append(&mut items);
+        if left.is_empty() {
+            return Ok(got);
+        }
+        if attempt >= UNPROCESSED_RETRY.attempts {
+            let detail = format!("{what}: {} item(s) still unprocessed after {attempt} tries", left.len());
+            return Err(LockError::Store { detail, retryable: true });
+        }
+        tracing::warn!(what, unprocessed = left.len(), attempt, "DynamoDB left items unprocessed; sending them again");
+        tokio::time::sleep(UNPROCESSED_RETRY.wait(attempt)).await;
+        (pending, attempt) = (left, attempt + 1);
+    }
+}
+
+impl DynamoDbLocks {
+    /// Puts and deletes, [`WRITE_BATCH`] a call.
+    async fn batch_write(&self, what: &str, requests: Vec<WriteRequest>) -> Result<(), LockError> {
+        for batch in requests.chunks(WRITE_BATCH) {
+            until_processed::<_, (), _, _>(what, batch.to_vec(), |items| async move {
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, items)
+                    .send()
+                    .await
+                    .map_err(|e| store(what, e))?;
+                Ok((Vec::new(), out.unprocessed_items.and_then(|mut u| u.remove(&self.table)).unwrap_or_default()))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// How many items each of the tasks is held in (read consistently from chunk 0);
+    /// tasks not held are absent.
+    async fn held_chunks(&self, table: &TableName, task_ids: &[String]) -> Result<HashMap<String, usize>, LockError> {
+        let what = "reading held tasks";
+        let ids: std::collections::BTreeSet<&String> = task_ids.iter().collect();
+        let keys: Vec<Item> = ids.into_iter().map(|id| key_of(held_key(table, 0, id))).collect();
+        let mut chunks = HashMap::new();
+        for batch in keys.chunks(GET_BATCH) {
+            let items = until_processed(what, batch.to_vec(), |keys| async move {
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .projection_expression("#i, #c")
+                    .expression_attribute_names("#i", "task_id")
+                    .expression_attribute_names("#c", "chunks")
+                    .build()
+                    .map_err(|e| LockError::Store { detail: format!("{what}: {e}"), retryable: false })?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|e| store(what, e))?;
+                let items = out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default();
+                let left = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys);
+                Ok((items, left.unwrap_or_default()))
+            })
+            .await?;
+            for item in items {
+                if let Some(id) = text(&item, "task_id") {
+                    chunks.insert(id.to_string(), number(&item, "chunks")?.unwrap_or(1));
+                }
+            }
+        }
+        Ok(chunks)
+    }
+}
+
+fn request_error(e: aws_sdk_dynamodb::error::BuildError) -> LockError {
+    LockError::Store { detail: format!("building a write request: {e}"), retryable: false }
+}
+
+fn put(item: Item) -> Result<WriteRequest, LockError> {
+    let put = PutRequest::builder().set_item(Some(item)).build().map_err(request_error)?;
+    Ok(WriteRequest::builder().put_request(put).build())
+}
+
+fn delete(key: Item) -> Result<WriteRequest, LockError> {
+    let delete = DeleteRequest::builder().set_key(Some(key)).build().map_err(request_error)?;
+    Ok(WriteRequest::builder().delete_request(delete).build())
+}
+
+#[async_trait]
+impl TableRegistry for DynamoDbLocks {
+    /// A scan of the table rows (held-task items filtered out): the compactor's question
+    /// once a run, and the operator's.
+    async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError> {
+        let mut pages = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("attribute_not_exists(#h)")
+            .projection_expression("#t, #r")
+            .expression_attribute_names("#h", "held_table")
+            .expression_attribute_names("#t", "table")
+            .expression_attribute_names("#r", "suspended_reason")
+            .consistent_read(true)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| store("listing the tables", e))?;
+            for item in page.items() {
+                let Some(name) = text(item, "table") else { continue };
+                match TableName::parse(name) {
+                    Some(table) => out
+                        .push(RegisteredTable { table, suspended: text(item, "suspended_reason").map(str::to_string) }),
+                    None => tracing::warn!(table = name, "a lock table row that names no namespace.table; skipped"),
+                }
+            }
+        }
+        out.sort_by_key(|t| t.table.to_string());
+        Ok(out)
+    }
+
+    async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError> {
+        let runs = chunk_files(&task.files);
+        // Held before with more chunks (a retried run wrote other files): those go.
+        let before = self.held_chunks(table, std::slice::from_ref(&task.task_id)).await?;
+        let before = before.get(&task.task_id).copied().unwrap_or(0);
+        let puts = runs.iter().enumerate().map(|(i, files)| put(held_item(table, task, i, runs.len(), files)));
+        let stale = (runs.len()..before).map(|i| delete(key_of(held_key(table, i, &task.task_id))));
+        self.batch_write("holding a task's files", puts.chain(stale).collect::<Result<_, _>>()?).await?;
+        tracing::debug!(table = %table, task_id = %task.task_id, files = task.files.len(), items = runs.len(), "task files held");
+        Ok(())
+    }
+
+    async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError> {
+        let chunks = self.held_chunks(table, task_ids).await?;
+        let deletes = chunks
+            .iter()
+            .flat_map(|(id, &count)| (0..count).map(move |i| delete(key_of(held_key(table, i, id)))))
+            .collect::<Result<_, _>>()?;
+        self.batch_write("releasing held tasks", deletes).await
+    }
+
+    /// A Query of [`HELD_INDEX`]: eventually consistent, so a task held a moment ago may
+    /// be missing — its files are younger than the sweep's grace period anyway.
+    async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError> {
+        let mut pages = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(HELD_INDEX)
+            .key_condition_expression("#h = :t")
+            .expression_attribute_names("#h", "held_table")
+            .expression_attribute_values(":t", s(&table.to_string()))
+            .into_paginator()
+            .send();
+        // task id → (held at, files by chunk)
+        let mut tasks: BTreeMap<String, (i64, BTreeMap<usize, Vec<String>>)> = BTreeMap::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| store("listing held tasks", e))?;
+            for item in page.items() {
+                let Some(task_id) = text(item, "task_id") else { continue };
+                let files = match item.get("files").map(|f| f.as_l()) {
+                    Some(Ok(list)) => list.iter().filter_map(|f| f.as_s().ok().cloned()).collect(),
+                    _ => Vec::new(),
+                };
+                let held_at_ms = number(item, "held_at_ms")?.unwrap_or_default();
+                let task = tasks.entry(task_id.to_string()).or_insert((held_at_ms, BTreeMap::new()));
+                task.0 = task.0.min(held_at_ms);
+                task.1.insert(number(item, "chunk")?.unwrap_or_default(), files);
+            }
+        }
+        Ok(tasks
+            .into_iter()
+            .map(|(task_id, (held_at_ms, chunks))| HeldTask {
+                task_id,
+                held_at_ms,
+                files: chunks.into_values().flatten().collect(),
+            })
+            .collect())
+    }
+
+    /// One atomic UpdateItem on the table's row: counters grow by `ADD`, never by a
+    /// read-modify-write that a concurrent committer or compactor could undo.
+    async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError> {
+        let update = self.client.update_item().table_name(&self.table).key("table", s(&table.to_string()));
+        let update = match event {
+            MaintenanceEvent::Compacted(record) => update
+                .update_expression("SET last_compaction = :c")
+                .expression_attribute_values(":c", compaction_value(record)),
+            MaintenanceEvent::SnapshotsExpired(count) => {
+                update.update_expression("ADD snapshots_expired :n").expression_attribute_values(":n", n(count))
+            }
+            MaintenanceEvent::Swept { at_ms, removed } => update
+                .update_expression("SET last_sweep_ms = :at ADD orphans_removed :n")
+                .expression_attribute_values(":at", n(at_ms))
+                .expression_attribute_values(":n", n(removed)),
+        };
+        update.send().await.map_err(|e| store("recording maintenance", e))?;
+        Ok(())
+    }
+
+    async fn status(&self, table: &TableName) -> Result<MaintenanceStatus, LockError> {
+        let Some(item) = self.item(&table.to_string(), "reading the maintenance status").await? else {
+            return Ok(MaintenanceStatus::default());
+        };
+        Ok(MaintenanceStatus {
+            last_compaction: item.get("last_compaction").map(compaction_record).transpose()?,
+            snapshots_expired: number(&item, "snapshots_expired")?.unwrap_or_default(),
+            orphans_removed: number(&item, "orphans_removed")?.unwrap_or_default(),
+            last_sweep_ms: number(&item, "last_sweep_ms")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn files_are_cut_into_items_under_the_size_limit() {
+        assert_eq!(chunk_files(&[]), [&[] as &[String]]);
+        let path = "s3://bucket/warehouse/kafka.db/orders/data/".to_string() + &"x".repeat(1000);
+        let files = vec![path; 1000];
+        let runs = chunk_files(&files);
+        assert_eq!(runs.len(), 4, "1 MB of paths in items of ≤ 300 KB");
+        assert!(runs.iter().all(|r| r.iter().map(|f| f.len() + 3).sum::<usize>() <= HELD_CHUNK_BYTES));
+        assert_eq!(runs.concat(), files, "all of them, in order");
+    }
+
+    #[test]
+    fn held_keys_name_table_chunk_and_task() {
+        let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+        assert_eq!(held_key(&table, 2, "a#1"), "held#kafka.orders#2#a#1");
+        assert_ne!(held_key(&table, 1, "a"), held_key(&table, 0, "1#a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unprocessed_items_go_again_then_the_call_gives_up() {
+        // Throttled twice, then taken.
+        let calls = AtomicU32::new(0);
+        let got = until_processed("test", vec![1, 2, 3], |items: Vec<i32>| {
+            let call = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let (done, left) = if call < 2 { items.split_at(1) } else { items.split_at(items.len()) };
+                Ok((done.to_vec(), left.to_vec()))
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, [1, 2, 3]);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        // Never taken: a retryable error after the bounded tries.
+        let calls = AtomicU32::new(0);
+        let err = until_processed::<i32, i32, _, _>("holding", vec![1], |items| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move { Ok((Vec::new(), items)) }
+        })
+        .await
+        .unwrap_err();
+        assert!(err.retryable(), "{err}");
+        assert!(err.to_string().contains("holding: 1 item(s) still unprocessed"), "{err}");
+        assert_eq!(calls.load(Ordering::SeqCst), UNPROCESSED_RETRY.attempts);
     }
 }

@@ -176,4 +176,14 @@ mod event_files {
         let got = objects_in_event(&event("s3-test-event.json")).unwrap();
         assert!(got.objects.is_empty() && got.ignored == vec!["s3:TestEvent"]);
     }
+
+    #[test]
+    fn the_compactors_scheduled_event() {
+        use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+        let scheduled: EventBridgeEvent<Value> = serde_json::from_value(event("eventbridge-scheduled.json")).unwrap();
+        assert_eq!((scheduled.detail_type.as_str(), scheduled.source.as_str()), ("Scheduled Event", "aws.events"));
+        assert!(scheduled.resources.unwrap()[0].starts_with("arn:aws:events:us-east-1:123456789012:rule/"));
+        assert_eq!(scheduled.time.map(|t| t.timestamp()), Some(1_796_025_900));
+        assert_eq!(scheduled.detail, serde_json::json!({}));
+    }
 }

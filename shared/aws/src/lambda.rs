@@ -36,42 +36,8 @@ pub enum InitError {
 
 /// The table registry in the lock table `lock_table`: where tasks' files are held and
 /// what maintenance did is recorded.
-// INTEGRATOR: `Arc::new(DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), lock_table))`
-// once DynamoDbLocks implements TableRegistry (branch h2); until then nothing is held.
 fn table_registry(aws: &aws_config::SdkConfig, lock_table: &str) -> Arc<dyn TableRegistry> {
-    let _ = (aws, lock_table);
-    Arc::new(unwired::Unwired)
-}
-
-mod unwired {
-    use floe_core::lock::LockError;
-    use floe_core::maintenance::{HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry};
-    use floe_core::task::TableName;
-
-    /// Holds and records nothing (INTEGRATOR: removed with the DynamoDB registry).
-    pub struct Unwired;
-
-    #[async_trait::async_trait]
-    impl TableRegistry for Unwired {
-        async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError> {
-            Ok(Vec::new())
-        }
-        async fn hold_task(&self, _: &TableName, _: &HeldTask) -> Result<(), LockError> {
-            Ok(())
-        }
-        async fn release_tasks(&self, _: &TableName, _: &[String]) -> Result<(), LockError> {
-            Ok(())
-        }
-        async fn held_tasks(&self, _: &TableName) -> Result<Vec<HeldTask>, LockError> {
-            Ok(Vec::new())
-        }
-        async fn record(&self, _: &TableName, _: &MaintenanceEvent) -> Result<(), LockError> {
-            Ok(())
-        }
-        async fn status(&self, _: &TableName) -> Result<MaintenanceStatus, LockError> {
-            Ok(MaintenanceStatus::default())
-        }
-    }
+    Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), lock_table))
 }
 
 fn required(name: &'static str) -> Result<String, InitError> {
@@ -387,4 +353,213 @@ pub async fn handle_committer_event(
         }
     }
     response
+}
+
+/// The compactor's environment: the materializer's variables (`FLOE_WAREHOUSE`,
+/// `FLOE_TASK_QUEUE_URL`, `FLOE_LOCK_TABLE`, `FLOE_CONFIG`, `FLOE_S3_PATH_STYLE`), read
+/// and checked the same way.
+#[derive(Debug, Clone)]
+pub struct CompactorEnv {
+    /// `FLOE_CONFIG`: `s3://bucket/key` or a path of `floe.toml` (compaction policy per
+    /// topic); unset = the defaults (128 MiB, 15 minutes).
+    pub config: Option<String>,
+    /// `FLOE_WAREHOUSE`: `s3://bucket/prefix`; tasks too large for a message are stored
+    /// under its `tasks/`, as the materializer stores them.
+    pub warehouse: String,
+    /// `FLOE_TASK_QUEUE_URL`: the committer's FIFO queue, where CompactionTasks go.
+    pub task_queue_url: String,
+    /// `FLOE_LOCK_TABLE`: the DynamoDB table of leases, statuses and held tasks.
+    pub lock_table: String,
+    pub s3_path_style: bool,
+}
+
+impl CompactorEnv {
+    pub fn from_env() -> Result<Self, InitError> {
+        let MaterializerEnv { config, warehouse, task_queue_url, lock_table, s3_path_style } =
+            MaterializerEnv::from_env()?;
+        Ok(CompactorEnv { config, warehouse, task_queue_url, lock_table, s3_path_style })
+    }
+}
+
+/// The compactor, built once per container.
+pub struct CompactorService {
+    pub compactor: floe_core::maintenance::compactor::Compactor,
+}
+
+/// Builds the compactor from the environment and the AWS clients (once per container):
+/// Glue tables, the warehouse on S3, the registry in the lock table, CompactionTasks to
+/// the committer's queue.
+pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Result<CompactorService, InitError> {
+    let s3_config = aws_sdk_s3::config::Builder::from(aws).force_path_style(env.s3_path_style).build();
+    let s3 = aws_sdk_s3::Client::from_conf(s3_config);
+    let config = load_config(&s3, env.config.as_deref()).await?;
+    let warehouse = format!("{}/", env.warehouse.trim_end_matches('/'));
+    // The plain queue: the compactor holds each CompactionTask's files in the registry
+    // itself before sending it, so the sweep keeps them while it waits.
+    let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &warehouse);
+    let compactor = floe_core::maintenance::compactor::Compactor {
+        catalog: Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws))),
+        file_io: warehouse_file_io(s3.clone()),
+        registry: table_registry(aws, &env.lock_table),
+        files: Arc::new(crate::files::S3Files::new(s3)),
+        queue: Arc::new(queue),
+        config: Arc::new(config),
+        task_store: Some(warehouse),
+        sweep: true,
+    };
+    Ok(CompactorService { compactor })
+}
+
+/// What one compactor run did, as the invocation answers it (and logs it).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct CompactorResponse {
+    /// Tables with CompactionTasks queued.
+    pub compacted: Vec<CompactedTable>,
+    /// Tables left alone, and why (suspended, or the run's time was up).
+    pub skipped: Vec<TableNote>,
+    /// Tables whose compaction or sweep failed; the next run tries them again.
+    pub failed: Vec<TableNote>,
+    /// Tables looked at with nothing to do.
+    pub unchanged: usize,
+    /// Orphan files deleted, over every table.
+    pub orphans_removed: usize,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct CompactedTable {
+    pub table: String,
+    /// CompactionTasks queued, the files and bytes they rewrite, and what they write.
+    pub tasks: usize,
+    pub files_in: u64,
+    pub bytes_in: u64,
+    pub files_out: u64,
+    pub bytes_out: u64,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct TableNote {
+    /// `namespace.name`; empty when the failure was not one table's (listing the tables).
+    pub table: String,
+    pub reason: String,
+}
+
+impl CompactorResponse {
+    fn from_report(report: floe_core::maintenance::compactor::RunReport) -> Self {
+        let mut response = CompactorResponse::default();
+        for run in report.tables {
+            let table = run.table.as_ref().map(ToString::to_string).unwrap_or_default();
+            response.orphans_removed += run.sweep.removed.len();
+            if let Some(error) = &run.error {
+                tracing::error!(%table, retryable = error.retryable(), %error, "table maintenance failed");
+                response.failed.push(TableNote { table: table.clone(), reason: error.to_string() });
+            }
+            if let Some(reason) = run.skipped {
+                response.skipped.push(TableNote { table, reason });
+            } else if run.compactions > 0 {
+                response.compacted.push(CompactedTable {
+                    table,
+                    tasks: run.compactions,
+                    files_in: run.files_in,
+                    bytes_in: run.bytes_in,
+                    files_out: run.files_out,
+                    bytes_out: run.bytes_out,
+                });
+            } else if run.error.is_none() {
+                response.unchanged += 1;
+            }
+        }
+        response
+    }
+}
+
+/// Handles one scheduled event: compacts and sweeps every registered table on the wall
+/// clock, stopping to start tables at `deadline`.
+///
+/// A table's failure does not fail the invocation: it is logged and reported, and the
+/// next tick of the schedule tries again — failing would only make EventBridge run the
+/// whole schedule again at once, tables that succeeded included.
+pub async fn handle_compactor_event(
+    service: &CompactorService,
+    event: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value>,
+    deadline: Option<std::time::Instant>,
+) -> CompactorResponse {
+    let scheduled = event.time.map(|t| t.to_rfc3339()).unwrap_or_default();
+    let rule = event.resources.as_ref().and_then(|r| r.first()).cloned().unwrap_or_default();
+    if event.detail_type != "Scheduled Event" {
+        tracing::warn!(detail_type = %event.detail_type, source = %event.source, "not a scheduled event; running anyway");
+    }
+    let report = service.compactor.run(floe_core::lock::now_ms(), deadline).await;
+    let response = CompactorResponse::from_report(report);
+    tracing::info!(
+        %scheduled, %rule, compacted = response.compacted.len(), skipped = response.skipped.len(),
+        failed = response.failed.len(), unchanged = response.unchanged, orphans_removed = response.orphans_removed,
+        "compactor run done"
+    );
+    response
+}
+
+/// The instant to stop starting new work: `margin` before the invocation's deadline.
+pub fn stop_before(invocation_deadline: std::time::SystemTime, margin: std::time::Duration) -> std::time::Instant {
+    let remaining = invocation_deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+    std::time::Instant::now() + remaining.saturating_sub(margin)
+}
+
+#[cfg(test)]
+mod compactor_tests {
+    use floe_core::maintenance::MaintenanceError;
+    use floe_core::maintenance::compactor::{RunReport, TableRun};
+    use floe_core::maintenance::sweep::SweepReport;
+    use floe_core::table::TableName;
+
+    use super::*;
+
+    #[test]
+    fn the_response_sorts_tables_into_compacted_skipped_failed_and_unchanged() {
+        let name = |n: &str| Some(TableName { namespace: "kafka".into(), name: n.into() });
+        let swept = |n: usize| SweepReport { removed: vec!["s3://b/orphan".into(); n], ..Default::default() };
+        let report = RunReport {
+            tables: vec![
+                TableRun {
+                    table: name("a"),
+                    compactions: 2,
+                    files_in: 30,
+                    bytes_in: 900,
+                    files_out: 2,
+                    bytes_out: 880,
+                    sweep: swept(3),
+                    ..Default::default()
+                },
+                TableRun { table: name("b"), skipped: Some("suspended: bad record".into()), ..Default::default() },
+                TableRun {
+                    table: name("c"),
+                    error: Some(MaintenanceError::Storage {
+                        table: "kafka.c".into(),
+                        detail: "SlowDown".into(),
+                        retryable: true,
+                    }),
+                    ..Default::default()
+                },
+                TableRun { table: name("d"), sweep: swept(1), ..Default::default() },
+            ],
+        };
+        let response = CompactorResponse::from_report(report);
+        let json = serde_json::to_value(&response).unwrap();
+        assert_eq!(
+            json["compacted"],
+            serde_json::json!([{"table": "kafka.a", "tasks": 2, "files_in": 30, "bytes_in": 900, "files_out": 2, "bytes_out": 880}])
+        );
+        assert_eq!(json["skipped"], serde_json::json!([{"table": "kafka.b", "reason": "suspended: bad record"}]));
+        assert_eq!(json["failed"], serde_json::json!([{"table": "kafka.c", "reason": "kafka.c: SlowDown"}]));
+        assert_eq!((response.unchanged, response.orphans_removed), (1, 4));
+    }
+
+    #[test]
+    fn work_stops_a_margin_before_the_invocation_deadline() {
+        let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(900);
+        let stop = stop_before(deadline, std::time::Duration::from_secs(120));
+        let left = stop.saturating_duration_since(std::time::Instant::now());
+        assert!(left <= std::time::Duration::from_secs(780) && left > std::time::Duration::from_secs(770), "{left:?}");
+        let past = stop_before(std::time::SystemTime::now(), std::time::Duration::from_secs(120));
+        assert!(past <= std::time::Instant::now(), "already past: stop at once");
+    }
 }

@@ -5,7 +5,9 @@
 //! |---|---|
 //! | `catalog::Catalog` | [`glue::GlueCatalog`]: Glue tables, `UpdateTable` with `VersionId` |
 //! | `lock::TableLocks` | [`dynamodb::DynamoDbLocks`]: leases with fencing, table status |
+//! | `maintenance::TableRegistry` | [`dynamodb::DynamoDbLocks`]: tables, held task files (index [`dynamodb::HELD_INDEX`]), maintenance record |
 //! | `queue::TaskQueue` | [`sqs::SqsTaskQueue`]: FIFO SQS, large tasks spilled to S3 |
+//! | `storage::WarehouseFiles` | [`files::S3Files`]: ListObjectsV2, DeleteObjects by the thousand |
 //! | `materializer::ObjectStore` | [`objects::S3Objects`]: ranged GETs pinned to the ETag |
 //! | `segment::SegmentSource` | [`segment_source::S3Source`] |
 //! | the warehouse `FileIO` | [`s3::warehouse_file_io`]: the SDK client, multipart uploads |
@@ -16,6 +18,7 @@
 
 pub mod dynamodb;
 pub mod events;
+pub mod files;
 pub mod glue;
 pub mod lambda;
 pub mod objects;

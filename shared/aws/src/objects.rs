@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use floe_core::materializer::{ObjectRef, ObjectStore, Opened};
 
-use crate::retry::sdk_error_retryable;
+use crate::retry::sdk_io_error;
 use crate::segment_source::S3Source;
 
 /// Objects in S3, read with ranged GETs pinned to their ETag.
@@ -41,10 +41,7 @@ impl ObjectStore for S3Objects {
                 Ok(Some(body.into_bytes()))
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
-            Err(e) => {
-                let kind = if sdk_error_retryable(&e) { io::ErrorKind::Other } else { io::ErrorKind::InvalidData };
-                Err(io::Error::new(kind, format!("GET {uri}: {}", aws_sdk_s3::error::DisplayErrorContext(&e))))
-            }
+            Err(e) => Err(sdk_io_error(format!("GET {uri}"), &e)),
         }
     }
 }

@@ -21,3 +21,13 @@ pub fn sdk_error_retryable<E: aws_sdk_s3::error::ProvideErrorMetadata>(
         _ => false,
     }
 }
+
+/// An SDK error as an `io::Error` saying what failed: kind `Other` when a retry may help,
+/// `InvalidData` when it will not (the ports that speak `io::Error` tell them apart by kind).
+pub fn sdk_io_error<E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static>(
+    what: String,
+    error: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> std::io::Error {
+    let kind = if sdk_error_retryable(error) { std::io::ErrorKind::Other } else { std::io::ErrorKind::InvalidData };
+    std::io::Error::new(kind, format!("{what}: {}", aws_sdk_s3::error::DisplayErrorContext(error)))
+}

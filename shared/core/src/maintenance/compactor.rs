@@ -222,7 +222,11 @@ impl Compactor {
     /// [`REQUEUE_AFTER_MS`].
     async fn recently_queued(&self, table: &TableName, now_ms: i64) -> Result<HashSet<String>, MaintenanceError> {
         let held = self.registry.held_tasks(table).await?;
-        Ok(held.into_iter().filter(|t| now_ms.saturating_sub(t.held_at_ms) < REQUEUE_AFTER_MS).map(|t| t.task_id).collect())
+        Ok(held
+            .into_iter()
+            .filter(|t| now_ms.saturating_sub(t.held_at_ms) < REQUEUE_AFTER_MS)
+            .map(|t| t.task_id)
+            .collect())
     }
 
     /// Sweeps the table's orphan files (see [`Sweep`]).

@@ -268,7 +268,8 @@ pub async fn rewrite_bin(
         target_size: policy.cap(),
     };
     let written = rewrite_files(output, &spec, &paths, None).await?;
-    let added = written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
+    let added =
+        written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
     tracing::info!(table = %table, task_id = %task_id, files = paths.len(), bytes = bin.bytes(),
         outputs = added.len(), partition = ?bin.partition, kafka_partition = bin.kafka_partition,
         trigger = ?bin.trigger, "bin compacted");

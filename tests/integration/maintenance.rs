@@ -1,0 +1,156 @@
+//! Maintenance on AWS, against moto: the warehouse's files listed and deleted in S3, the
+//! table registry in the lock table (tables, held task files, the maintenance record),
+//! and the compactor Lambda's handler on a real scheduled event, judged by PyIceberg.
+
+use futures::StreamExt;
+
+use floe_aws::dynamodb::DynamoDbLocks;
+use floe_aws::files::S3Files;
+use floe_core::lock::TableLocks;
+use floe_core::maintenance::{
+    CompactionRecord, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+};
+use floe_core::storage::WarehouseFiles;
+use floe_core::table::TableName;
+
+use crate::support;
+
+fn table(name: &str) -> TableName {
+    TableName { namespace: "kafka".into(), name: name.into() }
+}
+
+#[tokio::test]
+async fn s3_files_are_listed_under_a_directory_and_deleted_by_the_thousand() {
+    let s3 = support::s3_client().await;
+    let (bucket, other) = ("files-warehouse", "files-other");
+    for b in [bucket, other] {
+        s3.create_bucket().bucket(b).send().await.unwrap();
+    }
+    // 1,001 files: two pages of ListObjectsV2, two DeleteObjects calls.
+    let mut keys: Vec<String> = (0..1001).map(|i| format!("wh/kafka.db/t/data/{i:04}.parquet")).collect();
+    keys.push("wh/kafka.db/t2/data/a.parquet".into());
+    let puts = keys.iter().map(|key| s3.put_object().bucket(bucket).key(key).body(b"parquet".to_vec().into()).send());
+    let puts: Vec<_> = futures::stream::iter(puts).buffer_unordered(32).collect().await;
+    puts.into_iter().for_each(|put| drop(put.unwrap()));
+    s3.put_object().bucket(other).key("x/y.json").body(b"{}".to_vec().into()).send().await.unwrap();
+    let files = S3Files::new(s3.clone());
+
+    let listed = files.list(&format!("s3://{bucket}/wh/kafka.db/t")).await.unwrap();
+    assert_eq!(listed.len(), 1001, "every page, and not t2's file");
+    assert!(listed.iter().all(|f| f.path.starts_with(&format!("s3://{bucket}/wh/kafka.db/t/data/")) && f.size == 7));
+    let now = floe_core::lock::now_ms();
+    assert!(listed.iter().all(|f| (now - f.modified_ms).abs() < 600_000), "LastModified in ms: {:?}", listed[0]);
+    assert!(files.list(&format!("s3://{bucket}/wh/missing/")).await.unwrap().is_empty());
+
+    // Two buckets in one call, and a key that is already gone.
+    let mut doomed: Vec<String> = listed.iter().map(|f| f.path.clone()).collect();
+    doomed.push(format!("s3://{other}/x/y.json"));
+    doomed.push(format!("s3://{bucket}/wh/kafka.db/t/never-there.parquet"));
+    files.delete(&doomed).await.unwrap();
+    assert!(files.list(&format!("s3://{bucket}/wh/kafka.db/t/")).await.unwrap().is_empty());
+    assert!(files.list(&format!("s3://{other}")).await.unwrap().is_empty());
+    let left = files.list(&format!("s3://{bucket}/wh")).await.unwrap();
+    assert_eq!(left.len(), 1, "t2 untouched: {left:?}");
+
+    // A bucket that does not exist: an error that says so, not retryable.
+    let err = files.delete(&["s3://files-nowhere/k".to_string()]).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    assert!(err.to_string().contains("files-nowhere"), "{err}");
+}
+
+#[tokio::test]
+async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenance() {
+    let config = support::aws_config().await;
+    crate::committer::create_lease_table(&config, "registry-test").await;
+    let locks = DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&config), "registry-test");
+    let (orders, clicks) = (table("orders"), table("clicks"));
+
+    // Tables: those the committer took a lease on, or suspended.
+    let lease = locks.acquire(&orders.to_string(), "committer", std::time::Duration::from_secs(30)).await.unwrap();
+    locks.release(&lease.unwrap()).await.unwrap();
+    locks.set_suspended(&clicks.to_string(), Some("bad record")).await.unwrap();
+
+    // Held tasks: one small, one whose paths need several items; held items are no tables.
+    let small = HeldTask {
+        task_id: "seg-1".into(),
+        files: vec!["s3://w/wh/kafka.db/orders/data/a.parquet".into()],
+        held_at_ms: 10,
+    };
+    let many: Vec<String> =
+        (0..2000).map(|i| format!("s3://w/wh/kafka.db/orders/data/{i:04}-{}.parquet", "x".repeat(300))).collect();
+    let large = HeldTask { task_id: "compaction-1".into(), files: many.clone(), held_at_ms: 20 };
+    locks.hold_task(&orders, &small).await.unwrap();
+    locks.hold_task(&orders, &large).await.unwrap();
+    locks.hold_task(&clicks, &HeldTask { task_id: "seg-9".into(), files: vec![], held_at_ms: 5 }).await.unwrap();
+    let registered = locks.tables().await.unwrap();
+    assert_eq!(
+        registered,
+        [
+            RegisteredTable { table: clicks.clone(), suspended: Some("bad record".into()) },
+            RegisteredTable { table: orders.clone(), suspended: None },
+        ]
+    );
+    assert_eq!(locks.held_tasks(&orders).await.unwrap(), [large.clone(), small.clone()], "by task id, files in order");
+
+    // Held again with fewer files (a retried run): the old items go.
+    let retried = HeldTask { files: many[..3].to_vec(), held_at_ms: 30, ..large.clone() };
+    locks.hold_task(&orders, &retried).await.unwrap();
+    assert_eq!(locks.held_tasks(&orders).await.unwrap(), [retried.clone(), small.clone()]);
+    locks.hold_task(&orders, &large).await.unwrap();
+
+    // Released: every item of the task; unknown ids and other tables' tasks untouched.
+    locks.release_tasks(&orders, &["compaction-1".into(), "unknown".into(), "seg-9".into()]).await.unwrap();
+    assert_eq!(locks.held_tasks(&orders).await.unwrap(), [small.clone()]);
+    assert_eq!(locks.held_tasks(&clicks).await.unwrap().len(), 1);
+    // 30 tasks at once: more than one BatchWriteItem.
+    let ids: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
+    for id in &ids {
+        locks
+            .hold_task(&clicks, &HeldTask { task_id: id.clone(), files: vec![format!("s3://w/{id}")], held_at_ms: 1 })
+            .await
+            .unwrap();
+    }
+    assert_eq!(locks.held_tasks(&clicks).await.unwrap().len(), 31);
+    locks.release_tasks(&clicks, &ids).await.unwrap();
+    assert_eq!(locks.held_tasks(&clicks).await.unwrap().len(), 1);
+
+    // The maintenance record: counters add up, the last compaction and sweep replace.
+    assert_eq!(locks.status(&orders).await.unwrap(), MaintenanceStatus::default());
+    let first = CompactionRecord { at_ms: 100, files_in: 40, bytes_in: 4000, files_out: 1, bytes_out: 3900 };
+    let second = CompactionRecord { at_ms: 200, files_in: 3, bytes_in: 300, files_out: 1, bytes_out: 290 };
+    for event in [
+        MaintenanceEvent::Compacted(first),
+        MaintenanceEvent::SnapshotsExpired(4),
+        MaintenanceEvent::Swept { at_ms: 150, removed: 7 },
+        MaintenanceEvent::Compacted(second),
+        MaintenanceEvent::SnapshotsExpired(2),
+        MaintenanceEvent::Swept { at_ms: 250, removed: 1 },
+    ] {
+        locks.record(&orders, &event).await.unwrap();
+    }
+    let expected = MaintenanceStatus {
+        last_compaction: Some(second),
+        snapshots_expired: 6,
+        orphans_removed: 8,
+        last_sweep_ms: Some(250),
+    };
+    assert_eq!(locks.status(&orders).await.unwrap(), expected);
+    // Recording keeps the lease and the status as they were.
+    assert_eq!(locks.suspended(&orders.to_string()).await.unwrap(), None);
+    assert!(locks.acquire(&orders.to_string(), "other", std::time::Duration::from_secs(30)).await.unwrap().is_some());
+
+    // Counters added from many places at once all count (no read-modify-write).
+    let adds = (0..10).map(|_| locks.record(&clicks, &MaintenanceEvent::SnapshotsExpired(1)));
+    for added in futures::future::join_all(adds).await {
+        added.unwrap();
+    }
+    assert_eq!(locks.status(&clicks).await.unwrap().snapshots_expired, 10);
+
+    // The operator's view: every table, with its maintenance.
+    let status = floe_cli::aws::status(&config, "registry-test").await.unwrap();
+    let line = serde_json::to_value(&status[1]).unwrap();
+    assert_eq!(line["table"], "kafka.orders");
+    assert_eq!(line["last_compaction"]["files_in"], 3);
+    assert_eq!((line["snapshots_expired"].as_u64(), line["orphans_removed"].as_u64()), (Some(6), Some(8)));
+    assert_eq!(status[0].suspended.as_deref(), Some("bad record"));
+}
