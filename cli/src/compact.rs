@@ -21,9 +21,6 @@ use floe_core::storage::LocalFiles;
 
 use crate::local::{Warehouse, folder};
 
-/// Whether tables are swept for orphan files after their compaction.
-// Off until the orphan sweep (floe-core `maintenance/sweep.rs`) is written.
-const SWEEP: bool = false;
 
 /// What compaction and maintenance did to one table.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
@@ -110,7 +107,7 @@ pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>, now
         queue: warehouse.queue.clone(),
         config,
         task_store: None,
-        sweep: SWEEP,
+        sweep: true,
     };
     let run = compactor.run(now_ms, None).await;
     let tasks = warehouse.queue.drain();
