@@ -6,7 +6,9 @@
 use aws_config::SdkConfig;
 use floe_aws::dynamodb::DynamoDbLocks;
 use floe_core::lock::TableLocks;
-use floe_core::maintenance::{MaintenanceStatus, TableRegistry};
+use floe_core::maintenance::TableRegistry;
+
+use crate::compact::MaintenanceView;
 
 fn locks(config: &SdkConfig, lock_table: &str) -> DynamoDbLocks {
     DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(config), lock_table)
@@ -19,9 +21,9 @@ pub struct TableStatus {
     /// Why the table is suspended, when it is.
     pub suspended: Option<String>,
     /// Its last compaction (time, files and bytes in and out), snapshots expired, orphans
-    /// removed, last sweep.
+    /// removed, last sweep: as `floe local status` shows them.
     #[serde(flatten)]
-    pub maintenance: MaintenanceStatus,
+    pub maintenance: MaintenanceView,
 }
 
 /// Every table the stack commits to (dead-letter tables included), by name: whether it
@@ -33,7 +35,7 @@ pub async fn status(config: &SdkConfig, lock_table: &str) -> anyhow::Result<Vec<
         out.push(TableStatus {
             table: registered.table.to_string(),
             suspended: registered.suspended,
-            maintenance: locks.status(&registered.table).await?,
+            maintenance: locks.status(&registered.table).await?.into(),
         });
     }
     Ok(out)

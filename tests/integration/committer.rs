@@ -13,7 +13,8 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::glue::GlueCatalog;
 use floe_aws::lambda::{
-    CommitterEnv, CommitterService, MaterializerEnv, committer, handle_committer_event, materializer,
+    CommitterEnv, CommitterService, CompactorEnv, CompactorService, MaterializerEnv, committer, compactor,
+    handle_committer_event, materializer,
 };
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::committer::{Committer, TaskResult};
@@ -242,7 +243,7 @@ async fn local_run_takes_over_a_dead_runs_lease_and_reports_a_live_one_at_once()
 
 /// make_topic.py: three segments of `payments` with transactions spanning them (and four
 /// of `ledger`); the offsets a read_committed consumer sees, and their values.
-fn payments() -> (tempfile::TempDir, Vec<i64>, HashMap<String, String>) {
+pub(crate) fn payments() -> (tempfile::TempDir, Vec<i64>, HashMap<String, String>) {
     let dir = tempfile::tempdir().unwrap();
     support::run_python("make_topic.py", &[dir.path()]);
     let (offsets, values) = expected(&dir.path().join("expected.json"));
@@ -255,13 +256,13 @@ fn expected(path: &Path) -> (Vec<i64>, HashMap<String, String>) {
     (offsets, serde_json::from_value(expected["values"].clone()).unwrap())
 }
 
-const SEGMENTS: [&str; 3] = [
+pub(crate) const SEGMENTS: [&str; 3] = [
     "payments-0/00000000000000000000.log",
     "payments-0/00000000000000000055.log",
     "payments-0/00000000000000000066.log",
 ];
 
-fn assert_payments(read: &Read, offsets: &[i64], values: &HashMap<String, String>) {
+pub(crate) fn assert_payments(read: &Read, offsets: &[i64], values: &HashMap<String, String>) {
     assert_eq!(read.offsets["0"], offsets, "exactly the committed records");
     assert_eq!(read.duplicates, 0);
     for o in offsets {
@@ -419,7 +420,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
 /// (moto's Glue is shared by the tests).
 pub(crate) struct Aws {
     base: support::AwsBase,
-    locks: String,
+    pub(crate) locks: String,
     pub(crate) namespace: String,
     config_file: tempfile::NamedTempFile,
 }
@@ -488,6 +489,23 @@ impl Aws {
         materializer(&self.config, &env).await.unwrap()
     }
 
+    /// The compactor Lambda's service, built as its `main` builds it.
+    pub(crate) async fn compactor(&self) -> CompactorService {
+        let env = CompactorEnv {
+            config: Some(self.config_file.path().display().to_string()),
+            warehouse: format!("s3://{}/wh", self.warehouse),
+            task_queue_url: self.tasks.clone(),
+            lock_table: self.locks.clone(),
+            s3_path_style: true,
+        };
+        compactor(&self.config, &env).await.unwrap()
+    }
+
+    /// The lock table: leases, statuses and the table registry.
+    pub(crate) fn registry(&self) -> DynamoDbLocks {
+        DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&self.config), &self.locks)
+    }
+
     pub(crate) fn committer(&self) -> CommitterService {
         let env = CommitterEnv {
             warehouse: format!("s3://{}/wh", self.warehouse),
@@ -550,11 +568,11 @@ impl Aws {
     }
 
     /// PyIceberg's read of `<namespace>.payments` through its Glue catalog.
-    fn read(&self) -> Read {
+    pub(crate) fn read(&self) -> Read {
         pyiceberg(&["glue", &support::moto().endpoint, "-", &format!("{}.payments", self.namespace)])
     }
 
-    fn table(&self) -> TableName {
+    pub(crate) fn table(&self) -> TableName {
         TableName { namespace: self.namespace.clone(), name: "payments".into() }
     }
 }

@@ -47,13 +47,9 @@ fn not_s3(path: &str) -> io::Error {
 #[async_trait]
 impl WarehouseFiles for S3Files {
     async fn list(&self, prefix: &str) -> io::Result<Vec<StoredFile>> {
-        // A directory: `…/t` must not list `…/t2`.
+        // A directory: `…/t` must not list `…/t2`; `s3://bucket` is the whole bucket.
         let dir = format!("{}/", prefix.trim_end_matches('/'));
-        let (bucket, key_prefix) = match split_s3_uri(&dir) {
-            Some(split) => split,
-            // `s3://bucket`: the whole bucket.
-            None => (dir.strip_prefix("s3://").and_then(|b| b.strip_suffix('/')).ok_or_else(|| not_s3(prefix))?, ""),
-        };
+        let (bucket, key_prefix) = split_s3_uri(&dir).ok_or_else(|| not_s3(prefix))?;
         let mut pages = self.client.list_objects_v2().bucket(bucket).prefix(key_prefix).into_paginator().send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
