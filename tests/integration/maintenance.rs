@@ -189,9 +189,7 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     // The scheduled event EventBridge sends, as the function receives it.
     let text = std::fs::read_to_string(support::root().join("events/eventbridge-scheduled.json")).unwrap();
     let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
-    let mut service = aws.compactor().await;
-    // INTEGRATOR: the orphan sweep (branch h4) is not on this branch; drop this line once it is.
-    service.compactor.sweep = false;
+    let service = aws.compactor().await;
     let response = handle_compactor_event(&service, scheduled.clone(), None).await;
     assert!(response.failed.is_empty() && response.skipped.is_empty(), "{response:?}");
     assert_eq!(response.compacted.len(), 1, "{response:?}");
