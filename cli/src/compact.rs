@@ -21,7 +21,6 @@ use floe_core::storage::LocalFiles;
 
 use crate::local::{Warehouse, folder};
 
-
 /// What compaction and maintenance did to one table.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TableCompaction {

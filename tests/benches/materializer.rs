@@ -18,6 +18,7 @@ use common::{MIB, cpu, tile, update_benchmarks};
 const BUCKET: &str = "bench-segments";
 const WAREHOUSE: &str = "bench-warehouse";
 const KEY: &str = "logs/bench.orders-0/00000000000000000000.log";
+const LOCK_TABLE: &str = "bench-locks";
 
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -98,6 +99,9 @@ fn main() {
             .send()
             .await
             .unwrap();
+        floe_aws::dynamodb::DynamoDbLocks::create_table(&aws_sdk_dynamodb::Client::new(&aws), LOCK_TABLE)
+            .await
+            .unwrap();
         queue.queue_url.unwrap()
     });
     // The emulator's share: the same ranged GETs, nothing decoded.
@@ -116,6 +120,7 @@ fn main() {
         .arg("--child")
         .env("FLOE_WAREHOUSE", format!("s3://{WAREHOUSE}/warehouse"))
         .env("FLOE_TASK_QUEUE_URL", &queue_url)
+        .env("FLOE_LOCK_TABLE", LOCK_TABLE)
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();

@@ -450,31 +450,7 @@ pub(crate) async fn setup_with(name: &str, topics_toml: &str) -> Aws {
 /// A DynamoDB table of leases as the SAM template creates it (key `table`, a string; the
 /// sparse index of held tasks on `held_table`).
 pub(crate) async fn create_lease_table(config: &aws_config::SdkConfig, name: &str) {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
-        ScalarAttributeType,
-    };
-    let string = |name: &str| {
-        AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build().unwrap()
-    };
-    let hash = |name: &str| KeySchemaElement::builder().attribute_name(name).key_type(KeyType::Hash).build().unwrap();
-    let held = GlobalSecondaryIndex::builder()
-        .index_name(floe_aws::dynamodb::HELD_INDEX)
-        .key_schema(hash("held_table"))
-        .projection(Projection::builder().projection_type(ProjectionType::All).build())
-        .build()
-        .unwrap();
-    aws_sdk_dynamodb::Client::new(config)
-        .create_table()
-        .table_name(name)
-        .attribute_definitions(string("table"))
-        .attribute_definitions(string("held_table"))
-        .key_schema(hash("table"))
-        .global_secondary_indexes(held)
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await
-        .unwrap();
+    floe_aws::dynamodb::DynamoDbLocks::create_table(&aws_sdk_dynamodb::Client::new(config), name).await.unwrap();
 }
 
 impl Aws {

@@ -64,6 +64,39 @@ impl DynamoDbLocks {
         DynamoDbLocks { client, table: table.to_string() }
     }
 
+    /// Creates the lock table as `infra/template.yaml` declares it (hash key `table`, the
+    /// [`HELD_INDEX`] index, on demand): for tests and stacks made without the template.
+    pub async fn create_table(client: &Client, name: &str) -> Result<(), LockError> {
+        use aws_sdk_dynamodb::types::{
+            AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+            ProjectionType, ScalarAttributeType,
+        };
+        let invalid =
+            |e: aws_sdk_dynamodb::error::BuildError| LockError::Store { detail: e.to_string(), retryable: false };
+        let string = |name: &str| {
+            AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build()
+        };
+        let hash = |name: &str| KeySchemaElement::builder().attribute_name(name).key_type(KeyType::Hash).build();
+        let held = GlobalSecondaryIndex::builder()
+            .index_name(HELD_INDEX)
+            .key_schema(hash("held_table").map_err(invalid)?)
+            .projection(Projection::builder().projection_type(ProjectionType::All).build())
+            .build()
+            .map_err(invalid)?;
+        client
+            .create_table()
+            .table_name(name)
+            .attribute_definitions(string("table").map_err(invalid)?)
+            .attribute_definitions(string("held_table").map_err(invalid)?)
+            .key_schema(hash("table").map_err(invalid)?)
+            .global_secondary_indexes(held)
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await
+            .map_err(|e| store("CreateTable", e))?;
+        Ok(())
+    }
+
     /// The table's item (lease and status), read consistently; `what` names the read in errors.
     async fn item(
         &self,
