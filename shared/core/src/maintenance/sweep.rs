@@ -33,7 +33,7 @@
 //! manifest (its inputs DELETED) into later snapshots, so counting DELETED entries would
 //! keep every compacted input until the manifests are merged.
 //!
-//! Paths compare as keys ([`file_key`]): a table may name its files `file:///x`, `file:/x`
+//! Paths compare as keys (`file_key`): a table may name its files `file:///x`, `file:/x`
 //! or `/x` where the listing says `/x`, and `s3a://` where it says `s3://`.
 
 use std::collections::HashSet;

@@ -175,7 +175,7 @@ fn tumble(files: impl IntoIterator<Item = LiveFile>, target: u64, cap: u64) -> V
 
 /// Bins to compact at `now_ms`: per (partition value, Kafka partition), the small files
 /// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
-/// the target + 10% ([`tumble`]). Every bin that reaches the target is emitted; of the
+/// the target + 10% (`tumble`). Every bin that reaches the target is emitted; of the
 /// others (short: closed at the group's end, or before a file that would overflow
 /// them), only the first of two files or more whose oldest file is `window_ms` old —
 /// the group's one tail. Files whose Kafka partition or first offset is unknown (no
