@@ -90,13 +90,13 @@ fn table_rows(
     let (batch, offsets) = match keep {
         None => (batch, offsets),
         Some(keep) => {
-            let mask: BooleanArray = offsets
-                .iter()
-                .map(|o| Some(o.is_some_and(|o| keep.iter().any(|&(a, b)| a <= o && o <= b))))
-                .collect();
+            let mask: BooleanArray =
+                offsets.iter().map(|o| Some(o.is_some_and(|o| keep.iter().any(|&(a, b)| a <= o && o <= b)))).collect();
             let kept = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
-            let offsets: Int64Array =
-                arrow::compute::filter(&offsets, &mask).map_err(|e| invalid(path, e))?.as_primitive::<Int64Type>().clone();
+            let offsets: Int64Array = arrow::compute::filter(&offsets, &mask)
+                .map_err(|e| invalid(path, e))?
+                .as_primitive::<Int64Type>()
+                .clone();
             (kept, offsets)
         }
     };
@@ -134,7 +134,8 @@ mod tests {
         let rows: Vec<_> = offsets.zip(&regions).map(|(o, r)| (o, None, Some(r.as_str()))).collect();
         let batch = batch(&schema(), &rows);
         let props = WriterProperties::builder().set_max_row_group_row_count(Some(3)).build();
-        let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
         writer.write(&batch).unwrap();
         assert!(writer.close().unwrap().num_row_groups() > 1);
         path.display().to_string()
