@@ -208,10 +208,10 @@ fn tumble(files: impl IntoIterator<Item = LiveFile>, density: Option<f64>, targe
 
 /// Bins to compact at `now_ms`: per (partition value, Kafka partition), the small files
 /// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
-/// the target + 10% ([`tumble`]). Every bin that reaches the target is emitted; of the
-/// others (short: closed at the group's end, or before a file that would overflow
-/// them), only the first of two files or more whose oldest file is `window_ms` old —
-/// the group's one tail. Files whose Kafka partition or first offset is unknown (no
+/// the target + 10% of expected bytes ([`expected_bytes`]). Every bin that reaches the
+/// target is emitted; of the others (short: closed at the group's end, or before a file
+/// that would overflow them), only the first of two files or more whose oldest file is
+/// `window_ms` old — the group's one tail. Files whose Kafka partition or first offset is unknown (no
 /// bounds) are left alone.
 pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now_ms: i64) -> Vec<Bin> {
     let (Some(partition_field), Some(offset_field)) =
