@@ -1,15 +1,18 @@
 //! Compaction planning and rewriting: a table's small live files, grouped by partition
-//! value (and Kafka partition), packed in offset order into tumbling bins, each bin
-//! rewritten into one file of that partition; the result is a [`CompactionTask`] for the
-//! committer, which applies it only if every input is still live.
+//! value (and Kafka partition), packed in offset order into tumbling bins; a group's
+//! emitted bins rewritten together into files of the target size in that partition; the
+//! result is a [`CompactionTask`] per group for the committer, which applies it only if
+//! every input is still live.
 //!
 //! ```text
 //!  live files (+ added-at) ─▶ small ones (< ¾ target) ─▶ groups: (partition value, Kafka partition)
-//!    ─▶ by first offset, tumbling bins ≤ target + 10%: a bin closes once it holds the target
-//!       (full), or when the next file would overflow it, or at the group's end (short)
+//!    ─▶ by first offset, tumbling bins ≤ target + 10% of expected bytes (what the rows take
+//!       once rewritten): a bin closes once it holds the target (full), or when the next
+//!       file would overflow it, or at the group's end (short)
 //!    ─▶ emitted: every full bin, and the group's first short bin of ≥ 2 files whose oldest
 //!       file is past the window (its tail: one output under the target per group at most)
-//!    ─▶ bins of ≥ 2 files ─▶ each: rewrite_files (the table's spec)
+//!    ─▶ bins of ≥ 2 files ─▶ per group, its bins as one ([`bins`]) ─▶ rewrite_files (the
+//!       table's spec), one writer rolling at the target
 //!       ─▶ one CompactionTask {removed, added}, its id a hash of (table, snapshot, inputs)
 //! ```
 //!
@@ -18,13 +21,19 @@
 //! `now_ms`. Files compacted before are gone from the live set, so the small files are
 //! those written since the last compaction (plus the small tails of earlier outputs).
 //!
-//! Output size: a bin holds at most the target + 10% ([`CompactionPolicy::cap`]), and the
-//! rewrite rolls at that cap, so each bin becomes one file (re-encoding aside) and a full
-//! bin's file lands within 10% of the target. A short bin is emitted only by the window,
-//! and one per group and run: the tail. A group has several short bins only when files
-//! of more than a tenth of the target do not fit in the cap beside their neighbours; the
-//! later ones wait for the next run, where the earlier ones' outputs pack anew. A file
-//! that fits beside none of its neighbours (two of 60% of the target) stays as it is.
+//! Output size: a bin holds at most the target + 10% ([`CompactionPolicy::cap`]) of
+//! expected bytes. Expected bytes: rows rewritten into large row groups take less than in
+//! small files, so a small file counts for its rows at the bytes per row of the table's
+//! large files (¼ target or more, [`expected_bytes`]); until the table has one, for its
+//! size — an estimate that can be a quarter too high (the compaction benchmark). So the
+//! sizes of the outputs do not rest on it: a group's emitted bins are rewritten by one
+//! writer rolling at the target, every output but the group's last lands at the target
+//! (the writer's roll overshoots by under a row group's estimate), and the last is the
+//! group's one tail. A short bin is emitted only by the window, and one per group and
+//! run: the tail. A group has several short bins only when files of more than a tenth of the
+//! target do not fit in the cap beside their neighbours; the later ones wait for the next
+//! run, where the earlier ones' outputs pack anew. A file that fits beside none of its
+//! neighbours (two of 60% of the target) stays as it is.
 //!
 //! A tail is a small file like the others, the first of the files written after it (by
 //! offset): new small files are packed with it, and it is never rewritten alone (a bin
@@ -54,6 +63,10 @@ use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_ve
 /// default) are left as they are.
 const SMALL_NUMERATOR: u64 = 3;
 const SMALL_DENOMINATOR: u64 = 4;
+
+/// Files of at least this fraction of the target (¼) give the bytes per row that rows
+/// take once compacted ([`expected_bytes`]).
+const LARGE_DENOMINATOR: u64 = 4;
 
 /// The default output size of a compaction (`compaction_target_size`).
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
@@ -109,6 +122,9 @@ pub struct Bin {
     pub partition: Struct,
     pub kafka_partition: i32,
     pub files: Vec<DataFile>,
+    /// The bytes its rows are expected to take once rewritten ([`expected_bytes`]): what
+    /// the target and the cap are held against.
+    pub expected: u64,
     /// When its oldest file was added.
     pub oldest_ms: i64,
     pub trigger: Trigger,
@@ -137,6 +153,27 @@ fn first_offset(file: &DataFile, field_id: i32) -> Option<i64> {
     }
 }
 
+/// Bytes per row of the table's large files (a quarter of the target or more: row
+/// groups as large as a compaction writes); `None` until the table has one. Small files
+/// take more per row (a dictionary and a footer per file, compression over short pages:
+/// a third more in the compaction benchmark), so bins filled by their sizes would be
+/// rewritten into files well under the target.
+fn large_file_density(files: &[LiveFile], large: u64) -> Option<f64> {
+    let (bytes, rows) = files
+        .iter()
+        .filter(|f| f.file.file_size_in_bytes() >= large)
+        .fold((0u64, 0u64), |(b, r), f| (b.saturating_add(f.file.file_size_in_bytes()), r + f.file.record_count()));
+    (rows > 0).then(|| bytes as f64 / rows as f64)
+}
+
+/// The bytes `file`'s rows are expected to take in a compaction's output: its rows at
+/// `density` (the large files'), never more than the file; its size when there is no
+/// density to go by.
+pub fn expected_bytes(file: &DataFile, density: Option<f64>) -> u64 {
+    let size = file.file_size_in_bytes();
+    density.map_or(size, |d| ((file.record_count() as f64 * d) as u64).min(size))
+}
+
 /// A bin being filled.
 struct Open {
     files: Vec<DataFile>,
@@ -150,13 +187,13 @@ impl Open {
     }
 }
 
-/// `files`, in order, packed into tumbling bins of at most `cap` bytes: a bin closes
-/// once it holds `target` bytes, before a file that would overflow it, and at the end.
-fn tumble(files: impl IntoIterator<Item = LiveFile>, target: u64, cap: u64) -> Vec<Open> {
+/// `files`, in order, packed into tumbling bins of at most `cap` expected bytes: a bin
+/// closes once it holds `target`, before a file that would overflow it, and at the end.
+fn tumble(files: impl IntoIterator<Item = LiveFile>, density: Option<f64>, target: u64, cap: u64) -> Vec<Open> {
     let mut closed = Vec::new();
     let mut open = Open::new();
     for live in files {
-        let size = live.file.file_size_in_bytes();
+        let size = expected_bytes(&live.file, density);
         if !open.files.is_empty() && open.bytes.saturating_add(size) > cap {
             closed.push(std::mem::replace(&mut open, Open::new()));
         }
@@ -175,10 +212,10 @@ fn tumble(files: impl IntoIterator<Item = LiveFile>, target: u64, cap: u64) -> V
 
 /// Bins to compact at `now_ms`: per (partition value, Kafka partition), the small files
 /// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
-/// the target + 10% (`tumble`). Every bin that reaches the target is emitted; of the
-/// others (short: closed at the group's end, or before a file that would overflow
-/// them), only the first of two files or more whose oldest file is `window_ms` old —
-/// the group's one tail. Files whose Kafka partition or first offset is unknown (no
+/// the target + 10% of expected bytes ([`expected_bytes`]). Every bin that reaches the
+/// target is emitted; of the others (short: closed at the group's end, or before a file
+/// that would overflow them), only the first of two files or more whose oldest file is
+/// `window_ms` old — the group's one tail. Files whose Kafka partition or first offset is unknown (no
 /// bounds) are left alone.
 pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now_ms: i64) -> Vec<Bin> {
     let (Some(partition_field), Some(offset_field)) =
@@ -187,6 +224,7 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
         return Vec::new();
     };
     let small = policy.small();
+    let density = large_file_density(&files, policy.target / LARGE_DENOMINATOR);
     type Group = (Struct, Vec<(i64, LiveFile)>);
     let mut groups: BTreeMap<(String, i32), Group> = BTreeMap::new();
     for live in files.into_iter().filter(|f| f.file.file_size_in_bytes() < small) {
@@ -204,7 +242,8 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
     for ((_, kafka_partition), (partition, mut files)) in groups {
         files.sort_by(|(a, fa), (b, fb)| a.cmp(b).then(fa.file.file_path().cmp(fb.file.file_path())));
         let mut tail = false;
-        for Open { files, bytes, oldest_ms } in tumble(files.into_iter().map(|(_, f)| f), policy.target, policy.cap()) {
+        let files = files.into_iter().map(|(_, f)| f);
+        for Open { files, bytes, oldest_ms } in tumble(files, density, policy.target, policy.cap()) {
             let trigger = if bytes >= policy.target {
                 Trigger::Full
             } else if !tail && files.len() >= 2 && now_ms.saturating_sub(oldest_ms) >= window_ms {
@@ -213,7 +252,14 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
             } else {
                 continue;
             };
-            bins.push(Bin { partition: partition.clone(), kafka_partition, files, oldest_ms, trigger });
+            bins.push(Bin {
+                partition: partition.clone(),
+                kafka_partition,
+                files,
+                expected: bytes,
+                oldest_ms,
+                trigger,
+            });
         }
     }
     bins
@@ -232,7 +278,8 @@ pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String
     format!("compaction-{:016x}", twox_hash::XxHash64::oneshot(0, key.as_bytes()))
 }
 
-/// The bins to compact in the table's current snapshot at `now_ms` ([`plan`]).
+/// What to compact in the table's current snapshot at `now_ms`: the bins of [`plan`],
+/// those of one group made one ([`per_group`]).
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
@@ -240,12 +287,33 @@ pub async fn bins(
     now_ms: i64,
 ) -> iceberg::Result<Vec<Bin>> {
     let schema = metadata.current_schema();
-    Ok(plan(live_data_files_added(file_io, metadata).await?, schema, policy, now_ms))
+    Ok(per_group(plan(live_data_files_added(file_io, metadata).await?, schema, policy, now_ms)))
 }
 
-/// Rewrites `bin` (planned from the table's current snapshot) into one file of its
-/// partition under the table's data directory (the writer rolls at the bin's cap), named
-/// with the task's id: the CompactionTask replacing the bin's files with it.
+/// The emitted bins of each group as one bin, files in the order of the plan (by first
+/// offset): rewritten by one writer, whose outputs are all of the target size but the
+/// last, whatever the rows take once rewritten. `plan` emits a group's bins together.
+pub fn per_group(bins: Vec<Bin>) -> Vec<Bin> {
+    let mut merged: Vec<Bin> = Vec::new();
+    for bin in bins {
+        match merged.last_mut() {
+            Some(last) if last.kafka_partition == bin.kafka_partition && last.partition == bin.partition => {
+                last.files.extend(bin.files);
+                last.expected += bin.expected;
+                last.oldest_ms = last.oldest_ms.min(bin.oldest_ms);
+                if bin.trigger == Trigger::Full {
+                    last.trigger = Trigger::Full;
+                }
+            }
+            _ => merged.push(bin),
+        }
+    }
+    merged
+}
+
+/// Rewrites `bin` (planned from the table's current snapshot) into files of its partition
+/// under the table's data directory, the writer rolling at the target, named with the
+/// task's id: the CompactionTask replacing the bin's files with them.
 pub async fn rewrite_bin(
     file_io: &FileIO,
     table: &TableName,
@@ -265,7 +333,7 @@ pub async fn rewrite_bin(
         partition: bin.kafka_partition,
         source_id: task_id.clone(),
         schema: Arc::new(schema.clone()),
-        target_size: policy.cap(),
+        target_size: policy.target,
     };
     let written = rewrite_files(output, &spec, &paths, None).await?;
     let added =
@@ -317,8 +385,14 @@ mod tests {
     /// Target 100 bytes (small: < 75, cap: 110), window 15 minutes.
     const POLICY: CompactionPolicy = CompactionPolicy { target: 100, window_ms: 15 * 60 * 1000 };
 
-    /// A file of `kafka` partition starting at `offset`, added `age` ms before [`NOW`].
+    /// A file of `kafka` partition starting at `offset`, added `age` ms before [`NOW`],
+    /// of a row per byte.
     fn file(name: &str, day: Option<i32>, kafka: i32, offset: i64, size: u64, age: i64) -> LiveFile {
+        file_of_rows(name, day, kafka, offset, size, age, size)
+    }
+
+    /// The same, of `rows` rows.
+    fn file_of_rows(name: &str, day: Option<i32>, kafka: i32, offset: i64, size: u64, age: i64, rows: u64) -> LiveFile {
         let lower = HashMap::from([(2, Datum::int(kafka)), (3, Datum::long(offset))]);
         let upper = HashMap::from([(2, Datum::int(kafka)), (3, Datum::long(offset + 9))]);
         let file = DataFileBuilder::default()
@@ -326,7 +400,7 @@ mod tests {
             .file_path(format!("memory:///t/data/{name}.parquet"))
             .file_format(DataFileFormat::Parquet)
             .partition(Struct::from_iter([day.map(Literal::date)]))
-            .record_count(1)
+            .record_count(rows)
             .file_size_in_bytes(size)
             .lower_bounds(lower)
             .upper_bounds(upper)
@@ -622,6 +696,26 @@ mod tests {
         assert_eq!(firsts, (0..1000).map(|i| i * 10).collect::<Vec<_>>(), "every file once, in offset order");
     }
 
+    #[test]
+    fn a_group_s_bins_are_rewritten_as_one_and_groups_stay_apart() {
+        const MIB: u64 = 1 << 20;
+        let policy = CompactionPolicy::default();
+        let mut live: Vec<LiveFile> = (0..1000).map(|i| file(&format!("a{i:04}"), None, 0, i * 10, MIB, OLD)).collect();
+        live.extend((0..300).map(|i| file(&format!("b{i:04}"), None, 1, i * 10, MIB, 0)));
+        let planned = plan(live, &schema(), policy, NOW);
+        assert_eq!(planned.len(), 8 + 2, "eight bins of partition 0, two full ones of partition 1");
+        let merged = per_group(planned.clone());
+        let shape: Vec<(i32, usize, Trigger)> =
+            merged.iter().map(|b| (b.kafka_partition, b.files.len(), b.trigger)).collect();
+        assert_eq!(shape, [(0, 1000, Trigger::Full), (1, 256, Trigger::Full)]);
+        let in_order = |bins: &[Bin]| {
+            bins.iter().flat_map(|b| b.files.iter().map(|f| f.file_path().to_string())).collect::<Vec<_>>()
+        };
+        assert_eq!(in_order(&merged), in_order(&planned), "the same files, in the plan's order");
+        assert_eq!(merged[0].expected, 1000 * MIB);
+        assert_eq!(merged[0].oldest_ms, planned[0].oldest_ms);
+    }
+
     /// Runs the planner every 5 minutes for `runs` runs, a file of the next size in
     /// `sizes` arriving every `every` ms while any is left; each bin becomes one file of
     /// its bytes, added at the run. Checks, at every run, what any plan must hold, and
@@ -685,5 +779,28 @@ mod tests {
             let later = NOW + 365 * 24 * 60 * MINUTE;
             assert!(plan(live, &schema(), POLICY, later).is_empty(), "{cycle:?}: nothing left to do");
         }
+    }
+
+    #[test]
+    fn small_files_count_for_their_rows_at_the_large_files_bytes_per_row() {
+        // Twelve small files of 20 bytes and 10 rows; a large file (≥ ¼ target) of one
+        // byte per row.
+        let smalls = || (0..12).map(|i| file_of_rows(&format!("s{i:02}"), Some(1), 0, i * 10, 20, OLD, 10));
+        let shape =
+            |bins: Vec<Bin>| bins.iter().map(|b| (b.files.len(), b.expected, b.bytes(), b.trigger)).collect::<Vec<_>>();
+        // No large file: by their sizes.
+        assert_eq!(
+            shape(plan(smalls().collect(), &schema(), POLICY, NOW)),
+            vec![(5, 100, 100, Trigger::Full), (5, 100, 100, Trigger::Full), (2, 40, 40, Trigger::Window)]
+        );
+        let mut live: Vec<LiveFile> = smalls().collect();
+        live.push(file_of_rows("large", Some(1), 0, 200, 90, OLD, 90));
+        assert_eq!(
+            shape(plan(live, &schema(), POLICY, NOW)),
+            vec![(10, 100, 200, Trigger::Full), (2, 20, 40, Trigger::Window)]
+        );
+        // Denser small files than the large ones count for their sizes.
+        let dense = file_of_rows("dense", Some(1), 0, 0, 40, OLD, 1000);
+        assert_eq!(expected_bytes(&dense.file, Some(1.0)), 40);
     }
 }
