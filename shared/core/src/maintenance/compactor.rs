@@ -7,7 +7,8 @@
 //!    load ─▶ its topic (from the committed offsets) ─▶ config: compaction policy, grace
 //!    bins (table::compaction::plan, at now_ms) ─▶ for each bin:
 //!       task queued less than an hour ago (held, same id) ─▶ left alone
-//!       rewrite ─▶ hold its outputs (registry) ─▶ send (the committer's queue)
+//!       rewrite ─▶ hold its outputs (registry; a copy queued earlier and not done keeps
+//!                  its files held too) ─▶ send (the committer's queue)
 //!    sweep (when on): unreferenced files past the grace period, held ones kept
 //!  one table's failure is reported on its line; the others go on
 //! ```
@@ -18,15 +19,14 @@
 //! another already replaced. The committer applies the tasks (one `replace` snapshot per
 //! table and batch) only if every input is still live.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use iceberg::io::FileIO;
 
-use super::holding::hold;
 use super::sweep::{Sweep, SweepReport};
-use super::{DEFAULT_ORPHAN_GRACE_MS, MaintenanceError, TableRegistry};
+use super::{DEFAULT_ORPHAN_GRACE_MS, HeldTask, MaintenanceError, TableRegistry};
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
 use crate::queue::TaskQueue;
@@ -168,30 +168,36 @@ impl Compactor {
         if bins.is_empty() {
             return Ok(());
         }
-        let queued = self.recently_queued(table, now_ms).await?;
+        let held: HashMap<String, HeldTask> =
+            self.registry.held_tasks(table).await?.into_iter().map(|t| (t.task_id.clone(), t)).collect();
         for bin in &bins {
             if past(deadline) {
                 tracing::info!(table = %table, left = bins.len() - run.compactions - run.already_queued,
                     "the run's time is up: the table's other bins wait for the next run");
                 break;
             }
-            if queued.contains(&task_id(table, metadata.current_snapshot_id(), bin)) {
+            let earlier = held.get(&task_id(table, metadata.current_snapshot_id(), bin));
+            if earlier.is_some_and(|t| now_ms.saturating_sub(t.held_at_ms) < REQUEUE_AFTER_MS) {
                 run.already_queued += 1;
                 continue;
             }
-            self.queue_bin(loaded, policy, bin, now_ms, run).await?;
+            self.queue_bin(loaded, policy, bin, earlier, now_ms, run).await?;
         }
         tracing::info!(table = %table, compactions = run.compactions, files = run.files_in, bytes = run.bytes_in,
             already_queued = run.already_queued, "compaction queued");
         Ok(())
     }
 
-    /// Rewrites one bin; its outputs held, its task sent.
+    /// Rewrites one bin; its outputs held, its task sent. `earlier`: the same task, held
+    /// and queued over [`REQUEUE_AFTER_MS`] ago and not done (its message may still come,
+    /// so its files stay held beside the new ones).
+    #[allow(clippy::too_many_arguments)]
     async fn queue_bin(
         &self,
         loaded: &LoadedTable,
         policy: CompactionPolicy,
         bin: &Bin,
+        earlier: Option<&HeldTask>,
         now_ms: i64,
         run: &mut TableRun,
     ) -> Result<(), MaintenanceError> {
@@ -200,13 +206,21 @@ impl Compactor {
             .await
             .map_err(TableError::iceberg(table))?;
         let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
-        let task = Task::Compaction(Box::new(task));
-        hold(self.registry.as_ref(), &task, now_ms).await?;
-        if let Err(e) = self.queue.send(&task).await {
-            // Not queued: held no more (its outputs are orphans), planned again next run.
-            if let Err(release) = self.registry.release_tasks(table, &[task.task_id().to_string()]).await {
-                tracing::warn!(table = %table, task_id = %task.task_id(), error = %release,
-                    "releasing a task that could not be queued failed; queued again in an hour");
+        let outputs: Vec<String> = task.added.iter().map(|f| f.path().to_string()).collect();
+        let task_id = task.task_id.clone();
+        let earlier_files = earlier.map(|t| t.files.clone()).unwrap_or_default();
+        let held = |files: Vec<String>| HeldTask { task_id: task_id.clone(), files, held_at_ms: now_ms };
+        self.registry.hold_task(table, &held([earlier_files.clone(), outputs].concat())).await?;
+        if let Err(e) = self.queue.send(&Task::Compaction(Box::new(task))).await {
+            // Not queued: its outputs are orphans, planned again next run; an earlier copy
+            // keeps its files held.
+            let undone = match earlier {
+                Some(_) => self.registry.hold_task(table, &held(earlier_files)).await,
+                None => self.registry.release_tasks(table, std::slice::from_ref(&task_id)).await,
+            };
+            if let Err(undo) = undone {
+                tracing::warn!(table = %table, %task_id, error = %undo,
+                    "unholding a task that could not be queued failed; its outputs stay held until it is done");
             }
             return Err(e.into());
         }
@@ -216,17 +230,6 @@ impl Compactor {
         run.files_out += files_out;
         run.bytes_out += bytes_out;
         Ok(())
-    }
-
-    /// The ids of the table's tasks held (queued, not done) for less than
-    /// [`REQUEUE_AFTER_MS`].
-    async fn recently_queued(&self, table: &TableName, now_ms: i64) -> Result<HashSet<String>, MaintenanceError> {
-        let held = self.registry.held_tasks(table).await?;
-        Ok(held
-            .into_iter()
-            .filter(|t| now_ms.saturating_sub(t.held_at_ms) < REQUEUE_AFTER_MS)
-            .map(|t| t.task_id)
-            .collect())
     }
 
     /// Sweeps the table's orphan files (see [`Sweep`]).
