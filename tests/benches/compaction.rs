@@ -312,9 +312,9 @@ fn read(path: &str) -> parquet::arrow::arrow_reader::ParquetRecordBatchReader {
 }
 
 /// The child: the floor on the same bins — the Parquet reader alone (every input to
-/// record batches, dropped) and, per bin, the writer alone (the bin's batches, read
+/// record batches, dropped) and, per group, the writer alone (the group's batches, read
 /// beforehand a slice of [`FLOOR_SLICE`] files at a time, into files rolled at the
-/// target by one writer per bin); prints the CPU seconds of each as JSON.
+/// target by one writer per group); prints the CPU seconds of each as JSON.
 fn floor_child(warehouse: &Path, out: &Path) {
     let rt = runtime();
     let bins = rt.block_on(bins(warehouse));
@@ -471,11 +471,11 @@ fn main() {
          eight fields (ids, a customer of 100,000, region, amount, currency, status, a timestamp, a\n\
          note of words and a random reference), new values in every row, written by the core's writer\n\
          as the materializer does (zstd, 8,192-row batches), committed 100 tasks a commit. The\n\
-         compaction is `compact` (plan, then `rewrite_files` per bin) on a current-thread runtime in a\n\
+         compaction is `compact` (plan, then `rewrite_files` per group of bins) on a current-thread runtime in a\n\
          child process, default policy (128 MiB target, cap +10%), the clock an hour on so every file\n\
          is past the window. The floor, in another child, on the same bins: the Parquet reader alone\n\
          (parquet's reader, every input file to record batches, dropped) plus the writer alone (the\n\
-         core's Parquet writer, the same batches, read beforehand, into files rolled at the same cap).\n\
+         core's Parquet writer, the same batches, read beforehand, into files rolled at the same target).\n\
          MiB/s are of input bytes per CPU second (user + system, every thread: per core). {rounds} rounds,\n\
          each compaction followed by its floor; median (min–max).\n\n\
          | measure | value | target |\n|---|---|---|\n",
