@@ -1,11 +1,12 @@
 //! The compactor's run: every registered table that is not suspended, planned at `now_ms`,
-//! each bin rewritten and queued as a CompactionTask for the committer, then swept.
+//! each group's bins (one partition value and Kafka partition) rewritten and queued as a
+//! CompactionTask for the committer, then swept.
 //!
 //! ```text
 //!  registry.tables() ─▶ for each table, while the deadline allows:
 //!    suspended ─▶ skipped (its tasks wait in the queue; nothing of it is touched)
 //!    load ─▶ its topic (from the committed offsets) ─▶ config: compaction policy, grace
-//!    bins (table::compaction::plan, at now_ms) ─▶ for each bin:
+//!    bins (table::compaction::bins: planned at now_ms, one per group) ─▶ for each bin:
 //!       task queued less than an hour ago (held, same id) ─▶ left alone
 //!       rewrite ─▶ hold its outputs (registry; a copy queued earlier and not done keeps
 //!                  its files held too) ─▶ send (the committer's queue)

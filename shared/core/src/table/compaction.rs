@@ -356,7 +356,8 @@ pub async fn rewrite_bin(
 }
 
 /// Plans the table's current snapshot at `now_ms` and rewrites every bin: one
-/// CompactionTask per bin ([`rewrite_bin`]), none when there is nothing to compact.
+/// CompactionTask per group's bins ([`bins`], [`rewrite_bin`]), none when there is
+/// nothing to compact.
 pub async fn compact(
     file_io: &FileIO,
     table: &TableName,
