@@ -154,10 +154,10 @@ fn main() {
         rss_mib,
         init_ms,
     );
-    // Release binaries of the functions, when built (`cargo build --release -p materializer -p committer`).
+    // Release binaries of the functions, when built (`cargo build --release -p materializer -p committer -p compactor`).
     let release = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
     let mut body = body;
-    for function in ["materializer", "committer"] {
+    for function in ["materializer", "committer", "compactor"] {
         if let Ok(meta) = std::fs::metadata(release.join(function)) {
             body.push_str(&format!(
                 "| `{function}` release binary (x86_64, stripped, thin LTO) | {:.1} MiB | small |\n",
