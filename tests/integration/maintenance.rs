@@ -92,11 +92,15 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     );
     assert_eq!(locks.held_tasks(&orders).await.unwrap(), [large.clone(), small.clone()], "by task id, files in order");
 
-    // Held again with fewer files (a retried run): the old items go.
-    let retried = HeldTask { files: many[..3].to_vec(), held_at_ms: 30, ..large.clone() };
-    locks.hold_task(&orders, &retried).await.unwrap();
-    assert_eq!(locks.held_tasks(&orders).await.unwrap(), [retried.clone(), small.clone()]);
-    locks.hold_task(&orders, &large).await.unwrap();
+    // Held again (a retried run): its new file added after the others, each path once,
+    // the time of the latest hold.
+    let mut again = many[..3].to_vec();
+    again.push("s3://w/wh/kafka.db/orders/data/retried.parquet".into());
+    locks.hold_task(&orders, &HeldTask { files: again, held_at_ms: 30, ..large.clone() }).await.unwrap();
+    let mut both = many.clone();
+    both.push("s3://w/wh/kafka.db/orders/data/retried.parquet".into());
+    let union = HeldTask { files: both, held_at_ms: 30, ..large.clone() };
+    assert_eq!(locks.held_tasks(&orders).await.unwrap(), [union.clone(), small.clone()]);
 
     // Released: every item of the task; unknown ids and other tables' tasks untouched.
     locks.release_tasks(&orders, &["compaction-1".into(), "unknown".into(), "seg-9".into()]).await.unwrap();

@@ -455,12 +455,25 @@ impl TableRegistry for DynamoDbLocks {
 
     async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError> {
         let runs = chunk_files(&task.files);
-        // Held before with more chunks (a retried run wrote other files): those go.
+        // Held before (a retried run): the new files go in chunks after the old ones, and
+        // chunk 0 then counts them all.
         let before = self.held_chunks(table, std::slice::from_ref(&task.task_id)).await?;
         let before = before.get(&task.task_id).copied().unwrap_or(0);
-        let puts = runs.iter().enumerate().map(|(i, files)| put(held_item(table, task, i, runs.len(), files)));
-        let stale = (runs.len()..before).map(|i| delete(key_of(held_key(table, i, &task.task_id))));
-        self.batch_write("holding a task's files", puts.chain(stale).collect::<Result<_, _>>()?).await?;
+        let total = before + runs.len();
+        let puts = runs.iter().enumerate().map(|(i, files)| put(held_item(table, task, before + i, total, files)));
+        self.batch_write("holding a task's files", puts.collect::<Result<_, _>>()?).await?;
+        if before > 0 {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key("table", s(&held_key(table, 0, &task.task_id)))
+                .update_expression("SET chunks = :c, held_at_ms = :h")
+                .expression_attribute_values(":c", n(total))
+                .expression_attribute_values(":h", n(task.held_at_ms))
+                .send()
+                .await
+                .map_err(|e| store("counting a task's held files", e))?;
+        }
         tracing::debug!(table = %table, task_id = %task.task_id, files = task.files.len(), items = runs.len(), "task files held");
         Ok(())
     }
@@ -499,16 +512,17 @@ impl TableRegistry for DynamoDbLocks {
                 };
                 let held_at_ms = number(item, "held_at_ms")?.unwrap_or_default();
                 let task = tasks.entry(task_id.to_string()).or_insert((held_at_ms, BTreeMap::new()));
-                task.0 = task.0.min(held_at_ms);
+                // The latest hold: chunks added by a later hold carry its time.
+                task.0 = task.0.max(held_at_ms);
                 task.1.insert(number(item, "chunk")?.unwrap_or_default(), files);
             }
         }
         Ok(tasks
             .into_iter()
-            .map(|(task_id, (held_at_ms, chunks))| HeldTask {
-                task_id,
-                held_at_ms,
-                files: chunks.into_values().flatten().collect(),
+            .map(|(task_id, (held_at_ms, chunks))| {
+                let mut seen = std::collections::HashSet::new();
+                let files = chunks.into_values().flatten().filter(|f| seen.insert(f.clone())).collect();
+                HeldTask { task_id, held_at_ms, files }
             })
             .collect())
     }

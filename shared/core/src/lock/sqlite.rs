@@ -281,14 +281,31 @@ impl TableRegistry for SqliteLocks {
     async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError> {
         let (table, task) = (table.to_string(), task.clone());
         self.run(move |c| {
-            let files = serde_json::to_string(&task.files).map_err(json_error)?;
-            c.execute(
+            let tx = c.transaction()?;
+            let before: Option<String> = tx
+                .query_row(
+                    "SELECT files FROM floe_held_tasks WHERE table_name = ?1 AND task_id = ?2",
+                    params![table, task.task_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let mut files: Vec<String> = match before {
+                Some(text) => serde_json::from_str(&text).map_err(json_error)?,
+                None => Vec::new(),
+            };
+            for file in task.files {
+                if !files.contains(&file) {
+                    files.push(file);
+                }
+            }
+            let files = serde_json::to_string(&files).map_err(json_error)?;
+            tx.execute(
                 "INSERT OR REPLACE INTO floe_held_tasks (table_name, task_id, held_at_ms, files) VALUES (?1, ?2, ?3, ?4)",
                 params![table, task.task_id, task.held_at_ms, files],
-            )
+            )?;
+            tx.commit()
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError> {
@@ -404,10 +421,11 @@ mod tests {
         };
         locks.hold_task(&t, &task("1", &["/a"])).await.unwrap();
         locks.hold_task(&t, &task("2", &["/b", "/c"])).await.unwrap();
-        locks.hold_task(&t, &task("1", &["/a2"])).await.unwrap();
-        assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a2"]), task("2", &["/b", "/c"])]);
+        // Held again (a retried run): its files added, the first run's kept.
+        locks.hold_task(&t, &task("1", &["/a2", "/a"])).await.unwrap();
+        assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"]), task("2", &["/b", "/c"])]);
         locks.release_tasks(&t, &["2".into(), "unknown".into()]).await.unwrap();
-        assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a2"])]);
+        assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"])]);
 
         assert_eq!(locks.status(&t).await.unwrap(), MaintenanceStatus::default());
         let compaction = CompactionRecord { at_ms: 5, files_in: 10, bytes_in: 100, files_out: 1, bytes_out: 90 };

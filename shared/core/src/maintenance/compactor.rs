@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use iceberg::io::FileIO;
 
+use super::holding::hold;
 use super::sweep::{Sweep, SweepReport};
 use super::{DEFAULT_ORPHAN_GRACE_MS, HeldTask, MaintenanceError, TableRegistry};
 use crate::catalog::Catalog;
@@ -189,9 +190,9 @@ impl Compactor {
         Ok(())
     }
 
-    /// Rewrites one bin; its outputs held, its task sent. `earlier`: the same task, held
-    /// and queued over [`REQUEUE_AFTER_MS`] ago and not done (its message may still come,
-    /// so its files stay held beside the new ones).
+    /// Rewrites one bin; its outputs held (added to those of an `earlier` copy of the
+    /// task, queued over [`REQUEUE_AFTER_MS`] ago and not done: its message may still
+    /// come), its task sent.
     #[allow(clippy::too_many_arguments)]
     async fn queue_bin(
         &self,
@@ -207,21 +208,16 @@ impl Compactor {
             .await
             .map_err(TableError::iceberg(table))?;
         let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
-        let outputs: Vec<String> = task.added.iter().map(|f| f.path().to_string()).collect();
-        let task_id = task.task_id.clone();
-        let earlier_files = earlier.map(|t| t.files.clone()).unwrap_or_default();
-        let held = |files: Vec<String>| HeldTask { task_id: task_id.clone(), files, held_at_ms: now_ms };
-        self.registry.hold_task(table, &held([earlier_files.clone(), outputs].concat())).await?;
-        if let Err(e) = self.queue.send(&Task::Compaction(Box::new(task))).await {
-            // Not queued: its outputs are orphans, planned again next run; an earlier copy
-            // keeps its files held.
-            let undone = match earlier {
-                Some(_) => self.registry.hold_task(table, &held(earlier_files)).await,
-                None => self.registry.release_tasks(table, std::slice::from_ref(&task_id)).await,
-            };
-            if let Err(undo) = undone {
-                tracing::warn!(table = %table, %task_id, error = %undo,
-                    "unholding a task that could not be queued failed; its outputs stay held until it is done");
+        let task = Task::Compaction(Box::new(task));
+        hold(self.registry.as_ref(), &task, now_ms).await?;
+        if let Err(e) = self.queue.send(&task).await {
+            // Not queued: its outputs are orphans, planned again next run. An earlier copy
+            // keeps everything held until it is done (these outputs then go too).
+            if earlier.is_none()
+                && let Err(undo) = self.registry.release_tasks(table, &[task.task_id().to_string()]).await
+            {
+                tracing::warn!(table = %table, task_id = %task.task_id(), error = %undo,
+                    "releasing a task that could not be queued failed; its outputs stay held");
             }
             return Err(e.into());
         }

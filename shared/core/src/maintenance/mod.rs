@@ -114,8 +114,10 @@ pub trait TableRegistry: Send + Sync {
     /// Every table with a row (the committer took its lease at least once, or it was
     /// suspended), by name.
     async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError>;
-    /// Holds `task`'s files until [`Self::release_tasks`]; holding the same task id again
-    /// replaces its files (a retried run wrote new ones).
+    /// Holds `task`'s files until [`Self::release_tasks`]. Holding the same task id again
+    /// adds its files to those held (each path once) and moves `held_at_ms` on: a retried
+    /// run wrote new files, but the copy the queue kept (SQS drops a duplicate send) may
+    /// name the first run's, so neither may go before the task is done.
     async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError>;
     /// The tasks are done: their files are held no more. Unknown ids are ignored.
     async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError>;
