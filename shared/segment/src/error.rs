@@ -97,9 +97,19 @@ impl SegmentError {
     /// True when trying again may succeed (the bytes could not be read); false when the
     /// bytes themselves are bad and a retry would fail the same way.
     pub fn retryable(&self) -> bool {
-        // InvalidData: the bytes arrived but are bad (a corrupt tiered-storage chunk).
-        matches!(&self.kind, SegmentErrorKind::Io(e) if e.kind() != std::io::ErrorKind::InvalidData)
+        matches!(&self.kind, SegmentErrorKind::Io(e) if io_retryable(e))
     }
+}
+
+/// Whether an I/O error may pass on its own (a throttle, a timeout, a dropped connection,
+/// a 5xx) rather than needing someone to act: the one reading of `io::Error` every part
+/// of Floe uses. Not retryable: the object is missing (`NotFound`), access is refused
+/// (`PermissionDenied`), the request itself is wrong (`InvalidInput`, `Unsupported`), or
+/// the bytes arrived and are bad (`InvalidData`: a corrupt chunk, an S3 error the SDK
+/// classed as permanent).
+pub fn io_retryable(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    !matches!(e.kind(), NotFound | PermissionDenied | InvalidInput | InvalidData | Unsupported)
 }
 
 impl fmt::Display for SegmentError {

@@ -48,7 +48,7 @@ pub mod varint;
 
 pub use codec::Codec;
 pub use decode::decode_frame;
-pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind};
+pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind, io_retryable};
 pub use frame::{Frame, FrameReader};
 pub use location::{MAX_TOPIC_LEN, ObjectKind, SegmentLayout, SegmentLocation, topic_name_error};
 pub use reader::SegmentReader;

@@ -37,12 +37,12 @@
 //! or `/x` where the listing says `/x`, and `s3a://` where it says `s3://`.
 
 use std::collections::HashSet;
-use std::io;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{ManifestList, TableMetadata};
 
 use super::{HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
+use crate::segment::io_retryable;
 use crate::storage::{StoredFile, WarehouseFiles};
 use crate::table::{TableError, TableName};
 
@@ -115,7 +115,8 @@ impl Sweep<'_> {
         let mut failure = None;
         for batch in paths.chunks(DELETE_BATCH) {
             if let Err(e) = self.files.delete(batch).await {
-                failure = Some(storage_error(table, format!("deleting {} file(s): {e}", batch.len()), transient(&e)));
+                failure =
+                    Some(storage_error(table, format!("deleting {} file(s): {e}", batch.len()), io_retryable(&e)));
                 break;
             }
             report.removed.extend_from_slice(batch);
@@ -139,7 +140,7 @@ impl Sweep<'_> {
             .files
             .list(prefix)
             .await
-            .map_err(|e| storage_error(table, format!("listing {prefix}: {e}"), transient(&e)))?;
+            .map_err(|e| storage_error(table, format!("listing {prefix}: {e}"), io_retryable(&e)))?;
         let prefix = file_key(prefix);
         files.retain(|f| file_key(&f.path).starts_with(&prefix));
         Ok(files)
@@ -310,13 +311,6 @@ fn spilled_task_id<'p>(dir: &str, path: &'p str) -> Option<&'p str> {
     let name = path.rsplit('/').next()?;
     let inside = file_key(path).strip_prefix(&file_key(dir)).is_some_and(|rest| !rest.contains('/'));
     name.strip_suffix(".json").filter(|id| inside && !id.is_empty())
-}
-
-/// Whether a storage error may pass on its own (a throttle, a timeout, a dropped
-/// connection) rather than needing someone to act.
-fn transient(e: &io::Error) -> bool {
-    use io::ErrorKind::*;
-    !matches!(e.kind(), NotFound | PermissionDenied | InvalidInput | InvalidData | Unsupported)
 }
 
 fn storage_error(table: &TableName, detail: String, retryable: bool) -> MaintenanceError {

@@ -81,9 +81,7 @@ impl MaterializerError {
     /// the object itself is the problem (corrupt, encrypted, undecodable).
     pub fn retryable(&self) -> bool {
         match self {
-            MaterializerError::Object { source, .. } => {
-                !matches!(source.kind(), io::ErrorKind::InvalidData | io::ErrorKind::NotFound)
-            }
+            MaterializerError::Object { source, .. } => crate::segment::io_retryable(source),
             MaterializerError::Tiered(e) => e.retryable(),
             MaterializerError::TxnIndex { .. } | MaterializerError::Task(_) => false,
             MaterializerError::Format(e) => e.retryable(),
