@@ -51,6 +51,15 @@ use serde::Deserialize;
 
 use crate::schema::layout::DEAD_LETTER_SUFFIX;
 
+/// The default output size of a compaction (`compaction_target_size`).
+pub const DEFAULT_COMPACTION_TARGET_SIZE: u64 = 128 << 20;
+/// How long a small file waits for others before it is compacted anyway
+/// (`compaction_window`): 15 minutes.
+pub const DEFAULT_COMPACTION_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// How old an unreferenced file must be before the sweep deletes it (`orphan_grace`):
+/// three days.
+pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 3 * 24 * 60 * 60 * 1000;
+
 /// A configuration error: the field it is about and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -594,15 +603,12 @@ impl FloeConfig {
             compaction_target_size: s
                 .compaction_target_size
                 .or(d.compaction_target_size)
-                .map_or(crate::table::compaction::DEFAULT_TARGET_SIZE, |b| b.0),
+                .map_or(DEFAULT_COMPACTION_TARGET_SIZE, |b| b.0),
             compaction_window_ms: s
                 .compaction_window
                 .or(d.compaction_window)
-                .map_or(crate::table::compaction::DEFAULT_WINDOW_MS, |w| w.0),
-            orphan_grace_ms: s
-                .orphan_grace
-                .or(d.orphan_grace)
-                .map_or(crate::maintenance::DEFAULT_ORPHAN_GRACE_MS, |g| g.0),
+                .map_or(DEFAULT_COMPACTION_WINDOW_MS, |w| w.0),
+            orphan_grace_ms: s.orphan_grace.or(d.orphan_grace).map_or(DEFAULT_ORPHAN_GRACE_MS, |g| g.0),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),

@@ -28,9 +28,7 @@ use crate::lock::LockError;
 use crate::queue::QueueError;
 use crate::table::{TableError, TableName};
 
-/// How old an unreferenced file must be before the sweep deletes it (`orphan_grace`):
-/// three days.
-pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 3 * 24 * 60 * 60 * 1000;
+pub use crate::config::DEFAULT_ORPHAN_GRACE_MS;
 
 /// Why maintenance of a table failed; the other tables go on.
 #[derive(Debug, thiserror::Error)]

@@ -54,7 +54,7 @@ use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
 use super::rewrite::rewrite_files;
 use super::snapshot::{LiveFile, live_data_files_added};
-use crate::config::TopicConfig;
+use crate::config::{DEFAULT_COMPACTION_TARGET_SIZE, DEFAULT_COMPACTION_WINDOW_MS, TopicConfig};
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
 use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
@@ -68,12 +68,6 @@ const SMALL_DENOMINATOR: u64 = 4;
 /// take once compacted ([`expected_bytes`]).
 const LARGE_DENOMINATOR: u64 = 4;
 
-/// The default output size of a compaction (`compaction_target_size`).
-pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
-/// How long a small file waits for others before it is compacted anyway
-/// (`compaction_window`): 15 minutes.
-pub const DEFAULT_WINDOW_MS: u64 = 15 * 60 * 1000;
-
 /// When bins are emitted: once they hold `target` bytes, or once their oldest file is
 /// `window_ms` old.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +78,7 @@ pub struct CompactionPolicy {
 
 impl Default for CompactionPolicy {
     fn default() -> Self {
-        CompactionPolicy { target: DEFAULT_TARGET_SIZE, window_ms: DEFAULT_WINDOW_MS }
+        CompactionPolicy { target: DEFAULT_COMPACTION_TARGET_SIZE, window_ms: DEFAULT_COMPACTION_WINDOW_MS }
     }
 }
 
