@@ -266,8 +266,9 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
 /// `cargo lambda watch` hands every invocation `Lambda-Runtime-Deadline-Ms: 600000`, ten
 /// minutes after 1970: the compactor took its time as up and left every table for the next
 /// run. Now it warns, naming the cause, and compacts within its timeout. Builds the
-/// compactor under cargo-lambda (tests/py/requirements.txt installs it beside Python), so
-/// it takes minutes the first time and is left out by default:
+/// compactor under cargo-lambda (tests/py/requirements.txt installs it beside Python) in a
+/// target folder of its own, so it takes many minutes the first time and is left out by
+/// default:
 /// `cargo test -p floe-tests --test integration -- --ignored under_cargo_lambda_watch`.
 #[tokio::test]
 #[ignore = "builds the compactor under cargo lambda watch; run with --ignored"]
@@ -280,6 +281,7 @@ async fn the_compactor_compacts_under_cargo_lambda_watch() {
     watch
         .args(["lambda", "watch", "--ignore-changes", "-A", "127.0.0.1", "-P", &port])
         .current_dir(support::root())
+        .env("CARGO_TARGET_DIR", watch_target_dir())
         .env("RUST_LOG", "info")
         .envs(aws.compactor_variables())
         .stdout(log.reopen().unwrap())
@@ -306,10 +308,21 @@ async fn the_compactor_compacts_under_cargo_lambda_watch() {
     let logged = std::fs::read_to_string(log.path()).unwrap();
     assert!(out.status.success(), "{}\n{logged}", String::from_utf8_lossy(&out.stderr));
     let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warning = logged.lines().find(|l| l.contains("Lambda-Runtime-Deadline-Ms 600000"));
+    eprintln!("cargo lambda invoke compactor: {response}\nwarning: {warning:?}");
     let files_before: u64 = before.summary["total-data-files"].parse().unwrap();
     assert_eq!(response["skipped"], serde_json::json!([]), "{response}");
     assert_eq!(response["compacted"][0]["files_in"], files_before, "{response}");
-    assert!(logged.contains("Lambda-Runtime-Deadline-Ms 600000"), "no warning naming the cause:\n{logged}");
+    assert!(warning.is_some(), "no warning naming the cause:\n{logged}");
+}
+
+/// Where `cargo lambda watch` builds the compactor: a target folder of its own beside the
+/// tests' (`<target>/lambda-watch`), so that the two builds, with other features, do not
+/// rebuild each other's dependencies.
+fn watch_target_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // <target>/debug/deps/integration-…
+    exe.ancestors().nth(3).unwrap().join("lambda-watch")
 }
 
 /// `cargo lambda watch`, its build and the function it runs, ended when dropped.

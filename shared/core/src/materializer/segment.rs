@@ -41,7 +41,7 @@ pub enum MaterializeError {
     /// permission), never the segment's records, whose partition values make bounded
     /// paths. Retryable: the same segment succeeds once the storage does.
     #[error("{file}: writing data files: {source}")]
-    Write { file: String, source: iceberg::Error },
+    Write { file: String, source: Box<iceberg::Error> },
     /// The Schema Registry could not be reached.
     #[error(transparent)]
     Schema(SchemaLoadError),
@@ -54,7 +54,7 @@ pub enum MaterializeError {
 impl From<iceberg::Error> for MaterializeError {
     /// Located by [`MaterializeError::at`].
     fn from(source: iceberg::Error) -> Self {
-        MaterializeError::Write { file: String::new(), source }
+        MaterializeError::Write { file: String::new(), source: Box::new(source) }
     }
 }
 
