@@ -473,8 +473,25 @@ impl Aws {
             task_queue_url: self.tasks.clone(),
             lock_table: self.locks.clone(),
             s3_path_style: true,
+            timeout: std::time::Duration::from_secs(900),
         };
         compactor(&self.config, &env).await.unwrap()
+    }
+
+    /// The compactor's environment as a deployed function reads it (`FLOE_*`), with the
+    /// AWS SDK pointed at moto.
+    pub(crate) fn compactor_variables(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("FLOE_CONFIG", self.config_file.path().display().to_string()),
+            ("FLOE_WAREHOUSE", format!("s3://{}/wh", self.warehouse)),
+            ("FLOE_TASK_QUEUE_URL", self.tasks.clone()),
+            ("FLOE_LOCK_TABLE", self.locks.clone()),
+            ("FLOE_S3_PATH_STYLE", "true".into()),
+            ("AWS_ENDPOINT_URL", support::moto().endpoint.clone()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ]
     }
 
     /// The lock table: leases, statuses and the table registry.
@@ -488,6 +505,7 @@ impl Aws {
             lock_table: self.locks.clone(),
             lease: std::time::Duration::from_secs(30),
             s3_path_style: true,
+            timeout: std::time::Duration::from_secs(300),
         };
         committer(&self.config, &env)
     }

@@ -167,3 +167,20 @@ fn the_compactor_runs_alone_on_a_schedule_and_the_lock_table_has_its_index() {
     assert_eq!(index["Projection"]["ProjectionType"], "ALL");
     assert!(lock_table["AttributeDefinitions"].to_string().contains("held_table"));
 }
+
+/// The committer and the compactor know their own timeouts (the budget when an invocation's
+/// deadline is not a real one, as under `cargo lambda watch`): the template's, which are
+/// also the functions' defaults.
+#[test]
+fn the_functions_budget_is_their_timeout() {
+    let template = template();
+    for (function, default) in [
+        ("CommitterFunction", floe_aws::lambda::COMMITTER_TIMEOUT_SECONDS),
+        ("CompactorFunction", floe_aws::lambda::COMPACTOR_TIMEOUT_SECONDS),
+    ] {
+        let properties = &template["Resources"][function]["Properties"];
+        let budget = &properties["Environment"]["Variables"]["FLOE_FUNCTION_TIMEOUT_SECONDS"];
+        assert_eq!(budget.as_str(), Some(properties["Timeout"].to_string().as_str()), "{function}");
+        assert_eq!(properties["Timeout"], default, "{function}");
+    }
+}

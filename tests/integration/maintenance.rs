@@ -163,6 +163,34 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     assert_eq!(status[0].suspended.as_deref(), Some("bad record"));
 }
 
+/// The scheduled event EventBridge sends the compactor.
+const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
+
+/// The `payments` table on moto, committed a segment a batch: a snapshot and a small file
+/// each, and no compaction window, so a compactor run compacts them. Returns what
+/// PyIceberg reads, and the topic's offsets and values.
+async fn small_files_on_moto(
+    name: &str,
+) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
+    use crate::committer::{SEGMENTS, assert_payments, payments, setup_with};
+    use floe_aws::lambda::handle_committer_event;
+
+    let aws = setup_with(name, "compaction_window = \"0s\"\n").await;
+    let (topic, offsets, values) = payments();
+    let (materializer, committer) = (aws.materializer().await, aws.committer());
+    for key in SEGMENTS {
+        aws.materialize(&materializer, topic.path(), key).await;
+        let (event, receipts) = aws.receive().await;
+        assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+        aws.delete(&receipts).await;
+    }
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    let files: u64 = read.summary["total-data-files"].parse().unwrap();
+    assert!(files >= 2, "small files to compact: {:?}", read.summary);
+    (aws, read, offsets, values)
+}
+
 #[tokio::test]
 async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committer_on_glue() {
     use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -170,28 +198,16 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     use floe_aws::lambda::handle_compactor_event;
     use floe_core::task::Task;
 
-    use crate::committer::{SEGMENTS, assert_payments, payments, setup_with};
+    use crate::committer::assert_payments;
 
-    // No window: small files are compacted as soon as they are committed.
-    let aws = setup_with("compactor", "compaction_window = \"0s\"\n").await;
-    let (topic, offsets, values) = payments();
-    let (materializer, committer) = (aws.materializer().await, aws.committer());
-    // A segment a batch: a snapshot and a small file each.
-    for key in SEGMENTS {
-        aws.materialize(&materializer, topic.path(), key).await;
-        let (event, receipts) = aws.receive().await;
-        assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
-        aws.delete(&receipts).await;
-    }
-    let before = aws.read();
-    assert_payments(&before, &offsets, &values);
+    let (aws, before, offsets, values) = small_files_on_moto("compactor").await;
+    let committer = aws.committer();
     let files_before: u64 = before.summary["total-data-files"].parse().unwrap();
-    assert!(files_before >= 2, "small files to compact: {:?}", before.summary);
     let locks = aws.registry();
     assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), [], "committed tasks are released");
 
     // The scheduled event EventBridge sends, as the function receives it.
-    let text = std::fs::read_to_string(support::root().join("events/eventbridge-scheduled.json")).unwrap();
+    let text = std::fs::read_to_string(support::root().join(SCHEDULED_EVENT)).unwrap();
     let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
     let service = aws.compactor().await;
     let response = handle_compactor_event(&service, scheduled.clone(), None).await;
@@ -245,4 +261,78 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     let response = handle_compactor_event(&service, scheduled, None).await;
     assert!(response.compacted.is_empty() && response.failed.is_empty(), "{response:?}");
     assert_eq!(response.unchanged, 1);
+}
+
+/// `cargo lambda watch` hands every invocation `Lambda-Runtime-Deadline-Ms: 600000`, ten
+/// minutes after 1970: the compactor took its time as up and left every table for the next
+/// run. Now it warns, naming the cause, and compacts within its timeout. Builds the
+/// compactor under cargo-lambda (tests/py/requirements.txt installs it beside Python) in a
+/// target folder of its own, so it takes many minutes the first time and is left out by
+/// default:
+/// `cargo test -p floe-tests --test integration -- --ignored under_cargo_lambda_watch`.
+#[tokio::test]
+#[ignore = "builds the compactor under cargo lambda watch; run with --ignored"]
+async fn the_compactor_compacts_under_cargo_lambda_watch() {
+    let (aws, before, _, _) = small_files_on_moto("watch").await;
+    let cargo_lambda = support::python().with_file_name("cargo-lambda");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut watch = std::process::Command::new(&cargo_lambda);
+    watch
+        .args(["lambda", "watch", "--ignore-changes", "-A", "127.0.0.1", "-P", &port])
+        .current_dir(support::root())
+        .env("CARGO_TARGET_DIR", watch_target_dir())
+        .env("RUST_LOG", "info")
+        .envs(aws.compactor_variables())
+        .stdout(log.reopen().unwrap())
+        .stderr(log.reopen().unwrap());
+    std::os::unix::process::CommandExt::process_group(&mut watch, 0);
+    let watch = Watch(watch.spawn().expect("cargo-lambda (pip install cargo-lambda)"));
+    // The first invocation waits for the build.
+    let invoke = || {
+        std::process::Command::new(&cargo_lambda)
+            .args(["lambda", "invoke", "compactor", "--data-file", SCHEDULED_EVENT, "-A", "127.0.0.1", "-P", &port])
+            .current_dir(support::root())
+            .output()
+            .unwrap()
+    };
+    let started = std::time::Instant::now();
+    let out = loop {
+        let out = invoke();
+        if out.status.success() || started.elapsed() > std::time::Duration::from_secs(900) {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    };
+    drop(watch);
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    assert!(out.status.success(), "{}\n{logged}", String::from_utf8_lossy(&out.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warning = logged.lines().find(|l| l.contains("Lambda-Runtime-Deadline-Ms 600000"));
+    eprintln!("cargo lambda invoke compactor: {response}\nwarning: {warning:?}");
+    let files_before: u64 = before.summary["total-data-files"].parse().unwrap();
+    assert_eq!(response["skipped"], serde_json::json!([]), "{response}");
+    assert_eq!(response["compacted"][0]["files_in"], files_before, "{response}");
+    assert!(warning.is_some(), "no warning naming the cause:\n{logged}");
+}
+
+/// Where `cargo lambda watch` builds the compactor: a target folder of its own beside the
+/// tests' (`<target>/lambda-watch`), so that the two builds, with other features, do not
+/// rebuild each other's dependencies.
+fn watch_target_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // <target>/debug/deps/integration-…
+    exe.ancestors().nth(3).unwrap().join("lambda-watch")
+}
+
+/// `cargo lambda watch`, its build and the function it runs, ended when dropped.
+struct Watch(std::process::Child);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        // The process group it leads (`process_group(0)`): the server and the function.
+        // SAFETY: kill(2) with a process group id this test created, and a plain signal.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
 }

@@ -6,7 +6,8 @@
 //! filters that must prune to the matching files and return exactly their rows; every
 //! record lands once — through open transactions, re-uploads with other boundaries
 //! (trimming), compaction, tasks laid out by another spec, and an existing table whose
-//! spec differs from the configuration.
+//! spec differs from the configuration. Regions of 1,000 bytes get bounded folders and keep
+//! their full value; a segment whose files cannot be written fails retryably.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -35,17 +36,26 @@ fn config(partitioned: bool) -> FloeConfig {
     FloeConfig::parse(&format!("[[topics]]\ntopic = \"events\"\nvalue_format = \"json\"\n{partition_by}\n")).unwrap()
 }
 
-/// make_partitioned.py's records: (Kafka partition, offset) → (timestamp ms, region).
+/// make_partitioned.py's records: (Kafka partition, offset) → (timestamp ms, region), and
+/// its region `eu`.
 struct Events {
     dir: tempfile::TempDir,
     rows: BTreeMap<(i64, i64), (i64, Option<String>)>,
+    eu: String,
 }
 
 fn events() -> Events {
+    events_with(&[])
+}
+
+/// make_partitioned.py's records, written with `args` (`--long-regions`).
+fn events_with(args: &[&str]) -> Events {
     let dir = tempfile::tempdir().unwrap();
-    support::run_python("make_partitioned.py", &[dir.path()]);
+    let mut argv = vec![dir.path()];
+    argv.extend(args.iter().map(Path::new));
+    support::run_python("make_partitioned.py", &argv);
     let expected: Value = serde_json::from_slice(&std::fs::read(dir.path().join("expected.json")).unwrap()).unwrap();
-    let rows = expected["rows"]
+    let rows: BTreeMap<(i64, i64), (i64, Option<String>)> = expected["rows"]
         .as_array()
         .unwrap()
         .iter()
@@ -54,7 +64,8 @@ fn events() -> Events {
             (key, (r[2].as_i64().unwrap(), r[3].as_str().map(str::to_string)))
         })
         .collect();
-    Events { dir, rows }
+    let eu = rows.values().filter_map(|(_, r)| r.clone()).find(|r| r.ends_with("eu")).unwrap();
+    Events { dir, rows, eu }
 }
 
 impl Events {
@@ -111,20 +122,20 @@ struct Scan {
     rows: Vec<(i64, i64)>,
 }
 
-fn judge(catalog: &[&str], table: &str) -> Judged {
+fn judge(catalog: &[&str], table: &str, region: &str) -> Judged {
     let out = std::process::Command::new(support::python())
         .arg(support::root().join("tests/py/check_partitions.py"))
         .args(catalog)
-        .args([table, &DAY.to_string(), "eu"])
+        .args([table, &DAY.to_string(), region])
         .output()
         .unwrap();
     assert!(out.status.success(), "PyIceberg failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn judge_local(warehouse: &Path) -> Judged {
+fn judge_local(warehouse: &Path, events: &Events) -> Judged {
     let w = warehouse.canonicalize().unwrap().display().to_string();
-    judge(&["sql", &format!("{w}/catalog.db"), &w], "kafka.events")
+    judge(&["sql", &format!("{w}/catalog.db"), &w], "kafka.events", &events.eu)
 }
 
 /// The table is partitioned by day and region, every file holds rows of its partition
@@ -147,9 +158,9 @@ fn assert_partitioned(judged: &Judged, events: &Events, expected: &[(i64, i64)])
     assert!(judged.day_scan.files.iter().all(|p| p["timestamp_day"] == DAY), "{:?}", judged.day_scan.files);
     assert!(judged.day_scan.files.len() < judged.files.len(), "the day filter pruned nothing");
     let eu_rows: Vec<(i64, i64)> =
-        events.keys(|_, r| r == Some("eu")).into_iter().filter(|k| expected.contains(k)).collect();
+        events.keys(|_, r| r == Some(&events.eu)).into_iter().filter(|k| expected.contains(k)).collect();
     assert_eq!(judged.region_scan.rows, eu_rows);
-    assert!(judged.region_scan.files.iter().all(|p| p["region"] == "eu"), "{:?}", judged.region_scan.files);
+    assert!(judged.region_scan.files.iter().all(|p| p["region"] == *events.eu), "{:?}", judged.region_scan.files);
     assert!(judged.region_scan.files.len() < judged.files.len(), "the region filter pruned nothing");
 }
 
@@ -190,7 +201,7 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
         local_run(input.path(), warehouse.path(), config(true)).await;
     }
     let all: Vec<(i64, i64)> = events.rows.keys().copied().collect();
-    let before = judge_local(warehouse.path());
+    let before = judge_local(warehouse.path(), &events);
     assert_partitioned(&before, &events, &all);
     // Files of producer 7's transaction were written by a pending writer, partitioned too.
     assert!(before.files.iter().any(|f| f.path.contains("-txn7.parquet")), "{:?}", before.files);
@@ -218,7 +229,7 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
     let report = committer.commit_all(&tasks, None).await;
     assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{report:?}");
     assert_eq!(report.snapshots.len(), 1, "one replace snapshot for every bin");
-    let after = judge_local(warehouse.path());
+    let after = judge_local(warehouse.path(), &events);
     assert_partitioned(&after, &events, &all);
     let groups = |judged: &Judged| -> BTreeSet<String> {
         // (partition value, Kafka partition: the file name's prefix)
@@ -235,7 +246,7 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
     // Appends go on after it, into the same partitions; running again adds nothing.
     let again = local_run(input.path(), warehouse.path(), config(true)).await;
     assert!(again.tables.iter().all(|t| t.segments == 0), "{:?}", again.tables);
-    assert_eq!(judge_local(warehouse.path()).rows, all);
+    assert_eq!(judge_local(warehouse.path(), &events).rows, all);
 }
 
 #[tokio::test]
@@ -249,7 +260,7 @@ async fn a_re_upload_with_other_boundaries_is_trimmed_keeping_partition_values()
     events.copy(input.path(), B);
     let last = local_run(input.path(), warehouse.path(), config(true)).await;
     assert!(last.tables.iter().all(|t| t.segments == 0), "B's offsets are all in the table: {:?}", last.tables);
-    let judged = judge_local(warehouse.path());
+    let judged = judge_local(warehouse.path(), &events);
     assert!(judged.files.iter().any(|f| f.path.contains("-trim.parquet")), "{:?}", judged.files);
     let partition_0 = events.keys(|_, _| true).into_iter().filter(|(p, _)| *p == 0).collect::<Vec<_>>();
     assert_partitioned(&judged, &events, &partition_0);
@@ -296,11 +307,27 @@ async fn files_laid_out_by_another_spec_are_rewritten_into_the_tables() {
     let (committer, _) = local_committer(warehouse.path());
     let report = committer.commit_all(&tasks, None).await;
     assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{:?}", report.results);
-    let judged = judge_local(warehouse.path());
+    let judged = judge_local(warehouse.path(), &events);
     assert!(judged.files.iter().any(|f| f.path.contains("-layout.parquet")), "{:?}", judged.files);
     // Producer 7's transaction is still open (B is not there): its records are not rows.
     let expected = events.keys(|_, _| true).into_iter().filter(|&(p, o)| p == 1 || o < 55).collect::<Vec<_>>();
     assert_partitioned(&judged, &events, &expected);
+}
+
+/// A segment whose files cannot be written (here the table's folder is a file) fails
+/// retryably, naming the segment, and queues nothing: never a task with files missing,
+/// and the segment is tried again (a Lambda retry, the next local run).
+#[tokio::test]
+async fn a_segment_whose_files_cannot_be_written_fails_retryably_naming_it() {
+    let (events, input, warehouse) = fresh();
+    events.copy(input.path(), A);
+    std::fs::write(warehouse.path().join("kafka.db"), b"not a folder").unwrap();
+    let (materializer, queue) = local_materializer(input.path(), warehouse.path(), config(true));
+    let error = materializer.handle(&ObjectRef::new("", A)).await.unwrap_err();
+    assert!(error.retryable(), "{error}");
+    let message = error.to_string();
+    assert!(message.contains(A) && message.contains("writing data files"), "{message}");
+    assert_eq!(queue.len(), 0);
 }
 
 #[tokio::test]
@@ -310,7 +337,7 @@ async fn an_existing_tables_spec_wins_over_the_configuration() {
     local_run(input.path(), warehouse.path(), config(false)).await;
     events.copy(input.path(), B);
     local_run(input.path(), warehouse.path(), config(true)).await;
-    let judged = judge_local(warehouse.path());
+    let judged = judge_local(warehouse.path(), &events);
     assert!(judged.spec.is_empty(), "still unpartitioned: {:?}", judged.spec);
     assert!(judged.files.iter().all(|f| !f.path.contains("timestamp_day=")), "{:?}", judged.files);
     assert_eq!(judged.rows, events.keys(|_, _| true).into_iter().filter(|(p, _)| *p == 0).collect::<Vec<_>>());
@@ -318,9 +345,40 @@ async fn an_existing_tables_spec_wins_over_the_configuration() {
 
 #[tokio::test]
 async fn lambdas_on_moto_partition_the_glue_table() {
-    let events = events();
+    lambdas_on_moto_partition(&events(), "partitioned").await;
+}
+
+/// A region of 1,000 bytes (multi-byte characters, `/` and spaces to escape) once blocked
+/// its segment for good: the folder name passed 255 bytes (and the key S3's 1024).
+/// Folders are bounded now, and PyIceberg reads every row with its full value.
+#[tokio::test]
+async fn long_partition_values_get_bounded_folders_and_keep_their_full_value() {
+    let (events, input, warehouse) =
+        (events_with(&["--long-regions"]), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    assert_eq!(events.eu.len(), 1000);
+    for rel in [A, B, C] {
+        events.copy(input.path(), rel);
+    }
+    local_run(input.path(), warehouse.path(), config(true)).await;
+    let judged = judge_local(warehouse.path(), &events);
+    assert_partitioned(&judged, &events, &events.rows.keys().copied().collect::<Vec<_>>());
+    assert_bounded_folders(&judged, &events);
+    lambdas_on_moto_partition(&events, "longvalues").await;
+}
+
+/// Every file's partition folders are at most 128 bytes, and the long values are there, whole.
+fn assert_bounded_folders(judged: &Judged, events: &Events) {
+    for f in &judged.files {
+        let folders = f.path.split("/data/").nth(1).unwrap();
+        assert!(folders.split('/').all(|c| c.len() <= 128), "{}", f.path);
+    }
+    assert!(judged.files.iter().any(|f| f.partition["region"] == *events.eu), "{:?}", judged.files);
+}
+
+/// `events` through the materializer and the committer on moto (S3, Glue), tables named after `name`.
+async fn lambdas_on_moto_partition(events: &Events, name: &str) {
     let aws = crate::committer::setup_with(
-        "partitioned",
+        name,
         &format!("[[topics]]\ntopic = \"events\"\nvalue_format = \"json\"\n{PARTITION_BY}\n"),
     )
     .await;
@@ -335,7 +393,8 @@ async fn lambdas_on_moto_partition_the_glue_table() {
     let response = handle_committer_event(&service, event, None).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     aws.delete(&receipts).await;
-    let judged = judge(&["glue", &support::moto().endpoint, "-"], &format!("{}.events", aws.namespace));
-    assert_partitioned(&judged, &events, &events.rows.keys().copied().collect::<Vec<_>>());
+    let judged = judge(&["glue", &support::moto().endpoint, "-"], &format!("{}.events", aws.namespace), &events.eu);
+    assert_partitioned(&judged, events, &events.rows.keys().copied().collect::<Vec<_>>());
     assert!(judged.files.iter().all(|f| f.path.starts_with("s3://")), "{:?}", judged.files);
+    assert_bounded_folders(&judged, events);
 }

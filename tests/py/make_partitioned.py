@@ -2,7 +2,7 @@
 """A JSON topic whose records span several days and regions, for the partitioning tests
 (kafka-python's batch builder):
 
-    make_partitioned.py OUT_DIR
+    make_partitioned.py OUT_DIR [--long-regions]
 
   events-0/…00.log   offsets  0..59: one record an hour from 2025-11-24 20:00 UTC;
                      55..59 are producer 7's transaction, open at the end of the segment
@@ -12,7 +12,9 @@
                      the second), as another broker re-uploads after a leader change
 
 Values are {"id": <partition * 1000 + offset>, "region": "eu" | "us" | null} (null every
-third record). Writes OUT_DIR/expected.json: {"rows": [[partition, offset, timestamp ms,
+third record). With --long-regions, "eu" and "us" are 1,000-byte strings sharing a
+998-byte prefix of multi-byte characters and characters a path must escape (far past what
+one folder name may hold), ending in "eu" and "us". Writes OUT_DIR/expected.json: {"rows": [[partition, offset, timestamp ms,
 region], …]} — the records a read_committed consumer sees.
 """
 import json
@@ -24,11 +26,18 @@ from make_segments import marker, v2_batch
 START = 1763942400000 + 20 * 3600 * 1000  # 2025-11-24T20:00:00Z
 HOUR = 3600 * 1000
 REGIONS = ["eu", "us", None]
+LONG = False  # --long-regions
+LONG_PREFIX = ("r\u00e9gion/\u00fc " * 100).encode()[:998].decode()
+
+
+def long_region(region):
+    return None if region is None else LONG_PREFIX + region
 
 
 def record(partition, offset, step):
     ts = START + offset * step
-    value = {"id": partition * 1000 + offset, "region": REGIONS[offset % 3]}
+    region = REGIONS[offset % 3]
+    value = {"id": partition * 1000 + offset, "region": long_region(region) if LONG else region}
     return (ts, b"k%d" % offset, json.dumps(value).encode(), []), [partition, offset, ts, value["region"]]
 
 
@@ -61,4 +70,5 @@ def main(out):
 
 
 if __name__ == "__main__":
+    LONG = "--long-regions" in sys.argv[2:]
     main(sys.argv[1])

@@ -12,10 +12,10 @@ async fn main() -> Result<(), Error> {
     let env = CommitterEnv::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let service = committer(&aws, &env);
-    let service = &service;
+    let (service, timeout) = (&service, env.timeout);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // Stop retrying conflicts well before the function's own timeout.
-        let deadline = stop_before(event.context.deadline(), std::time::Duration::from_secs(5));
+        let deadline = stop_before(event.context.deadline(), std::time::Duration::from_secs(5), timeout);
         Ok::<SqsBatchResponse, Error>(handle_committer_event(service, event.payload, Some(deadline)).await)
     }))
     .await

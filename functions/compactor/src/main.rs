@@ -17,9 +17,9 @@ async fn main() -> Result<(), Error> {
     let env = CompactorEnv::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let service = compactor(&aws, &env).await?;
-    let service = &service;
+    let (service, timeout) = (&service, env.timeout);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent<Value>>| async move {
-        let deadline = stop_before(event.context.deadline(), FINISH_MARGIN);
+        let deadline = stop_before(event.context.deadline(), FINISH_MARGIN, timeout);
         Ok::<CompactorResponse, Error>(handle_compactor_event(service, event.payload, Some(deadline)).await)
     }))
     .await

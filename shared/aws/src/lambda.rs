@@ -1,11 +1,14 @@
 //! What the Lambda functions share: their typed environment, read once at init; the
 //! `floe.toml` they load (from S3 or a path); Schema Registry credentials from Secrets
-//! Manager; JSON logs; and the materializer's event handler.
+//! Manager; JSON logs; the three functions' event handlers; and the committer's and the
+//! compactor's working deadline ([`stop_before`]: the invocation's, or the function's
+//! timeout when the runtime hands none that can be believed, as `cargo lambda watch`).
 //!
 //! A function's `main.rs` only wires these together; everything here is testable
 //! without the Lambda runtime.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -43,6 +46,27 @@ fn table_registry(aws: &aws_config::SdkConfig, lock_table: &str) -> Arc<dyn Tabl
 fn required(name: &'static str) -> Result<String, InitError> {
     std::env::var(name).map_err(|_| InitError::Env { name, message: "not set".into() })
 }
+
+/// A number of seconds from the variable `name`, `default` when it is unset.
+fn seconds(name: &'static str, default: u64) -> Result<Duration, InitError> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| InitError::Env { name, message: format!("{v:?} is not a number of seconds") }),
+        Err(_) => Ok(Duration::from_secs(default)),
+    }
+}
+
+/// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget of an invocation
+/// whose deadline is not a real one (see [`stop_before`]); `default`: the SAM template's.
+fn function_timeout(default: u64) -> Result<Duration, InitError> {
+    seconds("FLOE_FUNCTION_TIMEOUT_SECONDS", default)
+}
+
+/// The committer's and the compactor's timeouts in the SAM template.
+pub const COMMITTER_TIMEOUT_SECONDS: u64 = 300;
+pub const COMPACTOR_TIMEOUT_SECONDS: u64 = 900;
 
 /// The materializer's environment.
 #[derive(Debug, Clone)]
@@ -260,24 +284,21 @@ pub struct CommitterEnv {
     /// `FLOE_LOCK_TABLE`: the DynamoDB table of leases and table statuses.
     pub lock_table: String,
     /// `FLOE_LEASE_SECONDS`: lease length, renewed during a commit (default 60).
-    pub lease: std::time::Duration,
+    pub lease: Duration,
     pub s3_path_style: bool,
+    /// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget when the
+    /// invocation's deadline is not a real one (default 300, the template's).
+    pub timeout: Duration,
 }
 
 impl CommitterEnv {
     pub fn from_env() -> Result<Self, InitError> {
-        let lease = match std::env::var("FLOE_LEASE_SECONDS") {
-            Ok(v) => v.parse::<u64>().map_err(|_| InitError::Env {
-                name: "FLOE_LEASE_SECONDS",
-                message: format!("{v:?} is not a number of seconds"),
-            })?,
-            Err(_) => 60,
-        };
         Ok(CommitterEnv {
             warehouse: required("FLOE_WAREHOUSE")?,
             lock_table: required("FLOE_LOCK_TABLE")?,
-            lease: std::time::Duration::from_secs(lease),
+            lease: seconds("FLOE_LEASE_SECONDS", 60)?,
             s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
+            timeout: function_timeout(COMMITTER_TIMEOUT_SECONDS)?,
         })
     }
 }
@@ -313,7 +334,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterSe
 pub async fn handle_committer_event(
     service: &CommitterService,
     event: aws_lambda_events::event::sqs::SqsEvent,
-    deadline: Option<std::time::Instant>,
+    deadline: Option<Instant>,
 ) -> aws_lambda_events::event::sqs::SqsBatchResponse {
     use floe_core::committer::TaskResult;
     let mut response = aws_lambda_events::event::sqs::SqsBatchResponse::default();
@@ -357,7 +378,7 @@ pub async fn handle_committer_event(
 
 /// The compactor's environment: the materializer's variables (`FLOE_WAREHOUSE`,
 /// `FLOE_TASK_QUEUE_URL`, `FLOE_LOCK_TABLE`, `FLOE_CONFIG`, `FLOE_S3_PATH_STYLE`), read
-/// and checked the same way.
+/// and checked the same way, and `FLOE_FUNCTION_TIMEOUT_SECONDS`.
 #[derive(Debug, Clone)]
 pub struct CompactorEnv {
     /// `FLOE_CONFIG`: `s3://bucket/key` or a path of `floe.toml` (compaction policy per
@@ -371,13 +392,17 @@ pub struct CompactorEnv {
     /// `FLOE_LOCK_TABLE`: the DynamoDB table of leases, statuses and held tasks.
     pub lock_table: String,
     pub s3_path_style: bool,
+    /// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget when the
+    /// invocation's deadline is not a real one (default 900, the template's).
+    pub timeout: Duration,
 }
 
 impl CompactorEnv {
     pub fn from_env() -> Result<Self, InitError> {
         let MaterializerEnv { config, warehouse, task_queue_url, lock_table, s3_path_style } =
             MaterializerEnv::from_env()?;
-        Ok(CompactorEnv { config, warehouse, task_queue_url, lock_table, s3_path_style })
+        let timeout = function_timeout(COMPACTOR_TIMEOUT_SECONDS)?;
+        Ok(CompactorEnv { config, warehouse, task_queue_url, lock_table, s3_path_style, timeout })
     }
 }
 
@@ -481,7 +506,7 @@ impl CompactorResponse {
 pub async fn handle_compactor_event(
     service: &CompactorService,
     event: aws_lambda_events::event::eventbridge::EventBridgeEvent<Value>,
-    deadline: Option<std::time::Instant>,
+    deadline: Option<Instant>,
 ) -> CompactorResponse {
     let scheduled = event.time.map(|t| t.to_rfc3339()).unwrap_or_default();
     let rule = event.resources.as_ref().and_then(|r| r.first()).cloned().unwrap_or_default();
@@ -498,10 +523,33 @@ pub async fn handle_compactor_event(
     response
 }
 
+/// Lambda's longest timeout: an invocation deadline further away than this (and a minute
+/// of clock skew) was not set by Lambda.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(15 * 60 + 60);
+
 /// The instant to stop starting new work: `margin` before the invocation's deadline.
-pub fn stop_before(invocation_deadline: std::time::SystemTime, margin: std::time::Duration) -> std::time::Instant {
-    let remaining = invocation_deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
-    std::time::Instant::now() + remaining.saturating_sub(margin)
+///
+/// A deadline already past when the invocation starts, or further away than Lambda's
+/// longest timeout, is no deadline: `cargo lambda watch` sends a fixed
+/// `Lambda-Runtime-Deadline-Ms` of 600000 (ten minutes after 1970). The work then gets
+/// `timeout` (the function's timeout, `FLOE_FUNCTION_TIMEOUT_SECONDS`) from now, less
+/// `margin`, and a warning names the cause.
+pub fn stop_before(invocation_deadline: SystemTime, margin: Duration, timeout: Duration) -> Instant {
+    let remaining = match invocation_deadline.duration_since(SystemTime::now()) {
+        Ok(left) if left <= LONGEST_TIMEOUT => left,
+        _ => {
+            let deadline_ms = invocation_deadline.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            tracing::warn!(
+                deadline_ms,
+                budget_seconds = timeout.as_secs(),
+                "the invocation's deadline is already past or beyond Lambda's 15 minutes, so it is not a real one \
+                 (cargo lambda watch sends Lambda-Runtime-Deadline-Ms 600000); working within the function's \
+                 timeout from FLOE_FUNCTION_TIMEOUT_SECONDS instead"
+            );
+            timeout
+        }
+    };
+    Instant::now() + remaining.saturating_sub(margin)
 }
 
 #[cfg(test)]
@@ -555,11 +603,27 @@ mod compactor_tests {
 
     #[test]
     fn work_stops_a_margin_before_the_invocation_deadline() {
-        let deadline = std::time::SystemTime::now() + std::time::Duration::from_secs(900);
-        let stop = stop_before(deadline, std::time::Duration::from_secs(120));
-        let left = stop.saturating_duration_since(std::time::Instant::now());
-        assert!(left <= std::time::Duration::from_secs(780) && left > std::time::Duration::from_secs(770), "{left:?}");
-        let past = stop_before(std::time::SystemTime::now(), std::time::Duration::from_secs(120));
-        assert!(past <= std::time::Instant::now(), "already past: stop at once");
+        let timeout = Duration::from_secs(300);
+        let stop = stop_before(SystemTime::now() + Duration::from_secs(900), Duration::from_secs(120), timeout);
+        let left = stop.saturating_duration_since(Instant::now());
+        assert!(left <= Duration::from_secs(780) && left > Duration::from_secs(770), "{left:?}");
+        // Reached during the invocation: stop at once.
+        let stop = stop_before(SystemTime::now() + Duration::from_secs(60), Duration::from_secs(120), timeout);
+        assert!(stop <= Instant::now(), "already past: stop at once");
+    }
+
+    #[test]
+    fn a_deadline_past_at_the_start_or_beyond_lambdas_longest_is_replaced_by_the_functions_timeout() {
+        let timeout = Duration::from_secs(300);
+        // What `cargo lambda watch` sends, a deadline a second past, one a day away.
+        for deadline in [
+            UNIX_EPOCH + Duration::from_millis(600_000),
+            SystemTime::now() - Duration::from_secs(1),
+            SystemTime::now() + Duration::from_secs(86_400),
+        ] {
+            let stop = stop_before(deadline, Duration::from_secs(120), timeout);
+            let left = stop.saturating_duration_since(Instant::now());
+            assert!(left <= Duration::from_secs(180) && left > Duration::from_secs(170), "{deadline:?}: {left:?}");
+        }
     }
 }

@@ -10,8 +10,9 @@
 //!
 //! [`TableWriter`] is what writes a table's rows: one rolling writer for an unpartitioned
 //! table (batches go straight through), or one per partition value (fanout) under
-//! `{dir}/{partition path}/` (`timestamp_day=2026-11-30/`), each file carrying its
-//! partition value so that the manifests record it.
+//! `{dir}/{partition path}/` (`timestamp_day=2026-11-30/`, bounded by
+//! [`crate::partition::partition_path`]), each file carrying its partition value so that
+//! the manifests record it.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -37,8 +37,11 @@ pub enum MaterializeError {
     /// The table's mode is `suspend` and a record could not be decoded.
     #[error("table suspended: {file}: partition {partition} offset {offset}: {error}")]
     Suspended { file: String, partition: i32, offset: i64, error: String },
-    #[error("writing data files: {0}")]
-    Write(#[from] iceberg::Error),
+    /// Writing the segment's files failed: the warehouse's storage (a 5xx, a full disk, a
+    /// permission), never the segment's records, whose partition values make bounded
+    /// paths. Retryable: the same segment succeeds once the storage does.
+    #[error("{file}: writing data files: {source}")]
+    Write { file: String, source: Box<iceberg::Error> },
     /// The Schema Registry could not be reached.
     #[error(transparent)]
     Schema(SchemaLoadError),
@@ -48,12 +51,29 @@ pub enum MaterializeError {
     Internal { file: String, panic: String },
 }
 
+impl From<iceberg::Error> for MaterializeError {
+    /// Located by [`MaterializeError::at`].
+    fn from(source: iceberg::Error) -> Self {
+        MaterializeError::Write { file: String::new(), source: Box::new(source) }
+    }
+}
+
 impl MaterializeError {
+    /// A write failure located at the segment `file`.
+    fn at(self, file: &str) -> Self {
+        match self {
+            MaterializeError::Write { source, .. } => MaterializeError::Write { file: file.to_string(), source },
+            other => other,
+        }
+    }
+
     pub fn retryable(&self) -> bool {
         match self {
             MaterializeError::Segment(e) => e.retryable(),
             MaterializeError::Suspended { .. } => false,
-            MaterializeError::Write(e) => e.retryable(),
+            MaterializeError::Write { source, .. } => {
+                source.retryable() || source.kind() == iceberg::ErrorKind::Unexpected
+            }
             MaterializeError::Schema(e) => e.retryable,
             MaterializeError::Internal { .. } => false,
         }
@@ -261,7 +281,10 @@ pub async fn materialize_segment(
             summary: reader.into_summary(),
         })
     };
-    crate::guard::guarded(work).await.unwrap_or_else(|panic| Err(MaterializeError::Internal { file, panic }))
+    match crate::guard::guarded(work).await {
+        Ok(done) => done.map_err(|e| e.at(&file)),
+        Err(panic) => Err(MaterializeError::Internal { file, panic }),
+    }
 }
 
 /// A short stable identity of an input object: its name and version (ETag, size…).

@@ -1,5 +1,6 @@
 //! Partitioning: `partition_by` bound to a table schema as an Iceberg `PartitionSpec`,
-//! and record batches split by partition value.
+//! record batches split by partition value, and each value's folders
+//! ([`partition_path`]: `<field>=<value>`, bounded however long the value).
 //!
 //! ```text
 //!  "day(_kafka.timestamp)" ──bind(schema)──▶ PartitionSpec { timestamp_day: day(source id 3), field id 1000 }
@@ -312,31 +313,107 @@ impl Partitioner {
     }
 
     /// The directory of a partition value, Iceberg style (`timestamp_day=2026-11-30`),
-    /// names and values percent-encoded so that no value can leave the data directory.
+    /// names and values percent-encoded so that no value can leave the data directory,
+    /// and bounded (see [`partition_path`]).
     pub fn path(&self, value: &Struct) -> String {
-        let parts: Vec<String> = self
+        let fields: Vec<(&str, String)> = self
             .spec
             .fields()
             .iter()
             .zip(self.partition_type.fields())
             .zip(value.iter())
             .map(|((field, ty), literal)| {
-                let human = field.transform.to_human_string(&ty.field_type, literal);
-                format!("{}={}", escape(&field.name), escape(&human))
+                (field.name.as_str(), field.transform.to_human_string(&ty.field_type, literal))
             })
             .collect();
-        parts.join("/")
+        partition_path(&fields)
     }
+}
+
+/// At most this many bytes in one folder name of a partition path (file systems allow 255).
+pub const MAX_COMPONENT_BYTES: usize = 128;
+/// At most this many bytes of a field's name in its folder name.
+const MAX_NAME_BYTES: usize = 64;
+/// At most this many bytes in a whole partition path, so that a file's key stays well
+/// within S3's 1024 bytes with the table's location and the file name.
+pub const MAX_PATH_BYTES: usize = 512;
+/// `-` and 16 hex digits: what a shortened name ends with.
+const HASH_SUFFIX_BYTES: usize = 17;
+
+/// The folders of a partition value: `<field>=<value>` per field (`timestamp_day=2026-11-30/
+/// region=eu`), percent-encoded ([`escape`]). A name or value too long for its folder
+/// ([`MAX_COMPONENT_BYTES`]) is cut to a readable prefix (on a character boundary, never
+/// inside an escape) followed by `-` and 16 hex digits of a hash of the whole of it, so two
+/// values sharing a prefix get two folders. When the fields together would pass
+/// [`MAX_PATH_BYTES`], the leading folders that fit are kept and one folder of a hash of
+/// every field ends the path. The same for local warehouses and S3. Only the layout: the
+/// value each file holds is its partition value in the manifests, read by every engine.
+pub fn partition_path(fields: &[(&str, String)]) -> String {
+    let components: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| {
+            let name = bounded(name, MAX_NAME_BYTES);
+            let value = bounded(value, MAX_COMPONENT_BYTES - name.len() - 1);
+            format!("{name}={value}")
+        })
+        .collect();
+    let joined = components.join("/");
+    if joined.len() <= MAX_PATH_BYTES {
+        return joined;
+    }
+    let mut path = String::new();
+    for component in components {
+        if path.len() + component.len() + 1 + HASH_SUFFIX_BYTES > MAX_PATH_BYTES {
+            break;
+        }
+        path.push_str(&component);
+        path.push('/');
+    }
+    let everything: Vec<String> = fields.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    path.push_str(&hash_hex(&everything.join("\0")));
+    path
+}
+
+/// `s` percent-encoded when that fits in `max` bytes; else the encoded prefix that fits
+/// with `-<16 hex digits of a hash of s>`.
+fn bounded(s: &str, max: usize) -> String {
+    let escaped = escape(s);
+    if escaped.len() <= max {
+        return escaped;
+    }
+    let mut out = escape_prefix(s, max.saturating_sub(HASH_SUFFIX_BYTES));
+    out.push('-');
+    out.push_str(&hash_hex(s));
+    out
+}
+
+/// 16 hex digits of a stable hash (XXH64, seed 0) of `s`.
+fn hash_hex(s: &str) -> String {
+    format!("{:016x}", twox_hash::XxHash64::oneshot(0, s.as_bytes()))
 }
 
 /// Percent-encodes everything but `[A-Za-z0-9._-]` (and a leading dot), as URL encoding does.
 fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for (i, b) in s.bytes().enumerate() {
-        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0) {
-            out.push(b as char);
+    escape_prefix(s, usize::MAX)
+}
+
+/// The encoding of the longest prefix of `s`, whole characters, that fits in `max` bytes.
+fn escape_prefix(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut utf8 = [0u8; 4];
+    for (i, c) in s.char_indices() {
+        let bytes = c.encode_utf8(&mut utf8).as_bytes();
+        let plain = c.is_ascii_alphanumeric() || c == '_' || c == '-' || (c == '.' && i > 0);
+        let width = if plain { 1 } else { 3 * bytes.len() };
+        if out.len() + width > max {
+            break;
+        }
+        if plain {
+            out.push(c);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            for b in bytes {
+                out.push_str(&format!("%{b:02X}"));
+            }
         }
     }
     out
@@ -554,5 +631,84 @@ pub(crate) mod tests {
         let one = partitioner.split(&batch(&schema, &rows[..1])).unwrap();
         assert_eq!(one.len(), 1);
         assert!(Partitioner::new(Arc::new(PartitionSpec::unpartition_spec()), schema).unwrap().is_none());
+    }
+
+    /// The bytes a percent-encoded name stands for.
+    fn unescape(s: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut bytes = s.bytes();
+        while let Some(b) = bytes.next() {
+            match b {
+                b'%' => {
+                    let hex: String =
+                        [bytes.next().unwrap(), bytes.next().unwrap()].iter().map(|&b| b as char).collect();
+                    out.push(u8::from_str_radix(&hex, 16).unwrap());
+                }
+                b => out.push(b),
+            }
+        }
+        out
+    }
+
+    /// `region=<value>` for one value: (the readable prefix, the hash), checked bounded.
+    fn shortened(value: &str) -> (String, String) {
+        let path = partition_path(&[("region", value.to_string())]);
+        assert!(path.len() <= MAX_COMPONENT_BYTES, "{} bytes: {path}", path.len());
+        assert!(!path.contains('/'), "{path}");
+        let value_part = path.strip_prefix("region=").unwrap();
+        let (prefix, hash) = value_part.rsplit_once('-').unwrap();
+        assert!(hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()), "{path}");
+        // The prefix is the start of the value, whole characters, no escape cut.
+        let decoded = String::from_utf8(unescape(prefix)).expect("cut on a character");
+        assert!(value.starts_with(&decoded) && decoded.len() > 10, "{path}");
+        (prefix.to_string(), hash.to_string())
+    }
+
+    #[test]
+    fn short_values_keep_icebergs_readable_layout() {
+        assert_eq!(partition_path(&[("region", "eu".into()), ("id_bucket", "3".into())]), "region=eu/id_bucket=3");
+        assert_eq!(partition_path(&[("region", ".a b/é".into())]), "region=%2Ea%20b%2F%C3%A9");
+        let at_limit = "x".repeat(MAX_COMPONENT_BYTES - "region=".len());
+        assert_eq!(partition_path(&[("region", at_limit.clone())]), format!("region={at_limit}"));
+    }
+
+    #[test]
+    fn long_values_get_a_readable_prefix_and_a_hash_of_the_whole() {
+        // ASCII: the prefix is the value's start, as long as it fits.
+        let (prefix, _) = shortened(&"a".repeat(1000));
+        assert_eq!(prefix, "a".repeat(MAX_COMPONENT_BYTES - "region=".len() - 17));
+        // Multi-byte UTF-8 and characters to escape: cut between characters and escapes.
+        for value in ["é".repeat(300), "日本語".repeat(100), "/..%".repeat(100), format!("x{}", "€".repeat(200))]
+        {
+            shortened(&value);
+        }
+        // Two values sharing a long prefix: the same readable prefix, two folders.
+        let common = "z".repeat(500);
+        let (a, b) = (format!("{common}-one"), format!("{common}-two"));
+        let ((pa, ha), (pb, hb)) = (shortened(&a), shortened(&b));
+        assert_eq!(pa, pb);
+        assert_ne!(ha, hb);
+        // Stable: the same value, the same folder.
+        assert_eq!(partition_path(&[("region", a.clone())]), partition_path(&[("region", a)]));
+        // A long field name is bounded too.
+        let path = partition_path(&[("n".repeat(300).as_str(), "v".into())]);
+        assert!(path.len() <= MAX_COMPONENT_BYTES && path.ends_with("=v"), "{path}");
+    }
+
+    #[test]
+    fn many_long_fields_stay_within_the_path_limit() {
+        let names: Vec<String> = (0..12).map(|i| format!("f{i}")).collect();
+        let fields: Vec<(&str, String)> = names.iter().map(|n| (n.as_str(), "é".repeat(200))).collect();
+        let path = partition_path(&fields);
+        assert!(path.len() <= MAX_PATH_BYTES, "{} bytes", path.len());
+        let components: Vec<&str> = path.split('/').collect();
+        assert!(components.iter().all(|c| c.len() <= MAX_COMPONENT_BYTES), "{path}");
+        assert!(components[0].starts_with("f0=%C3%A9"), "{path}");
+        let last = components.last().unwrap();
+        assert!(last.len() == 16 && last.bytes().all(|b| b.is_ascii_hexdigit()), "{path}");
+        // Another value of the last field only: another path.
+        let mut other = fields.clone();
+        other[11].1.push('x');
+        assert_ne!(partition_path(&other), path);
     }
 }
