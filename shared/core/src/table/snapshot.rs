@@ -14,6 +14,14 @@
 //!
 //! The cost of an append is one manifest list read and one small manifest written,
 //! whatever the table's history; the caller swaps the catalog pointer afterwards.
+//!
+//! It also owns, at each commit:
+//! - the manifest merge ([`MIN_COUNT_TO_MERGE`]): small manifests merged per partition
+//!   spec and content, never across them (Java's `ManifestMergeManager`);
+//! - snapshot expiry ([`expiry`]), as Iceberg's `ExpireSnapshots`: tags and branches keep
+//!   their snapshots, each branch its own retention, a ref goes only past its
+//!   `max-ref-age-ms`; on `main` also Floe's bound on the count and its newest snapshot;
+//! - the metadata file ([`write_metadata`]): snapshots listed in commit order.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
