@@ -600,7 +600,8 @@ mod tests {
         };
         assert_eq!(report(0, 0).failure(), None);
         assert_eq!(report(2, 0).failure().unwrap(), "2 failure(s), listed above; nothing of them was committed");
-        let maintenance = "maintenance failed for 1 table(s), listed above; what the run committed (listed above) stands";
+        let maintenance =
+            "maintenance failed for 1 table(s), listed above; what the run committed (listed above) stands";
         assert_eq!(report(0, 1).failure().unwrap(), maintenance);
         assert_eq!(
             report(1, 1).failure().unwrap(),

@@ -68,7 +68,10 @@ async fn expiry_and_the_sweep_keep_other_engines_tags_and_branches() {
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     copy(&support::root().join("examples/segments"), input.path(), ORDERS_1);
     local_run(input.path(), warehouse.path()).await;
-    foreign(warehouse.path(), &["properties", "floe.history.max-snapshots=2", "history.expire.min-snapshots-to-keep=1"]);
+    foreign(
+        warehouse.path(),
+        &["properties", "floe.history.max-snapshots=2", "history.expire.min-snapshots-to-keep=1"],
+    );
     let committer = local_committer(warehouse.path());
     let template = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_1).await;
     let append = async |i: i64| {
@@ -91,7 +94,11 @@ async fn expiry_and_the_sweep_keep_other_engines_tags_and_branches() {
             refs.iter().map(|(n, r)| (n.as_str(), r.r#type.as_str(), r.rows, r.parent_rows)).collect();
         assert_eq!(
             rows,
-            [("audit", "tag", 160, None), ("dev", "branch", 320, Some(240)), ("main", "branch", 800, Some(main_parent))]
+            [
+                ("audit", "tag", 160, None),
+                ("dev", "branch", 320, Some(240)),
+                ("main", "branch", 800, Some(main_parent))
+            ]
         );
     };
     let before = refs(warehouse.path());
@@ -107,8 +114,14 @@ async fn expiry_and_the_sweep_keep_other_engines_tags_and_branches() {
     maintain(warehouse.path(), now + 8 * DAY_MS).await;
     let after = refs(warehouse.path());
     expected(&after, 800);
-    assert_eq!(load(warehouse.path()).await.metadata.current_snapshot().unwrap().summary().operation.as_str(), "replace");
-    assert_eq!((after["audit"].snapshot_id, after["dev"].snapshot_id), (before["audit"].snapshot_id, before["dev"].snapshot_id));
+    assert_eq!(
+        load(warehouse.path()).await.metadata.current_snapshot().unwrap().summary().operation.as_str(),
+        "replace"
+    );
+    assert_eq!(
+        (after["audit"].snapshot_id, after["dev"].snapshot_id),
+        (before["audit"].snapshot_id, before["dev"].snapshot_id)
+    );
     assert_eq!(after["audit"].offsets, before["audit"].offsets);
     assert_eq!(read_local(warehouse.path(), "kafka.orders").rows, 800);
 }
@@ -149,7 +162,8 @@ async fn a_metadata_file_cut_short_by_a_killed_run_stops_nothing() {
     // A run killed while writing the next metadata file left it empty.
     let location = load(warehouse.path()).await.pointer.metadata_location;
     let version: u32 = location.rsplit('/').next().unwrap().split('-').next().unwrap().parse().unwrap();
-    let cut = metadata_dir(warehouse.path()).join(format!("{:05}-6c1d2e4a-0000-4000-8000-000000000000.metadata.json", version + 1));
+    let cut = metadata_dir(warehouse.path())
+        .join(format!("{:05}-6c1d2e4a-0000-4000-8000-000000000000.metadata.json", version + 1));
     std::fs::write(&cut, b"").unwrap();
 
     copy(&samples, input.path(), ORDERS_0_NEXT);
@@ -183,7 +197,8 @@ async fn a_run_that_committed_says_so_when_its_maintenance_fails_and_status_show
 
     copy(&samples, input.path(), ORDERS_0);
     let mut out = Vec::new();
-    let error = floe_cli::local::run(input.path(), warehouse.path(), FloeConfig::default(), &mut out).await.unwrap_err();
+    let error =
+        floe_cli::local::run(input.path(), warehouse.path(), FloeConfig::default(), &mut out).await.unwrap_err();
     let out = String::from_utf8(out).unwrap();
     assert!(out.contains("kafka.orders: 1 segment(s) materialized, 1 already in the table; 100 record(s)"), "{out}");
     assert!(out.contains("maintenance failed: compaction of kafka.orders: ") && out.contains(&first_list), "{out}");

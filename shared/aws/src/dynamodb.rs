@@ -315,7 +315,10 @@ fn failing_key(activity: Activity) -> String {
 }
 
 fn failure_value(failure: &Failure) -> AttributeValue {
-    AttributeValue::M(HashMap::from([("at_ms".to_string(), n(failure.at_ms)), ("error".to_string(), s(&failure.error))]))
+    AttributeValue::M(HashMap::from([
+        ("at_ms".to_string(), n(failure.at_ms)),
+        ("error".to_string(), s(&failure.error)),
+    ]))
 }
 
 fn failure(activity: Activity, value: &AttributeValue) -> Result<Failure, LockError> {

@@ -210,7 +210,9 @@ impl Committer {
         let event = match outcome {
             Ok(_) => MaintenanceEvent::Succeeded(activity),
             Err(CommitError::Incompatible { .. }) => return,
-            Err(e) => MaintenanceEvent::Failed(Failure { activity, at_ms: crate::lock::now_ms(), error: e.to_string() }),
+            Err(e) => {
+                MaintenanceEvent::Failed(Failure { activity, at_ms: crate::lock::now_ms(), error: e.to_string() })
+            }
         };
         self.note(table, event).await;
     }

@@ -192,7 +192,8 @@ mod tests {
 
     #[test]
     fn a_failure_shows_until_its_activity_succeeds() {
-        let failed = |activity, error: &str| MaintenanceEvent::Failed(Failure { activity, at_ms: 1, error: error.into() });
+        let failed =
+            |activity, error: &str| MaintenanceEvent::Failed(Failure { activity, at_ms: 1, error: error.into() });
         let mut status = MaintenanceStatus::default();
         status.apply(&failed(Activity::Sweep, "unreadable manifest"));
         status.apply(&failed(Activity::Commit, "zip_eq"));
@@ -204,7 +205,10 @@ mod tests {
         status.apply(&MaintenanceEvent::Succeeded(Activity::Commit));
         assert_eq!(status.failing[0].activity, Activity::Sweep);
         // A record written before `failing` existed reads as failing nothing.
-        let old: MaintenanceStatus = serde_json::from_str(r#"{"last_compaction":null,"snapshots_expired":3,"orphans_removed":0,"last_sweep_ms":null}"#).unwrap();
+        let old: MaintenanceStatus = serde_json::from_str(
+            r#"{"last_compaction":null,"snapshots_expired":3,"orphans_removed":0,"last_sweep_ms":null}"#,
+        )
+        .unwrap();
         assert!(old.failing.is_empty());
     }
 }

@@ -756,7 +756,10 @@ mod tests {
         let gzipped = gzipped.finish().unwrap();
         let cut: Vec<(String, &[u8])> = vec![
             (format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000001.metadata.json"), b""),
-            (format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000002.metadata.json"), &written[..written.len() / 2]),
+            (
+                format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000002.metadata.json"),
+                &written[..written.len() / 2],
+            ),
             (format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000003.gz.metadata.json"), &gzipped[..20]),
         ];
         for (path, bytes) in &cut {

@@ -27,8 +27,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::str::FromStr;
 
-use iceberg::io::FileIO;
 use iceberg::compression::CompressionCodec;
+use iceberg::io::FileIO;
 use iceberg::spec::{
     DataFile, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriter,
     ManifestWriterBuilder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention,
@@ -139,7 +139,8 @@ pub fn refs(metadata: &TableMetadata) -> Result<BTreeMap<String, SnapshotReferen
         None => BTreeMap::new(),
     };
     if let (false, Some(current)) = (refs.contains_key(MAIN_BRANCH), metadata.current_snapshot_id()) {
-        let main = SnapshotRetention::Branch { min_snapshots_to_keep: None, max_snapshot_age_ms: None, max_ref_age_ms: None };
+        let main =
+            SnapshotRetention::Branch { min_snapshots_to_keep: None, max_snapshot_age_ms: None, max_ref_age_ms: None };
         refs.insert(MAIN_BRANCH.to_string(), SnapshotReference::new(current, main));
     }
     Ok(refs)
@@ -753,7 +754,8 @@ mod tests {
         let base = chrono::Utc::now().timestamp_millis();
         let days: Vec<(bool, i64)> = (0..10).map(|i| (true, base + i * DAY)).collect();
         // A tag; a branch keeping 2 snapshots whatever their age; one keeping 3 days of them.
-        let refs = [("audit", 1, tag(None)), ("two", 3, branch(Some(2), None)), ("recent", 7, branch(Some(1), Some(3 * DAY)))];
+        let refs =
+            [("audit", 1, tag(None)), ("two", 3, branch(Some(2), None)), ("recent", 7, branch(Some(1), Some(3 * DAY)))];
         let (metadata, ids) = history_with_refs(&[("history.expire.min-snapshots-to-keep", "1")], &days, &refs);
         let expiry = expiry(&metadata, base + 10 * DAY).unwrap();
         // main keeps day 9 and days 5..=9 are within the 5 days; "recent" keeps 7..=7
@@ -769,7 +771,8 @@ mod tests {
     fn a_ref_past_its_max_ref_age_is_removed_but_never_main() {
         let base = chrono::Utc::now().timestamp_millis();
         let days: Vec<(bool, i64)> = (0..4).map(|i| (true, base + i * DAY)).collect();
-        let table_limit = [("history.expire.min-snapshots-to-keep", "1"), ("history.expire.max-ref-age-ms", "864000000")];
+        let table_limit =
+            [("history.expire.min-snapshots-to-keep", "1"), ("history.expire.max-ref-age-ms", "864000000")];
         let refs = [("short", 0, tag(Some(DAY))), ("long", 1, tag(Some(1000 * DAY))), ("default", 2, tag(None))];
         let (metadata, ids) = history_with_refs(&table_limit, &days, &refs);
         // Day 6: "short" (day 0) is past its day; the table's 10 days hold "default".
