@@ -159,6 +159,18 @@ pub struct MaintenanceView {
     pub snapshots_expired: u64,
     pub orphans_removed: u64,
     pub last_sweep: Option<String>,
+    /// What fails on the table (commits, compaction, sweep): since when and why; empty
+    /// when nothing does.
+    pub failing: Vec<FailureView>,
+}
+
+/// An activity failing on a table: its last failure.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FailureView {
+    /// `commit`, `compaction` or `sweep`.
+    pub activity: &'static str,
+    pub at: String,
+    pub error: String,
 }
 
 /// The last compaction committed.
@@ -184,6 +196,11 @@ impl From<MaintenanceStatus> for MaintenanceView {
             snapshots_expired: status.snapshots_expired,
             orphans_removed: status.orphans_removed,
             last_sweep: status.last_sweep_ms.map(time),
+            failing: status
+                .failing
+                .into_iter()
+                .map(|f| FailureView { activity: f.activity.name(), at: time(f.at_ms), error: f.error })
+                .collect(),
         }
     }
 }

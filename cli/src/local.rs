@@ -62,7 +62,32 @@ pub struct LocalReport {
     /// What compaction and maintenance did after the commits, per registered table.
     pub compactions: Vec<TableCompaction>,
     pub ignored: Vec<String>,
+    /// Segments and tasks not committed, and why.
     pub failed: Vec<String>,
+    /// Tables whose compaction or sweep failed after the commits, and why: what the run
+    /// committed stands.
+    pub maintenance_failed: Vec<String>,
+}
+
+impl LocalReport {
+    /// What failed, for the run's error: what was not committed, and apart from it the
+    /// maintenance that failed (the commits stand); `None` when nothing failed.
+    pub fn failure(&self) -> Option<String> {
+        let commits = match self.failed.len() {
+            0 => None,
+            n => Some(format!("{n} failure(s), listed above; nothing of them was committed")),
+        };
+        let maintenance = match self.maintenance_failed.len() {
+            0 => None,
+            n => Some(format!(
+                "maintenance failed for {n} table(s), listed above; what the run committed (listed above) stands"
+            )),
+        };
+        match (commits, maintenance) {
+            (Some(c), Some(m)) => Some(format!("{c}; {m}")),
+            (c, m) => c.or(m),
+        }
+    }
 }
 
 /// What [`find_segments`] found under the input.
@@ -287,7 +312,7 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     commit(committer, queue.drain(), &mut by_table, &mut report).await;
     report.tables = by_table.into_values().collect();
     let maintained = crate::compact::maintain(&warehouse, config, floe_core::lock::now_ms()).await;
-    report.failed.extend(maintained.iter().filter_map(|t| t.failed.clone()));
+    report.maintenance_failed.extend(maintained.iter().filter_map(|t| t.failed.clone()));
     report.compactions = maintained;
     Ok(report)
 }
@@ -481,11 +506,14 @@ pub async fn run(
     }
     let catalog = folder("--warehouse", warehouse, false)?.join("catalog.db");
     writeln!(out, "catalog: {} (SQLite, catalog name \"floe\")", catalog.display())?;
-    if !report.failed.is_empty() {
-        for failed in &report.failed {
-            writeln!(out, "failed: {failed}")?;
-        }
-        anyhow::bail!("{} failure(s), listed above; nothing of them was committed", report.failed.len());
+    for failed in &report.failed {
+        writeln!(out, "failed: {failed}")?;
+    }
+    for failed in &report.maintenance_failed {
+        writeln!(out, "maintenance failed: {failed}")?;
+    }
+    if let Some(failure) = report.failure() {
+        anyhow::bail!(failure);
     }
     Ok(report)
 }
@@ -561,6 +589,24 @@ mod tests {
         );
         assert!(out.contains("(2 segment(s) of theirs left out)"), "{out}");
         assert_eq!(err.to_string(), "1 failure(s), listed above; nothing of them was committed");
+    }
+
+    #[test]
+    fn the_run_s_error_tells_commits_not_made_from_maintenance_failed() {
+        let report = |failed: usize, maintenance: usize| LocalReport {
+            failed: vec!["x".into(); failed],
+            maintenance_failed: vec!["y".into(); maintenance],
+            ..Default::default()
+        };
+        assert_eq!(report(0, 0).failure(), None);
+        assert_eq!(report(2, 0).failure().unwrap(), "2 failure(s), listed above; nothing of them was committed");
+        let maintenance =
+            "maintenance failed for 1 table(s), listed above; what the run committed (listed above) stands";
+        assert_eq!(report(0, 1).failure().unwrap(), maintenance);
+        assert_eq!(
+            report(1, 1).failure().unwrap(),
+            format!("1 failure(s), listed above; nothing of them was committed; {maintenance}")
+        );
     }
 
     #[test]

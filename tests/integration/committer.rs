@@ -1293,7 +1293,7 @@ async fn unreadable_committed_offsets_fail_only_their_own_table() {
     let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
     let orders = report.tables.iter().find(|t| t.table == "kafka.orders").unwrap();
     assert_eq!((orders.segments, orders.skipped_segments, orders.snapshots), (1, 1, 1));
-    let [failed, compaction] = &report.failed[..] else { panic!("{:?}", report.failed) };
+    let ([failed], [compaction]) = (&report.failed[..], &report.maintenance_failed[..]) else { panic!("{report:?}") };
     assert!(failed.starts_with(tiered) && failed.contains(&format!("table kafka.page_views: {problem}")), "{failed}");
     // Nor is the table compacted: which topic's policy applies is unknown.
     assert!(compaction.starts_with("compaction of kafka.page_views: ") && compaction.contains(problem), "{compaction}");

@@ -8,12 +8,16 @@ use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::files::S3Files;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{
-    CompactionRecord, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
 };
 use floe_core::storage::WarehouseFiles;
 use floe_core::table::TableName;
 
 use crate::support;
+
+fn failure(activity: Activity, at_ms: i64, error: &str) -> Failure {
+    Failure { activity, at_ms, error: error.into() }
+}
 
 fn table(name: &str) -> TableName {
     TableName { namespace: "kafka".into(), name: name.into() }
@@ -129,6 +133,12 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
         MaintenanceEvent::Compacted(second),
         MaintenanceEvent::SnapshotsExpired(2),
         MaintenanceEvent::Swept { at_ms: 250, removed: 1 },
+        // Failing: commits (the second failure replaces the first); the sweep no more.
+        MaintenanceEvent::Failed(failure(Activity::Commit, 260, "zip_eq")),
+        MaintenanceEvent::Failed(failure(Activity::Sweep, 270, "unreadable manifest")),
+        MaintenanceEvent::Failed(failure(Activity::Commit, 280, "again")),
+        MaintenanceEvent::Succeeded(Activity::Sweep),
+        MaintenanceEvent::Succeeded(Activity::Compaction),
     ] {
         locks.record(&orders, &event).await.unwrap();
     }
@@ -137,6 +147,7 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
         snapshots_expired: 6,
         orphans_removed: 8,
         last_sweep_ms: Some(250),
+        failing: vec![failure(Activity::Commit, 280, "again")],
     };
     assert_eq!(locks.status(&orders).await.unwrap(), expected);
     // Recording keeps the lease and the status as they were.

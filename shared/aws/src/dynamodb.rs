@@ -30,7 +30,7 @@ use aws_sdk_dynamodb::types::{
 use crate::retry::sdk_error_retryable;
 use floe_core::lock::{Holder, Lease, LockError, TableLocks, now_ms};
 use floe_core::maintenance::{
-    CompactionRecord, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
 };
 use floe_core::retry::RetryPolicy;
 use floe_core::table::TableName;
@@ -307,6 +307,29 @@ fn compaction_value(record: &CompactionRecord) -> AttributeValue {
     ]))
 }
 
+const ACTIVITIES: [Activity; 3] = [Activity::Commit, Activity::Compaction, Activity::Sweep];
+
+/// The attribute holding an activity's last failure (`failing_commit`, …).
+fn failing_key(activity: Activity) -> String {
+    format!("failing_{}", activity.name())
+}
+
+fn failure_value(failure: &Failure) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("at_ms".to_string(), n(failure.at_ms)),
+        ("error".to_string(), s(&failure.error)),
+    ]))
+}
+
+fn failure(activity: Activity, value: &AttributeValue) -> Result<Failure, LockError> {
+    let map = value.as_m().map_err(|_| LockError::Store {
+        detail: format!("attribute {} is not a map: {value:?}", failing_key(activity)),
+        retryable: false,
+    })?;
+    let error = text(map, "error").unwrap_or_default().to_string();
+    Ok(Failure { activity, at_ms: number(map, "at_ms")?.unwrap_or_default(), error })
+}
+
 fn compaction_record(value: &AttributeValue) -> Result<CompactionRecord, LockError> {
     let map = value.as_m().map_err(|_| LockError::Store {
         detail: format!("attribute last_compaction is not a map: {value:?}"),
@@ -542,6 +565,13 @@ impl TableRegistry for DynamoDbLocks {
                 .update_expression("SET last_sweep_ms = :at ADD orphans_removed :n")
                 .expression_attribute_values(":at", n(at_ms))
                 .expression_attribute_values(":n", n(removed)),
+            MaintenanceEvent::Failed(failure) => update
+                .update_expression("SET #f = :f")
+                .expression_attribute_names("#f", failing_key(failure.activity))
+                .expression_attribute_values(":f", failure_value(failure)),
+            MaintenanceEvent::Succeeded(activity) => {
+                update.update_expression("REMOVE #f").expression_attribute_names("#f", failing_key(*activity))
+            }
         };
         update.send().await.map_err(|e| store("recording maintenance", e))?;
         Ok(())
@@ -556,6 +586,10 @@ impl TableRegistry for DynamoDbLocks {
             snapshots_expired: number(&item, "snapshots_expired")?.unwrap_or_default(),
             orphans_removed: number(&item, "orphans_removed")?.unwrap_or_default(),
             last_sweep_ms: number(&item, "last_sweep_ms")?,
+            failing: ACTIVITIES
+                .into_iter()
+                .filter_map(|activity| item.get(&failing_key(activity)).map(|v| failure(activity, v)))
+                .collect::<Result<_, _>>()?,
         })
     }
 }

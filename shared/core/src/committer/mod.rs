@@ -23,6 +23,8 @@
 //!     tasks committed, already committed or rejected ─▶ released (their files held no more)
 //!     a compaction committed ─▶ recorded (files and bytes in → out)
 //!     snapshots expired by a commit ─▶ counted
+//!     a table's commit (or compaction commit) failed ─▶ recorded as failing, with the
+//!     error, until its next one succeeds
 //! ```
 //!
 //! A new table is created with the first task's schema and partition spec; after that
@@ -47,7 +49,7 @@ use crate::datafile::WriterOptions;
 use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks, hold};
 use crate::maintenance::holding::held_files;
-use crate::maintenance::{CompactionRecord, MaintenanceEvent, TableRegistry};
+use crate::maintenance::{Activity, CompactionRecord, Failure, MaintenanceEvent, TableRegistry};
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
 use crate::table::rewrite::rewrite_files;
@@ -201,6 +203,20 @@ impl Committer {
         }
     }
 
+    /// Records whether `activity` failed on the table (what status shows as failing) or
+    /// succeeded (failing no more); best effort, as [`Self::note`]. A suspension is shown
+    /// as such, not as a failure.
+    async fn note_outcome<T>(&self, table: &TableName, activity: Activity, outcome: &Result<T, CommitError>) {
+        let event = match outcome {
+            Ok(_) => MaintenanceEvent::Succeeded(activity),
+            Err(CommitError::Incompatible { .. }) => return,
+            Err(e) => {
+                MaintenanceEvent::Failed(Failure { activity, at_ms: crate::lock::now_ms(), error: e.to_string() })
+            }
+        };
+        self.note(table, event).await;
+    }
+
     /// Marks a table suspended, naming the bad record (see [`SuspendTask`]).
     async fn suspend(&self, task: &SuspendTask) -> TaskResult {
         let reason = task.reason();
@@ -240,6 +256,7 @@ impl Committer {
                 })
                 .await;
             self.release(table, &lease).await;
+            self.note_outcome(table, Activity::Compaction, &outcome).await;
             match outcome {
                 Ok((results, snapshot)) => {
                     report.results.extend(results);
@@ -389,6 +406,7 @@ impl Committer {
             .guarded_attempts(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await)
             .await;
         self.release(table, &lease).await;
+        self.note_outcome(table, Activity::Commit, &outcome).await;
         match outcome {
             Ok(done) => done,
             Err(CommitError::Incompatible { table: t, reason }) => {

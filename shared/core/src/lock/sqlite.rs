@@ -444,7 +444,8 @@ mod tests {
                 last_compaction: Some(compaction),
                 snapshots_expired: 5,
                 orphans_removed: 4,
-                last_sweep_ms: Some(9)
+                last_sweep_ms: Some(9),
+                failing: Vec::new(),
             }
         );
     }

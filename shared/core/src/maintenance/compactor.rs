@@ -12,6 +12,7 @@
 //!                  its files held too) ─▶ send (the committer's queue)
 //!    sweep (when on): unreferenced files past the grace period, held ones kept
 //!  one table's failure is reported on its line; the others go on
+//!  each table's compaction and sweep recorded as failing (with the error) or not
 //! ```
 //!
 //! A task's id is a hash of the table, the snapshot planned from and the bin's files, so a
@@ -28,7 +29,7 @@ use iceberg::io::FileIO;
 
 use super::holding::hold;
 use super::sweep::{Sweep, SweepReport};
-use super::{DEFAULT_ORPHAN_GRACE_MS, HeldTask, MaintenanceError, TableRegistry};
+use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
 use crate::queue::TaskQueue;
@@ -127,24 +128,56 @@ impl Compactor {
         deadline: Option<Instant>,
         run: &mut TableRun,
     ) -> Result<(), MaintenanceError> {
-        let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else {
+        let prepared = self.prepare(table).await;
+        if prepared.is_err() {
+            self.note_outcome(table, Activity::Compaction, now_ms, &prepared).await;
+        }
+        let Some((loaded, topic)) = prepared? else {
             run.skipped = Some("not in the catalog yet".into());
             return Ok(());
         };
-        let topic = self.topic_config(&loaded)?;
         let policy = topic.as_ref().map(CompactionPolicy::from).unwrap_or_default();
         let compacted = self.compact_table(&loaded, policy, now_ms, deadline, run).await;
+        self.note_outcome(table, Activity::Compaction, now_ms, &compacted).await;
         if !self.sweep {
             return compacted;
         }
         // The sweep (maintenance/sweep.rs): after compaction, whose outputs are held.
         let grace_ms = topic.map_or(DEFAULT_ORPHAN_GRACE_MS, |t| t.orphan_grace_ms);
-        match self.sweep_table(&loaded, grace_ms, now_ms).await {
+        let swept = self.sweep_table(&loaded, grace_ms, now_ms).await;
+        self.note_outcome(table, Activity::Sweep, now_ms, &swept).await;
+        match swept {
             Ok(report) => run.sweep = report,
             Err(e) if compacted.is_ok() => return Err(e),
             Err(e) => tracing::error!(table = %table, error = %e, "sweep failed (after a failed compaction)"),
         }
         compacted
+    }
+
+    /// The table loaded, with the configuration of its topic; `None` when it is not in
+    /// the catalog yet.
+    async fn prepare(&self, table: &TableName) -> Result<Option<(LoadedTable, Option<TopicConfig>)>, MaintenanceError> {
+        let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else { return Ok(None) };
+        let topic = self.topic_config(&loaded)?;
+        Ok(Some((loaded, topic)))
+    }
+
+    /// Records whether `activity` failed on the table (what status shows as failing) or
+    /// succeeded; best effort: the record is for operators.
+    async fn note_outcome<T>(
+        &self,
+        table: &TableName,
+        activity: Activity,
+        now_ms: i64,
+        outcome: &Result<T, MaintenanceError>,
+    ) {
+        let event = match outcome {
+            Ok(_) => MaintenanceEvent::Succeeded(activity),
+            Err(e) => MaintenanceEvent::Failed(Failure { activity, at_ms: now_ms, error: e.to_string() }),
+        };
+        if let Err(e) = self.registry.record(table, &event).await {
+            tracing::warn!(table = %table, ?event, error = %e, "recording a maintenance outcome failed");
+        }
     }
 
     /// The configuration of the topic the table holds (named by its committed offsets),

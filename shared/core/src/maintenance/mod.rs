@@ -8,7 +8,8 @@
 //!  release_tasks(table, ids) ── once the committer is done with them (committed, already
 //!                              committed, rejected)
 //!  held_tasks(table) ─▶ the files of tasks still queued: never deleted by the sweep, however old
-//!  record(table, event) ─▶ status(table): last compaction, snapshots expired, orphans removed
+//!  record(table, event) ─▶ status(table): last compaction, snapshots expired, orphans removed,
+//!                          what is failing (commits, compaction, sweep) and why
 //! ```
 //!
 //! A task's files are held from just before it is queued until the committer is done with
@@ -92,6 +93,40 @@ pub struct MaintenanceStatus {
     pub orphans_removed: u64,
     /// When the sweep last ran on the table.
     pub last_sweep_ms: Option<i64>,
+    /// What fails on the table, one per activity (by activity): its last failure, until
+    /// that activity next succeeds.
+    #[serde(default)]
+    pub failing: Vec<Failure>,
+}
+
+/// What Floe does to a table, as far as a failure stops it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activity {
+    /// The committer's commits of new data.
+    Commit,
+    /// Compaction: planning, rewriting, and the committer's `replace` commits.
+    Compaction,
+    /// The orphan sweep.
+    Sweep,
+}
+
+impl Activity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Activity::Commit => "commit",
+            Activity::Compaction => "compaction",
+            Activity::Sweep => "sweep",
+        }
+    }
+}
+
+/// The last failure of an activity on a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub activity: Activity,
+    pub at_ms: i64,
+    pub error: String,
 }
 
 /// Something maintenance did, to add to the table's [`MaintenanceStatus`].
@@ -103,6 +138,10 @@ pub enum MaintenanceEvent {
     SnapshotsExpired(u64),
     /// A sweep ran at `at_ms` and deleted `removed` files (added to the total).
     Swept { at_ms: i64, removed: u64 },
+    /// An activity failed (replaces its last failure).
+    Failed(Failure),
+    /// An activity succeeded: it is failing no more.
+    Succeeded(Activity),
 }
 
 /// The tables Floe commits to, the files their queued tasks hold, and what maintenance
@@ -135,6 +174,39 @@ impl MaintenanceStatus {
                 self.last_sweep_ms = Some(*at_ms);
                 self.orphans_removed += removed;
             }
+            MaintenanceEvent::Failed(failure) => {
+                self.failing.retain(|f| f.activity != failure.activity);
+                self.failing.push(failure.clone());
+                self.failing.sort_by_key(|f| f.activity);
+            }
+            MaintenanceEvent::Succeeded(activity) => self.failing.retain(|f| f.activity != *activity),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_shows_until_its_activity_succeeds() {
+        let failed =
+            |activity, error: &str| MaintenanceEvent::Failed(Failure { activity, at_ms: 1, error: error.into() });
+        let mut status = MaintenanceStatus::default();
+        status.apply(&failed(Activity::Sweep, "unreadable manifest"));
+        status.apply(&failed(Activity::Commit, "zip_eq"));
+        status.apply(&failed(Activity::Commit, "again"));
+        let shown: Vec<(Activity, &str)> = status.failing.iter().map(|f| (f.activity, f.error.as_str())).collect();
+        assert_eq!(shown, [(Activity::Commit, "again"), (Activity::Sweep, "unreadable manifest")]);
+        status.apply(&MaintenanceEvent::Succeeded(Activity::Compaction));
+        assert_eq!(status.failing.len(), 2);
+        status.apply(&MaintenanceEvent::Succeeded(Activity::Commit));
+        assert_eq!(status.failing[0].activity, Activity::Sweep);
+        // A record written before `failing` existed reads as failing nothing.
+        let old: MaintenanceStatus = serde_json::from_str(
+            r#"{"last_compaction":null,"snapshots_expired":3,"orphans_removed":0,"last_sweep_ms":null}"#,
+        )
+        .unwrap();
+        assert!(old.failing.is_empty());
     }
 }

@@ -19,7 +19,13 @@
 //!
 //! Why nothing referenced is lost:
 //! - A manifest or manifest list that cannot be read fails the sweep before anything is
-//!   deleted: its files are never taken for unreferenced.
+//!   deleted: its files are never taken for unreferenced. So does a listed metadata file
+//!   that cannot be read, or holds complete JSON this reader does not know.
+//! - A listed metadata file holding no JSON at all (empty, truncated: a run killed while
+//!   writing it) is no root, with a warning: a commit's metadata file is complete before
+//!   the catalog points to it, so this one was never committed and references nothing.
+//!   It is judged as any unreferenced file. (The current one, the catalog's pointer, is
+//!   read by the caller: cut short, the table cannot be loaded at all.)
 //! - The caller's metadata may be stale (it planned compactions first). A task's files are
 //!   held until the committer is done with it, and the held tasks are read before the
 //!   listing: a task released after that read was committed in a metadata file written
@@ -186,14 +192,47 @@ impl Sweep<'_> {
                 (Some(version), Some(current)) => version > current,
                 _ => true,
             };
-            if newer || self.young(file, now_ms) {
-                let other =
-                    TableMetadata::read_from(self.file_io, &file.path).await.map_err(read_error(table, &file.path))?;
+            if (newer || self.young(file, now_ms))
+                && let Some(other) = read_other_root(self.file_io, table, &file.path).await?
+            {
                 refs.add_root(self.file_io, table, &file.path, &other).await?;
             }
         }
         Ok(refs.files)
     }
+}
+
+/// A listed metadata file the catalog does not point to, read as a root; `None` (with a
+/// warning) when it holds no JSON at all — empty, truncated, not JSON, or gzip cut short:
+/// a write cut short by a killed process. That is never a commit (a metadata file is
+/// complete before the pointer moves to it), so it references nothing; it is judged as
+/// any unreferenced file (kept while young, deleted after the grace period). A file that
+/// cannot be read, or whose complete JSON is not metadata this reader knows, still fails
+/// the sweep: it may be another engine's commit.
+async fn read_other_root(
+    file_io: &FileIO,
+    table: &TableName,
+    path: &str,
+) -> Result<Option<TableMetadata>, MaintenanceError> {
+    let read = read_error(table, path);
+    let bytes = file_io.new_input(path).map_err(&read)?.read().await.map_err(&read)?;
+    let Some(json) = metadata_json(&bytes) else {
+        tracing::warn!(table = %table, file = %path, bytes = bytes.len(),
+            "a metadata file holding no metadata (a write cut short?): not read as a root, left to the grace period");
+        return Ok(None);
+    };
+    serde_json::from_value(json).map(Some).map_err(|e| read(e.into()))
+}
+
+/// The JSON of a metadata file's bytes (gzipped when they start as gzip does, as
+/// `TableMetadata::read_from` reads them); `None` when there is none.
+fn metadata_json(bytes: &[u8]) -> Option<serde_json::Value> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = Vec::new();
+        io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut text).ok()?;
+        return serde_json::from_slice(&text).ok();
+    }
+    serde_json::from_slice(bytes).ok()
 }
 
 /// Files referenced so far, and the manifest lists and manifests already read.
@@ -696,6 +735,53 @@ mod tests {
         assert!(error.to_string().contains(manifest.as_str()), "{error}");
         assert!(exists(orphan.file_path()));
         assert_eq!(t.locks.status(&t.name).await.unwrap().last_sweep_ms, None);
+    }
+
+    #[tokio::test]
+    async fn a_metadata_file_cut_short_is_no_root_and_goes_after_the_grace_period() {
+        let mut t = Fixture::new(false, &[]).await;
+        t.append(2).await;
+        // A run killed while writing the next version: empty, truncated, gzip cut short.
+        let next = metadata_version(&t.location).unwrap() + 1;
+        let dir = format!("{}/metadata", t.metadata.location());
+        let written = std::fs::read(file_key(&t.location)).unwrap();
+        let mut gzipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        io::Write::write_all(&mut gzipped, &written).unwrap();
+        let gzipped = gzipped.finish().unwrap();
+        let cut: Vec<(String, &[u8])> = vec![
+            (format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000001.metadata.json"), b""),
+            (
+                format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000002.metadata.json"),
+                &written[..written.len() / 2],
+            ),
+            (format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000003.gz.metadata.json"), &gzipped[..20]),
+        ];
+        for (path, bytes) in &cut {
+            std::fs::write(path, bytes).unwrap();
+        }
+        let report = t.sweep(wall()).await;
+        assert_eq!((report.removed.len(), report.kept_young), (0, 3), "{report:?}");
+        // Past the grace period they go, and nothing the table references.
+        let report = t.sweep(wall() + GRACE + 1000).await;
+        let cut_paths = cut.iter().map(|(p, _)| p.as_str());
+        assert_eq!(keys(report.removed.iter().map(String::as_str)), keys(cut_paths));
+        t.assert_intact().await;
+        assert_eq!(t.rows().await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_newer_metadata_file_of_complete_json_unknown_still_fails_the_sweep() {
+        let mut t = Fixture::new(false, &[]).await;
+        t.append(2).await;
+        let orphan = t.write(2).await;
+        // Complete JSON this reader does not know: maybe another engine's commit.
+        let next = metadata_version(&t.location).unwrap() + 1;
+        let dir = format!("{}/metadata", t.metadata.location());
+        let other = format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000009.metadata.json");
+        std::fs::write(&other, br#"{"format-version": 9}"#).unwrap();
+        let error = t.sweep_of(None).table(&t.name, &t.metadata, &t.location, wall() + DAY).await.unwrap_err();
+        assert!(error.to_string().contains(&other), "{error}");
+        assert!(exists(orphan.file_path()) && exists(&other));
     }
 
     #[test]

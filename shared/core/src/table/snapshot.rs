@@ -14,14 +14,25 @@
 //!
 //! The cost of an append is one manifest list read and one small manifest written,
 //! whatever the table's history; the caller swaps the catalog pointer afterwards.
+//!
+//! It also owns, at each commit:
+//! - the manifest merge ([`MIN_COUNT_TO_MERGE`]): small manifests merged per partition
+//!   spec and content, never across them (Java's `ManifestMergeManager`);
+//! - snapshot expiry ([`expiry`]), as Iceberg's `ExpireSnapshots`: tags and branches keep
+//!   their snapshots, each branch its own retention, a ref goes only past its
+//!   `max-ref-age-ms`; on `main` also Floe's bound on the count and its newest snapshot;
+//! - the metadata file ([`write_metadata`]): snapshots listed in commit order.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
 use std::str::FromStr;
 
+use iceberg::compression::CompressionCodec;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder, Operation, Schema,
-    Snapshot, SnapshotSummaryCollector, Summary, TableMetadata,
+    DataFile, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriter,
+    ManifestWriterBuilder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention,
+    SnapshotSummaryCollector, Summary, TableMetadata,
 };
 use iceberg::{Error, ErrorKind, MetadataLocation, Result};
 
@@ -48,29 +59,54 @@ fn property<T: std::str::FromStr>(metadata: &TableMetadata, key: &str, default: 
     metadata.properties().get(key).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// Rewrites the small manifests into one (their live entries as EXISTING) once there are
-/// enough of them; returns the new list.
+/// Merges small manifests once there are enough of them, so the manifest list stays
+/// short: as Java's `ManifestMergeManager`, per content (data, deletes) and partition
+/// spec, never across them — a manifest is written for one spec, and its entries'
+/// partition values are of that spec. A group's live entries go into one new manifest
+/// (as EXISTING, their snapshot and sequence numbers kept); a group of a spec the
+/// current schema no longer binds (its source column dropped) is left as it is.
+/// Returns the new list.
 async fn merge_manifests(
     file_io: &FileIO,
     metadata: &TableMetadata,
     manifests: Vec<ManifestFile>,
     snapshot_id: i64,
-    path: String,
+    path_prefix: &str,
 ) -> Result<Vec<ManifestFile>> {
-    let min_count = property(metadata, "commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE);
+    let min_count = property(metadata, "commit.manifest.min-count-to-merge", MIN_COUNT_TO_MERGE).max(2);
     let target = property(metadata, "commit.manifest.target-size-bytes", MANIFEST_TARGET_BYTES);
-    let (small, mut kept): (Vec<_>, Vec<_>) = manifests
-        .into_iter()
-        .partition(|m| m.manifest_length < target && m.content == iceberg::spec::ManifestContentType::Data);
-    if small.len() < min_count.max(2) {
-        kept.extend(small);
-        return Ok(kept);
+    let mut groups: BTreeMap<(bool, i32), Vec<ManifestFile>> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for manifest in manifests {
+        if manifest.manifest_length < target {
+            let deletes = manifest.content == ManifestContentType::Deletes;
+            groups.entry((deletes, manifest.partition_spec_id)).or_default().push(manifest);
+        } else {
+            kept.push(manifest);
+        }
     }
-    let schema = metadata.current_schema().clone();
-    let spec = metadata.default_partition_spec().as_ref().clone();
-    let mut writer =
-        ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec).build_v2_data();
-    for manifest in &small {
+    let schema = metadata.current_schema();
+    let mut out = Vec::new();
+    for (i, ((deletes, spec_id), group)) in groups.into_iter().enumerate() {
+        let spec = metadata.partition_spec_by_id(spec_id).filter(|spec| spec.partition_type(schema).is_ok());
+        match spec {
+            Some(spec) if group.len() >= min_count => {
+                let output = file_io.new_output(format!("{path_prefix}-merged-{i}.avro"))?;
+                let builder =
+                    ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.as_ref().clone());
+                let writer = if deletes { builder.build_v2_deletes() } else { builder.build_v2_data() };
+                out.push(merge_group(file_io, writer, &group).await?);
+            }
+            _ => kept.extend(group),
+        }
+    }
+    out.extend(kept);
+    Ok(out)
+}
+
+/// Writes the live entries of `manifests` into `writer`'s manifest, as EXISTING.
+async fn merge_group(file_io: &FileIO, mut writer: ManifestWriter, manifests: &[ManifestFile]) -> Result<ManifestFile> {
+    for manifest in manifests {
         for entry in manifest.load_manifest(file_io).await?.entries().iter().filter(|e| e.is_alive()) {
             let sequence = entry.sequence_number().unwrap_or(manifest.sequence_number);
             writer.add_existing_file(
@@ -81,40 +117,148 @@ async fn merge_manifests(
             )?;
         }
     }
-    kept.insert(0, writer.write_manifest_file().await?);
-    Ok(kept)
+    writer.write_manifest_file().await
 }
 
-/// The snapshots to expire at `now_ms` (the wall clock; tests pass their own): of the
-/// current snapshot's ancestry, those older than `history.expire.max-snapshot-age-ms` or
-/// beyond the `floe.history.max-snapshots` newest — except the
-/// `history.expire.min-snapshots-to-keep` newest (the current one among them) and Floe's
-/// newest snapshot, whose summary carries the committed offsets
-/// ([`crate::table::floe_snapshot`]), with those between it and the current one: without
-/// them the ancestry would no longer reach it. (Every snapshot Floe writes is Floe's, so
-/// when Floe commits that is the current one alone.) Snapshots outside the ancestry are
-/// left alone.
-pub fn expired_snapshots(metadata: &TableMetadata, now_ms: i64) -> Vec<i64> {
-    let max_count = property(metadata, "floe.history.max-snapshots", MAX_SNAPSHOTS).max(1);
-    let max_age = property(metadata, "history.expire.max-snapshot-age-ms", MAX_SNAPSHOT_AGE_MS);
-    let min_keep = property(metadata, "history.expire.min-snapshots-to-keep", MIN_SNAPSHOTS_TO_KEEP).max(1);
-    let floe = crate::table::floe_snapshot(metadata).map(|s| s.snapshot_id());
-    let (mut expired, mut seen) = (Vec::new(), HashSet::new());
-    let mut next = metadata.current_snapshot();
-    while let Some(snapshot) = next {
-        let (id, i) = (snapshot.snapshot_id(), seen.len());
-        if !seen.insert(id) {
-            break;
-        }
-        let recent = i < max_count && now_ms.saturating_sub(snapshot.timestamp_ms()) <= max_age;
-        // Floe's snapshot and those newer (before its turn it is not seen yet).
-        let reaches_floe = floe.is_some_and(|f| f == id || !seen.contains(&f));
-        if !(i < min_keep || reaches_floe || recent) {
-            expired.push(id);
-        }
+/// What expiry removes at a commit: snapshots, and refs whose own age limit passed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Expiry {
+    /// Snapshot ids, oldest first.
+    pub snapshots: Vec<i64>,
+    /// Tags and branches (never `main`) whose snapshot is older than their
+    /// `max-ref-age-ms` (else the table's `history.expire.max-ref-age-ms`), by name.
+    pub refs: Vec<String>,
+}
+
+/// The table's refs, by name, `main` included when there is a current snapshot.
+/// (iceberg-rust 0.10.1 has no accessor for them: they are read from the metadata's JSON.)
+pub fn refs(metadata: &TableMetadata) -> Result<BTreeMap<String, SnapshotReference>> {
+    let json = serde_json::to_value(metadata)?;
+    let mut refs: BTreeMap<String, SnapshotReference> = match json.get("refs") {
+        Some(refs) => serde_json::from_value(refs.clone())?,
+        None => BTreeMap::new(),
+    };
+    if let (false, Some(current)) = (refs.contains_key(MAIN_BRANCH), metadata.current_snapshot_id()) {
+        let main =
+            SnapshotRetention::Branch { min_snapshots_to_keep: None, max_snapshot_age_ms: None, max_ref_age_ms: None };
+        refs.insert(MAIN_BRANCH.to_string(), SnapshotReference::new(current, main));
+    }
+    Ok(refs)
+}
+
+/// The snapshot `id` and its ancestors, newest first (a cycle ends the walk).
+fn ancestry(metadata: &TableMetadata, id: i64) -> Vec<&SnapshotRef> {
+    let (mut out, mut seen) = (Vec::new(), HashSet::new());
+    let mut next = metadata.snapshot_by_id(id);
+    while let Some(snapshot) = next.filter(|s| seen.insert(s.snapshot_id())) {
+        out.push(snapshot);
         next = snapshot.parent_snapshot_id().and_then(|p| metadata.snapshot_by_id(p));
     }
-    expired
+    out
+}
+
+/// How long snapshots are kept: the table's properties, which a branch's own settings override.
+#[derive(Clone, Copy)]
+struct Retention {
+    min_keep: usize,
+    max_age_ms: i64,
+    /// Floe's bound on the count (`floe.history.max-snapshots`): `main` only.
+    max_count: usize,
+    max_ref_age_ms: i64,
+}
+
+impl Retention {
+    fn of(metadata: &TableMetadata) -> Retention {
+        Retention {
+            min_keep: property(metadata, "history.expire.min-snapshots-to-keep", MIN_SNAPSHOTS_TO_KEEP).max(1),
+            max_age_ms: property(metadata, "history.expire.max-snapshot-age-ms", MAX_SNAPSHOT_AGE_MS),
+            max_count: property(metadata, "floe.history.max-snapshots", MAX_SNAPSHOTS).max(1),
+            max_ref_age_ms: property(metadata, "history.expire.max-ref-age-ms", i64::MAX),
+        }
+    }
+
+    /// The retention of the branch `name`: its own settings where it has them.
+    fn of_branch(self, name: &str, reference: &SnapshotReference) -> Retention {
+        let SnapshotRetention::Branch { min_snapshots_to_keep, max_snapshot_age_ms, .. } = reference.retention else {
+            return self;
+        };
+        Retention {
+            min_keep: min_snapshots_to_keep.map_or(self.min_keep, |n| usize::try_from(n).unwrap_or(0).max(1)),
+            max_age_ms: max_snapshot_age_ms.unwrap_or(self.max_age_ms),
+            max_count: if name == MAIN_BRANCH { self.max_count } else { usize::MAX },
+            ..self
+        }
+    }
+
+    /// Whether the ref's own `max-ref-age-ms` (else the table's) has passed at `now_ms`.
+    fn ref_expired(self, reference: &SnapshotReference, snapshot_ms: i64, now_ms: i64) -> bool {
+        let own = match reference.retention {
+            SnapshotRetention::Branch { max_ref_age_ms, .. } | SnapshotRetention::Tag { max_ref_age_ms } => {
+                max_ref_age_ms
+            }
+        };
+        now_ms.saturating_sub(snapshot_ms) > own.unwrap_or(self.max_ref_age_ms)
+    }
+}
+
+/// What expires at `now_ms` (the wall clock; tests pass their own), as Iceberg's
+/// `ExpireSnapshots` decides it, with Floe's two additions on `main`:
+/// - a ref (never `main`) whose snapshot is older than its `max-ref-age-ms` (else the
+///   table's `history.expire.max-ref-age-ms`; none by default) is removed;
+/// - every other ref's snapshot is kept, and of each branch the newest ancestors while
+///   fewer than its `min-snapshots-to-keep` are kept or younger than its
+///   `max-snapshot-age-ms` (else the table's `history.expire.*`); on `main` also at most
+///   `floe.history.max-snapshots` of them past the minimum, and always down to Floe's
+///   newest snapshot, whose summary carries the committed offsets
+///   ([`crate::table::floe_snapshot`]): without those the ancestry would no longer reach it;
+/// - a snapshot no ref reaches (a rolled-back or staged one) is kept while younger than
+///   the table's `history.expire.max-snapshot-age-ms`;
+/// - the others expire.
+pub fn expiry(metadata: &TableMetadata, now_ms: i64) -> Result<Expiry> {
+    let table = Retention::of(metadata);
+    let floe = crate::table::floe_snapshot(metadata).map(|s| s.snapshot_id());
+    let (mut expiry, mut kept, mut reached) = (Expiry::default(), HashSet::new(), HashSet::new());
+    for (name, reference) in refs(metadata)? {
+        let Some(snapshot) = metadata.snapshot_by_id(reference.snapshot_id) else { continue };
+        if name != MAIN_BRANCH && table.ref_expired(&reference, snapshot.timestamp_ms(), now_ms) {
+            expiry.refs.push(name);
+            continue;
+        }
+        kept.insert(reference.snapshot_id);
+        reached.insert(reference.snapshot_id);
+        if !reference.is_branch() {
+            continue;
+        }
+        let ancestry = ancestry(metadata, reference.snapshot_id);
+        reached.extend(ancestry.iter().map(|s| s.snapshot_id()));
+        let floe = floe.filter(|_| name == MAIN_BRANCH);
+        kept.extend(branch_kept(&ancestry, table.of_branch(&name, &reference), floe, now_ms));
+    }
+    let mut expired: Vec<&SnapshotRef> = metadata
+        .snapshots()
+        .filter(|s| !kept.contains(&s.snapshot_id()))
+        .filter(|s| reached.contains(&s.snapshot_id()) || now_ms.saturating_sub(s.timestamp_ms()) > table.max_age_ms)
+        .collect();
+    expired.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms(), s.snapshot_id()));
+    expiry.snapshots = expired.into_iter().map(|s| s.snapshot_id()).collect();
+    Ok(expiry)
+}
+
+/// Of a branch's `ancestry` (newest first), the snapshots its `retention` keeps: the
+/// newest while fewer than the minimum or young enough (and within the count), and all
+/// down to `floe`, Floe's newest snapshot, when given.
+fn branch_kept(ancestry: &[&SnapshotRef], retention: Retention, floe: Option<i64>, now_ms: i64) -> Vec<i64> {
+    let mut floe_ahead = floe.is_some_and(|f| ancestry.iter().any(|s| s.snapshot_id() == f));
+    let mut kept = Vec::new();
+    for (i, snapshot) in ancestry.iter().enumerate() {
+        let young = now_ms.saturating_sub(snapshot.timestamp_ms()) <= retention.max_age_ms;
+        if !(i < retention.min_keep || (i < retention.max_count && young) || floe_ahead) {
+            break;
+        }
+        kept.push(snapshot.snapshot_id());
+        floe_ahead &= floe != Some(snapshot.snapshot_id());
+    }
+    kept
 }
 
 /// What a snapshot removed.
@@ -260,8 +404,35 @@ pub async fn live_data_files_added(file_io: &FileIO, metadata: &TableMetadata) -
     Ok(files)
 }
 
+/// Writes `metadata` at `location` as [`TableMetadata::write_to`] does (compressed as its
+/// name says), with its `snapshots` in commit order (by sequence number, then time), as
+/// Java and PyIceberg write them: iceberg-rust keeps them in a hash map, and writes them
+/// in its order.
+pub async fn write_metadata(file_io: &FileIO, metadata: &TableMetadata, location: &MetadataLocation) -> Result<()> {
+    let mut json = serde_json::to_value(metadata)?;
+    if let Some(serde_json::Value::Array(snapshots)) = json.get_mut("snapshots") {
+        snapshots.sort_by_key(|s| {
+            let number = |key: &str| s.get(key).and_then(serde_json::Value::as_i64).unwrap_or(0);
+            (number("sequence-number"), number("timestamp-ms"))
+        });
+    }
+    let bytes = serde_json::to_vec(&json)?;
+    let bytes = match location.compression_codec() {
+        CompressionCodec::None => bytes,
+        CompressionCodec::Gzip(level) => {
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level.min(9).into()));
+            encoder.write_all(&bytes)?;
+            encoder.finish()?
+        }
+        other => {
+            return Err(Error::new(ErrorKind::FeatureUnsupported, format!("metadata compressed with {other}")));
+        }
+    };
+    file_io.new_output(location.to_string())?.write(bytes.into()).await
+}
+
 /// Writes the snapshot and the metadata file that makes it current, expiring snapshots
-/// ([`expired_snapshots`]) as of `now_ms` (the wall clock); returns them. The catalog
+/// and refs ([`expiry`]) as of `now_ms` (the wall clock); returns them. The catalog
 /// pointer is not moved here.
 pub async fn write_snapshot(
     file_io: &FileIO,
@@ -295,8 +466,7 @@ pub async fn write_snapshot(
                 .await?;
     }
     let mut manifests =
-        merge_manifests(file_io, current, manifests, snapshot_id, format!("{metadata_dir}/{commit_uuid}-merged.avro"))
-            .await?;
+        merge_manifests(file_io, current, manifests, snapshot_id, &format!("{metadata_dir}/{commit_uuid}")).await?;
     let mut collector = SnapshotSummaryCollector::default();
     if !change.added.is_empty() {
         let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-m0.avro"))?;
@@ -346,18 +516,18 @@ pub async fn write_snapshot(
     // Expiry looks at the history with the new snapshot current; one builder then adds it
     // and removes the expired (the metadata's last-updated stays the snapshot's time).
     let with_new = staged.clone().into_builder(None).set_branch_snapshot(snapshot.clone(), MAIN_BRANCH)?.build()?;
-    let expired = expired_snapshots(&with_new.metadata, now_ms);
-    let metadata = staged
-        .into_builder(None)
-        .set_branch_snapshot(snapshot, MAIN_BRANCH)?
-        .remove_snapshots(&expired)
-        .build()?
-        .metadata;
+    let expiry = expiry(&with_new.metadata, now_ms)?;
+    let mut builder = staged.into_builder(None).set_branch_snapshot(snapshot, MAIN_BRANCH)?;
+    for name in &expiry.refs {
+        tracing::info!(table = %current.location(), reference = %name, "ref past its max-ref-age-ms: removed");
+        builder = builder.remove_ref(name);
+    }
+    let metadata = builder.remove_snapshots(&expiry.snapshots).build()?.metadata;
     let location = MetadataLocation::from_str(current_location)
         .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("{current_location}: {e}")))?
         .with_next_version()
         .with_new_metadata(&metadata);
-    metadata.write_to(file_io, &location).await?;
+    write_metadata(file_io, &metadata, &location).await?;
     Ok(NewMetadata { metadata, location: location.to_string(), expired_metadata_files })
 }
 
@@ -425,6 +595,11 @@ mod tests {
 
     const DAY: i64 = 24 * 60 * 60 * 1000;
 
+    /// The snapshots [`expiry`] expires at `now`, oldest first.
+    fn expired(metadata: &TableMetadata, now: i64) -> Vec<i64> {
+        expiry(metadata, now).unwrap().snapshots
+    }
+
     /// A table in memory with `properties`, its metadata and its location.
     async fn table(properties: &[(&str, &str)]) -> (FileIO, TableMetadata, String) {
         let file_io = FileIO::new_with_memory();
@@ -460,6 +635,15 @@ mod tests {
     /// A history built in memory: one snapshot per `(Floe's?, timestamp)`, each the parent
     /// of the next, the last current; returns the metadata and the ids, oldest first.
     fn history(properties: &[(&str, &str)], snapshots: &[(bool, i64)]) -> (TableMetadata, Vec<i64>) {
+        history_with_refs(properties, snapshots, &[])
+    }
+
+    /// [`history`] with refs: `(name, index of its snapshot, retention)`.
+    fn history_with_refs(
+        properties: &[(&str, &str)],
+        snapshots: &[(bool, i64)],
+        refs: &[(&str, usize, SnapshotRetention)],
+    ) -> (TableMetadata, Vec<i64>) {
         let schema = Schema::builder()
             .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
             .build()
@@ -487,6 +671,10 @@ mod tests {
                 .build();
             builder = builder.set_branch_snapshot(snapshot, MAIN_BRANCH).unwrap();
             ids.push(id);
+            // Set right after its snapshot: the builder's clock is the snapshot's.
+            for (name, _, retention) in refs.iter().filter(|r| r.1 == i) {
+                builder = builder.set_ref(name, SnapshotReference::new(id, retention.clone())).unwrap();
+            }
         }
         (builder.build().unwrap().metadata, ids)
     }
@@ -497,11 +685,9 @@ mod tests {
         let days: Vec<(bool, i64)> = (0..10).map(|i| (true, base + i * DAY)).collect();
         let (metadata, ids) = history(&[("history.expire.min-snapshots-to-keep", "2")], &days);
         // At day 9: days 4..=9 are within 5 days (the default retention).
-        let expired = expired_snapshots(&metadata, base + 9 * DAY);
-        assert_eq!(expired, ids[..4].iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(expired(&metadata, base + 9 * DAY), ids[..4].to_vec());
         // Much later, all are old: only the 2 newest stay.
-        let expired = expired_snapshots(&metadata, base + 100 * DAY);
-        assert_eq!(expired, ids[..8].iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(expired(&metadata, base + 100 * DAY), ids[..8].to_vec());
     }
 
     #[test]
@@ -510,10 +696,10 @@ mod tests {
         let snapshots: Vec<(bool, i64)> = (0..10).map(|i| (true, base + i)).collect();
         let count = [("floe.history.max-snapshots", "3"), ("history.expire.min-snapshots-to-keep", "1")];
         let (metadata, ids) = history(&count, &snapshots);
-        assert_eq!(expired_snapshots(&metadata, base + 10), ids[..7].iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(expired(&metadata, base + 10), ids[..7].to_vec());
         let minimum = [("floe.history.max-snapshots", "3"), ("history.expire.min-snapshots-to-keep", "5")];
         let (metadata, ids) = history(&minimum, &snapshots);
-        assert_eq!(expired_snapshots(&metadata, base + 10), ids[..5].iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(expired(&metadata, base + 10), ids[..5].to_vec());
     }
 
     #[test]
@@ -522,11 +708,12 @@ mod tests {
         let none = [("history.expire.max-snapshot-age-ms", "0"), ("history.expire.min-snapshots-to-keep", "0")];
         // Another engine's, Floe's, another's (current); no retention, no minimum.
         let (metadata, ids) = history(&none, &[(false, base), (true, base + 1), (false, base + 2)]);
-        assert_eq!(expired_snapshots(&metadata, base + 100 * DAY), vec![ids[0]]);
+        assert_eq!(expired(&metadata, base + 100 * DAY), vec![ids[0]]);
         // With one more of another engine: the one between stays, so Floe's stays reachable.
         let (metadata, ids) = history(&none, &[(false, base), (true, base + 1), (false, base + 2), (false, base + 3)]);
-        assert_eq!(expired_snapshots(&metadata, base + 100 * DAY), vec![ids[0]]);
-        // A snapshot outside the current ancestry is no candidate: a new current on Floe's.
+        assert_eq!(expired(&metadata, base + 100 * DAY), vec![ids[0]]);
+        // Rolled back to Floe's, then a new current: the two no ref reaches any more expire
+        // once past the retention, as in Iceberg (the younger stays until then).
         let rolled = metadata
             .into_builder(None)
             .set_branch_snapshot(
@@ -544,7 +731,151 @@ mod tests {
             .build()
             .unwrap()
             .metadata;
-        assert_eq!(expired_snapshots(&rolled, base + 100 * DAY), vec![ids[0]]);
+        assert_eq!(expired(&rolled, base + 100 * DAY), vec![ids[0], ids[2], ids[3]]);
+        assert_eq!(expired(&rolled, base + 3), vec![ids[0], ids[2]]);
+    }
+
+    /// `metadata` with the ref `name` on the snapshot `id`.
+    fn with_ref(metadata: TableMetadata, name: &str, id: i64, retention: SnapshotRetention) -> TableMetadata {
+        let reference = SnapshotReference::new(id, retention);
+        metadata.into_builder(None).set_ref(name, reference).unwrap().build().unwrap().metadata
+    }
+
+    fn branch(min_snapshots_to_keep: Option<i32>, max_snapshot_age_ms: Option<i64>) -> SnapshotRetention {
+        SnapshotRetention::Branch { min_snapshots_to_keep, max_snapshot_age_ms, max_ref_age_ms: None }
+    }
+
+    fn tag(max_ref_age_ms: Option<i64>) -> SnapshotRetention {
+        SnapshotRetention::Tag { max_ref_age_ms }
+    }
+
+    #[test]
+    fn tags_and_branches_keep_their_snapshots_and_branches_their_own_retention() {
+        let base = chrono::Utc::now().timestamp_millis();
+        let days: Vec<(bool, i64)> = (0..10).map(|i| (true, base + i * DAY)).collect();
+        // A tag; a branch keeping 2 snapshots whatever their age; one keeping 3 days of them.
+        let refs =
+            [("audit", 1, tag(None)), ("two", 3, branch(Some(2), None)), ("recent", 7, branch(Some(1), Some(3 * DAY)))];
+        let (metadata, ids) = history_with_refs(&[("history.expire.min-snapshots-to-keep", "1")], &days, &refs);
+        let expiry = expiry(&metadata, base + 10 * DAY).unwrap();
+        // main keeps day 9 and days 5..=9 are within the 5 days; "recent" keeps 7..=7
+        // (days 4..=6 are older than 3 days at day 10), "two" keeps 3 and 2, the tag 1.
+        assert_eq!(expiry.snapshots, vec![ids[0], ids[4]]);
+        assert!(expiry.refs.is_empty());
+        let expiry = super::expiry(&metadata, base + 100 * DAY).unwrap();
+        assert_eq!(expiry.snapshots, vec![ids[0], ids[4], ids[5], ids[6], ids[8]]);
+        assert!(expiry.refs.is_empty(), "refs are never dropped for their snapshots' age");
+    }
+
+    #[test]
+    fn a_ref_past_its_max_ref_age_is_removed_but_never_main() {
+        let base = chrono::Utc::now().timestamp_millis();
+        let days: Vec<(bool, i64)> = (0..4).map(|i| (true, base + i * DAY)).collect();
+        let table_limit =
+            [("history.expire.min-snapshots-to-keep", "1"), ("history.expire.max-ref-age-ms", "864000000")];
+        let refs = [("short", 0, tag(Some(DAY))), ("long", 1, tag(Some(1000 * DAY))), ("default", 2, tag(None))];
+        let (metadata, ids) = history_with_refs(&table_limit, &days, &refs);
+        // Day 6: "short" (day 0) is past its day; the table's 10 days hold "default".
+        let expiry = expiry(&metadata, base + 6 * DAY).unwrap();
+        assert_eq!(expiry.refs, ["short"]);
+        // Its snapshot, no longer on a ref nor within main's 5 days, expires.
+        assert_eq!(expiry.snapshots, vec![ids[0]]);
+        // Day 30: "default" too; "long" and main stay (main's snapshot is 27 days old).
+        let expiry = super::expiry(&metadata, base + 30 * DAY).unwrap();
+        assert_eq!(expiry.refs, ["default", "short"]);
+        assert_eq!(expiry.snapshots, vec![ids[0], ids[2]]);
+    }
+
+    #[tokio::test]
+    async fn commits_past_the_retention_keep_refs_and_their_snapshots() {
+        let mut t = table(&[("floe.history.max-snapshots", "2"), ("history.expire.min-snapshots-to-keep", "1")]).await;
+        let base = t.1.last_updated_ms();
+        let tagged = append(&mut t, true, base + 1).await;
+        let branched = append(&mut t, true, base + 2).await;
+        t.1 = with_ref(t.1.clone(), "v1", tagged, tag(None));
+        t.1 = with_ref(t.1.clone(), "dev", branched, branch(None, None));
+        for i in 0..5 {
+            append(&mut t, true, base + 10 + i).await;
+        }
+        let read = TableMetadata::read_from(&t.0, &t.2).await.unwrap();
+        let refs = refs(&read).unwrap();
+        assert_eq!(refs.keys().collect::<Vec<_>>(), ["dev", "main", "v1"]);
+        assert_eq!((refs["v1"].snapshot_id, refs["dev"].snapshot_id), (tagged, branched));
+        assert!(read.snapshot_by_id(tagged).is_some() && read.snapshot_by_id(branched).is_some());
+        assert_eq!(read.snapshots().len(), 4, "main's 2 newest, the tag's and the branch's");
+    }
+
+    #[tokio::test]
+    async fn snapshots_are_written_in_commit_order() {
+        let mut t = table(&[("floe.history.max-snapshots", "8"), ("history.expire.min-snapshots-to-keep", "1")]).await;
+        let base = t.1.last_updated_ms();
+        for i in 0..20 {
+            append(&mut t, i % 3 != 0, base + i).await;
+        }
+        let bytes = t.0.new_input(&t.2).unwrap().read().await.unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let numbers = |key: &str| -> Vec<i64> {
+            json["snapshots"].as_array().unwrap().iter().map(|s| s[key].as_i64().unwrap()).collect()
+        };
+        let sequence = numbers("sequence-number");
+        assert_eq!(sequence.len(), 8, "expired down to 8");
+        assert!(sequence.windows(2).all(|w| w[0] < w[1]), "{sequence:?}");
+        assert!(numbers("timestamp-ms").windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[tokio::test]
+    async fn manifests_of_different_specs_are_merged_apart() {
+        let mut t = table(&[("commit.manifest.min-count-to-merge", "2")]).await;
+        let commit = async |t: &mut (FileIO, TableMetadata, String), file: DataFile| {
+            let change = SnapshotChange {
+                operation: Operation::Append,
+                added: vec![file],
+                removed: HashSet::new(),
+                properties: HashMap::new(),
+                new_schema: None,
+            };
+            let new = write_snapshot(&t.0, &t.1, &t.2, change, chrono::Utc::now().timestamp_millis()).await.unwrap();
+            (t.1, t.2) = (new.metadata, new.location);
+        };
+        for i in 0..3 {
+            commit(&mut t, file(i)).await;
+        }
+        // Another engine partitions the table by `x`: files from now on have a value.
+        let spec = iceberg::spec::UnboundPartitionSpec::builder()
+            .add_partition_field(1, "x", iceberg::spec::Transform::Identity)
+            .unwrap()
+            .build();
+        t.1 = t.1.clone().into_builder(None).add_default_partition_spec(spec).unwrap().build().unwrap().metadata;
+        let spec_id = t.1.default_partition_spec_id();
+        for i in 3..8 {
+            let partitioned = DataFileBuilder::default()
+                .content(DataContentType::Data)
+                .file_path(format!("memory:///t/data/{i}.parquet"))
+                .file_format(DataFileFormat::Parquet)
+                .partition(Struct::from_iter([Some(iceberg::spec::Literal::long(i as i64))]))
+                .partition_spec_id(spec_id)
+                .record_count(10)
+                .file_size_in_bytes(1000)
+                .build()
+                .unwrap();
+            commit(&mut t, partitioned).await;
+        }
+        let manifests = current_manifests(&t.0, &t.1).await.unwrap();
+        let mut paths = Vec::new();
+        for manifest in &manifests {
+            let loaded = manifest.load_manifest(&t.0).await.unwrap();
+            assert_eq!(loaded.metadata().partition_spec().spec_id(), manifest.partition_spec_id);
+            for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
+                let unpartitioned = manifest.partition_spec_id != spec_id;
+                assert_eq!(entry.data_file().partition().fields().is_empty(), unpartitioned, "{manifest:?}");
+                paths.push(entry.file_path().to_string());
+            }
+        }
+        assert!(manifests.len() <= 3, "merged, one per spec (and the newest): {}", manifests.len());
+        paths.sort();
+        let mut expected: Vec<_> = (0..8).map(|i| format!("memory:///t/data/{i}.parquet")).collect();
+        expected.sort();
+        assert_eq!(paths, expected);
     }
 
     #[tokio::test]
@@ -559,7 +890,7 @@ mod tests {
         // the committed offsets) off the ancestry, even when all are old.
         assert_eq!(t.1.snapshots().len(), 121);
         assert_eq!(crate::table::floe_snapshot(&t.1).unwrap().snapshot_id(), floe);
-        assert!(expired_snapshots(&t.1, now() + 100 * DAY).is_empty());
+        assert!(expired(&t.1, now() + 100 * DAY).is_empty());
         // Floe's next snapshot is its newest: the count applies again.
         let newest = append(&mut t, true, now()).await;
         assert_eq!(t.1.snapshots().len(), MAX_SNAPSHOTS);
