@@ -254,7 +254,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                     partition: task.partition,
                     marker: *marker,
                     segment_first: range.first,
-                    earliest: None,
+                    transaction_timeout_ms: task.transaction_timeout_ms,
                 });
             }
         }
@@ -429,6 +429,7 @@ mod tests {
             dead_letter_files: vec![],
             open_transactions: vec![],
             transaction_markers: vec![],
+            transaction_timeout_ms: None,
             schema: TaskSchema {
                 key_format: "raw".into(),
                 value_format: "raw".into(),
@@ -458,13 +459,14 @@ mod tests {
             last_offset: part.1,
             records: (part.1 - part.0 + 1) as u64,
             files: vec![file(part.0, part.1)],
+            ..Default::default()
         });
         t
     }
 
     fn with_marker(mut t: CommitTask, offset: i64, commit: bool) -> CommitTask {
         t.data_files.clear();
-        t.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset, commit });
+        t.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset, commit, timestamp: None });
         t
     }
 

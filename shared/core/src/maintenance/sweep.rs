@@ -747,6 +747,7 @@ mod tests {
             last_offset: written.last_offset,
             records: 3,
             files: vec![file],
+            ..Default::default()
         };
         let state = TableState {
             pending: vec![PendingEntry {
