@@ -555,6 +555,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn tasks_without_transaction_times_read_as_unknown() {
+        let schema = schema();
+        let file = TaskFile::from_written(&written(Struct::empty()), &StructType::new(vec![])).unwrap();
+        let mut old = task(&schema, None, file);
+        old.open_transactions.push(PendingTransaction { producer_id: 7, records: 1, ..PendingTransaction::default() });
+        old.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset: 9, commit: true, timestamp: None });
+        // As an older materializer wrote it: none of the time keys.
+        let json = old.to_json().unwrap();
+        for key in ["timestamp", "first_timestamp", "log_append_time", "transaction_timeout_ms"] {
+            assert!(!json.contains(&format!("\"{key}\":")), "{key} in {json}");
+        }
+        assert_eq!(CommitTask::from_json(json.as_bytes()).unwrap(), old);
+        let mut new = old.clone();
+        new.transaction_markers[0].timestamp = Some(1_764_000_000_000);
+        new.open_transactions[0].first_timestamp = Some(1_763_999_999_000);
+        new.open_transactions[0].log_append_time = true;
+        new.transaction_timeout_ms = Some(60_000);
+        assert_eq!(CommitTask::from_json(new.to_json().unwrap().as_bytes()).unwrap(), new);
+    }
+
+    #[test]
     fn a_suspend_task_round_trips_and_names_the_record() {
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
         let task =
