@@ -560,7 +560,13 @@ pub(crate) mod tests {
         let file = TaskFile::from_written(&written(Struct::empty()), &StructType::new(vec![])).unwrap();
         let mut old = task(&schema, None, file);
         old.open_transactions.push(PendingTransaction { producer_id: 7, records: 1, ..PendingTransaction::default() });
-        old.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset: 9, commit: true, timestamp: None });
+        old.transaction_markers.push(TxnMarker {
+            producer_id: 7,
+            producer_epoch: 0,
+            offset: 9,
+            commit: true,
+            timestamp: None,
+        });
         // As an older materializer wrote it: none of the time keys.
         let json = old.to_json().unwrap();
         for key in ["timestamp", "first_timestamp", "log_append_time", "transaction_timeout_ms"] {

@@ -271,7 +271,8 @@ impl References {
         if !self.first_read(location) {
             return Ok(());
         }
-        let state = TableState::load(file_io, Some(&location.to_string())).await.map_err(read_error(table, location))?;
+        let state =
+            TableState::load(file_io, Some(&location.to_string())).await.map_err(read_error(table, location))?;
         for file in state.pending.iter().flat_map(|e| &e.transaction.files) {
             self.insert(file.path());
         }
@@ -735,9 +736,10 @@ mod tests {
         assert_eq!(t.locks.status(&t.name).await.unwrap().last_sweep_ms, None);
     }
 
-    /// A table state naming a transaction left open by a segment (its written file), and
-    /// a marker; saved under the table's metadata directory, as the committer does.
-    async fn open_transaction_state(t: &mut Fixture) -> (String, String) {
+    /// A snapshot naming a table state (saved under the table's metadata directory, as
+    /// the committer does) where a transaction a segment left open waits, its file
+    /// written; returns the state's location and the file's.
+    async fn append_with_open_transaction(t: &mut Fixture) -> (String, String) {
         let written = t.write_file(3).await;
         let file = crate::task::TaskFile::from_written(&written, &iceberg::spec::StructType::new(vec![])).unwrap();
         let transaction = crate::task::PendingTransaction {
@@ -762,6 +764,8 @@ mod tests {
             ..TableState::default()
         };
         let location = state.save(&t.file_io, &format!("{}/metadata", t.metadata.location())).await.unwrap();
+        t.summary.insert(STATE_KEY.into(), location.clone());
+        t.append(2).await;
         (location, written.path().to_string())
     }
 
@@ -770,13 +774,9 @@ mod tests {
     #[tokio::test]
     async fn the_table_state_and_its_pending_transactions_survive_any_age() {
         let mut t = Fixture::new(false, &[]).await;
-        let (first_state, first_open) = open_transaction_state(&mut t).await;
-        t.summary.insert(STATE_KEY.into(), first_state.clone());
-        t.append(2).await;
+        let (first_state, first_open) = append_with_open_transaction(&mut t).await;
         // A later snapshot names another state; the first stays retained.
-        let (state, open) = open_transaction_state(&mut t).await;
-        t.summary.insert(STATE_KEY.into(), state.clone());
-        t.append(2).await;
+        let (state, open) = append_with_open_transaction(&mut t).await;
         for path in t.all_files().await {
             set_mtime(&path, 1);
         }
@@ -791,9 +791,7 @@ mod tests {
     #[tokio::test]
     async fn an_unreadable_table_state_fails_the_sweep_and_deletes_nothing() {
         let mut t = Fixture::new(false, &[]).await;
-        let (state, open) = open_transaction_state(&mut t).await;
-        t.summary.insert(STATE_KEY.into(), state.clone());
-        t.append(2).await;
+        let (state, open) = append_with_open_transaction(&mut t).await;
         let orphan = t.write(2).await;
         std::fs::write(file_key(&state), b"").unwrap();
 

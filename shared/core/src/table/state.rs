@@ -272,9 +272,9 @@ impl TableState {
                 && in_run_below(o.marker.offset)
         });
         let old_anchor = m.earliest_record_time().is_some_and(|earliest| {
-            self.anchors.iter().any(|a| {
-                same_partition(&a.topic, a.partition) && in_run_below(a.offset) && a.timestamp < earliest
-            })
+            self.anchors
+                .iter()
+                .any(|a| same_partition(&a.topic, a.partition) && in_run_below(a.offset) && a.timestamp < earliest)
         });
         run_start == 0 || previous_marker || old_anchor
     }
@@ -390,7 +390,10 @@ mod tests {
         state.markers[0].transaction_timeout_ms = Some(60 * 1000);
         state.resolve(&offsets);
         assert!(state.markers.is_empty(), "{:?}", state.markers);
-        assert_eq!(state.anchors, vec![Anchor { topic: "t".into(), partition: 0, offset: 1005, timestamp: 100 * MINUTE }]);
+        assert_eq!(
+            state.anchors,
+            vec![Anchor { topic: "t".into(), partition: 0, offset: 1005, timestamp: 100 * MINUTE }]
+        );
     }
 
     #[test]
@@ -511,7 +514,13 @@ mod tests {
                         markers.push(MarkerEntry {
                             topic: "t".into(),
                             partition: 0,
-                            marker: TxnMarker { producer_id: producer, producer_epoch: epoch, offset: self.offset(i), commit, timestamp: Some(t) },
+                            marker: TxnMarker {
+                                producer_id: producer,
+                                producer_epoch: epoch,
+                                offset: self.offset(i),
+                                commit,
+                                timestamp: Some(t),
+                            },
                             segment_first: self.offset(from),
                             transaction_timeout_ms: None,
                         });
@@ -584,9 +593,10 @@ mod tests {
         assert!(state.anchors.len() <= 1, "{context}: {:?}", state.anchors);
         let first_time = log.events[0].1;
         for m in &state.markers {
-            let first_of_producer = log.events.iter().position(|(e, _)| {
-                matches!(*e, Event::Marker { producer, .. } if producer == m.marker.producer_id)
-            });
+            let first_of_producer = log
+                .events
+                .iter()
+                .position(|(e, _)| matches!(*e, Event::Marker { producer, .. } if producer == m.marker.producer_id));
             assert_eq!(first_of_producer.map(|i| log.offset(i)), Some(m.marker.offset), "{context}: {m:?}");
             let written = m.marker.timestamp.unwrap();
             assert!(written - first_time <= TIMEOUT + CLOCK_MARGIN_MS, "{context}: {m:?} stays");
@@ -625,7 +635,13 @@ mod tests {
     ];
 
     fn flipped(text: &str) -> String {
-        text.chars().map(|c| match c { '+' => '-', '-' => '+', c => c }).collect()
+        text.chars()
+            .map(|c| match c {
+                '+' => '-',
+                '-' => '+',
+                c => c,
+            })
+            .collect()
     }
 
     #[test]
