@@ -642,6 +642,33 @@ mod tests {
     }
 
     #[test]
+    fn the_topic_s_transaction_timeout_decides_when_a_marker_leaves() {
+        // A log starting at 1000: producer 8's marker first, producer 7's two minutes
+        // later. With a timeout of a minute (and the margin), 7's transaction cannot
+        // reach below 8's marker; with Kafka's default it may.
+        let segment = |timeout_ms: Option<u64>| {
+            let mut t = task("s", 1000, 1009);
+            t.data_files.clear();
+            let at = |producer_id, offset, minutes: i64| TxnMarker {
+                producer_id,
+                producer_epoch: 0,
+                offset,
+                commit: true,
+                timestamp: Some(minutes * 60_000),
+            };
+            t.transaction_markers = vec![at(8, 1000, 0), at(7, 1009, 7)];
+            t.transaction_timeout_ms = timeout_ms;
+            t
+        };
+        let left = |timeout_ms| {
+            let (table, _) = run(record(&[]), &[vec![segment(timeout_ms)]]);
+            table.state.markers.iter().map(|m| (m.marker.producer_id, m.transaction_timeout_ms)).collect::<Vec<_>>()
+        };
+        assert_eq!(left(Some(60_000)), vec![(8, Some(60_000))]);
+        assert_eq!(left(None), vec![(8, None), (7, None)]);
+    }
+
+    #[test]
     fn stale_compactions_are_rejected() {
         let compaction = |id: &str, removed: &[&str]| CompactionTask {
             version: 1,

@@ -397,6 +397,28 @@ mod tests {
     }
 
     #[test]
+    fn a_marker_stays_while_a_part_of_its_producer_waits_below_it() {
+        // The run holding producer 7's marker shows its transaction complete (a broker
+        // time an hour older); a part of 7 still waits below the gap at 10..19. Should the
+        // gap bring no marker of 7 (a marker written late, the timeout exceeded), the part
+        // is this marker's: it must still be there.
+        let mut offsets = CommittedOffsets::default();
+        offsets.insert("t", 0, 1000, 1009);
+        offsets.insert("t", 0, 1020, 1099);
+        let mut old = marker(8, 1020, true);
+        old.marker.timestamp = Some(0);
+        let mut late = marker(7, 1090, true);
+        late.marker.timestamp = Some(60 * MINUTE);
+        let mut state =
+            TableState { pending: vec![pending(7, 1005, 1009)], markers: vec![old, late.clone()], anchors: vec![] };
+        state.resolve(&offsets);
+        assert!(state.markers.contains(&late), "{:?}", state.markers);
+        offsets.insert("t", 0, 1010, 1019);
+        assert_eq!(ranges(&state.resolve(&offsets).committed), vec![(1005, 1009)]);
+        assert!(!state.markers.contains(&late));
+    }
+
+    #[test]
     fn a_part_waits_while_a_marker_of_its_producer_may_lie_between() {
         // Segment 0: part of transaction A; segment 1 (missing): A's ABORT and part of B;
         // segment 2: B's COMMIT. B's marker must not take A's part.
