@@ -387,6 +387,9 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
                         Err(floe_core::table::TableError::Summary { detail, .. }) => status.problem = Some(detail),
                         Err(e) => status.problem = Some(e.to_string()),
                     }
+                    if let Err(e) = table_state(&tables.file_io, &loaded.metadata).await {
+                        status.problem.get_or_insert(e);
+                    }
                 }
                 Err(e) => status.problem = Some(e.to_string()),
             }
@@ -408,6 +411,19 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(out)
+}
+
+/// Reads the table state Floe's last snapshot names (pending transactions): a table whose
+/// state cannot be read commits no more, which status must show.
+async fn table_state(
+    file_io: &iceberg::io::FileIO,
+    metadata: &iceberg::spec::TableMetadata,
+) -> Result<floe_core::table::state::TableState, String> {
+    use floe_core::table::state::{STATE_KEY, TableState};
+    let location = floe_core::table::floe_summary(metadata).get(STATE_KEY).cloned();
+    TableState::load(file_io, location.as_ref()).await.map_err(|e| {
+        format!("its table state {} cannot be read, so it cannot commit: {e}", location.unwrap_or_default())
+    })
 }
 
 /// How long a commit waits for a live other run to release a table's lease.

@@ -177,6 +177,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
         dead_letter_files: vec![],
         open_transactions: vec![],
         transaction_markers: vec![],
+        transaction_timeout_ms: None,
         schema: TaskSchema {
             key_format: "raw".into(),
             value_format: "json".into(),

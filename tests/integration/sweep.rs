@@ -175,3 +175,75 @@ async fn a_suspended_table_s_queued_segment_survives_the_sweep_and_commits_later
     assert_eq!((read.rows, read.duplicates), (180, 0));
     assert_eq!(read.offsets["0"], (0..100).collect::<Vec<_>>());
 }
+
+/// `floe local compact` (expiry and the orphan sweep) on a clock past `orphan_grace`.
+async fn maintain_days_later(warehouse: &Path, days: i64) {
+    let mut out = Vec::new();
+    let now = wall() + days * DAY_MS;
+    floe_cli::compact::compact(warehouse, FloeConfig::default(), now, &mut out).await.unwrap();
+    let (_, locks) = open(warehouse);
+    let swept = locks.status(&TableName::parse("kafka.payments").unwrap()).await.unwrap().last_sweep_ms;
+    assert_eq!(swept, Some(now), "{}", String::from_utf8_lossy(&out));
+}
+
+/// The table state the current snapshot names, and the files pending in it.
+fn pending_files(warehouse: &Path) -> (String, Vec<String>) {
+    let read = read_local(warehouse, "kafka.payments");
+    let state = read.summary.get("floe.state").cloned().expect("a table state");
+    let text = std::fs::read(state.strip_prefix("file://").unwrap_or(&state)).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&text).unwrap();
+    let files = json["pending"].as_array().unwrap().iter().flat_map(|e| e["transaction"]["files"].as_array().unwrap());
+    (state.clone(), files.map(|f| f["data_file"]["file_path"].as_str().unwrap().to_string()).collect())
+}
+
+/// Issue 30 item 1: what the table state names outlives the orphan sweep. The payments
+/// topic (make_topic.py): segment A ends inside producer 7's transaction, whose COMMIT is
+/// in segment B. In the order A, maintenance 4 days later (past the 3 days of
+/// `orphan_grace`), B, C: the open transaction's state and file survive. In the order B,
+/// C, maintenance, A: B's COMMIT marker stays in the state (A may hold more of its
+/// transaction) and survives, so A's part commits. Every committed record lands once.
+#[tokio::test]
+async fn the_table_state_outlives_maintenance_and_every_committed_record_lands() {
+    use crate::committer::{SEGMENTS, assert_payments, payments};
+    let (topic, offsets, values) = payments();
+    for (first, rest) in [(vec![0], vec![1, 2]), (vec![1, 2], vec![0])] {
+        let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let run = async |segments: &[usize]| {
+            for &i in segments {
+                copy(topic.path(), input.path(), SEGMENTS[i]);
+            }
+            let report = local_run(input.path(), warehouse.path()).await;
+            assert!(report.failed.is_empty(), "{:?}", report.failed);
+        };
+        run(&first).await;
+        let (state, files) = pending_files(warehouse.path());
+        assert_eq!(files.len(), usize::from(first == [0]), "A's open transaction is pending");
+        maintain_days_later(warehouse.path(), 4).await;
+        for path in files.iter().chain([&state]) {
+            assert!(exists(path), "{path} was swept");
+        }
+        let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+        assert_eq!(shown[0].problem, None);
+        run(&rest).await;
+        assert_payments(&read_local(warehouse.path(), "kafka.payments"), &offsets, &values);
+    }
+}
+
+/// A table whose state file is gone cannot commit: `floe local status` says so, naming it.
+#[tokio::test]
+async fn status_shows_a_table_whose_state_cannot_be_read() {
+    use crate::committer::{SEGMENTS, payments};
+    let (topic, _, _) = payments();
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(topic.path(), input.path(), SEGMENTS[0]);
+    local_run(input.path(), warehouse.path()).await;
+    let (state, _) = pending_files(warehouse.path());
+    std::fs::remove_file(state.strip_prefix("file://").unwrap_or(&state)).unwrap();
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let problem = shown[0].problem.as_deref().expect("a problem");
+    assert!(problem.contains(&state) && problem.contains("cannot commit"), "{problem}");
+    // And the next run fails naming it.
+    copy(topic.path(), input.path(), SEGMENTS[1]);
+    let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
+    assert!(report.failed.iter().any(|f| f.contains(&state)), "{:?}", report.failed);
+}

@@ -252,13 +252,16 @@ def build(root):
     txn_summary = {
         "records": len(exp), "aborted_records": len(aborted), "open_records": len(open_r),
         "control_records": 5, "first_offset": 0, "last_offset": 31,
+        # Records' timestamps as the producer set them (CreateTime); a marker's is its
+        # control batch's, the broker's clock (T0 here).
         "open_transactions": [{"producer_id": R, "producer_epoch": 2, "first_offset": 25, "last_offset": 31,
-                               "batches": [[25, 27], [30, 31]], "records": 5}],
-        "markers": [{"producer_id": S, "producer_epoch": 5, "offset": 12, "commit": True},
-                    {"producer_id": Q, "producer_epoch": 0, "offset": 15, "commit": False},
-                    {"producer_id": P, "producer_epoch": 1, "offset": 16, "commit": True},
-                    {"producer_id": P, "producer_epoch": 1, "offset": 22, "commit": False},
-                    {"producer_id": Q, "producer_epoch": 0, "offset": 28, "commit": True}],
+                               "batches": [[25, 27], [30, 31]], "records": 5,
+                               "first_timestamp": T0, "max_timestamp": T0 + 2, "log_append_time": False}],
+        "markers": [{"producer_id": S, "producer_epoch": 5, "offset": 12, "commit": True, "timestamp": T0},
+                    {"producer_id": Q, "producer_epoch": 0, "offset": 15, "commit": False, "timestamp": T0},
+                    {"producer_id": P, "producer_epoch": 1, "offset": 16, "commit": True, "timestamp": T0},
+                    {"producer_id": P, "producer_epoch": 1, "offset": 22, "commit": False, "timestamp": T0},
+                    {"producer_id": Q, "producer_epoch": 0, "offset": 28, "commit": True, "timestamp": T0}],
     }
     out.case("txn", parts, exp, txn_summary)
     out.case("txn_with_index", parts, exp, txn_summary, txn_index=[(Q, 7, 15), (P, 17, 22)])

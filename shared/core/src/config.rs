@@ -17,6 +17,7 @@
 //! compaction_target_size = "128MiB"  # compacted files' size
 //! compaction_window = "15m"   # small files older than this are compacted anyway
 //! orphan_grace = "3d"         # unreferenced files younger than this are never deleted
+//! transaction_timeout = "15m" # the brokers' transaction.max.timeout.ms (see table/state.rs)
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -59,6 +60,9 @@ pub const DEFAULT_COMPACTION_WINDOW_MS: u64 = 15 * 60 * 1000;
 /// How old an unreferenced file must be before the sweep deletes it (`orphan_grace`):
 /// three days.
 pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 3 * 24 * 60 * 60 * 1000;
+/// Kafka's default `transaction.max.timeout.ms` (`transaction_timeout`): a transaction
+/// ends within 15 minutes.
+pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 15 * 60 * 1000;
 
 /// A configuration error: the field it is about and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +142,8 @@ const MAX_COMPACTION_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
 /// held task names it (a materializer's files before its task is queued, a committer's
 /// trimmed files before its swap, a compactor's outputs before their task is held).
 const MIN_ORPHAN_GRACE_MS: u64 = 60 * 60 * 1000;
+/// Kafka's own floor for `transaction.timeout.ms` is 1 ms; below a second is a mistake.
+const MIN_TRANSACTION_TIMEOUT_MS: u64 = 1000;
 
 /// Whether a plain `http://` URL leaves this machine: its host is not `localhost` or a
 /// loopback address (`127.0.0.0/8`, `[::1]`).
@@ -242,6 +248,8 @@ pub struct Settings {
     pub compaction_window: Option<DurationMs>,
     /// How old a file no snapshot references must be before the orphan sweep deletes it.
     pub orphan_grace: Option<DurationMs>,
+    /// The longest a transaction of the topic lasts: the brokers' `transaction.max.timeout.ms`.
+    pub transaction_timeout: Option<DurationMs>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -301,6 +309,9 @@ pub struct TopicConfig {
     /// Unreferenced files younger than this are kept by the orphan sweep (a task may
     /// still be on its way to the committer, a commit may be writing them).
     pub orphan_grace_ms: u64,
+    /// The longest a transaction lasts, from its first record to its marker (the brokers'
+    /// `transaction.max.timeout.ms`): how far back a marker may end records.
+    pub transaction_timeout_ms: u64,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -609,6 +620,10 @@ impl FloeConfig {
                 .or(d.compaction_window)
                 .map_or(DEFAULT_COMPACTION_WINDOW_MS, |w| w.0),
             orphan_grace_ms: s.orphan_grace.or(d.orphan_grace).map_or(DEFAULT_ORPHAN_GRACE_MS, |g| g.0),
+            transaction_timeout_ms: s
+                .transaction_timeout
+                .or(d.transaction_timeout)
+                .map_or(DEFAULT_TRANSACTION_TIMEOUT_MS, |t| t.0),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),
@@ -702,6 +717,11 @@ fn validate_settings(at: &str, s: &Settings, defaults: &Settings) -> Result<Opti
         && grace.0 < MIN_ORPHAN_GRACE_MS
     {
         return Err(ConfigError::invalid(format!("{at}.orphan_grace"), format!("{}ms: at least 1h", grace.0)));
+    }
+    if let Some(timeout) = s.transaction_timeout
+        && timeout.0 < MIN_TRANSACTION_TIMEOUT_MS
+    {
+        return Err(ConfigError::invalid(format!("{at}.transaction_timeout"), format!("{}ms: at least 1s", timeout.0)));
     }
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
@@ -918,6 +938,7 @@ mod tests {
         partition_by = ["day(timestamp)", "bucket(16, key)"]
         compaction_target_size = "256MiB"
         orphan_grace = "7d"
+        transaction_timeout = "1h"
 
         [[topics]]
         pattern = "audit\\..*"
@@ -936,6 +957,7 @@ mod tests {
         assert_eq!(orders.target_file_size, 64 << 20);
         assert_eq!((orders.compaction_target_size, orders.compaction_window_ms), (256 << 20, 5 * 60 * 1000));
         assert_eq!(orders.orphan_grace_ms, 7 * 24 * 60 * 60 * 1000);
+        assert_eq!(orders.transaction_timeout_ms, 60 * 60 * 1000);
         assert_eq!(orders.partition_by[1], PartitionField { source: "key".into(), transform: Transform::Bucket(16) });
         let audit = c.resolve("audit.logins-eu").unwrap();
         assert_eq!(audit.table, "audit_logins_eu");
@@ -944,6 +966,7 @@ mod tests {
         assert_eq!((audit.compaction_target_size, audit.compaction_window_ms), (128 << 20, 5 * 60 * 1000));
         assert_eq!(audit.value_schema, SchemaSource::File("schemas/audit.json".into()));
         assert_eq!(audit.orphan_grace_ms, 3 * 24 * 60 * 60 * 1000, "the default: 3 days");
+        assert_eq!(audit.transaction_timeout_ms, 15 * 60 * 1000, "the default: Kafka's 15 minutes");
         assert_eq!(c.resolve("audit"), None, "pattern must match the whole name");
         assert_eq!(c.resolve("payments"), None, "unmatched topics are ignored unless enabled");
         assert!(format!("{:?}", c.schema_registry).contains("<set>"));
@@ -1014,6 +1037,7 @@ mod tests {
             ("[[topics]]\ntopic = \"a\"\ncompaction_window = \"25h\"", "topics[0].compaction_window"),
             ("[[topics]]\ntopic = \"a\"\norphan_grace = \"59m\"", "topics[0].orphan_grace"),
             ("[defaults]\norphan_grace = \"3w\"", "orphan_grace"),
+            ("[[topics]]\ntopic = \"a\"\ntransaction_timeout = \"500ms\"", "topics[0].transaction_timeout"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
             ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),

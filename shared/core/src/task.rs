@@ -20,8 +20,11 @@
 //!                   "data_file": { …Iceberg DataFile JSON… }}],
 //!   "dead_letter_files": [],
 //!   "open_transactions": [{"producer_id": 7, "producer_epoch": 0, "first_offset": 1990,
-//!                          "last_offset": 1995, "records": 2, "files": [ … ]}],
-//!   "transaction_markers": [{"producer_id": 5, "producer_epoch": 0, "offset": 1001, "commit": true}],
+//!                          "last_offset": 1995, "records": 2, "files": [ … ],
+//!                          "first_timestamp": 1764489598000, "max_timestamp": 1764489598500}],
+//!   "transaction_markers": [{"producer_id": 5, "producer_epoch": 0, "offset": 1001, "commit": true,
+//!                            "timestamp": 1764489599000}],      // the broker's clock
+//!   "transaction_timeout_ms": 900000,          // the topic's transaction_timeout
 //!   "schema": {"key_format": "raw", "value_format": "avro", "iceberg": { …Iceberg schema JSON… },
 //!              "partition_spec": {"spec-id": 0, "fields": [{"source-id": 4, "field-id": 1000,
 //!                                 "name": "timestamp_day", "transform": "day"}]}},  // absent: unpartitioned
@@ -170,7 +173,7 @@ fn ordered_partition_json(data_file: &serde_json::Value, partition_type: &Struct
 }
 
 /// A transaction still open at the end of the segment, with the files of its records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PendingTransaction {
     pub producer_id: i64,
     pub producer_epoch: i16,
@@ -178,6 +181,14 @@ pub struct PendingTransaction {
     pub last_offset: i64,
     pub records: u64,
     pub files: Vec<TaskFile>,
+    /// Its first record's timestamp and the greatest of its records' (older tasks: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_timestamp: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_timestamp: Option<i64>,
+    /// Whether those are the broker's append times (`LogAppendTime`), not the producer's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_append_time: bool,
 }
 
 /// The schema the files were written with.
@@ -223,6 +234,10 @@ pub struct CommitTask {
     pub dead_letter_files: Vec<TaskFile>,
     pub open_transactions: Vec<PendingTransaction>,
     pub transaction_markers: Vec<TxnMarker>,
+    /// The topic's `transaction_timeout`: how long after its first record a transaction
+    /// is ended at the latest (older tasks: the default, Kafka's 15 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction_timeout_ms: Option<u64>,
     pub schema: TaskSchema,
     pub dead_letter_schema: Option<Schema>,
     pub source: SourceObject,
@@ -429,6 +444,7 @@ pub(crate) mod tests {
             dead_letter_files: vec![],
             open_transactions: vec![],
             transaction_markers: vec![],
+            transaction_timeout_ms: None,
             schema: TaskSchema {
                 key_format: "raw".into(),
                 value_format: "raw".into(),
@@ -536,6 +552,33 @@ pub(crate) mod tests {
         assert!(data_file.partition().fields().is_empty());
         let future = json.replacen("\"version\":1", "\"version\":3", 1);
         assert!(matches!(Task::from_json(future.as_bytes()), Err(TaskError::Version(3))));
+    }
+
+    #[test]
+    fn tasks_without_transaction_times_read_as_unknown() {
+        let schema = schema();
+        let file = TaskFile::from_written(&written(Struct::empty()), &StructType::new(vec![])).unwrap();
+        let mut old = task(&schema, None, file);
+        old.open_transactions.push(PendingTransaction { producer_id: 7, records: 1, ..PendingTransaction::default() });
+        old.transaction_markers.push(TxnMarker {
+            producer_id: 7,
+            producer_epoch: 0,
+            offset: 9,
+            commit: true,
+            timestamp: None,
+        });
+        // As an older materializer wrote it: none of the time keys.
+        let json = old.to_json().unwrap();
+        for key in ["timestamp", "first_timestamp", "log_append_time", "transaction_timeout_ms"] {
+            assert!(!json.contains(&format!("\"{key}\":")), "{key} in {json}");
+        }
+        assert_eq!(CommitTask::from_json(json.as_bytes()).unwrap(), old);
+        let mut new = old.clone();
+        new.transaction_markers[0].timestamp = Some(1_764_000_000_000);
+        new.open_transactions[0].first_timestamp = Some(1_763_999_999_000);
+        new.open_transactions[0].log_append_time = true;
+        new.transaction_timeout_ms = Some(60_000);
+        assert_eq!(CommitTask::from_json(new.to_json().unwrap().as_bytes()).unwrap(), new);
     }
 
     #[test]

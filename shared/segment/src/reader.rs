@@ -10,7 +10,7 @@ use super::codec::Codec;
 use super::decode::decode_frame;
 use super::error::{SegmentError, SegmentErrorKind, check_offset};
 use super::frame::{Frame, FrameReader};
-use super::record::{Batch, BatchKind, BatchTxn, ControlType};
+use super::record::{Batch, BatchKind, BatchTxn, ControlType, TimestampType};
 use super::source::SegmentSource;
 use super::txn::{AbortedTxn, OpenTxn, Outcome, TxnMarker, TxnPlan};
 
@@ -180,6 +180,7 @@ impl SegmentReader {
                 producer_epoch: batch.producer_epoch,
                 offset: batch.base_offset + i as i64,
                 commit,
+                timestamp: (batch.max_timestamp >= 0).then_some(batch.max_timestamp),
             });
         }
     }
@@ -187,6 +188,7 @@ impl SegmentReader {
     fn track_open(&mut self, batch: &Batch) {
         let pid = batch.producer_id;
         let key = self.open.keys().find(|(p, _)| *p == pid).copied().unwrap_or((pid, batch.base_offset));
+        let first = batch.records.first();
         let txn = self.open.entry(key).or_insert_with(|| OpenTxn {
             producer_id: pid,
             producer_epoch: batch.producer_epoch,
@@ -194,8 +196,12 @@ impl SegmentReader {
             last_offset: batch.last_offset,
             batches: Vec::new(),
             records: 0,
+            first_timestamp: first.map_or(-1, |r| r.timestamp),
+            max_timestamp: -1,
+            log_append_time: first.is_some_and(|r| r.timestamp_type == TimestampType::LogAppend),
         });
         txn.last_offset = batch.last_offset;
+        txn.max_timestamp = batch.records.iter().map(|r| r.timestamp).fold(txn.max_timestamp, i64::max);
         txn.batches.push([batch.base_offset, batch.last_offset]);
         txn.records += batch.records.len() as u64;
     }

@@ -225,6 +225,9 @@ pub struct Batch {
     pub codec: Codec,
     pub producer_id: i64,
     pub producer_epoch: i16,
+    /// The batch header's max timestamp (v2; -1 for legacy entries): the broker's clock
+    /// for a control batch and for a batch of a `LogAppendTime` topic.
+    pub max_timestamp: i64,
     /// Data records; empty for control batches.
     pub records: Records,
     /// For control batches: the control type of each control record.

@@ -69,6 +69,10 @@ pub struct TxnMarker {
     pub producer_epoch: i16,
     pub offset: i64,
     pub commit: bool,
+    /// The control batch's timestamp: the partition leader's clock when it wrote the
+    /// marker (brokers set it, whatever the topic's timestamp type). Older tasks: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
 }
 
 /// A transaction with records in this segment and no marker in it.
@@ -81,6 +85,12 @@ pub struct OpenTxn {
     /// Offset ranges `[base, last]` of its batches.
     pub batches: Vec<[i64; 2]>,
     pub records: u64,
+    /// Its first record's timestamp and the greatest of its records' timestamps.
+    pub first_timestamp: i64,
+    pub max_timestamp: i64,
+    /// Whether those are the broker's append times (`LogAppendTime`) rather than what
+    /// the producer set (`CreateTime`).
+    pub log_append_time: bool,
 }
 
 /// What became of a transaction, as far as this segment tells.

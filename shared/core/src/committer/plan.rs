@@ -254,7 +254,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                     partition: task.partition,
                     marker: *marker,
                     segment_first: range.first,
-                    earliest: None,
+                    transaction_timeout_ms: task.transaction_timeout_ms,
                 });
             }
         }
@@ -429,6 +429,7 @@ mod tests {
             dead_letter_files: vec![],
             open_transactions: vec![],
             transaction_markers: vec![],
+            transaction_timeout_ms: None,
             schema: TaskSchema {
                 key_format: "raw".into(),
                 value_format: "raw".into(),
@@ -458,13 +459,14 @@ mod tests {
             last_offset: part.1,
             records: (part.1 - part.0 + 1) as u64,
             files: vec![file(part.0, part.1)],
+            ..Default::default()
         });
         t
     }
 
     fn with_marker(mut t: CommitTask, offset: i64, commit: bool) -> CommitTask {
         t.data_files.clear();
-        t.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset, commit });
+        t.transaction_markers.push(TxnMarker { producer_id: 7, producer_epoch: 0, offset, commit, timestamp: None });
         t
     }
 
@@ -637,6 +639,33 @@ mod tests {
         let (table, plans) = run(table, &[vec![segments[0].clone(), segments[1].clone()]]);
         assert_eq!(plans[0].files.len(), 2);
         assert!(table.state.is_empty());
+    }
+
+    #[test]
+    fn the_topic_s_transaction_timeout_decides_when_a_marker_leaves() {
+        // A log starting at 1000: producer 8's marker first, producer 7's two minutes
+        // later. With a timeout of a minute (and the margin), 7's transaction cannot
+        // reach below 8's marker; with Kafka's default it may.
+        let segment = |timeout_ms: Option<u64>| {
+            let mut t = task("s", 1000, 1009);
+            t.data_files.clear();
+            let at = |producer_id, offset, minutes: i64| TxnMarker {
+                producer_id,
+                producer_epoch: 0,
+                offset,
+                commit: true,
+                timestamp: Some(minutes * 60_000),
+            };
+            t.transaction_markers = vec![at(8, 1000, 0), at(7, 1009, 7)];
+            t.transaction_timeout_ms = timeout_ms;
+            t
+        };
+        let left = |timeout_ms| {
+            let (table, _) = run(record(&[]), &[vec![segment(timeout_ms)]]);
+            table.state.markers.iter().map(|m| (m.marker.producer_id, m.transaction_timeout_ms)).collect::<Vec<_>>()
+        };
+        assert_eq!(left(Some(60_000)), vec![(8, Some(60_000))]);
+        assert_eq!(left(None), vec![(8, None), (7, None)]);
     }
 
     #[test]

@@ -156,6 +156,7 @@ pub(crate) mod tests {
             last_offset: 0,
             records: 1,
             files: vec![task_file("/w/orders/data/txn.parquet")],
+            ..Default::default()
         }];
         task.dead_letter_files = vec![task_file("/w/orders_dlq/data/d.parquet")];
         Task::Data(Box::new(task))

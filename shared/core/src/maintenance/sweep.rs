@@ -9,6 +9,7 @@
 //!  newer (a higher version, or younger than the grace period):
 //!     the file itself, its metadata log, its statistics files,
 //!     every snapshot's manifest list ─▶ its manifests ─▶ their live entries' files
+//!     every snapshot's table state (summary `floe.state`) ─▶ its pending transactions' files
 //!  each listed file: referenced ─▶ kept
 //!                    named by a held task ─▶ kept (kept_held)
 //!                    younger than the grace period, or of unknown age ─▶ kept (kept_young)
@@ -18,14 +19,18 @@
 //! ```
 //!
 //! Why nothing referenced is lost:
-//! - A manifest or manifest list that cannot be read fails the sweep before anything is
-//!   deleted: its files are never taken for unreferenced. So does a listed metadata file
-//!   that cannot be read, or holds complete JSON this reader does not know.
+//! - A manifest, manifest list or table state that cannot be read fails the sweep before
+//!   anything is deleted: its files are never taken for unreferenced. So does a listed
+//!   metadata file that cannot be read, or holds complete JSON this reader does not know.
 //! - A listed metadata file holding no JSON at all (empty, truncated: a run killed while
 //!   writing it) is no root, with a warning: a commit's metadata file is complete before
 //!   the catalog points to it, so this one was never committed and references nothing.
 //!   It is judged as any unreferenced file. (The current one, the catalog's pointer, is
 //!   read by the caller: cut short, the table cannot be loaded at all.)
+//! - Floe's table state (`table/state.rs`) is no Iceberg file: the snapshot summary names
+//!   it, and it names the files of transactions a segment left open (written, in no
+//!   manifest until their COMMIT marker comes, for as long as that takes). Both are
+//!   referenced for every retained snapshot whose summary names a state.
 //! - The caller's metadata may be stale (it planned compactions first). A task's files are
 //!   held until the committer is done with it, and the held tasks are read before the
 //!   listing: a task released after that read was committed in a metadata file written
@@ -50,6 +55,7 @@ use iceberg::spec::{ManifestList, TableMetadata};
 use super::{HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::segment::io_retryable;
 use crate::storage::{StoredFile, WarehouseFiles};
+use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{TableError, TableName};
 
 /// Files deleted per call (S3's `DeleteObjects` takes 1,000 keys).
@@ -229,7 +235,7 @@ async fn read_other_root(
 fn metadata_json(bytes: &[u8]) -> Option<serde_json::Value> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
-        io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut text).ok()?;
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut text).ok()?;
         return serde_json::from_slice(&text).ok();
     }
     serde_json::from_slice(bytes).ok()
@@ -272,6 +278,9 @@ impl References {
             self.insert(&statistics.statistics_path);
         }
         for snapshot in metadata.snapshots() {
+            if let Some(state) = snapshot.summary().additional_properties.get(STATE_KEY) {
+                self.add_state(file_io, table, state).await?;
+            }
             let list_path = snapshot.manifest_list();
             if !self.first_read(list_path) {
                 continue;
@@ -291,6 +300,21 @@ impl References {
                     self.insert(entry.file_path());
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl References {
+    /// Floe's table state at `location` and the files of the transactions pending in it.
+    async fn add_state(&mut self, file_io: &FileIO, table: &TableName, location: &str) -> Result<(), MaintenanceError> {
+        if !self.first_read(location) {
+            return Ok(());
+        }
+        let state =
+            TableState::load(file_io, Some(&location.to_string())).await.map_err(read_error(table, location))?;
+        for file in state.pending.iter().flat_map(|e| &e.transaction.files) {
+            self.insert(file.path());
         }
         Ok(())
     }
@@ -379,6 +403,7 @@ mod tests {
     use crate::storage::{LocalFiles, local_file_io};
     use crate::table::compaction::{CompactionPolicy, compact};
     use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
+    use crate::table::state::PendingEntry;
 
     const GRACE: i64 = 60 * 60 * 1000;
     const DAY: i64 = 24 * 60 * 60 * 1000;
@@ -412,6 +437,8 @@ mod tests {
         metadata: TableMetadata,
         location: String,
         next_offset: i64,
+        /// Summary properties of the snapshots committed from now on.
+        summary: HashMap<String, String>,
     }
 
     impl Fixture {
@@ -439,11 +466,16 @@ mod tests {
                 metadata,
                 location: location.to_string(),
                 next_offset: 0,
+                summary: HashMap::new(),
             }
         }
 
         /// A data file of `rows` rows under the table's `data/`, not committed.
         async fn write(&mut self, rows: i64) -> DataFile {
+            self.write_file(rows).await.data_file
+        }
+
+        async fn write_file(&mut self, rows: i64) -> crate::datafile::WrittenFile {
             let schema = schema();
             let options = WriterOptions {
                 file_io: self.file_io.clone(),
@@ -458,7 +490,7 @@ mod tests {
             let values: Vec<(i64, Option<i64>, Option<&str>)> = (first..=last).map(|o| (o, None, None)).collect();
             writer.write(&batch(&schema, &values), first, last).await.unwrap();
             self.next_offset += rows;
-            writer.close().await.unwrap().remove(0).data_file
+            writer.close().await.unwrap().remove(0)
         }
 
         /// A data file of `rows` rows, appended in a snapshot of its own.
@@ -486,7 +518,7 @@ mod tests {
                 operation: if removed.is_empty() { Operation::Append } else { Operation::Replace },
                 added,
                 removed: removed.iter().map(|f| f.file_path().to_string()).collect(),
-                properties: HashMap::new(),
+                properties: self.summary.clone(),
                 new_schema: None,
             };
             write_snapshot(&self.file_io, metadata, location, change, wall()).await.unwrap()
@@ -746,7 +778,7 @@ mod tests {
         let dir = format!("{}/metadata", t.metadata.location());
         let written = std::fs::read(file_key(&t.location)).unwrap();
         let mut gzipped = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        io::Write::write_all(&mut gzipped, &written).unwrap();
+        std::io::Write::write_all(&mut gzipped, &written).unwrap();
         let gzipped = gzipped.finish().unwrap();
         let cut: Vec<(String, &[u8])> = vec![
             (format!("{dir}/{next:05}-00000000-0000-0000-0000-000000000001.metadata.json"), b""),
@@ -782,6 +814,72 @@ mod tests {
         let error = t.sweep_of(None).table(&t.name, &t.metadata, &t.location, wall() + DAY).await.unwrap_err();
         assert!(error.to_string().contains(&other), "{error}");
         assert!(exists(orphan.file_path()) && exists(&other));
+    }
+
+    /// A snapshot naming a table state (saved under the table's metadata directory, as
+    /// the committer does) where a transaction a segment left open waits, its file
+    /// written; returns the state's location and the file's.
+    async fn append_with_open_transaction(t: &mut Fixture) -> (String, String) {
+        let written = t.write_file(3).await;
+        let file = crate::task::TaskFile::from_written(&written, &iceberg::spec::StructType::new(vec![])).unwrap();
+        let transaction = crate::task::PendingTransaction {
+            producer_id: 7,
+            producer_epoch: 0,
+            first_offset: written.first_offset,
+            last_offset: written.last_offset,
+            records: 3,
+            files: vec![file],
+            ..Default::default()
+        };
+        let state = TableState {
+            pending: vec![PendingEntry {
+                topic: "t".into(),
+                partition: 0,
+                task_id: "segment-3".into(),
+                segment_first: Some(written.first_offset),
+                transaction,
+                schema: schema(),
+                partition_spec: None,
+            }],
+            ..TableState::default()
+        };
+        let location = state.save(&t.file_io, &format!("{}/metadata", t.metadata.location())).await.unwrap();
+        t.summary.insert(STATE_KEY.into(), location.clone());
+        t.append(2).await;
+        (location, written.path().to_string())
+    }
+
+    /// Issue 30 item 1: the state files retained snapshots name, and the files of the
+    /// transactions pending in them, are referenced, however old.
+    #[tokio::test]
+    async fn the_table_state_and_its_pending_transactions_survive_any_age() {
+        let mut t = Fixture::new(false, &[]).await;
+        let (first_state, first_open) = append_with_open_transaction(&mut t).await;
+        // A later snapshot names another state; the first stays retained.
+        let (state, open) = append_with_open_transaction(&mut t).await;
+        for path in t.all_files().await {
+            set_mtime(&path, 1);
+        }
+        let report = t.sweep(wall() + 10 * DAY).await;
+        assert_eq!(report, SweepReport::default());
+        for path in [&first_state, &first_open, &state, &open] {
+            assert!(exists(path), "{path} was deleted");
+        }
+        t.assert_intact().await;
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_table_state_fails_the_sweep_and_deletes_nothing() {
+        let mut t = Fixture::new(false, &[]).await;
+        let (state, open) = append_with_open_transaction(&mut t).await;
+        let orphan = t.write(2).await;
+        std::fs::write(file_key(&state), b"").unwrap();
+
+        let error = t.sweep_of(None).table(&t.name, &t.metadata, &t.location, wall() + DAY).await.unwrap_err();
+        assert!(error.to_string().contains(&state), "{error}");
+        assert!(!error.retryable(), "{error}");
+        assert!(exists(orphan.file_path()) && exists(&open));
+        assert_eq!(t.locks.status(&t.name).await.unwrap().last_sweep_ms, None);
     }
 
     #[test]

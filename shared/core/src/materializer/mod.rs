@@ -415,6 +415,9 @@ fn build_task(
             last_offset: txn.last_offset,
             records: txn.records,
             files,
+            first_timestamp: Some(txn.first_timestamp).filter(|&t| t >= 0),
+            max_timestamp: Some(txn.max_timestamp).filter(|&t| t >= 0),
+            log_append_time: txn.log_append_time,
         });
     }
     let dead_letter_schema = match done.dead_letter_files.is_empty() {
@@ -441,6 +444,7 @@ fn build_task(
         dead_letter_files: task_files(&done.dead_letter_files, &no_partition)?,
         open_transactions,
         transaction_markers: summary.markers.clone(),
+        transaction_timeout_ms: Some(topic.transaction_timeout_ms),
         schema: TaskSchema {
             key_format: format_name(topic.key_format),
             value_format: format_name(topic.value_format),

@@ -4,22 +4,56 @@
 //! the COMMIT marker (in a later segment) makes them rows; an ABORT means never. The
 //! committer keeps those files here, in a JSON file of the table's metadata directory
 //! named by the snapshot summary's `floe.state` (so the pending list changes atomically
-//! with the snapshot that records the segment's offsets as committed), and resolves them
-//! when a later task brings the marker. Nothing is guessed. A marker that arrives before
-//! the open transaction's segments (tasks out of order) is kept here too, until no part
-//! of its transaction can still come.
+//! with the snapshot that records the segment's offsets as committed; the orphan sweep
+//! keeps the file and the pending files of every retained snapshot's state), and
+//! resolves them when a later task brings the marker. Nothing is guessed. A marker that
+//! arrives before its transaction's earlier segments (tasks out of order) is kept here
+//! too, until no part of its transaction can still come.
+//!
+//! Two facts of Kafka decide it. (1) A producer id has at most one transaction open per
+//! partition, so a marker M (producer P, offset m) ends exactly P's records between P's
+//! previous marker and m. (2) A transaction lasts at most `transaction_timeout` τ (the
+//! brokers' `transaction.max.timeout.ms`, per topic in `floe.toml`, default 15 minutes):
+//! the coordinator aborts it after that, so M, written at broker time T, ends no record
+//! appended before T − τ.
 //!
 //! ```text
-//!  part (producer P, offsets ..=L)  ──┐ matched with P's first marker M above L once every
-//!  marker (producer P, offset M)    ──┘ offset between them is committed (no unknown marker
-//!                                       of P can lie between): COMMIT ⇒ files added, ABORT ⇒ never
-//!  a marker stays while a part may still come: a pending part of P waits below it, or the
-//!  committed run of offsets holding M starts at its transaction's earliest known segment
-//!  (the segment before may hold more of it) and not at offset 0
+//!  offsets ─▶   a          o                   l                      m
+//!  committed    [══════════════════════════════╪══════════════════════╪══]  one run
+//!  broker time             t ◀── an anchor: a marker, or a LogAppendTime batch
+//!  producer P     ░ M0 ░      ▓▓ part E ▓▓▓▓▓▓▓              ▓▓▓    M (P, time T)
+//!
+//!  match:  E (P, epoch ≤ M's) ─▶ M  when M is P's first marker above E and every offset
+//!          in (l, m) is committed (a marker of P there would be in the state: see below)
+//!          COMMIT ⇒ E's files appended; ABORT ⇒ never
+//!  leave:  M leaves the state, once no part of P waits below it, when the committed run
+//!          holding m shows that every offset that may hold its transaction is in:
+//!            the run starts at offset 0 (nothing lies below), or
+//!            it holds a marker M0 of P below m (fact 1: M's records lie above M0), or
+//!            it holds an anchor (o, t) below m with t < T − τ − 5 min (fact 2: every
+//!            record below o was appended by t, too early to be M's)
 //! ```
 //!
-//! A known limit: a transaction with records in one segment, none in the next ones, and
-//! its marker after them, whose first segment is committed after all the later ones.
+//! Which clock: only the broker's. A control batch's timestamp is the partition leader's
+//! clock when it wrote the marker, and a `LogAppendTime` topic's batches carry the time
+//! the broker appended them; the log is appended in offset order, so every record below
+//! such an anchor was appended by its time. `CreateTime` is what the producer set (old
+//! events replayed, a skewed clock): it says nothing about when the record was appended,
+//! so it is never used. The 5 minutes of margin cover clock skew between brokers (a
+//! leader change), the coordinator's timeout check and writing the markers; a marker
+//! written later still (a partition offline when its transaction ended) needs a larger
+//! `transaction_timeout`.
+//!
+//! Why a marker that left is never missed: it left only once every offset that may hold
+//! its transaction was committed, and each part there was then matched; a part arriving
+//! later lies below all of them and is not its. While a part of P waits below a marker,
+//! the marker stays, so a part never skips a marker of its producer that it might belong to.
+//!
+//! What stays when every segment is in: no part, and, in a run of offsets not starting at
+//! 0 (retention moved the log start, or Floe started late), the run's lowest anchor
+//! (`anchors`: one per run not starting at 0) and each producer's first marker in the run
+//! written within τ (+ margin) of that anchor — a segment below the run could still hold
+//! its transaction.
 
 use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema};
@@ -31,6 +65,12 @@ use crate::task::PendingTransaction;
 
 /// Summary key naming the state file.
 pub const STATE_KEY: &str = "floe.state";
+
+pub use crate::config::DEFAULT_TRANSACTION_TIMEOUT_MS;
+
+/// Added to the transaction timeout before a broker time proves a marker's transaction
+/// complete: clock skew between brokers, the coordinator's timeout check, marker writes.
+pub const CLOCK_MARGIN_MS: i64 = 5 * 60 * 1000;
 
 /// An open transaction's files, as a task brought them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,7 +89,7 @@ pub struct PendingEntry {
     pub partition_spec: Option<PartitionSpec>,
 }
 
-/// A marker no pending transaction has matched yet.
+/// A marker whose transaction may still have parts to come.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MarkerEntry {
     pub topic: String,
@@ -57,19 +97,52 @@ pub struct MarkerEntry {
     pub marker: TxnMarker,
     /// First offset of the segment the marker came in.
     pub segment_first: i64,
-    /// First offset of the earliest segment known to hold part of its transaction (the
-    /// marker's own segment, or a matched part's); older state files: unknown.
+    /// The topic's transaction timeout when the marker came (older state files: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub earliest: Option<i64>,
+    pub transaction_timeout_ms: Option<u64>,
+}
+
+/// A broker time known at an offset: every record below `offset` was appended by
+/// `timestamp`. The lowest known of each run of committed offsets is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: i64,
 }
 
 impl PendingEntry {
-    fn segment_start(&self) -> i64 {
-        self.segment_first.unwrap_or(self.transaction.first_offset)
+    /// Whether `m` may end this part: the same producer id, on the same topic-partition,
+    /// an epoch no newer than the marker's (a bumped epoch's records follow the marker
+    /// that fenced the old one), below it.
+    fn may_end_at(&self, m: &MarkerEntry) -> bool {
+        self.topic == m.topic
+            && self.partition == m.partition
+            && self.transaction.producer_id == m.marker.producer_id
+            && self.transaction.producer_epoch <= m.marker.producer_epoch
+            && self.transaction.last_offset < m.marker.offset
     }
 
-    fn same_producer(&self, m: &MarkerEntry) -> bool {
-        self.topic == m.topic && self.partition == m.partition && self.transaction.producer_id == m.marker.producer_id
+    /// The broker time of its first record, when its topic has `LogAppendTime`.
+    fn anchor(&self) -> Option<Anchor> {
+        let t = &self.transaction;
+        let timestamp = t.first_timestamp.filter(|_| t.log_append_time)?;
+        Some(Anchor { topic: self.topic.clone(), partition: self.partition, offset: t.first_offset, timestamp })
+    }
+}
+
+impl MarkerEntry {
+    fn anchor(&self) -> Option<Anchor> {
+        let timestamp = self.marker.timestamp?;
+        Some(Anchor { topic: self.topic.clone(), partition: self.partition, offset: self.marker.offset, timestamp })
+    }
+
+    /// The oldest broker time a record of its transaction may have been appended at.
+    fn earliest_record_time(&self) -> Option<i64> {
+        let timeout = self.transaction_timeout_ms.unwrap_or(DEFAULT_TRANSACTION_TIMEOUT_MS);
+        let timeout = i64::try_from(timeout).unwrap_or(i64::MAX);
+        Some(self.marker.timestamp?.saturating_sub(timeout).saturating_sub(CLOCK_MARGIN_MS))
     }
 }
 
@@ -77,6 +150,10 @@ impl PendingEntry {
 pub struct TableState {
     pub pending: Vec<PendingEntry>,
     pub markers: Vec<MarkerEntry>,
+    /// The lowest broker time known in each run of committed offsets that does not start
+    /// at 0 (older state files: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anchors: Vec<Anchor>,
 }
 
 /// What resolving did: transactions to append now, and how many were aborted.
@@ -86,9 +163,15 @@ pub struct Resolved {
     pub aborted: Vec<PendingEntry>,
 }
 
+/// The run of committed offsets holding `offset`, as `(first, last)`.
+fn run_holding(committed: &CommittedOffsets, topic: &str, partition: i32, offset: i64) -> Option<(i64, i64)> {
+    let ranges = committed.get(topic, partition)?.ranges();
+    ranges.iter().find(|&&(a, b)| a <= offset && offset <= b).copied()
+}
+
 impl TableState {
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty() && self.markers.is_empty()
+        self.pending.is_empty() && self.markers.is_empty() && self.anchors.is_empty()
     }
 
     /// Reads the state a summary names (empty when it names none).
@@ -108,58 +191,99 @@ impl TableState {
         Ok(location)
     }
 
-    /// Matches pending transactions with markers: a marker ends every pending part (a
-    /// transaction may span several segments) of its producer, on its topic-partition,
-    /// below it — once every offset between the part and the marker is committed, so that
-    /// no marker of the producer can still come between them. Matched parts leave the
-    /// state; a marker leaves it once no part of its transaction can still come.
+    /// Resolves what `committed` (every offset committed, the new tasks' included) allows,
+    /// by the rules of the module doc: matched parts leave the state (to append, or
+    /// aborted), then every marker whose transaction is complete.
     pub fn resolve(&mut self, committed: &CommittedOffsets) -> Resolved {
-        let mut resolved = Resolved::default();
         self.markers.sort_by_key(|m| (m.topic.clone(), m.partition, m.marker.offset));
-        for m in &mut self.markers {
+        self.keep_lowest_anchors(committed);
+        let resolved = self.match_parts(committed);
+        self.drop_complete_markers(committed);
+        resolved
+    }
+
+    /// Adds the anchors the markers and parts give, and keeps the lowest of each run of
+    /// committed offsets not starting at 0.
+    fn keep_lowest_anchors(&mut self, committed: &CommittedOffsets) {
+        let found = self.markers.iter().filter_map(MarkerEntry::anchor);
+        let found = found.chain(self.pending.iter().filter_map(PendingEntry::anchor)).collect::<Vec<_>>();
+        let mut anchors: Vec<Anchor> = std::mem::take(&mut self.anchors).into_iter().chain(found).collect();
+        anchors.sort_by_key(|a| (a.topic.clone(), a.partition, a.offset));
+        let mut kept: Vec<(Anchor, i64)> = Vec::new();
+        for anchor in anchors {
+            let Some((run_start, _)) = run_holding(committed, &anchor.topic, anchor.partition, anchor.offset) else {
+                continue;
+            };
+            let lower_in_run = kept.last().is_some_and(|(k, start)| {
+                k.topic == anchor.topic && k.partition == anchor.partition && *start == run_start
+            });
+            if run_start > 0 && !lower_in_run {
+                kept.push((anchor, run_start));
+            }
+        }
+        self.anchors = kept.into_iter().map(|(a, _)| a).collect();
+    }
+
+    /// Each marker, lowest first, ends the pending parts it may end once every offset
+    /// between is committed.
+    fn match_parts(&mut self, committed: &CommittedOffsets) -> Resolved {
+        let mut resolved = Resolved::default();
+        for m in &self.markers {
             let set = committed.get(&m.topic, m.partition);
             let between_committed = |last: i64| {
                 let (from, to) = (last.saturating_add(1), m.marker.offset.saturating_sub(1));
                 from > to || set.is_some_and(|s| s.covers(from, to))
             };
-            let (ended, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|e| {
-                e.same_producer(m)
-                    && e.transaction.last_offset < m.marker.offset
-                    && between_committed(e.transaction.last_offset)
-            });
+            let (ended, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|e| e.may_end_at(m) && between_committed(e.transaction.last_offset));
             self.pending = pending;
-            let earliest = ended.iter().map(PendingEntry::segment_start).chain([m.earliest.unwrap_or(m.segment_first)]);
-            m.earliest = earliest.min();
             if m.marker.commit {
                 resolved.committed.extend(ended);
             } else {
                 resolved.aborted.extend(ended);
             }
         }
-        let pending = &self.pending;
-        self.markers.retain(|m| {
-            let waiting_below =
-                pending.iter().any(|e| e.same_producer(m) && e.transaction.last_offset < m.marker.offset);
-            let run_start = committed
-                .get(&m.topic, m.partition)
-                .and_then(|s| s.ranges().iter().find(|&&(a, b)| a <= m.marker.offset && m.marker.offset <= b))
-                .map(|&(a, _)| a);
-            let earliest = m.earliest.unwrap_or(m.segment_first);
-            // The run of committed offsets holding the marker begins at its transaction's
-            // earliest known segment: the segment before it may hold more of it.
-            let may_extend_below = match run_start {
-                Some(start) => start > 0 && earliest <= start,
-                None => true,
-            };
-            waiting_below || may_extend_below
-        });
         resolved
+    }
+
+    /// Drops every marker no part of its transaction can still come for.
+    fn drop_complete_markers(&mut self, committed: &CommittedOffsets) {
+        let keep: Vec<bool> = self.markers.iter().map(|m| !self.is_complete(m, committed)).collect();
+        let mut keep = keep.into_iter();
+        self.markers.retain(|_| keep.next().unwrap_or(true));
+    }
+
+    /// Whether every offset that may hold a part of `m`'s transaction is committed (and
+    /// matched), and no part of its producer waits below it.
+    fn is_complete(&self, m: &MarkerEntry, committed: &CommittedOffsets) -> bool {
+        if self.pending.iter().any(|e| e.may_end_at(m)) {
+            return false;
+        }
+        let Some((run_start, _)) = run_holding(committed, &m.topic, m.partition, m.marker.offset) else {
+            return false;
+        };
+        let same_partition = |topic: &str, partition: i32| topic == m.topic && partition == m.partition;
+        let in_run_below = |offset: i64| run_start <= offset && offset < m.marker.offset;
+        let previous_marker = self.markers.iter().any(|o| {
+            same_partition(&o.topic, o.partition)
+                && o.marker.producer_id == m.marker.producer_id
+                && in_run_below(o.marker.offset)
+        });
+        let old_anchor = m.earliest_record_time().is_some_and(|earliest| {
+            self.anchors
+                .iter()
+                .any(|a| same_partition(&a.topic, a.partition) && in_run_below(a.offset) && a.timestamp < earliest)
+        });
+        run_start == 0 || previous_marker || old_anchor
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MINUTE: i64 = 60 * 1000;
 
     fn pending(producer_id: i64, first: i64, last: i64) -> PendingEntry {
         PendingEntry {
@@ -169,11 +293,10 @@ mod tests {
             segment_first: Some(first),
             transaction: PendingTransaction {
                 producer_id,
-                producer_epoch: 0,
                 first_offset: first,
                 last_offset: last,
                 records: 1,
-                files: vec![],
+                ..PendingTransaction::default()
             },
             schema: Schema::builder().build().unwrap(),
             partition_spec: None,
@@ -184,10 +307,14 @@ mod tests {
         MarkerEntry {
             topic: "t".into(),
             partition: 0,
-            marker: TxnMarker { producer_id, producer_epoch: 0, offset, commit },
+            marker: TxnMarker { producer_id, producer_epoch: 0, offset, commit, timestamp: None },
             segment_first: offset - 10,
-            earliest: None,
+            transaction_timeout_ms: None,
         }
+    }
+
+    fn ranges(v: &[PendingEntry]) -> Vec<(i64, i64)> {
+        v.iter().map(|e| (e.transaction.first_offset, e.transaction.last_offset)).collect()
     }
 
     #[test]
@@ -197,6 +324,7 @@ mod tests {
         let mut state = TableState {
             pending: vec![pending(7, 90, 99), pending(7, 100, 104), pending(8, 95, 99), pending(9, 98, 99)],
             markers: vec![marker(7, 120, true), marker(8, 121, false), marker(9, 50, true)],
+            anchors: vec![],
         };
         let resolved = state.resolve(&offsets);
         // Producer 7's transaction spans two segments: both parts end at its marker.
@@ -205,56 +333,295 @@ mod tests {
         assert_eq!(ids(&resolved.aborted), vec![8]);
         // Producer 9's marker is before its records: not its marker; still open.
         assert_eq!(ids(&state.pending), vec![9]);
-        // The unmatched marker's previous segment is committed: nothing can match it.
+        // The committed run starts at 0: nothing can come below the markers.
         assert!(state.markers.is_empty());
+    }
+
+    #[test]
+    fn a_marker_ends_no_part_of_a_newer_epoch() {
+        let mut offsets = CommittedOffsets::default();
+        offsets.insert("t", 0, 0, 99);
+        let mut part = pending(7, 50, 59);
+        part.transaction.producer_epoch = 3;
+        let mut state = TableState { pending: vec![part], markers: vec![marker(7, 60, true)], anchors: vec![] };
+        let resolved = state.resolve(&offsets);
+        assert!(resolved.committed.is_empty() && resolved.aborted.is_empty());
+        assert_eq!(state.pending.len(), 1);
     }
 
     #[test]
     fn an_early_marker_waits_for_its_transaction() {
         let mut offsets = CommittedOffsets::default();
         offsets.insert("t", 0, 250, 299); // the marker's segment, first to arrive
-        let mut state = TableState { pending: vec![], markers: vec![marker(7, 260, true)] };
+        let mut state = TableState { pending: vec![], markers: vec![marker(7, 260, true)], anchors: vec![] };
         assert!(state.resolve(&offsets).committed.is_empty());
         assert_eq!(state.markers.len(), 1, "kept: the segment before may hold its transaction");
         state.pending.push(pending(7, 240, 249));
         offsets.insert("t", 0, 200, 249);
         assert_eq!(state.resolve(&offsets).committed.len(), 1);
+        assert_eq!(state.markers.len(), 1, "kept: the segments before 200 may hold more of it");
+        offsets.insert("t", 0, 0, 199);
+        assert!(state.resolve(&offsets).committed.is_empty());
+        assert!(state.is_empty(), "{state:?}");
+    }
+
+    #[test]
+    fn a_broker_time_older_than_the_timeout_completes_a_marker() {
+        // A log starting at 1000: the marker's run holds another producer's marker written
+        // 15 min + margin earlier.
+        let mut offsets = CommittedOffsets::default();
+        offsets.insert("t", 0, 1000, 1099);
+        let at = |m: &mut MarkerEntry, minutes: i64| m.marker.timestamp = Some(minutes * MINUTE);
+        let (mut old, mut late) = (marker(8, 1005, true), marker(7, 1090, true));
+        at(&mut old, 100);
+        at(&mut late, 121);
+        let mut state = TableState { pending: vec![], markers: vec![old.clone(), late.clone()], anchors: vec![] };
+        state.resolve(&offsets);
+        assert_eq!(state.markers, vec![old.clone()], "21 min apart: the later one's transaction is in");
+        assert_eq!(state.anchors.len(), 1);
+        // 20 minutes is within 15 min + the margin: kept.
+        at(&mut late, 120);
+        state.markers.push(late.clone());
+        state.resolve(&offsets);
+        assert_eq!(state.markers, vec![old, late.clone()]);
+        // A topic with a shorter timeout.
+        state.markers.retain(|m| m.marker.producer_id == 7);
+        state.markers[0].transaction_timeout_ms = Some(60 * 1000);
+        state.resolve(&offsets);
+        assert!(state.markers.is_empty(), "{:?}", state.markers);
+        assert_eq!(
+            state.anchors,
+            vec![Anchor { topic: "t".into(), partition: 0, offset: 1005, timestamp: 100 * MINUTE }]
+        );
+    }
+
+    #[test]
+    fn a_marker_stays_while_a_part_of_its_producer_waits_below_it() {
+        // The run holding producer 7's marker shows its transaction complete (a broker
+        // time an hour older); a part of 7 still waits below the gap at 10..19. Should the
+        // gap bring no marker of 7 (a marker written late, the timeout exceeded), the part
+        // is this marker's: it must still be there.
+        let mut offsets = CommittedOffsets::default();
+        offsets.insert("t", 0, 1000, 1009);
+        offsets.insert("t", 0, 1020, 1099);
+        let mut old = marker(8, 1020, true);
+        old.marker.timestamp = Some(0);
+        let mut late = marker(7, 1090, true);
+        late.marker.timestamp = Some(60 * MINUTE);
+        let mut state =
+            TableState { pending: vec![pending(7, 1005, 1009)], markers: vec![old, late.clone()], anchors: vec![] };
+        state.resolve(&offsets);
+        assert!(state.markers.contains(&late), "{:?}", state.markers);
+        offsets.insert("t", 0, 1010, 1019);
+        assert_eq!(ranges(&state.resolve(&offsets).committed), vec![(1005, 1009)]);
+        assert!(!state.markers.contains(&late));
+    }
+
+    #[test]
+    fn a_part_waits_while_a_marker_of_its_producer_may_lie_between() {
+        // Segment 0: part of transaction A; segment 1 (missing): A's ABORT and part of B;
+        // segment 2: B's COMMIT. B's marker must not take A's part.
+        let (mut offsets, mut state) = (CommittedOffsets::default(), TableState::default());
+        state.pending.push(pending(7, 5, 9));
+        state.markers.push(marker(7, 29, true));
+        offsets.insert("t", 0, 0, 9);
+        offsets.insert("t", 0, 20, 29);
+        assert!(state.resolve(&offsets).committed.is_empty(), "segment 1 may end A first");
+        // Segment 1 arrives: A's abort at 12, B's part 13-19.
+        state.markers.push(marker(7, 12, false));
+        state.pending.push(pending(7, 13, 19));
+        offsets.insert("t", 0, 10, 19);
+        let resolved = state.resolve(&offsets);
+        assert_eq!(ranges(&resolved.aborted), vec![(5, 9)]);
+        assert_eq!(ranges(&resolved.committed), vec![(13, 19)]);
         assert!(state.is_empty());
     }
 
-    /// One segment of a simulated partition: its offsets, the parts of producer 7's
-    /// transaction it holds, and whether it holds the marker (at its last offset).
-    struct Seg {
-        first: i64,
-        last: i64,
-        parts: Vec<(i64, i64)>,
-        marker: bool,
+    /// A simulated partition log, one event per offset: `.` a plain record, `p` a record
+    /// of producer p's transaction (`p1`: epoch 1), `P+` / `P-` p's COMMIT / ABORT (`P1+`:
+    /// epoch 1), `~` no offset: the clock jumps by the timeout and the margin. Producer
+    /// ids: a letter's place in the alphabet. Each offset is appended a minute after the
+    /// one before.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Event {
+        Plain,
+        Record { producer: i64, epoch: i16 },
+        Marker { producer: i64, epoch: i16, commit: bool },
     }
 
-    /// Commits the segments in `order` as the committer would (one task each, resolving
-    /// after each); returns the parts appended and the state left.
-    fn arrive(segs: &[Seg], order: &[usize], commit: bool) -> (Vec<(i64, i64)>, TableState) {
-        let (mut offsets, mut state, mut appended) = (CommittedOffsets::default(), TableState::default(), Vec::new());
-        for &i in order {
-            let seg = &segs[i];
-            for &(first, last) in &seg.parts {
-                let mut entry = pending(7, first, last);
-                entry.segment_first = Some(seg.first);
+    struct Log {
+        base: i64,
+        /// Event and broker time of each offset from `base`.
+        events: Vec<(Event, i64)>,
+        /// Whether records carry the broker's time (`LogAppendTime`).
+        log_append_time: bool,
+    }
+
+    const TIMEOUT: i64 = DEFAULT_TRANSACTION_TIMEOUT_MS as i64;
+
+    fn log(text: &str, base: i64, log_append_time: bool) -> Log {
+        let (mut events, mut now) = (Vec::new(), 1_000 * MINUTE);
+        for token in text.split_whitespace() {
+            if token == "~" {
+                now += TIMEOUT + CLOCK_MARGIN_MS;
+                continue;
+            }
+            let letter = token.chars().next().unwrap();
+            let producer = letter.to_ascii_lowercase() as i64 - 'a' as i64 + 1;
+            let epoch = token[1..].trim_end_matches(['+', '-']).parse().unwrap_or(0);
+            let event = match (letter, token.chars().last().unwrap()) {
+                ('.', _) => Event::Plain,
+                (l, '+') if l.is_ascii_uppercase() => Event::Marker { producer, epoch, commit: true },
+                (l, '-') if l.is_ascii_uppercase() => Event::Marker { producer, epoch, commit: false },
+                _ => Event::Record { producer, epoch },
+            };
+            events.push((event, now));
+            now += MINUTE;
+        }
+        Log { base, events, log_append_time }
+    }
+
+    impl Log {
+        fn offset(&self, i: usize) -> i64 {
+            self.base + i as i64
+        }
+
+        /// The verdict of the record at `i`: its producer's next marker.
+        fn fate(&self, i: usize, producer: i64) -> bool {
+            let next = self.events[i..].iter().find_map(|(e, _)| match *e {
+                Event::Marker { producer: p, commit, .. } if p == producer => Some(commit),
+                _ => None,
+            });
+            next.expect("every transaction of a test log ends")
+        }
+
+        /// Checks the log keeps Kafka's rule: a transaction ends within the timeout.
+        fn check(&self) {
+            let mut open: std::collections::HashMap<i64, i64> = Default::default();
+            for &(event, t) in &self.events {
+                match event {
+                    Event::Record { producer, .. } => {
+                        open.entry(producer).or_insert(t);
+                    }
+                    Event::Marker { producer, .. } => {
+                        let began = open.remove(&producer).unwrap_or(t);
+                        assert!(t - began <= TIMEOUT, "a test log's transaction outlasts the timeout");
+                    }
+                    Event::Plain => {}
+                }
+            }
+        }
+
+        /// The log cut into `n` segments: `[from, to)` event indexes.
+        fn segments(&self, n: usize) -> Vec<(usize, usize)> {
+            let len = self.events.len();
+            (0..n).map(|k| (len * k / n, len * (k + 1) / n)).collect()
+        }
+
+        /// What the materializer reports for the segment `[from, to)`: the parts of
+        /// transactions open at its end (with their verdict), and its markers.
+        fn task(&self, (from, to): (usize, usize)) -> (Vec<(PendingEntry, bool)>, Vec<MarkerEntry>) {
+            let mut open: Vec<(usize, usize, i64, i16)> = Vec::new(); // first, last, producer, epoch
+            let mut markers = Vec::new();
+            for i in from..to {
+                let (event, t) = self.events[i];
+                match event {
+                    Event::Record { producer, epoch } => match open.iter_mut().find(|o| o.2 == producer) {
+                        Some(o) => o.1 = i,
+                        None => open.push((i, i, producer, epoch)),
+                    },
+                    Event::Marker { producer, epoch, commit } => {
+                        open.retain(|o| o.2 != producer);
+                        markers.push(MarkerEntry {
+                            topic: "t".into(),
+                            partition: 0,
+                            marker: TxnMarker {
+                                producer_id: producer,
+                                producer_epoch: epoch,
+                                offset: self.offset(i),
+                                commit,
+                                timestamp: Some(t),
+                            },
+                            segment_first: self.offset(from),
+                            transaction_timeout_ms: None,
+                        });
+                    }
+                    Event::Plain => {}
+                }
+            }
+            let parts = open
+                .into_iter()
+                .map(|(first, last, producer, epoch)| {
+                    let mut entry = pending(producer, self.offset(first), self.offset(last));
+                    entry.segment_first = Some(self.offset(from));
+                    entry.transaction.producer_epoch = epoch;
+                    entry.transaction.first_timestamp = Some(self.events[first].1);
+                    entry.transaction.log_append_time = self.log_append_time;
+                    (entry, self.fate(first, producer))
+                })
+                .collect();
+            (parts, markers)
+        }
+    }
+
+    /// Parts as `(producer, first, last)`, sorted.
+    fn parts<'a>(entries: impl IntoIterator<Item = &'a PendingEntry>) -> Vec<(i64, i64, i64)> {
+        let mut v: Vec<_> = entries
+            .into_iter()
+            .map(|e| (e.transaction.producer_id, e.transaction.first_offset, e.transaction.last_offset))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Commits the segments of `log` in `order` as the committer would (one task each,
+    /// resolving after each); checks every committed part is appended once and no aborted
+    /// one, and what the state keeps; returns the state left.
+    fn arrive(log: &Log, segments: &[(usize, usize)], order: &[usize]) -> TableState {
+        let (mut offsets, mut state) = (CommittedOffsets::default(), TableState::default());
+        let (mut appended, mut aborted, mut expected_appended, mut expected_aborted) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &k in order {
+            let (parts, markers) = log.task(segments[k]);
+            for (entry, commit) in parts {
+                if commit { &mut expected_appended } else { &mut expected_aborted }.push(entry.clone());
                 state.pending.push(entry);
             }
-            if seg.marker {
-                let mut m = marker(7, seg.last, commit);
-                m.segment_first = seg.first;
-                state.markers.push(m);
+            state.markers.extend(markers);
+            let (from, to) = segments[k];
+            if from < to {
+                offsets.insert("t", 0, log.offset(from), log.offset(to - 1));
             }
-            offsets.insert("t", 0, seg.first, seg.last);
             let resolved = state.resolve(&offsets);
-            assert!(resolved.committed.is_empty() || resolved.aborted.is_empty());
-            let done = if commit { resolved.committed } else { resolved.aborted };
-            appended.extend(done.iter().map(|e| (e.transaction.first_offset, e.transaction.last_offset)));
+            appended.extend(resolved.committed);
+            aborted.extend(resolved.aborted);
         }
-        appended.sort();
-        (appended, state)
+        let context = format!("segments {segments:?}, order {order:?}");
+        assert_eq!(parts(&appended), parts(&expected_appended), "appended: {context}");
+        assert_eq!(parts(&aborted), parts(&expected_aborted), "aborted: {context}");
+        assert!(state.pending.is_empty(), "{context}: {:?}", state.pending);
+        state
+    }
+
+    /// What may stay once every segment is in: nothing when the log starts at 0; else
+    /// the run's lowest anchor, and markers each its producer's first, written within the
+    /// timeout and the margin of the log's first broker time.
+    fn check_bounded(log: &Log, state: &TableState, context: &str) {
+        if log.base == 0 {
+            assert!(state.is_empty(), "{context}: {state:?}");
+            return;
+        }
+        assert!(state.anchors.len() <= 1, "{context}: {:?}", state.anchors);
+        let first_time = log.events[0].1;
+        for m in &state.markers {
+            let first_of_producer = log
+                .events
+                .iter()
+                .position(|(e, _)| matches!(*e, Event::Marker { producer, .. } if producer == m.marker.producer_id));
+            assert_eq!(first_of_producer.map(|i| log.offset(i)), Some(m.marker.offset), "{context}: {m:?}");
+            let written = m.marker.timestamp.unwrap();
+            assert!(written - first_time <= TIMEOUT + CLOCK_MARGIN_MS, "{context}: {m:?} stays");
+        }
     }
 
     fn permutations(n: usize) -> Vec<Vec<usize>> {
@@ -272,40 +639,45 @@ mod tests {
         out
     }
 
-    /// A transaction over `n` segments of ten offsets from `base`: a part in each but the
-    /// last (some with other producers' records around them), the marker in the last.
-    fn spanning(base: i64, n: usize) -> Vec<Seg> {
-        (0..n as i64)
-            .map(|i| {
-                let first = base + 10 * i;
-                let last_seg = i == n as i64 - 1;
-                let parts = match (last_seg, i % 2) {
-                    (true, _) => vec![],
-                    (false, 0) => vec![(first + 3, first + 9)],
-                    (false, _) => vec![(first, first + 6)],
-                };
-                Seg { first, last: first + 9, parts, marker: last_seg }
+    /// The logs of the exhaustive test; each is also played with every verdict flipped.
+    const LOGS: &[&str] = &[
+        // Issue 30 item 11: records in the first segments, none in the next, the marker last.
+        "p p p . . . . . . . . . P+",
+        // A transaction across every segment, other records between its batches.
+        "p . p p . p . p p . p . P+",
+        // Two producers interleaved; each with two transactions in a row.
+        "p q p . q p P+ p q . p Q- . p q P- q . Q+",
+        // A producer fenced: its epoch-0 transaction aborted by an epoch-1 marker, then
+        // an epoch-1 transaction.
+        "p . p . q . P1- p1 . p1 q Q+ . p1 . P1+",
+        // Another producer's marker long before: the later markers' runs show their
+        // transactions complete.
+        "q Q+ ~ p . p . q p . Q- p . P+ . q . p Q+ . P-",
+    ];
+
+    fn flipped(text: &str) -> String {
+        text.chars()
+            .map(|c| match c {
+                '+' => '-',
+                '-' => '+',
+                c => c,
             })
             .collect()
     }
 
     #[test]
-    fn every_arrival_order_resolves_every_part_once() {
-        for n in [3, 4] {
-            for base in [0, 1000] {
-                let segs = spanning(base, n);
-                let all: Vec<(i64, i64)> = segs.iter().flat_map(|s| s.parts.clone()).collect();
-                for order in permutations(n) {
-                    for commit in [true, false] {
-                        let (appended, state) = arrive(&segs, &order, commit);
-                        assert_eq!(appended, all, "n={n} base={base} order={order:?} commit={commit}");
-                        assert!(state.pending.is_empty(), "order {order:?}: {:?}", state.pending);
-                        if base == 0 {
-                            assert!(state.markers.is_empty(), "order {order:?}: a marker left behind");
-                        } else {
-                            // The run may still extend below the first segment: only a
-                            // marker whose transaction reaches it is kept.
-                            assert!(state.markers.len() <= 1);
+    fn every_arrival_order_resolves_every_part_once_and_the_state_ends_bounded() {
+        for text in LOGS {
+            for text in [text.to_string(), flipped(text)] {
+                for (base, log_append_time) in [(0, false), (1000, false), (1000, true)] {
+                    let log = log(&text, base, log_append_time);
+                    log.check();
+                    for n in 3..=5 {
+                        let segments = log.segments(n);
+                        for order in permutations(n) {
+                            let state = arrive(&log, &segments, &order);
+                            let context = format!("{text:?} from {base}, {segments:?} in order {order:?}");
+                            check_bounded(&log, &state, &context);
                         }
                     }
                 }
@@ -314,32 +686,24 @@ mod tests {
     }
 
     #[test]
-    fn a_part_waits_while_a_marker_of_its_producer_may_lie_between() {
-        // Segment 0: part of transaction A; segment 1 (missing): A's ABORT and part of B;
-        // segment 2: B's COMMIT. B's marker must not take A's part.
-        let segs = [
-            Seg { first: 0, last: 9, parts: vec![(5, 9)], marker: false },
-            Seg { first: 10, last: 19, parts: vec![], marker: false },
-            Seg { first: 20, last: 29, parts: vec![], marker: true },
-        ];
-        let (mut offsets, mut state) = (CommittedOffsets::default(), TableState::default());
-        state.pending.push(pending(7, 5, 9));
-        state.markers.push(marker(7, 29, true));
-        offsets.insert("t", 0, 0, 9);
-        offsets.insert("t", 0, 20, 29);
-        assert!(state.resolve(&offsets).committed.is_empty(), "segment 1 may end A first");
-        // Segment 1 arrives: A's abort at 12, B's part 13-19.
-        let mut abort = marker(7, 12, false);
-        abort.segment_first = segs[1].first;
-        state.markers.push(abort);
-        state.pending.push(pending(7, 13, 19));
-        offsets.insert("t", 0, 10, 19);
-        let resolved = state.resolve(&offsets);
-        let ranges = |v: &[PendingEntry]| {
-            v.iter().map(|e| (e.transaction.first_offset, e.transaction.last_offset)).collect::<Vec<_>>()
-        };
-        assert_eq!(ranges(&resolved.aborted), vec![(5, 9)]);
-        assert_eq!(ranges(&resolved.committed), vec![(13, 19)]);
-        assert!(state.is_empty());
+    fn the_last_log_s_later_markers_leave_the_state() {
+        // The bound of the exhaustive test holds strictly: after the jump, markers go.
+        let log = log(LOGS[4], 1000, false);
+        let segments = log.segments(4);
+        let state = arrive(&log, &segments, &[3, 1, 2, 0]);
+        let left: Vec<i64> = state.markers.iter().map(|m| m.marker.producer_id).collect();
+        assert_eq!(left, vec![17], "only the first marker, q's, before the jump: {:?}", state.markers);
+    }
+
+    /// Issue 30 item 11: a transaction with records in the first segment, none in the
+    /// second, its COMMIT in the third; the first segment is committed last.
+    #[test]
+    fn item_11_a_part_committed_after_every_later_segment_still_resolves() {
+        for base in [0, 1000] {
+            let log = log("p p p . . . . P+ ", base, false);
+            let segments = [(0, 3), (3, 6), (6, 8)];
+            let state = arrive(&log, &segments, &[1, 2, 0]);
+            check_bounded(&log, &state, "item 11");
+        }
     }
 }
