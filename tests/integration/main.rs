@@ -9,6 +9,7 @@ mod compaction;
 mod convert;
 mod infra;
 mod json;
+mod lifecycle;
 mod maintenance;
 mod materializer;
 mod partition;
