@@ -30,8 +30,8 @@ use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
-use floe_core::lock::{Clock, TableLocks};
 use floe_core::lock::sqlite::SqliteLocks;
+use floe_core::lock::{Clock, TableLocks};
 use floe_core::maintenance::TableRegistry;
 use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
@@ -197,7 +197,16 @@ impl Warehouse {
             lease_ttl: std::time::Duration::from_secs(300),
             retry: RetryPolicy::default(),
         };
-        Ok(Warehouse { dir, clock, catalog, locks, file_io, owner, queue: Arc::new(InProcessQueue::default()), committer })
+        Ok(Warehouse {
+            dir,
+            clock,
+            catalog,
+            locks,
+            file_io,
+            owner,
+            queue: Arc::new(InProcessQueue::default()),
+            committer,
+        })
     }
 }
 

@@ -15,8 +15,9 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
   append     {"table", "rows"}          appends rows (column name -> value; `_kafka` filled
                                         from "partition"/"offset" keys)
   delete     {"table", "lo", "hi"}      copy-on-write delete of the rows lo <= id < hi
-  pos_delete / eq_delete {"table", "lo", "hi"}  merge-on-read deletes of those rows, written
-                                        by tests/py/foreign_delete.py (when it exists)
+  pos_delete / eq_delete {"table", "lo", "hi"}  merge-on-read deletes of those rows (position
+                                        deletes; equality deletes on `name`), written by
+                                        tests/py/foreign_delete.py
   properties {"table", "set"}           table properties set
   add_column {"table", "name"}          a new optional string column
   move       {"table", "column", "before"}  before null: move_first
@@ -94,11 +95,29 @@ class Engine:
 
     def pos_delete(self, table, lo, hi):
         import foreign_delete
-        foreign_delete.position_delete(self.table(table), lo, hi)
+        t = self.table(table)
+        rows = ["%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in self.between(t, lo, hi)]
+        self.commit_deletes(t, foreign_delete.position_deletes(t, rows))
 
     def eq_delete(self, table, lo, hi):
         import foreign_delete
-        foreign_delete.equality_delete(self.table(table), lo, hi)
+        t = self.table(table)
+        names = sorted({r["name"] for r in self.between(t, lo, hi) if r.get("name") is not None})
+        self.commit_deletes(t, foreign_delete.equality_deletes(t, "name", names) if names else [])
+
+    @staticmethod
+    def between(t, lo, hi):
+        from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+        return t.scan(row_filter=And(GreaterThanOrEqual("id", lo), LessThan("id", hi))).to_arrow().to_pylist()
+
+    @staticmethod
+    def commit_deletes(t, files):
+        """One snapshot adding the delete files (tests/py/foreign_delete.py writes them)."""
+        import foreign_delete
+        if files:
+            with t.transaction() as tx:
+                with foreign_delete._AddDeleteFiles(tx, t.io, files):
+                    pass
 
     def properties(self, table, set):
         with self.table(table).transaction() as tx:

@@ -12,8 +12,9 @@
 //!                                          ─▶ model updated ─▶ check (read, refs, files, status)
 //! ```
 //!
-//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 3) of `FLOE_LIFECYCLE_STEPS`
-//! steps (default 20); `FLOE_LIFECYCLE_SEED=n` runs seed n alone. Families of operations
+//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 4) of `FLOE_LIFECYCLE_STEPS`
+//! steps (default 25); `FLOE_LIFECYCLE_SEED=n` runs seed n alone, and
+//! `FLOE_LIFECYCLE_LOGS=1` prints the Kafka logs of a failing seed. Families of operations
 //! are switched with `FLOE_LIFECYCLE_OPS` / `FLOE_LIFECYCLE_SKIP` ([`ops`]). A failing
 //! seed prints its steps and the differences; pin it with [`run_seed`] in a `#[test]`.
 
@@ -112,7 +113,9 @@ impl Sequence {
     async fn apply(&mut self, step: &Step, i: usize) -> Result<(), String> {
         let table = json!(TABLE);
         match step {
-            Step::Floe { segments, mode, kill_after_ms, .. } => self.floe_run(segments, *mode, *kill_after_ms, i).await?,
+            Step::Floe { segments, mode, kill_after_ms, .. } => {
+                self.floe_run(segments, *mode, *kill_after_ms, i).await?
+            }
             Step::Append { rows } => {
                 let columns = self.columns()?;
                 let rows = self.table.foreign_rows(*rows, floe_core::lock::now_ms(), &columns);
@@ -246,8 +249,8 @@ impl Sequence {
     }
 
     /// Runs `step` in a child process (this test binary, [`child`]) and kills it with
-    /// SIGKILL after `after_ms` (or when it ends first).
-    fn killed(&self, step: Value, after_ms: u64) {
+    /// SIGKILL after `after_ms`, unless it ended first; notes which in the step list.
+    fn killed(&mut self, step: Value, after_ms: u64) {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["lifecycle::child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
             .env(CHILD, json!({"warehouse": self.warehouse, "step": step}).to_string())
@@ -256,8 +259,12 @@ impl Sequence {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        let ended = child.try_wait().unwrap().is_some();
         let _ = child.kill();
         child.wait().unwrap();
+        if ended && let Some(last) = self.steps.last_mut() {
+            last.push_str(" [the child ended before the kill]");
+        }
     }
 
     /// The oracle: the table, each ref and the dead-letter table as the model says; every
@@ -272,7 +279,8 @@ impl Sequence {
         }
         compare("the table", &self.table.rows, &read)?;
         self.table.observe_snapshot(read["snapshot"].as_str().map(str::to_string));
-        let refs: BTreeSet<String> = self.call("refs", json!({"table": TABLE}))?.as_object().unwrap().keys().cloned().collect();
+        let refs: BTreeSet<String> =
+            self.call("refs", json!({"table": TABLE}))?.as_object().unwrap().keys().cloned().collect();
         let expected: BTreeSet<String> = self.table.refs.keys().cloned().chain(["main".to_string()]).collect();
         if refs != expected {
             return Err(format!("refs: read {refs:?}, expected {expected:?}"));
@@ -343,6 +351,14 @@ pub async fn run_seed(seed: u64, steps: usize) {
 async fn try_seed(seed: u64, steps: usize) -> Result<(), String> {
     let mut sequence = Sequence::new(seed);
     let result = sequence.run(steps).await;
+    if result.is_err() && std::env::var_os("FLOE_LIFECYCLE_LOGS").is_some() {
+        for log in &sequence.logs {
+            eprintln!("partition {}: segments {:?}", log.partition, log.segments);
+            for (i, e) in log.entries.iter().enumerate() {
+                eprintln!("  {}: {e:?}", log.start + i as i64);
+            }
+        }
+    }
     result.map_err(|e| {
         let steps: Vec<String> = sequence.steps.iter().enumerate().map(|(i, s)| format!("  {i:>3}. {s}")).collect();
         format!(
@@ -361,11 +377,14 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[tokio::test]
 async fn random_lifecycles_read_as_the_model_says() {
-    let steps = env_number("FLOE_LIFECYCLE_STEPS", 20) as usize;
+    let steps = env_number("FLOE_LIFECYCLE_STEPS", 25) as usize;
     let seeds: Vec<u64> = match std::env::var("FLOE_LIFECYCLE_SEED") {
         Ok(seed) => vec![seed.parse().expect("FLOE_LIFECYCLE_SEED: a number")],
-        Err(_) => (1..=env_number("FLOE_LIFECYCLE_SEEDS", 3)).collect(),
+        Err(_) => (1..=env_number("FLOE_LIFECYCLE_SEEDS", 4)).collect(),
     };
+    if let [seed] = seeds[..] {
+        return run_seed(seed, steps).await;
+    }
     let mut failed = Vec::new();
     for &seed in &seeds {
         if let Err(report) = try_seed(seed, steps).await {

@@ -103,14 +103,15 @@ impl Log {
         }
     }
 
-    /// How a transaction ended, once its marker is in `covered`.
-    fn outcome(&self, covered: &BTreeSet<i64>, txn: (i64, u32)) -> Option<bool> {
-        self.entries.iter().enumerate().find_map(|(i, e)| match e {
-            Entry::Marker { pid, seq, commit } if (*pid, *seq) == txn => {
-                covered.contains(&(self.start + i as i64)).then_some(*commit)
-            }
+    /// How the transaction of the record at `offset` ended, once its marker and every
+    /// offset between them are committed (before that, a reader cannot tell whether
+    /// another marker of the producer lies between: DESIGN §3, table/state.rs).
+    fn outcome(&self, covered: &BTreeSet<i64>, txn: (i64, u32), offset: i64) -> Option<bool> {
+        let (marker, commit) = self.entries.iter().enumerate().find_map(|(i, e)| match e {
+            Entry::Marker { pid, seq, commit } if (*pid, *seq) == txn => Some((self.start + i as i64, *commit)),
             _ => None,
-        })
+        })?;
+        (offset..=marker).all(|o| covered.contains(&o)).then_some(commit)
     }
 
     /// The segment's batches as tests/py/lifecycle_engine.py writes them (one batch per
@@ -134,7 +135,8 @@ impl Log {
                     if current.as_ref().is_some_and(|c| c.0 != pid) {
                         flush(&mut current, &mut batches);
                     }
-                    let value = if *bad { "{not json".to_string() } else { floe_value(self.partition, offset, *evolved) };
+                    let value =
+                        if *bad { "{not json".to_string() } else { floe_value(self.partition, offset, *evolved) };
                     let record = json!([T0 + offset * 10, key(self.partition, offset), value]);
                     current.get_or_insert_with(|| (pid, offset, Vec::new())).2.push(record);
                 }
@@ -281,7 +283,7 @@ impl Table {
             let Entry::Record { txn, .. } = log.entry(id.1) else { unreachable!("rows are records") };
             let outcome = match txn {
                 None => Some(true),
-                Some(txn) => log.outcome(&covered, *txn),
+                Some(txn) => log.outcome(&covered, *txn, id.1),
             };
             match outcome {
                 Some(true) => {
@@ -391,7 +393,9 @@ pub fn diff(expected: &Rows, read: &[(RowId, Row)]) -> Vec<String> {
         }
     }
     out.extend(seen.iter().filter(|(_, n)| **n > 1).map(|(id, n)| format!("{id:?} read {n} times")));
-    out.extend(expected.iter().filter(|(id, _)| !seen.contains_key(id)).map(|(id, r)| format!("missing {id:?}: {}", show(r))));
+    out.extend(
+        expected.iter().filter(|(id, _)| !seen.contains_key(id)).map(|(id, r)| format!("missing {id:?}: {}", show(r))),
+    );
     out
 }
 
