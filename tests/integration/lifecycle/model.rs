@@ -28,8 +28,9 @@ pub type Rows = BTreeMap<RowId, Row>;
 #[derive(Clone, Debug)]
 pub enum Entry {
     /// A record: in a transaction (producer id, its transaction's number) or not; `bad`
-    /// values are not JSON; `evolved` ones carry the fields the topic gained.
-    Record { txn: Option<(i64, u32)>, bad: bool, evolved: bool },
+    /// values are not JSON; `evolved` ones carry the fields the topic gained; `long` ones
+    /// a `region` of over 255 bytes once escaped (a partition folder's name).
+    Record { txn: Option<(i64, u32)>, bad: bool, evolved: bool, long: bool },
     /// A transaction's end, committing or aborting it.
     Marker { pid: i64, seq: u32, commit: bool },
 }
@@ -45,6 +46,8 @@ pub struct Log {
     /// Open transactions: producer id → its transaction's number.
     open: BTreeMap<i64, u32>,
     next_pid: i64,
+    /// Whether some records have a long `region`.
+    pub long_values: bool,
 }
 
 impl Log {
@@ -56,6 +59,7 @@ impl Log {
             segments: Vec::new(),
             open: BTreeMap::new(),
             next_pid: 1000 * (partition as i64 + 1),
+            long_values: false,
         }
     }
 
@@ -78,7 +82,8 @@ impl Log {
             (pid, *self.open.entry(pid).or_insert(next as u32))
         });
         for i in 0..n {
-            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i) && txn.is_none(), evolved });
+            let long = self.long_values && (self.next_offset() % 37 == 5);
+            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i) && txn.is_none(), evolved, long });
         }
     }
 
@@ -130,13 +135,16 @@ impl Log {
                     flush(&mut current, &mut batches);
                     batches.push(json!({"marker": offset, "pid": pid, "commit": commit, "ts": T0 + offset * 10}));
                 }
-                Entry::Record { txn, bad, evolved } => {
+                Entry::Record { txn, bad, evolved, long } => {
                     let pid = txn.map(|t| t.0);
                     if current.as_ref().is_some_and(|c| c.0 != pid) {
                         flush(&mut current, &mut batches);
                     }
-                    let value =
-                        if *bad { "{not json".to_string() } else { floe_value(self.partition, offset, *evolved) };
+                    let value = if *bad {
+                        "{not json".to_string()
+                    } else {
+                        floe_value(self.partition, offset, *evolved, *long)
+                    };
                     let record = json!([T0 + offset * 10, key(self.partition, offset), value]);
                     current.get_or_insert_with(|| (pid, offset, Vec::new())).2.push(record);
                 }
@@ -155,18 +163,25 @@ fn floe_id(partition: i32, offset: i64) -> i64 {
     partition as i64 * 1_000_000 + offset
 }
 
-/// A record's value: `{"id", "name", "meta": {"a"}}`, evolved with `extra` and `meta.b`.
-fn floe_value(partition: i32, offset: i64, evolved: bool) -> String {
-    floe_fields(partition, offset, evolved).to_string()
+/// A record's value: `{"id", "name", "region", "meta": {"a"}}`, evolved with `extra` and
+/// `meta.b`.
+fn floe_value(partition: i32, offset: i64, evolved: bool, long: bool) -> String {
+    floe_fields(partition, offset, evolved, long).to_string()
 }
 
-fn floe_fields(partition: i32, offset: i64, evolved: bool) -> Value {
+fn floe_fields(partition: i32, offset: i64, evolved: bool, long: bool) -> Value {
     let id = floe_id(partition, offset);
-    if evolved {
-        json!({"id": id, "name": format!("n{offset}"), "meta": {"a": offset, "b": format!("b{offset}")}, "extra": format!("x{offset}")})
+    let region = if long {
+        format!("région-{}-{offset}", "é".repeat(140))
     } else {
-        json!({"id": id, "name": format!("n{offset}"), "meta": {"a": offset}})
+        ["eu", "us", "ap"][offset as usize % 3].into()
+    };
+    let mut fields = json!({"id": id, "name": format!("n{offset}"), "region": region, "meta": {"a": offset}});
+    if evolved {
+        fields["meta"]["b"] = json!(format!("b{offset}"));
+        fields["extra"] = json!(format!("x{offset}"));
     }
+    fields
 }
 
 /// What the table columns hold, whatever they are called now.
@@ -174,6 +189,7 @@ fn floe_fields(partition: i32, offset: i64, evolved: bool) -> Value {
 pub enum Kind {
     Id,
     Name,
+    Region,
     Meta,
     Extra,
     /// Added by the other engine.
@@ -185,6 +201,7 @@ impl Kind {
         match field {
             "id" => Kind::Id,
             "name" => Kind::Name,
+            "region" => Kind::Region,
             "meta" => Kind::Meta,
             "extra" => Kind::Extra,
             _ => Kind::Note,
@@ -269,8 +286,8 @@ impl Table {
                             self.dead.insert((partition, offset));
                         }
                     }
-                    Entry::Record { evolved, .. } => {
-                        let row = self.floe_row(partition, offset, *evolved);
+                    Entry::Record { evolved, long, .. } => {
+                        let row = self.floe_row(partition, offset, *evolved, *long);
                         self.pending.insert((partition, offset), row);
                     }
                     Entry::Marker { .. } => {}
@@ -298,8 +315,8 @@ impl Table {
 
     /// A Floe record's row under the current names: a field the table has no column of
     /// (never had, or renamed or dropped since) is a new column of its JSON name.
-    fn floe_row(&mut self, partition: i32, offset: i64, evolved: bool) -> Row {
-        let Value::Object(fields) = floe_fields(partition, offset, evolved) else { unreachable!() };
+    fn floe_row(&mut self, partition: i32, offset: i64, evolved: bool, long: bool) -> Row {
+        let Value::Object(fields) = floe_fields(partition, offset, evolved, long) else { unreachable!() };
         let mut row: Row = fields.into_iter().collect();
         for field in row.keys() {
             if !self.columns.iter().any(|(name, _)| name == field) {
@@ -322,6 +339,7 @@ impl Table {
                 let value = match kind {
                     Kind::Id => json!(FOREIGN_IDS + uid),
                     Kind::Name => json!(format!("f{uid}")),
+                    Kind::Region => json!("foreign"),
                     Kind::Meta => json!({"a": uid}),
                     Kind::Extra => json!(format!("fx{uid}")),
                     Kind::Note => json!(format!("note{uid}")),

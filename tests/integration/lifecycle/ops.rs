@@ -10,6 +10,7 @@
 //! | `txn`, `abort` | transactions open across segments; aborted ones |
 //! | `dup`, `reorder` | segments delivered again (sometimes cut at other offsets); later segments first |
 //! | `evolve`, `bad` | the topic gains a top-level and a nested field; bad records (skip, dlq, suspend then resume) |
+//! | `long` | a `region` over 255 bytes once escaped, in one record of 37 (the table may be partitioned by it: `spec`) |
 //! | `append`, `delete`, `pos_delete`, `eq_delete` | another engine's append; copy-on-write, position and equality deletes |
 //! | `add_column`, `move`, `rename`, `drop`, `spec` | another engine's schema and partition-spec changes |
 //! | `tag`, `branch` | refs to the current snapshot |
@@ -23,7 +24,7 @@ use super::model::{BadRecords, Log, Table};
 
 /// Every family; `pos_delete` and `eq_delete` need tests/py/foreign_delete.py (issue 30's
 /// merge-on-read deletes).
-pub const FAMILIES: [&str; 21] = [
+pub const FAMILIES: [&str; 22] = [
     "floe",
     "txn",
     "abort",
@@ -31,6 +32,7 @@ pub const FAMILIES: [&str; 21] = [
     "reorder",
     "evolve",
     "bad",
+    "long",
     "append",
     "delete",
     "pos_delete",
@@ -75,7 +77,7 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5eed_1ce_f10e)
+        Rng(seed ^ 0x05ee_d1ce_f10e)
     }
 
     pub fn next(&mut self) -> u64 {
@@ -217,9 +219,11 @@ pub fn next(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) 
 fn of_family(family: &'static str, rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> Option<Step> {
     let kill = |rng: &mut Rng| (scene.families.contains("kill") && rng.chance(25)).then(|| rng.range(0, 400));
     let n = scene.counter;
-    // Columns another engine may rename or drop: neither `id` (deletes filter on it)
-    // nor `_kafka` (Floe's own).
-    let payload: Vec<&String> = scene.columns.iter().filter(|c| !matches!(c.as_str(), "id" | "_kafka")).collect();
+    // Columns another engine may rename or drop: neither `id` (deletes filter on it),
+    // `_kafka` (Floe's own) nor a partition source.
+    let partitioned = |c: &str| scene.table.specs.iter().any(|s| s.ends_with(&format!("({c})")));
+    let payload: Vec<&String> =
+        scene.columns.iter().filter(|c| !matches!(c.as_str(), "id" | "_kafka") && !partitioned(c)).collect();
     Some(match family {
         "floe" => floe(rng, logs, evolved, scene),
         "append" => Step::Append { rows: rng.range(1, 20) as usize },
@@ -244,7 +248,7 @@ fn of_family(family: &'static str, rng: &mut Rng, logs: &mut [Log], evolved: &mu
         "drop" if !payload.is_empty() => Step::Drop { column: (*rng.pick(&payload)).clone() },
         "spec" => {
             // Transforms PyIceberg writes without pyiceberg-core (not bucket or truncate).
-            let fields = [("_kafka.partition", "identity")];
+            let fields = [("_kafka.partition", "identity"), ("region", "identity")];
             let unused: Vec<_> =
                 fields.iter().filter(|(s, t)| !scene.table.specs.contains(&format!("{t}({s})"))).collect();
             if unused.is_empty() {
