@@ -13,11 +13,15 @@
 //! ```
 //!
 //! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 3) of `FLOE_LIFECYCLE_STEPS`
-//! steps (default 25); `FLOE_LIFECYCLE_SEED=n` runs seed n alone, and
-//! `FLOE_LIFECYCLE_LOGS=1` prints the Kafka logs of a failing seed, and
-//! `FLOE_LIFECYCLE_GRACE=30d` sets `orphan_grace` (default 1h) to keep the sweep away. Families of operations
-//! are switched with `FLOE_LIFECYCLE_OPS` / `FLOE_LIFECYCLE_SKIP` ([`ops`]). A failing
-//! seed prints its steps and the differences; pin it with [`run_seed`] in a `#[test]`.
+//! steps (default 25). `FLOE_LIFECYCLE_SEED=n` runs seed n alone; `FLOE_LIFECYCLE_LOGS=1`
+//! prints a failing seed's Kafka logs; `FLOE_LIFECYCLE_GRACE=30d` sets `orphan_grace`
+//! (default 1h), keeping the sweep away. Families of operations are switched with
+//! `FLOE_LIFECYCLE_OPS` / `FLOE_LIFECYCLE_SKIP` ([`ops`]). A failing seed prints its steps
+//! and the differences; pin it with [`run_seed`] in a `#[tokio::test]`.
+//!
+//! Snapshots are stamped on the wall clock (iceberg-rust checks new metadata against it);
+//! only maintenance runs on the moved clock, so expiry is driven by the table properties
+//! the `expire` step sets.
 
 mod model;
 mod ops;
