@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use floe_core::committer::TaskResult;
 use floe_core::config::FloeConfig;
+use floe_core::lock::Clock;
 use floe_core::maintenance::MaintenanceStatus;
 use floe_core::maintenance::compactor::{Compactor, TableRun};
 use floe_core::storage::LocalFiles;
@@ -95,9 +96,9 @@ impl TableCompaction {
     }
 }
 
-/// Compacts (and maintains) every table of `warehouse` on the clock `now_ms`, then
-/// commits the compactions.
-pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>, now_ms: i64) -> Vec<TableCompaction> {
+/// Compacts (and maintains) every table of `warehouse` on its clock, then commits the
+/// compactions.
+pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>) -> Vec<TableCompaction> {
     let compactor = Compactor {
         catalog: warehouse.catalog.clone(),
         file_io: warehouse.file_io.clone(),
@@ -108,7 +109,7 @@ pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>, now
         task_store: None,
         sweep: true,
     };
-    let run = compactor.run(now_ms, None).await;
+    let run = compactor.run(warehouse.clock.now_ms(), None).await;
     let tasks = warehouse.queue.drain();
     let done = warehouse.committer.commit_all(&tasks, None).await;
     let mut tables: Vec<TableCompaction> = run.tables.into_iter().map(TableCompaction::from).collect();
@@ -127,17 +128,17 @@ pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>, now
     tables
 }
 
-/// `floe local compact`: compacts and maintains the tables of `warehouse` on the clock
-/// `now_ms`, printing a line per table; fails when any table failed.
+/// `floe local compact`: compacts and maintains the tables of `warehouse` on `clock`,
+/// printing a line per table; fails when any table failed.
 pub async fn compact(
     warehouse: &Path,
     config: FloeConfig,
-    now_ms: i64,
+    clock: Clock,
     mut out: impl Write,
 ) -> anyhow::Result<Vec<TableCompaction>> {
     let dir = folder("--warehouse", warehouse, false)?;
     anyhow::ensure!(dir.join("catalog.db").is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
-    let tables = maintain(&Warehouse::open(dir)?, Arc::new(config), now_ms).await;
+    let tables = maintain(&Warehouse::open(dir, clock)?, Arc::new(config)).await;
     for line in tables.iter().filter_map(TableCompaction::line) {
         writeln!(out, "{line}")?;
     }
@@ -250,14 +251,14 @@ mod tests {
         for segment in ["00000000000000000000.log", "00000000000000000100.log"] {
             std::fs::copy(samples.join(segment), input.join("orders-0").join(segment)).unwrap();
         }
-        let e = compact(&warehouse, FloeConfig::default(), 0, Vec::new()).await.unwrap_err().to_string();
+        let e = compact(&warehouse, FloeConfig::default(), Clock::Wall, Vec::new()).await.unwrap_err().to_string();
         assert!(e.starts_with("--warehouse "), "{e}");
         let mut out = Vec::new();
         crate::local::run(&input, &warehouse, FloeConfig::default(), &mut out).await.unwrap();
         let out = String::from_utf8(out).unwrap();
         assert!(out.contains("\nkafka.orders: nothing to compact\n"), "two small young files wait: {out}");
 
-        let later = floe_core::lock::now_ms() + 15 * 60 * 1000;
+        let later = Clock::Shifted { by_ms: 15 * 60 * 1000 };
         let mut out = Vec::new();
         let tables = compact(&warehouse, FloeConfig::default(), later, &mut out).await.unwrap();
         let (bytes_in, bytes_out) = (tables[0].bytes_in, tables[0].bytes_out);

@@ -30,8 +30,8 @@ use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
-use floe_core::lock::TableLocks;
 use floe_core::lock::sqlite::SqliteLocks;
+use floe_core::lock::{Clock, TableLocks};
 use floe_core::maintenance::TableRegistry;
 use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
@@ -191,9 +191,11 @@ pub fn folder(option: &str, path: &Path, create: bool) -> anyhow::Result<PathBuf
 }
 
 /// A local warehouse opened: its SQLite catalog and lock store (also the table
-/// registry), the committer on them, and the in-process queue tasks go through.
+/// registry), the committer on them, the in-process queue tasks go through, and the
+/// clock maintenance runs on.
 pub(crate) struct Warehouse {
     pub dir: PathBuf,
+    pub clock: Clock,
     pub catalog: Arc<dyn Catalog>,
     pub locks: Arc<SqliteLocks>,
     pub file_io: iceberg::io::FileIO,
@@ -203,8 +205,8 @@ pub(crate) struct Warehouse {
 }
 
 impl Warehouse {
-    /// Opens (creating the catalog if need be) the warehouse in the folder `dir`.
-    pub fn open(dir: PathBuf) -> anyhow::Result<Warehouse> {
+    /// Opens (creating the catalog if need be) the warehouse in the folder `dir`, on `clock`.
+    pub fn open(dir: PathBuf, clock: Clock) -> anyhow::Result<Warehouse> {
         let catalog = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
@@ -220,14 +222,35 @@ impl Warehouse {
             lease_ttl: std::time::Duration::from_secs(300),
             retry: RetryPolicy::default(),
         };
-        Ok(Warehouse { dir, catalog, locks, file_io, owner, queue: Arc::new(InProcessQueue::default()), committer })
+        Ok(Warehouse {
+            dir,
+            clock,
+            catalog,
+            locks,
+            file_io,
+            owner,
+            queue: Arc::new(InProcessQueue::default()),
+            committer,
+        })
     }
 }
 
 /// Runs materializer and committer over `input` into `warehouse`, then compaction and
 /// maintenance on the wall clock.
 pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> anyhow::Result<LocalReport> {
-    let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?)?;
+    run_local_on(input, warehouse, config, Clock::Wall).await
+}
+
+/// [`run_local`], its maintenance on `clock`: compaction's window and the sweep's grace
+/// read it. Snapshots are stamped (and expired) on the wall clock still: the Iceberg
+/// library checks new metadata against the wall clock.
+pub async fn run_local_on(
+    input: &Path,
+    warehouse: &Path,
+    config: FloeConfig,
+    clock: Clock,
+) -> anyhow::Result<LocalReport> {
+    let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock)?;
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
     let tables = Arc::new(CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() });
@@ -311,7 +334,7 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     }
     commit(committer, queue.drain(), &mut by_table, &mut report).await;
     report.tables = by_table.into_values().collect();
-    let maintained = crate::compact::maintain(&warehouse, config, floe_core::lock::now_ms()).await;
+    let maintained = crate::compact::maintain(&warehouse, config).await;
     report.maintenance_failed.extend(maintained.iter().filter_map(|t| t.failed.clone()));
     report.compactions = maintained;
     Ok(report)

@@ -140,8 +140,8 @@ async fn main() -> ExitCode {
         Command::Local { command: LocalCommand::Compact { warehouse, config } } => match load_config(config.as_deref())
         {
             Ok(config) => {
-                let now = floe_core::lock::now_ms();
-                floe_cli::compact::compact(&warehouse, config, now, std::io::stdout().lock()).await.map(drop)
+                let clock = floe_core::lock::Clock::Wall;
+                floe_cli::compact::compact(&warehouse, config, clock, std::io::stdout().lock()).await.map(drop)
             }
             Err(e) => Err(e),
         },

@@ -59,7 +59,8 @@ fn refs(warehouse: &Path) -> BTreeMap<String, RefRead> {
 /// `floe local compact` (compaction, then the sweep) on the clock `now_ms`.
 async fn maintain(warehouse: &Path, now_ms: i64) {
     let mut out = Vec::new();
-    let done = floe_cli::compact::compact(warehouse, FloeConfig::default(), now_ms, &mut out).await;
+    let clock = floe_core::lock::Clock::Shifted { by_ms: now_ms - floe_core::lock::now_ms() };
+    let done = floe_cli::compact::compact(warehouse, FloeConfig::default(), clock, &mut out).await;
     assert!(done.is_ok(), "{done:?}: {}", String::from_utf8_lossy(&out));
 }
 

@@ -10,6 +10,7 @@ mod convert;
 mod history;
 mod infra;
 mod json;
+mod lifecycle;
 mod maintenance;
 mod materializer;
 mod partition;

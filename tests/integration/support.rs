@@ -34,6 +34,51 @@ pub fn run_python(script: &str, args: &[&Path]) {
     assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// A long-lived `tests/py/<script>` answering JSON lines: one request a line on its
+/// stdin, one answer a line on its stdout, `{"ok": …}` or `{"error": "…"}`. Python and
+/// its imports start once, not per request. It ends when this is dropped.
+pub struct JsonLines {
+    child: std::process::Child,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl JsonLines {
+    pub fn start(script: &str, args: &[&Path]) -> JsonLines {
+        use std::process::Stdio;
+        let mut child = Command::new(python())
+            .arg(root().join("tests/py").join(script))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {script}: {e}"));
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        JsonLines { child, stdout }
+    }
+
+    /// The answer to `request`: its `ok` value, or its `error` text.
+    pub fn call(&mut self, request: &Value) -> Result<Value, String> {
+        use std::io::{BufRead, Write};
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{request}").and_then(|()| stdin.flush()).map_err(|e| format!("writing to python: {e}"))?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).map_err(|e| format!("reading from python: {e}"))?;
+        let mut answer: Value =
+            serde_json::from_str(&line).map_err(|e| format!("python answered {line:?} to {request}: {e}"))?;
+        match answer.get_mut("ok") {
+            Some(ok) => Ok(ok.take()),
+            None => Err(answer["error"].as_str().unwrap_or("no answer").to_string()),
+        }
+    }
+}
+
+impl Drop for JsonLines {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// The folder a generator in tests/py fills, run once per test run into a temporary
 /// folder that lives as long as the test process.
 fn generated_once(cell: &'static OnceLock<tempfile::TempDir>, script: &str) -> &'static Path {

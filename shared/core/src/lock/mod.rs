@@ -84,8 +84,10 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// The time the lock stores compare expiries with: the wall clock, or (tests) tokio's
-/// clock, which `tokio::time::pause` stops and `advance` moves.
+/// A clock: the time the lock stores compare expiries with, and the time a local run's
+/// maintenance (compaction, sweep) runs on. The wall clock; (tests) tokio's clock, which
+/// `tokio::time::pause` stops and `advance` moves; or the wall clock moved by a fixed
+/// amount, so that a test lives a table's weeks in seconds.
 #[derive(Debug, Clone, Copy, Default)]
 pub enum Clock {
     #[default]
@@ -93,6 +95,10 @@ pub enum Clock {
     Tokio {
         origin_ms: i64,
         origin: tokio::time::Instant,
+    },
+    /// The wall clock plus `by_ms`.
+    Shifted {
+        by_ms: i64,
     },
 }
 
@@ -106,6 +112,7 @@ impl Clock {
         match self {
             Clock::Wall => now_ms(),
             Clock::Tokio { origin_ms, origin } => origin_ms + origin.elapsed().as_millis() as i64,
+            Clock::Shifted { by_ms } => now_ms() + by_ms,
         }
     }
 }

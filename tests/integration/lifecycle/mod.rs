@@ -1,0 +1,439 @@
+//! The model-based lifecycle test (issue 30): random sequences of operations against one
+//! local warehouse — Floe's runs (`floe local run`'s core, [`floe_cli::local::run_local_on`]),
+//! another engine (PyIceberg through its SqlCatalog on the same catalog.db), compaction
+//! and maintenance on a clock moved forward, runs killed and run again — and after every
+//! step the oracle: what PyIceberg reads from the table, its refs and its dead-letter
+//! table must equal the model ([`model`]), every file a retained snapshot references must
+//! exist, and `floe local status` must show no problem.
+//!
+//! ```text
+//!  seed ─▶ Rng ─▶ ops::next(model) ─▶ Step ─▶ run (Floe in process, or a child killed
+//!                                             first; PyIceberg: lifecycle_engine.py)
+//!                                          ─▶ model updated ─▶ check (read, refs, files, status)
+//! ```
+//!
+//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 3) of `FLOE_LIFECYCLE_STEPS`
+//! steps (default 25). `FLOE_LIFECYCLE_SEED=n` runs seed n alone; `FLOE_LIFECYCLE_LOGS=1`
+//! prints a failing seed's Kafka logs; `FLOE_LIFECYCLE_GRACE=30d` sets `orphan_grace`
+//! (default 1h), keeping the sweep away. Families of operations are switched with
+//! `FLOE_LIFECYCLE_OPS` / `FLOE_LIFECYCLE_SKIP` ([`ops`]). A failing seed prints its steps
+//! and the differences; pin it with [`run_seed`] in a `#[tokio::test]`.
+//!
+//! Snapshots are stamped on the wall clock (iceberg-rust checks new metadata against it);
+//! only maintenance runs on the moved clock, so expiry is driven by the table properties
+//! the `expire` step sets.
+
+mod model;
+mod ops;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use floe_core::config::FloeConfig;
+use floe_core::lock::Clock;
+use serde_json::{Value, json};
+
+use crate::support::JsonLines;
+use model::{BadRecords, Log, RowId, Rows, Table};
+use ops::{Rng, Scene, Step};
+
+const TABLE: &str = "kafka.events";
+const DEAD_LETTERS: &str = "kafka.events_dlq";
+const MINUTE_MS: i64 = 60 * 1000;
+/// The environment variable a killed child step reads its step from.
+const CHILD: &str = "FLOE_LIFECYCLE_CHILD";
+
+/// One sequence: its warehouse, the other engine, the Kafka logs, the model, the clock.
+struct Sequence {
+    dir: tempfile::TempDir,
+    warehouse: PathBuf,
+    engine: JsonLines,
+    rng: Rng,
+    logs: Vec<Log>,
+    evolved: bool,
+    table: Table,
+    families: BTreeSet<&'static str>,
+    /// The maintenance clock: the wall clock plus this, so that every file and snapshot
+    /// looks this much older to compaction's window and the sweep's grace.
+    by_ms: i64,
+    steps: Vec<String>,
+}
+
+impl Sequence {
+    fn new(seed: u64) -> Sequence {
+        let dir = tempfile::tempdir().unwrap();
+        let warehouse = dir.path().join("warehouse");
+        std::fs::create_dir_all(&warehouse).unwrap();
+        let warehouse = warehouse.canonicalize().unwrap();
+        let engine = JsonLines::start("lifecycle_engine.py", &[&warehouse.join("catalog.db"), &warehouse]);
+        // Partition 1's log starts past 0, as after retention.
+        let families = ops::families();
+        let mut logs = vec![Log::new(0, 0), Log::new(1, 5000)];
+        logs.iter_mut().for_each(|l| l.long_values = families.contains("long"));
+        Sequence {
+            dir,
+            warehouse,
+            engine,
+            rng: Rng::new(seed),
+            logs,
+            evolved: false,
+            table: Table::default(),
+            families,
+            by_ms: 0,
+            steps: Vec::new(),
+        }
+    }
+
+    fn clock(&self) -> Clock {
+        Clock::Shifted { by_ms: self.by_ms }
+    }
+
+    fn call(&mut self, op: &str, mut request: Value) -> Result<Value, String> {
+        request["op"] = json!(op);
+        self.engine.call(&request).map_err(|e| format!("PyIceberg {op}: {e}"))
+    }
+
+    /// Runs `steps` steps, checking the oracle after each; the first difference ends it.
+    async fn run(&mut self, steps: usize) -> Result<(), String> {
+        for i in 0..steps {
+            // Time passes between steps.
+            self.by_ms += self.rng.range(1, 10) as i64 * MINUTE_MS;
+            let columns = self.columns()?;
+            let scene = Scene { table: &self.table, columns: &columns, families: &self.families, counter: i };
+            let step = ops::next(&mut self.rng, &mut self.logs, &mut self.evolved, &scene);
+            self.steps.push(step.to_string());
+            self.apply(&step, i).await.map_err(|e| format!("the step failed: {e}"))?;
+            self.check().await?;
+        }
+        Ok(())
+    }
+
+    /// The table's top-level columns as the reader sees them (none before it exists).
+    fn columns(&mut self) -> Result<Vec<String>, String> {
+        if !self.table.exists {
+            return Ok(Vec::new());
+        }
+        let columns = self.call("columns", json!({"table": TABLE}))?;
+        Ok(serde_json::from_value(columns).unwrap())
+    }
+
+    async fn apply(&mut self, step: &Step, i: usize) -> Result<(), String> {
+        let table = json!(TABLE);
+        match step {
+            Step::Floe { segments, mode, kill_after_ms, .. } => {
+                self.floe_run(segments, *mode, *kill_after_ms, i).await?
+            }
+            Step::Append { rows } => {
+                let columns = self.columns()?;
+                let rows = self.table.foreign_rows(*rows, floe_core::lock::now_ms(), &columns);
+                self.call("append", json!({"table": table, "rows": rows}))?;
+            }
+            Step::Delete { how, lo, hi } => {
+                let answer = self.call(how, json!({"table": table, "lo": lo, "hi": hi}));
+                if self.refused(answer)? {
+                    return Ok(());
+                }
+                self.table.delete(*lo, *hi);
+            }
+            Step::AddColumn { name } => {
+                self.call("add_column", json!({"table": table, "name": name}))?;
+                self.table.add_column(name);
+            }
+            Step::Move { column, before } => {
+                self.call("move", json!({"table": table, "column": column, "before": before}))?;
+            }
+            Step::Rename { from, to } => {
+                self.call("rename", json!({"table": table, "from": from, "to": to}))?;
+                self.table.rename(from, to);
+            }
+            Step::Drop { column } => {
+                self.call("drop", json!({"table": table, "column": column}))?;
+                self.table.drop_column(column);
+            }
+            Step::Spec { source, transform, name } => {
+                self.call("spec", json!({"table": table, "source": source, "transform": transform, "name": name}))?;
+                self.table.specs.insert(format!("{transform}({source})"));
+            }
+            Step::Tag { name } | Step::Branch { name } => {
+                let op = if matches!(step, Step::Tag { .. }) { "tag" } else { "branch" };
+                if self.table.snapshot.is_some() {
+                    self.call(op, json!({"table": table, "name": name}))?;
+                    self.table.refs.insert(name.clone(), self.table.snapshot_rows.clone());
+                }
+            }
+            Step::Compact { target_mib, window_min, kill_after_ms } => {
+                self.by_ms += (*window_min as i64 + 1) * MINUTE_MS;
+                let config = self.config(i, BadRecords::Skip, *target_mib, *window_min);
+                self.maintain(&config, *kill_after_ms).await?;
+            }
+            Step::Expire { advance_ms, max_age_ms, keep } => {
+                let properties = json!({"history.expire.max-snapshot-age-ms": max_age_ms.to_string(),
+                    "history.expire.min-snapshots-to-keep": keep.to_string()});
+                self.call("properties", json!({"table": table, "set": properties}))?;
+                self.by_ms += advance_ms;
+                let config = self.config(i, BadRecords::Skip, 16, 15);
+                self.maintain(&config, None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether PyIceberg refused a write for a limit of its own — a partition folder name
+    /// over 255 bytes (`long` values): nothing was committed, the step is noted so.
+    fn refused(&mut self, answer: Result<Value, String>) -> Result<bool, String> {
+        match answer {
+            Err(e) if e.contains("[Errno 36]") => {
+                if let Some(last) = self.steps.last_mut() {
+                    last.push_str(" [PyIceberg refused: a partition folder name too long]");
+                }
+                Ok(true)
+            }
+            answer => answer.map(|_| false),
+        }
+    }
+
+    /// A `floe local run` on the step's segments; a table suspended by a bad record is
+    /// resumed and run again in `skip` mode.
+    async fn floe_run(
+        &mut self,
+        segments: &[(i32, (i64, i64))],
+        mode: BadRecords,
+        kill_after_ms: Option<u64>,
+        i: usize,
+    ) -> Result<(), String> {
+        let input = self.dir.path().join(format!("input-{i}"));
+        for (partition, segment) in segments {
+            let log = &self.logs[*partition as usize];
+            let path = input.join(format!("events-{partition}/{:020}.log", segment.0));
+            let batches = log.batches(*segment);
+            self.call("segment", json!({"path": path, "batches": batches}))?;
+        }
+        std::fs::create_dir_all(&input).unwrap();
+        let suspends = mode == BadRecords::Suspend
+            && segments.iter().any(|(p, s)| self.table.meets_bad_record(&self.logs[*p as usize], *s));
+        let config = self.config(i, mode, 16, 15);
+        if let Some(ms) = kill_after_ms {
+            self.killed(json!({"run": input, "config": config, "by_ms": self.by_ms}), ms);
+        }
+        let report = self.floe(&input, &config).await?;
+        if suspends {
+            let status = floe_cli::local::status(&self.warehouse).await.map_err(|e| format!("status: {e:#}"))?;
+            let suspended = status.iter().find(|t| t.table == TABLE).and_then(|t| t.suspended.clone());
+            if report.failed.is_empty() || suspended.is_none() {
+                return Err(format!("a bad record in suspend mode: not suspended ({:?})", report.failed));
+            }
+            floe_cli::local::resume(&self.warehouse, TABLE).await.map_err(|e| format!("resume: {e:#}"))?;
+            let config = self.config(i, BadRecords::Skip, 16, 15);
+            let again = self.floe(&input, &config).await?;
+            if !again.failed.is_empty() {
+                return Err(format!("the run after the resume failed: {:?}", again.failed));
+            }
+        } else if !report.failed.is_empty() {
+            return Err(format!("the run failed: {:?}", report.failed));
+        }
+        for log in &self.logs {
+            let mine: Vec<(i64, i64)> = segments.iter().filter(|(p, _)| *p == log.partition).map(|(_, s)| *s).collect();
+            self.table.commit(log, &mine, mode);
+        }
+        Ok(())
+    }
+
+    async fn floe(&self, input: &Path, config: &Path) -> Result<floe_cli::local::LocalReport, String> {
+        let config = FloeConfig::from_file(config).map_err(|e| e.to_string())?;
+        floe_cli::local::run_local_on(input, &self.warehouse, config, self.clock())
+            .await
+            .map_err(|e| format!("floe local run: {e:#}"))
+    }
+
+    /// `floe local compact` (compaction, expiry, sweep) on the test's clock.
+    async fn maintain(&mut self, config: &Path, kill_after_ms: Option<u64>) -> Result<(), String> {
+        if !self.table.exists {
+            return Ok(());
+        }
+        if let Some(ms) = kill_after_ms {
+            self.killed(json!({"compact": true, "config": config, "by_ms": self.by_ms}), ms);
+        }
+        let config = FloeConfig::from_file(config).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        let done = floe_cli::compact::compact(&self.warehouse, config, self.clock(), &mut out).await;
+        done.map(drop).map_err(|e| format!("floe local compact: {e:#}\n{}", String::from_utf8_lossy(&out)))
+    }
+
+    /// The floe.toml of step `i`.
+    fn config(&self, i: usize, mode: BadRecords, target_mib: u64, window_min: u64) -> PathBuf {
+        let path = self.dir.path().join(format!("floe-{i}.toml"));
+        let text = format!(
+            "[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"{}\"\n\
+             compaction_target_size = \"{target_mib}MiB\"\ncompaction_window = \"{window_min}m\"\n\
+             orphan_grace = \"{}\"\n",
+            mode.name(),
+            std::env::var("FLOE_LIFECYCLE_GRACE").unwrap_or_else(|_| "1h".into()),
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Runs `step` in a child process (this test binary, [`child`]) and kills it with
+    /// SIGKILL after `after_ms`, unless it ended first; notes which in the step list.
+    fn killed(&mut self, step: Value, after_ms: u64) {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["lifecycle::child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(CHILD, json!({"warehouse": self.warehouse, "step": step}).to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        let ended = child.try_wait().unwrap().is_some();
+        let _ = child.kill();
+        child.wait().unwrap();
+        if ended && let Some(last) = self.steps.last_mut() {
+            last.push_str(" [the child ended before the kill]");
+        }
+    }
+
+    /// The oracle: the table, each ref and the dead-letter table as the model says; every
+    /// file of every retained snapshot there; no problem in `floe local status`.
+    async fn check(&mut self) -> Result<(), String> {
+        if !self.table.exists {
+            return Ok(());
+        }
+        let read = self.call("read", json!({"table": TABLE, "ref": null}))?;
+        if read.is_null() {
+            return Err("the table does not exist".into());
+        }
+        compare("the table", &self.table.rows, &read)?;
+        self.table.observe_snapshot(read["snapshot"].as_str().map(str::to_string));
+        let refs: BTreeSet<String> =
+            self.call("refs", json!({"table": TABLE}))?.as_object().unwrap().keys().cloned().collect();
+        let expected: BTreeSet<String> = self.table.refs.keys().cloned().chain(["main".to_string()]).collect();
+        if refs != expected {
+            return Err(format!("refs: read {refs:?}, expected {expected:?}"));
+        }
+        for (name, rows) in &self.table.refs.clone() {
+            let read = self.call("read", json!({"table": TABLE, "ref": name}))?;
+            compare(&format!("ref {name}"), rows, &read)?;
+        }
+        let dead = self.call("read", json!({"table": DEAD_LETTERS, "ref": null}))?;
+        let dead: BTreeSet<RowId> = rows(&dead).into_iter().map(|(id, _)| id).collect();
+        if dead != self.table.dead {
+            return Err(format!("dead letters: read {dead:?}, expected {:?}", self.table.dead));
+        }
+        for table in [TABLE, DEAD_LETTERS] {
+            if table == DEAD_LETTERS && self.table.dead.is_empty() {
+                continue;
+            }
+            let missing = self.call("files", json!({"table": table}))?;
+            if missing.as_array().is_some_and(|m| !m.is_empty()) {
+                return Err(format!("{table}: files of retained snapshots are missing: {missing:#}"));
+            }
+        }
+        for t in floe_cli::local::status(&self.warehouse).await.map_err(|e| format!("status: {e:#}"))? {
+            if t.problem.is_some() || t.suspended.is_some() {
+                return Err(format!("floe local status: {}: {:?} {:?}", t.table, t.problem, t.suspended));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The rows of a read answer: (partition, offset) and the row.
+fn rows(read: &Value) -> Vec<(RowId, model::Row)> {
+    let Some(rows) = read.get("rows").and_then(Value::as_array) else { return Vec::new() };
+    rows.iter()
+        .map(|r| {
+            let id = (r[0].as_i64().unwrap_or(-1) as i32, r[1].as_i64().unwrap_or(-1));
+            (id, serde_json::from_value(r[2].clone()).unwrap())
+        })
+        .collect()
+}
+
+fn compare(what: &str, expected: &Rows, read: &Value) -> Result<(), String> {
+    if read.get("missing_ref").is_some() {
+        return Err(format!("{what}: the ref is gone"));
+    }
+    let differences = model::diff(expected, &rows(read));
+    if differences.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&String> = differences.iter().take(12).collect();
+    Err(format!(
+        "{what} (snapshot {}): {} difference(s) between the reader and the model, the first:\n  {}",
+        read["snapshot"],
+        differences.len(),
+        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+    ))
+}
+
+/// Runs seed `seed` for `steps` steps; on a difference, fails with the seed, the steps
+/// so far and the differences.
+pub async fn run_seed(seed: u64, steps: usize) {
+    if let Err(report) = try_seed(seed, steps).await {
+        panic!("{report}");
+    }
+}
+
+async fn try_seed(seed: u64, steps: usize) -> Result<(), String> {
+    let mut sequence = Sequence::new(seed);
+    let result = sequence.run(steps).await;
+    if result.is_err() && std::env::var_os("FLOE_LIFECYCLE_LOGS").is_some() {
+        for log in &sequence.logs {
+            eprintln!("partition {}: segments {:?}", log.partition, log.segments);
+            for (i, e) in log.entries.iter().enumerate() {
+                eprintln!("  {}: {e:?}", log.start + i as i64);
+            }
+        }
+    }
+    result.map_err(|e| {
+        let steps: Vec<String> = sequence.steps.iter().enumerate().map(|(i, s)| format!("  {i:>3}. {s}")).collect();
+        format!(
+            "lifecycle seed {seed} failed at step {} (reproduce: FLOE_LIFECYCLE_SEED={seed} FLOE_LIFECYCLE_STEPS={steps_n} \
+             cargo test -p floe-tests --test integration lifecycle -- --nocapture)\nsteps:\n{}\n{e}",
+            sequence.steps.len().saturating_sub(1),
+            steps.join("\n"),
+            steps_n = sequence.steps.len(),
+        )
+    })
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v}: not a number")))
+}
+
+#[tokio::test]
+async fn random_lifecycles_read_as_the_model_says() {
+    let steps = env_number("FLOE_LIFECYCLE_STEPS", 25) as usize;
+    let seeds: Vec<u64> = match std::env::var("FLOE_LIFECYCLE_SEED") {
+        Ok(seed) => vec![seed.parse().expect("FLOE_LIFECYCLE_SEED: a number")],
+        Err(_) => (1..=env_number("FLOE_LIFECYCLE_SEEDS", 3)).collect(),
+    };
+    if let [seed] = seeds[..] {
+        return run_seed(seed, steps).await;
+    }
+    let mut failed = Vec::new();
+    for &seed in &seeds {
+        if let Err(report) = try_seed(seed, steps).await {
+            eprintln!("{report}\n");
+            failed.push(seed);
+        }
+    }
+    assert!(failed.is_empty(), "{} of {} seed(s) failed: {failed:?} (each printed above)", failed.len(), seeds.len());
+}
+
+/// A killed step's child process: runs the step the parent put in [`CHILD`] (a Floe run
+/// or a compaction) until the parent kills it.
+#[tokio::test]
+#[ignore = "the lifecycle test's child process, run (and killed) by it"]
+async fn child() {
+    let Ok(spec) = std::env::var(CHILD) else { return };
+    let spec: Value = serde_json::from_str(&spec).unwrap();
+    let warehouse = PathBuf::from(spec["warehouse"].as_str().unwrap());
+    let step = &spec["step"];
+    let config = FloeConfig::from_file(Path::new(step["config"].as_str().unwrap())).unwrap();
+    let clock = Clock::Shifted { by_ms: step["by_ms"].as_i64().unwrap() };
+    if let Some(input) = step["run"].as_str() {
+        let _ = floe_cli::local::run_local_on(Path::new(input), &warehouse, config, clock).await;
+    } else {
+        let _ = floe_cli::compact::compact(&warehouse, config, clock, Vec::new()).await;
+    }
+}

@@ -1,0 +1,422 @@
+//! The oracle's model: what the brokers wrote (each Kafka partition's log, cut into
+//! segments) and what a reader of the table must see, now and at each ref.
+//!
+//! Rows are identified by (Kafka partition, offset): Floe's by the record's, another
+//! engine's by [`FOREIGN_PARTITION`] and a unique id the test gives them. A row is its
+//! columns by their current names (nulls left out) and its Kafka key as `__key`, so a
+//! rename moves a value to the new name and a drop removes it, in every row the table
+//! holds and every row still waiting for its transaction's marker (their files are
+//! written already, with the field ids of then).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+/// The Kafka partition column of another engine's rows (Floe never writes it).
+pub const FOREIGN_PARTITION: i32 = 99;
+/// Another engine's rows have ids from here on (Floe's: partition * 1e6 + offset).
+const FOREIGN_IDS: i64 = 900_000_000;
+/// Record timestamps: T0 plus 10 ms an offset (a marker's is its own offset's, so a
+/// transaction ends within Kafka's 15-minute timeout of its records).
+const T0: i64 = 1_764_000_000_000;
+
+pub type RowId = (i32, i64);
+pub type Row = BTreeMap<String, Value>;
+pub type Rows = BTreeMap<RowId, Row>;
+
+/// One entry of a partition's log.
+#[derive(Clone, Debug)]
+pub enum Entry {
+    /// A record: in a transaction (producer id, its transaction's number) or not; `bad`
+    /// values are not JSON; `evolved` ones carry the fields the topic gained; `long` ones
+    /// a `region` of over 255 bytes once escaped (a partition folder's name).
+    Record { txn: Option<(i64, u32)>, bad: bool, evolved: bool, long: bool },
+    /// A transaction's end, committing or aborting it.
+    Marker { pid: i64, seq: u32, commit: bool },
+}
+
+/// A partition's log as the brokers wrote it: its entries from offset `start` on, cut
+/// into segments (offset ranges, inclusive).
+#[derive(Debug)]
+pub struct Log {
+    pub partition: i32,
+    pub start: i64,
+    pub entries: Vec<Entry>,
+    pub segments: Vec<(i64, i64)>,
+    /// Open transactions: producer id → its transaction's number.
+    open: BTreeMap<i64, u32>,
+    next_pid: i64,
+    /// Whether some records have a long `region`.
+    pub long_values: bool,
+}
+
+impl Log {
+    pub fn new(partition: i32, start: i64) -> Log {
+        Log {
+            partition,
+            start,
+            entries: Vec::new(),
+            segments: Vec::new(),
+            open: BTreeMap::new(),
+            next_pid: 1000 * (partition as i64 + 1),
+            long_values: false,
+        }
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.start + self.entries.len() as i64
+    }
+
+    pub fn entry(&self, offset: i64) -> &Entry {
+        &self.entries[(offset - self.start) as usize]
+    }
+
+    pub fn open_transactions(&self) -> Vec<i64> {
+        self.open.keys().copied().collect()
+    }
+
+    /// Appends `n` records: in producer `pid`'s transaction (opened if need be), or plain.
+    pub fn records(&mut self, n: usize, pid: Option<i64>, evolved: bool, bad_at: Option<usize>) {
+        let txn = pid.map(|pid| {
+            let next = self.entries.iter().filter(|e| matches!(e, Entry::Marker { pid: p, .. } if *p == pid)).count();
+            (pid, *self.open.entry(pid).or_insert(next as u32))
+        });
+        for i in 0..n {
+            let long = self.long_values && (self.next_offset() % 37 == 5);
+            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i) && txn.is_none(), evolved, long });
+        }
+    }
+
+    /// A producer id no transaction used yet.
+    pub fn new_pid(&mut self) -> i64 {
+        self.next_pid += 1;
+        self.next_pid
+    }
+
+    /// Ends producer `pid`'s open transaction.
+    pub fn end(&mut self, pid: i64, commit: bool) {
+        let seq = self.open.remove(&pid).expect("an open transaction");
+        self.entries.push(Entry::Marker { pid, seq, commit });
+    }
+
+    /// Cuts what was appended since the last segment into one segment.
+    pub fn cut(&mut self) {
+        let first = self.segments.last().map_or(self.start, |s| s.1 + 1);
+        let last = self.next_offset() - 1;
+        if last >= first {
+            self.segments.push((first, last));
+        }
+    }
+
+    /// How the transaction of the record at `offset` ended, once its marker and every
+    /// offset between them are committed (before that, a reader cannot tell whether
+    /// another marker of the producer lies between: DESIGN §3, table/state.rs).
+    fn outcome(&self, covered: &BTreeSet<i64>, txn: (i64, u32), offset: i64) -> Option<bool> {
+        let (marker, commit) = self.entries.iter().enumerate().find_map(|(i, e)| match e {
+            Entry::Marker { pid, seq, commit } if (*pid, *seq) == txn => Some((self.start + i as i64, *commit)),
+            _ => None,
+        })?;
+        (offset..=marker).all(|o| covered.contains(&o)).then_some(commit)
+    }
+
+    /// The segment's batches as tests/py/lifecycle_engine.py writes them (one batch per
+    /// run of records of the same producer; a batch per marker).
+    pub fn batches(&self, (first, last): (i64, i64)) -> Vec<Value> {
+        let mut batches: Vec<Value> = Vec::new();
+        let mut current: Option<(Option<i64>, i64, Vec<Value>)> = None;
+        let flush = |current: &mut Option<(Option<i64>, i64, Vec<Value>)>, batches: &mut Vec<Value>| {
+            if let Some((pid, base, records)) = current.take() {
+                batches.push(json!({"base": base, "pid": pid, "records": records}));
+            }
+        };
+        for offset in first..=last {
+            match self.entry(offset) {
+                Entry::Marker { pid, commit, .. } => {
+                    flush(&mut current, &mut batches);
+                    batches.push(json!({"marker": offset, "pid": pid, "commit": commit, "ts": T0 + offset * 10}));
+                }
+                Entry::Record { txn, bad, evolved, long } => {
+                    let pid = txn.map(|t| t.0);
+                    if current.as_ref().is_some_and(|c| c.0 != pid) {
+                        flush(&mut current, &mut batches);
+                    }
+                    let value = if *bad {
+                        "{not json".to_string()
+                    } else {
+                        floe_value(self.partition, offset, *evolved, *long)
+                    };
+                    let record = json!([T0 + offset * 10, key(self.partition, offset), value]);
+                    current.get_or_insert_with(|| (pid, offset, Vec::new())).2.push(record);
+                }
+            }
+        }
+        flush(&mut current, &mut batches);
+        batches
+    }
+}
+
+fn key(partition: i32, offset: i64) -> String {
+    format!("k{partition}-{offset}")
+}
+
+fn floe_id(partition: i32, offset: i64) -> i64 {
+    partition as i64 * 1_000_000 + offset
+}
+
+/// A record's value: `{"id", "name", "region", "meta": {"a"}}`, evolved with `extra` and
+/// `meta.b`.
+fn floe_value(partition: i32, offset: i64, evolved: bool, long: bool) -> String {
+    floe_fields(partition, offset, evolved, long).to_string()
+}
+
+fn floe_fields(partition: i32, offset: i64, evolved: bool, long: bool) -> Value {
+    let id = floe_id(partition, offset);
+    let region = if long {
+        format!("région-{}-{offset}", "é".repeat(140))
+    } else {
+        ["eu", "us", "ap"][offset as usize % 3].into()
+    };
+    let mut fields = json!({"id": id, "name": format!("n{offset}"), "region": region, "meta": {"a": offset}});
+    if evolved {
+        fields["meta"]["b"] = json!(format!("b{offset}"));
+        fields["extra"] = json!(format!("x{offset}"));
+    }
+    fields
+}
+
+/// What the table columns hold, whatever they are called now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Id,
+    Name,
+    Region,
+    Meta,
+    Extra,
+    /// Added by the other engine.
+    Note,
+}
+
+impl Kind {
+    fn of_json(field: &str) -> Kind {
+        match field {
+            "id" => Kind::Id,
+            "name" => Kind::Name,
+            "region" => Kind::Region,
+            "meta" => Kind::Meta,
+            "extra" => Kind::Extra,
+            _ => Kind::Note,
+        }
+    }
+}
+
+/// What a reader of the table (and of its dead-letter table) must see.
+#[derive(Default)]
+pub struct Table {
+    /// Whether Floe created the table yet.
+    pub exists: bool,
+    /// The rows the current snapshot holds.
+    pub rows: Rows,
+    /// Rows written into files, waiting for their transaction's marker.
+    pub pending: Rows,
+    /// Offsets committed per partition: those of every segment committed.
+    pub covered: BTreeMap<i32, BTreeSet<i64>>,
+    /// Bad records committed to the dead-letter table.
+    pub dead: BTreeSet<RowId>,
+    /// The columns by their current names (`_kafka` aside).
+    pub columns: Vec<(String, Kind)>,
+    /// The current snapshot's id, and its rows under the schema of its commit.
+    pub snapshot: Option<String>,
+    pub snapshot_rows: Rows,
+    /// Per ref (tag, branch): the rows of the snapshot it points to.
+    pub refs: BTreeMap<String, Rows>,
+    /// The partition fields another engine added (`day(_kafka.timestamp)`).
+    pub specs: BTreeSet<String>,
+    next_foreign: i64,
+}
+
+/// What to do with bad records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRecords {
+    Skip,
+    Dlq,
+    Suspend,
+}
+
+impl BadRecords {
+    pub fn name(self) -> &'static str {
+        match self {
+            BadRecords::Skip => "skip",
+            BadRecords::Dlq => "dlq",
+            BadRecords::Suspend => "suspend",
+        }
+    }
+}
+
+impl Table {
+    fn covered(&self, partition: i32) -> BTreeSet<i64> {
+        self.covered.get(&partition).cloned().unwrap_or_default()
+    }
+
+    /// Whether the segment holds an offset not committed yet.
+    pub fn is_new(&self, log: &Log, segment: (i64, i64)) -> bool {
+        let covered = self.covered(log.partition);
+        (segment.0..=segment.1).any(|o| !covered.contains(&o))
+    }
+
+    /// Whether committing the segment meets a bad record (read even at offsets committed).
+    pub fn meets_bad_record(&self, log: &Log, segment: (i64, i64)) -> bool {
+        self.is_new(log, segment)
+            && (segment.0..=segment.1).any(|o| matches!(log.entry(o), Entry::Record { bad: true, .. }))
+    }
+
+    /// The segments committed: their new records written (bad ones as `mode` says, a
+    /// suspension counting as `skip` once resumed), then every transaction whose marker
+    /// is committed now resolved.
+    pub fn commit(&mut self, log: &Log, segments: &[(i64, i64)], mode: BadRecords) {
+        let partition = log.partition;
+        for &(first, last) in segments {
+            for offset in first..=last {
+                if !self.covered.entry(partition).or_default().insert(offset) {
+                    continue;
+                }
+                self.exists = true;
+                match log.entry(offset) {
+                    Entry::Record { bad: true, .. } => {
+                        if mode == BadRecords::Dlq {
+                            self.dead.insert((partition, offset));
+                        }
+                    }
+                    Entry::Record { evolved, long, .. } => {
+                        let row = self.floe_row(partition, offset, *evolved, *long);
+                        self.pending.insert((partition, offset), row);
+                    }
+                    Entry::Marker { .. } => {}
+                }
+            }
+        }
+        let covered = self.covered(partition);
+        let pending: Vec<RowId> = self.pending.keys().filter(|id| id.0 == partition).copied().collect();
+        for id in pending {
+            let Entry::Record { txn, .. } = log.entry(id.1) else { unreachable!("rows are records") };
+            let outcome = match txn {
+                None => Some(true),
+                Some(txn) => log.outcome(&covered, *txn, id.1),
+            };
+            match outcome {
+                Some(true) => {
+                    let row = self.pending.remove(&id).unwrap();
+                    self.rows.insert(id, row);
+                }
+                Some(false) => drop(self.pending.remove(&id)),
+                None => {}
+            }
+        }
+    }
+
+    /// A Floe record's row under the current names: a field the table has no column of
+    /// (never had, or renamed or dropped since) is a new column of its JSON name.
+    fn floe_row(&mut self, partition: i32, offset: i64, evolved: bool, long: bool) -> Row {
+        let Value::Object(fields) = floe_fields(partition, offset, evolved, long) else { unreachable!() };
+        let mut row: Row = fields.into_iter().collect();
+        for field in row.keys() {
+            if !self.columns.iter().any(|(name, _)| name == field) {
+                self.columns.push((field.clone(), Kind::of_json(field)));
+            }
+        }
+        row.insert("__key".into(), json!(key(partition, offset)));
+        row
+    }
+
+    /// Another engine's `n` new rows, with a value in each of the table's `columns`;
+    /// added to the model, and returned as the engine appends them.
+    pub fn foreign_rows(&mut self, n: usize, now_ms: i64, columns: &[String]) -> Vec<Value> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            self.next_foreign += 1;
+            let uid = self.next_foreign;
+            let mut row = Row::new();
+            for (name, kind) in self.columns.iter().filter(|(name, _)| columns.contains(name)) {
+                let value = match kind {
+                    Kind::Id => json!(FOREIGN_IDS + uid),
+                    Kind::Name => json!(format!("f{uid}")),
+                    Kind::Region => json!("foreign"),
+                    Kind::Meta => json!({"a": uid}),
+                    Kind::Extra => json!(format!("fx{uid}")),
+                    Kind::Note => json!(format!("note{uid}")),
+                };
+                row.insert(name.clone(), value);
+            }
+            let mut request = serde_json::Map::from_iter(row.clone());
+            request.extend([("partition".into(), json!(FOREIGN_PARTITION)), ("offset".into(), json!(uid))]);
+            request.insert("ts".into(), json!(now_ms));
+            out.push(Value::Object(request));
+            self.rows.insert((FOREIGN_PARTITION, uid), row);
+        }
+        out
+    }
+
+    /// The rows `lo <= id < hi` deleted.
+    pub fn delete(&mut self, lo: i64, hi: i64) {
+        let id_column = self.name_of(Kind::Id).unwrap_or("id").to_string();
+        self.rows.retain(|_, row| !row.get(&id_column).and_then(Value::as_i64).is_some_and(|id| lo <= id && id < hi));
+    }
+
+    pub fn name_of(&self, kind: Kind) -> Option<&str> {
+        self.columns.iter().find(|(_, k)| *k == kind).map(|(n, _)| n.as_str())
+    }
+
+    pub fn ids(&self) -> Vec<i64> {
+        self.rows.values().filter_map(|r| r.get("id").and_then(Value::as_i64)).collect()
+    }
+
+    pub fn rename(&mut self, from: &str, to: &str) {
+        for row in self.rows.values_mut().chain(self.pending.values_mut()) {
+            if let Some(v) = row.remove(from) {
+                row.insert(to.to_string(), v);
+            }
+        }
+        self.columns.iter_mut().filter(|(n, _)| n == from).for_each(|(n, _)| *n = to.to_string());
+    }
+
+    pub fn drop_column(&mut self, column: &str) {
+        for row in self.rows.values_mut().chain(self.pending.values_mut()) {
+            row.remove(column);
+        }
+        self.columns.retain(|(n, _)| n != column);
+    }
+
+    pub fn add_column(&mut self, name: &str) {
+        self.columns.push((name.to_string(), Kind::Note));
+    }
+
+    /// The current snapshot is `snapshot` now: a new one holds the rows as they are.
+    pub fn observe_snapshot(&mut self, snapshot: Option<String>) {
+        if snapshot != self.snapshot {
+            self.snapshot = snapshot;
+            self.snapshot_rows = self.rows.clone();
+        }
+    }
+}
+
+/// The differences between the rows expected and those read (a row read twice is one).
+pub fn diff(expected: &Rows, read: &[(RowId, Row)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen: BTreeMap<RowId, usize> = BTreeMap::new();
+    for (id, row) in read {
+        *seen.entry(*id).or_default() += 1;
+        match expected.get(id) {
+            None => out.push(format!("unexpected {id:?}: {}", show(row))),
+            Some(want) if want != row => out.push(format!("{id:?}: read {} expected {}", show(row), show(want))),
+            Some(_) => {}
+        }
+    }
+    out.extend(seen.iter().filter(|(_, n)| **n > 1).map(|(id, n)| format!("{id:?} read {n} times")));
+    out.extend(
+        expected.iter().filter(|(id, _)| !seen.contains_key(id)).map(|(id, r)| format!("missing {id:?}: {}", show(r))),
+    );
+    out
+}
+
+fn show(row: &Row) -> String {
+    serde_json::to_string(row).unwrap_or_default()
+}

@@ -1,0 +1,372 @@
+//! The operations of a sequence: which families are switched on, a seeded choice of
+//! the next step from the state of the model, and each step's description.
+//!
+//! A family is a kind of operation, or a feature of Floe's runs, that can be switched
+//! off (`FLOE_LIFECYCLE_SKIP=drop,spec`) or chosen alone (`FLOE_LIFECYCLE_OPS=floe,compact`):
+//!
+//! | family | what |
+//! |---|---|
+//! | `floe` | a `floe local run` on new segments (always on) |
+//! | `txn`, `abort` | transactions open across segments; aborted ones |
+//! | `dup`, `reorder` | segments delivered again (sometimes cut at other offsets); later segments first |
+//! | `evolve`, `bad` | the topic gains a top-level and a nested field; bad records (skip, dlq, suspend then resume) |
+//! | `long` | a `region` over 255 bytes once escaped, in one record of 37 (the table may be partitioned by it: `spec`) |
+//! | `append`, `delete`, `pos_delete`, `eq_delete` | another engine's append; copy-on-write, position and equality deletes |
+//! | `add_column`, `move`, `rename`, `drop`, `spec` | another engine's schema and partition-spec changes |
+//! | `tag`, `branch` | refs to the current snapshot |
+//! | `compact` | compaction at a random target (1–16 MiB) once its window has passed |
+//! | `expire` | the clock past `orphan_grace` (or the snapshots' age), then maintenance: expiry and sweep |
+//! | `kill` | a run or a compaction killed (SIGKILL) at a random moment, then run again |
+
+use std::collections::BTreeSet;
+
+use super::model::{BadRecords, Log, Table};
+
+/// Every family; `pos_delete` and `eq_delete` need tests/py/foreign_delete.py (issue 30's
+/// merge-on-read deletes).
+pub const FAMILIES: [&str; 22] = [
+    "floe",
+    "txn",
+    "abort",
+    "dup",
+    "reorder",
+    "evolve",
+    "bad",
+    "long",
+    "append",
+    "delete",
+    "pos_delete",
+    "eq_delete",
+    "add_column",
+    "move",
+    "rename",
+    "drop",
+    "spec",
+    "tag",
+    "branch",
+    "compact",
+    "expire",
+    "kill",
+];
+
+/// The families switched on: `FLOE_LIFECYCLE_OPS` (default: all but `eq_delete`), less
+/// `FLOE_LIFECYCLE_SKIP`, less the merge-on-read deletes while tests/py/foreign_delete.py
+/// does not exist. `eq_delete` is on only when named: PyIceberg 0.12 applies no equality
+/// deletes when it reads, so the oracle's reader would see the deleted rows.
+pub fn families() -> BTreeSet<&'static str> {
+    let list = |var: &str| std::env::var(var).ok().map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let chosen: Option<Vec<String>> = list("FLOE_LIFECYCLE_OPS");
+    let skipped: Vec<String> = list("FLOE_LIFECYCLE_SKIP").unwrap_or_default();
+    for name in chosen.iter().flatten().chain(&skipped) {
+        assert!(FAMILIES.contains(&name.as_str()), "unknown lifecycle family {name:?}; families: {FAMILIES:?}");
+    }
+    let deletes_written = crate::support::root().join("tests/py/foreign_delete.py").is_file();
+    FAMILIES
+        .into_iter()
+        .filter(|f| match &chosen {
+            Some(chosen) => *f == "floe" || chosen.iter().any(|n| n == f),
+            None => *f != "eq_delete",
+        })
+        .filter(|f| !skipped.iter().any(|n| n == f))
+        .filter(|f| deletes_written || !matches!(*f, "pos_delete" | "eq_delete"))
+        .collect()
+}
+
+/// A seeded random source (SplitMix64).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x05ee_d1ce_f10e)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo).max(1)
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.range(0, 100) < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.range(0, items.len() as u64) as usize]
+    }
+}
+
+/// One step of a sequence.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// `floe local run` on these segments (partition, offsets), in this bad-records mode;
+    /// first killed after `kill_after_ms` when set.
+    /// `evolves`: the records produced from this step on carry the fields the topic gained.
+    Floe {
+        segments: Vec<(i32, (i64, i64))>,
+        mode: BadRecords,
+        kill_after_ms: Option<u64>,
+        evolves: bool,
+    },
+    Append {
+        rows: usize,
+    },
+    /// `how`: `delete` (copy-on-write), `pos_delete` or `eq_delete`, of the rows `lo <= id < hi`.
+    Delete {
+        how: &'static str,
+        lo: i64,
+        hi: i64,
+    },
+    AddColumn {
+        name: String,
+    },
+    Move {
+        column: String,
+        before: Option<String>,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Drop {
+        column: String,
+    },
+    Spec {
+        source: String,
+        transform: String,
+        name: String,
+    },
+    Tag {
+        name: String,
+    },
+    Branch {
+        name: String,
+    },
+    /// The clock moved past the window, then `floe local compact` at this target.
+    Compact {
+        target_mib: u64,
+        window_min: u64,
+        kill_after_ms: Option<u64>,
+    },
+    /// Snapshots older than `max_age_ms` expire (`keep` at least) from the next commit on;
+    /// the clock moved by `advance_ms`, then maintenance (sweep).
+    Expire {
+        advance_ms: i64,
+        max_age_ms: i64,
+        keep: u64,
+    },
+}
+
+/// What the generator knows of the table beyond the model: its columns as the reader
+/// sees them, and the names given so far.
+pub struct Scene<'a> {
+    pub table: &'a Table,
+    pub columns: &'a [String],
+    pub families: &'a BTreeSet<&'static str>,
+    pub counter: usize,
+}
+
+const HOUR_MS: i64 = 60 * 60 * 1000;
+const DAY_MS: i64 = 24 * HOUR_MS;
+
+/// The next step: Floe's first run until the table exists, then a weighted choice among
+/// the families on (one whose preconditions do not hold is passed over).
+pub fn next(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> Step {
+    let on = |f: &str| scene.families.contains(f);
+    if !scene.table.exists {
+        return floe(rng, logs, evolved, scene);
+    }
+    const WEIGHTS: [(&str, u64); 14] = [
+        ("floe", 30),
+        ("append", 8),
+        ("delete", 6),
+        ("pos_delete", 4),
+        ("eq_delete", 4),
+        ("add_column", 2),
+        ("move", 4),
+        ("rename", 3),
+        ("drop", 2),
+        ("spec", 2),
+        ("tag", 3),
+        ("branch", 2),
+        ("compact", 8),
+        ("expire", 5),
+    ];
+    let weighted: Vec<(&'static str, u64)> = WEIGHTS.into_iter().filter(|(f, _)| on(f)).collect();
+    let total: u64 = weighted.iter().map(|(_, w)| w).sum();
+    loop {
+        let mut roll = rng.range(0, total);
+        let mut family = "floe";
+        for (f, w) in &weighted {
+            if roll < *w {
+                family = f;
+                break;
+            }
+            roll -= w;
+        }
+        if let Some(step) = of_family(family, rng, logs, evolved, scene) {
+            return step;
+        }
+    }
+}
+
+fn of_family(family: &'static str, rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> Option<Step> {
+    let kill = |rng: &mut Rng| (scene.families.contains("kill") && rng.chance(25)).then(|| rng.range(0, 400));
+    let n = scene.counter;
+    // Columns another engine may rename or drop: neither `id` (deletes filter on it),
+    // `_kafka` (Floe's own) nor a partition source.
+    let partitioned = |c: &str| scene.table.specs.iter().any(|s| s.ends_with(&format!("({c})")));
+    let payload: Vec<&String> =
+        scene.columns.iter().filter(|c| !matches!(c.as_str(), "id" | "_kafka") && !partitioned(c)).collect();
+    Some(match family {
+        "floe" => floe(rng, logs, evolved, scene),
+        "append" => Step::Append { rows: rng.range(1, 20) as usize },
+        "delete" | "pos_delete" | "eq_delete" => {
+            let ids = scene.table.ids();
+            if ids.is_empty() {
+                return None;
+            }
+            let lo = *rng.pick(&ids);
+            Step::Delete { how: family, lo, hi: lo + rng.range(1, 40) as i64 }
+        }
+        "add_column" => Step::AddColumn { name: format!("note{n}") },
+        "move" => {
+            let column = rng.pick(scene.columns).clone();
+            let others: Vec<&String> = scene.columns.iter().filter(|c| **c != column).collect();
+            let before = (!others.is_empty() && rng.chance(70)).then(|| (*rng.pick(&others)).clone());
+            Step::Move { column, before }
+        }
+        "rename" if !payload.is_empty() => {
+            Step::Rename { from: (*rng.pick(&payload)).clone(), to: format!("renamed{n}") }
+        }
+        "drop" if !payload.is_empty() => Step::Drop { column: (*rng.pick(&payload)).clone() },
+        "spec" => {
+            // Transforms PyIceberg writes without pyiceberg-core (not bucket or truncate).
+            let fields = [("_kafka.partition", "identity"), ("region", "identity")];
+            let unused: Vec<_> =
+                fields.iter().filter(|(s, t)| !scene.table.specs.contains(&format!("{t}({s})"))).collect();
+            if unused.is_empty() {
+                return None;
+            }
+            let (source, transform) = **rng.pick(&unused);
+            Step::Spec { source: source.into(), transform: transform.into(), name: format!("spec{n}") }
+        }
+        "tag" => Step::Tag { name: format!("tag{n}") },
+        "branch" => Step::Branch { name: format!("branch{n}") },
+        "compact" => {
+            Step::Compact { target_mib: rng.range(1, 17), window_min: rng.range(1, 30), kill_after_ms: kill(rng) }
+        }
+        "expire" => {
+            let advance_ms = *rng.pick(&[2 * HOUR_MS, DAY_MS, 4 * DAY_MS, 6 * DAY_MS]);
+            let max_age_ms = *rng.pick(&[1, 60 * 1000, HOUR_MS]);
+            Step::Expire { advance_ms, max_age_ms, keep: rng.range(1, 4) }
+        }
+        _ => return None,
+    })
+}
+
+/// A Floe run: new records produced on each partition (transactions opened, ended,
+/// aborted; bad records; the topic evolved), cut into segments, and some segments
+/// delivered: new ones, in order or not, and again.
+fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> Step {
+    let on = |f: &str| scene.families.contains(f);
+    let evolves = on("evolve") && !*evolved && scene.table.exists && rng.chance(15);
+    *evolved |= evolves;
+    for log in logs.iter_mut() {
+        for _ in 0..rng.range(1, 3) {
+            produce(rng, log, *evolved, &on);
+            log.cut();
+        }
+    }
+    let mut segments = Vec::new();
+    for log in logs.iter() {
+        let new: Vec<(i64, i64)> = log.segments.iter().copied().filter(|s| scene.table.is_new(log, *s)).collect();
+        // Out of order: any of the new segments; in order: the first few.
+        let chosen: Vec<&(i64, i64)> = if on("reorder") {
+            new.iter().filter(|_| rng.chance(70)).collect()
+        } else {
+            new.iter().take(rng.range(0, new.len() as u64 + 1) as usize).collect()
+        };
+        segments.extend(chosen.into_iter().map(|s| (log.partition, *s)));
+        if on("dup") && rng.chance(30) && log.segments.len() > 1 {
+            let k = rng.range(0, log.segments.len() as u64 - 1) as usize;
+            let (a, b) = (log.segments[k], log.segments[k + 1]);
+            // Again as it was, or re-cut: from inside one to the end of the next.
+            let again = if rng.chance(50) { a } else { (rng.range(a.0 as u64, a.1 as u64 + 1) as i64, b.1) };
+            if !segments.iter().any(|(p, s)| *p == log.partition && s.0 == again.0) {
+                segments.push((log.partition, again));
+            }
+        }
+    }
+    let mut modes = vec![BadRecords::Skip];
+    if on("bad") {
+        modes.extend([BadRecords::Dlq, BadRecords::Suspend]);
+    }
+    let mode = *rng.pick(&modes);
+    let kill_after_ms = (on("kill") && rng.chance(25)).then(|| rng.range(0, 400));
+    Step::Floe { segments, mode, kill_after_ms, evolves }
+}
+
+/// Appends records to `log`: plain ones (a bad one sometimes), a transaction's, its end.
+fn produce(rng: &mut Rng, log: &mut Log, evolved: bool, on: &dyn Fn(&str) -> bool) {
+    let n = rng.range(3, 12) as usize;
+    let bad_at = (on("bad") && rng.chance(15)).then(|| rng.range(0, n as u64) as usize);
+    log.records(n, None, evolved, bad_at);
+    if on("txn") {
+        for pid in log.open_transactions() {
+            match rng.range(0, 3) {
+                0 => log.records(rng.range(1, 5) as usize, Some(pid), evolved, None),
+                1 => log.end(pid, !(on("abort") && rng.chance(30))),
+                _ => {}
+            }
+        }
+        if rng.chance(40) {
+            let pid = log.new_pid();
+            log.records(rng.range(1, 6) as usize, Some(pid), evolved, None);
+        }
+        log.records(rng.range(0, 4) as usize, None, evolved, None);
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let kill = |k: &Option<u64>| k.map(|ms| format!(" (killed after {ms} ms first)")).unwrap_or_default();
+        match self {
+            Step::Floe { segments, mode, kill_after_ms, evolves } => {
+                let segments: Vec<String> = segments.iter().map(|(p, (a, b))| format!("{p}:{a}-{b}")).collect();
+                let evolves = if *evolves { " (the topic gains `extra` and `meta.b` from here)" } else { "" };
+                write!(
+                    f,
+                    "floe run [{}] bad_records={}{}{evolves}",
+                    segments.join(" "),
+                    mode.name(),
+                    kill(kill_after_ms)
+                )
+            }
+            Step::Append { rows } => write!(f, "foreign append of {rows} rows"),
+            Step::Delete { how, lo, hi } => write!(f, "foreign {how} of {lo} <= id < {hi}"),
+            Step::AddColumn { name } => write!(f, "foreign add column {name}"),
+            Step::Move { column, before: Some(b) } => write!(f, "foreign move {column} before {b}"),
+            Step::Move { column, before: None } => write!(f, "foreign move {column} first"),
+            Step::Rename { from, to } => write!(f, "foreign rename {from} to {to}"),
+            Step::Drop { column } => write!(f, "foreign drop {column}"),
+            Step::Spec { source, transform, .. } => write!(f, "foreign partition spec + {transform}({source})"),
+            Step::Tag { name } => write!(f, "tag {name}"),
+            Step::Branch { name } => write!(f, "branch {name}"),
+            Step::Compact { target_mib, window_min, kill_after_ms } => {
+                write!(f, "compact at {target_mib} MiB, window {window_min} min, clock past it{}", kill(kill_after_ms))
+            }
+            Step::Expire { advance_ms, max_age_ms, keep } => write!(
+                f,
+                "snapshots expire after {max_age_ms} ms (keep {keep}); clock + {} h, then maintenance and sweep",
+                advance_ms / HOUR_MS
+            ),
+        }
+    }
+}

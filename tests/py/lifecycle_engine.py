@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""The other engine and the reader of the lifecycle test (tests/integration/lifecycle):
+one long-lived PyIceberg process per sequence, answering JSON lines.
+
+    lifecycle_engine.py CATALOG_DB WAREHOUSE_DIR
+
+Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout:
+{"ok": result} or {"error": "..."}. Requests:
+
+  segment    {"path", "batches"}        writes a Kafka segment with kafka-python: batches
+                                        of records {"base", "records": [[ts, key, value]],
+                                        "pid"} (pid null: not transactional; value a string,
+                                        written as UTF-8) or a marker {"marker": offset,
+                                        "pid", "commit", "ts"}
+  append     {"table", "rows"}          appends rows (column name -> value; `_kafka` filled
+                                        from "partition"/"offset" keys)
+  delete     {"table", "lo", "hi"}      copy-on-write delete of the rows lo <= id < hi
+  pos_delete / eq_delete {"table", "lo", "hi"}  merge-on-read deletes of those rows (position
+                                        deletes; equality deletes on `name`), written by
+                                        tests/py/foreign_delete.py
+  properties {"table", "set"}           table properties set
+  add_column {"table", "name"}          a new optional string column
+  move       {"table", "column", "before"}  before null: move_first
+  rename     {"table", "from", "to"}
+  drop       {"table", "column"}
+  spec       {"table", "source", "transform", "name"}  transform: "bucket[N]", "truncate[N]"
+  tag / branch {"table", "name"}        a ref to the current snapshot
+  read       {"table", "ref"}           every row (ref null: the table, with its current
+                                        schema; a ref with its snapshot's): {"snapshot", "rows"},
+                                        rows as [partition, offset, {column: value, "__key": key}]
+                                        with nulls left out; null when the table does not exist
+  refs       {"table"}                  {name: snapshot id}
+  columns    {"table"}                  the top-level column names, in order
+  files      {"table"}                  the files each retained snapshot references (manifest
+                                        lists, manifests, data and delete files) that are missing
+"""
+import base64
+import datetime
+import json
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from make_segments import v2_batch  # noqa: E402
+
+
+def catalog(db, warehouse):
+    from pyiceberg.catalog.sql import SqlCatalog
+    return SqlCatalog("floe", uri="sqlite:///" + db, warehouse="file://" + warehouse)
+
+
+class Engine:
+    def __init__(self, db, warehouse):
+        self.catalog = catalog(db, warehouse)
+        self.planned = {}  # snapshot id -> the files it references (they never change)
+
+    def table(self, name):
+        return self.catalog.load_table(name)
+
+    def segment(self, path, batches):
+        parts = []
+        for b in batches:
+            if "marker" in b:
+                key = (1 if b["commit"] else 0).to_bytes(4, "big")
+                value = (0).to_bytes(2, "big") + (7).to_bytes(4, "big")
+                data, _ = v2_batch(b["marker"], [(b["ts"], key, value, [])], txn=True, pid=b["pid"], epoch=0,
+                                   control=True)
+            else:
+                records = [(ts, None if k is None else k.encode(), v.encode(), []) for ts, k, v in b["records"]]
+                pid = b.get("pid")
+                data, _ = v2_batch(b["base"], records, txn=pid is not None, pid=-1 if pid is None else pid,
+                                   epoch=-1 if pid is None else 0)
+            parts.append(data)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(b"".join(parts))
+
+    def append(self, table, rows):
+        import pyarrow as pa
+        t = self.table(table)
+        out = []
+        for r in rows:
+            r = dict(r)
+            ts = datetime.datetime.fromtimestamp(r.pop("ts") / 1000, datetime.timezone.utc)
+            r["_kafka"] = {"partition": r.pop("partition"), "offset": r.pop("offset"), "timestamp": ts,
+                           "timestamp_type": "create", "headers": [], "key": None}
+            out.append(r)
+        t.append(pa.Table.from_pylist(out, schema=t.schema().as_arrow()))
+
+    def delete(self, table, lo, hi):
+        from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+        self.table(table).delete(And(GreaterThanOrEqual("id", lo), LessThan("id", hi)))
+
+    def pos_delete(self, table, lo, hi):
+        import foreign_delete
+        t = self.table(table)
+        rows = ["%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in self.between(t, lo, hi)]
+        self.commit_deletes(t, foreign_delete.position_deletes(t, rows))
+
+    def eq_delete(self, table, lo, hi):
+        import foreign_delete
+        t = self.table(table)
+        names = sorted({r["name"] for r in self.between(t, lo, hi) if r.get("name") is not None})
+        self.commit_deletes(t, foreign_delete.equality_deletes(t, "name", names) if names else [])
+
+    @staticmethod
+    def between(t, lo, hi):
+        from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+        return t.scan(row_filter=And(GreaterThanOrEqual("id", lo), LessThan("id", hi))).to_arrow().to_pylist()
+
+    @staticmethod
+    def commit_deletes(t, files):
+        """One snapshot adding the delete files (tests/py/foreign_delete.py writes them)."""
+        import foreign_delete
+        if files:
+            with t.transaction() as tx:
+                with foreign_delete._AddDeleteFiles(tx, t.io, files):
+                    pass
+
+    def properties(self, table, set):
+        with self.table(table).transaction() as tx:
+            tx.set_properties(set)
+
+    def add_column(self, table, name):
+        from pyiceberg.types import StringType
+        with self.table(table).update_schema() as u:
+            u.add_column(name, StringType())
+
+    def move(self, table, column, before):
+        with self.table(table).update_schema() as u:
+            if before is None:
+                u.move_first(column)
+            else:
+                u.move_before(column, before)
+
+    def rename(self, table, **names):
+        with self.table(table).update_schema() as u:
+            u.rename_column(names["from"], names["to"])
+
+    def drop(self, table, column):
+        with self.table(table).update_schema() as u:
+            u.delete_column(column)
+
+    def spec(self, table, source, transform, name):
+        from pyiceberg.transforms import parse_transform
+        with self.table(table).update_spec() as u:
+            u.add_field(source, parse_transform(transform), name)
+
+    def tag(self, table, name):
+        t = self.table(table)
+        t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, name).commit()
+
+    def branch(self, table, name):
+        t = self.table(table)
+        t.manage_snapshots().create_branch(t.current_snapshot().snapshot_id, name).commit()
+
+    def read(self, table, ref):
+        from pyiceberg.exceptions import NoSuchTableError
+        try:
+            t = self.table(table)
+        except NoSuchTableError:
+            return None
+        if ref is None:
+            snapshot = t.current_snapshot()
+        else:
+            if ref not in t.metadata.refs:
+                return {"snapshot": None, "rows": None, "missing_ref": True}
+            snapshot = t.snapshot_by_id(t.metadata.refs[ref].snapshot_id)
+        if snapshot is None:
+            return {"snapshot": None, "rows": []}
+        # The table read with its current schema; a ref as of its snapshot's schema.
+        scan = t.scan() if ref is None else t.scan(snapshot_id=snapshot.snapshot_id)
+        data = scan.to_arrow().to_pylist()
+        rows = []
+        for row in data:
+            meta = row.pop("_kafka", None) or {}
+            values = {k: v for k, v in ((k, clean(v)) for k, v in row.items()) if v is not None}
+            if meta.get("key") is not None:
+                values["__key"] = meta["key"].decode("utf-8", "replace")
+            rows.append([meta.get("partition"), meta.get("offset"), values])
+        return {"snapshot": str(snapshot.snapshot_id), "rows": rows}
+
+    def columns(self, table):
+        return [f.name for f in self.table(table).schema().fields]
+
+    def refs(self, table):
+        return {name: str(ref.snapshot_id) for name, ref in self.table(table).metadata.refs.items()}
+
+    def files(self, table):
+        t = self.table(table)
+        io = t.io
+        missing = []
+        for snapshot in t.metadata.snapshots:
+            if not exists(snapshot.manifest_list):
+                missing.append("%s (manifest list of %d)" % (snapshot.manifest_list, snapshot.snapshot_id))
+                continue
+            if snapshot.snapshot_id not in self.planned:
+                paths = [m.manifest_path for m in snapshot.manifests(io)]
+                for task in t.scan(snapshot_id=snapshot.snapshot_id).plan_files():
+                    paths.append(task.file.file_path)
+                    paths.extend(d.file_path for d in task.delete_files)
+                self.planned[snapshot.snapshot_id] = sorted(set(paths))
+            missing.extend("%s (of snapshot %d)" % (p, snapshot.snapshot_id)
+                           for p in self.planned[snapshot.snapshot_id] if not exists(p))
+        return missing
+
+
+def exists(path):
+    return os.path.exists(path[len("file://"):] if path.startswith("file://") else path)
+
+
+def clean(value):
+    """A value as JSON, nulls left out of structs (an absent field and a null one read alike)."""
+    if isinstance(value, dict):
+        value = {k: c for k, c in ((k, clean(v)) for k, v in value.items()) if c is not None}
+        return value or None
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    return value
+
+
+def main():
+    engine = Engine(*sys.argv[1:3])
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request.pop("op")
+        try:
+            answer = {"ok": getattr(engine, op)(**request)}
+        except Exception as e:  # every failure is the test's to judge
+            answer = {"error": "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc(limit=4))}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
