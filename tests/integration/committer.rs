@@ -366,7 +366,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         schema: Arc::new(schema.clone()),
         target_size: 128 << 20,
     };
-    let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None).await.unwrap();
+    let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None, None).await.unwrap();
     let compaction = CompactionTask {
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,

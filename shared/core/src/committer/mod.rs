@@ -662,7 +662,7 @@ impl TableLayout<'_> {
             schema: Arc::new(written.rewrite_schema().clone()),
             target_size: u64::MAX,
         };
-        let files = rewrite_files(output, self.spec, &[planned.file.path()], keep).await?;
+        let files = rewrite_files(output, self.spec, &[planned.file.path()], keep, Some(&written.schema)).await?;
         Ok(files.into_iter().map(|f| f.data_file).collect())
     }
 }

@@ -17,7 +17,7 @@
 //! ```
 //!
 //! The planner is a pure function of the files, their added-at times (the timestamp of
-//! the snapshot that added each, [`live_data_files_added`]), the [`CompactionPolicy`] and
+//! the snapshot that added each, [`crate::table::snapshot::live_data_files_added`]), the [`CompactionPolicy`] and
 //! `now_ms`. Files compacted before are gone from the live set, so the small files are
 //! those written since the last compaction (plus the small tails of earlier outputs).
 //!
@@ -52,8 +52,9 @@ use std::sync::Arc;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
+use super::deletes::rewritable_files;
 use super::rewrite::rewrite_files;
-use super::snapshot::{LiveFile, live_data_files_added};
+use super::snapshot::LiveFile;
 use crate::config::TopicConfig;
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
@@ -279,7 +280,8 @@ pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String
 }
 
 /// What to compact in the table's current snapshot at `now_ms`: the bins of [`plan`],
-/// those of one group made one ([`per_group`]).
+/// those of one group made one ([`per_group`]), of the data files no other engine's
+/// delete file may apply to ([`rewritable_files`]).
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
@@ -287,7 +289,15 @@ pub async fn bins(
     now_ms: i64,
 ) -> iceberg::Result<Vec<Bin>> {
     let schema = metadata.current_schema();
-    Ok(per_group(plan(live_data_files_added(file_io, metadata).await?, schema, policy, now_ms)))
+    let (files, left_alone) = rewritable_files(file_io, metadata).await?;
+    if left_alone > 0 {
+        tracing::info!(
+            location = metadata.location(),
+            files = left_alone,
+            "data files with delete files of other engines left as they are"
+        );
+    }
+    Ok(per_group(plan(files, schema, policy, now_ms)))
 }
 
 /// The emitted bins of each group as one bin, files in the order of the plan (by first
@@ -335,7 +345,7 @@ pub async fn rewrite_bin(
         schema: Arc::new(schema.clone()),
         target_size: policy.target,
     };
-    let written = rewrite_files(output, &spec, &paths, None).await?;
+    let written = rewrite_files(output, &spec, &paths, None, None).await?;
     let added =
         written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
     tracing::info!(table = %table, task_id = %task_id, files = paths.len(), bytes = bin.bytes(),

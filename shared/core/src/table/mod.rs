@@ -6,8 +6,10 @@
 //! and compactions planned by [`compaction`].
 
 pub mod compaction;
+pub mod deletes;
 pub mod name;
 pub mod offsets;
+pub mod project;
 pub mod rewrite;
 pub mod snapshot;
 pub mod state;
