@@ -20,7 +20,7 @@ pub mod uuid_text;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_schema::{DataType, Fields};
+use arrow_schema::DataType;
 use iceberg::spec::Schema;
 
 use crate::columns::Shape;
@@ -147,7 +147,7 @@ impl Formats {
             Shape::Column(column(KEY_COLUMN))
         };
         let value_shape = if payload_layout {
-            Shape::Fields(Fields::from(fields[1..].to_vec()))
+            Shape::Fields(crate::columns::payload_fields(fields))
         } else {
             Shape::Column(column(VALUE_COLUMN))
         };
