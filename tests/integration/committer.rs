@@ -785,6 +785,17 @@ pub(crate) fn local_committer(warehouse: &Path) -> Committer {
 
 /// The materializer's task for the segment at `object` under `input`.
 pub(crate) async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
+    materialize_with(config, input, warehouse, object, None).await
+}
+
+/// [`materialize`], the table's schema looked up in `tables` (as `floe local run` does).
+pub(crate) async fn materialize_with(
+    config: FloeConfig,
+    input: &Path,
+    warehouse: &str,
+    object: &str,
+    tables: Option<Arc<dyn floe_core::table::TableLookup>>,
+) -> CommitTask {
     let materializer = Materializer {
         config: Arc::new(config),
         registry: None,
@@ -792,7 +803,7 @@ pub(crate) async fn materialize(config: FloeConfig, input: &Path, warehouse: &st
         file_io: floe_core::storage::local_file_io(),
         warehouse: warehouse.to_string(),
         queue: Arc::new(floe_core::queue::InProcessQueue::default()),
-        tables: None,
+        tables,
         limits: Default::default(),
     };
     let Outcome::Queued(task) = materializer.handle(&ObjectRef::new("", object)).await.unwrap() else {

@@ -41,6 +41,14 @@
 //! new files the plan soon comes to nothing; and a new tail, added at its compaction's
 //! time, waits a window again unless new files fill a bin or are past the window.
 //!
+//! Other engines' row-level deletes: a data file that a live delete file may apply to
+//! (position deletes, equality deletes, deletion vectors; [`crate::table::deletes`]) is
+//! never planned — rewritten, its deleted rows would come back. It stays as it is until
+//! the engine that deleted rewrites it; files newer than the deletes are compacted. The
+//! rewrite reads each input's columns by field id into the current schema
+//! ([`crate::table::project`]): files of older schemas, or of columns another engine
+//! moved, renamed or dropped, compact into the table's columns.
+//!
 //! A bin never holds files of two partition values, so its outputs keep that value.
 //! Grouping by Kafka partition too keeps each output's offsets from one Kafka partition
 //! (output names carry the first offset, so they cannot collide) and its offset range
