@@ -85,16 +85,21 @@ impl Clicks {
 
     /// Writes segments `first..first + n` of Kafka partition `partition`; their keys.
     pub(crate) fn segments(&self, partition: i32, n: i64, first: i64) -> Vec<String> {
+        self.segments_of("clicks", partition, n, first)
+    }
+
+    /// [`Self::segments`] of another topic (table `kafka.<topic>`).
+    pub(crate) fn segments_of(&self, topic: &str, partition: i32, n: i64, first: i64) -> Vec<String> {
         let (p, n, first) = (partition.to_string(), n.to_string(), first.to_string());
         let out = std::process::Command::new(support::python())
             .arg(support::root().join("tests/py/make_compaction.py"))
-            .args([self.input.path().to_str().unwrap(), "clicks", &p, &n, &first])
+            .args([self.input.path().to_str().unwrap(), topic, &p, &n, &first])
             .output()
             .unwrap();
         assert!(out.status.success(), "make_compaction.py: {}", String::from_utf8_lossy(&out.stderr));
         let first: i64 = first.parse().unwrap();
         (first..first + n.parse::<i64>().unwrap())
-            .map(|s| format!("clicks-{partition}/{:020}.log", s * RECORDS))
+            .map(|s| format!("{topic}-{partition}/{:020}.log", s * RECORDS))
             .collect()
     }
 
@@ -116,7 +121,7 @@ impl Clicks {
     }
 
     /// The compactor `floe local` runs, queueing into `queue`.
-    fn compactor(&self, queue: Arc<InProcessQueue>) -> Compactor {
+    pub(crate) fn compactor(&self, queue: Arc<InProcessQueue>) -> Compactor {
         Compactor {
             catalog: self.catalog.clone(),
             file_io: self.committer.file_io.clone(),

@@ -137,24 +137,26 @@ fn assert_keys_in(
     }
 }
 
-/// Another engine moves `value` before `key`, renames `key`, adds a column of its own
-/// first. Floe's next segments land in the columns of their names (`key` added back, a
-/// new column); then the renamed key is dropped, and compaction rewrites old and new
-/// files into the current schema by field id: every value stays in its column, the
+/// Another engine moves `value` before `key`; Floe's next segment lands in the columns
+/// of their names (before the fix: a panic, `key` taken to be the second column). Then
+/// it renames `key` and adds a column of its own first: Floe's next segment gets `key`
+/// back as a new column. Then the renamed key is dropped, and compaction rewrites old and
+/// new files into the current schema by field id: every value stays in its column, the
 /// dropped column's bytes nowhere. Floe then keeps committing.
 #[tokio::test]
 async fn columns_other_engines_move_rename_and_drop_keep_their_values_through_compaction() {
     let (clicks, before) = Clicks::committed("", &[2]).await;
     schema_change(&clicks, &["move_before:value:key"]);
+    clicks.commit(&clicks.segments(0, 1, 2)).await;
     schema_change(&clicks, &["rename:key:kafka_key", "add:note"]);
     schema_change(&clicks, &["move_first:note"]);
-    let new = clicks.segments(0, 2, 2);
-    clicks.commit(&new).await;
+    clicks.commit(&clicks.segments(0, 1, 3)).await;
     let values = clicks.read().values;
     assert_eq!(values.len(), 4 * RECORDS as usize);
-    let (old, added) = (0..2 * RECORDS, 2 * RECORDS..4 * RECORDS);
+    let (old, added) = (0..3 * RECORDS, 3 * RECORDS..4 * RECORDS);
     let read = rows(&clicks);
-    assert_keys_in(&read, old.clone(), "kafka_key", &before.values);
+    assert_keys_in(&read, old.clone(), "kafka_key", &values);
+    assert_keys_in(&read, 0..2 * RECORDS, "kafka_key", &before.values);
     assert_keys_in(&read, added.clone(), "key", &values);
 
     schema_change(&clicks, &["drop:kafka_key"]);
@@ -164,8 +166,7 @@ async fn columns_other_engines_move_rename_and_drop_keep_their_values_through_co
     assert_eq!(clicks.live().await.len(), 1);
     assert_eq!(rows(&clicks), dropped, "every value in its column after the compaction");
 
-    let last = clicks.segments(0, 1, 4);
-    clicks.commit(&last).await;
+    clicks.commit(&clicks.segments(0, 1, 4)).await;
     let read = rows(&clicks);
     assert_eq!(read.len(), 5 * RECORDS as usize);
     assert_keys_in(&read, 4 * RECORDS..5 * RECORDS, "key", &HashMap::new());
@@ -190,4 +191,27 @@ async fn a_table_whose_topic_gained_a_column_compacts() {
     assert_same_rows(&before, &after);
     let row: Value = serde_json::from_str(after.values["0/15"].as_deref().unwrap()).unwrap();
     assert_eq!(row, serde_json::json!({"id": 15, "items": [5], "meta": {"tag": "t5"}, "name": "b5"}));
+}
+
+/// One table that cannot be compacted (a data file damaged on disk) fails on its own
+/// line of the run; the next table is compacted all the same.
+#[tokio::test]
+async fn a_table_that_fails_to_compact_does_not_stop_the_others() {
+    let (clicks, _) = Clicks::committed("", &[2]).await;
+    let views = clicks.segments_of("views", 0, 2, 0);
+    clicks.commit(&views).await;
+    let damaged = clicks.live().await[0].file_path().to_string();
+    let size = std::fs::metadata(&damaged).unwrap().len() as usize;
+    std::fs::write(&damaged, vec![b'x'; size]).unwrap();
+
+    let queue = std::sync::Arc::new(floe_core::queue::InProcessQueue::default());
+    let report = clicks.compactor(queue.clone()).run(clicks.committed_at().await + 16 * MINUTE, None).await;
+    let lines: Vec<(String, usize, bool)> = report
+        .tables
+        .iter()
+        .map(|t| (t.table.as_ref().unwrap().to_string(), t.compactions, t.error.is_some()))
+        .collect();
+    assert_eq!(lines, [("kafka.clicks".into(), 0, true), ("kafka.views".into(), 1, false)], "{report:?}");
+    assert!(report.tables[0].error.as_ref().unwrap().to_string().contains(&damaged));
+    assert_eq!(queue.drain().len(), 1);
 }

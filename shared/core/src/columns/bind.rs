@@ -53,6 +53,16 @@ fn missing(what: &str) -> iceberg::Error {
     )
 }
 
+/// Whether the converter can write rows of `schema`: `Err` naming the first column Floe
+/// writes that the table lacks or has with another type.
+pub fn writable(schema: &iceberg::spec::Schema) -> Result<(), iceberg::Error> {
+    let arrow = std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+    let bound = Bound::new(&arrow)?;
+    let root = StructColumn::new(&bound.fields)
+        .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, e.to_string()))?;
+    bound.check(&root)
+}
+
 /// The fields of the value-as-payload layout's value: every column but `_kafka`, in the
 /// table's order (what the value decoder writes, and where the converter keeps them).
 pub fn payload_fields(table: &Fields) -> Fields {

@@ -430,6 +430,25 @@ mod tests {
             .err()
             .expect("no value column");
         assert!(err.to_string().contains("value"), "{err}");
+        assert!(bind::writable(&moved_schema(false)).is_ok());
+        // `_kafka.partition` promoted to long by another engine: not the int Floe writes.
+        use iceberg::spec::{NestedField, PrimitiveType, StructType, Type};
+        let schema = moved_schema(false);
+        let fields = schema.as_struct().fields().iter().map(|f| match &*f.field_type {
+            Type::Struct(kafka) if f.name == "_kafka" => {
+                let promoted = kafka.fields().iter().map(|k| match k.name.as_str() {
+                    "partition" => {
+                        Arc::new(NestedField::required(k.id, "partition", Type::Primitive(PrimitiveType::Long)))
+                    }
+                    _ => k.clone(),
+                });
+                Arc::new(NestedField::required(f.id, "_kafka", Type::Struct(StructType::new(promoted.collect()))))
+            }
+            _ => f.clone(),
+        });
+        let promoted = Schema::builder().with_fields(fields.collect::<Vec<_>>()).build().unwrap();
+        let err = bind::writable(&promoted).unwrap_err();
+        assert!(err.to_string().contains("_kafka.partition"), "{err}");
     }
 
     fn raw_record<'a>(offset: i64, value: &'a [u8], headers: Headers<'a>) -> Record<'a> {

@@ -11,7 +11,8 @@
 //!       rewrite ─▶ hold its outputs (registry; a copy queued earlier and not done keeps
 //!                  its files held too) ─▶ send (the committer's queue)
 //!    sweep (when on): unreferenced files past the grace period, held ones kept
-//!  one table's failure is reported on its line; the others go on
+//!  one table's failure (an error, or a library's panic) is reported on its line; the
+//!  others go on
 //! ```
 //!
 //! A task's id is a hash of the table, the snapshot planned from and the bin's files, so a
@@ -109,13 +110,27 @@ impl Compactor {
             } else if let Some(reason) = registered.suspended {
                 tracing::info!(table = %table, %reason, "suspended: not compacted");
                 run.skipped = Some(format!("suspended: {reason}"));
-            } else if let Err(e) = self.table(&table, now_ms, deadline, &mut run).await {
+            } else if let Err(e) = self.guarded_table(&table, now_ms, deadline, &mut run).await {
                 tracing::error!(table = %table, error = %e, retryable = e.retryable(), "maintenance failed");
                 run.error = Some(e);
             }
             report.tables.push(run);
         }
         report
+    }
+
+    /// [`Self::table`], a panic in a library (on a file's values) turned into an error of
+    /// this table: one table's failure never stops the run.
+    async fn guarded_table(
+        &self,
+        table: &TableName,
+        now_ms: i64,
+        deadline: Option<Instant>,
+        run: &mut TableRun,
+    ) -> Result<(), MaintenanceError> {
+        crate::guard::guarded(self.table(table, now_ms, deadline, run))
+            .await
+            .unwrap_or_else(|panic| Err(MaintenanceError::Internal { table: table.to_string(), panic }))
     }
 
     /// Compacts `table`, then sweeps it (when on): the sweep runs even when the
