@@ -1,5 +1,5 @@
 //! Records → Arrow record batches in the table's layout ([`crate::schema::layout`]),
-//! column by column: the Kafka metadata from the record, the key and the value through a
+//! its columns found by name wherever the table has them ([`bind`]), column by column: the Kafka metadata from the record, the key and the value through a
 //! [`PayloadDecoder`] per format. Nothing is allocated per record beyond what the Arrow
 //! buffers need.
 //!

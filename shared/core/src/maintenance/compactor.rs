@@ -110,7 +110,7 @@ impl Compactor {
             } else if let Some(reason) = registered.suspended {
                 tracing::info!(table = %table, %reason, "suspended: not compacted");
                 run.skipped = Some(format!("suspended: {reason}"));
-            } else if let Err(e) = self.guarded_table(&table, now_ms, deadline, &mut run).await {
+            } else if let Err(e) = self.guarded(&table, self.table(&table, now_ms, deadline, &mut run)).await {
                 tracing::error!(table = %table, error = %e, retryable = e.retryable(), "maintenance failed");
                 run.error = Some(e);
             }
@@ -119,18 +119,15 @@ impl Compactor {
         report
     }
 
-    /// [`Self::table`], a panic in a library (on a file's values) turned into an error of
-    /// this table: one table's failure never stops the run.
-    async fn guarded_table(
+    /// `work` on `table`, a panic in a library (on a file's values) turned into an error
+    /// of this table: one table's failure never stops the run.
+    async fn guarded(
         &self,
         table: &TableName,
-        now_ms: i64,
-        deadline: Option<Instant>,
-        run: &mut TableRun,
+        work: impl std::future::Future<Output = Result<(), MaintenanceError>>,
     ) -> Result<(), MaintenanceError> {
-        crate::guard::guarded(self.table(table, now_ms, deadline, run))
-            .await
-            .unwrap_or_else(|panic| Err(MaintenanceError::Internal { table: table.to_string(), panic }))
+        let panicked = |panic| Err(MaintenanceError::Internal { table: table.to_string(), panic });
+        crate::guard::guarded(work).await.unwrap_or_else(panicked)
     }
 
     /// Compacts `table`, then sweeps it (when on): the sweep runs even when the
