@@ -237,3 +237,26 @@ async fn a_table_that_fails_to_compact_does_not_stop_the_others() {
     assert!(report.tables[0].error.as_ref().unwrap().to_string().contains(&damaged));
     assert_eq!(queue.drain().len(), 1);
 }
+
+/// A compaction planned before another engine deleted rows of one of its inputs is
+/// rejected: committed, it would remove the file the position deletes name, and the
+/// rows would come back.
+#[tokio::test]
+async fn a_compaction_planned_before_another_engine_deleted_rows_of_its_inputs_is_rejected() {
+    let (clicks, _) = Clicks::committed("", &[4]).await;
+    let queue = std::sync::Arc::new(floe_core::queue::InProcessQueue::default());
+    let report = clicks.compactor(queue.clone()).run(clicks.committed_at().await + 16 * MINUTE, None).await;
+    assert_eq!(report.tables[0].compactions, 1, "{report:?}");
+    delete(&clicks, &["position", "0/5"]);
+    let want = offsets(0..4 * RECORDS, &[5]);
+    assert_eq!(clicks.read().offsets, want);
+
+    let report = clicks.committer.commit_all(&queue.drain(), None).await;
+    let rejected = results(&report);
+    assert!(
+        matches!(&rejected[..], [TaskResult::Rejected { reason }] if reason.contains("another engine's deletes")),
+        "{report:?}"
+    );
+    assert_eq!(clicks.live().await.len(), 4);
+    assert_eq!(clicks.read().offsets, want, "the deleted row stays deleted");
+}
