@@ -366,7 +366,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         schema: Arc::new(schema.clone()),
         target_size: 128 << 20,
     };
-    let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None).await.unwrap();
+    let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None, None).await.unwrap();
     let compaction = CompactionTask {
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,
@@ -803,6 +803,17 @@ pub(crate) fn local_committer(warehouse: &Path) -> Committer {
 
 /// The materializer's task for the segment at `object` under `input`.
 pub(crate) async fn materialize(config: FloeConfig, input: &Path, warehouse: &str, object: &str) -> CommitTask {
+    materialize_with(config, input, warehouse, object, None).await
+}
+
+/// [`materialize`], the table's schema looked up in `tables` (as `floe local run` does).
+pub(crate) async fn materialize_with(
+    config: FloeConfig,
+    input: &Path,
+    warehouse: &str,
+    object: &str,
+    tables: Option<Arc<dyn floe_core::table::TableLookup>>,
+) -> CommitTask {
     let materializer = Materializer {
         config: Arc::new(config),
         registry: None,
@@ -810,7 +821,7 @@ pub(crate) async fn materialize(config: FloeConfig, input: &Path, warehouse: &st
         file_io: floe_core::storage::local_file_io(),
         warehouse: warehouse.to_string(),
         queue: Arc::new(floe_core::queue::InProcessQueue::default()),
-        tables: None,
+        tables,
         limits: Default::default(),
     };
     let Outcome::Queued(task) = materializer.handle(&ObjectRef::new("", object)).await.unwrap() else {

@@ -21,24 +21,24 @@ use floe_core::queue::InProcessQueue;
 use floe_core::task::{TableName, Task};
 use iceberg::spec::DataFile;
 
-use crate::committer::{Read, materialize, read_local};
+use crate::committer::{Read, materialize_with, read_local};
 use crate::support;
 
 /// The compaction target the tests configure (the smallest `compaction_target_size`).
 const TARGET: u64 = 1 << 20;
 /// Records per generated segment (make_compaction.py).
-const RECORDS: i64 = 270;
-const MINUTE: i64 = 60 * 1000;
+pub(crate) const RECORDS: i64 = 270;
+pub(crate) const MINUTE: i64 = 60 * 1000;
 
 /// A local warehouse with the topic `clicks` (table `kafka.clicks`), its segments, and
 /// the committer and registry `floe local` uses.
-struct Clicks {
-    input: tempfile::TempDir,
-    warehouse: tempfile::TempDir,
+pub(crate) struct Clicks {
+    pub(crate) input: tempfile::TempDir,
+    pub(crate) warehouse: tempfile::TempDir,
     config: FloeConfig,
     catalog: Arc<dyn Catalog>,
     locks: Arc<SqliteLocks>,
-    committer: Committer,
+    pub(crate) committer: Committer,
 }
 
 fn table() -> TableName {
@@ -46,8 +46,8 @@ fn table() -> TableName {
 }
 
 impl Clicks {
-    /// `partition_by`: a `floe.toml` line, or "".
-    fn new(partition_by: &str) -> Clicks {
+    /// `partition_by`: a `floe.toml` line of `[defaults]` (or several), or "".
+    pub(crate) fn new(partition_by: &str) -> Clicks {
         let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let config = FloeConfig::parse(&format!(
             "[defaults]\nenabled = true\ncompaction_target_size = \"1MiB\"\n{partition_by}"
@@ -72,7 +72,7 @@ impl Clicks {
 
     /// A table of `segments` (per Kafka partition: how many) committed in one batch, and
     /// what PyIceberg reads from it then.
-    async fn committed(partition_by: &str, segments: &[i64]) -> (Clicks, Read) {
+    pub(crate) async fn committed(partition_by: &str, segments: &[i64]) -> (Clicks, Read) {
         let clicks = Clicks::new(partition_by);
         let mut objects = Vec::new();
         for (partition, &n) in (0..).zip(segments) {
@@ -84,25 +84,36 @@ impl Clicks {
     }
 
     /// Writes segments `first..first + n` of Kafka partition `partition`; their keys.
-    fn segments(&self, partition: i32, n: i64, first: i64) -> Vec<String> {
+    pub(crate) fn segments(&self, partition: i32, n: i64, first: i64) -> Vec<String> {
+        self.segments_of("clicks", partition, n, first)
+    }
+
+    /// [`Self::segments`] of another topic (table `kafka.<topic>`).
+    pub(crate) fn segments_of(&self, topic: &str, partition: i32, n: i64, first: i64) -> Vec<String> {
         let (p, n, first) = (partition.to_string(), n.to_string(), first.to_string());
         let out = std::process::Command::new(support::python())
             .arg(support::root().join("tests/py/make_compaction.py"))
-            .args([self.input.path().to_str().unwrap(), "clicks", &p, &n, &first])
+            .args([self.input.path().to_str().unwrap(), topic, &p, &n, &first])
             .output()
             .unwrap();
         assert!(out.status.success(), "make_compaction.py: {}", String::from_utf8_lossy(&out.stderr));
         let first: i64 = first.parse().unwrap();
         (first..first + n.parse::<i64>().unwrap())
-            .map(|s| format!("clicks-{partition}/{:020}.log", s * RECORDS))
+            .map(|s| format!("{topic}-{partition}/{:020}.log", s * RECORDS))
             .collect()
     }
 
-    /// Materializes the segments and commits them in one batch.
-    async fn commit(&self, objects: &[String]) {
+    /// Materializes the segments (the table's schema looked up, as `floe local run` does)
+    /// and commits them in one batch.
+    pub(crate) async fn commit(&self, objects: &[String]) {
+        let tables: Arc<dyn floe_core::table::TableLookup> = Arc::new(floe_core::table::CatalogTables {
+            catalog: self.catalog.clone(),
+            file_io: self.committer.file_io.clone(),
+        });
         let mut tasks = Vec::new();
         for object in objects {
-            let task = materialize(self.config.clone(), self.input.path(), &self.committer.warehouse, object).await;
+            let (config, input) = (self.config.clone(), self.input.path());
+            let task = materialize_with(config, input, &self.committer.warehouse, object, Some(tables.clone())).await;
             tasks.push(Task::Data(Box::new(task)));
         }
         let report = self.committer.commit_all(&tasks, None).await;
@@ -110,7 +121,7 @@ impl Clicks {
     }
 
     /// The compactor `floe local` runs, queueing into `queue`.
-    fn compactor(&self, queue: Arc<InProcessQueue>) -> Compactor {
+    pub(crate) fn compactor(&self, queue: Arc<InProcessQueue>) -> Compactor {
         Compactor {
             catalog: self.catalog.clone(),
             file_io: self.committer.file_io.clone(),
@@ -135,13 +146,13 @@ impl Clicks {
     }
 
     /// A compactor run at `now_ms`, its tasks committed at once (as `floe local compact`).
-    async fn compact(&self, now_ms: i64) -> (TableRun, BatchReport) {
+    pub(crate) async fn compact(&self, now_ms: i64) -> (TableRun, BatchReport) {
         let (run, tasks) = self.plan(now_ms).await;
         assert_eq!(tasks.len(), run.compactions);
         (run, self.committer.commit_all(&tasks, None).await)
     }
 
-    fn read(&self) -> Read {
+    pub(crate) fn read(&self) -> Read {
         read_local(self.warehouse.path(), "kafka.clicks")
     }
 
@@ -151,11 +162,11 @@ impl Clicks {
     }
 
     /// When the current snapshot was committed.
-    async fn committed_at(&self) -> i64 {
+    pub(crate) async fn committed_at(&self) -> i64 {
         self.metadata().await.current_snapshot().unwrap().timestamp_ms()
     }
 
-    async fn live(&self) -> Vec<DataFile> {
+    pub(crate) async fn live(&self) -> Vec<DataFile> {
         let metadata = self.metadata().await;
         let mut files = floe_core::table::snapshot::live_data_files(&self.committer.file_io, &metadata).await.unwrap();
         files.sort_by(|a, b| a.file_path().cmp(b.file_path()));
@@ -177,12 +188,12 @@ fn kafka_partition(path: &str) -> i32 {
     path.rsplit('/').next().unwrap().split('-').next().unwrap().parse().unwrap()
 }
 
-fn results(report: &BatchReport) -> Vec<TaskResult> {
+pub(crate) fn results(report: &BatchReport) -> Vec<TaskResult> {
     report.results.iter().map(|(_, r)| r.clone()).collect()
 }
 
 /// The same multiset of rows: every offset once, each with its value.
-fn assert_same_rows(before: &Read, after: &Read) {
+pub(crate) fn assert_same_rows(before: &Read, after: &Read) {
     assert_eq!((after.rows, after.duplicates), (before.rows, 0));
     assert_eq!(after.offsets, before.offsets);
     assert_eq!(after.values, before.values);

@@ -1,5 +1,5 @@
 //! Records → Arrow record batches in the table's layout ([`crate::schema::layout`]),
-//! column by column: the Kafka metadata from the record, the key and the value through a
+//! its columns found by name wherever the table has them ([`bind`]), column by column: the Kafka metadata from the record, the key and the value through a
 //! [`PayloadDecoder`] per format. Nothing is allocated per record beyond what the Arrow
 //! buffers need.
 //!
@@ -8,6 +8,7 @@
 //! (so every column keeps the same length) and drops it when the batch is finished; the
 //! caller decides what becomes of the record (suspend, skip, DLQ).
 
+pub mod bind;
 pub mod builder;
 #[cfg(test)]
 pub mod damage;
@@ -20,8 +21,9 @@ use iceberg::spec::Schema;
 
 use crate::registry::wire::header_name;
 pub use crate::registry::wire::{DecodeError, Payload, SchemaId, SchemaLoadError};
-use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
 use crate::segment::{Header, Record, TimestampType};
+pub use bind::payload_fields;
+use bind::{Bound, KafkaFields};
 pub use builder::{Column, FULL_OFFSETS, FixedValues, StructColumn};
 
 /// Decodes one format's payloads into Arrow columns.
@@ -81,15 +83,12 @@ impl PayloadDecoder for RawDecoder {
 pub struct RecordConverter {
     schema: Arc<Schema>,
     arrow_schema: SchemaRef,
+    /// The table's columns in the converter's order ([`bind`]): `_kafka` first.
+    bound: Bound,
     root: StructColumn,
     partition: i32,
     key: Arc<dyn PayloadDecoder>,
     value: Arc<dyn PayloadDecoder>,
-    /// Index of the first value field among the root's children (value-as-payload), or
-    /// `None` for the `_kafka`, `key`, `value` layout.
-    payload_start: Option<usize>,
-    /// Index of the `error` column of a dead-letter table.
-    error_column: Option<usize>,
     first_offset: Option<i64>,
     last_offset: Option<i64>,
     /// Payload bytes appended since the last [`Self::finish`].
@@ -98,16 +97,9 @@ pub struct RecordConverter {
     dropped: Vec<usize>,
 }
 
-/// Child positions inside `_kafka`.
-const K_PARTITION: usize = 0;
-const K_OFFSET: usize = 1;
-const K_TIMESTAMP: usize = 2;
-const K_TIMESTAMP_TYPE: usize = 3;
-const K_HEADERS: usize = 4;
-const K_KEY: usize = 5;
-
 impl RecordConverter {
-    /// `schema` must follow the table layout (see [`crate::schema::layout`]).
+    /// `schema` must have the table layout's columns (see [`crate::schema::layout`]), in
+    /// any order: an error names the first it lacks.
     pub fn new(
         schema: Arc<Schema>,
         partition: i32,
@@ -115,27 +107,18 @@ impl RecordConverter {
         value: Arc<dyn PayloadDecoder>,
     ) -> Result<RecordConverter, iceberg::Error> {
         let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
-        let root = StructColumn::new(arrow_schema.fields())
+        let bound = Bound::new(&arrow_schema)?;
+        let root = StructColumn::new(&bound.fields)
             .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, e.to_string()))?;
-        let names: Vec<&str> = schema.as_struct().fields().iter().map(|f| f.name.as_str()).collect();
-        if names.first() != Some(&KAFKA_COLUMN) {
-            return Err(iceberg::Error::new(
-                iceberg::ErrorKind::DataInvalid,
-                "table schema does not start with _kafka",
-            ));
-        }
-        let kv = names.get(1..3) == Some(&[KEY_COLUMN, VALUE_COLUMN][..]);
-        let payload_start = (!kv).then_some(1);
-        let error_column = (kv && names.get(3) == Some(&ERROR_COLUMN)).then_some(3);
+        bound.check(&root)?;
         Ok(RecordConverter {
             schema,
             arrow_schema,
+            bound,
             root,
             partition,
             key,
             value,
-            payload_start,
-            error_column,
             first_offset: None,
             last_offset: None,
             payload_bytes: 0,
@@ -199,25 +182,31 @@ impl RecordConverter {
     fn append_row(&mut self, record: &Record) -> Result<(), DecodeError> {
         let (key, value) = payloads(record);
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("_kafka is a struct") };
-        append_metadata(kafka, self.partition, record);
-        let key_column = match self.payload_start {
-            Some(_) => &mut kafka.children[K_KEY],
-            None => &mut self.root.children[1],
+        let k = self.bound.kafka;
+        append_metadata(kafka, &k, self.partition, record);
+        let key_column = match k.key {
+            Some(at) if self.bound.payload => &mut kafka.children[at],
+            _ => &mut self.root.children[1],
         };
         append_payload(&*self.key, key, key_column).map_err(|e| DecodeError { part: "key", ..e })?;
-        match self.payload_start {
-            Some(start) => {
-                let fields = &mut self.root.children[start..];
-                match value {
-                    Some(v) => self.value.append_fields(v, fields),
-                    None => {
-                        fields.iter_mut().for_each(Column::append_null);
-                        Ok(())
-                    }
+        if self.bound.payload {
+            let fields = &mut self.root.children[1..];
+            return match value {
+                Some(v) => self.value.append_fields(v, fields),
+                None => {
+                    fields.iter_mut().for_each(Column::append_null);
+                    Ok(())
                 }
-            }
-            None => append_payload(&*self.value, value, &mut self.root.children[2]),
+            };
         }
+        append_payload(&*self.value, value, &mut self.root.children[2])?;
+        self.append_others();
+        Ok(())
+    }
+
+    /// Nulls in the columns no part writes (another engine's, in a key-value table).
+    fn append_others(&mut self) {
+        self.root.children[self.bound.others..].iter_mut().for_each(Column::append_null);
     }
 
     /// Loads schema `id` into the key or value decoder (`part` of a [`DecodeError`]).
@@ -228,18 +217,17 @@ impl RecordConverter {
     /// Appends a record that could not be decoded, raw, with its error (dead-letter
     /// tables, whose schema is [`crate::schema::layout::dead_letter_struct`]).
     pub fn append_dead_letter(&mut self, record: &Record, error: &str) {
-        let Some(error_column) = self.error_column else {
-            unreachable!("append_dead_letter on a table without an error column")
-        };
+        assert!(self.bound.error, "append_dead_letter on a table without an error column");
         self.root.append_valid();
         let Column::Struct(kafka) = &mut self.root.children[0] else { unreachable!("layout") };
-        append_metadata(kafka, self.partition, record);
+        append_metadata(kafka, &self.bound.kafka, self.partition, record);
         for (i, payload) in [(1, record.key), (2, record.value)] {
             append_payload(&RawDecoder, payload.map(Payload::from), &mut self.root.children[i])
                 .expect("raw into binary");
         }
-        let Column::String(e) = &mut self.root.children[error_column] else { unreachable!("layout") };
+        let Column::String(e) = &mut self.root.children[3] else { unreachable!("layout") };
         e.append_value(error);
+        self.append_others();
         self.note_row(record);
     }
 
@@ -260,7 +248,7 @@ impl RecordConverter {
         // Debug builds (every test) check each batch in full.
         #[cfg(debug_assertions)]
         assert_valid(&array, "internal: the converter's batch");
-        let batch = RecordBatch::from(array).with_schema(self.arrow_schema.clone()).expect("same fields");
+        let batch = self.in_table_order(RecordBatch::from(array));
         if self.dropped.is_empty() {
             return batch;
         }
@@ -270,6 +258,17 @@ impl RecordConverter {
         }
         arrow::compute::filter_record_batch(&batch, &arrow_array::BooleanArray::from(keep))
             .expect("mask of the batch's length")
+    }
+}
+
+impl RecordConverter {
+    /// `batch` (the converter's columns) with the table's columns in the table's order.
+    fn in_table_order(&self, batch: RecordBatch) -> RecordBatch {
+        let columns = match self.bound.in_table_order() {
+            true => batch.columns().to_vec(),
+            false => self.bound.table_order.iter().map(|&i| batch.column(i).clone()).collect(),
+        };
+        RecordBatch::try_new(self.arrow_schema.clone(), columns).expect("the table's fields")
     }
 }
 
@@ -315,31 +314,32 @@ fn append_payload(
 }
 
 #[inline(always)]
-fn append_metadata(kafka: &mut StructColumn, partition: i32, record: &Record) {
+fn append_metadata(kafka: &mut StructColumn, k: &KafkaFields, partition: i32, record: &Record) {
     kafka.append_valid();
     let c = &mut kafka.children;
-    let Column::Int(p) = &mut c[K_PARTITION] else { unreachable!("layout") };
+    // The types are those Bound::check found when the converter was made.
+    let Column::Int(p) = &mut c[k.partition] else { unreachable!("layout") };
     p.append_value(partition);
-    let Column::Long(o) = &mut c[K_OFFSET] else { unreachable!("layout") };
+    let Column::Long(o) = &mut c[k.offset] else { unreachable!("layout") };
     o.append_value(record.offset);
-    let Column::TimestampMicros(ts) = &mut c[K_TIMESTAMP] else { unreachable!("layout") };
+    let Column::TimestampMicros(ts) = &mut c[k.timestamp] else { unreachable!("layout") };
     if record.timestamp >= 0 {
         ts.append_value(record.timestamp.saturating_mul(1000));
     } else {
         ts.append_null();
     }
-    let Column::String(tt) = &mut c[K_TIMESTAMP_TYPE] else { unreachable!("layout") };
+    let Column::String(tt) = &mut c[k.timestamp_type] else { unreachable!("layout") };
     tt.append_value(match record.timestamp_type {
         TimestampType::Create => "create",
         TimestampType::LogAppend => "log_append",
     });
-    let Column::List(headers) = &mut c[K_HEADERS] else { unreachable!("layout") };
+    let Column::List(headers) = &mut c[k.headers] else { unreachable!("layout") };
     let Column::Struct(header) = headers.child.as_mut() else { unreachable!("layout") };
     for h in record.headers.iter() {
         header.append_valid();
-        let Column::String(k) = &mut header.children[0] else { unreachable!("layout") };
-        k.append_value(String::from_utf8_lossy(h.key));
-        let Column::Binary(v) = &mut header.children[1] else { unreachable!("layout") };
+        let Column::String(key) = &mut header.children[k.header_key] else { unreachable!("layout") };
+        key.append_value(String::from_utf8_lossy(h.key));
+        let Column::Binary(v) = &mut header.children[k.header_value] else { unreachable!("layout") };
         v.append_option(h.value);
     }
     headers.close(record.headers.len());
@@ -388,6 +388,67 @@ mod tests {
         let source = table_struct(&PayloadType::Raw, &PayloadType::Raw).unwrap();
         let schema = Arc::new(crate::schema::plan(None, &source).unwrap().schema);
         RecordConverter::new(schema, 0, Arc::new(RawDecoder), Arc::new(RawDecoder)).unwrap()
+    }
+
+    /// A raw topic's schema with its columns as another engine left them: `value` moved
+    /// first, a column of its own before `_kafka`, `key` last — or without `value`.
+    fn moved_schema(drop_value: bool) -> Arc<Schema> {
+        use crate::schema::layout::{PayloadType, table_struct};
+        use iceberg::spec::{NestedField, PrimitiveType, Type};
+        let source = table_struct(&PayloadType::Raw, &PayloadType::Raw).unwrap();
+        let schema = crate::schema::plan(None, &source).unwrap().schema;
+        let by_name = |n: &str| schema.as_struct().field_by_name(n).unwrap().clone();
+        let note = Arc::new(NestedField::optional(100, "note", Type::Primitive(PrimitiveType::String)));
+        let mut fields = vec![by_name("value"), note, by_name("_kafka"), by_name("key")];
+        if drop_value {
+            fields.remove(0);
+        }
+        Arc::new(Schema::builder().with_fields(fields).build().unwrap())
+    }
+
+    #[test]
+    fn columns_are_found_by_name_wherever_the_table_has_them() {
+        let schema = moved_schema(false);
+        let mut converter = RecordConverter::new(schema, 3, Arc::new(RawDecoder), Arc::new(RawDecoder)).unwrap();
+        let record = Record { key: Some(b"k"), ..raw_record(7, b"v", Headers::default()) };
+        converter.append(&record).unwrap();
+        let batch = converter.finish();
+        let names: Vec<&str> = batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["value", "note", "_kafka", "key"], "the table's order");
+        use arrow_array::cast::AsArray;
+        assert_eq!(batch.column(0).as_binary::<i64>().value(0), b"v");
+        assert_eq!(batch.column(3).as_binary::<i64>().value(0), b"k");
+        assert_eq!(batch.column(1).null_count(), 1, "another engine's column: null");
+        let kafka = batch.column(2).as_struct();
+        let offset = kafka.column_by_name("offset").unwrap().as_primitive::<arrow_array::types::Int64Type>();
+        assert_eq!(offset.value(0), 7);
+    }
+
+    #[test]
+    fn a_table_without_a_column_floe_writes_is_an_error_naming_it() {
+        let err = RecordConverter::new(moved_schema(true), 0, Arc::new(RawDecoder), Arc::new(RawDecoder))
+            .err()
+            .expect("no value column");
+        assert!(err.to_string().contains("value"), "{err}");
+        assert!(bind::writable(&moved_schema(false)).is_ok());
+        // `_kafka.partition` promoted to long by another engine: not the int Floe writes.
+        use iceberg::spec::{NestedField, PrimitiveType, StructType, Type};
+        let schema = moved_schema(false);
+        let fields = schema.as_struct().fields().iter().map(|f| match &*f.field_type {
+            Type::Struct(kafka) if f.name == "_kafka" => {
+                let promoted = kafka.fields().iter().map(|k| match k.name.as_str() {
+                    "partition" => {
+                        Arc::new(NestedField::required(k.id, "partition", Type::Primitive(PrimitiveType::Long)))
+                    }
+                    _ => k.clone(),
+                });
+                Arc::new(NestedField::required(f.id, "_kafka", Type::Struct(StructType::new(promoted.collect()))))
+            }
+            _ => f.clone(),
+        });
+        let promoted = Schema::builder().with_fields(fields.collect::<Vec<_>>()).build().unwrap();
+        let err = bind::writable(&promoted).unwrap_err();
+        assert!(err.to_string().contains("_kafka.partition"), "{err}");
     }
 
     fn raw_record<'a>(offset: i64, value: &'a [u8], headers: Headers<'a>) -> Record<'a> {

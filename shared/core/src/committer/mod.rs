@@ -52,6 +52,7 @@ use crate::maintenance::holding::held_files;
 use crate::maintenance::{Activity, CompactionRecord, Failure, MaintenanceEvent, TableRegistry};
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
+use crate::table::deletes::rewritable_files;
 use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{STATE_KEY, TableState};
@@ -229,7 +230,8 @@ impl Committer {
     }
 
     /// Applies compactions, per table in one `replace` snapshot: each whose inputs are all
-    /// live (and not taken by an earlier one of the batch); the others are rejected.
+    /// live, without another engine's delete file applying to them (one added since the
+    /// plan), and not taken by an earlier one of the batch; the others are rejected.
     pub async fn compact(&self, tasks: &[CompactionTask], deadline: Option<Instant>) -> BatchReport {
         let mut report = BatchReport::default();
         let mut tables: Vec<&TableName> = tasks.iter().map(|t| &t.table).collect();
@@ -290,7 +292,10 @@ impl Committer {
             .iter()
             .map(|f| (f.file_path().to_string(), f.file_size_in_bytes()))
             .collect();
-        let live: HashSet<String> = sizes.keys().cloned().collect();
+        // An input another engine's delete file now applies to (deleted since the plan)
+        // counts as gone: rewritten, its deleted rows would come back.
+        let (rewritable, _) = rewritable_files(&self.file_io, metadata).await.map_err(&iceberg)?;
+        let live: HashSet<String> = rewritable.iter().map(|f| f.file.file_path().to_string()).collect();
         let spec = metadata.default_partition_spec();
         let verdicts = plan_compactions(&live, spec, tasks);
         let mut results = Vec::new();
@@ -680,7 +685,7 @@ impl TableLayout<'_> {
             schema: Arc::new(written.rewrite_schema().clone()),
             target_size: u64::MAX,
         };
-        let files = rewrite_files(output, self.spec, &[planned.file.path()], keep).await?;
+        let files = rewrite_files(output, self.spec, &[planned.file.path()], keep, Some(&written.schema)).await?;
         Ok(files.into_iter().map(|f| f.data_file).collect())
     }
 }

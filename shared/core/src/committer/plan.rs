@@ -298,8 +298,9 @@ pub enum CompactionVerdict {
     Rejected(String),
 }
 
-/// Decides each compaction of a batch: accepted when all its inputs are live (and not
-/// taken by an earlier one of the batch) and its files are laid out by the table's spec.
+/// Decides each compaction of a batch: accepted when all its inputs are in `live` (the
+/// live data files no other engine's delete file applies to) and not taken by an earlier
+/// one of the batch, and its files are laid out by the table's spec.
 pub fn plan_compactions(
     live: &HashSet<String>,
     spec: &PartitionSpec,
@@ -311,7 +312,10 @@ pub fn plan_compactions(
         .map(|task| {
             let gone: Vec<&String> = task.removed.iter().filter(|p| !live.contains(*p) || taken.contains(p)).collect();
             if !gone.is_empty() {
-                return CompactionVerdict::Rejected(format!("{} input file(s) no longer live: {gone:?}", gone.len()));
+                return CompactionVerdict::Rejected(format!(
+                    "{} input file(s) no longer live, or with another engine's deletes: {gone:?}",
+                    gone.len()
+                ));
             }
             let task_spec = task.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
             if !same_layout(&task_spec, spec) {

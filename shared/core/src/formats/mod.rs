@@ -20,7 +20,7 @@ pub mod uuid_text;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_schema::{DataType, Fields};
+use arrow_schema::DataType;
 use iceberg::spec::Schema;
 
 use crate::columns::Shape;
@@ -94,8 +94,9 @@ impl Formats {
 
     /// [`Self::load_inferred`] for a table that exists: the files keep the field ids of
     /// its `current` schema, plus whatever compatible changes the source brings. When the
-    /// source is incompatible with it, the files get a fresh schema and the committer,
-    /// which owns the table, suspends it.
+    /// source is incompatible with it, or the table's columns cannot take Floe's rows
+    /// (another engine changed a column Floe writes), the files get a fresh schema and
+    /// the committer, which owns the table, reconciles them with it or suspends it.
     pub async fn load_for_table(
         config: &FloeConfig,
         topic: &TopicConfig,
@@ -125,7 +126,15 @@ impl Formats {
         let source = table_struct(&key.payload, &value.payload)
             .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?;
         let schema = match current.map(|c| plan(Some(c), &source)) {
-            Some(Ok(evolution)) => evolution.schema,
+            Some(Ok(evolution)) => match crate::columns::bind::writable(&evolution.schema) {
+                Ok(()) => evolution.schema,
+                Err(e) => {
+                    // Another engine changed a column Floe writes (a type promoted):
+                    // the committer reconciles the files with the table, or suspends it.
+                    tracing::warn!(topic = %topic.topic, error = %e, "the table's columns cannot take the rows");
+                    plan(None, &source)?.schema
+                }
+            },
             Some(Err(incompatible)) => {
                 tracing::warn!(topic = %topic.topic, %incompatible, "source schema incompatible with the table");
                 plan(None, &source)?.schema
@@ -147,7 +156,7 @@ impl Formats {
             Shape::Column(column(KEY_COLUMN))
         };
         let value_shape = if payload_layout {
-            Shape::Fields(Fields::from(fields[1..].to_vec()))
+            Shape::Fields(crate::columns::payload_fields(fields))
         } else {
             Shape::Column(column(VALUE_COLUMN))
         };

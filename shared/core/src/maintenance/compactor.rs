@@ -11,7 +11,8 @@
 //!       rewrite ─▶ hold its outputs (registry; a copy queued earlier and not done keeps
 //!                  its files held too) ─▶ send (the committer's queue)
 //!    sweep (when on): unreferenced files past the grace period, held ones kept
-//!  one table's failure is reported on its line; the others go on
+//!  one table's failure (an error, or a library's panic) is reported on its line; the
+//!  others go on
 //!  each table's compaction and sweep recorded as failing (with the error) or not
 //! ```
 //!
@@ -110,13 +111,24 @@ impl Compactor {
             } else if let Some(reason) = registered.suspended {
                 tracing::info!(table = %table, %reason, "suspended: not compacted");
                 run.skipped = Some(format!("suspended: {reason}"));
-            } else if let Err(e) = self.table(&table, now_ms, deadline, &mut run).await {
+            } else if let Err(e) = self.guarded(&table, self.table(&table, now_ms, deadline, &mut run)).await {
                 tracing::error!(table = %table, error = %e, retryable = e.retryable(), "maintenance failed");
                 run.error = Some(e);
             }
             report.tables.push(run);
         }
         report
+    }
+
+    /// `work` on `table`, a panic in a library (on a file's values) turned into an error
+    /// of this table: one table's failure never stops the run.
+    async fn guarded(
+        &self,
+        table: &TableName,
+        work: impl std::future::Future<Output = Result<(), MaintenanceError>>,
+    ) -> Result<(), MaintenanceError> {
+        let panicked = |panic| Err(MaintenanceError::Internal { table: table.to_string(), panic });
+        crate::guard::guarded(work).await.unwrap_or_else(panicked)
     }
 
     /// Compacts `table`, then sweeps it (when on): the sweep runs even when the

@@ -43,6 +43,9 @@ pub enum MaintenanceError {
     /// Listing or deleting the warehouse's files.
     #[error("{table}: {detail}")]
     Storage { table: String, detail: String, retryable: bool },
+    /// A library panicked on this table's files (caught: the other tables go on).
+    #[error("{table}: internal error: {panic}")]
+    Internal { table: String, panic: String },
 }
 
 impl MaintenanceError {
@@ -52,6 +55,7 @@ impl MaintenanceError {
             MaintenanceError::Registry(e) => e.retryable(),
             MaintenanceError::Queue(e) => e.retryable(),
             MaintenanceError::Storage { retryable, .. } => *retryable,
+            MaintenanceError::Internal { .. } => false,
         }
     }
 }

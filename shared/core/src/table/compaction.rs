@@ -17,7 +17,7 @@
 //! ```
 //!
 //! The planner is a pure function of the files, their added-at times (the timestamp of
-//! the snapshot that added each, [`live_data_files_added`]), the [`CompactionPolicy`] and
+//! the snapshot that added each, [`crate::table::snapshot::live_data_files_added`]), the [`CompactionPolicy`] and
 //! `now_ms`. Files compacted before are gone from the live set, so the small files are
 //! those written since the last compaction (plus the small tails of earlier outputs).
 //!
@@ -41,6 +41,14 @@
 //! new files the plan soon comes to nothing; and a new tail, added at its compaction's
 //! time, waits a window again unless new files fill a bin or are past the window.
 //!
+//! Other engines' row-level deletes: a data file that a live delete file may apply to
+//! (position deletes, equality deletes, deletion vectors; [`crate::table::deletes`]) is
+//! never planned — rewritten, its deleted rows would come back. It stays as it is until
+//! the engine that deleted rewrites it; files newer than the deletes are compacted. The
+//! rewrite reads each input's columns by field id into the current schema
+//! ([`crate::table::project`]): files of older schemas, or of columns another engine
+//! moved, renamed or dropped, compact into the table's columns.
+//!
 //! A bin never holds files of two partition values, so its outputs keep that value.
 //! Grouping by Kafka partition too keeps each output's offsets from one Kafka partition
 //! (output names carry the first offset, so they cannot collide) and its offset range
@@ -52,8 +60,9 @@ use std::sync::Arc;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
+use super::deletes::rewritable_files;
 use super::rewrite::rewrite_files;
-use super::snapshot::{LiveFile, live_data_files_added};
+use super::snapshot::LiveFile;
 use crate::config::{DEFAULT_COMPACTION_TARGET_SIZE, DEFAULT_COMPACTION_WINDOW_MS, TopicConfig};
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
@@ -273,7 +282,8 @@ pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String
 }
 
 /// What to compact in the table's current snapshot at `now_ms`: the bins of [`plan`],
-/// those of one group made one ([`per_group`]).
+/// those of one group made one ([`per_group`]), of the data files no other engine's
+/// delete file may apply to ([`rewritable_files`]).
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
@@ -281,7 +291,15 @@ pub async fn bins(
     now_ms: i64,
 ) -> iceberg::Result<Vec<Bin>> {
     let schema = metadata.current_schema();
-    Ok(per_group(plan(live_data_files_added(file_io, metadata).await?, schema, policy, now_ms)))
+    let (files, left_alone) = rewritable_files(file_io, metadata).await?;
+    if left_alone > 0 {
+        tracing::info!(
+            location = metadata.location(),
+            files = left_alone,
+            "data files with delete files of other engines left as they are"
+        );
+    }
+    Ok(per_group(plan(files, schema, policy, now_ms)))
 }
 
 /// The emitted bins of each group as one bin, files in the order of the plan (by first
@@ -329,7 +347,7 @@ pub async fn rewrite_bin(
         schema: Arc::new(schema.clone()),
         target_size: policy.target,
     };
-    let written = rewrite_files(output, &spec, &paths, None).await?;
+    let written = rewrite_files(output, &spec, &paths, None, None).await?;
     let added =
         written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
     tracing::info!(table = %table, task_id = %task_id, files = paths.len(), bytes = bin.bytes(),

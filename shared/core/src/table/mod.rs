@@ -2,12 +2,16 @@
 //! metadata under the warehouse, partitioned by the task's spec), loaded through a
 //! [`Catalog`], changed only by snapshots Floe writes itself ([`snapshot`]), each
 //! carrying the committed Kafka offsets ([`offsets`]) and the transactions still waiting
-//! for their marker ([`state`]); files rewritten by [`rewrite`] (trimming, compaction)
-//! and compactions planned by [`compaction`].
+//! for their marker ([`state`]); files rewritten by [`rewrite`] (trimming, compaction),
+//! their columns bound to the schema by field id ([`project`]), and compactions planned
+//! by [`compaction`], which leaves alone the data files other engines' delete files apply
+//! to ([`deletes`]).
 
 pub mod compaction;
+pub mod deletes;
 pub mod name;
 pub mod offsets;
+pub mod project;
 pub mod rewrite;
 pub mod snapshot;
 pub mod state;

@@ -9,6 +9,13 @@
 //! target size. Inputs are read one row group at a time (ranged reads): memory holds a
 //! row group of one input and the output's open row group, whatever the inputs add up to.
 //!
+//! Columns are bound by field id ([`super::project`]): a file written with an older
+//! schema, or by another engine that moved, renamed or dropped columns since, is read
+//! into the output's schema column by column of the same id — added columns null,
+//! dropped ones left out, promoted ones cast. A task's file whose ids differ from the
+//! table's (materialized before the table existed) is read by its own ids and written
+//! with the table's, field for field.
+//!
 //! Rewritten files are laid out by the table's partition spec, the partition values
 //! computed from the rows again: a trimmed file keeps its partition value, compacted
 //! files of one partition stay in it, and a file written under another spec (a task
@@ -23,10 +30,11 @@ use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileIO;
-use iceberg::spec::PartitionSpec;
+use iceberg::spec::{PartitionSpec, Schema};
 use iceberg::{Error, ErrorKind, Result};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 
+use super::project::project_batch;
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
 
 /// Rows per batch read: as many as the materializer writes per batch, so that the
@@ -42,18 +50,27 @@ fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
 /// directory; partitions go below it), named with its `source_id` (a tag), laid out by
 /// `spec` (bound to its schema) — one file at least per partition value the rows have,
 /// none when no row is kept. Trimming is one path with `keep` and no size limit.
+///
+/// The files' columns are bound by field id to `files_ids` — the output's schema with
+/// the ids the files carry, field for field — or, without it, to the output's schema.
 pub async fn rewrite_files(
     output: WriterOptions,
     spec: &PartitionSpec,
     paths: &[&str],
     keep: Option<&[(i64, i64)]>,
+    files_ids: Option<&Schema>,
 ) -> Result<Vec<WrittenFile>> {
     let file_io = output.file_io.clone();
     let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
+    let read = match files_ids {
+        Some(schema) => Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?),
+        None => target.clone(),
+    };
     let mut writer = TableWriter::new(output, Arc::new(spec.clone()))?;
     for path in paths {
         let mut batches = row_groups(&file_io, path).await?;
         while let Some(batch) = batches.try_next().await.map_err(|e| invalid(path, e))? {
+            let batch = project_batch(&batch, &read).map_err(|e| invalid(path, e))?;
             let Some((batch, first, last)) = table_rows(path, batch, keep, &target)? else {
                 continue;
             };
@@ -78,8 +95,9 @@ async fn row_groups(
         .map_err(|e| invalid(path, e))
 }
 
-/// `batch` as the table's rows: those whose offset lies in `keep` (all without it), cast
-/// to `target`, with their first and last offsets; `None` when no row is kept.
+/// `batch` (bound to the files' ids) as the table's rows: those whose offset lies in
+/// `keep` (all without it), with `target`'s field ids (the same fields, one for one),
+/// with their first and last offsets; `None` when no row is kept.
 fn table_rows(
     path: &str,
     batch: RecordBatch,
@@ -102,6 +120,10 @@ fn table_rows(
     };
     if batch.num_rows() == 0 {
         return Ok(None);
+    }
+    if batch.schema() == *target {
+        let (first, last) = (arrow::compute::min(&offsets), arrow::compute::max(&offsets));
+        return Ok(Some((batch, first.unwrap_or_default(), last.unwrap_or_default())));
     }
     let columns = batch
         .columns()
@@ -173,16 +195,16 @@ mod tests {
             target_size: 1 << 30,
         };
         let spec = PartitionSpec::unpartition_spec();
-        let all = rewrite_files(output(), &spec, &paths, None).await.unwrap();
+        let all = rewrite_files(output(), &spec, &paths, None, None).await.unwrap();
         assert_eq!((all.len(), all[0].first_offset, all[0].last_offset, all[0].record_count()), (1, 0, 16, 17));
         assert_eq!(rows(&all), (0..17).map(|o| (o, o.to_string())).collect::<Vec<_>>());
-        let kept = rewrite_files(output(), &spec, &paths, Some(&[(2, 4), (9, 11)])).await.unwrap();
+        let kept = rewrite_files(output(), &spec, &paths, Some(&[(2, 4), (9, 11)]), None).await.unwrap();
         assert_eq!(rows(&kept), [2, 3, 4, 9, 10, 11].map(|o| (o, o.to_string())));
-        assert!(rewrite_files(output(), &spec, &paths, Some(&[(100, 200)])).await.unwrap().is_empty());
+        assert!(rewrite_files(output(), &spec, &paths, Some(&[(100, 200)]), None).await.unwrap().is_empty());
         // Not Parquet: an error naming the file.
         std::fs::write(dir.path().join("bad.parquet"), b"not parquet").unwrap();
         let bad = dir.path().join("bad.parquet").display().to_string();
-        let err = rewrite_files(output(), &spec, &[&bad], None).await.unwrap_err();
+        let err = rewrite_files(output(), &spec, &[&bad], None, None).await.unwrap_err();
         assert!(err.to_string().contains("bad.parquet"), "{err}");
     }
 }

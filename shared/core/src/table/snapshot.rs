@@ -368,12 +368,18 @@ pub async fn current_manifests(file_io: &FileIO, metadata: &TableMetadata) -> Re
     Ok(ManifestList::parse_with_version(&bytes, metadata.format_version())?.entries().to_vec())
 }
 
-/// The live data files of the current snapshot.
+/// Whether `manifest` lists data files (delete manifests list other engines' delete
+/// files, never to be read as data: [`crate::table::deletes`]).
+fn lists_data(manifest: &ManifestFile) -> bool {
+    manifest.content == iceberg::spec::ManifestContentType::Data
+}
+
+/// The live data files of the current snapshot (data only: no delete file).
 pub async fn live_data_files(file_io: &FileIO, metadata: &TableMetadata) -> Result<Vec<DataFile>> {
     let mut files = Vec::new();
-    for manifest in current_manifests(file_io, metadata).await? {
+    for manifest in current_manifests(file_io, metadata).await?.iter().filter(|m| lists_data(m)) {
         for entry in manifest.load_manifest(file_io).await?.entries() {
-            if entry.is_alive() {
+            if entry.is_alive() && entry.content_type() == iceberg::spec::DataContentType::Data {
                 files.push(entry.data_file().clone());
             }
         }
@@ -389,13 +395,15 @@ pub struct LiveFile {
     pub added_at_ms: i64,
 }
 
-/// The live data files of the current snapshot, each with when it was added. A file
+/// The live data files of the current snapshot (data only), each with when it was added. A file
 /// whose snapshot has expired gets the oldest kept snapshot's timestamp (it is older).
 pub async fn live_data_files_added(file_io: &FileIO, metadata: &TableMetadata) -> Result<Vec<LiveFile>> {
     let oldest = metadata.snapshots().map(|s| s.timestamp_ms()).min().unwrap_or(0);
     let mut files = Vec::new();
-    for manifest in current_manifests(file_io, metadata).await? {
-        for entry in manifest.load_manifest(file_io).await?.entries().iter().filter(|e| e.is_alive()) {
+    for manifest in current_manifests(file_io, metadata).await?.iter().filter(|m| lists_data(m)) {
+        let entries = manifest.load_manifest(file_io).await?;
+        let data = entries.entries().iter().filter(|e| e.content_type() == iceberg::spec::DataContentType::Data);
+        for entry in data.filter(|e| e.is_alive()) {
             let snapshot_id = entry.snapshot_id().unwrap_or(manifest.added_snapshot_id);
             let added_at_ms = metadata.snapshot_by_id(snapshot_id).map_or(oldest, |s| s.timestamp_ms());
             files.push(LiveFile { file: entry.data_file().clone(), added_at_ms });

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Another engine deletes rows of a Floe table the merge-on-read way, as Athena, Trino,
+Spark and Flink do: delete files written with pyarrow, committed by PyIceberg's snapshot
+producer in a delete manifest (PyIceberg's own `delete()` only rewrites data files).
+Also an independent reader that applies them by the Iceberg spec's rules.
+
+    foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE position PARTITION/OFFSET...
+        one position delete file per data file holding any of these rows (its file_path
+        bounds name that file), in one snapshot
+    foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE equality COLUMN VALUE...
+        one equality delete file on the top-level COLUMN (a string or binary column; VALUE
+        as text), of the unpartitioned spec: a global delete
+    foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE read
+        every live row, position and equality deletes applied (PyIceberg 0.12 reads no
+        equality deletes): {"rows", "offsets", "duplicates", "values", "data_files",
+        "delete_files"} — offsets and values as read_iceberg.py prints them
+
+The write commands print {"snapshot_id", "operation", "data_files": the data files the
+position deletes name}.
+"""
+import json
+import sys
+import uuid
+from collections import Counter, defaultdict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import (DataFile, DataFileContent, FileFormat, ManifestContent, ManifestEntry,
+                                ManifestEntryStatus, ManifestWriterV2)
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _FastAppendFiles
+from pyiceberg.typedef import Record
+
+FILE_PATH_ID, POS_ID = 2147483546, 2147483545
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    def content(self):
+        return ManifestContent.DELETES
+
+
+class _AddDeleteFiles(_FastAppendFiles):
+    """A snapshot adding delete files (Java's RowDelta with deletes only: operation
+    `delete`), every existing manifest kept."""
+
+    def __init__(self, transaction, io, delete_files):
+        super().__init__(operation=Operation.DELETE, transaction=transaction, io=io)
+        self._delete_files = delete_files
+
+    def _manifests(self):
+        metadata = self._transaction.table_metadata
+        with _DeleteManifestWriter(metadata.spec(), metadata.schema(), self.new_manifest_output(),
+                                   self._snapshot_id, self._compression) as writer:
+            for data_file in self._delete_files:
+                writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
+                                                   sequence_number=None, file_sequence_number=None,
+                                                   data_file=data_file))
+        return [writer.to_manifest_file()] + self._existing_manifests()
+
+
+def live_entries(table):
+    """(data entries, delete entries) of the current snapshot, sequence numbers inherited."""
+    data, deletes = [], []
+    snapshot = table.current_snapshot()
+    for manifest in snapshot.manifests(table.io) if snapshot else []:
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            (data if entry.data_file.content == DataFileContent.DATA else deletes).append(entry)
+    return data, deletes
+
+
+def read_parquet(table, path):
+    with table.io.new_input(path).open() as f:
+        return pq.read_table(f)
+
+
+def write_delete_file(table, arrow, content, **fields):
+    location = "%s/data/foreign-%s-deletes-%s.parquet" % (table.location(), content.name.lower(), uuid.uuid4())
+    with table.io.new_output(location).create() as f:
+        pq.write_table(arrow, f)
+    size = len(table.io.new_input(location))
+    return DataFile.from_args(content=content, file_path=location, file_format=FileFormat.PARQUET,
+                              partition=Record(), record_count=arrow.num_rows, file_size_in_bytes=size,
+                              spec_id=table.metadata.default_spec_id, **fields)
+
+
+def field(name, type_, field_id):
+    return pa.field(name, type_, nullable=False, metadata={b"PARQUET:field_id": str(field_id).encode()})
+
+
+def position_deletes(table, rows):
+    wanted = set(rows)
+    files = []
+    for entry in live_entries(table)[0]:
+        path = entry.data_file.file_path
+        kafka = read_parquet(table, path).column("_kafka").to_pylist()
+        positions = [i for i, k in enumerate(kafka) if "%s/%s" % (k["partition"], k["offset"]) in wanted]
+        if not positions:
+            continue
+        schema = pa.schema([field("file_path", pa.string(), FILE_PATH_ID), field("pos", pa.int64(), POS_ID)])
+        arrow = pa.table([[path] * len(positions), positions], schema=schema)
+        bound = {FILE_PATH_ID: path.encode()}
+        files.append(write_delete_file(table, arrow, DataFileContent.POSITION_DELETES,
+                                       lower_bounds=bound, upper_bounds=dict(bound)))
+    return files
+
+
+def equality_deletes(table, column, values):
+    iceberg_field = table.schema().find_field(column)
+    binary = str(iceberg_field.field_type) == "binary"
+    type_ = pa.binary() if binary else pa.string()
+    data = [v.encode() for v in values] if binary else list(values)
+    arrow = pa.table([data], schema=pa.schema([field(column, type_, iceberg_field.field_id)]))
+    return [write_delete_file(table, arrow, DataFileContent.EQUALITY_DELETES, equality_ids=[iceberg_field.field_id])]
+
+
+def as_text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
+
+
+def read(table):
+    """Every live row with the deletes applied: a position delete to data files of a data
+    sequence number at most its own, an equality delete to those strictly older."""
+    data, deletes = live_entries(table)
+    positions = defaultdict(list)
+    equalities = []
+    for entry in deletes:
+        rows = read_parquet(table, entry.data_file.file_path)
+        if entry.data_file.content == DataFileContent.POSITION_DELETES:
+            for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist()):
+                positions[path].append((entry.sequence_number, pos))
+        else:
+            names = [table.schema().find_column_name(i) for i in entry.data_file.equality_ids]
+            keys = {tuple(r[n] for n in names) for r in rows.to_pylist()}
+            equalities.append((entry.sequence_number, names, keys))
+    offsets, seen, values = {}, Counter(), {}
+    for entry in data:
+        seq, path = entry.sequence_number, entry.data_file.file_path
+        gone = {pos for s, pos in positions[path] if seq <= s}
+        for i, row in enumerate(read_parquet(table, path).to_pylist()):
+            if i in gone or any(seq < s and tuple(row[n] for n in names) in keys for s, names, keys in equalities):
+                continue
+            kafka = row["_kafka"]
+            key = "%s/%s" % (kafka["partition"], kafka["offset"])
+            seen[key] += 1
+            offsets.setdefault(str(kafka["partition"]), []).append(kafka["offset"])
+            values[key] = as_text(row.get("value"))
+    print(json.dumps({
+        "rows": sum(seen.values()),
+        "offsets": {p: sorted(o) for p, o in offsets.items()},
+        "duplicates": sum(c - 1 for c in seen.values()),
+        "values": values,
+        "data_files": sorted(e.data_file.file_path for e in data),
+        "delete_files": len(deletes),
+    }))
+
+
+def main():
+    db, warehouse, name, action = sys.argv[1:5]
+    table = SqlCatalog("floe", uri="sqlite:///" + db, warehouse="file://" + warehouse).load_table(name)
+    if action == "read":
+        return read(table)
+    if action == "position":
+        files = position_deletes(table, sys.argv[5:])
+    elif action == "equality":
+        files = equality_deletes(table, sys.argv[5], sys.argv[6:])
+    else:
+        sys.exit("unknown action " + action)
+    if not files:
+        sys.exit("no row to delete")
+    with table.transaction() as transaction:
+        with _AddDeleteFiles(transaction, table.io, files):
+            pass
+    snapshot = table.refresh().current_snapshot()
+    named = [f.lower_bounds[FILE_PATH_ID].decode() for f in files if f.lower_bounds]
+    print(json.dumps({"snapshot_id": snapshot.snapshot_id, "operation": snapshot.summary.operation.value,
+                      "data_files": named}))
+
+
+if __name__ == "__main__":
+    main()
