@@ -313,6 +313,12 @@ impl DataFileWriter {
         Ok(())
     }
 
+    /// How many files are closed.
+    #[cfg(test)]
+    pub(crate) fn closed(&self) -> usize {
+        self.written.len()
+    }
+
     /// Closes the open file; returns every file written.
     pub async fn close(mut self) -> Result<Vec<WrittenFile>, iceberg::Error> {
         self.roll().await?;
@@ -581,7 +587,7 @@ impl FanoutWriter {
 pub const FILE_FORMAT: DataFileFormat = DataFileFormat::Parquet;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     /// A file's path with its attempt token left out.
     fn without_attempt(path: &str) -> String {
         let (dir, name) = path.rsplit_once('/').map_or(("", path), |(d, n)| (d, n));
@@ -825,7 +831,7 @@ mod tests {
 
     /// How compressible the `region` values of [`payload_rows`] are.
     #[derive(Debug, Clone, Copy)]
-    enum Payload {
+    pub(crate) enum Payload {
         /// 200 random characters of a 64-letter alphabet: zstd takes off about a fifth.
         Random,
         /// Half random, half a repeated template: about 2x.
@@ -835,7 +841,7 @@ mod tests {
     }
 
     /// A xorshift generator: the same rows on every run.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub u64);
 
     impl Rng {
         fn next(&mut self) -> u64 {
@@ -852,7 +858,7 @@ mod tests {
     }
 
     /// `n` rows of the test schema from offset `first`, their `region` a `payload`.
-    fn payload_rows(schema: &Schema, first: i64, n: usize, payload: Payload, rng: &mut Rng) -> RecordBatch {
+    pub(crate) fn payload_rows(schema: &Schema, first: i64, n: usize, payload: Payload, rng: &mut Rng) -> RecordBatch {
         let values: Vec<String> = (first..first + n as i64)
             .map(|o| match payload {
                 Payload::Random => rng.text(200),
@@ -878,7 +884,7 @@ mod tests {
         let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
         let (mut rng, mut offset) = (Rng(0x9e37_79b9_7f4a_7c15), 0i64);
         let closed = |w: &TableWriter| match w {
-            TableWriter::Unpartitioned(w) => w.written.len() as u64,
+            TableWriter::Unpartitioned(w) => w.closed() as u64,
             TableWriter::Partitioned(_) => unreachable!(),
         };
         // Until `files` are closed, then a batch more: the tail.
