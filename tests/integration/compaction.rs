@@ -221,7 +221,10 @@ async fn a_full_bin_takes_its_partition_s_files_at_once_the_rest_go_once_the_win
     // The committer released the task's files and recorded the compaction.
     let status = clicks.locks.status(&table()).await.unwrap();
     let record = status.last_compaction.expect("a compaction recorded");
-    assert_eq!((record.files_in, record.bytes_in, record.files_out, record.bytes_out), (6, bytes_in, 2, compacted + tail));
+    assert_eq!(
+        (record.files_in, record.bytes_in, record.files_out, record.bytes_out),
+        (6, bytes_in, 2, compacted + tail)
+    );
     assert!(record.at_ms >= t0, "{record:?}");
     assert_eq!(clicks.locks.held_tasks(&table()).await.unwrap(), vec![], "released once committed");
 

@@ -249,11 +249,17 @@ impl DataFileWriter {
             self.dir, self.partition, self.attempt, self.source_id
         );
         let output = self.file_io.new_output(&path)?;
-        let writer = ParquetWriterBuilder::new(Self::properties(Some(group_rows)), self.schema.clone())
-            .build(output)
-            .await?;
-        self.current =
-            Some(OpenFile { writer, first_offset, last_offset: first_offset, group_rows, group_open: 0, flushed: 0, groups: 0 });
+        let writer =
+            ParquetWriterBuilder::new(Self::properties(Some(group_rows)), self.schema.clone()).build(output).await?;
+        self.current = Some(OpenFile {
+            writer,
+            first_offset,
+            last_offset: first_offset,
+            group_rows,
+            group_open: 0,
+            flushed: 0,
+            groups: 0,
+        });
         Ok(())
     }
 
@@ -870,8 +876,10 @@ pub(crate) mod tests {
                 ),
             })
             .collect();
-        let rows: Vec<(i64, Option<i64>, Option<&str>)> =
-            (first..).zip(&values).map(|(o, v)| (o, Some(1_700_000_000_000_000 + o * 1000), Some(v.as_str()))).collect();
+        let rows: Vec<(i64, Option<i64>, Option<&str>)> = (first..)
+            .zip(&values)
+            .map(|(o, v)| (o, Some(1_700_000_000_000_000 + o * 1000), Some(v.as_str())))
+            .collect();
         batch(schema, &rows)
     }
 

@@ -446,10 +446,7 @@ mod tests {
     fn files_reaching_the_target_are_emitted_even_when_young() {
         // 30 + 30 + 40 = 100, the target: a bin at once, "d" (young, alone) along.
         let young = files(&[("a", 0, 30, 0), ("b", 10, 30, 0), ("c", 20, 40, 0), ("d", 30, 20, 0)]);
-        assert_eq!(
-            planned(young, NOW),
-            vec![(v(&["a", "b", "c"]), Trigger::Full), (v(&["d"]), Trigger::Along)]
-        );
+        assert_eq!(planned(young, NOW), vec![(v(&["a", "b", "c"]), Trigger::Full), (v(&["d"]), Trigger::Along)]);
         // Under the target, young: nothing.
         assert!(planned(files(&[("a", 0, 30, 0), ("b", 10, 30, 0), ("c", 20, 39, 0)]), NOW).is_empty());
     }
@@ -792,7 +789,11 @@ mod tests {
                 }
             }
             let again = plan(live.clone(), &schema(), POLICY, now);
-            assert!(again.is_empty(), "run {run}: planned again at once: {:?}", again.iter().map(names).collect::<Vec<_>>());
+            assert!(
+                again.is_empty(),
+                "run {run}: planned again at once: {:?}",
+                again.iter().map(names).collect::<Vec<_>>()
+            );
         }
         assert_eq!(live.iter().map(|l| l.file.file_size_in_bytes()).sum::<u64>(), sizes.iter().sum::<u64>());
         live
@@ -845,8 +846,7 @@ mod tests {
                     target_size: target,
                 };
                 let paths: Vec<&str> = groups[0].files.iter().map(|f| f.file_path()).collect();
-                let written =
-                    rewrite_files(output, &PartitionSpec::unpartition_spec(), &paths, None).await.unwrap();
+                let written = rewrite_files(output, &PartitionSpec::unpartition_spec(), &paths, None).await.unwrap();
                 let sizes: Vec<u64> = written.iter().map(|f| f.data_file.file_size_in_bytes()).collect();
                 let off = |s: u64| (s as f64 / target as f64 - 1.0).abs();
                 assert!(
