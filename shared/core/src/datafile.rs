@@ -110,11 +110,8 @@ pub struct DataFileWriter {
     partition_value: Struct,
     spec_id: i32,
     row_group_bytes: usize,
-    /// Compressed bytes per row: of the row group closed last, or of the sample of the
-    /// first rows until one has closed.
-    density: Option<f64>,
-    /// Bytes of the footer (metadata, page indexes) per row group, from the sample.
-    footer_per_group: f64,
+    /// What rows take in its files, once it has seen rows.
+    rates: Option<Rates>,
     current: Option<OpenFile>,
     written: Vec<WrittenFile>,
 }
@@ -141,8 +138,7 @@ impl DataFileWriter {
             partition_value: Struct::empty(),
             spec_id: 0,
             row_group_bytes: ROW_GROUP_BYTES,
-            density: None,
-            footer_per_group: 0.0,
+            rates: None,
             current: None,
             written: Vec::new(),
         }
@@ -161,16 +157,11 @@ impl DataFileWriter {
         &self.schema
     }
 
-    /// Starts from `density` (compressed bytes per row) rather than from a sample of
-    /// the first rows: what another writer of the same rows has learned.
-    pub fn with_density(mut self, density: Option<f64>) -> Self {
-        self.density = density.or(self.density);
+    /// Starts from `rates` rather than from a sample of the first rows: what another
+    /// writer of the same table has learned.
+    fn with_rates(mut self, rates: Option<Rates>) -> Self {
+        self.rates = rates.or(self.rates);
         self
-    }
-
-    /// Compressed bytes per row, once the writer has seen rows.
-    pub fn density(&self) -> Option<f64> {
-        self.density
     }
 
     /// Writes `batch` (rows with offsets `first..=last`), rolling to a new file once the
@@ -193,9 +184,8 @@ impl DataFileWriter {
         let n = batch.num_rows();
         let mut start = 0;
         while start < n {
-            if self.density.is_none() {
-                let sample = sample(&batch.slice(start, n - start))?;
-                (self.density, self.footer_per_group) = (Some(sample.density), sample.footer_per_group);
+            if self.rates.is_none() {
+                self.rates = Some(Rates::sampled(&batch.slice(start, n - start))?);
             }
             let slice = batch.slice(start, self.slice_rows(n - start));
             let bounds = offsets(&slice);
@@ -210,21 +200,22 @@ impl DataFileWriter {
         Ok(())
     }
 
-    fn density_or_one(&self) -> f64 {
-        self.density.unwrap_or(1.0).max(f64::MIN_POSITIVE)
+    /// Compressed bytes per row (1 before any row is seen).
+    fn bytes_per_row(&self) -> f64 {
+        self.rates.map_or(1.0, |r| r.bytes_per_row).max(f64::MIN_POSITIVE)
     }
 
     /// Rows per row group of the next file: about an eighth of the target, or a quarter
     /// of the memory bound, at the current bytes per row.
     fn group_rows(&self) -> usize {
         let bytes = (self.row_group_bytes as u64 / 4).min(self.target_size / GROUPS_PER_FILE).max(1);
-        ((bytes as f64 / self.density_or_one()) as usize).max(1)
+        ((bytes as f64 / self.bytes_per_row()) as usize).max(1)
     }
 
     /// Rows of the next slice, out of `rest`: a 32nd of the target at most, and never
     /// past the end of the open row group.
     fn slice_rows(&self, rest: usize) -> usize {
-        let most = (((self.target_size / SLICES_PER_FILE) as f64 / self.density_or_one()) as usize).max(1);
+        let most = (((self.target_size / SLICES_PER_FILE) as f64 / self.bytes_per_row()) as usize).max(1);
         let group_left = self.current.as_ref().map_or_else(|| self.group_rows(), |o| o.group_rows - o.group_open);
         rest.min(most).min(group_left)
     }
@@ -276,7 +267,9 @@ impl DataFileWriter {
             // The row group closed on this slice's last row: nothing is buffered, what
             // the writer reports is what it has written.
             let flushed = open.writer.current_written_size() as u64;
-            self.density = Some(flushed.saturating_sub(open.flushed) as f64 / open.group_rows as f64);
+            if let Some(rates) = &mut self.rates {
+                rates.bytes_per_row = flushed.saturating_sub(open.flushed) as f64 / open.group_rows as f64;
+            }
             (open.flushed, open.group_open, open.groups) = (flushed, 0, open.groups + 1);
         }
         Ok(())
@@ -289,8 +282,8 @@ impl DataFileWriter {
         let Some(open) = &self.current else {
             return false;
         };
-        let footer = (open.groups + 1) as f64 * self.footer_per_group;
-        let projected = open.flushed as f64 + open.group_open as f64 * self.density_or_one() + footer;
+        let footer = (open.groups + 1) as f64 * self.rates.map_or(0.0, |r| r.footer_per_group);
+        let projected = open.flushed as f64 + open.group_open as f64 * self.bytes_per_row() + footer;
         let buffered = (open.writer.current_written_size() as u64).saturating_sub(open.flushed);
         projected >= self.target_size as f64 || buffered > 2 * self.row_group_bytes as u64
     }
@@ -332,31 +325,34 @@ impl DataFileWriter {
     }
 }
 
-/// What rows take in a file, from a sample.
-struct Sample {
-    /// Compressed bytes per row.
-    density: f64,
-    /// Bytes of the footer, per row group.
+/// What rows take in a writer's files.
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    /// Compressed bytes per row: of the row group closed last, or of the sample.
+    bytes_per_row: f64,
+    /// Bytes of the footer (metadata, page indexes) per row group, from the sample.
     footer_per_group: f64,
 }
 
-/// The first rows of `rows` (up to [`SAMPLE_BYTES`] in memory) encoded aside as a file of
-/// one row group with the writer's settings.
-fn sample(rows: &RecordBatch) -> Result<Sample, iceberg::Error> {
-    let err = |e: parquet::errors::ParquetError| {
-        iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("sampling rows: {e}"))
-    };
-    let per_row = (rows.get_array_memory_size() / rows.num_rows().max(1)).max(1);
-    let n = (SAMPLE_BYTES / per_row).clamp(1, rows.num_rows().max(1));
-    let mut sink =
-        ArrowWriter::try_new(std::io::sink(), rows.schema(), Some(DataFileWriter::properties(None))).map_err(err)?;
-    sink.write(&rows.slice(0, n.min(rows.num_rows()))).map_err(err)?;
-    sink.flush().map_err(err)?;
-    // Less the four bytes of the leading magic.
-    let group = sink.bytes_written().saturating_sub(4);
-    sink.finish().map_err(err)?;
-    let footer = sink.bytes_written().saturating_sub(group + 4);
-    Ok(Sample { density: group as f64 / n as f64, footer_per_group: footer as f64 })
+impl Rates {
+    /// The first rows of `rows` (up to [`SAMPLE_BYTES`] in memory) encoded aside as a
+    /// file of one row group with the writer's settings.
+    fn sampled(rows: &RecordBatch) -> Result<Rates, iceberg::Error> {
+        let err = |e: parquet::errors::ParquetError| {
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("sampling rows: {e}"))
+        };
+        let per_row = (rows.get_array_memory_size() / rows.num_rows().max(1)).max(1);
+        let n = (SAMPLE_BYTES / per_row).clamp(1, rows.num_rows().max(1)).min(rows.num_rows());
+        let mut sink = ArrowWriter::try_new(std::io::sink(), rows.schema(), Some(DataFileWriter::properties(None)))
+            .map_err(err)?;
+        sink.write(&rows.slice(0, n)).map_err(err)?;
+        sink.flush().map_err(err)?;
+        // Less the four bytes of the leading magic.
+        let group = sink.bytes_written().saturating_sub(4);
+        sink.finish().map_err(err)?;
+        let footer = sink.bytes_written().saturating_sub(group + 4);
+        Ok(Rates { bytes_per_row: group as f64 / n.max(1) as f64, footer_per_group: footer as f64 })
+    }
 }
 
 /// The least and greatest Kafka offsets of `rows`, when they have the column.
@@ -481,7 +477,7 @@ impl TableWriter {
                 partitioner,
                 open: HashMap::new(),
                 tick: 0,
-                density: None,
+                rates: None,
                 written: Vec::new(),
             }))),
         }
@@ -525,9 +521,9 @@ pub struct FanoutWriter {
     /// Open writers and when each last wrote.
     open: HashMap<Struct, (DataFileWriter, u64)>,
     tick: u64,
-    /// The bytes per row a partition's writer learned last: where a new one starts
-    /// (partitions of one table compress alike), rather than sampling its first rows.
-    density: Option<f64>,
+    /// What a partition's writer learned last: where a new one starts (partitions of
+    /// one table compress alike), rather than sampling its first rows.
+    rates: Option<Rates>,
     written: Vec<WrittenFile>,
 }
 
@@ -558,13 +554,13 @@ impl FanoutWriter {
                         o.target_size,
                     )
                     .with_partition(self.partitioner.spec().spec_id(), e.key().clone())
-                    .with_density(self.density);
+                    .with_rates(self.rates);
                     e.insert((writer, 0))
                 }
             };
             entry.1 = self.tick;
             entry.0.write(&rows, first, last).await?;
-            self.density = entry.0.density();
+            self.rates = entry.0.rates;
         }
         Ok(())
     }
