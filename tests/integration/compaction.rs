@@ -85,15 +85,16 @@ impl Clicks {
 
     /// Writes segments `first..first + n` of Kafka partition `partition`; their keys.
     pub(crate) fn segments(&self, partition: i32, n: i64, first: i64) -> Vec<String> {
-        self.segments_of("clicks", partition, n, first)
+        self.segments_of("clicks", "random", partition, n, first)
     }
 
-    /// [`Self::segments`] of another topic (table `kafka.<topic>`).
-    pub(crate) fn segments_of(&self, topic: &str, partition: i32, n: i64, first: i64) -> Vec<String> {
+    /// [`Self::segments`] of another topic (table `kafka.<topic>`), of `values`
+    /// (make_compaction.py's VALUES: "random" or "json").
+    pub(crate) fn segments_of(&self, topic: &str, values: &str, partition: i32, n: i64, first: i64) -> Vec<String> {
         let (p, n, first) = (partition.to_string(), n.to_string(), first.to_string());
         let out = std::process::Command::new(support::python())
             .arg(support::root().join("tests/py/make_compaction.py"))
-            .args([self.input.path().to_str().unwrap(), topic, &p, &n, &first])
+            .args([self.input.path().to_str().unwrap(), topic, &p, &n, &first, values])
             .output()
             .unwrap();
         assert!(out.status.success(), "make_compaction.py: {}", String::from_utf8_lossy(&out.stderr));
@@ -200,7 +201,7 @@ pub(crate) fn assert_same_rows(before: &Read, after: &Read) {
 }
 
 #[tokio::test]
-async fn full_bins_are_compacted_at_once_the_rest_once_the_window_has_passed() {
+async fn a_full_bin_takes_its_partition_s_files_at_once_the_rest_go_once_the_window_has_passed() {
     let (clicks, before) = Clicks::committed("", &[6, 2]).await;
     assert_eq!(before.offsets["0"], (0..6 * RECORDS).collect::<Vec<_>>());
     assert_eq!(before.offsets["1"], (0..2 * RECORDS).collect::<Vec<_>>());
@@ -208,16 +209,17 @@ async fn full_bins_are_compacted_at_once_the_rest_once_the_window_has_passed() {
     let sizes = clicks.sizes().await;
     assert_eq!((sizes[&0].len(), sizes[&1].len()), (6, 2));
 
-    // A minute after the commit: only the first four files of partition 0 reach the target.
+    // A minute after the commit: the first four files of partition 0 reach the target, the
+    // other two go along (one writer: a file of the target and one tail).
     let (run, report) = clicks.compact(t0 + MINUTE).await;
-    let bytes_in: u64 = sizes[&0][..4].iter().sum();
-    assert!((TARGET..=TARGET + TARGET / 10).contains(&bytes_in), "the generator's sizes: {sizes:?}");
-    assert_eq!((run.compactions, run.files_in, run.bytes_in, run.files_out), (1, 4, bytes_in, 1));
+    let full_bin: u64 = sizes[&0][..4].iter().sum();
+    assert!((TARGET..=TARGET + TARGET / 10).contains(&full_bin), "the generator's sizes: {sizes:?}");
+    let bytes_in: u64 = sizes[&0].iter().sum();
+    assert_eq!((run.compactions, run.files_in, run.bytes_in, run.files_out), (1, 6, bytes_in, 2));
     assert_eq!(results(&report), vec![TaskResult::Committed]);
     let after = clicks.sizes().await;
-    assert_eq!(after[&0][1..], sizes[&0][4..], "the young tail waits");
     assert_eq!(after[&1], sizes[&1], "under the target and young: untouched");
-    let compacted = after[&0][0];
+    let (compacted, tail) = (after[&0][0], after[&0][1]);
     assert!((TARGET * 9 / 10..=TARGET * 11 / 10).contains(&compacted), "within 10% of the target: {compacted}");
     let read = clicks.read();
     assert_same_rows(&before, &read);
@@ -226,22 +228,52 @@ async fn full_bins_are_compacted_at_once_the_rest_once_the_window_has_passed() {
     // The committer released the task's files and recorded the compaction.
     let status = clicks.locks.status(&table()).await.unwrap();
     let record = status.last_compaction.expect("a compaction recorded");
-    assert_eq!((record.files_in, record.bytes_in, record.files_out, record.bytes_out), (4, bytes_in, 1, compacted));
+    assert_eq!(
+        (record.files_in, record.bytes_in, record.files_out, record.bytes_out),
+        (6, bytes_in, 2, compacted + tail)
+    );
     assert!(record.at_ms >= t0, "{record:?}");
     assert_eq!(clicks.locks.held_tasks(&table()).await.unwrap(), vec![], "released once committed");
 
-    // Fourteen minutes after the commit the small files still wait; at fifteen, the
-    // window has passed: the tail of partition 0 and both files of partition 1 go.
+    // Fourteen minutes after the commit partition 1's small files still wait; at fifteen,
+    // the window has passed: they go. Partition 0 is left with one small file, its tail:
+    // nothing to do there.
     assert_eq!(clicks.compact(t0 + 14 * MINUTE).await.0.compactions, 0);
     let (run, report) = clicks.compact(t0 + 15 * MINUTE).await;
-    assert_eq!((run.compactions, run.files_in), (2, 4));
-    assert_eq!(results(&report), vec![TaskResult::Committed; 2]);
+    assert_eq!((run.compactions, run.files_in), (1, 2));
+    assert_eq!(results(&report), vec![TaskResult::Committed]);
     let last = clicks.sizes().await;
     assert_eq!((last[&0].len(), last[&1].len()), (2, 1));
-    assert_eq!(last[&0][0], compacted, "a compacted file is not compacted again");
+    assert_eq!(last[&0], vec![compacted, tail], "a compacted file is not compacted again");
     assert_same_rows(&before, &clicks.read());
     let status = clicks.locks.status(&table()).await.unwrap();
-    assert_eq!(status.last_compaction.map(|c| (c.files_in, c.files_out)), Some((4, 2)), "one snapshot, two bins");
+    assert_eq!(status.last_compaction.map(|c| (c.files_in, c.files_out)), Some((2, 1)));
+}
+
+#[tokio::test]
+async fn compaction_of_compressible_rows_at_one_mib_settles_in_one_run() {
+    // 30 segments of JSON values compressing about 12x: Parquet files of about 90 KB.
+    let clicks = Clicks::new("");
+    clicks.commit(&clicks.segments_of("clicks", "json", 0, 30, 0)).await;
+    let before = clicks.read();
+    let t0 = clicks.committed_at().await;
+    let (run, report) = clicks.compact(t0 + 15 * MINUTE).await;
+    assert_eq!((run.compactions, run.files_in), (1, 30));
+    assert_eq!(results(&report), vec![TaskResult::Committed]);
+    let sizes = clicks.sizes().await[&0].clone();
+    let (full, _tail) = sizes.split_at(sizes.len() - 1);
+    assert!(
+        full.len() >= 2 && full.iter().all(|&s| (TARGET * 9 / 10..=TARGET * 11 / 10).contains(&s)),
+        "every output but the tail within 10% of the target: {sizes:?}"
+    );
+    assert_same_rows(&before, &clicks.read());
+    // Right after, and a day later: nothing to compact.
+    for later in [16 * MINUTE, 24 * 60 * MINUTE] {
+        let (again, _) = clicks.compact(t0 + later).await;
+        assert_eq!((again.compactions, again.files_in), (0, 0), "{sizes:?}");
+    }
+    assert_eq!(clicks.sizes().await[&0], sizes);
+    assert_same_rows(&before, &clicks.read());
 }
 
 #[tokio::test]
@@ -292,7 +324,10 @@ async fn a_compaction_committed_after_new_appends_keeps_them() {
     assert_eq!(read.offsets["0"], (0..6 * RECORDS).collect::<Vec<_>>());
     assert_eq!((read.rows, read.duplicates), (6 * RECORDS as usize, 0));
     assert_eq!(read.summary["floe.offsets.clicks.0"], format!("0-{}", 6 * RECORDS - 1), "offsets carried forward");
-    assert_eq!(clicks.sizes().await[&0].len(), 3, "the compacted file and the two new ones");
+    // The four inputs hold a little more than the target: a file of the target and a
+    // small tail.
+    assert_eq!(run.files_out, 2);
+    assert_eq!(clicks.sizes().await[&0].len(), 4, "the compacted files and the two new ones");
 }
 
 #[tokio::test]

@@ -220,7 +220,7 @@ async fn a_table_whose_topic_gained_nested_fields_compacts() {
 #[tokio::test]
 async fn a_table_that_fails_to_compact_does_not_stop_the_others() {
     let (clicks, _) = Clicks::committed("", &[2]).await;
-    let views = clicks.segments_of("views", 0, 2, 0);
+    let views = clicks.segments_of("views", "random", 0, 2, 0);
     clicks.commit(&views).await;
     let damaged = clicks.live().await[0].file_path().to_string();
     let size = std::fs::metadata(&damaged).unwrap().len() as usize;

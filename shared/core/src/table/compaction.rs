@@ -9,10 +9,10 @@
 //!    ─▶ by first offset, tumbling bins ≤ target + 10% of expected bytes (what the rows take
 //!       once rewritten): a bin closes once it holds the target (full), or when the next
 //!       file would overflow it, or at the group's end (short)
-//!    ─▶ emitted: every full bin, and the group's first short bin of ≥ 2 files whose oldest
-//!       file is past the window (its tail: one output under the target per group at most)
-//!    ─▶ bins of ≥ 2 files ─▶ per group, its bins as one ([`bins`]) ─▶ rewrite_files (the
-//!       table's spec), one writer rolling at the target
+//!    ─▶ a group goes, all its bins, when one is full or has its oldest file past the
+//!       window, and its rewrite gains (a full bin, or fewer files of the target than now)
+//!    ─▶ per group, its bins as one ([`bins`]) ─▶ rewrite_files (the table's spec), one
+//!       writer rolling at the target: outputs of the target (±10%) and one tail
 //!       ─▶ one CompactionTask {removed, added}, its id a hash of (table, snapshot, inputs)
 //! ```
 //!
@@ -27,19 +27,22 @@
 //! large files (¼ target or more, [`expected_bytes`]); until the table has one, for its
 //! size — an estimate that can be a quarter too high (the compaction benchmark). So the
 //! sizes of the outputs do not rest on it: a group's emitted bins are rewritten by one
-//! writer rolling at the target, every output but the group's last lands at the target
-//! (the writer's roll overshoots by under a row group's estimate), and the last is the
-//! group's one tail. A short bin is emitted only by the window, and one per group and
-//! run: the tail. A group has several short bins only when files of more than a tenth of the
-//! target do not fit in the cap beside their neighbours; the later ones wait for the next
-//! run, where the earlier ones' outputs pack anew. A file that fits beside none of its
-//! neighbours (two of 60% of the target) stays as it is.
+//! writer rolling at the target, which lands every output but the group's last within a
+//! few percent of the target whatever the target (from 1 MiB) and the rows' compression
+//! ([`crate::datafile`]); the last is the group's one tail.
+//!
+//! The plan settles: a group goes with all its small files, young ones too, so it is
+//! left with one small file at most (its tail); outputs of the target are not small (¾
+//! of it), so they are never candidates again. A group whose rewrite would not gain — no
+//! bin reaching the target, and as many files of the target as it has now (two files of
+//! 60% of it) — stays as it is. So a plan made right after a compaction finds nothing to
+//! do, and the compactor commits (and competes with other writers for the table) only
+//! when new small files came.
 //!
 //! A tail is a small file like the others, the first of the files written after it (by
-//! offset): new small files are packed with it, and it is never rewritten alone (a bin
-//! holds two files at least). Each rewrite turns two files or more into one, so without
-//! new files the plan soon comes to nothing; and a new tail, added at its compaction's
-//! time, waits a window again unless new files fill a bin or are past the window.
+//! offset): new small files are packed with it, and it is never rewritten alone (a group
+//! goes with two files at least). A new tail, added at its compaction's time, waits a
+//! window again unless new files fill a bin or are past the window.
 //!
 //! Other engines' row-level deletes: a data file that a live delete file may apply to
 //! (position deletes, equality deletes, deletion vectors; [`crate::table::deletes`]) is
@@ -114,8 +117,11 @@ impl CompactionPolicy {
 pub enum Trigger {
     /// Its files reach the target.
     Full,
-    /// Under the target, its oldest file is past the window: the group's tail.
+    /// Under the target, its oldest file is past the window.
     Window,
+    /// Under the target and young, rewritten along with its group's other bins (so the
+    /// group is left with one small file, its tail).
+    Along,
 }
 
 /// Files to rewrite together: all of one partition value and one Kafka partition, in
@@ -215,11 +221,12 @@ fn tumble(files: impl IntoIterator<Item = LiveFile>, density: Option<f64>, targe
 
 /// Bins to compact at `now_ms`: per (partition value, Kafka partition), the small files
 /// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
-/// the target + 10% of expected bytes ([`expected_bytes`]). Every bin that reaches the
-/// target is emitted; of the others (short: closed at the group's end, or before a file
-/// that would overflow them), only the first of two files or more whose oldest file is
-/// `window_ms` old — the group's one tail. Files whose Kafka partition or first offset is unknown (no
-/// bounds) are left alone.
+/// the target + 10% of expected bytes ([`expected_bytes`]). A group goes once one of its
+/// bins reaches the target or has its oldest file `window_ms` old, and when its rewrite
+/// gains ([`gains`]); then with all its bins, rewritten together ([`per_group`]): one
+/// writer rolling at the target, so the group is left with one file under the target
+/// at most, and a plan right after finds nothing to do. Files whose Kafka partition or
+/// first offset is unknown (no bounds) are left alone.
 pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now_ms: i64) -> Vec<Bin> {
     let (Some(partition_field), Some(offset_field)) =
         (schema.field_by_name("_kafka.partition").map(|f| f.id), schema.field_by_name("_kafka.offset").map(|f| f.id))
@@ -244,28 +251,33 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
     let mut bins = Vec::new();
     for ((_, kafka_partition), (partition, mut files)) in groups {
         files.sort_by(|(a, fa), (b, fb)| a.cmp(b).then(fa.file.file_path().cmp(fb.file.file_path())));
-        let mut tail = false;
         let files = files.into_iter().map(|(_, f)| f);
-        for Open { files, bytes, oldest_ms } in tumble(files, density, policy.target, policy.cap()) {
-            let trigger = if bytes >= policy.target {
-                Trigger::Full
-            } else if !tail && files.len() >= 2 && now_ms.saturating_sub(oldest_ms) >= window_ms {
-                tail = true;
-                Trigger::Window
-            } else {
-                continue;
-            };
-            bins.push(Bin {
-                partition: partition.clone(),
-                kafka_partition,
-                files,
-                expected: bytes,
-                oldest_ms,
-                trigger,
-            });
+        let group: Vec<Bin> = tumble(files, density, policy.target, policy.cap())
+            .into_iter()
+            .map(|Open { files, bytes, oldest_ms }| {
+                let trigger = if bytes >= policy.target {
+                    Trigger::Full
+                } else if now_ms.saturating_sub(oldest_ms) >= window_ms {
+                    Trigger::Window
+                } else {
+                    Trigger::Along
+                };
+                Bin { partition: partition.clone(), kafka_partition, files, expected: bytes, oldest_ms, trigger }
+            })
+            .collect();
+        if group.iter().any(|b| b.trigger != Trigger::Along) && gains(&group, policy.target) {
+            bins.extend(group);
         }
     }
     bins
+}
+
+/// Whether rewriting a group's bins gains anything: a bin reaches the target, or the rows
+/// take fewer files of the target than they are in now.
+fn gains(bins: &[Bin], target: u64) -> bool {
+    let files: usize = bins.iter().map(|b| b.files.len()).sum();
+    let expected: u64 = bins.iter().map(|b| b.expected).sum();
+    files >= 2 && (bins.iter().any(|b| b.trigger == Trigger::Full) || expected.div_ceil(target.max(1)) < files as u64)
 }
 
 /// The id of the task compacting `bin`, planned from snapshot `snapshot_id` of `table`:
@@ -313,8 +325,9 @@ pub fn per_group(bins: Vec<Bin>) -> Vec<Bin> {
                 last.files.extend(bin.files);
                 last.expected += bin.expected;
                 last.oldest_ms = last.oldest_ms.min(bin.oldest_ms);
-                if bin.trigger == Trigger::Full {
-                    last.trigger = Trigger::Full;
+                // Full if any is, else what made the group go.
+                if bin.trigger == Trigger::Full || last.trigger == Trigger::Along {
+                    last.trigger = bin.trigger;
                 }
             }
             _ => merged.push(bin),
@@ -388,9 +401,11 @@ pub async fn compact(
 mod tests {
     use std::collections::HashMap;
 
-    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Datum, Literal};
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Datum, Literal, PartitionSpec};
 
     use super::*;
+    use crate::datafile::TableWriter;
+    use crate::datafile::tests::{Payload, Rng, payload_rows};
     use crate::partition::tests::schema;
 
     const NOW: i64 = 1_800_000_000_000;
@@ -441,9 +456,9 @@ mod tests {
 
     #[test]
     fn files_reaching_the_target_are_emitted_even_when_young() {
-        // 30 + 30 + 40 = 100, the target: a bin at once; "d" (young, alone) waits.
+        // 30 + 30 + 40 = 100, the target: a bin at once, "d" (young, alone) along.
         let young = files(&[("a", 0, 30, 0), ("b", 10, 30, 0), ("c", 20, 40, 0), ("d", 30, 20, 0)]);
-        assert_eq!(planned(young, NOW), vec![(v(&["a", "b", "c"]), Trigger::Full)]);
+        assert_eq!(planned(young, NOW), vec![(v(&["a", "b", "c"]), Trigger::Full), (v(&["d"]), Trigger::Along)]);
         // Under the target, young: nothing.
         assert!(planned(files(&[("a", 0, 30, 0), ("b", 10, 30, 0), ("c", 20, 39, 0)]), NOW).is_empty());
     }
@@ -470,8 +485,8 @@ mod tests {
     #[test]
     fn bins_follow_offsets_and_stay_within_the_cap() {
         // Given out of order; packed by first offset. 40 + 40 + 30 = 110 ≤ cap: full.
-        // 70 then 70: the second would overflow (140 > 110), so the first closes alone
-        // (not rewritten); 70 + 30 = 100: full. 10 + 10 young: waiting.
+        // 70 then 70: the second would overflow (140 > 110), so the first closes alone;
+        // 70 + 30 = 100: full. 10 + 10 young. All of the group goes, to one writer.
         let live = files(&[
             ("f", 50, 70, 0),
             ("c", 20, 30, 0),
@@ -483,8 +498,17 @@ mod tests {
             ("i", 80, 10, 0),
         ]);
         let bins = plan(live, &schema(), POLICY, NOW);
-        assert_eq!(bins.iter().map(names).collect::<Vec<_>>(), vec![v(&["a", "b", "c"]), v(&["f", "g"])]);
-        assert!(bins.iter().all(|b| b.trigger == Trigger::Full && (100..=110).contains(&b.bytes())));
+        let shape: Vec<(Vec<String>, Trigger)> = bins.iter().map(|b| (names(b), b.trigger)).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (v(&["a", "b", "c"]), Trigger::Full),
+                (v(&["e"]), Trigger::Along),
+                (v(&["f", "g"]), Trigger::Full),
+                (v(&["h", "i"]), Trigger::Along)
+            ]
+        );
+        assert!(bins.iter().all(|b| b.bytes() <= POLICY.cap()));
         // Everything old: the tail goes too; still no bin beyond the cap.
         let mut live = Vec::new();
         for i in 0..40 {
@@ -526,7 +550,8 @@ mod tests {
     #[test]
     fn bins_never_mix_partition_values_or_kafka_partitions() {
         // All old. Before the tumbling bins this test packed first-fit decreasing (b, a);
-        // now bins follow offsets: a + b = 90, + c would be 120 > the cap: c alone.
+        // now bins follow offsets: a + b = 90, + c would be 120 > the cap: c alone, and
+        // rewritten with them (one writer per group).
         let old = 60 * MINUTE;
         let files = vec![
             file("a", Some(1), 0, 0, 40, old),
@@ -548,6 +573,7 @@ mod tests {
             vec![
                 (None, 0, v(&["g", "h"])),
                 (Some(Literal::date(1)), 0, v(&["a", "b"])),
+                (Some(Literal::date(1)), 0, v(&["c"])),
                 (Some(Literal::date(2)), 0, v(&["d", "e"])),
             ]
         );
@@ -594,10 +620,10 @@ mod tests {
                 bins: &[(&["a", "b"], Trigger::Window)],
             },
             Case {
-                name: "a full bin goes young; its young tail waits",
+                name: "a full bin goes young, its group's young files along",
                 files: &[("a", 0, 50, 0), ("b", 10, 50, 0), ("c", 20, 10, 0), ("d", 30, 10, 0)],
                 later: 0,
-                bins: &[(&["a", "b"], Trigger::Full)],
+                bins: &[(&["a", "b"], Trigger::Full), (&["c", "d"], Trigger::Along)],
             },
             Case {
                 name: "the same a window later: the tail goes too",
@@ -621,10 +647,10 @@ mod tests {
     }
 
     #[test]
-    fn a_group_emits_one_short_bin_at_most() {
+    fn a_group_goes_with_all_its_bins_when_it_gains() {
         check(&[
             Case {
-                name: "pairs of 40 cannot reach the target (a third would pass the cap): the first pair only",
+                name: "pairs of 40 cannot reach the target (a third would pass the cap): all go, to one writer",
                 files: &[
                     ("a", 0, 40, OLD),
                     ("b", 10, 40, OLD),
@@ -633,16 +659,16 @@ mod tests {
                     ("e", 40, 40, OLD),
                 ],
                 later: 0,
-                bins: &[(&["a", "b"], Trigger::Window)],
+                bins: &[(&["a", "b"], Trigger::Window), (&["c", "d"], Trigger::Window), (&["e"], Trigger::Window)],
             },
             Case {
-                name: "the first short bin past the window, not the first short bin",
+                name: "one bin past the window takes the young ones along",
                 files: &[("a", 0, 40, 0), ("b", 10, 40, 0), ("c", 20, 40, OLD), ("d", 30, 40, OLD), ("e", 40, 40, OLD)],
                 later: 0,
-                bins: &[(&["c", "d"], Trigger::Window)],
+                bins: &[(&["a", "b"], Trigger::Along), (&["c", "d"], Trigger::Window), (&["e"], Trigger::Window)],
             },
             Case {
-                name: "full bins around a short bin, and a tail: the first short bin only",
+                name: "full bins around a short bin, and a tail",
                 files: &[
                     ("a", 0, 30, OLD),
                     ("b", 10, 30, OLD),
@@ -652,25 +678,32 @@ mod tests {
                     ("f", 50, 60, OLD),
                     ("g", 60, 20, OLD),
                     ("h", 70, 20, OLD),
-                    ("i", 80, 10, OLD),
-                    ("j", 90, 10, OLD),
+                    ("i", 80, 10, 0),
+                    ("j", 90, 10, 0),
                 ],
                 later: 0,
                 bins: &[
                     (&["a", "b", "c"], Trigger::Full),
                     (&["d", "e"], Trigger::Window),
                     (&["f", "g", "h"], Trigger::Full),
+                    (&["i", "j"], Trigger::Along),
                 ],
             },
             Case {
-                name: "d closed short before e, alone: the tail is the group's end",
+                name: "d closed short before e, alone: rewritten with the others",
                 files: &[("d", 30, 50, OLD), ("e", 40, 70, OLD), ("h", 70, 20, OLD), ("i", 80, 20, OLD)],
                 later: 0,
-                bins: &[(&["e", "h", "i"], Trigger::Full)],
+                bins: &[(&["d"], Trigger::Window), (&["e", "h", "i"], Trigger::Full)],
             },
             Case {
-                name: "files that fit beside none of their neighbours stay",
+                name: "three of 60 make two files: they go",
                 files: &[("a", 0, 60, OLD), ("b", 10, 60, OLD), ("c", 20, 60, OLD)],
+                later: 0,
+                bins: &[(&["a"], Trigger::Window), (&["b"], Trigger::Window), (&["c"], Trigger::Window)],
+            },
+            Case {
+                name: "two of 60 would make two files again: they stay",
+                files: &[("a", 0, 60, OLD), ("b", 10, 60, OLD)],
                 later: 0,
                 bins: &[],
             },
@@ -699,8 +732,10 @@ mod tests {
         let live = |age| (0..1000).map(|i| file(&format!("f{i:04}"), None, 0, i * 10, MIB, age)).collect::<Vec<_>>();
         let shape = |bins: &[Bin]| bins.iter().map(|b| (b.files.len(), b.bytes() / MIB, b.trigger)).collect::<Vec<_>>();
         let full = vec![(128, 128, Trigger::Full); 7];
-        // Young: the seven full bins go at once, the 104 left wait for the window.
-        assert_eq!(shape(&plan(live(0), &schema(), policy, NOW)), full);
+        // Young: the seven full bins go at once, the 104 left along with them.
+        let mut along = full.clone();
+        along.push((104, 104, Trigger::Along));
+        assert_eq!(shape(&plan(live(0), &schema(), policy, NOW)), along);
         let bins = plan(live(OLD), &schema(), policy, NOW);
         let mut with_tail = full.clone();
         with_tail.push((104, 104, Trigger::Window));
@@ -716,11 +751,11 @@ mod tests {
         let mut live: Vec<LiveFile> = (0..1000).map(|i| file(&format!("a{i:04}"), None, 0, i * 10, MIB, OLD)).collect();
         live.extend((0..300).map(|i| file(&format!("b{i:04}"), None, 1, i * 10, MIB, 0)));
         let planned = plan(live, &schema(), policy, NOW);
-        assert_eq!(planned.len(), 8 + 2, "eight bins of partition 0, two full ones of partition 1");
+        assert_eq!(planned.len(), 8 + 3, "eight bins of partition 0, two full ones of partition 1 and its rest");
         let merged = per_group(planned.clone());
         let shape: Vec<(i32, usize, Trigger)> =
             merged.iter().map(|b| (b.kafka_partition, b.files.len(), b.trigger)).collect();
-        assert_eq!(shape, [(0, 1000, Trigger::Full), (1, 256, Trigger::Full)]);
+        assert_eq!(shape, [(0, 1000, Trigger::Full), (1, 300, Trigger::Full)]);
         let in_order = |bins: &[Bin]| {
             bins.iter().flat_map(|b| b.files.iter().map(|f| f.file_path().to_string())).collect::<Vec<_>>()
         };
@@ -730,9 +765,10 @@ mod tests {
     }
 
     /// Runs the planner every 5 minutes for `runs` runs, a file of the next size in
-    /// `sizes` arriving every `every` ms while any is left; each bin becomes one file of
-    /// its bytes, added at the run. Checks, at every run, what any plan must hold, and
-    /// returns the live files at the end (and how many bins rewrote an earlier output).
+    /// `sizes` arriving every `every` ms while any is left; each group's files become, as
+    /// the writer writes them, files of the target and a tail, added at the run. Checks,
+    /// at every run, what any plan must hold — among it that a plan right after finds
+    /// nothing — and returns the live files at the end.
     fn simulate(sizes: &[u64], every: i64, runs: i64) -> Vec<LiveFile> {
         let mut live: Vec<LiveFile> = Vec::new();
         let (mut arrived, mut outputs) = (0, std::collections::HashSet::new());
@@ -744,27 +780,101 @@ mod tests {
                 live.last_mut().unwrap().added_at_ms = now - age;
                 arrived += 1;
             }
-            let bins = plan(live.clone(), &schema(), POLICY, now);
-            let short = bins.iter().filter(|b| b.bytes() < POLICY.target).count();
-            assert!(short <= 1, "run {run}: {short} outputs under the target");
-            for (i, bin) in bins.iter().enumerate() {
-                assert!(bin.files.len() >= 2 && bin.bytes() <= POLICY.cap(), "run {run}: {:?}", names(bin));
+            for (i, group) in per_group(plan(live.clone(), &schema(), POLICY, now)).iter().enumerate() {
+                assert!(group.files.len() >= 2, "run {run}: {:?}", names(group));
                 assert!(
-                    bin.files.iter().any(|f| !outputs.contains(f.file_path())),
+                    group.files.iter().any(|f| !outputs.contains(f.file_path())),
                     "run {run}: earlier outputs rewritten without a new file: {:?}",
-                    names(bin)
+                    names(group)
                 );
-                let gone: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
+                let gone: Vec<&str> = group.files.iter().map(|f| f.file_path()).collect();
                 live.retain(|l| !gone.contains(&l.file.file_path()));
-                let first = bin.files.iter().map(|f| first_offset(f, 3).unwrap()).min().unwrap();
-                let mut out = file(&format!("out{run}-{i}"), Some(1), 0, first, bin.bytes(), 0);
-                out.added_at_ms = now;
-                outputs.insert(out.file.file_path().to_string());
-                live.push(out);
+                let first = group.files.iter().map(|f| first_offset(f, 3).unwrap()).min().unwrap();
+                let (mut left, mut k) = (group.bytes(), 0);
+                while left > 0 {
+                    let size = left.min(POLICY.target);
+                    let mut out = file(&format!("out{run}-{i}-{k}"), Some(1), 0, first + k, size, 0);
+                    out.added_at_ms = now;
+                    outputs.insert(out.file.file_path().to_string());
+                    live.push(out);
+                    (left, k) = (left - size, k + 1);
+                }
             }
+            let again = plan(live.clone(), &schema(), POLICY, now);
+            assert!(
+                again.is_empty(),
+                "run {run}: planned again at once: {:?}",
+                again.iter().map(names).collect::<Vec<_>>()
+            );
         }
         assert_eq!(live.iter().map(|l| l.file.file_size_in_bytes()).sum::<u64>(), sizes.iter().sum::<u64>());
         live
+    }
+
+    /// `inputs` files of `payload` rows of about a quarter of `target` each (the writer's
+    /// real files), added an hour ago.
+    async fn quarter_files(dir: &std::path::Path, target: u64, payload: Payload, inputs: usize) -> Vec<LiveFile> {
+        let schema = Arc::new(schema());
+        let options = WriterOptions {
+            file_io: FileIO::new_with_fs(),
+            dir: dir.join("in").display().to_string(),
+            partition: 0,
+            source_id: "segment".into(),
+            schema: schema.clone(),
+            target_size: target / 4,
+        };
+        let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
+        let (mut rng, mut offset, rows) = (Rng(11), 0, 1000);
+        loop {
+            let batch = payload_rows(&schema, offset, rows, payload, &mut rng);
+            writer.write(&batch, offset, offset + rows as i64 - 1).await.unwrap();
+            offset += rows as i64;
+            if let TableWriter::Unpartitioned(w) = &writer
+                && w.closed() >= inputs
+            {
+                break;
+            }
+        }
+        let written = writer.close().await.unwrap();
+        written.into_iter().take(inputs).map(|f| LiveFile { file: f.data_file, added_at_ms: NOW - OLD }).collect()
+    }
+
+    #[tokio::test]
+    async fn a_compaction_at_a_small_target_settles_with_the_writer_s_real_sizes() {
+        const MIB: u64 = 1 << 20;
+        for target in [MIB, 2 * MIB] {
+            for payload in [Payload::Random, Payload::Json] {
+                let dir = tempfile::tempdir().unwrap();
+                let policy = CompactionPolicy { target, window_ms: POLICY.window_ms };
+                let mut live = quarter_files(dir.path(), target, payload, 9).await;
+                let groups = per_group(plan(live.clone(), &schema(), policy, NOW));
+                assert_eq!(groups.len(), 1, "{payload:?} at {target}");
+                let output = WriterOptions {
+                    file_io: FileIO::new_with_fs(),
+                    dir: dir.path().join("out").display().to_string(),
+                    partition: 0,
+                    source_id: "compaction".into(),
+                    schema: Arc::new(schema()),
+                    target_size: target,
+                };
+                let paths: Vec<&str> = groups[0].files.iter().map(|f| f.file_path()).collect();
+                let written =
+                    rewrite_files(output, &PartitionSpec::unpartition_spec(), &paths, None, None).await.unwrap();
+                let sizes: Vec<u64> = written.iter().map(|f| f.data_file.file_size_in_bytes()).collect();
+                let off = |s: u64| (s as f64 / target as f64 - 1.0).abs();
+                assert!(
+                    sizes.len() >= 2 && sizes[..sizes.len() - 1].iter().all(|&s| off(s) <= 0.1),
+                    "{payload:?} at {target}: outputs {sizes:?}"
+                );
+                live.retain(|l| !paths.contains(&l.file.file_path()));
+                live.extend(written.into_iter().map(|f| LiveFile { file: f.data_file, added_at_ms: NOW }));
+                // Right after, and a day later: nothing to do.
+                for later in [0, 24 * 60 * MINUTE] {
+                    let again = plan(live.clone(), &schema(), policy, NOW + later);
+                    assert!(again.is_empty(), "{payload:?} at {target}: outputs {sizes:?} planned again");
+                }
+            }
+        }
     }
 
     #[test]
