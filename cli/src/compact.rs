@@ -20,7 +20,7 @@ use floe_core::maintenance::MaintenanceStatus;
 use floe_core::maintenance::compactor::{Compactor, TableRun};
 use floe_core::storage::LocalFiles;
 
-use crate::local::{Warehouse, folder};
+use crate::warehouse::{Warehouse, folder};
 
 /// What compaction and maintenance did to one table.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]

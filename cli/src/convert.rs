@@ -74,7 +74,7 @@ pub async fn materialize(
     let topic_config =
         config.resolve(topic).with_context(|| format!("topic {topic:?} is not enabled by the configuration"))?;
     let registry = floe_core::formats::http_registry(config)?;
-    let out_dir = crate::local::folder("--out", out_dir, true)?;
+    let out_dir = crate::warehouse::folder("--out", out_dir, true)?;
     let meta = std::fs::metadata(segment).with_context(|| format!("{}", segment.display()))?;
     let destination = Destination {
         table: topic.to_string(),

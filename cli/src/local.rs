@@ -22,7 +22,7 @@
 //! process that is gone) is taken over.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use floe_core::catalog::Catalog;
@@ -35,13 +35,12 @@ use floe_core::lock::{Clock, TableLocks};
 use floe_core::maintenance::TableRegistry;
 use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
-use floe_core::queue::InProcessQueue;
-use floe_core::retry::RetryPolicy;
 use floe_core::segment::{FileSource, Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader};
 use floe_core::table::CatalogTables;
 use floe_core::task::TableName;
 
 use crate::compact::{MaintenanceView, TableCompaction};
+use crate::warehouse::{Warehouse, folder};
 
 /// What a run did, per table.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
@@ -174,65 +173,6 @@ pub fn find_segments(input: &Path) -> std::io::Result<Found> {
 /// An I/O error with the path it is about (std's name none).
 fn annotate(e: std::io::Error, path: &Path) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-}
-
-/// Creates (if need be) and resolves a folder given on the command line, naming it and
-/// the option in errors (`--warehouse wh: a file, not a folder`).
-pub fn folder(option: &str, path: &Path, create: bool) -> anyhow::Result<PathBuf> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => anyhow::bail!("{option} {}: not a folder", path.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-            std::fs::create_dir_all(path).map_err(|e| anyhow::anyhow!("{option} {}: {e}", path.display()))?;
-        }
-        Err(e) => anyhow::bail!("{option} {}: {e}", path.display()),
-    }
-    std::fs::canonicalize(path).map_err(|e| anyhow::anyhow!("{option} {}: {e}", path.display()))
-}
-
-/// A local warehouse opened: its SQLite catalog and lock store (also the table
-/// registry), the committer on them, the in-process queue tasks go through, and the
-/// clock maintenance runs on.
-pub(crate) struct Warehouse {
-    pub dir: PathBuf,
-    pub clock: Clock,
-    pub catalog: Arc<dyn Catalog>,
-    pub locks: Arc<SqliteLocks>,
-    pub file_io: iceberg::io::FileIO,
-    pub owner: String,
-    pub queue: Arc<InProcessQueue>,
-    pub committer: Committer,
-}
-
-impl Warehouse {
-    /// Opens (creating the catalog if need be) the warehouse in the folder `dir`, on `clock`.
-    pub fn open(dir: PathBuf, clock: Clock) -> anyhow::Result<Warehouse> {
-        let catalog = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
-        let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
-        let owner = floe_core::lock::sqlite::process_owner("floe-local");
-        let file_io = floe_core::storage::local_file_io();
-        let catalog: Arc<dyn Catalog> = Arc::new(catalog);
-        let committer = Committer {
-            catalog: catalog.clone(),
-            file_io: file_io.clone(),
-            locks: locks.clone(),
-            registry: locks.clone(),
-            warehouse: dir.display().to_string(),
-            owner: owner.clone(),
-            lease_ttl: std::time::Duration::from_secs(300),
-            retry: RetryPolicy::default(),
-        };
-        Ok(Warehouse {
-            dir,
-            clock,
-            catalog,
-            locks,
-            file_io,
-            owner,
-            queue: Arc::new(InProcessQueue::default()),
-            committer,
-        })
-    }
 }
 
 /// Runs materializer and committer over `input` into `warehouse`, then compaction and
@@ -449,9 +389,6 @@ async fn table_state(
     })
 }
 
-/// How long a commit waits for a live other run to release a table's lease.
-const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// Tasks committed together (one snapshot per table per batch).
 const COMMIT_BATCH: usize = 100;
 
@@ -559,6 +496,8 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn example_segment() -> PathBuf {
@@ -646,18 +585,5 @@ mod tests {
             report(1, 1).failure().unwrap(),
             format!("1 failure(s), listed above; nothing of them was committed; {maintenance}")
         );
-    }
-
-    #[test]
-    fn folders_name_the_option_and_the_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("file");
-        std::fs::write(&file, b"x").unwrap();
-        let e = folder("--warehouse", &file, true).unwrap_err().to_string();
-        assert_eq!(e, format!("--warehouse {}: not a folder", file.display()));
-        let missing = dir.path().join("missing");
-        let e = folder("--input", &missing, false).unwrap_err().to_string();
-        assert!(e.starts_with(&format!("--input {}: No such file", missing.display())), "{e}");
-        assert_eq!(folder("--warehouse", &missing, true).unwrap(), std::fs::canonicalize(&missing).unwrap());
     }
 }

@@ -1103,7 +1103,7 @@ async fn a_compaction_planned_before_a_promotion_commits_after_it() {
     }
     let table = TableName { namespace: "kafka".into(), name: "orders".into() };
     let loaded = floe_core::table::load(committer.catalog.as_ref(), &committer.file_io, &table).await.unwrap().unwrap();
-    let compactions = floe_core::table::compaction::compact(
+    let compactions = floe_core::maintenance::rewrite::compact(
         &committer.file_io,
         &table,
         &loaded.metadata,

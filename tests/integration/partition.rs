@@ -211,7 +211,7 @@ async fn local_run_partitions_by_day_and_region_and_compaction_keeps_the_partiti
     let (committer, catalog) = local_committer(warehouse.path());
     let file_io = floe_core::storage::local_file_io();
     let loaded = floe_core::table::load(catalog.as_ref(), &file_io, &table()).await.unwrap().unwrap();
-    let compactions = floe_core::table::compaction::compact(
+    let compactions = floe_core::maintenance::rewrite::compact(
         &file_io,
         &table(),
         &loaded.metadata,

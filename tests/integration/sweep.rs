@@ -10,11 +10,12 @@ use floe_core::committer::TaskResult;
 use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
 use floe_core::lock::sqlite::SqliteLocks;
+use floe_core::maintenance::rewrite::compact;
 use floe_core::maintenance::sweep::{Sweep, SweepReport};
 use floe_core::maintenance::{HeldTask, TableRegistry};
 use floe_core::queue::{InProcessQueue, TaskQueue};
 use floe_core::storage::{LocalFiles, local_file_io};
-use floe_core::table::compaction::{CompactionPolicy, compact};
+use floe_core::table::compaction::CompactionPolicy;
 use floe_core::table::{LoadedTable, TableName};
 use floe_core::task::Task;
 

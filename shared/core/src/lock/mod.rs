@@ -16,6 +16,7 @@
 //! The same store keeps each table's status: a table suspended (incompatible schema)
 //! stays suspended, its tasks kept in the queue, until an operator resumes it.
 
+pub mod registry;
 pub mod sqlite;
 
 use std::future::Future;

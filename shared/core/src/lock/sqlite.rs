@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::registry::{HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry};
 use super::{Clock, Holder, Lease, LockError, TableLocks};
-use crate::maintenance::{HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry};
 use crate::table::TableName;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS floe_tables (
@@ -400,7 +400,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_registry_lists_tables_holds_files_and_keeps_the_maintenance_record() {
-        use crate::maintenance::CompactionRecord;
+        use crate::lock::registry::CompactionRecord;
         let locks = locks();
         let t = TableName::parse("kafka.t").unwrap();
         locks.acquire("kafka.t", "a", Duration::from_secs(1)).await.unwrap().unwrap();

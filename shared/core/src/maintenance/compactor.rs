@@ -29,13 +29,14 @@ use std::time::Instant;
 use iceberg::io::FileIO;
 
 use super::holding::hold;
+use super::rewrite::rewrite_bin;
 use super::sweep::{Sweep, SweepReport};
 use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
 use crate::queue::TaskQueue;
 use crate::storage::WarehouseFiles;
-use crate::table::compaction::{Bin, CompactionPolicy, bins, rewrite_bin, task_id};
+use crate::table::compaction::{Bin, CompactionPolicy, bins, task_id};
 use crate::table::{LoadedTable, TableError, TableName, committed_offsets, load};
 use crate::task::Task;
 

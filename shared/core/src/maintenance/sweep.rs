@@ -399,9 +399,10 @@ mod tests {
     use crate::datafile::{TableWriter, WriterOptions};
     use crate::lock::TableLocks;
     use crate::lock::sqlite::SqliteLocks;
+    use crate::maintenance::rewrite::compact;
     use crate::partition::tests::{batch, schema};
     use crate::storage::{LocalFiles, local_file_io};
-    use crate::table::compaction::{CompactionPolicy, compact};
+    use crate::table::compaction::CompactionPolicy;
     use crate::table::snapshot::{SnapshotChange, live_data_files, write_snapshot};
     use crate::table::state::PendingEntry;
 

@@ -1,0 +1,165 @@
+//! The table registry: which tables Floe commits to, the files their queued tasks hold,
+//! and what maintenance did to each — a port of the lock store (SQLite locally,
+//! DynamoDB on AWS), one row per table, which maintenance (`crate::maintenance`) and the
+//! committer use. It lives with the locks because the lock stores implement it.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::LockError;
+use crate::table::TableName;
+
+/// A table the registry knows: one the committer has taken a lease on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredTable {
+    pub table: TableName,
+    /// Why it is suspended, when it is.
+    pub suspended: Option<String>,
+}
+
+/// A task queued and not yet done, with the files it names (data files, a spilled task
+/// object): the sweep keeps them, whatever their age.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldTask {
+    pub task_id: String,
+    pub files: Vec<String>,
+    pub held_at_ms: i64,
+}
+
+/// One compaction the committer applied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    pub at_ms: i64,
+    pub files_in: u64,
+    pub bytes_in: u64,
+    pub files_out: u64,
+    pub bytes_out: u64,
+}
+
+/// What maintenance did to a table, as `floe local status` and `floe aws status` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceStatus {
+    pub last_compaction: Option<CompactionRecord>,
+    /// Snapshots expired, in total.
+    pub snapshots_expired: u64,
+    /// Orphan files deleted, in total.
+    pub orphans_removed: u64,
+    /// When the sweep last ran on the table.
+    pub last_sweep_ms: Option<i64>,
+    /// What fails on the table, one per activity (by activity): its last failure, until
+    /// that activity next succeeds.
+    #[serde(default)]
+    pub failing: Vec<Failure>,
+}
+
+/// What Floe does to a table, as far as a failure stops it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activity {
+    /// The committer's commits of new data.
+    Commit,
+    /// Compaction: planning, rewriting, and the committer's `replace` commits.
+    Compaction,
+    /// The orphan sweep.
+    Sweep,
+}
+
+impl Activity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Activity::Commit => "commit",
+            Activity::Compaction => "compaction",
+            Activity::Sweep => "sweep",
+        }
+    }
+}
+
+/// The last failure of an activity on a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub activity: Activity,
+    pub at_ms: i64,
+    pub error: String,
+}
+
+/// Something maintenance did, to add to the table's [`MaintenanceStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaintenanceEvent {
+    /// A compaction committed (replaces the last one).
+    Compacted(CompactionRecord),
+    /// Snapshots expired by a commit (added to the total).
+    SnapshotsExpired(u64),
+    /// A sweep ran at `at_ms` and deleted `removed` files (added to the total).
+    Swept { at_ms: i64, removed: u64 },
+    /// An activity failed (replaces its last failure).
+    Failed(Failure),
+    /// An activity succeeded: it is failing no more.
+    Succeeded(Activity),
+}
+
+/// The tables Floe commits to, the files their queued tasks hold, and what maintenance
+/// did: kept in the lock store (SQLite locally, DynamoDB on AWS), one row per table.
+#[async_trait]
+pub trait TableRegistry: Send + Sync {
+    /// Every table with a row (the committer took its lease at least once, or it was
+    /// suspended), by name.
+    async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError>;
+    /// Holds `task`'s files until [`Self::release_tasks`]. Holding the same task id again
+    /// adds its files to those held (each path once) and moves `held_at_ms` on: a retried
+    /// run wrote new files, but the copy the queue kept (SQS drops a duplicate send) may
+    /// name the first run's, so neither may go before the task is done.
+    async fn hold_task(&self, table: &TableName, task: &HeldTask) -> Result<(), LockError>;
+    /// The tasks are done: their files are held no more. Unknown ids are ignored.
+    async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError>;
+    /// The tasks of `table` still held.
+    async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError>;
+    async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError>;
+    async fn status(&self, table: &TableName) -> Result<MaintenanceStatus, LockError>;
+}
+
+impl MaintenanceStatus {
+    /// The status after `event`.
+    pub fn apply(&mut self, event: &MaintenanceEvent) {
+        match event {
+            MaintenanceEvent::Compacted(record) => self.last_compaction = Some(*record),
+            MaintenanceEvent::SnapshotsExpired(n) => self.snapshots_expired += n,
+            MaintenanceEvent::Swept { at_ms, removed } => {
+                self.last_sweep_ms = Some(*at_ms);
+                self.orphans_removed += removed;
+            }
+            MaintenanceEvent::Failed(failure) => {
+                self.failing.retain(|f| f.activity != failure.activity);
+                self.failing.push(failure.clone());
+                self.failing.sort_by_key(|f| f.activity);
+            }
+            MaintenanceEvent::Succeeded(activity) => self.failing.retain(|f| f.activity != *activity),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_shows_until_its_activity_succeeds() {
+        let failed =
+            |activity, error: &str| MaintenanceEvent::Failed(Failure { activity, at_ms: 1, error: error.into() });
+        let mut status = MaintenanceStatus::default();
+        status.apply(&failed(Activity::Sweep, "unreadable manifest"));
+        status.apply(&failed(Activity::Commit, "zip_eq"));
+        status.apply(&failed(Activity::Commit, "again"));
+        let shown: Vec<(Activity, &str)> = status.failing.iter().map(|f| (f.activity, f.error.as_str())).collect();
+        assert_eq!(shown, [(Activity::Commit, "again"), (Activity::Sweep, "unreadable manifest")]);
+        status.apply(&MaintenanceEvent::Succeeded(Activity::Compaction));
+        assert_eq!(status.failing.len(), 2);
+        status.apply(&MaintenanceEvent::Succeeded(Activity::Commit));
+        assert_eq!(status.failing[0].activity, Activity::Sweep);
+        // A record written before `failing` existed reads as failing nothing.
+        let old: MaintenanceStatus = serde_json::from_str(
+            r#"{"last_compaction":null,"snapshots_expired":3,"orphans_removed":0,"last_sweep_ms":null}"#,
+        )
+        .unwrap();
+        assert!(old.failing.is_empty());
+    }
+}

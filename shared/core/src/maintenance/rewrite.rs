@@ -1,0 +1,75 @@
+//! A planned bin rewritten: its files read and written again into files of the target
+//! size (`table/rewrite.rs`), as the CompactionTask that replaces them — where the
+//! planner (`table/compaction.rs`, which knows tables, not tasks) meets the task contract.
+
+use std::sync::Arc;
+
+use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
+
+use crate::datafile::WriterOptions;
+use crate::table::TableName;
+use crate::table::compaction::{Bin, CompactionPolicy, bins, task_id};
+use crate::table::rewrite::rewrite_files;
+use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
+
+/// Rewrites `bin` (planned from the table's current snapshot) into files of its partition
+/// under the table's data directory, the writer rolling at the target, named with the
+/// task's id: the CompactionTask replacing the bin's files with them.
+pub async fn rewrite_bin(
+    file_io: &FileIO,
+    table: &TableName,
+    metadata: &TableMetadata,
+    policy: CompactionPolicy,
+    bin: &Bin,
+    now_ms: i64,
+) -> iceberg::Result<CompactionTask> {
+    let schema = metadata.current_schema().as_ref().clone();
+    let spec = metadata.default_partition_spec().as_ref().clone();
+    let partition_type = spec.partition_type(&schema)?;
+    let task_id = task_id(table, metadata.current_snapshot_id(), bin);
+    let paths: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
+    let output = WriterOptions {
+        file_io: file_io.clone(),
+        dir: format!("{}/data", metadata.location()),
+        partition: bin.kafka_partition,
+        source_id: task_id.clone(),
+        schema: Arc::new(schema.clone()),
+        target_size: policy.target,
+    };
+    let written = rewrite_files(output, &spec, &paths, None, None).await?;
+    let added =
+        written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
+    tracing::info!(table = %table, task_id = %task_id, files = paths.len(), bytes = bin.bytes(),
+        outputs = added.len(), partition = ?bin.partition, kafka_partition = bin.kafka_partition,
+        trigger = ?bin.trigger, "bin compacted");
+    let partition_spec = partitioned(&spec);
+    Ok(CompactionTask {
+        version: task_version(partition_spec.as_ref()),
+        kind: CompactionKind::Compaction,
+        task_id,
+        table: table.clone(),
+        removed: paths.iter().map(|p| p.to_string()).collect(),
+        added,
+        schema,
+        partition_spec,
+        created_at_ms: now_ms,
+    })
+}
+
+/// Plans the table's current snapshot at `now_ms` and rewrites every bin: one
+/// CompactionTask per group's bins ([`bins`], [`rewrite_bin`]), none when there is
+/// nothing to compact.
+pub async fn compact(
+    file_io: &FileIO,
+    table: &TableName,
+    metadata: &TableMetadata,
+    policy: CompactionPolicy,
+    now_ms: i64,
+) -> iceberg::Result<Vec<CompactionTask>> {
+    let mut tasks = Vec::new();
+    for bin in bins(file_io, metadata, policy, now_ms).await? {
+        tasks.push(rewrite_bin(file_io, table, metadata, policy, &bin, now_ms).await?);
+    }
+    Ok(tasks)
+}
