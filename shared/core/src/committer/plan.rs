@@ -13,6 +13,8 @@
 //!                                        (rewritten when laid out by another spec)
 //!                                        straddling committed offsets: trimmed to the new
 //!                                        open transactions ─▶ pending in the table state
+//!                                        (a part straddling committed offsets: its new
+//!                                        offsets only, its files trimmed once committed)
 //!                                        markers ─▶ the table state
 //!                                        the new offsets ─▶ committed
 //!  then the state resolves: COMMIT ⇒ the transaction's files added; ABORT ⇒ never
@@ -677,7 +679,8 @@ mod tests {
                 } else {
                     vec![]
                 };
-                let ids: Vec<Vec<&str>> = batches.iter().map(|b| b.iter().map(|t| t.task_id.as_str()).collect()).collect();
+                let ids: Vec<Vec<&str>> =
+                    batches.iter().map(|b| b.iter().map(|t| t.task_id.as_str()).collect()).collect();
                 assert_eq!(added, expected, "{ids:?}, commit {commit}");
                 assert!(table.state.is_empty(), "{ids:?}: {:?}", table.state);
                 assert_eq!(table.offsets.get("orders", 0).unwrap().encode(), "0-39");
