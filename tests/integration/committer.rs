@@ -309,11 +309,34 @@ async fn transactions_spanning_segments_resolve_in_any_arrival_order() {
         assert_payments(&read, &offsets, &values);
     }
     // A COMMIT and an ABORT each after parts in three segments, in all 24 orders.
-    let ledger: Vec<String> = [0, 20, 40, 60].iter().map(|o| format!("ledger-0/{o:020}.log")).collect();
+    let ledger = ledger_segments(&[0, 20, 40, 60]);
     let ledger: Vec<&str> = ledger.iter().map(String::as_str).collect();
     let (offsets, values) = expected(&topic.path().join("ledger_expected.json"));
     for order in permutations(4) {
         let read = commit_in_order(topic.path(), &ledger, &order, "ledger", 79).await;
+        assert_payments(&read, &offsets, &values);
+    }
+}
+
+/// make_topic.py's `ledger` segments starting at `bases`.
+fn ledger_segments(bases: &[i64]) -> Vec<String> {
+    bases.iter().map(|o| format!("ledger-0/{o:020}.log")).collect()
+}
+
+#[tokio::test]
+async fn a_re_cut_segment_whose_open_transactions_start_in_committed_offsets_adds_their_new_records() {
+    let (topic, _, _) = payments();
+    let (offsets, values) = expected(&topic.path().join("ledger_expected.json"));
+    // Segment 0..19 (producers 7 and 8 open at 10 and 15), its re-cut copy 10..39 (their
+    // parts 10..24 and 15..34), then 20..39 again, the ABORT's and the COMMIT's segments.
+    let mut segments = ledger_segments(&[0]);
+    segments.push("replica/ledger-0/00000000000000000010.log".into());
+    segments.extend(ledger_segments(&[20, 40, 60]));
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    // 0..19 first: the copy's parts are trimmed to 20..24 and 20..34; the copy first: the
+    // parts of 0..19 add nothing.
+    for order in [[0, 1, 2, 3, 4], [1, 0, 2, 3, 4]] {
+        let read = commit_in_order(topic.path(), &segments, &order, "ledger", 79).await;
         assert_payments(&read, &offsets, &values);
     }
 }

@@ -23,7 +23,8 @@ And a topic `ledger` in four segments whose transactions span three of them:
   segment D  offsets 60..79   plain 60..64; COMMIT of producer 7 at 65; plain 66..79
 
 in OUT_DIR/ledger-0/<base>.log, its committed offsets and values in
-OUT_DIR/ledger_expected.json.
+OUT_DIR/ledger_expected.json; and A re-cut from 10 on with B (offsets 10..39, both
+transactions open in it, starting in A's offsets) in OUT_DIR/replica/ledger-0/<10>.log.
 """
 import json
 import os
@@ -81,6 +82,10 @@ def ledger(out):
     for base, parts in segments.items():
         with open(os.path.join(d, "%020d.log" % base), "wb") as f:
             f.write(b"".join(parts))
+    replica = os.path.join(out, "replica", "ledger-0")
+    os.makedirs(replica, exist_ok=True)
+    with open(os.path.join(replica, "%020d.log" % 10), "wb") as f:
+        f.write(b"".join(segments[0][1:] + segments[20]))
     aborted = set(range(15, 20)) | set(range(30, 35)) | {45, 65}
     write_expected(os.path.join(out, "ledger_expected.json"), [o for o in range(80) if o not in aborted])
 

@@ -13,6 +13,8 @@
 //!                                        (rewritten when laid out by another spec)
 //!                                        straddling committed offsets: trimmed to the new
 //!                                        open transactions ─▶ pending in the table state
+//!                                        (a part straddling committed offsets: its new
+//!                                        offsets only, its files trimmed once committed)
 //!                                        markers ─▶ the table state
 //!                                        the new offsets ─▶ committed
 //!  then the state resolves: COMMIT ⇒ the transaction's files added; ABORT ⇒ never
@@ -204,7 +206,6 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 });
             }
         }
-        let within = |first: i64, last: i64| missing.iter().any(|&(a, b)| a <= first && last <= b);
         let written = Written::new(
             &task.schema.iceberg,
             task.schema.partition_spec.as_ref(),
@@ -218,37 +219,30 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         })?;
         let layout_action = written.action(&record.spec);
         for file in &task.data_files {
-            let action = if within(file.first_offset, file.last_offset) {
-                layout_action.clone()
-            } else {
-                // Re-uploaded with other boundaries: keep only the new offsets.
-                let keep: Vec<(i64, i64)> = missing
-                    .iter()
-                    .map(|&(a, b)| (a.max(file.first_offset), b.min(file.last_offset)))
-                    .filter(|(a, b)| a <= b)
-                    .collect();
-                if keep.is_empty() {
-                    continue;
-                }
-                FileAction::Trim(keep)
-            };
-            files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
-        }
-        for txn in &task.open_transactions {
-            if within(txn.first_offset, txn.last_offset) {
-                state.pending.push(PendingEntry {
-                    topic: task.topic.clone(),
-                    partition: task.partition,
-                    task_id: task.task_id.clone(),
-                    segment_first: Some(range.first),
-                    transaction: txn.clone(),
-                    schema: task.schema.iceberg.clone(),
-                    partition_spec: task.schema.partition_spec.clone(),
-                });
+            if let Some(action) = file_action(file, &missing, &layout_action) {
+                files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
             }
         }
+        for txn in &task.open_transactions {
+            // Re-uploaded with other boundaries: the part keeps only its new offsets.
+            let new = among(&missing, txn.first_offset, txn.last_offset);
+            if new.is_empty() {
+                continue;
+            }
+            let whole = new == [(txn.first_offset, txn.last_offset)];
+            state.pending.push(PendingEntry {
+                topic: task.topic.clone(),
+                partition: task.partition,
+                task_id: task.task_id.clone(),
+                segment_first: Some(range.first),
+                transaction: txn.clone(),
+                schema: task.schema.iceberg.clone(),
+                partition_spec: task.schema.partition_spec.clone(),
+                keep: (!whole).then_some(new),
+            });
+        }
         for marker in &task.transaction_markers {
-            if within(marker.offset, marker.offset) {
+            if !among(&missing, marker.offset, marker.offset).is_empty() {
                 state.markers.push(MarkerEntry {
                     topic: task.topic.clone(),
                     partition: task.partition,
@@ -274,8 +268,12 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                     reason: format!("pending transaction of task {}: {reason}", entry.task_id),
                 })?;
         let action = written.action(&record.spec);
-        for file in &entry.transaction.files {
-            files.push(PlannedFile { file: file.clone(), written: written.clone(), action: action.clone() });
+        let txn = &entry.transaction;
+        let keep = entry.keep.clone().unwrap_or_else(|| vec![(txn.first_offset, txn.last_offset)]);
+        for file in &txn.files {
+            if let Some(action) = file_action(file, &keep, &action) {
+                files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
+            }
         }
     }
     let state_changed = state != record.state;
@@ -289,6 +287,24 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         skipped_records,
         aborted: resolved.aborted,
     })
+}
+
+/// The offsets of `first..=last` among `ranges` (sorted, disjoint).
+fn among(ranges: &[(i64, i64)], first: i64, last: i64) -> Vec<(i64, i64)> {
+    ranges.iter().map(|&(a, b)| (a.max(first), b.min(last))).filter(|(a, b)| a <= b).collect()
+}
+
+/// What becomes of `file` when only the offsets in `new` may be added: `whole` when all
+/// of its are, trimmed to them when some are, nothing when none is.
+fn file_action(file: &TaskFile, new: &[(i64, i64)], whole: &FileAction) -> Option<FileAction> {
+    let keep = among(new, file.first_offset, file.last_offset);
+    if keep.is_empty() {
+        None
+    } else if keep == [(file.first_offset, file.last_offset)] {
+        Some(whole.clone())
+    } else {
+        Some(FileAction::Trim(keep))
+    }
 }
 
 /// What becomes of a compaction.
@@ -629,6 +645,49 @@ mod tests {
                 assert_eq!(added, expected, "order {order:?}, commit {commit}");
                 assert!(table.state.is_empty(), "order {order:?}: {:?}", table.state);
                 assert_eq!(table.offsets.get("orders", 0).unwrap().encode(), "0-29");
+            }
+        }
+    }
+
+    #[test]
+    fn a_re_cut_segment_s_open_part_adds_only_its_new_offsets() {
+        use FileAction::*;
+        // Producer 7's transaction: 9-12 in segment 0-12, 20-22 in segment 13-25, its
+        // marker at 37; segment 11-25 is 13-25 re-cut, its part 11-22 straddling 0-12.
+        let s0 = with_open(task("s0", 0, 12), (9, 12));
+        let s1 = with_open(task("s1", 13, 25), (20, 22));
+        let recut = with_open(task("recut", 11, 25), (11, 22));
+        let marker = |commit| with_marker(task("m", 26, 39), 37, commit);
+        type Case<'a> = (Vec<Vec<&'a CommitTask>>, Vec<(&'a str, FileAction)>);
+        for commit in [true, false] {
+            let m = marker(commit);
+            // (batches, files added when the marker commits)
+            let cases: Vec<Case> = vec![
+                // Across batches, the part straddling committed offsets trimmed to the new.
+                (vec![vec![&s0], vec![&recut], vec![&m]], vec![("9-12", Adopt), ("11-22", Trim(vec![(13, 22)]))]),
+                // All in one batch.
+                (vec![vec![&s0, &recut, &m]], vec![("9-12", Adopt), ("11-22", Trim(vec![(13, 22)]))]),
+                // The re-cut copy first: the earlier segment's part is the one trimmed.
+                (vec![vec![&recut], vec![&s0], vec![&m]], vec![("11-22", Adopt), ("9-12", Trim(vec![(9, 10)]))]),
+                // Both copies of 13-25: whichever comes first, the other adds nothing.
+                (vec![vec![&s0], vec![&recut, &s1, &m]], vec![("9-12", Adopt), ("11-22", Trim(vec![(13, 22)]))]),
+                (vec![vec![&s0], vec![&s1, &recut, &m]], vec![("9-12", Adopt), ("20-22", Adopt)]),
+            ];
+            for (batches, expected) in cases {
+                let batches: Vec<Vec<CommitTask>> =
+                    batches.iter().map(|b| b.iter().map(|t| (*t).clone()).collect()).collect();
+                let (table, plans) = run(record(&[]), &batches);
+                let added: Vec<(String, FileAction)> = plans.iter().flat_map(actions).collect();
+                let expected: Vec<(String, FileAction)> = if commit {
+                    expected.into_iter().map(|(p, a)| (format!("{p}.parquet"), a)).collect()
+                } else {
+                    vec![]
+                };
+                let ids: Vec<Vec<&str>> =
+                    batches.iter().map(|b| b.iter().map(|t| t.task_id.as_str()).collect()).collect();
+                assert_eq!(added, expected, "{ids:?}, commit {commit}");
+                assert!(table.state.is_empty(), "{ids:?}: {:?}", table.state);
+                assert_eq!(table.offsets.get("orders", 0).unwrap().encode(), "0-39");
             }
         }
     }

@@ -841,6 +841,7 @@ mod tests {
                 transaction,
                 schema: schema(),
                 partition_spec: None,
+                keep: None,
             }],
             ..TableState::default()
         };

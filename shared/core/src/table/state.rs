@@ -87,6 +87,11 @@ pub struct PendingEntry {
     /// The partition spec they are laid out by; `None`: unpartitioned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_spec: Option<PartitionSpec>,
+    /// The part's offsets the table did not hold when it came (a segment re-cut at other
+    /// boundaries, its part straddling committed offsets): only its records there are
+    /// added, its files rewritten filtered. `None`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<Vec<(i64, i64)>>,
 }
 
 /// A marker whose transaction may still have parts to come.
@@ -300,6 +305,7 @@ mod tests {
             },
             schema: Schema::builder().build().unwrap(),
             partition_spec: None,
+            keep: None,
         }
     }
 
