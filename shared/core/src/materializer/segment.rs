@@ -52,7 +52,7 @@ pub enum MaterializeError {
 }
 
 impl From<iceberg::Error> for MaterializeError {
-    /// Located by [`MaterializeError::at`].
+    /// Located by `MaterializeError::at`.
     fn from(source: iceberg::Error) -> Self {
         MaterializeError::Write { file: String::new(), source: Box::new(source) }
     }

@@ -341,7 +341,7 @@ pub const MAX_PATH_BYTES: usize = 512;
 const HASH_SUFFIX_BYTES: usize = 17;
 
 /// The folders of a partition value: `<field>=<value>` per field (`timestamp_day=2026-11-30/
-/// region=eu`), percent-encoded ([`escape`]). A name or value too long for its folder
+/// region=eu`), percent-encoded (`escape`). A name or value too long for its folder
 /// ([`MAX_COMPONENT_BYTES`]) is cut to a readable prefix (on a character boundary, never
 /// inside an escape) followed by `-` and 16 hex digits of a hash of the whole of it, so two
 /// values sharing a prefix get two folders. When the fields together would pass

@@ -220,7 +220,7 @@ fn tumble(files: impl IntoIterator<Item = LiveFile>, density: Option<f64>, targe
 /// (< ¾ target) in the order of their first offset, packed into tumbling bins of at most
 /// the target + 10% of expected bytes ([`expected_bytes`]). A group goes once one of its
 /// bins reaches the target or has its oldest file `window_ms` old, and when its rewrite
-/// gains ([`gains`]); then with all its bins, rewritten together ([`per_group`]): one
+/// gains (`gains`); then with all its bins, rewritten together ([`per_group`]): one
 /// writer rolling at the target, so the group is left with one file under the target
 /// at most, and a plan right after finds nothing to do. Files whose Kafka partition or
 /// first offset is unknown (no bounds) are left alone.
