@@ -26,7 +26,7 @@ use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PartitionSpe
 
 use super::{CommitError, TaskResult};
 use crate::partition::same_layout;
-use crate::schema::plan;
+use crate::schema::plan_above;
 use crate::table::offsets::CommittedOffsets;
 use crate::table::state::{MarkerEntry, PendingEntry, TableState};
 use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
@@ -36,6 +36,8 @@ use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
 pub struct TableRecord {
     pub table: TableName,
     pub schema: Schema,
+    /// The highest field id the table ever gave (new columns are numbered above it).
+    pub last_column_id: i32,
     pub spec: PartitionSpec,
     pub offsets: CommittedOffsets,
     pub state: TableState,
@@ -174,19 +176,9 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
             results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
             continue;
         }
-        if task.schema.iceberg.as_struct() != schema.as_struct() {
-            let incompatible = |reason: String| CommitError::Incompatible {
-                table: table.clone(),
-                reason: format!("task {}: {reason}", task.task_id),
-            };
-            let evolved =
-                plan(Some(&schema), task.schema.iceberg.as_struct()).map_err(|e| incompatible(e.to_string()))?;
-            if !evolved.changes.is_empty() {
-                tracing::info!(table = %table, changes = ?evolved.changes, "schema evolves");
-                schema = evolved.schema;
-                schema_changed = true;
-            }
-        }
+        schema_changed |= evolve(&mut schema, record, &task.schema.iceberg).map_err(|reason| {
+            CommitError::Incompatible { table: table.clone(), reason: format!("task {}: {reason}", task.task_id) }
+        })?;
         for file in task.data_files.iter().chain(task.open_transactions.iter().flat_map(|t| &t.files)) {
             if file.first_offset < range.first || file.last_offset > range.last || file.first_offset > file.last_offset
             {
@@ -289,6 +281,21 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         skipped_records,
         aborted: resolved.aborted,
     })
+}
+
+/// Evolves `schema` so it holds the columns of files `written` with (new ones numbered
+/// above the table's last-column-id); whether it changed.
+fn evolve(schema: &mut Schema, record: &TableRecord, written: &Schema) -> Result<bool, String> {
+    if written.as_struct() == schema.as_struct() {
+        return Ok(false);
+    }
+    let evolved = plan_above(Some(schema), record.last_column_id, written.as_struct()).map_err(|e| e.to_string())?;
+    if evolved.changes.is_empty() {
+        return Ok(false);
+    }
+    tracing::info!(table = %record.table, changes = ?evolved.changes, "schema evolves");
+    *schema = evolved.schema;
+    Ok(true)
 }
 
 /// What becomes of a compaction.
@@ -482,6 +489,7 @@ mod tests {
         TableRecord {
             table: TableName { namespace: "kafka".into(), name: "orders".into() },
             schema: schema(false),
+            last_column_id: schema(false).highest_field_id(),
             spec: PartitionSpec::unpartition_spec(),
             offsets,
             state: TableState::default(),
