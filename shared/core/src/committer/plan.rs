@@ -15,7 +15,9 @@
 //!                                        open transactions ─▶ pending in the table state
 //!                                        markers ─▶ the table state
 //!                                        the new offsets ─▶ committed
-//!  then the state resolves: COMMIT ⇒ the transaction's files added; ABORT ⇒ never
+//!  then the state resolves: COMMIT ⇒ the transaction's files added (new records now:
+//!                                      the schema evolves by their columns' names)
+//!                            ABORT ⇒ never
 //! ```
 
 use std::collections::HashSet;
@@ -259,6 +261,12 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     }
     let resolved = state.resolve(&offsets);
     for entry in &resolved.committed {
+        // Its records become rows now: new records, their fields into the table's
+        // columns by name (one another engine dropped or renamed since comes back new).
+        schema_changed |= evolve(&mut schema, record, &entry.schema).map_err(|reason| CommitError::Incompatible {
+            table: table.clone(),
+            reason: format!("pending transaction of task {}: {reason}", entry.task_id),
+        })?;
         let written =
             Written::new(&entry.schema, entry.partition_spec.as_ref(), entry.partition, &entry.task_id, &schema)
                 .map_err(|reason| CommitError::Incompatible {
@@ -605,6 +613,32 @@ mod tests {
         assert!(matches!(error, CommitError::Incompatible { .. }), "{error}");
         // Already committed: its schema does not matter.
         assert_eq!(plan_append(&record(&[(0, 9)]), &[&narrowed]).unwrap().results[0].1, TaskResult::AlreadyCommitted);
+    }
+
+    /// A transaction pending when another engine renamed (`note` → `renamed`) or dropped
+    /// a column its files hold: committed by its marker, its records are new records — the
+    /// column comes back new under its name, an id above the last-column-id, its files
+    /// renumbered to it (before: "column \"note\" of the files is not in the table", the
+    /// table suspended).
+    #[test]
+    fn a_pending_transaction_s_column_renamed_or_dropped_meanwhile_comes_back_new() {
+        let mut open = with_open(task("s0", 0, 9), (5, 9));
+        open.schema.iceberg = schema(true);
+        let mut before = record(&[]);
+        (before.schema, before.last_column_id) = (schema(true), 3);
+        let pending = plan_append(&before, &[&open]).unwrap().state.expect("the transaction pending");
+        let mut renamed = schema(true).as_struct().fields().to_vec();
+        renamed[2] = Arc::new(NestedField::optional(3, "renamed", Type::Primitive(PrimitiveType::String)));
+        for changed in [Schema::builder().with_fields(renamed).build().unwrap(), schema(false)] {
+            let mut after = record(&[(0, 9)]);
+            (after.schema, after.last_column_id, after.state) = (changed.clone(), 3, pending.clone());
+            let mut marker = with_marker(task("s1", 10, 19), 19, true);
+            marker.schema.iceberg = changed;
+            let plan = plan_append(&after, &[&marker]).unwrap();
+            let evolved = plan.schema.as_ref().expect("the column back");
+            assert_eq!(evolved.as_struct().field_by_name("note").map(|f| f.id), Some(4));
+            assert_eq!(actions(&plan), [("5-9.parquet".to_string(), FileAction::Renumber)]);
+        }
     }
 
     #[test]
