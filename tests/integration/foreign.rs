@@ -178,6 +178,25 @@ async fn columns_other_engines_move_rename_and_drop_keep_their_values_through_co
     assert_keys_in(&read, 4 * RECORDS..5 * RECORDS, "key", &HashMap::new());
 }
 
+/// Another engine drops `value`, the column of the table's highest field id; Floe's next
+/// segment brings it back as a new column, of a fresh id above the table's
+/// last-column-id: the older rows' values stay dropped (before the fix the dropped id was
+/// given again, and every older row read its value again), the new rows have theirs.
+#[tokio::test]
+async fn a_column_another_engine_dropped_comes_back_new_without_the_older_values() {
+    let (clicks, _) = Clicks::committed("", &[2]).await;
+    schema_change(&clicks, &["drop:value"]);
+    clicks.commit(&clicks.segments(0, 1, 2)).await;
+    let read = rows(&clicks);
+    assert_eq!(read.len(), 3 * RECORDS as usize);
+    for o in 0..2 * RECORDS {
+        assert_eq!(read[&format!("0/{o}")]["value"], None, "offset {o}: its value was dropped");
+    }
+    for o in 2 * RECORDS..3 * RECORDS {
+        assert!(read[&format!("0/{o}")]["value"].is_some(), "offset {o}: a new row keeps its value");
+    }
+}
+
 /// Commits the two segments (offsets 0–9, then 10–19) a generator wrote for topic
 /// `clicks` of plain JSON, the second with fields the first lacks; compacts them past the
 /// window into one file of the evolved schema, the rows unchanged; the rows at offsets

@@ -49,14 +49,21 @@ class _AddDeleteFiles(_FastAppendFiles):
         self._delete_files = delete_files
 
     def _manifests(self):
+        """One delete manifest per partition spec the delete files are of."""
         metadata = self._transaction.table_metadata
-        with _DeleteManifestWriter(metadata.spec(), metadata.schema(), self.new_manifest_output(),
-                                   self._snapshot_id, self._compression) as writer:
-            for data_file in self._delete_files:
-                writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
-                                                   sequence_number=None, file_sequence_number=None,
-                                                   data_file=data_file))
-        return [writer.to_manifest_file()] + self._existing_manifests()
+        by_spec = defaultdict(list)
+        for data_file in self._delete_files:
+            by_spec[data_file.spec_id].append(data_file)
+        manifests = []
+        for spec_id, files in sorted(by_spec.items()):
+            with _DeleteManifestWriter(metadata.specs()[spec_id], metadata.schema(), self.new_manifest_output(),
+                                       self._snapshot_id, self._compression) as writer:
+                for data_file in files:
+                    writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
+                                                       sequence_number=None, file_sequence_number=None,
+                                                       data_file=data_file))
+            manifests.append(writer.to_manifest_file())
+        return manifests + self._existing_manifests()
 
 
 def live_entries(table):
@@ -74,14 +81,23 @@ def read_parquet(table, path):
         return pq.read_table(f)
 
 
-def write_delete_file(table, arrow, content, **fields):
+def write_delete_file(table, arrow, content, spec_id, partition, **fields):
+    """A delete file of partition `partition` of spec `spec_id`."""
     location = "%s/data/foreign-%s-deletes-%s.parquet" % (table.location(), content.name.lower(), uuid.uuid4())
     with table.io.new_output(location).create() as f:
         pq.write_table(arrow, f)
     size = len(table.io.new_input(location))
-    return DataFile.from_args(content=content, file_path=location, file_format=FileFormat.PARQUET,
-                              partition=Record(), record_count=arrow.num_rows, file_size_in_bytes=size,
-                              spec_id=table.metadata.default_spec_id, **fields)
+    data_file = DataFile.from_args(content=content, file_path=location, file_format=FileFormat.PARQUET,
+                                   partition=partition, record_count=arrow.num_rows, file_size_in_bytes=size,
+                                   **fields)
+    data_file.spec_id = spec_id
+    return data_file
+
+
+def unpartitioned_spec_id(table):
+    """A spec of the table without fields (a global equality delete's), the default else."""
+    ids = [i for i, spec in table.metadata.specs().items() if not spec.fields]
+    return ids[0] if ids else table.metadata.default_spec_id
 
 
 def field(name, type_, field_id):
@@ -100,7 +116,9 @@ def position_deletes(table, rows):
         schema = pa.schema([field("file_path", pa.string(), FILE_PATH_ID), field("pos", pa.int64(), POS_ID)])
         arrow = pa.table([[path] * len(positions), positions], schema=schema)
         bound = {FILE_PATH_ID: path.encode()}
+        # Of the data file's partition and spec: a position delete applies within them.
         files.append(write_delete_file(table, arrow, DataFileContent.POSITION_DELETES,
+                                       entry.data_file.spec_id, entry.data_file.partition,
                                        lower_bounds=bound, upper_bounds=dict(bound)))
     return files
 
@@ -111,7 +129,8 @@ def equality_deletes(table, column, values):
     type_ = pa.binary() if binary else pa.string()
     data = [v.encode() for v in values] if binary else list(values)
     arrow = pa.table([data], schema=pa.schema([field(column, type_, iceberg_field.field_id)]))
-    return [write_delete_file(table, arrow, DataFileContent.EQUALITY_DELETES, equality_ids=[iceberg_field.field_id])]
+    return [write_delete_file(table, arrow, DataFileContent.EQUALITY_DELETES, unpartitioned_spec_id(table), Record(),
+                              equality_ids=[iceberg_field.field_id])]
 
 
 def as_text(value):

@@ -17,7 +17,9 @@
 //! prints a failing seed's Kafka logs; `FLOE_LIFECYCLE_GRACE=30d` sets `orphan_grace`
 //! (default 1h), keeping the sweep away. Families of operations are switched with
 //! `FLOE_LIFECYCLE_OPS` / `FLOE_LIFECYCLE_SKIP` ([`ops`]). A failing seed prints its steps
-//! and the differences; pin it with [`run_seed`] in a `#[tokio::test]`.
+//! and the differences; pin it with [`run_seed`] in a `#[test]`. Seeds run on a thread
+//! of [`STACK`] bytes of stack with a runtime of their own: a Floe run's futures nest
+//! deep, and a test thread's 2 MiB overflow (SIGABRT, no report).
 //!
 //! Snapshots are stamped on the wall clock (iceberg-rust checks new metadata against it);
 //! only maintenance runs on the moved clock, so expiry is driven by the table properties
@@ -365,15 +367,30 @@ fn compare(what: &str, expected: &Rows, read: &Value) -> Result<(), String> {
     ))
 }
 
+/// The stack of the thread the seeds run on.
+const STACK: usize = 256 << 20;
+
 /// Runs seed `seed` for `steps` steps; on a difference, fails with the seed, the steps
 /// so far and the differences.
-pub async fn run_seed(seed: u64, steps: usize) {
-    if let Err(report) = try_seed(seed, steps).await {
+pub fn run_seed(seed: u64, steps: usize) {
+    if let Err(report) = try_seed(seed, steps) {
         panic!("{report}");
     }
 }
 
-async fn try_seed(seed: u64, steps: usize) -> Result<(), String> {
+/// Runs seed `seed` on a thread of its own ([`STACK`]).
+fn try_seed(seed: u64, steps: usize) -> Result<(), String> {
+    let thread = std::thread::Builder::new().name(format!("lifecycle-{seed}")).stack_size(STACK).spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        runtime.block_on(Box::pin(seed_on_runtime(seed, steps)))
+    });
+    match thread.expect("a lifecycle thread").join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+async fn seed_on_runtime(seed: u64, steps: usize) -> Result<(), String> {
     let mut sequence = Sequence::new(seed);
     let result = sequence.run(steps).await;
     if result.is_err() && std::env::var_os("FLOE_LIFECYCLE_LOGS").is_some() {
@@ -400,19 +417,19 @@ fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v}: not a number")))
 }
 
-#[tokio::test]
-async fn random_lifecycles_read_as_the_model_says() {
+#[test]
+fn random_lifecycles_read_as_the_model_says() {
     let steps = env_number("FLOE_LIFECYCLE_STEPS", 25) as usize;
     let seeds: Vec<u64> = match std::env::var("FLOE_LIFECYCLE_SEED") {
         Ok(seed) => vec![seed.parse().expect("FLOE_LIFECYCLE_SEED: a number")],
         Err(_) => (1..=env_number("FLOE_LIFECYCLE_SEEDS", 3)).collect(),
     };
     if let [seed] = seeds[..] {
-        return run_seed(seed, steps).await;
+        return run_seed(seed, steps);
     }
     let mut failed = Vec::new();
     for &seed in &seeds {
-        if let Err(report) = try_seed(seed, steps).await {
+        if let Err(report) = try_seed(seed, steps) {
             eprintln!("{report}\n");
             failed.push(seed);
         }

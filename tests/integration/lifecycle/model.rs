@@ -5,8 +5,9 @@
 //! engine's by [`FOREIGN_PARTITION`] and a unique id the test gives them. A row is its
 //! columns by their current names (nulls left out) and its Kafka key as `__key`, so a
 //! rename moves a value to the new name and a drop removes it, in every row the table
-//! holds and every row still waiting for its transaction's marker (their files are
-//! written already, with the field ids of then).
+//! holds. A row still waiting for its transaction's marker is a new record when the
+//! marker commits it: its fields go into the columns of their JSON names then (one
+//! another engine renamed or dropped meanwhile comes back as a new column).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -305,6 +306,7 @@ impl Table {
             match outcome {
                 Some(true) => {
                     let row = self.pending.remove(&id).unwrap();
+                    self.add_columns_of(&row);
                     self.rows.insert(id, row);
                 }
                 Some(false) => drop(self.pending.remove(&id)),
@@ -318,13 +320,18 @@ impl Table {
     fn floe_row(&mut self, partition: i32, offset: i64, evolved: bool, long: bool) -> Row {
         let Value::Object(fields) = floe_fields(partition, offset, evolved, long) else { unreachable!() };
         let mut row: Row = fields.into_iter().collect();
-        for field in row.keys() {
+        self.add_columns_of(&row);
+        row.insert("__key".into(), json!(key(partition, offset)));
+        row
+    }
+
+    /// A new column for each field of a Floe row the table has no column of.
+    fn add_columns_of(&mut self, row: &Row) {
+        for field in row.keys().filter(|f| *f != "__key") {
             if !self.columns.iter().any(|(name, _)| name == field) {
                 self.columns.push((field.clone(), Kind::of_json(field)));
             }
         }
-        row.insert("__key".into(), json!(key(partition, offset)));
-        row
     }
 
     /// Another engine's `n` new rows, with a value in each of the table's `columns`;
@@ -370,7 +377,7 @@ impl Table {
     }
 
     pub fn rename(&mut self, from: &str, to: &str) {
-        for row in self.rows.values_mut().chain(self.pending.values_mut()) {
+        for row in self.rows.values_mut() {
             if let Some(v) = row.remove(from) {
                 row.insert(to.to_string(), v);
             }
@@ -379,7 +386,7 @@ impl Table {
     }
 
     pub fn drop_column(&mut self, column: &str) {
-        for row in self.rows.values_mut().chain(self.pending.values_mut()) {
+        for row in self.rows.values_mut() {
             row.remove(column);
         }
         self.columns.retain(|(n, _)| n != column);

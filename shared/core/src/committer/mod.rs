@@ -554,6 +554,7 @@ impl Committer {
         Ok(TableRecord {
             table: loaded.name.clone(),
             schema: metadata.current_schema().as_ref().clone(),
+            last_column_id: metadata.last_column_id(),
             spec: metadata.default_partition_spec().as_ref().clone(),
             offsets: committed_offsets(&loaded.name, metadata)?,
             state,

@@ -17,7 +17,9 @@
 //!                                        offsets only, its files trimmed once committed)
 //!                                        markers ─▶ the table state
 //!                                        the new offsets ─▶ committed
-//!  then the state resolves: COMMIT ⇒ the transaction's files added; ABORT ⇒ never
+//!  then the state resolves: COMMIT ⇒ the transaction's files added (new records now:
+//!                                      the schema evolves by their columns' names)
+//!                            ABORT ⇒ never
 //! ```
 
 use std::collections::HashSet;
@@ -28,7 +30,7 @@ use iceberg::spec::{ListType, MapType, NestedField, NestedFieldRef, PartitionSpe
 
 use super::{CommitError, TaskResult};
 use crate::partition::same_layout;
-use crate::schema::plan;
+use crate::schema::plan_above;
 use crate::table::offsets::CommittedOffsets;
 use crate::table::state::{MarkerEntry, PendingEntry, TableState};
 use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
@@ -38,6 +40,8 @@ use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
 pub struct TableRecord {
     pub table: TableName,
     pub schema: Schema,
+    /// The highest field id the table ever gave (new columns are numbered above it).
+    pub last_column_id: i32,
     pub spec: PartitionSpec,
     pub offsets: CommittedOffsets,
     pub state: TableState,
@@ -176,19 +180,9 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
             results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
             continue;
         }
-        if task.schema.iceberg.as_struct() != schema.as_struct() {
-            let incompatible = |reason: String| CommitError::Incompatible {
-                table: table.clone(),
-                reason: format!("task {}: {reason}", task.task_id),
-            };
-            let evolved =
-                plan(Some(&schema), task.schema.iceberg.as_struct()).map_err(|e| incompatible(e.to_string()))?;
-            if !evolved.changes.is_empty() {
-                tracing::info!(table = %table, changes = ?evolved.changes, "schema evolves");
-                schema = evolved.schema;
-                schema_changed = true;
-            }
-        }
+        schema_changed |= evolve(&mut schema, record, &task.schema.iceberg).map_err(|reason| {
+            CommitError::Incompatible { table: table.clone(), reason: format!("task {}: {reason}", task.task_id) }
+        })?;
         for file in task.data_files.iter().chain(task.open_transactions.iter().flat_map(|t| &t.files)) {
             if file.first_offset < range.first || file.last_offset > range.last || file.first_offset > file.last_offset
             {
@@ -261,6 +255,12 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     }
     let resolved = state.resolve(&offsets);
     for entry in &resolved.committed {
+        // Its records become rows now: new records, their fields into the table's
+        // columns by name (one another engine dropped or renamed since comes back new).
+        schema_changed |= evolve(&mut schema, record, &entry.schema).map_err(|reason| CommitError::Incompatible {
+            table: table.clone(),
+            reason: format!("pending transaction of task {}: {reason}", entry.task_id),
+        })?;
         let written =
             Written::new(&entry.schema, entry.partition_spec.as_ref(), entry.partition, &entry.task_id, &schema)
                 .map_err(|reason| CommitError::Incompatible {
@@ -305,6 +305,21 @@ fn file_action(file: &TaskFile, new: &[(i64, i64)], whole: &FileAction) -> Optio
     } else {
         Some(FileAction::Trim(keep))
     }
+}
+
+/// Evolves `schema` so it holds the columns of files `written` with (new ones numbered
+/// above the table's last-column-id); whether it changed.
+fn evolve(schema: &mut Schema, record: &TableRecord, written: &Schema) -> Result<bool, String> {
+    if written.as_struct() == schema.as_struct() {
+        return Ok(false);
+    }
+    let evolved = plan_above(Some(schema), record.last_column_id, written.as_struct()).map_err(|e| e.to_string())?;
+    if evolved.changes.is_empty() {
+        return Ok(false);
+    }
+    tracing::info!(table = %record.table, changes = ?evolved.changes, "schema evolves");
+    *schema = evolved.schema;
+    Ok(true)
 }
 
 /// What becomes of a compaction.
@@ -498,6 +513,7 @@ mod tests {
         TableRecord {
             table: TableName { namespace: "kafka".into(), name: "orders".into() },
             schema: schema(false),
+            last_column_id: schema(false).highest_field_id(),
             spec: PartitionSpec::unpartition_spec(),
             offsets,
             state: TableState::default(),
@@ -613,6 +629,32 @@ mod tests {
         assert!(matches!(error, CommitError::Incompatible { .. }), "{error}");
         // Already committed: its schema does not matter.
         assert_eq!(plan_append(&record(&[(0, 9)]), &[&narrowed]).unwrap().results[0].1, TaskResult::AlreadyCommitted);
+    }
+
+    /// A transaction pending when another engine renamed (`note` → `renamed`) or dropped
+    /// a column its files hold: committed by its marker, its records are new records — the
+    /// column comes back new under its name, an id above the last-column-id, its files
+    /// renumbered to it (before: "column \"note\" of the files is not in the table", the
+    /// table suspended).
+    #[test]
+    fn a_pending_transaction_s_column_renamed_or_dropped_meanwhile_comes_back_new() {
+        let mut open = with_open(task("s0", 0, 9), (5, 9));
+        open.schema.iceberg = schema(true);
+        let mut before = record(&[]);
+        (before.schema, before.last_column_id) = (schema(true), 3);
+        let pending = plan_append(&before, &[&open]).unwrap().state.expect("the transaction pending");
+        let mut renamed = schema(true).as_struct().fields().to_vec();
+        renamed[2] = Arc::new(NestedField::optional(3, "renamed", Type::Primitive(PrimitiveType::String)));
+        for changed in [Schema::builder().with_fields(renamed).build().unwrap(), schema(false)] {
+            let mut after = record(&[(0, 9)]);
+            (after.schema, after.last_column_id, after.state) = (changed.clone(), 3, pending.clone());
+            let mut marker = with_marker(task("s1", 10, 19), 19, true);
+            marker.schema.iceberg = changed;
+            let plan = plan_append(&after, &[&marker]).unwrap();
+            let evolved = plan.schema.as_ref().expect("the column back");
+            assert_eq!(evolved.as_struct().field_by_name("note").map(|f| f.id), Some(4));
+            assert_eq!(actions(&plan), [("5-9.parquet".to_string(), FileAction::Renumber)]);
+        }
     }
 
     #[test]

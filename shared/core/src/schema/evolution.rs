@@ -17,7 +17,10 @@
 //! Incompatible (the table is suspended, nothing is lost): any other type change, a
 //! required field added to an existing table, a map key type change.
 //!
-//! Source schemas are built with placeholder ids (0); the planner assigns every id.
+//! Source schemas are built with placeholder ids (0); the planner assigns every id. A new
+//! column's id is above the table's last-column-id ([`plan_above`]): an id another engine
+//! dropped is never given again, so older files' values of a dropped column stay dropped
+//! when a field of its name comes back.
 
 use std::sync::Arc;
 
@@ -48,13 +51,22 @@ pub struct Evolution {
     pub changes: Vec<Change>,
 }
 
-/// Plans how `source` applies to `current` (`None`: a new table, schema id 0).
+/// Plans how `source` applies to `current` (`None`: a new table, schema id 0), new
+/// columns numbered above the schema's highest id.
 pub fn plan(current: Option<&Schema>, source: &StructType) -> Result<Evolution, Incompatible> {
-    let mut planner = Planner {
-        next_id: current.map_or(1, |s| s.highest_field_id() + 1),
-        new_table: current.is_none(),
-        changes: Vec::new(),
-    };
+    plan_above(current, 0, source)
+}
+
+/// [`plan`], new columns numbered above `last_column_id` too (the table metadata's: the
+/// highest id any of its schemas ever gave, dropped columns' included).
+pub fn plan_above(
+    current: Option<&Schema>,
+    last_column_id: i32,
+    source: &StructType,
+) -> Result<Evolution, Incompatible> {
+    let highest = current.map_or(0, |s| s.highest_field_id());
+    let mut planner =
+        Planner { next_id: highest.max(last_column_id) + 1, new_table: current.is_none(), changes: Vec::new() };
     let fields = match current {
         Some(schema) => planner.merge_struct("", schema.as_struct(), source)?,
         None => planner.fresh_struct(source),
@@ -276,6 +288,20 @@ mod tests {
         assert_eq!(ids, [("id".into(), 1), ("price".into(), 2), ("tags".into(), 3), ("address".into(), 5)]);
         assert_eq!(schema.highest_field_id(), 6);
         assert!(schema.as_struct().fields()[0].required, "a new table keeps required fields");
+    }
+
+    #[test]
+    fn a_dropped_column_coming_back_gets_a_fresh_id() {
+        let schema = base();
+        // Another engine dropped `address` (ids 5, 6); the table's last-column-id stays 6.
+        let dropped = source(
+            schema.as_struct().fields().iter().filter(|f| f.name != "address").map(|f| f.as_ref().clone()).collect(),
+        );
+        let dropped = Schema::builder().with_schema_id(1).with_fields(dropped.fields().to_vec()).build().unwrap();
+        let evolved = plan_above(Some(&dropped), 6, base().as_struct()).unwrap();
+        let address = evolved.schema.as_struct().field_by_name("address").unwrap();
+        assert_eq!(address.id, 7, "an id dropped is never given again");
+        assert_eq!(evolved.schema.highest_field_id(), 8);
     }
 
     #[test]

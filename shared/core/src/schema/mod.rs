@@ -10,5 +10,5 @@
 pub mod evolution;
 pub mod layout;
 
-pub use evolution::{Change, Evolution, Incompatible, plan};
+pub use evolution::{Change, Evolution, Incompatible, plan, plan_above};
 pub use layout::{PayloadType, table_struct};
