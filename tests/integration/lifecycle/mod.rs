@@ -422,7 +422,7 @@ fn random_lifecycles_read_as_the_model_says() {
     let steps = env_number("FLOE_LIFECYCLE_STEPS", 25) as usize;
     let seeds: Vec<u64> = match std::env::var("FLOE_LIFECYCLE_SEED") {
         Ok(seed) => vec![seed.parse().expect("FLOE_LIFECYCLE_SEED: a number")],
-        Err(_) => (1..=env_number("FLOE_LIFECYCLE_SEEDS", 3)).collect(),
+        Err(_) => (1..=env_number("FLOE_LIFECYCLE_SEEDS", 8)).collect(),
     };
     if let [seed] = seeds[..] {
         return run_seed(seed, steps);
