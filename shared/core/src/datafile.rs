@@ -936,12 +936,17 @@ pub(crate) mod tests {
         assert_within_tolerance(&[MIB, 2 * MIB, 4 * MIB], &[8192, 1000]).await;
     }
 
-    /// The same at the larger targets (slow unoptimized: run with `--ignored`).
     #[tokio::test]
-    #[ignore]
-    async fn files_land_within_ten_percent_of_large_targets_at_any_compression() {
-        const MIB: u64 = 1 << 20;
-        assert_within_tolerance(&[16 * MIB, 128 * MIB], &[8192]).await;
+    async fn files_land_within_ten_percent_of_a_16_mib_target_at_any_compression() {
+        assert_within_tolerance(&[16 << 20], &[8192]).await;
+    }
+
+    /// The same at the default target, 128 MiB: several minutes unoptimized, so left to
+    /// `--ignored` runs; the compaction benchmark (release) measures outputs at 128 MiB.
+    #[tokio::test]
+    #[ignore = "minutes in a debug build; the compaction benchmark measures 128 MiB outputs"]
+    async fn files_land_within_ten_percent_of_the_default_target_at_any_compression() {
+        assert_within_tolerance(&[128 << 20], &[8192]).await;
     }
 
     #[tokio::test]
