@@ -1,6 +1,11 @@
-//! The SAM template passes cfn-lint (offline, with the SAM transform applied), so
-//! `sam deploy` does not fail on the template itself; each function's IAM is scoped to
-//! what it does; the compactor runs alone on its schedule.
+//! The SAM template passes cfn-lint and `sam validate --lint` (offline), so `sam deploy`
+//! does not fail on the template itself; each function's IAM is scoped to what it does;
+//! the compactor runs alone on its schedule; the EventBridge rule invokes the
+//! materializer only for the object that starts a segment (the rule as SAM translates it,
+//! judged by moto's EventBridge pattern matcher); the task queue's timing follows AWS's
+//! rule; the committer's concurrency is a parameter.
+
+use floe_core::segment::{ObjectKind, SegmentLayout, SegmentLocation};
 
 use crate::support;
 
@@ -183,4 +188,189 @@ fn the_functions_budget_is_their_timeout() {
         assert_eq!(budget.as_str(), Some(properties["Timeout"].to_string().as_str()), "{function}");
         assert_eq!(properties["Timeout"], default, "{function}");
     }
+}
+
+/// An object of the tiered-storage bucket: its key, the layout `SegmentLocation` reads it
+/// as (`None`: a file no layout names, like `leader-epoch-checkpoint`), and whether its
+/// upload starts a segment (the one event the materializer needs).
+struct Sample {
+    key: String,
+    layout: Option<SegmentLayout>,
+    starts: bool,
+}
+
+/// Every object of each layout as Kafka writes it: the plugin's upload and the broker
+/// log dirs of examples/segments (a plugin prefix `tiered/`, and the same upload under
+/// `other/`), the files a broker keeps beside its `.log`s, and a `LocalTieredStorage`
+/// segment with the files `RemoteLogSegmentFileset` writes beside it.
+fn samples() -> Vec<Sample> {
+    let examples = support::root().join("examples/segments");
+    let mut keys = Vec::new();
+    let mut folders = vec![examples.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                keys.push(path.strip_prefix(&examples).unwrap().to_str().unwrap().to_string());
+            }
+        }
+    }
+    let plugin: Vec<String> = keys.iter().filter(|k| k.starts_with("tiered/")).cloned().collect();
+    assert_eq!(plugin.len(), 3, "the plugin's .log, .indexes and .rsm-manifest: {keys:?}");
+    keys.extend(plugin.iter().map(|k| k.replacen("tiered/", "other/", 1)));
+    let broker = "orders-0/00000000000000000000";
+    keys.extend(["index", "timeindex", "txnindex", "snapshot"].map(|ext| format!("{broker}.{ext}")));
+    keys.extend(["leader-epoch-checkpoint", "partition.metadata"].map(|file| format!("orders-0/{file}")));
+    let local = "kafka-remote/orders-3-Ab3defGhIjKlMnOpQrStUv/00000000000000000010-zz_-_abcdefghijklmnopq";
+    keys.extend(
+        ["log", "index", "timeindex", "txnindex", "snapshot", "leader_epoch_checkpoint"].map(|ext| format!("{local}.{ext}")),
+    );
+    keys.into_iter()
+        .map(|key| {
+            let location = SegmentLocation::parse(&key);
+            let starts = location.as_ref().is_some_and(|l| match l.layout {
+                SegmentLayout::TieredStorage => l.kind == ObjectKind::Manifest,
+                SegmentLayout::BrokerLogDir | SegmentLayout::LocalTieredStorage => l.kind == ObjectKind::Log,
+            });
+            Sample { layout: location.map(|l| l.layout), starts, key }
+        })
+        .collect()
+}
+
+/// For the given stack parameters: the materializer's rule, as SAM translates it, and
+/// whether each object's (bucket, key) "Object Created" event matches it (EventBridge's
+/// matcher as moto implements it: prefix, suffix, wildcard, anything-but, …).
+fn rule_matches(parameters: &serde_json::Value, objects: &[(&str, &str)]) -> (serde_json::Value, Vec<bool>) {
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/segment_rule.py"))
+        .arg(support::root().join("infra/template.yaml"))
+        .arg(support::root().join("events/eventbridge-object-created.json"))
+        .arg(parameters.to_string())
+        .arg(serde_json::json!(objects).to_string())
+        .envs(offline_aws())
+        .output()
+        .expect("python with aws-sam-cli and moto");
+    assert!(out.status.success(), "segment_rule.py: {}", String::from_utf8_lossy(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let matched = answer["matched"].as_array().expect("one answer per object");
+    assert_eq!(matched.len(), objects.len());
+    (answer["pattern"].clone(), matched.iter().map(|m| m == true).collect())
+}
+
+/// Region, dummy credentials, no telemetry, no instance metadata, and every HTTP request
+/// (SAM CLI's weekly version check) sent to a closed local port: AWS tooling offline.
+fn offline_aws() -> [(&'static str, &'static str); 9] {
+    [
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("SAM_CLI_TELEMETRY", "0"),
+        ("HTTPS_PROXY", "http://127.0.0.1:9"),
+        ("HTTP_PROXY", "http://127.0.0.1:9"),
+        ("https_proxy", "http://127.0.0.1:9"),
+        ("http_proxy", "http://127.0.0.1:9"),
+    ]
+}
+
+/// Only the upload that starts a segment invokes the materializer: the plugin's
+/// `.rsm-manifest` (never its `.log` or `.indexes`), or the `.log` of `LocalTieredStorage`
+/// and broker log-dir copies (never their indexes), under `SegmentPrefix`, in the
+/// tiered-storage bucket.
+#[test]
+fn the_rule_invokes_the_materializer_only_for_a_segments_first_object() {
+    let samples = samples();
+    let bucket = "kafka-tiered";
+    let plugin = [SegmentLayout::TieredStorage];
+    let log_files = [SegmentLayout::BrokerLogDir, SegmentLayout::LocalTieredStorage];
+    let cases = [
+        (serde_json::json!({"SegmentPrefix": "tiered/"}), &plugin[..], "tiered/"),
+        (serde_json::json!({"SegmentLayout": "tiered-storage"}), &plugin[..], ""),
+        (serde_json::json!({"SegmentLayout": "log-files"}), &log_files[..], ""),
+        (serde_json::json!({"SegmentLayout": "log-files", "SegmentPrefix": "kafka-remote/"}), &log_files[..], "kafka-remote/"),
+    ];
+    for (mut parameters, layouts, prefix) in cases {
+        parameters["TieredStorageBucket"] = bucket.into();
+        // A bucket of log files holds no plugin uploads (the plugin's .log would trigger).
+        let held: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| layouts == plugin || s.layout != Some(SegmentLayout::TieredStorage))
+            .collect();
+        // Each object in the tiered-storage bucket, and in another bucket (never Floe's).
+        let objects: Vec<(&str, &str)> =
+            ["another-bucket", bucket].iter().flat_map(|b| held.iter().map(move |s| (*b, s.key.as_str()))).collect();
+        let (pattern, matched) = rule_matches(&parameters, &objects);
+        for ((in_bucket, key), matched) in objects.iter().zip(matched) {
+            let sample = held.iter().find(|s| s.key == *key).unwrap();
+            let expected = *in_bucket == bucket
+                && sample.starts
+                && sample.layout.is_some_and(|l| layouts.contains(&l))
+                && key.starts_with(prefix);
+            assert_eq!(matched, expected, "s3://{in_bucket}/{key} with {parameters}: rule {pattern}");
+        }
+    }
+    // The samples hold both kinds: objects that start segments, and ones that must not.
+    assert!(samples.iter().filter(|s| s.starts).count() >= 4);
+    assert!(samples.iter().any(|s| s.layout == Some(SegmentLayout::TieredStorage) && s.key.ends_with(".log")));
+}
+
+/// The task queue follows AWS's rule for a queue that feeds a function: its visibility
+/// timeout is at least six times the committer's timeout. docs/lambdas.md says how often a
+/// suspended table's kept tasks come back, and when they reach the dead-letter queue.
+#[test]
+fn the_task_queue_waits_six_committer_timeouts() {
+    let template = template();
+    let queue = &template["Resources"]["TaskQueue"]["Properties"];
+    let visibility = queue["VisibilityTimeout"].as_u64().expect("VisibilityTimeout in seconds");
+    let timeout = template["Resources"]["CommitterFunction"]["Properties"]["Timeout"].as_u64().unwrap();
+    assert!(visibility >= 6 * timeout, "VisibilityTimeout {visibility} < 6 × the committer's Timeout {timeout}");
+    let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
+    let lambdas = std::fs::read_to_string(support::root().join("docs/lambdas.md")).unwrap();
+    let documented = format!(
+        "every {} minutes (the queue's\nvisibility timeout, {visibility} s); after {receives} receives (about {} hours",
+        visibility / 60,
+        receives * visibility / 3600
+    );
+    assert!(lambdas.contains(&documented), "docs/lambdas.md should say: {documented}");
+}
+
+/// The committer's reserved concurrency is the stack's `CommitterReservedConcurrency`,
+/// one by default.
+#[test]
+fn the_committers_concurrency_is_a_parameter_of_one() {
+    let template = template();
+    let parameter = &template["Parameters"]["CommitterReservedConcurrency"];
+    assert_eq!((&parameter["Type"], &parameter["Default"], &parameter["MinValue"]), (&"Number".into(), &1.into(), &1.into()));
+    let committer = &template["Resources"]["CommitterFunction"]["Properties"];
+    assert_eq!(committer["ReservedConcurrentExecutions"], serde_json::json!({"Ref": "CommitterReservedConcurrency"}));
+}
+
+/// `sam validate --lint` (SAM CLI's own checks, cfn-lint with SAM's rules) passes on the
+/// template, offline, and fails on a broken one.
+#[test]
+fn sam_validate_lint_passes() {
+    let sam = |template: &std::path::Path| {
+        std::process::Command::new(support::python().parent().unwrap().join("sam"))
+            .args(["validate", "--lint", "--template"])
+            .arg(template)
+            .envs(offline_aws())
+            .output()
+            .expect("sam from tests/py/requirements.txt")
+    };
+    let out = sam(&support::root().join("infra/template.yaml"));
+    let said = |out: &std::process::Output| {
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    assert!(out.status.success(), "sam validate --lint: {}", said(&out));
+    // The same template with the committer's timeout a string Lambda cannot take.
+    let text = std::fs::read_to_string(support::root().join("infra/template.yaml")).unwrap();
+    let broken_text = text.replacen("Timeout: 300", "Timeout: five minutes", 1);
+    assert_ne!(broken_text, text);
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("template.yaml");
+    std::fs::write(&broken, broken_text).unwrap();
+    let out = sam(&broken);
+    assert!(!out.status.success(), "sam validate --lint passed a broken template: {}", said(&out));
 }
