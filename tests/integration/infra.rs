@@ -225,7 +225,8 @@ fn samples() -> Vec<Sample> {
     keys.extend(["leader-epoch-checkpoint", "partition.metadata"].map(|file| format!("orders-0/{file}")));
     let local = "kafka-remote/orders-3-Ab3defGhIjKlMnOpQrStUv/00000000000000000010-zz_-_abcdefghijklmnopq";
     keys.extend(
-        ["log", "index", "timeindex", "txnindex", "snapshot", "leader_epoch_checkpoint"].map(|ext| format!("{local}.{ext}")),
+        ["log", "index", "timeindex", "txnindex", "snapshot", "leader_epoch_checkpoint"]
+            .map(|ext| format!("{local}.{ext}")),
     );
     keys.into_iter()
         .map(|key| {
@@ -289,15 +290,17 @@ fn the_rule_invokes_the_materializer_only_for_a_segments_first_object() {
         (serde_json::json!({"SegmentPrefix": "tiered/"}), &plugin[..], "tiered/"),
         (serde_json::json!({"SegmentLayout": "tiered-storage"}), &plugin[..], ""),
         (serde_json::json!({"SegmentLayout": "log-files"}), &log_files[..], ""),
-        (serde_json::json!({"SegmentLayout": "log-files", "SegmentPrefix": "kafka-remote/"}), &log_files[..], "kafka-remote/"),
+        (
+            serde_json::json!({"SegmentLayout": "log-files", "SegmentPrefix": "kafka-remote/"}),
+            &log_files[..],
+            "kafka-remote/",
+        ),
     ];
     for (mut parameters, layouts, prefix) in cases {
         parameters["TieredStorageBucket"] = bucket.into();
         // A bucket of log files holds no plugin uploads (the plugin's .log would trigger).
-        let held: Vec<&Sample> = samples
-            .iter()
-            .filter(|s| layouts == plugin || s.layout != Some(SegmentLayout::TieredStorage))
-            .collect();
+        let held: Vec<&Sample> =
+            samples.iter().filter(|s| layouts == plugin || s.layout != Some(SegmentLayout::TieredStorage)).collect();
         // Each object in the tiered-storage bucket, and in another bucket (never Floe's).
         let objects: Vec<(&str, &str)> =
             ["another-bucket", bucket].iter().flat_map(|b| held.iter().map(move |s| (*b, s.key.as_str()))).collect();
@@ -342,7 +345,10 @@ fn the_task_queue_waits_six_committer_timeouts() {
 fn the_committers_concurrency_is_a_parameter_of_one() {
     let template = template();
     let parameter = &template["Parameters"]["CommitterReservedConcurrency"];
-    assert_eq!((&parameter["Type"], &parameter["Default"], &parameter["MinValue"]), (&"Number".into(), &1.into(), &1.into()));
+    assert_eq!(
+        (&parameter["Type"], &parameter["Default"], &parameter["MinValue"]),
+        (&"Number".into(), &1.into(), &1.into())
+    );
     let committer = &template["Resources"]["CommitterFunction"]["Properties"];
     assert_eq!(committer["ReservedConcurrentExecutions"], serde_json::json!({"Ref": "CommitterReservedConcurrency"}));
 }
