@@ -110,7 +110,8 @@ fn pyiceberg_lines(db: &str, warehouse: &str, table: &str) -> String {
 }
 
 fn spark_command(db: &str, warehouse: &str, table: &str) -> String {
-    let conf = |key: &str, value: &str| format!("  --conf {}", shell_word(&format!("spark.sql.catalog.floe{key}={value}")));
+    let conf =
+        |key: &str, value: &str| format!("  --conf {}", shell_word(&format!("spark.sql.catalog.floe{key}={value}")));
     [
         format!("spark-sql --packages {SPARK_PACKAGES}"),
         conf("", "org.apache.iceberg.spark.SparkCatalog"),
@@ -156,7 +157,10 @@ mod tests {
     #[test]
     fn quotes_survive_each_language() {
         assert_eq!(sql_string("/w/it's"), "'/w/it''s'");
-        assert_eq!(shell_word("spark.sql.catalog.floe.uri=jdbc:sqlite:/w/catalog.db"), "spark.sql.catalog.floe.uri=jdbc:sqlite:/w/catalog.db");
+        assert_eq!(
+            shell_word("spark.sql.catalog.floe.uri=jdbc:sqlite:/w/catalog.db"),
+            "spark.sql.catalog.floe.uri=jdbc:sqlite:/w/catalog.db"
+        );
         assert_eq!(shell_word("a b's"), "'a b'\\''s'");
         let lines = pyiceberg_lines("/w \"x\"/catalog.db", "/w \"x\"", "kafka.orders");
         assert!(lines.contains(r#"uri="sqlite:////w \"x\"/catalog.db", warehouse="file:///w \"x\"""#), "{lines}");

@@ -74,7 +74,10 @@ async fn duckdb_and_pyiceberg_read_a_table_from_its_folder_through_runs_and_comp
     }
     assert!(local_run(input.path(), warehouse.path()).await.failed.is_empty());
     let first = every_reader_agrees(warehouse.path(), "kafka.orders", 180).await;
-    assert_eq!(first.duckdb, format!("INSTALL iceberg; LOAD iceberg; SELECT * FROM iceberg_scan('{}');", first.location));
+    assert_eq!(
+        first.duckdb,
+        format!("INSTALL iceberg; LOAD iceberg; SELECT * FROM iceberg_scan('{}');", first.location)
+    );
     assert!(first.location.ends_with("/kafka.db/orders"), "{}", first.location);
     every_reader_agrees(warehouse.path(), "kafka.page_views", 200).await;
 

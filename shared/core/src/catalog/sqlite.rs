@@ -260,7 +260,10 @@ mod tests {
         // Another engine moved the pointer (PyIceberg's SqlCatalog writes no hint): the
         // hint is rewritten from the catalog.
         let c = catalog.connection();
-        c.lock().unwrap().execute("UPDATE iceberg_tables SET metadata_location = ?1", params![location("00007")]).unwrap();
+        c.lock()
+            .unwrap()
+            .execute("UPDATE iceberg_tables SET metadata_location = ?1", params![location("00007")])
+            .unwrap();
         assert_eq!(catalog.write_version_hint(&table).await.unwrap().as_deref(), Some("00007-0f0e"));
         assert_eq!(hint().as_deref(), Some("00007-0f0e"));
         let unknown = TableName::parse("kafka.none").unwrap();
