@@ -5,6 +5,7 @@ pub mod compact;
 pub mod convert;
 pub mod inspect;
 pub mod local;
+pub mod table;
 pub mod warehouse;
 
 use std::path::Path;

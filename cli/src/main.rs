@@ -106,6 +106,18 @@ enum LocalCommand {
         #[arg(long)]
         warehouse: PathBuf,
     },
+    /// Where a table is (its folder and current metadata file) and a query ready to paste
+    /// for DuckDB, PyIceberg and Spark. Rewrites the table's `metadata/version-hint.text`
+    /// when it names another version than the catalog.
+    Table {
+        /// The table, `namespace.name` (`kafka.orders`).
+        table: String,
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Resume a suspended table (an incompatible schema, or a bad record in `suspend`
     /// mode, stopped it): the next run commits its segments again.
     Resume {
@@ -151,6 +163,9 @@ async fn main() -> ExitCode {
                 tables.iter().try_for_each(|t| Ok(writeln!(out, "{}", serde_json::to_string(t)?)?))
             })
         }
+        Command::Local { command: LocalCommand::Table { table, warehouse, json } } => {
+            table_access(&warehouse, &table, json).await
+        }
         Command::Aws { command } => aws(command).await,
         Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
             floe_cli::local::resume(&warehouse, &table).await.map(|reason| resumed(&table, reason))
@@ -180,6 +195,16 @@ async fn convert(
 ) -> anyhow::Result<()> {
     let config = load_config(config)?;
     floe_cli::convert::run(segment, topic, partition, out, &config, std::io::stdout().lock()).await
+}
+
+async fn table_access(warehouse: &std::path::Path, table: &str, json: bool) -> anyhow::Result<()> {
+    let access = floe_cli::table::access(warehouse, table).await?;
+    let mut out = std::io::stdout().lock();
+    match json {
+        true => writeln!(out, "{}", serde_json::to_string(&access)?)?,
+        false => floe_cli::table::print(&access, out)?,
+    }
+    Ok(())
 }
 
 async fn aws(command: AwsCommand) -> anyhow::Result<()> {
@@ -256,6 +281,13 @@ mod tests {
             _ => panic!("not compact"),
         }
         assert!(parse("floe local compact").is_err(), "--warehouse is required");
+        match parse("floe local table kafka.orders --warehouse wh --json").unwrap() {
+            Command::Local { command: LocalCommand::Table { table, warehouse, json } } => {
+                assert_eq!((table.as_str(), warehouse, json), ("kafka.orders", PathBuf::from("wh"), true));
+            }
+            _ => panic!("not table"),
+        }
+        assert!(parse("floe local table --warehouse wh").is_err(), "the table is required");
         assert!(matches!(
             parse("floe local run --input in --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Run { config: None, .. } }

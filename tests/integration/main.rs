@@ -16,6 +16,7 @@ mod maintenance;
 mod materializer;
 mod partition;
 mod protobuf;
+mod querying;
 mod segments;
 mod support;
 mod sweep;

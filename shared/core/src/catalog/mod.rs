@@ -13,7 +13,10 @@
 //! A `Conflict` means another writer moved the table first: reload, re-check, retry.
 //! Both catalogs use the layouts other engines read: Glue tables of `table_type=ICEBERG`,
 //! and the `iceberg_tables` SQLite layout of the JDBC catalog and PyIceberg's `SqlCatalog`.
+//! The SQLite catalog also keeps each table's `metadata/version-hint.text` (`hint`), for
+//! engines that open a local table from its folder.
 
+pub mod hint;
 pub mod sqlite;
 
 use async_trait::async_trait;

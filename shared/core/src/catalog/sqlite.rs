@@ -1,6 +1,9 @@
 //! The local catalog: a SQLite file in the layout shared by the Iceberg JDBC catalog,
 //! PyIceberg's `SqlCatalog` and iceberg-rust's SQL catalog, so any of them opens what
 //! Floe writes (`SqlCatalog("floe", uri="sqlite:///…/catalog.db")`).
+//!
+//! After each pointer move it writes the table's `metadata/version-hint.text`
+//! ([`super::hint`]), so engines without a catalog open the table from its folder.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -9,7 +12,7 @@ use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Catalog, CatalogError, TablePointer};
+use super::{Catalog, CatalogError, TablePointer, hint};
 use crate::table::name::TableName;
 
 const SCHEMA: &str = "
@@ -78,6 +81,43 @@ impl SqliteCatalog {
         self.connection.clone()
     }
 
+    /// Writes the table's version hint for its current pointer, and returns the hint
+    /// (`None` when the table does not exist or its metadata is no local file). The
+    /// database's write lock is held from reading the pointer to renaming the hint, so no
+    /// pointer move, of this process or another, comes between: the last hint written
+    /// names the current metadata file.
+    pub async fn write_version_hint(&self, table: &TableName) -> Result<Option<String>, CatalogError> {
+        let t = table.clone();
+        let written = self
+            .run(table, move |c, catalog| {
+                let tx = rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
+                let location = tx
+                    .query_row(
+                        "SELECT metadata_location FROM iceberg_tables
+                         WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+                        params![catalog, t.namespace, t.name],
+                        |row| row.get::<_, Option<String>>(0),
+                    )
+                    .optional()?
+                    .flatten();
+                // Nothing changed in the database: the transaction is rolled back when dropped.
+                Ok(location.map(|location| hint::write(&location)))
+            })
+            .await?;
+        written.transpose().map(Option::flatten).map_err(|e| CatalogError::Other {
+            table: table.to_string(),
+            detail: e.to_string(),
+            retryable: false,
+        })
+    }
+
+    /// The hint after a commit: its failure is logged, the commit stands.
+    async fn hint_after_commit(&self, table: &TableName) {
+        if let Err(e) = self.write_version_hint(table).await {
+            tracing::warn!(table = %table, error = %e, "the version hint was not written; the commit stands");
+        }
+    }
+
     async fn run<T: Send + 'static>(
         &self,
         table: &TableName,
@@ -133,7 +173,10 @@ impl Catalog for SqliteCatalog {
             })
             .await?;
         match inserted {
-            1 => Ok(()),
+            1 => {
+                self.hint_after_commit(table).await;
+                Ok(())
+            }
             _ => Err(CatalogError::Conflict { table: table.to_string(), detail: "the table already exists".into() }),
         }
     }
@@ -156,7 +199,10 @@ impl Catalog for SqliteCatalog {
             })
             .await?;
         match updated {
-            1 => Ok(()),
+            1 => {
+                self.hint_after_commit(table).await;
+                Ok(())
+            }
             _ => Err(CatalogError::Conflict {
                 table: table.to_string(),
                 detail: format!("the table no longer points at {}", expected.metadata_location),
@@ -175,5 +221,52 @@ impl Catalog for SqliteCatalog {
             names.map(|n| n.map(|name| TableName { namespace: ns.clone(), name })).collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{NestedField, PartitionSpec, PrimitiveType, Schema, Type};
+
+    use super::*;
+
+    fn metadata(location: &str) -> TableMetadata {
+        let field = NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long));
+        let schema = Schema::builder().with_fields(vec![field.into()]).build().unwrap();
+        crate::table::new_table_metadata(location, &schema, &PartitionSpec::unpartition_spec()).unwrap().0
+    }
+
+    #[tokio::test]
+    async fn every_pointer_move_writes_the_version_hint_and_a_lost_swap_leaves_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"), "floe").unwrap();
+        let table = TableName::parse("kafka.t").unwrap();
+        let folder = dir.path().join("kafka.db/t");
+        std::fs::create_dir_all(folder.join("metadata")).unwrap();
+        let location = |v: &str| format!("{}/metadata/{v}-0f0e.metadata.json", folder.display());
+        let metadata = metadata(&folder.display().to_string());
+        let hint = || hint::read(&folder).unwrap();
+
+        catalog.create(&table, &metadata, &location("00000")).await.unwrap();
+        assert_eq!(hint().as_deref(), Some("00000-0f0e"));
+        let first = catalog.current(&table).await.unwrap().unwrap();
+        catalog.swap(&table, &first, &metadata, &location("00001")).await.unwrap();
+        assert_eq!(hint().as_deref(), Some("00001-0f0e"));
+        // A committer that lost the race: the hint still names the winner's file.
+        let lost = catalog.swap(&table, &first, &metadata, &location("00002")).await.unwrap_err();
+        assert!(lost.is_conflict(), "{lost}");
+        assert_eq!(hint().as_deref(), Some("00001-0f0e"));
+
+        // Another engine moved the pointer (PyIceberg's SqlCatalog writes no hint): the
+        // hint is rewritten from the catalog.
+        let c = catalog.connection();
+        c.lock()
+            .unwrap()
+            .execute("UPDATE iceberg_tables SET metadata_location = ?1", params![location("00007")])
+            .unwrap();
+        assert_eq!(catalog.write_version_hint(&table).await.unwrap().as_deref(), Some("00007-0f0e"));
+        assert_eq!(hint().as_deref(), Some("00007-0f0e"));
+        let unknown = TableName::parse("kafka.none").unwrap();
+        assert_eq!(catalog.write_version_hint(&unknown).await.unwrap(), None);
     }
 }

@@ -10,7 +10,7 @@
 //!     the file itself, its metadata log, its statistics files,
 //!     every snapshot's manifest list ─▶ its manifests ─▶ their live entries' files
 //!     every snapshot's table state (summary `floe.state`) ─▶ its pending transactions' files
-//!  each listed file: referenced ─▶ kept
+//!  each listed file: referenced, or metadata/version-hint.text ─▶ kept
 //!                    named by a held task ─▶ kept (kept_held)
 //!                    younger than the grace period, or of unknown age ─▶ kept (kept_young)
 //!                    else ─▶ deleted, in batches
@@ -107,7 +107,7 @@ impl Sweep<'_> {
         let mut doomed = Vec::new();
         for file in listed {
             let key = file_key(&file.path);
-            // A Hadoop table's pointer to its current metadata file: no metadata names it.
+            // The version hint (`catalog::hint`, as Hadoop tables have one): no metadata names it.
             if referenced.contains(&key) || key.ends_with("/version-hint.text") {
                 continue;
             }
