@@ -81,15 +81,20 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
         assert!(watch.contains(&format!("--bin\", \"{function}\"")), "{function} not started by watch:\n{watch}");
     }
     // watch hands no real deadline: each committer and compactor invocation warned once
-    // and worked within FLOE_FUNCTION_TIMEOUT_SECONDS (the defaults: 300 and 900).
-    let warnings = |budget: u64| {
-        watch
+    // (one warning per request id) and worked within FLOE_FUNCTION_TIMEOUT_SECONDS (the
+    // defaults: 300 and 900).
+    let warned = |budget: u64| {
+        let requests: Vec<String> = watch
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|l| l["fields"]["deadline_ms"] == 600000 && l["fields"]["budget_seconds"] == budget)
-            .count()
+            .map(|l| l["spans"][0]["requestId"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let distinct: std::collections::BTreeSet<&String> = requests.iter().collect();
+        assert_eq!(distinct.len(), requests.len(), "a warning twice in one invocation: {requests:?}");
+        requests.len()
     };
-    assert_eq!((warnings(300), warnings(900)), (batches.len(), 1), "{watch}");
+    assert_eq!((warned(300), warned(900)), (batches.len(), 1), "{watch}");
 }
 
 /// A table's offsets by partition as read by PyIceberg, each once (the lists are sorted,
