@@ -17,6 +17,10 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+# The three functions as `cargo lambda watch` builds them (`cargo run --bin <function>`
+# resolves features over the whole workspace, as this does), so that the walkthrough's
+# test (tests/integration/lambda_local.rs) finds them built in this target folder.
+cargo build --workspace --bins --locked
 cargo test --workspace --locked "$@"
 
 # The fuzz targets (fuzz/) build floe-segment and floe-core with the harness: keep that compiling.

@@ -501,22 +501,6 @@ impl Aws {
         compactor(&self.config, &env).await.unwrap()
     }
 
-    /// The compactor's environment as a deployed function reads it (`FLOE_*`), with the
-    /// AWS SDK pointed at moto.
-    pub(crate) fn compactor_variables(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("FLOE_CONFIG", self.config_file.path().display().to_string()),
-            ("FLOE_WAREHOUSE", format!("s3://{}/wh", self.warehouse)),
-            ("FLOE_TASK_QUEUE_URL", self.tasks.clone()),
-            ("FLOE_LOCK_TABLE", self.locks.clone()),
-            ("FLOE_S3_PATH_STYLE", "true".into()),
-            ("AWS_ENDPOINT_URL", support::moto().endpoint.clone()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", "testing".into()),
-            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
-        ]
-    }
-
     /// The lock table: leases, statuses and the table registry.
     pub(crate) fn registry(&self) -> DynamoDbLocks {
         DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&self.config), &self.locks)

@@ -11,6 +11,7 @@ mod foreign;
 mod history;
 mod infra;
 mod json;
+mod lambda_local;
 mod lifecycle;
 mod maintenance;
 mod materializer;

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Starts a moto server (S3, SQS, DynamoDB, Glue, Secrets Manager, ...) on 127.0.0.1 at a
-free port, prints the port on stdout, and serves until its standard input closes — so the
-server ends with the test process that started it, however that process ends.
+"""Starts a moto server (S3, SQS, DynamoDB, Glue, Secrets Manager, ...) on 127.0.0.1 and
+prints its port on stdout.
+
+    moto_server.py         a free port; serves until its standard input closes — so the
+                           server ends with the test process that started it, however
+                           that process ends
+    moto_server.py PORT    that port; serves until interrupted (Ctrl-C) or terminated
+                           (the local walkthrough, scripts/lambda-local.sh)
 
 moto 5.2.5 differs from AWS where Floe's exactly-once tests look, so this server closes
 those gaps before it starts:
@@ -13,7 +18,9 @@ those gaps before it starts:
     of its group (moto may deliver the later ones first).
 """
 import logging
+import signal
 import sys
+import threading
 import time
 
 from moto.glue import responses as glue_responses
@@ -70,8 +77,16 @@ sqs_models.Queue.add_message = remember_dedup_ids(sqs_models.Queue.add_message)
 sqs_models.SQSBackend.receive_message = redeliver_in_order(sqs_models.SQSBackend.receive_message)
 
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
 server.start()
 print(server.get_host_and_port()[1], flush=True)
-sys.stdin.read()
+if port:
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    while not stopped.wait(1):
+        pass
+else:
+    sys.stdin.read()
 server.stop()

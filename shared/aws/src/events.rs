@@ -157,11 +157,8 @@ mod event_files {
         assert_eq!(
             got.objects,
             vec![
-                ObjectRef::new(
-                    "kafka-tiered",
-                    "tiered/orders-MWJ6FHTfRYy67jzwZdeqSQ/3/00000000000000001234-tqimKeZwStOEOwRzT3L5oQ.rsm-manifest"
-                ),
-                ObjectRef::new("kafka-tiered", "logs/click events-0/00000000000000000000.log"),
+                ObjectRef::new("kafka-tiered", "logs/orders-0/00000000000000000000.log"),
+                ObjectRef::new("kafka-tiered", "logs/orders-1/00000000000000000000.log"),
             ]
         );
     }
@@ -169,10 +166,11 @@ mod event_files {
     #[test]
     fn eventbridge_sqs_and_test_events() {
         let got = objects_in_event(&event("eventbridge-object-created.json")).unwrap();
-        assert_eq!(got.objects.len(), 1);
-        assert!(got.objects[0].key.ends_with(".rsm-manifest"));
+        let manifest =
+            "tiered/page.views-MWJ6FHTfRYy67jzwZdeqSQ/0/00000000000000000000-tqimKeZwStOEOwRzT3L5oQ.rsm-manifest";
+        assert_eq!(got.objects, vec![ObjectRef::new("kafka-tiered", manifest)]);
         let got = objects_in_event(&event("sqs-s3-notification.json")).unwrap();
-        assert_eq!(got.objects, vec![ObjectRef::new("kafka-tiered", "logs/click events-0/00000000000000000000.log")]);
+        assert_eq!(got.objects, vec![ObjectRef::new("kafka-tiered", "logs/orders-0/00000000000000000100.log")]);
         let got = objects_in_event(&event("s3-test-event.json")).unwrap();
         assert!(got.objects.is_empty() && got.ignored == vec!["s3:TestEvent"]);
     }
@@ -185,5 +183,70 @@ mod event_files {
         assert!(scheduled.resources.unwrap()[0].starts_with("arn:aws:events:us-east-1:123456789012:rule/"));
         assert_eq!(scheduled.time.map(|t| t.timestamp()), Some(1_796_025_900));
         assert_eq!(scheduled.detail, serde_json::json!({}));
+    }
+
+    /// The function each sample is for: every file of `events/` is listed.
+    #[derive(Debug, Clone, Copy)]
+    enum Function {
+        Materializer,
+        Committer,
+        Compactor,
+    }
+
+    const SAMPLES: [(&str, Function); 7] = [
+        ("s3-object-created.json", Function::Materializer),
+        ("eventbridge-object-created.json", Function::Materializer),
+        ("sqs-s3-notification.json", Function::Materializer),
+        ("s3-test-event.json", Function::Materializer),
+        ("sqs-commit-tasks.json", Function::Committer),
+        ("sqs-compaction-tasks.json", Function::Committer),
+        ("eventbridge-scheduled.json", Function::Compactor),
+    ];
+
+    #[test]
+    fn every_sample_event_parses_as_the_event_of_its_function() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+        let mut files: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        files.sort();
+        let mut listed: Vec<String> = SAMPLES.iter().map(|(name, _)| name.to_string()).collect();
+        listed.sort();
+        assert_eq!(files, listed, "every file of events/ is listed here with its function");
+        for (name, function) in SAMPLES {
+            let sample = event(name);
+            match function {
+                // What the materializer's main hands its handler: any JSON, read as objects.
+                Function::Materializer => {
+                    let got = objects_in_event(&sample).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    assert!(!got.objects.is_empty() || !got.ignored.is_empty(), "{name}");
+                }
+                Function::Committer => committer_sample(name, sample),
+                Function::Compactor => {
+                    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+                    serde_json::from_value::<EventBridgeEvent<Value>>(sample).unwrap_or_else(|e| panic!("{name}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// An SQS event as Lambda's event source hands the committer a batch of the task
+    /// queue: every body a task, every message with its group (the table).
+    fn committer_sample(name: &str, sample: Value) {
+        use aws_lambda_events::event::sqs::SqsEvent;
+        use floe_core::task::Task;
+        let event: SqsEvent = serde_json::from_value(sample).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!event.records.is_empty(), "{name}");
+        for message in &event.records {
+            assert_eq!(message.event_source.as_deref(), Some("aws:sqs"), "{name}");
+            assert!(message.receipt_handle.is_some() && message.message_id.is_some(), "{name}");
+            let task = Task::from_json(message.body.as_deref().unwrap_or_default().as_bytes())
+                .unwrap_or_else(|e| panic!("{name}: a body is no task: {e}"));
+            assert_eq!(message.attributes.get("MessageGroupId"), Some(&task.table().to_string()), "{name}");
+            let expected = match name {
+                "sqs-compaction-tasks.json" => matches!(task, Task::Compaction(_)),
+                _ => matches!(task, Task::Data(_)),
+            };
+            assert!(expected, "{name}: {task:?}");
+        }
     }
 }

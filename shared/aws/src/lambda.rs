@@ -538,7 +538,10 @@ pub fn stop_before(invocation_deadline: SystemTime, margin: Duration, timeout: D
     let remaining = match invocation_deadline.duration_since(SystemTime::now()) {
         Ok(left) if left <= LONGEST_TIMEOUT => left,
         _ => {
-            let deadline_ms = invocation_deadline.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            // A u64, so that the JSON log has a number (a u128 is logged as a string).
+            let deadline_ms = invocation_deadline
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
             tracing::warn!(
                 deadline_ms,
                 budget_seconds = timeout.as_secs(),
