@@ -65,16 +65,19 @@ impl FirstRun {
 
     /// `floe`'s arguments in the command (it has no quoting: split at spaces).
     fn floe_args(&self) -> Vec<&str> {
-        let args = self.command.strip_prefix(CARGO_RUN).unwrap_or_else(|| {
-            panic!("README's first command should start with `{CARGO_RUN}`: {}", self.command)
-        });
+        let args = self
+            .command
+            .strip_prefix(CARGO_RUN)
+            .unwrap_or_else(|| panic!("README's first command should start with `{CARGO_RUN}`: {}", self.command));
         assert!(!args.contains(['"', '\'', '\\']), "no quoting in the first command: {args}");
         args.split_whitespace().collect()
     }
 }
 
-/// Builds the `floe` binary into the tests' own target folder (with the test build's
-/// features, as scripts/test.sh runs it, so nothing else is built again) and returns it.
+/// Builds the `floe` binary into the tests' own target folder and returns it: with the
+/// flags of scripts/test.sh's `cargo run … inspect` check, which then builds nothing again.
+/// A no-op when it is current; the first time, floe-cli and the crates it uses without the
+/// tests' dev-dependency features.
 fn floe_binary() -> PathBuf {
     // <target>/<profile>/deps/integration-…
     let exe = std::env::current_exe().unwrap();
