@@ -7,6 +7,7 @@ mod avro;
 mod committer;
 mod compaction;
 mod convert;
+mod first_run;
 mod foreign;
 mod history;
 mod infra;
