@@ -14,6 +14,7 @@ mod json;
 mod lifecycle;
 mod maintenance;
 mod materializer;
+mod metrics;
 mod partition;
 mod protobuf;
 mod segments;

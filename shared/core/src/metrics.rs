@@ -304,3 +304,71 @@ pub fn record(metric: &Metric, dimensions: &[(&'static str, &str)], value: f64) 
 pub fn record_table(metric: &Metric, table: &str, value: f64) {
     record(metric, &[(TABLE, table)], value);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(recorder: &Recorder) -> Vec<Value> {
+        recorder.take_emf_lines("committer", 1_764_489_600_000).iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[tokio::test]
+    async fn values_sum_or_keep_their_maximum_per_table_and_over_tables() {
+        let recorder = Recorder::new();
+        scope(recorder.clone(), async {
+            record_table(&RECORDS_COMMITTED, "kafka.a", 10.0);
+            record_table(&RECORDS_COMMITTED, "kafka.a", 5.0);
+            record_table(&RECORDS_COMMITTED, "kafka.b", 1.0);
+            record_table(&FRESHNESS_LAG, "kafka.a", 3.0);
+            record_table(&FRESHNESS_LAG, "kafka.b", 7.5);
+            record_table(&FRESHNESS_LAG, "kafka.b", 2.0);
+        })
+        .await;
+        assert_eq!(recorder.value(&RECORDS_COMMITTED, &[(TABLE, "kafka.a")]), Some(15.0));
+        assert_eq!(recorder.value(&RECORDS_COMMITTED, &[]), Some(16.0), "summed over tables");
+        assert_eq!(recorder.value(&FRESHNESS_LAG, &[(TABLE, "kafka.b")]), Some(7.5));
+        assert_eq!(recorder.value(&FRESHNESS_LAG, &[]), Some(7.5), "the maximum over tables");
+        let lines = lines(&recorder);
+        assert_eq!(lines.len(), 3, "one line per dimension set: none, kafka.a, kafka.b");
+        let over_tables = lines.iter().find(|l| l.get(TABLE).is_none()).unwrap();
+        assert_eq!(over_tables["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
+        assert_eq!((&over_tables["Function"], &over_tables["RecordsCommitted"]), (&json!("committer"), &json!(16.0)));
+        assert!(recorder.take_emf_lines("committer", 0).is_empty(), "taken: emptied");
+    }
+
+    #[tokio::test]
+    async fn nothing_is_recorded_outside_a_scope() {
+        record_table(&RECORDS_COMMITTED, "kafka.a", 10.0);
+        let recorder = Recorder::new();
+        scope(recorder.clone(), async {}).await;
+        assert!(recorder.take_emf_lines("committer", 0).is_empty());
+    }
+
+    #[test]
+    fn a_line_holds_at_most_a_hundred_metrics() {
+        let recorder = Recorder::default();
+        let names: Vec<&'static str> = (0..150).map(|i| &*format!("M{i:03}").leak()).collect();
+        for name in &names {
+            recorder.record(&Metric { name, ..SEGMENTS }, &[], 1.0);
+        }
+        let lines = lines(&recorder);
+        let counts: Vec<usize> =
+            lines.iter().map(|l| l["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap().len()).collect();
+        assert_eq!(counts, [100, 50]);
+        assert!(lines.iter().all(|l| l.as_object().unwrap().len() == 2 + 100 || l.as_object().unwrap().len() == 2 + 50));
+    }
+
+    #[test]
+    fn every_metric_is_named_once_with_a_dimension_set_emf_allows() {
+        let mut names: Vec<&str> = ALL.iter().map(|m| m.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+        for m in ALL {
+            assert!(m.name.len() <= 255 && !m.name.is_empty() && !m.name.starts_with('_'), "{}", m.name);
+            assert!(["materializer", "committer", "compactor"].contains(&m.function), "{}", m.name);
+            assert!(m.dimensions.len() < 30 && m.dimensions.iter().all(|d| [TABLE, MODE].contains(d)), "{}", m.name);
+        }
+    }
+}

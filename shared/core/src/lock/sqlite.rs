@@ -341,6 +341,18 @@ impl TableRegistry for SqliteLocks {
         .await
     }
 
+    async fn oldest_holds(&self) -> Result<std::collections::BTreeMap<TableName, i64>, LockError> {
+        let rows = self
+            .run(|c| {
+                let mut stmt =
+                    c.prepare("SELECT table_name, MIN(held_at_ms) FROM floe_held_tasks GROUP BY table_name")?;
+                let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(rows.into_iter().filter_map(|(name, at)| Some((TableName::parse(&name)?, at))).collect())
+    }
+
     async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError> {
         let (table, event) = (table.to_string(), event.clone());
         self.run(move |c| {

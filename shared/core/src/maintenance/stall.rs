@@ -3,9 +3,10 @@
 //! waiting have waited.
 //!
 //! ```text
-//!  registry.tables() ─▶ suspended ones counted (their tasks wait by design)
-//!                    ─▶ the others' held tasks (held from just before they were queued
-//!                       until the committer is done with them) ─▶ the oldest one's age
+//!  registry.oldest_holds() ─▶ per table holding tasks (held from just before they are
+//!                             queued until the committer is done with them), the oldest
+//!  registry.tables() ─▶ suspended ones counted and left out (their tasks wait by design)
+//!  age of each other table's oldest task (0: none held)
 //!  the queue's message count (when known): 0 ─▶ nothing waits, whatever is held
 //! ```
 //!
@@ -29,16 +30,18 @@ pub struct Waiting {
 impl Waiting {
     /// Reads the registry at `now_ms`.
     pub async fn read(registry: &dyn TableRegistry, now_ms: i64) -> Result<Waiting, LockError> {
+        let mut holds = registry.oldest_holds().await?;
         let mut waiting = Waiting::default();
         for registered in registry.tables().await? {
+            let held = holds.remove(&registered.table);
             if registered.suspended.is_some() {
                 waiting.suspended += 1;
-                continue;
+            } else {
+                waiting.oldest_ms.push((registered.table, held.map_or(0, |at| (now_ms - at).max(0))));
             }
-            let held = registry.held_tasks(&registered.table).await?;
-            let oldest = held.iter().map(|t| t.held_at_ms).min().map_or(0, |at| (now_ms - at).max(0));
-            waiting.oldest_ms.push((registered.table, oldest));
         }
+        // Tables the committer never reached: their tasks wait all the same.
+        waiting.oldest_ms.extend(holds.into_iter().map(|(table, at)| (table, (now_ms - at).max(0))));
         Ok(waiting)
     }
 
@@ -65,6 +68,16 @@ mod tests {
 
     fn table(name: &str) -> TableName {
         TableName { namespace: "kafka".into(), name: name.into() }
+    }
+
+    #[tokio::test]
+    async fn a_table_the_committer_never_reached_waits_too() {
+        let registry = crate::maintenance::holding::tests::MemoryRegistry::default();
+        let held = |id: &str, at| super::super::HeldTask { task_id: id.into(), files: vec![], held_at_ms: at };
+        registry.hold_task(&table("new"), &held("t1", 1_000)).await.unwrap();
+        registry.hold_task(&table("new"), &held("t2", 5_000)).await.unwrap();
+        let waiting = Waiting::read(&registry, 61_000).await.unwrap();
+        assert_eq!(waiting, Waiting { suspended: 0, oldest_ms: vec![(table("new"), 60_000)] });
     }
 
     #[tokio::test]
