@@ -20,7 +20,8 @@ async fn main() -> Result<(), Error> {
             error_type: f.error_type().to_string(),
             error_message: f.to_string(),
         };
-        let (response, metrics) = measured("materializer", handle_materializer_event(materializer, event.payload)).await;
+        let (response, metrics) =
+            measured("materializer", handle_materializer_event(materializer, event.payload)).await;
         print_emf(&metrics);
         response.map_err(failed)
     }))

@@ -255,7 +255,8 @@ fn record_materialized(task: &floe_core::task::CommitTask) {
     let table = task.table.to_string();
     let per_table = |metric: &metrics::Metric, value: u64| metrics::record_table(metric, &table, value as f64);
     per_table(&metrics::SEGMENTS, 1);
-    per_table(&metrics::RECORDS, task.record_count);
+    let open: u64 = task.open_transactions.iter().map(|t| t.records).sum();
+    per_table(&metrics::RECORDS, task.record_count + open);
     per_table(&metrics::BYTES, task.source.size);
     let pending: usize = task.open_transactions.iter().map(|t| t.files.len()).sum();
     per_table(&metrics::FILES_WRITTEN, (task.data_files.len() + task.dead_letter_files.len() + pending) as u64);

@@ -89,8 +89,14 @@ use Aggregate::{Max, Sum};
 
 pub const SEGMENTS: Metric =
     metric("Segments", Unit::Count, Sum, "materializer", &[TABLE], "segments materialized and queued as tasks");
-pub const RECORDS: Metric =
-    metric("Records", Unit::Count, Sum, "materializer", &[TABLE], "records written to data files (bad ones not)");
+pub const RECORDS: Metric = metric(
+    "Records",
+    Unit::Count,
+    Sum,
+    "materializer",
+    &[TABLE],
+    "records written to data files, those of transactions still open at the segment's end included (bad ones not)",
+);
 pub const BYTES: Metric = metric("Bytes", Unit::Bytes, Sum, "materializer", &[TABLE], "segment bytes read");
 pub const FILES_WRITTEN: Metric = metric(
     "FilesWritten",
@@ -110,8 +116,14 @@ pub const BAD_RECORDS: Metric = metric(
 );
 pub const RECORDS_COMMITTED: Metric =
     metric("RecordsCommitted", Unit::Count, Sum, "committer", &[TABLE], "rows added to tables by append snapshots");
-pub const FILES_COMMITTED: Metric =
-    metric("FilesCommitted", Unit::Count, Sum, "committer", &[TABLE], "data files added by snapshots (compactions' too)");
+pub const FILES_COMMITTED: Metric = metric(
+    "FilesCommitted",
+    Unit::Count,
+    Sum,
+    "committer",
+    &[TABLE],
+    "data files added by snapshots (compactions' too)",
+);
 pub const COMMIT_LATENCY: Metric = metric(
     "CommitLatency",
     Unit::Milliseconds,
@@ -150,8 +162,14 @@ pub const OLDEST_TASK_AGE: Metric = metric(
 );
 pub const SNAPSHOTS_EXPIRED: Metric =
     metric("SnapshotsExpired", Unit::Count, Sum, "committer", &[TABLE], "snapshots expired by commits");
-pub const COMPACTION_BYTES_IN: Metric =
-    metric("CompactionBytesIn", Unit::Bytes, Sum, "compactor", &[TABLE], "bytes of the small files compactions rewrite");
+pub const COMPACTION_BYTES_IN: Metric = metric(
+    "CompactionBytesIn",
+    Unit::Bytes,
+    Sum,
+    "compactor",
+    &[TABLE],
+    "bytes of the small files compactions rewrite",
+);
 pub const COMPACTION_BYTES_OUT: Metric =
     metric("CompactionBytesOut", Unit::Bytes, Sum, "compactor", &[TABLE], "bytes of the files compactions write");
 pub const ORPHANS_REMOVED: Metric =
@@ -310,7 +328,11 @@ mod tests {
     use super::*;
 
     fn lines(recorder: &Recorder) -> Vec<Value> {
-        recorder.take_emf_lines("committer", 1_764_489_600_000).iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+        recorder
+            .take_emf_lines("committer", 1_764_489_600_000)
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     #[tokio::test]
@@ -356,7 +378,9 @@ mod tests {
         let counts: Vec<usize> =
             lines.iter().map(|l| l["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().unwrap().len()).collect();
         assert_eq!(counts, [100, 50]);
-        assert!(lines.iter().all(|l| l.as_object().unwrap().len() == 2 + 100 || l.as_object().unwrap().len() == 2 + 50));
+        assert!(
+            lines.iter().all(|l| l.as_object().unwrap().len() == 2 + 100 || l.as_object().unwrap().len() == 2 + 50)
+        );
     }
 
     #[test]
