@@ -219,11 +219,13 @@ pub const ALL: &[Metric] = &[
 
 /// Dimension name → value, sorted by name.
 type Dimensions = BTreeMap<&'static str, String>;
+/// Metric name → the metric and its combined value.
+type Values = BTreeMap<&'static str, (Metric, f64)>;
 
 /// What one invocation recorded: per dimension set, per metric, the combined value.
 #[derive(Debug, Default)]
 pub struct Recorder {
-    values: Mutex<BTreeMap<Dimensions, BTreeMap<&'static str, (Metric, f64)>>>,
+    values: Mutex<BTreeMap<Dimensions, Values>>,
 }
 
 impl Recorder {
@@ -266,7 +268,7 @@ impl Recorder {
     }
 }
 
-fn combine(metrics: &mut BTreeMap<&'static str, (Metric, f64)>, metric: &Metric, value: f64) {
+fn combine(metrics: &mut Values, metric: &Metric, value: f64) {
     match metrics.get_mut(metric.name) {
         None => {
             metrics.insert(metric.name, (*metric, value));

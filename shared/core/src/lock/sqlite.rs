@@ -436,6 +436,12 @@ mod tests {
         // Held again (a retried run): its files added, the first run's kept.
         locks.hold_task(&t, &task("1", &["/a2", "/a"])).await.unwrap();
         assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"]), task("2", &["/b", "/c"])]);
+        let newer = HeldTask { held_at_ms: 9, ..task("3", &["/d"]) };
+        let never_leased = TableName::parse("kafka.new").unwrap();
+        locks.hold_task(&never_leased, &newer).await.unwrap();
+        let oldest = std::collections::BTreeMap::from([(never_leased.clone(), 9), (t.clone(), 7)]);
+        assert_eq!(locks.oldest_holds().await.unwrap(), oldest, "per table holding tasks, leased or not");
+        locks.release_tasks(&never_leased, &["3".into()]).await.unwrap();
         locks.release_tasks(&t, &["2".into(), "unknown".into()]).await.unwrap();
         assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"])]);
 
