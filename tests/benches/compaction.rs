@@ -179,6 +179,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
         open_transactions: vec![],
         transaction_markers: vec![],
         transaction_timeout_ms: None,
+        max_timestamp: None,
         schema: TaskSchema {
             key_format: "raw".into(),
             value_format: "json".into(),

@@ -3,7 +3,8 @@
 //! the compactor runs alone on its schedule; the EventBridge rule invokes the
 //! materializer only for the object that starts a segment (the rule as SAM translates it,
 //! judged by moto's EventBridge pattern matcher); the task queue's timing follows AWS's
-//! rule; the committer's concurrency is a parameter.
+//! rule; the committer's concurrency is a parameter; every alarm notifies the topic
+//! and watches a metric that is emitted.
 
 use floe_core::segment::{ObjectKind, SegmentLayout, SegmentLocation};
 
@@ -379,4 +380,96 @@ fn sam_validate_lint_passes() {
     std::fs::write(&broken, broken_text).unwrap();
     let out = sam(&broken);
     assert!(!out.status.success(), "sam validate --lint passed a broken template: {}", said(&out));
+
+/// The metric an alarm watches: (namespace, name, dimensions), whether given directly or
+/// as the one `MetricStat` of a metric-math alarm.
+fn watched(alarm: &serde_json::Value) -> (String, String, Vec<(String, serde_json::Value)>) {
+    let metric = match alarm.get("Metrics").and_then(|m| m.as_array()) {
+        Some(queries) => {
+            let stats: Vec<&serde_json::Value> =
+                queries.iter().filter_map(|q| q.pointer("/MetricStat/Metric")).collect();
+            assert_eq!(stats.len(), 1, "one metric under the math: {alarm}");
+            stats[0].clone()
+        }
+        None => alarm.clone(),
+    };
+    let dimensions = metric["Dimensions"]
+        .as_array()
+        .map(|d| d.iter().map(|d| (d["Name"].as_str().unwrap().to_string(), d["Value"].clone())).collect())
+        .unwrap_or_default();
+    (metric["Namespace"].as_str().unwrap().to_string(), metric["MetricName"].as_str().unwrap().to_string(), dimensions)
+}
+
+/// Every alarm notifies the one topic (mailed to `AlarmEmail` when it is set), says what
+/// to do, chooses how missing data counts, and watches a metric that exists: Floe's own
+/// ones as `floe_core::metrics` declares them (name, emitting function, dimensions),
+/// Lambda's errors and throttles of the template's functions, SQS's depth of its queues.
+/// The stall alarm watches the metric the moto test sees a stalled committer set.
+#[test]
+fn every_alarm_notifies_the_topic_says_what_to_do_and_watches_an_emitted_metric() {
+    use floe_core::metrics::{ALL, FUNCTION, STALLED_TASK_AGE};
+    use serde_json::json;
+
+    let template = template();
+    let resources = template["Resources"].as_object().unwrap();
+    assert_eq!(resources["AlarmTopic"]["Type"], "AWS::SNS::Topic");
+    let subscription = &resources["AlarmEmailSubscription"];
+    assert_eq!(subscription["Condition"], "HasAlarmEmail");
+    assert_eq!(subscription["Properties"]["Endpoint"], json!({"Ref": "AlarmEmail"}));
+    assert_eq!(template["Parameters"]["AlarmEmail"]["Default"], "");
+
+    let mut watched_all = Vec::new();
+    for (name, resource) in resources.iter().filter(|(_, r)| r["Type"] == "AWS::CloudWatch::Alarm") {
+        let alarm = &resource["Properties"];
+        assert_eq!(alarm["AlarmActions"], json!([{"Ref": "AlarmTopic"}]), "{name}");
+        let description = alarm["AlarmDescription"].as_str().unwrap_or_default();
+        assert!(description.split_whitespace().count() >= 15, "{name} says what to do: {description:?}");
+        let missing = alarm["TreatMissingData"].as_str().unwrap_or_default();
+        assert!(["breaching", "notBreaching", "ignore", "missing"].contains(&missing), "{name}: {missing:?}");
+        let (namespace, metric, dimensions) = watched(alarm);
+        match namespace.as_str() {
+            "Floe" => {
+                let declared = ALL.iter().find(|m| m.name == metric).unwrap_or_else(|| panic!("{name}: {metric}"));
+                assert_eq!(dimensions, [(FUNCTION.to_string(), json!(declared.function))], "{name}: over tables");
+            }
+            "AWS/Lambda" => {
+                assert!(["Errors", "Throttles"].contains(&metric.as_str()), "{name}: {metric}");
+                let function = dimensions[0].1["Ref"].as_str().unwrap();
+                assert_eq!(
+                    (dimensions[0].0.as_str(), &resources[function]["Type"]),
+                    ("FunctionName", &json!("AWS::Serverless::Function"))
+                );
+            }
+            "AWS/SQS" => {
+                assert_eq!(metric, "ApproximateNumberOfMessagesVisible", "{name}");
+                let queue = dimensions[0].1["Fn::GetAtt"][0].as_str().unwrap();
+                assert_eq!(
+                    (dimensions[0].0.as_str(), &resources[queue]["Type"]),
+                    ("QueueName", &json!("AWS::SQS::Queue"))
+                );
+            }
+            other => panic!("{name}: namespace {other}"),
+        }
+        let subject = dimensions.first().map(|(_, v)| v.to_string()).unwrap_or_default();
+        watched_all.push((metric, subject));
+    }
+    // What the issue asks to be loud about, each watched.
+    let has = |metric: &str, subject: &str| watched_all.iter().any(|(m, s)| m == metric && s.contains(subject));
+    for (metric, subject) in [
+        ("FreshnessLag", "committer"),
+        (STALLED_TASK_AGE.name, STALLED_TASK_AGE.function),
+        ("SuspendedTables", "compactor"),
+        ("ApproximateNumberOfMessagesVisible", "TaskDeadLetterQueue"),
+        ("ApproximateNumberOfMessagesVisible", "MaterializerFailureQueue"),
+    ] {
+        assert!(has(metric, subject), "{metric} of {subject}: {watched_all:?}");
+    }
+    for function in ["MaterializerFunction", "CommitterFunction", "CompactorFunction"] {
+        assert!(has("Errors", function) && has("Throttles", function), "{function}: {watched_all:?}");
+    }
+
+    // The compactor may read the task queue's message count (the stall metric's gate).
+    let (granted, _) = statements(&template["Resources"]["CompactorFunction"]);
+    let count = granted.iter().find(|s| actions(s).contains(&"sqs:GetQueueAttributes".to_string()));
+    assert_eq!(count.map(|s| &s["Resource"]), Some(&json!({"Fn::GetAtt": ["TaskQueue", "Arn"]})));
 }

@@ -16,6 +16,7 @@ mod lambda_local;
 mod lifecycle;
 mod maintenance;
 mod materializer;
+mod metrics;
 mod partition;
 mod protobuf;
 mod querying;

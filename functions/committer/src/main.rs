@@ -1,9 +1,12 @@
 //! The committer Lambda: batches of CommitTasks from the FIFO queue → one Iceberg
-//! snapshot per table, exactly once, with an SQS partial batch response. All logic is in
+//! snapshot per table, exactly once, with an SQS partial batch response; its metrics
+//! printed as EMF lines after each invocation. All logic is in
 //! `floe_core::committer`; this binary reads its environment and builds its clients once.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use floe_aws::lambda::{CommitterEnv, committer, handle_committer_event, init_tracing, stop_before};
+use floe_aws::lambda::{
+    CommitterEnv, committer, handle_committer_event, init_tracing, measured, print_emf, stop_before,
+};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
@@ -16,7 +19,10 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // Stop retrying conflicts well before the function's own timeout.
         let deadline = stop_before(event.context.deadline(), std::time::Duration::from_secs(5), timeout);
-        Ok::<SqsBatchResponse, Error>(handle_committer_event(service, event.payload, Some(deadline)).await)
+        let (response, metrics) =
+            measured("committer", handle_committer_event(service, event.payload, Some(deadline))).await;
+        print_emf(&metrics);
+        Ok::<SqsBatchResponse, Error>(response)
     }))
     .await
 }

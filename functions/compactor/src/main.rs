@@ -1,10 +1,13 @@
 //! The compactor Lambda: an EventBridge schedule → every registered table's small files
-//! rewritten and queued as CompactionTasks for the committer, then its orphans swept.
+//! rewritten and queued as CompactionTasks for the committer, then its orphans swept;
+//! then the stall metric (how long tasks have waited uncommitted), all printed as EMF lines.
 //! All logic is in `floe_core::maintenance`; this binary reads its environment and builds
 //! its clients once per container.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use floe_aws::lambda::{CompactorEnv, CompactorResponse, compactor, handle_compactor_event, init_tracing, stop_before};
+use floe_aws::lambda::{
+    CompactorEnv, CompactorResponse, compactor, handle_compactor_event, init_tracing, measured, print_emf, stop_before,
+};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
 
@@ -20,7 +23,10 @@ async fn main() -> Result<(), Error> {
     let (service, timeout) = (&service, env.timeout);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent<Value>>| async move {
         let deadline = stop_before(event.context.deadline(), FINISH_MARGIN, timeout);
-        Ok::<CompactorResponse, Error>(handle_compactor_event(service, event.payload, Some(deadline)).await)
+        let (response, metrics) =
+            measured("compactor", handle_compactor_event(service, event.payload, Some(deadline))).await;
+        print_emf(&metrics);
+        Ok::<CompactorResponse, Error>(response)
     }))
     .await
 }

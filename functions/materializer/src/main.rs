@@ -1,9 +1,10 @@
 //! The materializer Lambda: S3 (or EventBridge) object-created events → Parquet files in
-//! the warehouse → one CommitTask per segment on the FIFO queue. All logic is in
+//! the warehouse → one CommitTask per segment on the FIFO queue; its metrics printed as EMF
+//! lines after each invocation. All logic is in
 //! `floe_core::materializer`; this binary reads its environment and builds its clients
 //! once per container.
 
-use floe_aws::lambda::{MaterializerEnv, handle_materializer_event, init_tracing, materializer};
+use floe_aws::lambda::{MaterializerEnv, handle_materializer_event, init_tracing, materializer, measured, print_emf};
 use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};
 use serde_json::Value;
 
@@ -19,7 +20,10 @@ async fn main() -> Result<(), Error> {
             error_type: f.error_type().to_string(),
             error_message: f.to_string(),
         };
-        handle_materializer_event(materializer, event.payload).await.map_err(failed)
+        let (response, metrics) =
+            measured("materializer", handle_materializer_event(materializer, event.payload)).await;
+        print_emf(&metrics);
+        response.map_err(failed)
     }))
     .await
 }

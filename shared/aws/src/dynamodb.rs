@@ -512,6 +512,30 @@ impl TableRegistry for DynamoDbLocks {
 
     /// A Query of [`HELD_INDEX`]: eventually consistent, so a task held a moment ago may
     /// be missing — its files are younger than the sweep's grace period anyway.
+    /// One scan of the sparse held-tasks index (held items only).
+    async fn oldest_holds(&self) -> Result<BTreeMap<TableName, i64>, LockError> {
+        let mut pages = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .index_name(HELD_INDEX)
+            .projection_expression("#h, #a")
+            .expression_attribute_names("#h", "held_table")
+            .expression_attribute_names("#a", "held_at_ms")
+            .into_paginator()
+            .send();
+        let mut oldest: BTreeMap<TableName, i64> = BTreeMap::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| store("listing held tasks", e))?;
+            for item in page.items() {
+                let Some(table) = text(item, "held_table").and_then(TableName::parse) else { continue };
+                let at = number(item, "held_at_ms")?.unwrap_or_default();
+                oldest.entry(table).and_modify(|o| *o = (*o).min(at)).or_insert(at);
+            }
+        }
+        Ok(oldest)
+    }
+
     async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError> {
         let mut pages = self
             .client

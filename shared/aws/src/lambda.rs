@@ -1,6 +1,7 @@
 //! What the Lambda functions share: their typed environment, read once at init; the
 //! `floe.toml` they load (from S3 or a path); Schema Registry credentials from Secrets
-//! Manager; JSON logs; the three functions' event handlers; and the committer's and the
+//! Manager; JSON logs; the three functions' event handlers and their metrics (EMF lines,
+//! [`measured`], [`print_emf`]); and the committer's and the
 //! compactor's working deadline ([`stop_before`]: the invocation's, or the function's
 //! timeout when the runtime hands none that can be believed, as `cargo lambda watch`).
 //!
@@ -15,7 +16,9 @@ use serde_json::Value;
 use floe_core::config::FloeConfig;
 use floe_core::maintenance::TableRegistry;
 use floe_core::maintenance::holding::HoldingQueue;
+use floe_core::materializer::segment::MaterializeError;
 use floe_core::materializer::{Materializer, MaterializerError, ObjectRef, Outcome};
+use floe_core::metrics::{self, MODE, Recorder, TABLE};
 
 use crate::events::objects_in_event;
 use crate::s3::{read_s3_uri, warehouse_file_io};
@@ -116,6 +119,26 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// Runs one invocation's `work` with a metrics recorder; returns its output and the EMF
+/// lines of what it recorded, dimension `Function` = `function`.
+pub async fn measured<T>(function: &str, work: impl Future<Output = T>) -> (T, Vec<String>) {
+    let recorder = Recorder::new();
+    // Boxed: the handlers' futures nested once more pass the compiler's layout depth.
+    let output = metrics::scope(recorder.clone(), Box::pin(work)).await;
+    (output, recorder.take_emf_lines(function, floe_core::lock::now_ms()))
+}
+
+/// Writes EMF lines to stdout, where Lambda sends them to CloudWatch Logs. Each line is
+/// written whole under stdout's lock, as the JSON logs are, so the two never interleave
+/// within a line.
+pub fn print_emf(lines: &[String]) {
+    use std::io::Write;
+    for line in lines {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(format!("{line}\n").as_bytes()).and_then(|()| stdout.flush());
+    }
+}
+
 /// Reads `floe.toml` from `s3://…` or a path; `None` gives the defaults.
 pub async fn load_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<FloeConfig, InitError> {
     let Some(uri) = uri else { return Ok(FloeConfig::default()) };
@@ -206,9 +229,15 @@ pub async fn handle_materializer_event(
     let mut retryable = false;
     for object in &objects.objects {
         match materializer.handle(object).await {
-            Ok(Outcome::Queued(task)) => response.queued.push(task.task_id.clone()),
+            Ok(Outcome::Queued(task)) => {
+                record_materialized(&task);
+                response.queued.push(task.task_id.clone());
+            }
             Ok(Outcome::Ignored { uri, reason }) => response.ignored.push(format!("{uri}: {reason}")),
             Err(error) => {
+                if matches!(error, MaterializerError::Materialize(MaterializeError::Suspended { .. })) {
+                    metrics::record(&metrics::BAD_RECORDS, &[(MODE, "suspend")], 1.0);
+                }
                 retryable |= error.retryable();
                 tracing::error!(object = %describe(object), retryable = error.retryable(), %error, "materializing failed");
                 failures.push(format!("{}: {error}", describe(object)));
@@ -218,6 +247,24 @@ pub async fn handle_materializer_event(
     match failures.is_empty() {
         true => Ok(response),
         false => Err(MaterializerFailure { failures, retryable }),
+    }
+}
+
+/// The materializer's metrics of one queued task.
+fn record_materialized(task: &floe_core::task::CommitTask) {
+    let table = task.table.to_string();
+    let per_table = |metric: &metrics::Metric, value: u64| metrics::record_table(metric, &table, value as f64);
+    per_table(&metrics::SEGMENTS, 1);
+    let open: u64 = task.open_transactions.iter().map(|t| t.records).sum();
+    per_table(&metrics::RECORDS, task.record_count + open);
+    per_table(&metrics::BYTES, task.source.size);
+    let pending: usize = task.open_transactions.iter().map(|t| t.files.len()).sum();
+    per_table(&metrics::FILES_WRITTEN, (task.data_files.len() + task.dead_letter_files.len() + pending) as u64);
+    let dead_letters: u64 = task.dead_letter_files.iter().map(|f| f.record_count).sum();
+    for (mode, count) in [("skip", task.skipped_records), ("dlq", dead_letters)] {
+        if count > 0 {
+            metrics::record(&metrics::BAD_RECORDS, &[(TABLE, &table), (MODE, mode)], count as f64);
+        }
     }
 }
 
@@ -342,6 +389,7 @@ pub async fn handle_committer_event(
     let mut message_of_task = Vec::new();
     let mut failed_groups = std::collections::HashSet::new();
     let group_of = |m: &aws_lambda_events::event::sqs::SqsMessage| m.attributes.get("MessageGroupId").cloned();
+    record_oldest_task(&event.records, floe_core::lock::now_ms());
     for message in &event.records {
         let id = message.message_id.clone().unwrap_or_default();
         let group = group_of(message);
@@ -374,6 +422,15 @@ pub async fn handle_committer_event(
         }
     }
     response
+}
+
+/// `OldestTaskAge`: how long the batch's oldest message waited, from its `SentTimestamp`
+/// (an attribute every SQS event carries: no call).
+fn record_oldest_task(messages: &[aws_lambda_events::event::sqs::SqsMessage], now_ms: i64) {
+    let sent = messages.iter().filter_map(|m| m.attributes.get("SentTimestamp")?.parse::<i64>().ok()).min();
+    if let Some(sent) = sent {
+        metrics::record(&metrics::OLDEST_TASK_AGE, &[], (now_ms - sent).max(0) as f64 / 1000.0);
+    }
 }
 
 /// The compactor's environment: the materializer's variables (`FLOE_WAREHOUSE`,
@@ -409,6 +466,9 @@ impl CompactorEnv {
 /// The compactor, built once per container.
 pub struct CompactorService {
     pub compactor: floe_core::maintenance::compactor::Compactor,
+    /// The task queue, whose message count gates the stall metric.
+    pub sqs: aws_sdk_sqs::Client,
+    pub task_queue_url: String,
 }
 
 /// Builds the compactor from the environment and the AWS clients (once per container):
@@ -432,7 +492,7 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
         task_store: Some(warehouse),
         sweep: true,
     };
-    Ok(CompactorService { compactor })
+    Ok(CompactorService { compactor, sqs: aws_sdk_sqs::Client::new(aws), task_queue_url: env.task_queue_url.clone() })
 }
 
 /// What one compactor run did, as the invocation answers it (and logs it).
@@ -514,13 +574,44 @@ pub async fn handle_compactor_event(
         tracing::warn!(detail_type = %event.detail_type, source = %event.source, "not a scheduled event; running anyway");
     }
     let report = service.compactor.run(floe_core::lock::now_ms(), deadline).await;
+    record_maintenance(&report);
     let response = CompactorResponse::from_report(report);
+    record_stall(service).await;
     tracing::info!(
         %scheduled, %rule, compacted = response.compacted.len(), skipped = response.skipped.len(),
         failed = response.failed.len(), unchanged = response.unchanged, orphans_removed = response.orphans_removed,
         "compactor run done"
     );
     response
+}
+
+/// The compaction bytes and orphans of a run, per table.
+fn record_maintenance(report: &floe_core::maintenance::compactor::RunReport) {
+    for run in &report.tables {
+        let Some(table) = &run.table else { continue };
+        let table = table.to_string();
+        metrics::record_table(&metrics::COMPACTION_BYTES_IN, &table, run.bytes_in as f64);
+        metrics::record_table(&metrics::COMPACTION_BYTES_OUT, &table, run.bytes_out as f64);
+        metrics::record_table(&metrics::ORPHANS_REMOVED, &table, run.sweep.removed.len() as f64);
+    }
+}
+
+/// The stall metrics ([`floe_core::maintenance::stall`]): the queue's message count (one
+/// call), then the registry's held tasks. A failure to read either is logged; the run's
+/// work stands.
+async fn record_stall(service: &CompactorService) {
+    let queued = match crate::sqs::queued_messages(&service.sqs, &service.task_queue_url).await {
+        Ok(n) => Some(n),
+        Err(error) => {
+            tracing::warn!(%error, "reading the task queue's message count failed");
+            None
+        }
+    };
+    let now = floe_core::lock::now_ms();
+    match floe_core::maintenance::stall::Waiting::read(service.compactor.registry.as_ref(), now).await {
+        Ok(waiting) => waiting.record(queued),
+        Err(error) => tracing::error!(%error, "reading the tasks waiting failed: no stall metric this run"),
+    }
 }
 
 /// Lambda's longest timeout: an invocation deadline further away than this (and a minute

@@ -107,3 +107,20 @@ pub async fn task_from_message(s3: &aws_sdk_s3::Client, body: &str) -> Result<Ta
     let bytes = read_s3_uri(s3, &location).await.map_err(|(message, retryable)| fetch(message, retryable))?;
     Ok(Task::from_json(&bytes)?)
 }
+
+/// The messages in a queue, visible and in flight (one `GetQueueAttributes` call: what
+/// the compactor's stall metric gates on).
+pub async fn queued_messages(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Result<u64, String> {
+    use aws_sdk_sqs::types::QueueAttributeName::{ApproximateNumberOfMessages, ApproximateNumberOfMessagesNotVisible};
+    let got = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(ApproximateNumberOfMessages)
+        .attribute_names(ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| DisplayErrorContext(&e).to_string())?;
+    let attributes = got.attributes.unwrap_or_default();
+    let count = |name| attributes.get(&name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Ok(count(ApproximateNumberOfMessages) + count(ApproximateNumberOfMessagesNotVisible))
+}

@@ -31,6 +31,7 @@
 //!   ([`committer::plan`] decides, as a pure function).
 //! - [`maintenance`]: the table registry, compaction runs, the orphan sweep, and what
 //!   they did, per table.
+//! - [`metrics`]: what an invocation counted, as CloudWatch Embedded Metric Format lines.
 //! - [`retry`]: bounded retries with backoff. [`guard`]: a dependency's panic turned into
 //!   an error.
 //! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target.
@@ -47,6 +48,7 @@ pub mod guard;
 pub mod lock;
 pub mod maintenance;
 pub mod materializer;
+pub mod metrics;
 pub mod partition;
 pub mod queue;
 pub mod registry;

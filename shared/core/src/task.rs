@@ -16,6 +16,7 @@
 //!   "topic": "orders", "partition": 3,
 //!   "offsets": {"first": 1000, "last": 1999},  // every offset the segment covers
 //!   "record_count": 998,                      // committed data records written
+//!   "max_timestamp": 1764489599500,           // their newest timestamp (absent: unknown)
 //!   "data_files": [{"first_offset": 1000, "last_offset": 1999, "record_count": 998,
 //!                   "data_file": { …Iceberg DataFile JSON… }}],
 //!   "dead_letter_files": [],
@@ -227,6 +228,10 @@ pub struct CommitTask {
     /// `None` for a segment without batches.
     pub offsets: Option<OffsetRange>,
     pub record_count: u64,
+    /// The newest timestamp (ms) of the segment's committed records: the commit's
+    /// freshness lag is measured from it. `None`: no record had one, or an older task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_timestamp: Option<i64>,
     /// Records left out as bad (mode `skip`), counted into the snapshot's summary.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped_records: u64,
@@ -445,6 +450,7 @@ pub(crate) mod tests {
             open_transactions: vec![],
             transaction_markers: vec![],
             transaction_timeout_ms: None,
+            max_timestamp: None,
             schema: TaskSchema {
                 key_format: "raw".into(),
                 value_format: "raw".into(),

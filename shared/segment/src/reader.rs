@@ -52,6 +52,9 @@ pub struct SegmentSummary {
     pub open_transactions: Vec<OpenTxn>,
     /// Zero bytes after the last batch (preallocated segment files).
     pub trailing_zero_bytes: u64,
+    /// The newest timestamp (ms) of the committed data records; `None` when none has one.
+    #[serde(skip)]
+    pub max_timestamp: Option<i64>,
 }
 
 /// Streams the committed batches of a segment.
@@ -142,6 +145,8 @@ impl SegmentReader {
                 BatchKind::Data | BatchKind::Legacy => {}
             }
             self.summary.records += batch.records.len() as u64;
+            let newest = batch.records.iter().map(|r| r.timestamp).filter(|&t| t >= 0).max();
+            self.summary.max_timestamp = self.summary.max_timestamp.max(newest);
             self.summary.tombstones += batch.records.iter().filter(|r| r.value.is_none()).count() as u64;
             return Ok(Some(batch));
         }

@@ -50,6 +50,7 @@ use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks, hold};
 use crate::maintenance::holding::held_files;
 use crate::maintenance::{Activity, CompactionRecord, Failure, MaintenanceEvent, TableRegistry};
+use crate::metrics;
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
 use crate::table::deletes::rewritable_files;
@@ -403,6 +404,7 @@ impl Committer {
             Ok(None) => {}
             Err(e) => return fail_all(e.to_string(), e.retryable()),
         }
+        let started = Instant::now();
         let mut lease = match self.acquire(table).await {
             Ok(lease) => lease,
             Err((error, retryable)) => return fail_all(error, retryable),
@@ -411,6 +413,10 @@ impl Committer {
             .guarded_attempts(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await)
             .await;
         self.release(table, &lease).await;
+        metrics::record_table(&metrics::COMMIT_LATENCY, &key, started.elapsed().as_secs_f64() * 1000.0);
+        if outcome.is_err() {
+            metrics::record_table(&metrics::COMMIT_FAILURES, &key, tasks.len() as f64);
+        }
         self.note_outcome(table, Activity::Commit, &outcome).await;
         match outcome {
             Ok(done) => done,
@@ -438,6 +444,7 @@ impl Committer {
         lease: &mut Lease,
     ) -> Result<(i64, i64), CommitError> {
         let now = chrono::Utc::now().timestamp_millis();
+        let added = change.added.len();
         let new = write_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change, now)
             .await
             .map_err(TableError::iceberg(&loaded.name))?;
@@ -451,7 +458,9 @@ impl Committer {
         }
         // One snapshot added: the others missing were expired.
         let expired = (loaded.metadata.snapshots().count() + 1).saturating_sub(new.metadata.snapshots().count());
+        metrics::record_table(&metrics::FILES_COMMITTED, &loaded.name.to_string(), added as f64);
         if expired > 0 {
+            metrics::record_table(&metrics::SNAPSHOTS_EXPIRED, &loaded.name.to_string(), expired as f64);
             self.note(&loaded.name, MaintenanceEvent::SnapshotsExpired(expired as u64)).await;
         }
         Ok((new.metadata.current_snapshot_id().unwrap_or_default(), now))
@@ -513,7 +522,11 @@ impl Committer {
     ) -> Result<T, CommitError> {
         let mut tries = 1;
         loop {
-            match attempt(lease).await {
+            let outcome = attempt(lease).await;
+            if outcome.as_ref().is_err_and(CommitError::is_conflict) {
+                metrics::record_table(&metrics::COMMIT_CONFLICTS, &table.to_string(), 1.0);
+            }
+            match outcome {
                 Err(e) if e.is_conflict() && tries < self.retry.attempts => {
                     let wait = self.retry.wait(tries);
                     if deadline.is_some_and(|d| Instant::now() + wait + Duration::from_secs(1) > d) {
@@ -522,6 +535,7 @@ impl Committer {
                     tracing::warn!(table = %table, attempt = tries, error = %e, "commit conflict: reloading");
                     tokio::time::sleep(wait).await;
                     *lease = self.locks.renew(lease, self.lease_ttl).await?;
+                    metrics::record_table(&metrics::COMMIT_RETRIES, &table.to_string(), 1.0);
                     tries += 1;
                 }
                 other => return other,
@@ -576,8 +590,9 @@ impl Committer {
         }
         let change = self.apply(&loaded, &plan, lease).await?;
         let (files, records) = (change.added.len(), change.added.iter().map(|f| f.record_count()).sum::<u64>());
-        let (snapshot_id, _) = self.publish(&loaded, change, lease).await?;
+        let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
+        record_commit(table, tasks, &plan.results, records, at_ms);
         let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: plan.tasks, files, records };
         Ok((plan.results, Some(snapshot)))
     }
@@ -632,6 +647,18 @@ impl Committer {
             properties,
             new_schema: plan.schema.clone(),
         })
+    }
+}
+
+/// The metrics of an append committed at `at_ms`: its rows, and the freshness lag of the
+/// newest record of the tasks it committed (tasks from before timestamps were carried
+/// give none).
+fn record_commit(table: &TableName, tasks: &[&CommitTask], results: &[(String, TaskResult)], records: u64, at_ms: i64) {
+    let key = table.to_string();
+    metrics::record_table(&metrics::RECORDS_COMMITTED, &key, records as f64);
+    let committed = |t: &&&CommitTask| results.iter().any(|(id, r)| *id == t.task_id && *r == TaskResult::Committed);
+    if let Some(newest) = tasks.iter().filter(committed).filter_map(|t| t.max_timestamp).max() {
+        metrics::record_table(&metrics::FRESHNESS_LAG, &key, (at_ms - newest).max(0) as f64 / 1000.0);
     }
 }
 

@@ -465,6 +465,7 @@ mod tests {
             open_transactions: vec![],
             transaction_markers: vec![],
             transaction_timeout_ms: None,
+            max_timestamp: None,
             schema: TaskSchema {
                 key_format: "raw".into(),
                 value_format: "raw".into(),

@@ -113,6 +113,9 @@ pub trait TableRegistry: Send + Sync {
     async fn release_tasks(&self, table: &TableName, task_ids: &[String]) -> Result<(), LockError>;
     /// The tasks of `table` still held.
     async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError>;
+    /// Every table holding tasks (registered or not yet: a table the committer never
+    /// reached), with the earliest `held_at_ms` of its tasks.
+    async fn oldest_holds(&self) -> Result<std::collections::BTreeMap<TableName, i64>, LockError>;
     async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError>;
     async fn status(&self, table: &TableName) -> Result<MaintenanceStatus, LockError>;
 }

@@ -341,6 +341,18 @@ impl TableRegistry for SqliteLocks {
         .await
     }
 
+    async fn oldest_holds(&self) -> Result<std::collections::BTreeMap<TableName, i64>, LockError> {
+        let rows = self
+            .run(|c| {
+                let mut stmt =
+                    c.prepare("SELECT table_name, MIN(held_at_ms) FROM floe_held_tasks GROUP BY table_name")?;
+                let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(rows.into_iter().filter_map(|(name, at)| Some((TableName::parse(&name)?, at))).collect())
+    }
+
     async fn record(&self, table: &TableName, event: &MaintenanceEvent) -> Result<(), LockError> {
         let (table, event) = (table.to_string(), event.clone());
         self.run(move |c| {
@@ -424,6 +436,12 @@ mod tests {
         // Held again (a retried run): its files added, the first run's kept.
         locks.hold_task(&t, &task("1", &["/a2", "/a"])).await.unwrap();
         assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"]), task("2", &["/b", "/c"])]);
+        let newer = HeldTask { held_at_ms: 9, ..task("3", &["/d"]) };
+        let never_leased = TableName::parse("kafka.new").unwrap();
+        locks.hold_task(&never_leased, &newer).await.unwrap();
+        let oldest = std::collections::BTreeMap::from([(never_leased.clone(), 9), (t.clone(), 7)]);
+        assert_eq!(locks.oldest_holds().await.unwrap(), oldest, "per table holding tasks, leased or not");
+        locks.release_tasks(&never_leased, &["3".into()]).await.unwrap();
         locks.release_tasks(&t, &["2".into(), "unknown".into()]).await.unwrap();
         assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"])]);
 

@@ -122,6 +122,13 @@ pub(crate) mod tests {
         async fn held_tasks(&self, table: &TableName) -> Result<Vec<HeldTask>, LockError> {
             Ok(self.held.lock().unwrap().get(&table.to_string()).cloned().unwrap_or_default())
         }
+        async fn oldest_holds(&self) -> Result<BTreeMap<TableName, i64>, LockError> {
+            let held = self.held.lock().unwrap();
+            Ok(held
+                .iter()
+                .filter_map(|(name, tasks)| Some((TableName::parse(name)?, tasks.iter().map(|t| t.held_at_ms).min()?)))
+                .collect())
+        }
         async fn record(&self, _: &TableName, _: &MaintenanceEvent) -> Result<(), LockError> {
             Ok(())
         }

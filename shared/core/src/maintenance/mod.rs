@@ -10,6 +10,8 @@
 //!  held_tasks(table) ─▶ the files of tasks still queued: never deleted by the sweep, however old
 //!  record(table, event) ─▶ status(table): last compaction, snapshots expired, orphans removed,
 //!                          what is failing (commits, compaction, sweep) and why
+//!  stall::Waiting ─▶ how long the oldest held task of each table has waited (the
+//!                    compactor's stall metric: a stalled committer emits nothing itself)
 //! ```
 //!
 //! A task's files are held from just before it is queued until the committer is done with
@@ -21,6 +23,7 @@
 pub mod compactor;
 pub mod holding;
 pub mod rewrite;
+pub mod stall;
 pub mod sweep;
 
 use crate::lock::LockError;

@@ -440,6 +440,7 @@ fn build_task(
         offsets,
         record_count: done.files.iter().map(WrittenFile::record_count).sum(),
         skipped_records: done.skipped,
+        max_timestamp: summary.max_timestamp,
         data_files: task_files(&done.files, &done.partition_type)?,
         dead_letter_files: task_files(&done.dead_letter_files, &no_partition)?,
         open_transactions,
