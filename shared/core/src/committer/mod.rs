@@ -56,7 +56,9 @@ use crate::table::deletes::rewritable_files;
 use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{STATE_KEY, TableState};
-use crate::table::{LoadedTable, TableError, committed_offsets, create, floe_summary, load, table_location};
+use crate::table::{
+    LoadedTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
+};
 use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
 use plan::{AppendPlan, CompactionVerdict, FileAction, PlannedFile, TableRecord, plan_append, plan_compactions};
 
@@ -556,6 +558,7 @@ impl Committer {
             schema: metadata.current_schema().as_ref().clone(),
             last_column_id: metadata.last_column_id(),
             spec: metadata.default_partition_spec().as_ref().clone(),
+            rowless: rowless_offsets(&loaded.name, metadata)?,
             offsets: committed_offsets(&loaded.name, metadata)?,
             state,
         })
@@ -611,6 +614,7 @@ impl Committer {
                 records = entry.transaction.records, "aborted transaction: its files are never added");
         }
         let mut properties: HashMap<String, String> = plan.offsets.to_summary().collect();
+        properties.extend(plan.rowless.to_summary());
         let state_location = match &plan.state {
             None => floe_summary(metadata).get(STATE_KEY).cloned(),
             Some(state) if state.is_empty() => None,
