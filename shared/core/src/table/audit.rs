@@ -262,6 +262,7 @@ async fn read(loaded: &LoadedTable, file_io: &FileIO, apply_deletes: bool) -> Re
         .identifier(ident)
         .file_io(file_io.clone())
         .readonly(true)
+        .runtime(iceberg::Runtime::current())
         .build()
         .map_err(error)?;
     let scan = table.scan().select([KAFKA_COLUMN]).build().map_err(error)?;
