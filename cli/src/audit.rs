@@ -31,11 +31,11 @@ pub async fn local(warehouse: &Path, table: &str) -> anyhow::Result<AuditReport>
 }
 
 /// Audits a table of a deployed stack: through Glue, its files in S3 (path-style
-/// addressing when `FLOE_S3_PATH_STYLE` is `true`, as the functions read it).
-pub async fn aws(config: &SdkConfig, table: &str) -> anyhow::Result<AuditReport> {
+/// addressing with `path_style`: `FLOE_S3_PATH_STYLE=true`, as the functions read it).
+pub async fn aws(config: &SdkConfig, table: &str, path_style: bool) -> anyhow::Result<AuditReport> {
     let name = table_name(table)?;
-    let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
-    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
+    let s3 =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
     let catalog = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(config));
     Ok(audit(&catalog, &floe_aws::s3::warehouse_file_io(s3), &name).await?)
 }
@@ -89,12 +89,18 @@ fn print_partition(p: &PartitionAudit, out: &mut impl Write) -> anyhow::Result<(
         writeln!(out, "    gaps, {reason}: {offsets} offset(s) at {}{more}", ranges(&shown))?;
     }
     if p.unexplained > 0 {
-        writeln!(out, "    {} offset(s) among the unexplained gaps are missing (Floe counted {} without rows)",
-            p.unexplained, p.counted_without_rows)?;
+        writeln!(
+            out,
+            "    {} offset(s) among the unexplained gaps are missing (Floe counted {} without rows)",
+            p.unexplained, p.counted_without_rows
+        )?;
     }
     if p.surplus > 0 {
-        writeln!(out, "    Floe counted {} offset(s) without rows more than the gaps hold: rows where Floe wrote none",
-            p.surplus)?;
+        writeln!(
+            out,
+            "    Floe counted {} offset(s) without rows more than the gaps hold: rows where Floe wrote none",
+            p.surplus
+        )?;
     }
     Ok(())
 }

@@ -226,7 +226,8 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             Ok(())
         }
         AwsCommand::Audit { table, json } => {
-            let report = floe_cli::audit::aws(&config, &table).await;
+            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+            let report = floe_cli::audit::aws(&config, &table, path_style).await;
             floe_cli::audit::verdict(report, json, std::io::stdout().lock())
         }
     }

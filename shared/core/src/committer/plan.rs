@@ -286,7 +286,8 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     for entry in &resolved.aborted {
         // Its records will never be rows: counted now, unless its offsets are uncounted.
         let txn = &entry.transaction;
-        if entry.keep.is_none() && !rowless.is_uncounted(&entry.topic, entry.partition, txn.first_offset, txn.last_offset)
+        if entry.keep.is_none()
+            && !rowless.is_uncounted(&entry.topic, entry.partition, txn.first_offset, txn.last_offset)
         {
             rowless.add(&entry.topic, entry.partition, txn.files.iter().map(|f| f.record_count).sum());
         }

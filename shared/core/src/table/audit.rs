@@ -369,7 +369,8 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
         .then_some(())
         .is_none();
     let raw = if has_deletes { Some(read(&loaded, file_io, false).await?) } else { None };
-    let dead_letter_name = TableName { namespace: name.namespace.clone(), name: format!("{}{DEAD_LETTER_SUFFIX}", name.name) };
+    let dead_letter_name =
+        TableName { namespace: name.namespace.clone(), name: format!("{}{DEAD_LETTER_SUFFIX}", name.name) };
     let dead_letters = match load(catalog, file_io, &dead_letter_name).await? {
         Some(dlq) => read(&dlq, file_io, true).await?,
         None => Found::default(),
@@ -483,7 +484,9 @@ mod tests {
         let fewer = Explanations { counted: 2, ..why };
         let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &fewer);
         assert_eq!((audit.unexplained, audit.surplus, audit.exactly_once), (1, 0, false));
-        assert!(audit.gaps.iter().filter(|g| g.first == 10 || g.first == 40).all(|g| g.reason == GapReason::Unexplained));
+        assert!(
+            audit.gaps.iter().filter(|g| g.first == 10 || g.first == 40).all(|g| g.reason == GapReason::Unexplained)
+        );
         // One fewer: a row where Floe wrote none.
         let more = Explanations { counted: 4, ..fewer };
         let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &more);

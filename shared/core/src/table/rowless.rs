@@ -62,9 +62,9 @@ impl RowlessOffsets {
             let error = |problem| SummaryError { key: key.clone(), value: value.clone(), problem };
             if let Some(rest) = key.strip_prefix(WITHOUT_ROWS_PREFIX) {
                 let at = topic_partition(rest).ok_or_else(|| error(RangeError::NoPartition))?;
-                let count = value.parse::<u64>().map_err(|_| {
-                    error(RangeError::NotANumber { range: value.clone(), text: value.clone() })
-                })?;
+                let count = value
+                    .parse::<u64>()
+                    .map_err(|_| error(RangeError::NotANumber { range: value.clone(), text: value.clone() }))?;
                 counts.entry(at).or_default().count = count;
             } else if let Some(rest) = key.strip_prefix(UNCOUNTED_PREFIX) {
                 let at = topic_partition(rest).ok_or_else(|| error(RangeError::NoPartition))?;
