@@ -128,49 +128,43 @@ pub fn violations(report: &AuditReport) -> Vec<String> {
     out
 }
 
-/// The audit's verdict when the table is not exactly once: what breaks it (exit code 1).
+/// Why `floe audit` did not exit 0.
 #[derive(Debug)]
-pub struct NotExactlyOnce(pub String);
+pub enum AuditFailure {
+    /// The table is not exactly once: what breaks it (exit code 1).
+    NotExactlyOnce(String),
+    /// The table could not be audited (exit code 2).
+    CouldNotAudit(String),
+}
 
-impl std::fmt::Display for NotExactlyOnce {
+impl std::fmt::Display for AuditFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "not exactly once: {}", self.0)
+        match self {
+            AuditFailure::NotExactlyOnce(what) => write!(f, "not exactly once: {what}"),
+            AuditFailure::CouldNotAudit(why) => write!(f, "could not audit: {why}"),
+        }
     }
 }
 
-impl std::error::Error for NotExactlyOnce {}
-
-/// The table could not be audited (exit code 2).
-#[derive(Debug)]
-pub struct CouldNotAudit(pub String);
-
-impl std::fmt::Display for CouldNotAudit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "could not audit: {}", self.0)
-    }
-}
-
-impl std::error::Error for CouldNotAudit {}
+impl std::error::Error for AuditFailure {}
 
 /// Prints the report of an audit and turns it into the command's result: `Ok` when the
-/// table is exactly once, [`NotExactlyOnce`] when not, [`CouldNotAudit`] on an error.
+/// table is exactly once, else the [`AuditFailure`].
 pub fn verdict(audited: anyhow::Result<AuditReport>, json: bool, out: impl Write) -> anyhow::Result<()> {
-    let report = audited.map_err(|e| CouldNotAudit(crate::error_line(&e)))?;
-    print(&report, json, out).map_err(|e| CouldNotAudit(crate::error_line(&e)))?;
+    let could_not = |e: anyhow::Error| AuditFailure::CouldNotAudit(crate::error_line(&e));
+    let report = audited.map_err(could_not)?;
+    print(&report, json, out).map_err(could_not)?;
     match report.exactly_once {
         true => Ok(()),
-        false => Err(NotExactlyOnce(violations(&report).join("; ")).into()),
+        false => Err(AuditFailure::NotExactlyOnce(violations(&report).join("; ")).into()),
     }
 }
 
 /// The exit code of a command's error: 1 for a table not exactly once, 2 for one that
 /// could not be audited, `None` for the other commands' errors.
 pub fn exit_code(e: &anyhow::Error) -> Option<u8> {
-    if e.is::<NotExactlyOnce>() {
-        Some(1)
-    } else if e.is::<CouldNotAudit>() {
-        Some(2)
-    } else {
-        None
+    match e.downcast_ref::<AuditFailure>()? {
+        AuditFailure::NotExactlyOnce(_) => Some(1),
+        AuditFailure::CouldNotAudit(_) => Some(2),
     }
 }
