@@ -130,6 +130,32 @@ async fn transactions_aborted_and_markers_are_explained_gaps() {
 }
 
 #[tokio::test]
+async fn dead_letters_and_skipped_bad_records_are_explained_gaps() {
+    for (mode, reason) in [("dlq", GapReason::DeadLetter), ("skip", GapReason::WithoutRows)] {
+        let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        // Ten records of clicks-0, offset 4 not JSON.
+        crate::committer::clicks_with_a_bad_record(input.path());
+        let config = floe_core::config::FloeConfig::parse(&format!(
+            "[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"{mode}\"\n"
+        ))
+        .unwrap();
+        floe_cli::local::run(input.path(), warehouse.path(), config, Vec::new()).await.unwrap();
+        let (report, code, text) = audit(warehouse.path(), "kafka.clicks").await;
+        assert_eq!(code, 0, "{mode}: {text}");
+        assert_eq!(gaps(partition(&report, 0)), [(4, 4, reason)], "{mode}: {text}");
+    }
+    // The dead-letter table itself: its one row, the segment's other offsets counted.
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = crate::committer::clicks_with_a_bad_record(input.path());
+    floe_cli::local::run(input.path(), warehouse.path(), config, Vec::new()).await.unwrap();
+    let (report, code, text) = audit(warehouse.path(), "kafka.clicks_dlq").await;
+    assert_eq!(code, 0, "{text}");
+    let p = partition(&report, 0);
+    assert_eq!((p.rows, p.counted_without_rows), (1, 9));
+    assert_eq!(gaps(p), [(0, 3, GapReason::WithoutRows), (5, 9, GapReason::WithoutRows)]);
+}
+
+#[tokio::test]
 async fn a_segment_re_cut_by_another_broker_is_uncounted_not_failed() {
     let (topic, _, _) = payments();
     let warehouse = tempfile::tempdir().unwrap();

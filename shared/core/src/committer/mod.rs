@@ -710,5 +710,9 @@ fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     dlq.schema.iceberg = schema;
     dlq.schema.partition_spec = None;
     dlq.record_count = task.dead_letter_files.iter().map(|f: &TaskFile| f.record_count).sum();
+    // The dead-letter table has rows for its dead letters only: every other offset of
+    // the segment is without a row there.
+    let span = task.offsets.and_then(|r| u64::try_from(r.last.checked_sub(r.first)?.checked_add(1)?).ok());
+    dlq.without_rows = span.and_then(|span| span.checked_sub(dlq.record_count));
     Some(dlq)
 }
