@@ -190,6 +190,15 @@ async fn another_engine_s_deletes_are_labelled_and_a_rewrite_that_lost_rows_fail
     assert_eq!(gaps(partition(&report, 1)), [(70, 70, GapReason::Deleted)]);
     assert_eq!(partition(&report, 0).rows, 159, "the deleted row is not read");
     assert!(text.contains("deleted by another engine's delete file"), "{text}");
+    // An equality delete (on `key`, a column the audit does not read itself): applied too.
+    on_table(warehouse.path(), "kafka.orders", "foreign_delete.py", &["equality", "key", "order-7"]);
+    let (report, code, text) = audit(warehouse.path(), "kafka.orders").await;
+    assert_eq!(code, 0, "{text}");
+    let deleted: Vec<(i32, i64, i64)> =
+        report.partitions.iter().flat_map(|p| p.gaps.iter().map(move |g| (p.partition, g.first, g.last))).collect();
+    assert_eq!(deleted.len(), 3, "{text}");
+    assert!(report.partitions.iter().all(|p| p.gaps.iter().all(|g| g.reason == GapReason::Deleted)), "{text}");
+    assert_eq!(report.partitions.iter().map(|p| p.rows).sum::<u64>(), 237);
 
     // Copy-on-write: PyIceberg's delete rewrites the files without the rows, leaving no
     // delete file: nothing tells that from a loss.

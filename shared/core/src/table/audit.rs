@@ -361,14 +361,11 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
         .await
         .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
     let live = read(&loaded, file_io, true).await?;
-    let has_deletes = super::deletes::live_files(file_io, &loaded.metadata)
+    let (_, deletes) = super::deletes::live_files(file_io, &loaded.metadata)
         .await
-        .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?
-        .1
-        .is_empty()
-        .then_some(())
-        .is_none();
-    let raw = if has_deletes { Some(read(&loaded, file_io, false).await?) } else { None };
+        .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
+    // The data files as they are, when delete files may have removed rows from them.
+    let raw = if deletes.is_empty() { None } else { Some(read(&loaded, file_io, false).await?) };
     let dead_letter_name =
         TableName { namespace: name.namespace.clone(), name: format!("{}{DEAD_LETTER_SUFFIX}", name.name) };
     let dead_letters = match load(catalog, file_io, &dead_letter_name).await? {
