@@ -16,6 +16,7 @@
 //!   "topic": "orders", "partition": 3,
 //!   "offsets": {"first": 1000, "last": 1999},  // every offset the segment covers
 //!   "record_count": 998,                      // committed data records written
+//!   "without_rows": 2,                        // offsets without rows: markers, aborted, holes, skipped
 //!   "data_files": [{"first_offset": 1000, "last_offset": 1999, "record_count": 998,
 //!                   "data_file": { …Iceberg DataFile JSON… }}],
 //!   "dead_letter_files": [],
