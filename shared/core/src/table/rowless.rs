@@ -68,16 +68,11 @@ impl RowlessOffsets {
                 counts.entry(at).or_default().count = count;
             } else if let Some(rest) = key.strip_prefix(UNCOUNTED_PREFIX) {
                 let at = topic_partition(rest).ok_or_else(|| error(RangeError::NoPartition))?;
-                counts.entry(at.clone()).or_default().uncounted = RangeSet::decode(value).map_err(error)?;
-                // An uncounted range without its count key still marks the partition as kept.
-                counts.entry(at).or_default();
+                counts.entry(at).or_default().uncounted = RangeSet::decode(value).map_err(error)?;
             }
         }
-        let counted: Vec<(String, i32)> = counts.keys().cloned().collect();
         for (at, ranges) in &committed.partitions {
-            if !counted.contains(at) {
-                counts.insert(at.clone(), Rowless { count: 0, uncounted: ranges.clone() });
-            }
+            counts.entry(at.clone()).or_insert_with(|| Rowless { count: 0, uncounted: ranges.clone() });
         }
         Ok(RowlessOffsets { partitions: counts })
     }
