@@ -1,5 +1,6 @@
 //! The `floe` command-line program's commands, as a library so that tests can run them.
 
+pub mod audit;
 pub mod aws;
 pub mod compact;
 pub mod convert;

@@ -73,6 +73,17 @@ enum AwsCommand {
         #[arg(long)]
         lock_table: String,
     },
+    /// Prove from the table's data (through Glue, files in S3) that it holds every
+    /// committed Kafka record once: offsets per partition, gaps and what explains them,
+    /// duplicates. Exit code 0: exactly once; 1: a duplicate, an unexplained gap or a row
+    /// never committed; 2: the table could not be audited.
+    Audit {
+        /// The table, `namespace.name`.
+        table: String,
+        /// One JSON object instead of the readable report.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -126,6 +137,19 @@ enum LocalCommand {
         #[arg(long)]
         warehouse: PathBuf,
     },
+    /// Prove from the table's data that it holds every committed Kafka record once:
+    /// offsets per partition, gaps and what explains them, duplicates. Exit code 0:
+    /// exactly once; 1: a duplicate, an unexplained gap or a row never committed; 2: the
+    /// table could not be audited.
+    Audit {
+        /// The table, `namespace.name` (`kafka.orders`).
+        table: String,
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// One JSON object instead of the readable report.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -166,6 +190,10 @@ async fn main() -> ExitCode {
         Command::Local { command: LocalCommand::Table { table, warehouse, json } } => {
             table_access(&warehouse, &table, json).await
         }
+        Command::Local { command: LocalCommand::Audit { table, warehouse, json } } => {
+            let report = floe_cli::audit::local(&warehouse, &table).await;
+            floe_cli::audit::verdict(report, json, std::io::stdout().lock())
+        }
         Command::Aws { command } => aws(command).await,
         Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
             floe_cli::local::resume(&warehouse, &table).await.map(|reason| resumed(&table, reason))
@@ -177,7 +205,7 @@ async fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("floe: {}", floe_cli::error_line(&e));
-            ExitCode::FAILURE
+            floe_cli::audit::exit_code(&e).map_or(ExitCode::FAILURE, ExitCode::from)
         }
     }
 }
@@ -221,6 +249,11 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             let reason = floe_cli::aws::resume(&config, &lock_table, &table).await?;
             resumed(&table, reason);
             Ok(())
+        }
+        AwsCommand::Audit { table, json } => {
+            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+            let report = floe_cli::audit::aws(&config, &table, path_style).await;
+            floe_cli::audit::verdict(report, json, std::io::stdout().lock())
         }
     }
 }
@@ -270,6 +303,16 @@ mod tests {
             _ => panic!("not aws resume"),
         }
         assert!(parse("floe aws status").is_err(), "--lock-table is required");
+        match parse("floe local audit kafka.orders --warehouse wh --json").unwrap() {
+            Command::Local { command: LocalCommand::Audit { table, warehouse, json } } => {
+                assert_eq!((table.as_str(), warehouse, json), ("kafka.orders", PathBuf::from("wh"), true));
+            }
+            _ => panic!("not local audit"),
+        }
+        assert!(matches!(
+            parse("floe aws audit kafka.orders").unwrap(),
+            Command::Aws { command: AwsCommand::Audit { json: false, .. } }
+        ));
         assert!(matches!(
             parse("floe local status --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Status { .. } }

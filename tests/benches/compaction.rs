@@ -174,6 +174,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
         offsets: Some(OffsetRange { first: file.first_offset, last: file.last_offset }),
         record_count: file.record_count(),
         skipped_records: 0,
+        without_rows: Some(0),
         data_files: vec![TaskFile::from_written(file, &StructType::new(vec![])).unwrap()],
         dead_letter_files: vec![],
         open_transactions: vec![],

@@ -639,6 +639,11 @@ async fn committer_lambda_on_glue_commits_exactly_once_through_redelivery_and_du
     let read = aws.read();
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 1, "nothing new committed");
+    // `floe aws audit` proves it from the data: every gap a marker or an aborted record.
+    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+    let gaps: Vec<_> = audit.partitions[0].gaps.iter().map(|g| (g.first, g.last, g.reason)).collect();
+    assert_eq!(gaps, [(58, 66, floe_core::table::audit::GapReason::WithoutRows)]);
 }
 
 #[tokio::test]
@@ -1321,7 +1326,7 @@ async fn unreadable_committed_offsets_fail_only_their_own_table() {
 
 /// A JSON topic `clicks` in `dlq` mode, one segment of ten records whose fifth is not
 /// JSON; its configuration.
-fn clicks_with_a_bad_record(input: &Path) -> FloeConfig {
+pub(crate) fn clicks_with_a_bad_record(input: &Path) -> FloeConfig {
     let script = r#"
 import json, sys
 sys.path.insert(0, sys.argv[1])

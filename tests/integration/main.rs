@@ -3,6 +3,7 @@
 //! Independent judges: segments written by real brokers (tests/data/kafka) and segments
 //! built at test time by kafka-python (tests/py), never by our own encoder.
 
+mod audit;
 mod avro;
 mod committer;
 mod compaction;

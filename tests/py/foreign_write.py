@@ -2,10 +2,10 @@
 """Another engine writes a Floe table: PyIceberg, through its own SqlCatalog, commits a
 snapshot without Floe's summary keys.
 
-    foreign_write.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE overwrite|append|delete
+    foreign_write.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE overwrite|append|delete [ROWS]
 
 overwrite: every row written again into new files (as Spark's or Athena's OPTIMIZE
-would); append: the first five rows appended once more; delete: every row deleted (a
+would); append: the first ROWS rows (5 unless given) appended once more; delete: every row deleted (a
 GDPR-style delete). Prints the new snapshot's operation.
 """
 import sys
@@ -21,7 +21,7 @@ def main():
     if action == "overwrite":
         table.overwrite(rows)
     elif action == "append":
-        table.append(rows.slice(0, 5))
+        table.append(rows.slice(0, int(sys.argv[5]) if len(sys.argv) > 5 else 5))
     elif action == "delete":
         table.delete(AlwaysTrue())
     else:

@@ -17,6 +17,7 @@
 //!   "offsets": {"first": 1000, "last": 1999},  // every offset the segment covers
 //!   "record_count": 998,                      // committed data records written
 //!   "max_timestamp": 1764489599500,           // their newest timestamp (absent: unknown)
+//!   "without_rows": 2,                        // offsets without rows: markers, aborted, holes, skipped
 //!   "data_files": [{"first_offset": 1000, "last_offset": 1999, "record_count": 998,
 //!                   "data_file": { …Iceberg DataFile JSON… }}],
 //!   "dead_letter_files": [],
@@ -235,6 +236,13 @@ pub struct CommitTask {
     /// Records left out as bad (mode `skip`), counted into the snapshot's summary.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub skipped_records: u64,
+    /// How many of `offsets` have no row on purpose: control records, records of
+    /// transactions aborted in the segment, a compacted topic's holes, bad records
+    /// skipped (not dead letters, nor the records of `open_transactions`). Counted into
+    /// the table's summary for `floe audit` ([`crate::table::rowless`]); older tasks:
+    /// unknown, their offsets uncounted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_rows: Option<u64>,
     pub data_files: Vec<TaskFile>,
     pub dead_letter_files: Vec<TaskFile>,
     pub open_transactions: Vec<PendingTransaction>,
@@ -445,6 +453,7 @@ pub(crate) mod tests {
             offsets: Some(OffsetRange { first: 0, last: 9 }),
             record_count: 10,
             skipped_records: 0,
+            without_rows: None,
             data_files: vec![file],
             dead_letter_files: vec![],
             open_transactions: vec![],

@@ -57,7 +57,9 @@ use crate::table::deletes::rewritable_files;
 use crate::table::rewrite::rewrite_files;
 use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, live_data_files, write_snapshot};
 use crate::table::state::{STATE_KEY, TableState};
-use crate::table::{LoadedTable, TableError, committed_offsets, create, floe_summary, load, table_location};
+use crate::table::{
+    LoadedTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
+};
 use crate::task::{CommitTask, CompactionTask, SuspendTask, TableName, Task, TaskFile, TaskSchema, retype_partition};
 use plan::{AppendPlan, CompactionVerdict, FileAction, PlannedFile, TableRecord, plan_append, plan_compactions};
 
@@ -570,6 +572,7 @@ impl Committer {
             schema: metadata.current_schema().as_ref().clone(),
             last_column_id: metadata.last_column_id(),
             spec: metadata.default_partition_spec().as_ref().clone(),
+            rowless: rowless_offsets(&loaded.name, metadata)?,
             offsets: committed_offsets(&loaded.name, metadata)?,
             state,
         })
@@ -626,6 +629,7 @@ impl Committer {
                 records = entry.transaction.records, "aborted transaction: its files are never added");
         }
         let mut properties: HashMap<String, String> = plan.offsets.to_summary().collect();
+        properties.extend(plan.rowless.to_summary());
         let state_location = match &plan.state {
             None => floe_summary(metadata).get(STATE_KEY).cloned(),
             Some(state) if state.is_empty() => None,
@@ -733,5 +737,9 @@ fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     dlq.schema.iceberg = schema;
     dlq.schema.partition_spec = None;
     dlq.record_count = task.dead_letter_files.iter().map(|f: &TaskFile| f.record_count).sum();
+    // The dead-letter table has rows for its dead letters only: every other offset of
+    // the segment is without a row there.
+    let span = task.offsets.and_then(|r| u64::try_from(r.last.checked_sub(r.first)?.checked_add(1)?).ok());
+    dlq.without_rows = span.and_then(|span| span.checked_sub(dlq.record_count));
     Some(dlq)
 }

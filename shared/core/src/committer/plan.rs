@@ -32,6 +32,7 @@ use super::{CommitError, TaskResult};
 use crate::partition::same_layout;
 use crate::schema::plan_above;
 use crate::table::offsets::CommittedOffsets;
+use crate::table::rowless::RowlessOffsets;
 use crate::table::state::{MarkerEntry, PendingEntry, TableState};
 use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
 
@@ -44,6 +45,8 @@ pub struct TableRecord {
     pub last_column_id: i32,
     pub spec: PartitionSpec,
     pub offsets: CommittedOffsets,
+    /// How many committed offsets have no row on purpose, and which are not counted.
+    pub rowless: RowlessOffsets,
     pub state: TableState,
 }
 
@@ -124,6 +127,8 @@ pub struct AppendPlan {
     pub files: Vec<PlannedFile>,
     /// Every offset committed once the snapshot is in.
     pub offsets: CommittedOffsets,
+    /// The count of offsets without rows once the snapshot is in.
+    pub rowless: RowlessOffsets,
     /// The table state, when it changed (to be written and named by the snapshot).
     pub state: Option<TableState>,
     /// The evolved schema, when the tasks bring new fields.
@@ -147,6 +152,7 @@ impl AppendPlan {
 pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<AppendPlan, CommitError> {
     let table = record.table.to_string();
     let mut offsets = record.offsets.clone();
+    let mut rowless = record.rowless.clone();
     let mut state = record.state.clone();
     let mut schema = record.schema.clone();
     let mut schema_changed = false;
@@ -246,6 +252,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 });
             }
         }
+        count_without_rows(&mut rowless, task, &missing);
         for (first, last) in missing {
             offsets.insert(&task.topic, task.partition, first, last);
         }
@@ -276,17 +283,38 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
             }
         }
     }
+    for entry in &resolved.aborted {
+        // Its records will never be rows: counted now, unless its offsets are uncounted.
+        let txn = &entry.transaction;
+        if entry.keep.is_none()
+            && !rowless.is_uncounted(&entry.topic, entry.partition, txn.first_offset, txn.last_offset)
+        {
+            rowless.add(&entry.topic, entry.partition, txn.files.iter().map(|f| f.record_count).sum());
+        }
+    }
     let state_changed = state != record.state;
     Ok(AppendPlan {
         results,
         files,
         offsets,
+        rowless,
         state: state_changed.then_some(state),
         schema: schema_changed.then_some(schema),
         tasks: committed_tasks,
         skipped_records,
         aborted: resolved.aborted,
     })
+}
+
+/// Counts the offsets `task` commits without rows (`missing`: those it commits): its
+/// count when it commits all of its offsets, else (part of them, or an older task
+/// without a count) those it commits are uncounted.
+fn count_without_rows(rowless: &mut RowlessOffsets, task: &CommitTask, missing: &[(i64, i64)]) {
+    let whole = task.offsets.is_some_and(|r| missing == [(r.first, r.last)]);
+    match task.without_rows.filter(|_| whole) {
+        Some(count) => rowless.add(&task.topic, task.partition, count),
+        None => missing.iter().for_each(|&(first, last)| rowless.uncount(&task.topic, task.partition, first, last)),
+    }
 }
 
 /// The offsets of `first..=last` among `ranges` (sorted, disjoint).
@@ -460,6 +488,7 @@ mod tests {
             offsets: Some(OffsetRange { first, last }),
             record_count: (last - first + 1) as u64,
             skipped_records: 0,
+            without_rows: None,
             data_files: vec![file(first, last)],
             dead_letter_files: vec![],
             open_transactions: vec![],
@@ -517,6 +546,7 @@ mod tests {
             last_column_id: schema(false).highest_field_id(),
             spec: PartitionSpec::unpartition_spec(),
             offsets,
+            rowless: RowlessOffsets::default(),
             state: TableState::default(),
         }
     }
@@ -656,6 +686,26 @@ mod tests {
             assert_eq!(evolved.as_struct().field_by_name("note").map(|f| f.id), Some(4));
             assert_eq!(actions(&plan), [("5-9.parquet".to_string(), FileAction::Renumber)]);
         }
+    }
+
+    #[test]
+    fn offsets_without_rows_are_counted_whole_tasks_only_and_aborted_records_at_the_abort() {
+        let count = |plan: &AppendPlan| plan.rowless.get("orders", 0).cloned().unwrap_or_default();
+        let counted = |t: CommitTask, n| CommitTask { without_rows: Some(n), ..t };
+        // A whole new segment: its count; its open transaction's rows (5..=9) not yet.
+        let plan = plan_append(&record(&[]), &[&counted(with_open(task("s0", 0, 9), (5, 9)), 2)]).unwrap();
+        assert_eq!((count(&plan).count, count(&plan).uncounted.encode()), (2, String::new()));
+        // ABORT: the transaction's 5 rows will never be: counted then (the marker's own
+        // offset is in its segment's count).
+        let mut after = record(&[(0, 9)]);
+        (after.rowless, after.state) = (plan.rowless.clone(), plan.state.clone().unwrap());
+        let plan = plan_append(&after, &[&counted(with_marker(task("s1", 10, 19), 19, false), 1)]).unwrap();
+        assert_eq!(count(&plan).count, 2 + 1 + 5);
+        // Re-uploaded with other boundaries (5..=14, 10..=14 new), or an older task: uncounted.
+        let plan = plan_append(&record(&[(0, 9)]), &[&counted(task("s2", 5, 14), 1)]).unwrap();
+        assert_eq!((count(&plan).count, count(&plan).uncounted.encode()), (0, "10-14".to_string()));
+        let plan = plan_append(&record(&[]), &[&task("s3", 0, 9)]).unwrap();
+        assert_eq!(count(&plan).uncounted.encode(), "0-9");
     }
 
     #[test]

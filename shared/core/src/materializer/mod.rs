@@ -380,6 +380,16 @@ fn format_name(format: Format) -> String {
     serde_json::to_value(format).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
+/// How many offsets of `range` get no row on purpose: all but the rows written, the
+/// dead letters and the rows of transactions still open. `None` when that does not add
+/// up (more rows than offsets): then the offsets stay uncounted rather than miscounted.
+fn without_rows(range: OffsetRange, done: &Materialized) -> Option<u64> {
+    let span = u64::try_from(range.last.checked_sub(range.first)?.checked_add(1)?).ok()?;
+    let rows = |files: &[WrittenFile]| files.iter().map(WrittenFile::record_count).sum::<u64>();
+    let pending: u64 = done.pending_files.values().map(|f| rows(f)).sum();
+    span.checked_sub(rows(&done.files))?.checked_sub(rows(&done.dead_letter_files))?.checked_sub(pending)
+}
+
 fn build_task(
     topic: &TopicConfig,
     table: TableName,
@@ -428,6 +438,7 @@ fn build_task(
                 .schema,
         ),
     };
+    let without_rows = offsets.and_then(|range| without_rows(range, &done));
     let partition_spec = partitioned(&done.partition_spec);
     let no_partition = iceberg::spec::StructType::new(vec![]);
     Ok(CommitTask {
@@ -441,6 +452,7 @@ fn build_task(
         record_count: done.files.iter().map(WrittenFile::record_count).sum(),
         skipped_records: done.skipped,
         max_timestamp: summary.max_timestamp,
+        without_rows,
         data_files: task_files(&done.files, &done.partition_type)?,
         dead_letter_files: task_files(&done.dead_letter_files, &no_partition)?,
         open_transactions,

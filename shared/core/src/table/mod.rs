@@ -5,14 +5,17 @@
 //! for their marker ([`state`]); files rewritten by [`rewrite`] (trimming, compaction),
 //! their columns bound to the schema by field id ([`project`]), and compactions planned
 //! by [`compaction`], which leaves alone the data files other engines' delete files apply
-//! to ([`deletes`]).
+//! to ([`deletes`]); the count of offsets committed without rows ([`rowless`]) lets
+//! [`audit`] prove from the data that each committed record is in the table once.
 
+pub mod audit;
 pub mod compaction;
 pub mod deletes;
 pub mod name;
 pub mod offsets;
 pub mod project;
 pub mod rewrite;
+pub mod rowless;
 pub mod snapshot;
 pub mod state;
 
@@ -29,6 +32,7 @@ use iceberg::{Error, ErrorKind, MetadataLocation};
 use crate::catalog::{Catalog, CatalogError, TablePointer};
 use iceberg::spec::SnapshotRef;
 use offsets::CommittedOffsets;
+use rowless::RowlessOffsets;
 use std::sync::Arc;
 
 /// A table's metadata and the catalog pointer it was loaded from.
@@ -142,6 +146,16 @@ pub fn committed_offsets(name: &TableName, metadata: &TableMetadata) -> Result<C
         table: name.to_string(),
         snapshot_id: snapshot.snapshot_id(),
         detail: e.to_string(),
+    })
+}
+
+/// How many offsets Floe committed without rows, and which it did not count (from
+/// [`floe_snapshot`]; see [`rowless`]).
+pub fn rowless_offsets(name: &TableName, metadata: &TableMetadata) -> Result<RowlessOffsets, TableError> {
+    let committed = committed_offsets(name, metadata)?;
+    let Some(snapshot) = floe_snapshot(metadata) else { return Ok(RowlessOffsets::default()) };
+    RowlessOffsets::from_summary(&snapshot.summary().additional_properties, &committed).map_err(|e| {
+        TableError::Summary { table: name.to_string(), snapshot_id: snapshot.snapshot_id(), detail: e.to_string() }
     })
 }
 

@@ -83,6 +83,63 @@ impl RangeSet {
         self.ranges.iter().any(|&(a, b)| a <= last && first <= b)
     }
 
+    /// The set of `ranges` (inclusive, in any order, overlapping or not).
+    pub fn from_ranges(mut ranges: Vec<(i64, i64)>) -> RangeSet {
+        ranges.retain(|(a, b)| a <= b);
+        ranges.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(ranges.len());
+        for (a, b) in ranges {
+            match merged.last_mut() {
+                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        RangeSet { ranges: merged }
+    }
+
+    /// How many offsets it holds.
+    pub fn count(&self) -> u64 {
+        self.ranges.iter().map(|&(a, b)| (b as i128 - a as i128 + 1) as u64).sum()
+    }
+
+    /// The offsets of `self` that `other` does not hold.
+    pub fn difference(&self, other: &RangeSet) -> RangeSet {
+        let mut out = Vec::new();
+        let mut theirs = other.ranges.iter().peekable();
+        for &(a, b) in &self.ranges {
+            // `next`: the first offset of `a..=b` not decided yet.
+            let (mut next, mut covered) = (a, false);
+            while let Some(&&(c, d)) = theirs.peek() {
+                if d < next {
+                    theirs.next();
+                    continue;
+                }
+                if c > b {
+                    break;
+                }
+                if c > next {
+                    out.push((next, c - 1));
+                }
+                if d >= b {
+                    // It may cover the next range too: kept.
+                    covered = true;
+                    break;
+                }
+                next = d + 1;
+                theirs.next();
+            }
+            if !covered {
+                out.push((next, b));
+            }
+        }
+        RangeSet { ranges: out }
+    }
+
+    /// The offsets both hold.
+    pub fn intersection(&self, other: &RangeSet) -> RangeSet {
+        self.difference(&self.difference(other))
+    }
+
     pub fn encode(&self) -> String {
         self.ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(",")
     }
@@ -198,6 +255,21 @@ mod tests {
         assert!(set.overlaps(35, 45) && !set.overlaps(20, 29));
         assert_eq!(RangeSet::decode("5"), Err(RangeError::NotARange("5".into())));
         assert!(RangeSet::decode("a-b").is_err());
+    }
+
+    #[test]
+    fn set_operations() {
+        let set = RangeSet::from_ranges(vec![(30, 39), (10, 19), (15, 25), (26, 26), (50, 40)]);
+        assert_eq!(set.ranges(), &[(10, 26), (30, 39)]);
+        assert_eq!(set.count(), 27);
+        let other = RangeSet::from_ranges(vec![(0, 11), (14, 14), (20, 31), (39, 45)]);
+        assert_eq!(set.difference(&other).ranges(), &[(12, 13), (15, 19), (32, 38)]);
+        assert_eq!(set.intersection(&other).ranges(), &[(10, 11), (14, 14), (20, 26), (30, 31), (39, 39)]);
+        assert_eq!(set.difference(&RangeSet::default()), set);
+        assert!(RangeSet::default().difference(&set).is_empty());
+        assert!(set.difference(&set).is_empty());
+        let far = RangeSet::from_ranges(vec![(100, 200)]);
+        assert_eq!(set.difference(&far), set);
     }
 
     #[test]

@@ -1,0 +1,503 @@
+//! `floe audit`: proves from a table's *data* that it holds every committed Kafka record
+//! exactly once, per partition — or names the offsets that break it.
+//!
+//! It reads the `_kafka` column of the current snapshot's live rows (delete files applied
+//! as Iceberg readers apply them), and compares the offsets found with the ranges Floe
+//! committed (`floe.offsets.*`, [`super::offsets`]):
+//!
+//! - an offset held by two rows or more is a **duplicate**;
+//! - a row at an offset Floe never committed is an **uncommitted row**;
+//! - a committed offset that no row holds is a **gap**, labelled by what explains it:
+//!   - `deleted`: a row another engine's delete file removed (the offset is in the data
+//!     files, read without their deletes);
+//!   - `dead-letter`: its row is in the dead-letter table `<table>_dlq`;
+//!   - `without-rows`: Floe wrote no row for it on purpose — a control record, a record
+//!     of an aborted transaction, a compacted topic's hole, a bad record skipped, or a
+//!     record of a transaction still waiting for its marker. Floe counts these per
+//!     partition ([`super::rowless`]); the gaps left after the two labels above must
+//!     number exactly that count (plus the rows of the pending transactions in the table
+//!     state), else every one of them is `unexplained`;
+//!   - `uncounted`: in committed ranges Floe did not count (committed by a version that
+//!     kept no count, or a segment re-uploaded with other boundaries): not verifiable,
+//!     reported, not a failure;
+//!   - `unexplained`: what nothing above explains (a real loss, or rows removed by a
+//!     rewrite that left no delete file).
+//!
+//! The table holds exactly once when there is no duplicate, no uncommitted row, no row
+//! without an offset, and no unexplained gap. Memory: the offsets are kept as ranges
+//! (one per run of consecutive offsets found), merged as the rows stream in, never one
+//! entry per row.
+
+use std::collections::BTreeMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
+use iceberg::{NamespaceIdent, TableIdent};
+
+use super::offsets::RangeSet;
+use super::state::{STATE_KEY, TableState};
+use super::{LoadedTable, TableError, TableName, committed_offsets, floe_summary, load, rowless_offsets};
+use crate::catalog::Catalog;
+use crate::schema::layout::{DEAD_LETTER_SUFFIX, KAFKA_COLUMN, OFFSET_FIELD};
+
+/// The `_kafka` field holding the partition.
+const PARTITION_FIELD: &str = "partition";
+/// Rows per batch read.
+const BATCH_ROWS: usize = 8192;
+
+/// Why a table cannot be audited.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error("no table {0}")]
+    NotFound(String),
+    #[error("reading {table}: {source}")]
+    Read { table: String, source: Box<iceberg::Error> },
+    #[error("{table}: {detail}")]
+    Column { table: String, detail: String },
+}
+
+impl AuditError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            AuditError::Table(e) => e.retryable(),
+            AuditError::Read { source, .. } => source.retryable(),
+            AuditError::NotFound(_) | AuditError::Column { .. } => false,
+        }
+    }
+}
+
+/// What explains a gap (or that nothing does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GapReason {
+    Deleted,
+    DeadLetter,
+    WithoutRows,
+    Uncounted,
+    Unexplained,
+}
+
+impl std::fmt::Display for GapReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GapReason::Deleted => "deleted by another engine's delete file",
+            GapReason::DeadLetter => "dead letters, in the dead-letter table",
+            GapReason::WithoutRows => {
+                "no row on purpose, as Floe counted (control records, aborted transactions, \
+                 compacted holes, skipped bad records, pending transactions)"
+            }
+            GapReason::Uncounted => "not verifiable: committed where Floe kept no count of offsets without rows",
+            GapReason::Unexplained => "UNEXPLAINED",
+        })
+    }
+}
+
+/// Committed offsets no row holds, `first..=last`, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Gap {
+    pub first: i64,
+    pub last: i64,
+    pub reason: GapReason,
+}
+
+/// One Kafka partition of the table, audited.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionAudit {
+    pub topic: String,
+    pub partition: i32,
+    /// The committed ranges (`0-99,120-200`).
+    pub committed: String,
+    /// Live rows of the partition.
+    pub rows: u64,
+    /// Offsets held by more than one row.
+    pub duplicates: Vec<(i64, i64)>,
+    /// Rows at offsets Floe never committed.
+    pub uncommitted_rows: Vec<(i64, i64)>,
+    pub gaps: Vec<Gap>,
+    /// Offsets without rows that Floe counted, with the pending transactions' rows.
+    pub counted_without_rows: u64,
+    /// Gaps beyond that count: offsets lost (which of the `unexplained` gaps, the data
+    /// cannot tell).
+    pub unexplained: u64,
+    /// That count beyond the gaps: rows at offsets Floe wrote none for.
+    pub surplus: u64,
+    pub exactly_once: bool,
+}
+
+/// A table audited.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AuditReport {
+    pub table: String,
+    pub snapshot_id: Option<i64>,
+    pub partitions: Vec<PartitionAudit>,
+    /// Rows without a partition or offset.
+    pub rows_without_offset: u64,
+    /// True when every partition holds every committed record once and nothing else.
+    pub exactly_once: bool,
+}
+
+/// The offsets found in rows of one partition, as runs merged as they come.
+#[derive(Debug, Default)]
+struct Tally {
+    runs: Vec<(i64, i64)>,
+    /// Runs at the last merge: the next comes once as many again have been added.
+    merged_len: usize,
+    duplicates: Vec<(i64, i64)>,
+    rows: u64,
+}
+
+impl Tally {
+    /// Adds the offsets of one batch, sorted.
+    fn add_sorted(&mut self, offsets: &[i64]) {
+        self.rows += offsets.len() as u64;
+        let mut run: Option<(i64, i64)> = None;
+        for &offset in offsets {
+            run = match run {
+                Some((a, b)) if offset == b => {
+                    self.duplicates.push((offset, offset));
+                    Some((a, b))
+                }
+                Some((a, b)) if offset == b + 1 => Some((a, offset)),
+                Some(done) => {
+                    self.runs.push(done);
+                    Some((offset, offset))
+                }
+                None => Some((offset, offset)),
+            };
+        }
+        self.runs.extend(run);
+        if self.runs.len() > 2 * self.merged_len + 1024 {
+            self.merge();
+        }
+    }
+
+    /// Merges the runs: overlapping ones are duplicates, adjacent ones one run.
+    fn merge(&mut self) {
+        self.runs.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(self.runs.len());
+        for &(a, b) in &self.runs {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => {
+                    self.duplicates.push((a, b.min(last.1)));
+                    last.1 = last.1.max(b);
+                }
+                Some(last) if a == last.1 + 1 => last.1 = b,
+                _ => merged.push((a, b)),
+            }
+        }
+        self.merged_len = merged.len();
+        self.runs = merged;
+    }
+
+    fn present(&mut self) -> RangeSet {
+        self.merge();
+        RangeSet::from_ranges(std::mem::take(&mut self.runs))
+    }
+}
+
+/// Every partition's tally of a table's rows, and how many rows had no offset.
+#[derive(Debug, Default)]
+struct Tallies {
+    partitions: BTreeMap<i32, Tally>,
+    without_offset: u64,
+}
+
+impl Tallies {
+    fn add(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        let kafka = batch
+            .column_by_name(KAFKA_COLUMN)
+            .and_then(|k| k.as_struct_opt())
+            .ok_or_else(|| format!("no {KAFKA_COLUMN} struct column"))?;
+        let partitions = kafka
+            .column_by_name(PARTITION_FIELD)
+            .and_then(|c| c.as_primitive_opt::<Int32Type>())
+            .ok_or_else(|| format!("no int {KAFKA_COLUMN}.{PARTITION_FIELD}"))?;
+        let offsets = kafka
+            .column_by_name(OFFSET_FIELD)
+            .and_then(|c| c.as_primitive_opt::<Int64Type>())
+            .ok_or_else(|| format!("no long {KAFKA_COLUMN}.{OFFSET_FIELD}"))?;
+        let mut rows: Vec<(i32, i64)> = Vec::with_capacity(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            if kafka.is_null(i) || partitions.is_null(i) || offsets.is_null(i) {
+                self.without_offset += 1;
+            } else {
+                rows.push((partitions.value(i), offsets.value(i)));
+            }
+        }
+        rows.sort_unstable();
+        for chunk in rows.chunk_by(|a, b| a.0 == b.0) {
+            let offsets: Vec<i64> = chunk.iter().map(|r| r.1).collect();
+            self.partitions.entry(chunk[0].0).or_default().add_sorted(&offsets);
+        }
+        Ok(())
+    }
+}
+
+/// What one read of a table found, per partition: offsets present, and duplicates.
+#[derive(Debug, Default)]
+struct Found {
+    present: BTreeMap<i32, RangeSet>,
+    duplicates: BTreeMap<i32, RangeSet>,
+    rows: BTreeMap<i32, u64>,
+    without_offset: u64,
+}
+
+/// Reads the `_kafka` column of the table's current rows: with its delete files applied,
+/// or the data files as they are.
+async fn read(loaded: &LoadedTable, file_io: &FileIO, apply_deletes: bool) -> Result<Found, AuditError> {
+    let name = loaded.name.to_string();
+    let error = |source: iceberg::Error| AuditError::Read { table: name.clone(), source: Box::new(source) };
+    if loaded.metadata.current_snapshot().is_none() {
+        return Ok(Found::default());
+    }
+    let ident = TableIdent::new(NamespaceIdent::new(loaded.name.namespace.clone()), loaded.name.name.clone());
+    let table = iceberg::table::Table::builder()
+        .metadata(loaded.metadata.clone())
+        .metadata_location(loaded.pointer.metadata_location.clone())
+        .identifier(ident)
+        .file_io(file_io.clone())
+        .readonly(true)
+        .runtime(iceberg::Runtime::current())
+        .build()
+        .map_err(error)?;
+    let scan = table.scan().select([KAFKA_COLUMN]).build().map_err(error)?;
+    let mut tasks = scan.plan_files().await.map_err(error)?;
+    if !apply_deletes {
+        tasks = tasks
+            .map_ok(|mut task| {
+                task.deletes.clear();
+                task
+            })
+            .boxed();
+    }
+    let reader = iceberg::arrow::ArrowReaderBuilder::new(file_io.clone(), iceberg::Runtime::current())
+        .with_batch_size(BATCH_ROWS)
+        .build();
+    let mut batches = reader.read(tasks).map_err(error)?.stream();
+    let mut tallies = Tallies::default();
+    while let Some(batch) = batches.try_next().await.map_err(error)? {
+        tallies.add(&batch).map_err(|detail| AuditError::Column { table: name.clone(), detail })?;
+    }
+    let mut found = Found { without_offset: tallies.without_offset, ..Found::default() };
+    for (partition, mut tally) in tallies.partitions {
+        found.present.insert(partition, tally.present());
+        found.duplicates.insert(partition, RangeSet::from_ranges(std::mem::take(&mut tally.duplicates)));
+        found.rows.insert(partition, tally.rows);
+    }
+    Ok(found)
+}
+
+/// What explains the gaps of one partition, besides its rows.
+#[derive(Debug, Default)]
+struct Explanations {
+    /// Offsets in the data files that delete files removed.
+    deleted: RangeSet,
+    /// Offsets in the dead-letter table.
+    dead_letters: RangeSet,
+    /// Committed ranges Floe did not count.
+    uncounted: RangeSet,
+    /// Floe's count of offsets without rows, with the pending transactions' rows.
+    counted: u64,
+}
+
+/// Labels the gaps of a partition: `committed` less `present`, by `why`.
+fn audit_partition(
+    topic: &str,
+    partition: i32,
+    committed: &RangeSet,
+    present: &RangeSet,
+    rows: u64,
+    duplicates: &RangeSet,
+    why: &Explanations,
+) -> PartitionAudit {
+    let gaps = committed.difference(present);
+    let deleted = gaps.intersection(&why.deleted);
+    let rest = gaps.difference(&deleted);
+    let dead_letters = rest.intersection(&why.dead_letters);
+    let rest = rest.difference(&dead_letters);
+    let uncounted = rest.intersection(&why.uncounted);
+    let rest = rest.difference(&uncounted);
+    let (found, counted) = (rest.count(), why.counted);
+    let rest_reason = if found == counted { GapReason::WithoutRows } else { GapReason::Unexplained };
+    let mut labelled: Vec<Gap> = [
+        (deleted, GapReason::Deleted),
+        (dead_letters, GapReason::DeadLetter),
+        (uncounted, GapReason::Uncounted),
+        (rest, rest_reason),
+    ]
+    .iter()
+    .flat_map(|(set, reason)| set.ranges().iter().map(|&(first, last)| Gap { first, last, reason: *reason }))
+    .collect();
+    labelled.sort_by_key(|g| g.first);
+    let uncommitted = present.difference(committed);
+    let (unexplained, surplus) = (found.saturating_sub(counted), counted.saturating_sub(found));
+    PartitionAudit {
+        topic: topic.to_string(),
+        partition,
+        committed: committed.encode(),
+        rows,
+        duplicates: duplicates.ranges().to_vec(),
+        uncommitted_rows: uncommitted.ranges().to_vec(),
+        gaps: labelled,
+        counted_without_rows: counted,
+        unexplained,
+        surplus,
+        exactly_once: duplicates.is_empty() && uncommitted.is_empty() && unexplained == 0 && surplus == 0,
+    }
+}
+
+/// Audits the table `name` of `catalog`: its current snapshot's rows against the offsets
+/// Floe committed.
+pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) -> Result<AuditReport, AuditError> {
+    let loaded = load(catalog, file_io, name).await?.ok_or_else(|| AuditError::NotFound(name.to_string()))?;
+    let committed = committed_offsets(name, &loaded.metadata)?;
+    let rowless = rowless_offsets(name, &loaded.metadata)?;
+    let state = TableState::load(file_io, floe_summary(&loaded.metadata).get(STATE_KEY))
+        .await
+        .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
+    let live = read(&loaded, file_io, true).await?;
+    let (_, deletes) = super::deletes::live_files(file_io, &loaded.metadata)
+        .await
+        .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
+    // The data files as they are, when delete files may have removed rows from them.
+    let raw = if deletes.is_empty() { None } else { Some(read(&loaded, file_io, false).await?) };
+    let dead_letter_name =
+        TableName { namespace: name.namespace.clone(), name: format!("{}{DEAD_LETTER_SUFFIX}", name.name) };
+    let dead_letters = match load(catalog, file_io, &dead_letter_name).await? {
+        Some(dlq) => read(&dlq, file_io, true).await?,
+        None => Found::default(),
+    };
+    // One table holds one topic: the rows name no topic, the committed ranges do.
+    let topic = committed.partitions.keys().next().map(|(t, _)| t.clone()).unwrap_or_default();
+    let mut partitions: Vec<i32> = committed.partitions.keys().map(|(_, p)| *p).collect();
+    partitions.extend(live.present.keys());
+    partitions.sort_unstable();
+    partitions.dedup();
+    let empty = RangeSet::default();
+    let mut report = AuditReport {
+        table: name.to_string(),
+        snapshot_id: loaded.metadata.current_snapshot().map(|s| s.snapshot_id()),
+        partitions: Vec::new(),
+        rows_without_offset: live.without_offset,
+        exactly_once: live.without_offset == 0,
+    };
+    for partition in partitions {
+        let present = live.present.get(&partition).unwrap_or(&empty);
+        let counts = rowless.get(&topic, partition).cloned().unwrap_or_default();
+        let why = Explanations {
+            deleted: raw
+                .as_ref()
+                .map(|r| r.present.get(&partition).unwrap_or(&empty).difference(present))
+                .unwrap_or_default(),
+            dead_letters: dead_letters.present.get(&partition).cloned().unwrap_or_default(),
+            counted: counts.count.saturating_add(pending_rows(&state, &topic, partition, &counts.uncounted)),
+            uncounted: counts.uncounted,
+        };
+        let audited = audit_partition(
+            &topic,
+            partition,
+            committed.get(&topic, partition).unwrap_or(&empty),
+            present,
+            live.rows.get(&partition).copied().unwrap_or_default(),
+            live.duplicates.get(&partition).unwrap_or(&empty),
+            &why,
+        );
+        report.exactly_once &= audited.exactly_once;
+        report.partitions.push(audited);
+    }
+    Ok(report)
+}
+
+/// Rows of the transactions still waiting for their marker, in counted ranges: committed
+/// offsets without rows until the marker comes.
+fn pending_rows(state: &TableState, topic: &str, partition: i32, uncounted: &RangeSet) -> u64 {
+    state
+        .pending
+        .iter()
+        .filter(|p| p.topic == topic && p.partition == partition && p.keep.is_none())
+        .filter(|p| !uncounted.overlaps(p.transaction.first_offset, p.transaction.last_offset))
+        .flat_map(|p| p.transaction.files.iter().map(|f| f.record_count))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ranges: &[(i64, i64)]) -> RangeSet {
+        RangeSet::from_ranges(ranges.to_vec())
+    }
+
+    #[test]
+    fn runs_merge_as_they_come_and_overlaps_are_duplicates() {
+        let mut tally = Tally::default();
+        tally.add_sorted(&[0, 1, 2, 2, 5, 6]);
+        tally.add_sorted(&[3, 4, 6, 7]);
+        tally.add_sorted(&[10, 11]);
+        assert_eq!(tally.rows, 12);
+        assert_eq!(tally.present().ranges(), &[(0, 7), (10, 11)]);
+        assert_eq!(RangeSet::from_ranges(tally.duplicates).ranges(), &[(2, 2), (6, 6)]);
+        // Many batches: merged on the way, the same result.
+        let mut tally = Tally::default();
+        for i in (0..10_000).rev() {
+            tally.add_sorted(&[2 * i, 2 * i + 1]);
+        }
+        assert!(tally.runs.len() < 5_000, "merged on the way: {}", tally.runs.len());
+        assert_eq!(tally.present().ranges(), &[(0, 19_999)]);
+        assert!(tally.duplicates.is_empty());
+    }
+
+    #[test]
+    fn gaps_are_labelled_by_what_explains_them() {
+        // Committed 0..=99; rows at all but 10, 20..=21 (deleted), 30 (dead letter),
+        // 40 and 41 (Floe counted 2), 90..=99 (uncounted).
+        let committed = set(&[(0, 99)]);
+        let present = set(&[(0, 9), (11, 19), (22, 29), (31, 39), (42, 89)]);
+        let why = Explanations {
+            deleted: set(&[(20, 21)]),
+            dead_letters: set(&[(30, 30)]),
+            uncounted: set(&[(90, 99)]),
+            counted: 3,
+        };
+        let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &why);
+        let reasons: Vec<(i64, i64, GapReason)> = audit.gaps.iter().map(|g| (g.first, g.last, g.reason)).collect();
+        assert_eq!(
+            reasons,
+            [
+                (10, 10, GapReason::WithoutRows),
+                (20, 21, GapReason::Deleted),
+                (30, 30, GapReason::DeadLetter),
+                (40, 41, GapReason::WithoutRows),
+                (90, 99, GapReason::Uncounted),
+            ]
+        );
+        assert!(audit.exactly_once, "{audit:?}");
+        // One offset more than Floe counted: a loss, among the gaps it cannot tell apart.
+        let fewer = Explanations { counted: 2, ..why };
+        let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &fewer);
+        assert_eq!((audit.unexplained, audit.surplus, audit.exactly_once), (1, 0, false));
+        assert!(
+            audit.gaps.iter().filter(|g| g.first == 10 || g.first == 40).all(|g| g.reason == GapReason::Unexplained)
+        );
+        // One fewer: a row where Floe wrote none.
+        let more = Explanations { counted: 4, ..fewer };
+        let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &more);
+        assert_eq!((audit.unexplained, audit.surplus, audit.exactly_once), (0, 1, false));
+    }
+
+    #[test]
+    fn duplicates_and_rows_outside_the_committed_ranges_fail() {
+        let (committed, none) = (set(&[(0, 9)]), Explanations::default());
+        let audit = audit_partition("t", 3, &committed, &set(&[(0, 9)]), 11, &set(&[(4, 4)]), &none);
+        assert_eq!((audit.duplicates.clone(), audit.exactly_once), (vec![(4, 4)], false));
+        let audit = audit_partition("t", 3, &committed, &set(&[(0, 12)]), 13, &RangeSet::default(), &none);
+        assert_eq!((audit.uncommitted_rows.clone(), audit.exactly_once), (vec![(10, 12)], false));
+        let audit = audit_partition("t", 3, &committed, &set(&[(0, 9)]), 10, &RangeSet::default(), &none);
+        assert!(audit.exactly_once && audit.gaps.is_empty());
+    }
+}
