@@ -380,6 +380,7 @@ fn sam_validate_lint_passes() {
     std::fs::write(&broken, broken_text).unwrap();
     let out = sam(&broken);
     assert!(!out.status.success(), "sam validate --lint passed a broken template: {}", said(&out));
+}
 
 /// The metric an alarm watches: (namespace, name, dimensions), whether given directly or
 /// as the one `MetricStat` of a metric-math alarm.
