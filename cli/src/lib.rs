@@ -3,6 +3,7 @@
 pub mod aws;
 pub mod compact;
 pub mod convert;
+pub mod health;
 pub mod inspect;
 pub mod local;
 pub mod warehouse;

@@ -8,7 +8,8 @@ use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::files::S3Files;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
+    TableRegistry,
 };
 use floe_core::storage::WarehouseFiles;
 use floe_core::table::TableName;
@@ -17,6 +18,10 @@ use crate::support;
 
 fn failure(activity: Activity, at_ms: i64, error: &str) -> Failure {
     Failure { activity, at_ms, error: error.into() }
+}
+
+fn record_at(offset: i64) -> RecordAt {
+    RecordAt { topic: "orders".into(), partition: 2, offset, file: "s3://t/orders-2/0.log".into() }
 }
 
 fn table(name: &str) -> TableName {
@@ -139,6 +144,11 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
         MaintenanceEvent::Failed(failure(Activity::Commit, 280, "again")),
         MaintenanceEvent::Succeeded(Activity::Sweep),
         MaintenanceEvent::Succeeded(Activity::Compaction),
+        // A topic clash; a bad record's suspension, then another's (the first resumed).
+        MaintenanceEvent::Failed(failure(Activity::Config, 290, "clash")),
+        MaintenanceEvent::SuspendedBy(Some(record_at(7))),
+        MaintenanceEvent::SuspendedBy(None),
+        MaintenanceEvent::SuspendedBy(Some(record_at(9))),
     ] {
         locks.record(&orders, &event).await.unwrap();
     }
@@ -147,7 +157,8 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
         snapshots_expired: 6,
         orphans_removed: 8,
         last_sweep_ms: Some(250),
-        failing: vec![failure(Activity::Commit, 280, "again")],
+        failing: vec![failure(Activity::Commit, 280, "again"), failure(Activity::Config, 290, "clash")],
+        suspended_by: Some(record_at(9)),
     };
     assert_eq!(locks.status(&orders).await.unwrap(), expected);
     // Recording keeps the lease and the status as they were.
