@@ -46,10 +46,9 @@ pub struct TableStatus {
 /// Every table the stack commits to (dead-letter tables included), by name: its state
 /// and why, its current snapshot's facts (read through Glue and S3: one GetTable and one
 /// metadata file per table), and what maintenance did to it. S3 is addressed path-style
-/// when `FLOE_S3_PATH_STYLE` is `true` (as the functions are).
-pub async fn status(config: &SdkConfig, lock_table: &str) -> anyhow::Result<Vec<TableStatus>> {
+/// when `path_style` (the functions' `FLOE_S3_PATH_STYLE`).
+pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> anyhow::Result<Vec<TableStatus>> {
     let locks = locks(config, lock_table);
-    let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
     let tables = CatalogTables {
         catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),

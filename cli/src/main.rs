@@ -209,7 +209,9 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     match command {
         AwsCommand::Status { lock_table, json } => {
-            let tables = floe_cli::aws::status(&config, &lock_table).await?;
+            // As the functions address S3 (an emulator's endpoint needs path-style).
+            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+            let tables = floe_cli::aws::status(&config, &lock_table, path_style).await?;
             let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
             print_status(&tables, &rows, json)
         }

@@ -674,7 +674,7 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     // The stop is done (its message can go); the good task is kept for after the resume.
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, [ids[1].as_str()]);
-    drop(receipts);
+    aws.delete(&receipts[..1]).await;
     let locks = DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&aws.config), &aws.locks);
     let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
     assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
@@ -682,13 +682,39 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     let suspended = |listed: Vec<floe_cli::aws::TableStatus>| -> Vec<(String, Option<String>)> {
         listed.into_iter().map(|t| (t.table, t.suspended)).collect()
     };
-    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
-    assert_eq!(suspended(listed), [(aws.table().to_string(), Some(reason.clone()))]);
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
     let table = aws.table().to_string();
+    let resume = format!("floe aws resume {table} --lock-table {}", aws.locks);
+    // Shown as suspended, with the record and the command that resumes it: as JSON …
+    let json = serde_json::to_value(&listed[0]).unwrap();
+    assert_eq!((&json["state"], &json["resume"]), (&Value::from("suspended"), &Value::from(resume.clone())));
+    assert_eq!(
+        (&json["record"]["topic"], &json["record"]["partition"], &json["record"]["offset"]),
+        (&Value::from("payments"), &Value::from(0), &Value::from(7))
+    );
+    // … and in the readable table.
+    let rows: Vec<_> = listed.iter().map(|t| (t.table.as_str(), &t.health)).collect();
+    let shown = floe_cli::health::render(&rows);
+    assert!(shown.contains(&format!("\n{table}  suspended")), "{shown}");
+    assert!(shown.contains("record: topic payments partition 0 offset 7 in payments-0/0.log"), "{shown}");
+    assert!(shown.contains(&format!("resume: {resume}\n")), "{shown}");
+    assert_eq!(suspended(listed), [(table.clone(), Some(reason.clone()))]);
     assert_eq!(floe_cli::aws::resume(&aws.config, &aws.locks, &table).await.unwrap(), Some(reason));
     assert_eq!(locks.suspended(&table).await.unwrap(), None);
-    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
-    assert_eq!(suspended(listed), [(table, None)], "still listed, no longer suspended");
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
+    assert_eq!(suspended(listed), [(table.clone(), None)], "still listed, no longer suspended");
+
+    // Resumed, the kept task commits: running, with its offsets, files and bytes.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (kept, receipts) = aws.receive().await;
+    assert_eq!(kept.records.len(), 1);
+    assert!(handle_committer_event(&aws.committer(), kept, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
+    let health = &listed[0].health;
+    assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
+    assert_eq!(listed[0].offsets.keys().collect::<Vec<_>>(), ["payments-0"]);
+    assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
 }
 
 fn copy_as(dir: &Path, from: &str, to: &str) {

@@ -172,8 +172,27 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     }
     assert_eq!(locks.status(&clicks).await.unwrap().snapshots_expired, 10);
 
-    // The operator's view: every table, with its maintenance.
-    let status = floe_cli::aws::status(&config, "registry-test").await.unwrap();
+    // A third table whose commits fail and are retried.
+    let views = table("views");
+    locks.record(&views, &MaintenanceEvent::Failed(failure(Activity::Commit, 300, "throttled"))).await.unwrap();
+
+    // The operator's view: every table, with its state and maintenance (no Glue table
+    // for these: no snapshot facts).
+    let status = floe_cli::aws::status(&config, "registry-test", true).await.unwrap();
+    let states: Vec<(&str, &str, Option<&str>)> =
+        status.iter().map(|t| (t.table.as_str(), t.health.state, t.health.reason.as_deref())).collect();
+    assert_eq!(
+        states,
+        [
+            ("kafka.clicks", "suspended", Some("bad record")),
+            // A topic clash outranks the failing commits; the record of a past suspension is not shown.
+            ("kafka.orders", "config issue", Some("config: clash")),
+            ("kafka.views", "degraded", Some("commit: throttled")),
+        ]
+    );
+    assert_eq!(status[0].health.resume.as_deref(), Some("floe aws resume kafka.clicks --lock-table registry-test"));
+    assert_eq!((status[1].health.record.as_ref(), status[1].health.resume.as_ref()), (None, None));
+    assert_eq!((status[2].health.files, status[2].problem.as_ref()), (None, None), "{status:#?}");
     let line = serde_json::to_value(&status[1]).unwrap();
     assert_eq!(line["table"], "kafka.orders");
     assert_eq!(line["last_compaction"]["files_in"], 3);
@@ -274,10 +293,14 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
     let record = locks.status(&aws.table()).await.unwrap().last_compaction.expect("recorded");
     assert_eq!((record.files_in, record.files_out), (files_before, 1));
-    let status = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
+    let status = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
     assert_eq!(status.len(), 1);
     let shown = status[0].maintenance.last_compaction.as_ref().map(|c| (c.files_in, c.bytes_in, c.bytes_out));
     assert_eq!(shown, Some((record.files_in, record.bytes_in, record.bytes_out)));
+    // Its state and facts, read through Glue and S3: one data file now, the compaction's.
+    let health = &status[0].health;
+    assert_eq!((health.state, health.files, health.bytes), ("running", Some(1), Some(record.bytes_out)));
+    assert!(health.last_commit.is_some() && status[0].offsets.contains_key("payments-0"), "{status:#?}");
 
     // The next tick: one file, nothing to compact.
     let response = handle_compactor_event(&service, scheduled, None).await;
