@@ -1284,6 +1284,15 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     assert_eq!((shown.len(), shown[0].table.as_str(), shown[0].snapshots), (1, "kafka.clicks", 0));
     assert_eq!(shown[0].suspended.as_deref(), Some(status.as_str()));
+    let resume = format!("floe local resume kafka.clicks --warehouse {}", warehouse.path().display());
+    let health = &shown[0].health;
+    assert_eq!((health.state, health.resume.as_deref()), ("suspended", Some(resume.as_str())));
+    let record = health.record.as_ref().expect("the bad record");
+    assert_eq!((record.topic.as_str(), record.partition, record.offset), ("clicks", 0, 4));
+    let json = serde_json::to_value(&shown[0]).unwrap();
+    assert_eq!((&json["state"], &json["record"]["offset"]), (&Value::from("suspended"), &Value::from(4)));
+    let table = floe_cli::health::render(&[("kafka.clicks", health)]);
+    assert!(table.contains("\nkafka.clicks  suspended") && table.contains(&format!("resume: {resume}")), "{table}");
     // Another mode alone does not restart it: the table stays stopped until resumed, and
     // its segments are not written meanwhile.
     let stopped = run(mode("skip")).await;
@@ -1297,6 +1306,12 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     assert_eq!(report.tables[0].skipped_records, 1);
     let clicks = read_local(warehouse.path(), "kafka.clicks");
     assert_eq!(clicks.offsets["0"], (0..20).filter(|&o| o != 4).collect::<Vec<i64>>());
+    // Running again, with its offsets, files and bytes; the bad record is shown no more.
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let health = &shown[0].health;
+    assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
+    assert_eq!(shown[0].offsets["clicks-0"], "0-19");
+    assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
     assert_eq!(clicks.summary.get("floe.skipped-records").map(String::as_str), Some("1"), "{:?}", clicks.summary);
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     let clicks = shown.iter().find(|t| t.table == "kafka.clicks").unwrap();
