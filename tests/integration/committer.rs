@@ -526,6 +526,8 @@ impl Aws {
         let env = CommitterEnv {
             warehouse: format!("s3://{}/wh", self.warehouse),
             lock_table: self.locks.clone(),
+            task_queue_url: self.tasks.clone(),
+            retry_visibility: std::time::Duration::from_secs(1),
             lease: std::time::Duration::from_secs(30),
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
@@ -570,6 +572,7 @@ impl Aws {
             let mut message = SqsMessage::default();
             message.message_id = m.message_id.clone();
             message.body = m.body.clone();
+            message.receipt_handle = m.receipt_handle.clone();
             message.attributes =
                 m.attributes.unwrap_or_default().into_iter().map(|(k, v)| (k.as_str().to_string(), v)).collect();
             receipts.push(m.receipt_handle.unwrap());
@@ -715,6 +718,37 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
     assert_eq!(listed[0].offsets.keys().collect::<Vec<_>>(), ["payments-0"]);
     assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
+}
+
+#[tokio::test]
+async fn a_task_given_back_for_a_retryable_reason_comes_back_soon_a_suspended_tables_does_not() {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let aws = setup("comeback").await;
+    // The queue's own visibility timeout is long, as deployed; the committer's retry
+    // visibility is 1 s here.
+    let long = aws.sqs.set_queue_attributes().queue_url(&aws.tasks);
+    long.attributes(QueueAttributeName::VisibilityTimeout, "60").send().await.unwrap();
+    let (topic, _, _) = payments();
+    let m = aws.materializer().await;
+    aws.materialize(&m, topic.path(), SEGMENTS[0]).await;
+    let service = aws.committer();
+    // Another committer holds the table: retryable, given back, visible again within seconds.
+    let locks = aws.registry();
+    let table = aws.table().to_string();
+    let other = locks.acquire(&table, "other", std::time::Duration::from_secs(60)).await.unwrap().unwrap();
+    let (event, _) = aws.receive().await;
+    assert_eq!(event.records.len(), 1);
+    assert_eq!(handle_committer_event(&service, event, None).await.batch_item_failures.len(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (again, _) = aws.receive().await;
+    assert_eq!(again.records.len(), 1, "back after the short wait, not the queue's 60 s");
+    assert_eq!(again.records[0].attributes["ApproximateReceiveCount"], "2");
+    // The table suspended: its kept task waits the queue's timeout, not to spin.
+    locks.release(&other).await.unwrap();
+    locks.set_suspended(&table, Some("bad record")).await.unwrap();
+    assert_eq!(handle_committer_event(&service, again, None).await.batch_item_failures.len(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(aws.receive().await.0.records.len(), 0, "a suspended table's task stays invisible");
 }
 
 fn copy_as(dir: &Path, from: &str, to: &str) {

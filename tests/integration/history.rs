@@ -1,7 +1,8 @@
 //! A table's history through other engines' refs and partition specs, and a metadata
 //! file cut short: expiry keeps every tag and branch (and the sweep their files), commits
 //! go on after another engine changes the partition spec, and a run killed mid-write
-//! stops nothing — judged by PyIceberg, on a local warehouse.
+//! stops nothing — judged by PyIceberg, on a local warehouse; and what `floe local status`
+//! shows of a table whose maintenance or configuration fails.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
