@@ -49,7 +49,8 @@ pub struct TableStatus {
 /// when `path_style` (the functions' `FLOE_S3_PATH_STYLE`).
 pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> anyhow::Result<Vec<TableStatus>> {
     let locks = locks(config, lock_table);
-    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
+    let s3 =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
     let tables = CatalogTables {
         catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),
         file_io: warehouse_file_io(s3),

@@ -74,7 +74,8 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
             out += &format!("  {}: {reason}\n", h.state);
         }
         if let Some(r) = &h.record {
-            out += &format!("  record: topic {} partition {} offset {} in {}\n", r.topic, r.partition, r.offset, r.file);
+            out +=
+                &format!("  record: topic {} partition {} offset {} in {}\n", r.topic, r.partition, r.offset, r.file);
         }
         if let Some(resume) = &h.resume {
             out += &format!("  resume: {resume}\n");

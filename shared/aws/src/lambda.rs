@@ -374,7 +374,9 @@ impl CommitterService {
                 .await;
             match sent {
                 Ok(out) if out.failed.is_empty() => {}
-                Ok(out) => tracing::warn!(failed = ?out.failed, "some retried tasks keep the queue's visibility timeout"),
+                Ok(out) => {
+                    tracing::warn!(failed = ?out.failed, "some retried tasks keep the queue's visibility timeout")
+                }
                 Err(e) => tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e),
                     "shortening retried tasks' visibility failed; they keep the queue's timeout"),
             }

@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn a_failing_activity_degrades_the_table_with_its_latest_error() {
         let status = MaintenanceStatus {
-            failing: vec![failing(Activity::Commit, 5, "throttled"), failing(Activity::Sweep, 7, "unreadable manifest")],
+            failing: vec![
+                failing(Activity::Commit, 5, "throttled"),
+                failing(Activity::Sweep, 7, "unreadable manifest"),
+            ],
             ..Default::default()
         };
         let h = health(None, &status, facts(), RESUME);
