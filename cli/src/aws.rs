@@ -1,41 +1,81 @@
 //! `floe aws …`: operator commands against a deployed stack's lock table (DynamoDB),
-//! where the committer keeps each table's status and maintenance keeps its record.
+//! where the committer keeps each table's status and maintenance keeps its record, and
+//! (status) its tables' current snapshots, through Glue and S3.
 //! Credentials, region and endpoint come from the usual AWS environment (`AWS_PROFILE`,
 //! `AWS_REGION`, `AWS_ENDPOINT_URL`, …).
 
+use std::sync::Arc;
+
 use aws_config::SdkConfig;
 use floe_aws::dynamodb::DynamoDbLocks;
+use floe_aws::glue::GlueCatalog;
+use floe_aws::s3::warehouse_file_io;
 use floe_core::lock::TableLocks;
-use floe_core::maintenance::TableRegistry;
+use floe_core::maintenance::health::{TableFacts, health};
+use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
+use floe_core::table::{CatalogTables, TableName};
 
 use crate::compact::MaintenanceView;
+use crate::health::HealthView;
 
 fn locks(config: &SdkConfig, lock_table: &str) -> DynamoDbLocks {
     DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(config), lock_table)
 }
 
-/// One table of the stack as `floe aws status` shows it (a JSON line).
+/// One table of the stack as `floe aws status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TableStatus {
     pub table: String,
+    /// Committed offset ranges per `topic-partition` (`0-99,120-200`).
+    pub offsets: std::collections::BTreeMap<String, String>,
     /// Why the table is suspended, when it is.
     pub suspended: Option<String>,
+    /// Why the table's metadata could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// Its state (running, degraded, suspended, config issue) and why, last commit, files
+    /// and bytes.
+    #[serde(flatten)]
+    pub health: HealthView,
     /// Its last compaction (time, files and bytes in and out), snapshots expired, orphans
     /// removed, last sweep: as `floe local status` shows them.
     #[serde(flatten)]
     pub maintenance: MaintenanceView,
 }
 
-/// Every table the stack commits to (dead-letter tables included), by name: whether it
-/// is suspended and why, and what maintenance did to it.
-pub async fn status(config: &SdkConfig, lock_table: &str) -> anyhow::Result<Vec<TableStatus>> {
+/// Every table the stack commits to (dead-letter tables included), by name: its state
+/// and why, its current snapshot's facts (read through Glue and S3: one GetTable and one
+/// metadata file per table), and what maintenance did to it. S3 is addressed path-style
+/// when `path_style` (the functions' `FLOE_S3_PATH_STYLE`).
+pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> anyhow::Result<Vec<TableStatus>> {
     let locks = locks(config, lock_table);
+    let s3 =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
+    let tables = CatalogTables {
+        catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),
+        file_io: warehouse_file_io(s3),
+    };
     let mut out = Vec::new();
     for registered in locks.tables().await? {
+        let name = registered.table;
+        let (facts, problem) = match tables.load(&name).await {
+            Ok(Some(loaded)) => match TableFacts::of(&name, &loaded.metadata) {
+                Ok(facts) => (facts, None),
+                Err(e) => (TableFacts::default(), Some(e.to_string())),
+            },
+            Ok(None) => (TableFacts::default(), None),
+            Err(e) => (TableFacts::default(), Some(e.to_string())),
+        };
+        let maintenance = locks.status(&name).await?;
+        let resume = format!("floe aws resume {name} --lock-table {lock_table}");
+        let health = health(registered.suspended.as_deref(), &maintenance, facts, &resume);
         out.push(TableStatus {
-            table: registered.table.to_string(),
+            table: name.to_string(),
+            offsets: health.facts.offsets.clone(),
             suspended: registered.suspended,
-            maintenance: locks.status(&registered.table).await?.into(),
+            problem,
+            health: HealthView::from(&health),
+            maintenance: maintenance.into(),
         });
     }
     Ok(out)
@@ -48,6 +88,9 @@ pub async fn resume(config: &SdkConfig, lock_table: &str, table: &str) -> anyhow
     let reason = locks.suspended(table).await?;
     if reason.is_some() {
         locks.set_suspended(table, None).await?;
+        if let Some(name) = TableName::parse(table) {
+            locks.record(&name, &MaintenanceEvent::SuspendedBy(None)).await?;
+        }
         tracing::info!(table, reason = reason.as_deref(), "table resumed");
     }
     Ok(reason)

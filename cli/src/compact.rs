@@ -207,7 +207,7 @@ impl From<MaintenanceStatus> for MaintenanceView {
 }
 
 /// `ms` since the epoch in RFC 3339, UTC, to the millisecond.
-fn time(ms: i64) -> String {
+pub(crate) fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map_or_else(|| format!("{ms} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }

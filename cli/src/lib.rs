@@ -4,6 +4,7 @@ pub mod audit;
 pub mod aws;
 pub mod compact;
 pub mod convert;
+pub mod health;
 pub mod inspect;
 pub mod local;
 pub mod table;

@@ -32,14 +32,16 @@ use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::lock::{Clock, TableLocks};
-use floe_core::maintenance::TableRegistry;
+use floe_core::maintenance::health::{TableFacts, health};
 use floe_core::maintenance::holding::HoldingQueue;
+use floe_core::maintenance::{MaintenanceEvent, MaintenanceStatus, TableRegistry};
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
 use floe_core::segment::{FileSource, Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader};
 use floe_core::table::CatalogTables;
 use floe_core::task::TableName;
 
 use crate::compact::{MaintenanceView, TableCompaction};
+use crate::health::HealthView;
 use crate::warehouse::{Warehouse, folder};
 
 /// What a run did, per table.
@@ -290,6 +292,9 @@ pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<Stri
     let reason = locks.suspended(table).await?;
     if reason.is_some() {
         locks.set_suspended(table, None).await?;
+        if let Some(name) = TableName::parse(table) {
+            locks.record(&name, &MaintenanceEvent::SuspendedBy(None)).await?;
+        }
         tracing::info!(table, reason = reason.as_deref(), "table resumed");
     }
     Ok(reason)
@@ -307,12 +312,39 @@ pub struct TableStatus {
     /// Why the table's metadata or committed offsets could not be read, when they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Its state (running, degraded, suspended, config issue) and why, last commit, files
+    /// and bytes.
+    #[serde(flatten)]
+    pub health: HealthView,
     /// Its last compaction, snapshots expired, orphans removed, last sweep.
     #[serde(flatten)]
     pub maintenance: MaintenanceView,
 }
 
-/// Every table of the warehouse (and every suspended one): its snapshots, the Kafka
+impl TableStatus {
+    /// The table's status from its suspension, maintenance record and snapshot's facts.
+    fn new(
+        warehouse: &Path,
+        table: String,
+        suspended: Option<String>,
+        status: MaintenanceStatus,
+        facts: TableFacts,
+    ) -> Self {
+        let resume = format!("floe local resume {table} --warehouse {}", warehouse.display());
+        let health = health(suspended.as_deref(), &status, facts, &resume);
+        TableStatus {
+            table,
+            snapshots: 0,
+            offsets: health.facts.offsets.clone(),
+            suspended,
+            problem: None,
+            health: HealthView::from(&health),
+            maintenance: status.into(),
+        }
+    }
+}
+
+/// Every table of the warehouse (and every suspended one): its state, snapshots, the Kafka
 /// offsets it holds, whether it is suspended (and why), and what maintenance did.
 pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     let path = warehouse.join("catalog.db");
@@ -326,50 +358,36 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
             // What one table holds that cannot be read is shown on its line, not failing the others.
-            let mut status = TableStatus {
-                table: name.to_string(),
-                snapshots: 0,
-                offsets: Default::default(),
-                suspended: locks.suspended(&name.to_string()).await?,
-                problem: None,
-                maintenance: locks.status(&name).await?.into(),
-            };
+            let (suspended, maintenance) = (locks.suspended(&name.to_string()).await?, locks.status(&name).await?);
+            let (mut facts, mut snapshots, mut problem) = (TableFacts::default(), 0, None);
             match tables.load(&name).await {
                 Ok(None) => continue,
                 Ok(Some(loaded)) => {
-                    status.snapshots = loaded.metadata.snapshots().count();
-                    match floe_core::table::committed_offsets(&name, &loaded.metadata) {
-                        Ok(committed) => {
-                            status.offsets = committed
-                                .partitions
-                                .iter()
-                                .map(|((t, p), r)| (format!("{t}-{p}"), r.encode()))
-                                .collect()
-                        }
+                    snapshots = loaded.metadata.snapshots().count();
+                    match TableFacts::of(&name, &loaded.metadata) {
+                        Ok(read) => facts = read,
                         // The table is named by the line already.
-                        Err(floe_core::table::TableError::Summary { detail, .. }) => status.problem = Some(detail),
-                        Err(e) => status.problem = Some(e.to_string()),
+                        Err(floe_core::table::TableError::Summary { detail, .. }) => problem = Some(detail),
+                        Err(e) => problem = Some(e.to_string()),
                     }
                     if let Err(e) = table_state(&tables.file_io, &loaded.metadata).await {
-                        status.problem.get_or_insert(e);
+                        problem.get_or_insert(e);
                     }
                 }
-                Err(e) => status.problem = Some(e.to_string()),
+                Err(e) => problem = Some(e.to_string()),
             }
-            out.push(status);
+            let status = TableStatus::new(warehouse, name.to_string(), suspended, maintenance, facts);
+            out.push(TableStatus { snapshots, problem, ..status });
         }
     }
     // A table stopped before its first commit has a status but no metadata yet.
     for (table, reason) in locks.suspended_tables().await? {
         if !out.iter().any(|t| t.table == table) {
-            out.push(TableStatus {
-                table,
-                snapshots: 0,
-                offsets: Default::default(),
-                suspended: Some(reason),
-                problem: None,
-                maintenance: MaintenanceView::default(),
-            });
+            let maintenance = match TableName::parse(&table) {
+                Some(name) => locks.status(&name).await?,
+                None => MaintenanceStatus::default(),
+            };
+            out.push(TableStatus::new(warehouse, table, Some(reason), maintenance, TableFacts::default()));
         }
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));

@@ -59,12 +59,17 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AwsCommand {
-    /// Every table: whether it is suspended and why, its last compaction, snapshots
-    /// expired, orphans removed and last sweep; one JSON line each.
+    /// Every table: its state (running, degraded, suspended, config issue) and why, last
+    /// commit, files and bytes, and (suspended) the command that resumes it; a readable
+    /// table, or with --json one JSON line per table, with its committed offsets and what
+    /// maintenance did.
     Status {
         /// The stack's lock table (its `LockTableName` output).
         #[arg(long)]
         lock_table: String,
+        /// One JSON object per line instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Resume a suspended table: the committer commits its kept tasks again.
     Resume {
@@ -110,12 +115,16 @@ enum LocalCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Every table of WAREHOUSE: snapshots, the Kafka offsets it holds, whether it is
-    /// suspended and why, and what maintenance did (last compaction, snapshots expired,
-    /// orphans removed, last sweep). One JSON object per table.
+    /// Every table of WAREHOUSE: its state (running, degraded, suspended, config issue)
+    /// and why, last commit, files and bytes, and (suspended) the command that resumes it;
+    /// a readable table, or with --json one JSON object per line, with its snapshots, the
+    /// Kafka offsets it holds and what maintenance did.
     Status {
         #[arg(long)]
         warehouse: PathBuf,
+        /// One JSON object per line instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Where a table is (its folder and current metadata file) and a query ready to paste
     /// for DuckDB, PyIceberg and Spark. Rewrites the table's `metadata/version-hint.text`
@@ -181,10 +190,10 @@ async fn main() -> ExitCode {
             }
             Err(e) => Err(e),
         },
-        Command::Local { command: LocalCommand::Status { warehouse } } => {
+        Command::Local { command: LocalCommand::Status { warehouse, json } } => {
             floe_cli::local::status(&warehouse).await.and_then(|tables| {
-                let mut out = std::io::stdout().lock();
-                tables.iter().try_for_each(|t| Ok(writeln!(out, "{}", serde_json::to_string(t)?)?))
+                let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
+                print_status(&tables, &rows, json)
             })
         }
         Command::Local { command: LocalCommand::Table { table, warehouse, json } } => {
@@ -207,6 +216,20 @@ async fn main() -> ExitCode {
             eprintln!("floe: {}", floe_cli::error_line(&e));
             floe_cli::audit::exit_code(&e).map_or(ExitCode::FAILURE, ExitCode::from)
         }
+    }
+}
+
+/// Status: one JSON line per table (`json`), or the readable table of `rows`.
+fn print_status<T: serde::Serialize>(
+    tables: &[T],
+    rows: &[(&str, &floe_cli::health::HealthView)],
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        tables.iter().try_for_each(|t| Ok(writeln!(out, "{}", serde_json::to_string(t)?)?))
+    } else {
+        Ok(write!(out, "{}", floe_cli::health::render(rows))?)
     }
 }
 
@@ -238,12 +261,12 @@ async fn table_access(warehouse: &std::path::Path, table: &str, json: bool) -> a
 async fn aws(command: AwsCommand) -> anyhow::Result<()> {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     match command {
-        AwsCommand::Status { lock_table } => {
-            let mut out = std::io::stdout().lock();
-            for table in floe_cli::aws::status(&config, &lock_table).await? {
-                writeln!(out, "{}", serde_json::to_string(&table)?)?;
-            }
-            Ok(())
+        AwsCommand::Status { lock_table, json } => {
+            // As the functions address S3 (an emulator's endpoint needs path-style).
+            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+            let tables = floe_cli::aws::status(&config, &lock_table, path_style).await?;
+            let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
+            print_status(&tables, &rows, json)
         }
         AwsCommand::Resume { table, lock_table } => {
             let reason = floe_cli::aws::resume(&config, &lock_table, &table).await?;

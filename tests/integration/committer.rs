@@ -510,6 +510,8 @@ impl Aws {
         let env = CommitterEnv {
             warehouse: format!("s3://{}/wh", self.warehouse),
             lock_table: self.locks.clone(),
+            task_queue_url: self.tasks.clone(),
+            retry_visibility: std::time::Duration::from_secs(1),
             lease: std::time::Duration::from_secs(30),
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
@@ -554,6 +556,7 @@ impl Aws {
             let mut message = SqsMessage::default();
             message.message_id = m.message_id.clone();
             message.body = m.body.clone();
+            message.receipt_handle = m.receipt_handle.clone();
             message.attributes =
                 m.attributes.unwrap_or_default().into_iter().map(|(k, v)| (k.as_str().to_string(), v)).collect();
             receipts.push(m.receipt_handle.unwrap());
@@ -663,7 +666,7 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     // The stop is done (its message can go); the good task is kept for after the resume.
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, [ids[1].as_str()]);
-    drop(receipts);
+    aws.delete(&receipts[..1]).await;
     let locks = DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&aws.config), &aws.locks);
     let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
     assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
@@ -671,13 +674,70 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     let suspended = |listed: Vec<floe_cli::aws::TableStatus>| -> Vec<(String, Option<String>)> {
         listed.into_iter().map(|t| (t.table, t.suspended)).collect()
     };
-    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
-    assert_eq!(suspended(listed), [(aws.table().to_string(), Some(reason.clone()))]);
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
     let table = aws.table().to_string();
+    let resume = format!("floe aws resume {table} --lock-table {}", aws.locks);
+    // Shown as suspended, with the record and the command that resumes it: as JSON …
+    let json = serde_json::to_value(&listed[0]).unwrap();
+    assert_eq!((&json["state"], &json["resume"]), (&Value::from("suspended"), &Value::from(resume.clone())));
+    assert_eq!(
+        (&json["record"]["topic"], &json["record"]["partition"], &json["record"]["offset"]),
+        (&Value::from("payments"), &Value::from(0), &Value::from(7))
+    );
+    // … and in the readable table.
+    let rows: Vec<_> = listed.iter().map(|t| (t.table.as_str(), &t.health)).collect();
+    let shown = floe_cli::health::render(&rows);
+    assert!(shown.contains(&format!("\n{table}  suspended")), "{shown}");
+    assert!(shown.contains("record: topic payments partition 0 offset 7 in payments-0/0.log"), "{shown}");
+    assert!(shown.contains(&format!("resume: {resume}\n")), "{shown}");
+    assert_eq!(suspended(listed), [(table.clone(), Some(reason.clone()))]);
     assert_eq!(floe_cli::aws::resume(&aws.config, &aws.locks, &table).await.unwrap(), Some(reason));
     assert_eq!(locks.suspended(&table).await.unwrap(), None);
-    let listed = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
-    assert_eq!(suspended(listed), [(table, None)], "still listed, no longer suspended");
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
+    assert_eq!(suspended(listed), [(table.clone(), None)], "still listed, no longer suspended");
+
+    // Resumed, the kept task commits: running, with its offsets, files and bytes.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (kept, receipts) = aws.receive().await;
+    assert_eq!(kept.records.len(), 1);
+    assert!(handle_committer_event(&aws.committer(), kept, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
+    let health = &listed[0].health;
+    assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
+    assert_eq!(listed[0].offsets.keys().collect::<Vec<_>>(), ["payments-0"]);
+    assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
+}
+
+#[tokio::test]
+async fn a_task_given_back_for_a_retryable_reason_comes_back_soon_a_suspended_tables_does_not() {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let aws = setup("comeback").await;
+    // The queue's own visibility timeout is long, as deployed; the committer's retry
+    // visibility is 1 s here.
+    let long = aws.sqs.set_queue_attributes().queue_url(&aws.tasks);
+    long.attributes(QueueAttributeName::VisibilityTimeout, "60").send().await.unwrap();
+    let (topic, _, _) = payments();
+    let m = aws.materializer().await;
+    aws.materialize(&m, topic.path(), SEGMENTS[0]).await;
+    let service = aws.committer();
+    // Another committer holds the table: retryable, given back, visible again within seconds.
+    let locks = aws.registry();
+    let table = aws.table().to_string();
+    let other = locks.acquire(&table, "other", std::time::Duration::from_secs(60)).await.unwrap().unwrap();
+    let (event, _) = aws.receive().await;
+    assert_eq!(event.records.len(), 1);
+    assert_eq!(handle_committer_event(&service, event, None).await.batch_item_failures.len(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (again, _) = aws.receive().await;
+    assert_eq!(again.records.len(), 1, "back after the short wait, not the queue's 60 s");
+    assert_eq!(again.records[0].attributes["ApproximateReceiveCount"], "2");
+    // The table suspended: its kept task waits the queue's timeout, not to spin.
+    locks.release(&other).await.unwrap();
+    locks.set_suspended(&table, Some("bad record")).await.unwrap();
+    assert_eq!(handle_committer_event(&service, again, None).await.batch_item_failures.len(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(aws.receive().await.0.records.len(), 0, "a suspended table's task stays invisible");
 }
 
 fn copy_as(dir: &Path, from: &str, to: &str) {
@@ -1247,6 +1307,15 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     assert_eq!((shown.len(), shown[0].table.as_str(), shown[0].snapshots), (1, "kafka.clicks", 0));
     assert_eq!(shown[0].suspended.as_deref(), Some(status.as_str()));
+    let resume = format!("floe local resume kafka.clicks --warehouse {}", warehouse.path().display());
+    let health = &shown[0].health;
+    assert_eq!((health.state, health.resume.as_deref()), ("suspended", Some(resume.as_str())));
+    let record = health.record.as_ref().expect("the bad record");
+    assert_eq!((record.topic.as_str(), record.partition, record.offset), ("clicks", 0, 4));
+    let json = serde_json::to_value(&shown[0]).unwrap();
+    assert_eq!((&json["state"], &json["record"]["offset"]), (&Value::from("suspended"), &Value::from(4)));
+    let table = floe_cli::health::render(&[("kafka.clicks", health)]);
+    assert!(table.contains("\nkafka.clicks  suspended") && table.contains(&format!("resume: {resume}")), "{table}");
     // Another mode alone does not restart it: the table stays stopped until resumed, and
     // its segments are not written meanwhile.
     let stopped = run(mode("skip")).await;
@@ -1260,6 +1329,12 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     assert_eq!(report.tables[0].skipped_records, 1);
     let clicks = read_local(warehouse.path(), "kafka.clicks");
     assert_eq!(clicks.offsets["0"], (0..20).filter(|&o| o != 4).collect::<Vec<i64>>());
+    // Running again, with its offsets, files and bytes; the bad record is shown no more.
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let health = &shown[0].health;
+    assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
+    assert_eq!(shown[0].offsets["clicks-0"], "0-19");
+    assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
     assert_eq!(clicks.summary.get("floe.skipped-records").map(String::as_str), Some("1"), "{:?}", clicks.summary);
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     let clicks = shown.iter().find(|t| t.table == "kafka.clicks").unwrap();

@@ -1,7 +1,8 @@
 //! A table's history through other engines' refs and partition specs, and a metadata
 //! file cut short: expiry keeps every tag and branch (and the sweep their files), commits
 //! go on after another engine changes the partition spec, and a run killed mid-write
-//! stops nothing — judged by PyIceberg, on a local warehouse.
+//! stops nothing — judged by PyIceberg, on a local warehouse; and what `floe local status`
+//! shows of a table whose maintenance or configuration fails.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -212,6 +213,11 @@ async fn a_run_that_committed_says_so_when_its_maintenance_fails_and_status_show
     let failing: Vec<(&str, bool)> =
         status[0].maintenance.failing.iter().map(|f| (f.activity, f.error.contains(&first_list))).collect();
     assert_eq!(failing, [("sweep", true)], "{status:?}");
+    // Degraded, with the sweep's error; still its offsets, files and last commit.
+    let health = &status[0].health;
+    assert_eq!(health.state, "degraded");
+    assert!(health.reason.as_ref().is_some_and(|r| r.starts_with("sweep: ") && r.contains(&first_list)), "{health:?}");
+    assert!(health.files.is_some() && health.last_commit.is_some() && !status[0].offsets.is_empty(), "{health:?}");
 
     // The current snapshot's manifest list lost too: commits fail, and status says so.
     let current = load(warehouse.path()).await.metadata.current_snapshot().unwrap().manifest_list().to_string();
@@ -221,4 +227,31 @@ async fn a_run_that_committed_says_so_when_its_maintenance_fails_and_status_show
     let status = floe_cli::local::status(warehouse.path()).await.unwrap();
     let activities: Vec<&str> = status[0].maintenance.failing.iter().map(|f| f.activity).collect();
     assert_eq!(activities, ["commit", "sweep"], "{status:?}");
+    // The latest failure is the one shown.
+    let reason = status[0].health.reason.as_deref().unwrap_or_default();
+    assert!(status[0].health.state == "degraded" && reason.starts_with("commit: "), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_task_of_another_topic_is_a_config_issue_until_a_commit_refuses_none() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), ORDERS_1);
+    local_run(input.path(), warehouse.path()).await;
+    let committer = local_committer(warehouse.path());
+    let template = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_1).await;
+    // Another topic's task for kafka.orders (two topics mapped to one table): refused.
+    let mut clash = copy_of(&template, 1);
+    clash.topic = "orders_v2".into();
+    let result = committer.commit(&[clash], None).await.results.remove(0).1;
+    assert!(matches!(result, TaskResult::Failed { retryable: false, .. }), "{result:?}");
+    let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let health = &status[0].health;
+    assert_eq!((health.state, health.resume.as_ref()), ("config issue", None));
+    let reason = health.reason.as_deref().unwrap_or_default();
+    assert!(reason.starts_with("config: ") && reason.contains(r#"topic "orders_v2" is refused"#), "{reason}");
+    // A commit that refuses nothing: running again.
+    assert_eq!(committer.commit(&[copy_of(&template, 2)], None).await.results[0].1, TaskResult::Committed);
+    let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+    assert_eq!((status[0].health.state, status[0].health.reason.as_ref()), ("running", None), "{status:?}");
 }

@@ -174,6 +174,19 @@ fn the_compactor_runs_alone_on_a_schedule_and_the_lock_table_has_its_index() {
     assert!(lock_table["AttributeDefinitions"].to_string().contains("held_table"));
 }
 
+/// The committer shortens the wait of the tasks it gives back for a retryable reason: it
+/// knows its queue and may change its messages' visibility.
+#[test]
+fn the_committer_may_shorten_its_tasks_visibility() {
+    let template = template();
+    let committer = &template["Resources"]["CommitterFunction"];
+    let env = &committer["Properties"]["Environment"]["Variables"];
+    assert_eq!(env["FLOE_TASK_QUEUE_URL"], serde_json::json!({"Ref": "TaskQueue"}));
+    let (statements, _) = statements(committer);
+    let change = statements.iter().find(|s| actions(s) == ["sqs:ChangeMessageVisibility"]).expect("a statement");
+    assert_eq!(change["Resource"], serde_json::json!({"Fn::GetAtt": ["TaskQueue", "Arn"]}));
+}
+
 /// The committer and the compactor know their own timeouts (the budget when an invocation's
 /// deadline is not a real one, as under `cargo lambda watch`): the template's, which are
 /// also the functions' defaults.

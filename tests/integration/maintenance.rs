@@ -8,7 +8,8 @@ use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::files::S3Files;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
+    TableRegistry,
 };
 use floe_core::storage::WarehouseFiles;
 use floe_core::table::TableName;
@@ -17,6 +18,10 @@ use crate::support;
 
 fn failure(activity: Activity, at_ms: i64, error: &str) -> Failure {
     Failure { activity, at_ms, error: error.into() }
+}
+
+fn record_at(offset: i64) -> RecordAt {
+    RecordAt { topic: "orders".into(), partition: 2, offset, file: "s3://t/orders-2/0.log".into() }
 }
 
 fn table(name: &str) -> TableName {
@@ -139,6 +144,11 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
         MaintenanceEvent::Failed(failure(Activity::Commit, 280, "again")),
         MaintenanceEvent::Succeeded(Activity::Sweep),
         MaintenanceEvent::Succeeded(Activity::Compaction),
+        // A topic clash; a bad record's suspension, then another's (the first resumed).
+        MaintenanceEvent::Failed(failure(Activity::Config, 290, "clash")),
+        MaintenanceEvent::SuspendedBy(Some(record_at(7))),
+        MaintenanceEvent::SuspendedBy(None),
+        MaintenanceEvent::SuspendedBy(Some(record_at(9))),
     ] {
         locks.record(&orders, &event).await.unwrap();
     }
@@ -147,7 +157,8 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
         snapshots_expired: 6,
         orphans_removed: 8,
         last_sweep_ms: Some(250),
-        failing: vec![failure(Activity::Commit, 280, "again")],
+        failing: vec![failure(Activity::Commit, 280, "again"), failure(Activity::Config, 290, "clash")],
+        suspended_by: Some(record_at(9)),
     };
     assert_eq!(locks.status(&orders).await.unwrap(), expected);
     // Recording keeps the lease and the status as they were.
@@ -161,8 +172,27 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     }
     assert_eq!(locks.status(&clicks).await.unwrap().snapshots_expired, 10);
 
-    // The operator's view: every table, with its maintenance.
-    let status = floe_cli::aws::status(&config, "registry-test").await.unwrap();
+    // A third table whose commits fail and are retried.
+    let views = table("views");
+    locks.record(&views, &MaintenanceEvent::Failed(failure(Activity::Commit, 300, "throttled"))).await.unwrap();
+
+    // The operator's view: every table, with its state and maintenance (no Glue table
+    // for these: no snapshot facts).
+    let status = floe_cli::aws::status(&config, "registry-test", true).await.unwrap();
+    let states: Vec<(&str, &str, Option<&str>)> =
+        status.iter().map(|t| (t.table.as_str(), t.health.state, t.health.reason.as_deref())).collect();
+    assert_eq!(
+        states,
+        [
+            ("kafka.clicks", "suspended", Some("bad record")),
+            // A topic clash outranks the failing commits; the record of a past suspension is not shown.
+            ("kafka.orders", "config issue", Some("config: clash")),
+            ("kafka.views", "degraded", Some("commit: throttled")),
+        ]
+    );
+    assert_eq!(status[0].health.resume.as_deref(), Some("floe aws resume kafka.clicks --lock-table registry-test"));
+    assert_eq!((status[1].health.record.as_ref(), status[1].health.resume.as_ref()), (None, None));
+    assert_eq!((status[2].health.files, status[2].problem.as_ref()), (None, None), "{status:#?}");
     let line = serde_json::to_value(&status[1]).unwrap();
     assert_eq!(line["table"], "kafka.orders");
     assert_eq!(line["last_compaction"]["files_in"], 3);
@@ -263,10 +293,14 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
     let record = locks.status(&aws.table()).await.unwrap().last_compaction.expect("recorded");
     assert_eq!((record.files_in, record.files_out), (files_before, 1));
-    let status = floe_cli::aws::status(&aws.config, &aws.locks).await.unwrap();
+    let status = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
     assert_eq!(status.len(), 1);
     let shown = status[0].maintenance.last_compaction.as_ref().map(|c| (c.files_in, c.bytes_in, c.bytes_out));
     assert_eq!(shown, Some((record.files_in, record.bytes_in, record.bytes_out)));
+    // Its state and facts, read through Glue and S3: one data file now, the compaction's.
+    let health = &status[0].health;
+    assert_eq!((health.state, health.files, health.bytes), ("running", Some(1), Some(record.bytes_out)));
+    assert!(health.last_commit.is_some() && status[0].offsets.contains_key("payments-0"), "{status:#?}");
 
     // The next tick: one file, nothing to compact.
     let response = handle_compactor_event(&service, scheduled, None).await;

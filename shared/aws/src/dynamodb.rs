@@ -30,7 +30,8 @@ use aws_sdk_dynamodb::types::{
 use crate::retry::sdk_error_retryable;
 use floe_core::lock::{Holder, Lease, LockError, TableLocks, now_ms};
 use floe_core::maintenance::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
+    TableRegistry,
 };
 use floe_core::retry::RetryPolicy;
 use floe_core::table::TableName;
@@ -307,7 +308,7 @@ fn compaction_value(record: &CompactionRecord) -> AttributeValue {
     ]))
 }
 
-const ACTIVITIES: [Activity; 3] = [Activity::Commit, Activity::Compaction, Activity::Sweep];
+const ACTIVITIES: [Activity; 4] = [Activity::Commit, Activity::Compaction, Activity::Sweep, Activity::Config];
 
 /// The attribute holding an activity's last failure (`failing_commit`, …).
 fn failing_key(activity: Activity) -> String {
@@ -328,6 +329,28 @@ fn failure(activity: Activity, value: &AttributeValue) -> Result<Failure, LockEr
     })?;
     let error = text(map, "error").unwrap_or_default().to_string();
     Ok(Failure { activity, at_ms: number(map, "at_ms")?.unwrap_or_default(), error })
+}
+
+fn record_at_value(record: &RecordAt) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("topic".to_string(), s(&record.topic)),
+        ("partition".to_string(), n(record.partition)),
+        ("offset".to_string(), n(record.offset)),
+        ("file".to_string(), s(&record.file)),
+    ]))
+}
+
+fn record_at(value: &AttributeValue) -> Result<RecordAt, LockError> {
+    let map = value.as_m().map_err(|_| LockError::Store {
+        detail: format!("attribute suspended_by is not a map: {value:?}"),
+        retryable: false,
+    })?;
+    Ok(RecordAt {
+        topic: text(map, "topic").unwrap_or_default().to_string(),
+        partition: number(map, "partition")?.unwrap_or_default(),
+        offset: number(map, "offset")?.unwrap_or_default(),
+        file: text(map, "file").unwrap_or_default().to_string(),
+    })
 }
 
 fn compaction_record(value: &AttributeValue) -> Result<CompactionRecord, LockError> {
@@ -596,6 +619,10 @@ impl TableRegistry for DynamoDbLocks {
             MaintenanceEvent::Succeeded(activity) => {
                 update.update_expression("REMOVE #f").expression_attribute_names("#f", failing_key(*activity))
             }
+            MaintenanceEvent::SuspendedBy(Some(record)) => update
+                .update_expression("SET suspended_by = :r")
+                .expression_attribute_values(":r", record_at_value(record)),
+            MaintenanceEvent::SuspendedBy(None) => update.update_expression("REMOVE suspended_by"),
         };
         update.send().await.map_err(|e| store("recording maintenance", e))?;
         Ok(())
@@ -614,6 +641,7 @@ impl TableRegistry for DynamoDbLocks {
                 .into_iter()
                 .filter_map(|activity| item.get(&failing_key(activity)).map(|v| failure(activity, v)))
                 .collect::<Result<_, _>>()?,
+            suspended_by: item.get("suspended_by").map(record_at).transpose()?,
         })
     }
 }

@@ -8,6 +8,7 @@
 //! A function's `main.rs` only wires these together; everything here is testable
 //! without the Lambda runtime.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -330,6 +331,13 @@ pub struct CommitterEnv {
     pub warehouse: String,
     /// `FLOE_LOCK_TABLE`: the DynamoDB table of leases and table statuses.
     pub lock_table: String,
+    /// `FLOE_TASK_QUEUE_URL`: the queue the committer reads, where it shortens the wait
+    /// of the tasks it gives back for a retryable reason.
+    pub task_queue_url: String,
+    /// `FLOE_RETRY_VISIBILITY_SECONDS`: how long a task given back for a retryable reason
+    /// waits before its first retry (default 30), doubled at each receive up to 8 times
+    /// that; other failures wait the queue's visibility timeout.
+    pub retry_visibility: Duration,
     /// `FLOE_LEASE_SECONDS`: lease length, renewed during a commit (default 60).
     pub lease: Duration,
     pub s3_path_style: bool,
@@ -343,6 +351,8 @@ impl CommitterEnv {
         Ok(CommitterEnv {
             warehouse: required("FLOE_WAREHOUSE")?,
             lock_table: required("FLOE_LOCK_TABLE")?,
+            task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
+            retry_visibility: seconds("FLOE_RETRY_VISIBILITY_SECONDS", 30)?,
             lease: seconds("FLOE_LEASE_SECONDS", 60)?,
             s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
             timeout: function_timeout(COMMITTER_TIMEOUT_SECONDS)?,
@@ -350,10 +360,14 @@ impl CommitterEnv {
     }
 }
 
-/// The committer and the S3 client that fetches tasks stored in S3.
+/// The committer, the S3 client that fetches tasks stored in S3, and the queue whose
+/// failed tasks' wait it shortens when they failed for a retryable reason.
 pub struct CommitterService {
     pub committer: floe_core::committer::Committer,
     pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub task_queue_url: String,
+    pub retry_visibility: Duration,
 }
 
 /// Builds the committer from the environment and the AWS clients (once per container).
@@ -370,57 +384,120 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterSe
         lease_ttl: env.lease,
         retry: floe_core::retry::RetryPolicy { attempts: 8, ..Default::default() },
     };
-    CommitterService { committer, s3 }
+    CommitterService {
+        committer,
+        s3,
+        sqs: aws_sdk_sqs::Client::new(aws),
+        task_queue_url: env.task_queue_url.clone(),
+        retry_visibility: env.retry_visibility,
+    }
+}
+
+/// How long a task given back for a retryable reason waits: `base` at its first receive,
+/// doubled at each one after, up to 8 × `base`.
+pub fn retry_visibility(base: Duration, receive_count: u32) -> Duration {
+    base * 2u32.pow(receive_count.clamp(1, 4) - 1)
+}
+
+impl CommitterService {
+    /// Makes the messages given back for a retryable reason (receipt handle, receive
+    /// count) visible again after [`retry_visibility`], not after the queue's long
+    /// visibility timeout: a conflict or a throttle is retried within a minute, and the
+    /// table's later tasks (its FIFO group) wait no longer. Best effort: a message whose
+    /// change fails waits the queue's timeout.
+    async fn retry_soon(&self, messages: &[(String, u32)]) {
+        use aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry as Entry;
+        for batch in messages.chunks(10) {
+            let entries = batch.iter().enumerate().filter_map(|(i, (receipt, count))| {
+                let seconds = retry_visibility(self.retry_visibility, *count).as_secs() as i32;
+                Entry::builder().id(i.to_string()).receipt_handle(receipt).visibility_timeout(seconds).build().ok()
+            });
+            let sent = self
+                .sqs
+                .change_message_visibility_batch()
+                .queue_url(&self.task_queue_url)
+                .set_entries(Some(entries.collect()))
+                .send()
+                .await;
+            match sent {
+                Ok(out) if out.failed.is_empty() => {}
+                Ok(out) => {
+                    tracing::warn!(failed = ?out.failed, "some retried tasks keep the queue's visibility timeout")
+                }
+                Err(e) => tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e),
+                    "shortening retried tasks' visibility failed; they keep the queue's timeout"),
+            }
+        }
+    }
 }
 
 /// Handles one batch of FIFO messages; the response names the messages to deliver again.
 ///
 /// A message whose task cannot be read, or whose commit failed, is reported; so is every
 /// later message of the same group (table) in the batch, so a table's tasks are never
-/// committed out of the order they were queued in after a failure.
+/// committed out of the order they were queued in after a failure. Those reported for a
+/// retryable reason (a conflict not won in time, a throttle) come back soon
+/// ([`retry_visibility`]); the others (a suspended table's kept tasks) wait the queue's
+/// visibility timeout, not to spin.
 pub async fn handle_committer_event(
     service: &CommitterService,
     event: aws_lambda_events::event::sqs::SqsEvent,
     deadline: Option<Instant>,
 ) -> aws_lambda_events::event::sqs::SqsBatchResponse {
+    use aws_lambda_events::event::sqs::SqsMessage;
     use floe_core::committer::TaskResult;
     let mut response = aws_lambda_events::event::sqs::SqsBatchResponse::default();
     let mut tasks = Vec::new();
     let mut message_of_task = Vec::new();
-    let mut failed_groups = std::collections::HashSet::new();
-    let group_of = |m: &aws_lambda_events::event::sqs::SqsMessage| m.attributes.get("MessageGroupId").cloned();
+    // Group → whether its failure is retryable: its later messages come back with it.
+    let mut failed_groups: HashMap<String, bool> = HashMap::new();
+    let mut soon = Vec::new();
+    let mut give_back = |message: &SqsMessage, retryable: bool| {
+        response.add_failure(message.message_id.clone().unwrap_or_default());
+        if let (true, Some(receipt)) = (retryable, &message.receipt_handle) {
+            let count = message.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok());
+            soon.push((receipt.clone(), count.unwrap_or(1)));
+        }
+    };
     record_oldest_task(&event.records, floe_core::lock::now_ms());
     for message in &event.records {
         let id = message.message_id.clone().unwrap_or_default();
-        let group = group_of(message);
-        if group.as_ref().is_some_and(|g| failed_groups.contains(g)) {
-            response.add_failure(id);
+        let group = message.attributes.get("MessageGroupId").cloned();
+        if let Some(&retryable) = group.as_ref().and_then(|g| failed_groups.get(g)) {
+            give_back(message, retryable);
             continue;
         }
         match crate::sqs::task_from_message(&service.s3, message.body.as_deref().unwrap_or_default()).await {
             Ok(task) => {
-                message_of_task.push((task.task_id().to_string(), id, group));
+                message_of_task.push((task.task_id().to_string(), message, group));
                 tasks.push(task);
             }
             Err(error) => {
                 tracing::error!(message_id = %id, %error, retryable = error.retryable(), "unreadable task message");
-                failed_groups.extend(group);
-                response.add_failure(id);
+                failed_groups.extend(group.map(|g| (g, error.retryable())));
+                give_back(message, error.retryable());
             }
         }
     }
     let report = service.committer.commit_all(&tasks, deadline).await;
-    for ((task_id, result), (_, message_id, group)) in report.results.iter().zip(&message_of_task) {
-        let failed =
-            matches!(result, TaskResult::Failed { .. }) || group.as_ref().is_some_and(|g| failed_groups.contains(g));
-        if let TaskResult::Failed { error, retryable } = result {
-            tracing::error!(%task_id, %message_id, %error, retryable, "task not committed; it stays in the queue");
-        }
-        if failed {
-            failed_groups.extend(group.clone());
-            response.add_failure(message_id.clone());
+    for ((task_id, result), (_, message, group)) in report.results.iter().zip(&message_of_task) {
+        let group_failed = group.as_ref().and_then(|g| failed_groups.get(g)).copied();
+        let failed = match result {
+            TaskResult::Failed { error, retryable } => {
+                tracing::error!(%task_id, message_id = ?message.message_id, %error, retryable,
+                    "task not committed; it stays in the queue");
+                Some(*retryable && group_failed.unwrap_or(true))
+            }
+            _ => group_failed,
+        };
+        if let Some(retryable) = failed {
+            if let Some(g) = group {
+                failed_groups.entry(g.clone()).or_insert(retryable);
+            }
+            give_back(message, retryable);
         }
     }
+    service.retry_soon(&soon).await;
     response
 }
 
@@ -693,6 +770,13 @@ mod compactor_tests {
         assert_eq!(json["skipped"], serde_json::json!([{"table": "kafka.b", "reason": "suspended: bad record"}]));
         assert_eq!(json["failed"], serde_json::json!([{"table": "kafka.c", "reason": "kafka.c: SlowDown"}]));
         assert_eq!((response.unchanged, response.orphans_removed), (1, 4));
+    }
+
+    #[test]
+    fn retried_tasks_wait_longer_at_each_receive_up_to_eight_times_the_base() {
+        let waits: Vec<u64> =
+            [0, 1, 2, 3, 4, 5, 100].map(|n| retry_visibility(Duration::from_secs(30), n).as_secs()).to_vec();
+        assert_eq!(waits, [30, 30, 60, 120, 240, 240, 240]);
     }
 
     #[test]

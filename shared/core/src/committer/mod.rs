@@ -25,6 +25,8 @@
 //!     snapshots expired by a commit ─▶ counted
 //!     a table's commit (or compaction commit) failed ─▶ recorded as failing, with the
 //!     error, until its next one succeeds
+//!     a task refused (another topic's: a topic clash) ─▶ recorded as a config failure
+//!     a bad record suspended the table ─▶ the record (topic, partition, offset) kept
 //! ```
 //!
 //! A new table is created with the first task's schema and partition spec; after that
@@ -49,7 +51,7 @@ use crate::datafile::WriterOptions;
 use crate::guard::guarded;
 use crate::lock::{Lease, LockError, TableLocks, hold};
 use crate::maintenance::holding::held_files;
-use crate::maintenance::{Activity, CompactionRecord, Failure, MaintenanceEvent, TableRegistry};
+use crate::maintenance::{Activity, CompactionRecord, Failure, MaintenanceEvent, RecordAt, TableRegistry};
 use crate::metrics;
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
@@ -221,13 +223,39 @@ impl Committer {
         self.note(table, event).await;
     }
 
+    /// Records a commit's refused tasks as the table's configuration issue (a plan that
+    /// commits fails a task only when it refuses it: another topic's, a topic clash), or
+    /// the configuration as fine when none was refused.
+    async fn note_refusals(&self, table: &TableName, results: &[(String, TaskResult)]) {
+        let refused = results.iter().find_map(|(_, r)| match r {
+            TaskResult::Failed { error, .. } => Some(error.clone()),
+            _ => None,
+        });
+        let event = match refused {
+            Some(error) => {
+                MaintenanceEvent::Failed(Failure { activity: Activity::Config, at_ms: crate::lock::now_ms(), error })
+            }
+            None => MaintenanceEvent::Succeeded(Activity::Config),
+        };
+        self.note(table, event).await;
+    }
+
     /// Marks a table suspended, naming the bad record (see [`SuspendTask`]).
     async fn suspend(&self, task: &SuspendTask) -> TaskResult {
         let reason = task.reason();
         tracing::error!(table = %task.table, topic = %task.topic, partition = task.partition, offset = task.offset,
             %reason, "bad record in suspend mode: table suspended, its tasks kept");
         match self.locks.set_suspended(&task.table.to_string(), Some(&reason)).await {
-            Ok(()) => TaskResult::Committed,
+            Ok(()) => {
+                let record = RecordAt {
+                    topic: task.topic.clone(),
+                    partition: task.partition,
+                    offset: task.offset,
+                    file: task.file.clone(),
+                };
+                self.note(&task.table, MaintenanceEvent::SuspendedBy(Some(record))).await;
+                TaskResult::Committed
+            }
             Err(e) => TaskResult::Failed { error: format!("suspending {}: {e}", task.table), retryable: e.retryable() },
         }
     }
@@ -420,6 +448,9 @@ impl Committer {
             metrics::record_table(&metrics::COMMIT_FAILURES, &key, tasks.len() as f64);
         }
         self.note_outcome(table, Activity::Commit, &outcome).await;
+        if let Ok((results, _)) = &outcome {
+            self.note_refusals(table, results).await;
+        }
         match outcome {
             Ok(done) => done,
             Err(CommitError::Incompatible { table: t, reason }) => {

@@ -50,6 +50,18 @@ pub struct MaintenanceStatus {
     /// that activity next succeeds.
     #[serde(default)]
     pub failing: Vec<Failure>,
+    /// The bad record that suspended the table (mode `suspend`), until it is resumed.
+    #[serde(default)]
+    pub suspended_by: Option<RecordAt>,
+}
+
+/// Where a record is: its topic, partition and offset, and the segment holding it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordAt {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub file: String,
 }
 
 /// What Floe does to a table, as far as a failure stops it.
@@ -62,6 +74,9 @@ pub enum Activity {
     Compaction,
     /// The orphan sweep.
     Sweep,
+    /// The table's configuration: a topic it does not hold sent to it (a topic clash), a
+    /// schema reference that cannot be resolved.
+    Config,
 }
 
 impl Activity {
@@ -70,6 +85,7 @@ impl Activity {
             Activity::Commit => "commit",
             Activity::Compaction => "compaction",
             Activity::Sweep => "sweep",
+            Activity::Config => "config",
         }
     }
 }
@@ -95,6 +111,8 @@ pub enum MaintenanceEvent {
     Failed(Failure),
     /// An activity succeeded: it is failing no more.
     Succeeded(Activity),
+    /// A bad record suspended the table (`Some`), or the table was resumed (`None`).
+    SuspendedBy(Option<RecordAt>),
 }
 
 /// The tables Floe commits to, the files their queued tasks hold, and what maintenance
@@ -136,6 +154,7 @@ impl MaintenanceStatus {
                 self.failing.sort_by_key(|f| f.activity);
             }
             MaintenanceEvent::Succeeded(activity) => self.failing.retain(|f| f.activity != *activity),
+            MaintenanceEvent::SuspendedBy(record) => self.suspended_by = record.clone(),
         }
     }
 }

@@ -464,6 +464,7 @@ mod tests {
                 orphans_removed: 4,
                 last_sweep_ms: Some(9),
                 failing: Vec::new(),
+                suspended_by: None,
             }
         );
     }

@@ -21,6 +21,7 @@
 //! which covers the time between a file's write and its task's hold.
 
 pub mod compactor;
+pub mod health;
 pub mod holding;
 pub mod rewrite;
 pub mod stall;
@@ -32,7 +33,8 @@ use crate::table::TableError;
 
 pub use crate::config::DEFAULT_ORPHAN_GRACE_MS;
 pub use crate::lock::registry::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry,
+    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
+    TableRegistry,
 };
 
 /// Why maintenance of a table failed; the other tables go on.
