@@ -43,12 +43,15 @@ if [ "$missing" = 1 ]; then
     exit 1
 fi
 
-packages=()
+# `--bin`, as `sam build` selects each function: the same features (cargo resolves the whole
+# workspace's), so the zips hold what SAM would build and a later `sam build` finds the
+# cargo build done.
+bins=()
 for f in "${FUNCTIONS[@]}"; do
-    packages+=(--package "$f")
+    bins+=(--bin "$f")
 done
 started=$(date +%s)
-cargo lambda build --release --arm64 --output-format zip "${packages[@]}" "$@"
+cargo lambda build --release --arm64 --output-format zip "${bins[@]}" "$@"
 elapsed=$(($(date +%s) - started))
 
 target_dir=$(cargo metadata --no-deps --format-version 1 | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
