@@ -1,10 +1,9 @@
 //! Cold start: each Lambda's init time as Lambda reports it ("Init Duration"), from the
 //! process's start to its first request for an event, under a minimal Runtime API.
 //!
-//! ```sh
-//! cargo build --release -p materializer -p committer -p compactor
-//! cargo bench -p floe-tests --bench cold_start     # writes its section into BENCHMARKS.md
-//! ```
+//! `cargo bench -p floe-tests --bench cold_start` — builds the three functions' release
+//! binaries (`cargo build --release --bin …`, as `sam build` selects them), then writes its
+//! section into BENCHMARKS.md.
 //!
 //! Each run serves the Lambda Runtime API on a fresh 127.0.0.1 port, starts the release
 //! binary with the environment Lambda and the SAM template give it (dummy AWS credentials,
@@ -119,9 +118,20 @@ fn init_time(binary: &Path, function: &Function) -> Duration {
     elapsed
 }
 
-fn release_dir() -> PathBuf {
+/// Builds the functions' release binaries into this benchmark's target folder; their paths.
+fn build_functions() -> Vec<PathBuf> {
     // target/release/deps/cold_start-… → target/release
-    std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf()
+    let release = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    let target_dir = release.parent().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(cargo);
+    build.current_dir(common::root()).args(["build", "--release", "--target-dir"]).arg(target_dir);
+    for function in &FUNCTIONS {
+        build.args(["--bin", function.name]);
+    }
+    let status = build.status().expect("cargo");
+    assert!(status.success(), "cargo build --release of the functions failed");
+    FUNCTIONS.iter().map(|f| release.join(f.name)).collect()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -129,15 +139,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
-    let release = release_dir();
-    let binaries: Vec<PathBuf> = FUNCTIONS.iter().map(|f| release.join(f.name)).collect();
-    for binary in &binaries {
-        assert!(
-            binary.exists(),
-            "{} is not built: cargo build --release -p materializer -p committer -p compactor",
-            binary.display()
-        );
-    }
+    let binaries = build_functions();
     // Interleaved, so a slower moment of the shared machine is spread over all three.
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); FUNCTIONS.len()];
     for round in 0..=RUNS {
