@@ -154,17 +154,6 @@ fn main() {
         rss_mib,
         init_ms,
     );
-    // Release binaries of the functions, when built (`cargo build --release -p materializer -p committer -p compactor`).
-    let release = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-    let mut body = body;
-    for function in ["materializer", "committer", "compactor"] {
-        if let Ok(meta) = std::fs::metadata(release.join(function)) {
-            body.push_str(&format!(
-                "| `{function}` release binary (x86_64, stripped, thin LTO) | {:.1} MiB | small |\n",
-                meta.len() as f64 / MIB as f64
-            ));
-        }
-    }
     print!("{body}");
     update_benchmarks("materializer", "Materializer: 1 GiB segment from the S3 emulator", &body);
 }
