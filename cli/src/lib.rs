@@ -1,6 +1,7 @@
 //! The `floe` command-line program's commands, as a library so that tests can run them.
 
 pub mod aws;
+pub mod backfill;
 pub mod compact;
 pub mod convert;
 pub mod inspect;

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use floe_cli::inspect;
 
@@ -72,6 +73,38 @@ enum AwsCommand {
         table: String,
         #[arg(long)]
         lock_table: String,
+    },
+    /// Hand the segments already in tiered storage to the materializer, as if each had just
+    /// been uploaded: segments the tables hold are skipped, none is committed twice.
+    /// Progress goes to a state file, so a rerun hands only the rest.
+    Backfill {
+        /// The bucket of segments (the tiered-storage bucket).
+        #[arg(long)]
+        bucket: String,
+        /// Only keys under this prefix.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Only this topic's segments.
+        #[arg(long)]
+        topic: Option<String>,
+        /// The materializer function (its name or ARN: the stack's `MaterializerFunction`).
+        #[arg(long, required_unless_present = "dry_run")]
+        function: Option<String>,
+        /// Invocations at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// The segments handed so far, one key a line (default `floe-backfill-<bucket>.state`).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Stop after handing this many segments.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print what would be handed and its estimated cost; hand nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The materializer's memory, for the dry run's estimate.
+        #[arg(long, default_value_t = 1024)]
+        memory_mib: u64,
     },
 }
 
@@ -197,6 +230,36 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             resumed(&table, reason);
             Ok(())
         }
+        AwsCommand::Backfill {
+            bucket,
+            prefix,
+            topic,
+            function,
+            concurrency,
+            state,
+            limit,
+            dry_run,
+            memory_mib,
+        } => {
+            use floe_cli::backfill;
+            let s3 = aws_sdk_s3::Client::new(&config);
+            let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
+            let state = state.unwrap_or_else(|| PathBuf::from(format!("floe-backfill-{bucket}.state")));
+            let mut progress = backfill::Progress::open(&state)?;
+            let out = std::io::stdout().lock();
+            if dry_run {
+                let cost = backfill::CostModel { memory_mib, ..Default::default() };
+                return backfill::dry_run(&bucket, &segments, &progress, &cost, out).map(drop);
+            }
+            let function = function.context("--function is required")?;
+            let invoker = backfill::LambdaInvoker { client: aws_sdk_lambda::Client::new(&config), function };
+            let options = backfill::Options { concurrency, limit };
+            let report = backfill::backfill(&bucket, &segments, &invoker, &mut progress, &options, out).await?;
+            match report.failed.len() {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} segment(s) failed; run the same command again to retry them"),
+            }
+        }
     }
 }
 
@@ -245,6 +308,15 @@ mod tests {
             _ => panic!("not aws resume"),
         }
         assert!(parse("floe aws status").is_err(), "--lock-table is required");
+        match parse("floe aws backfill --bucket ts --topic orders --function floe-materializer --limit 5").unwrap() {
+            Command::Aws { command: AwsCommand::Backfill { bucket, topic, function, concurrency, limit, .. } } => {
+                assert_eq!((bucket.as_str(), topic.as_deref(), function.as_deref()), ("ts", Some("orders"), Some("floe-materializer")));
+                assert_eq!((concurrency, limit), (4, Some(5)));
+            }
+            _ => panic!("not aws backfill"),
+        }
+        assert!(parse("floe aws backfill --bucket ts").is_err(), "--function is required to hand segments");
+        assert!(parse("floe aws backfill --bucket ts --dry-run").is_ok(), "but not for a dry run");
         assert!(matches!(
             parse("floe local status --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Status { .. } }

@@ -4,6 +4,7 @@
 //! built at test time by kafka-python (tests/py), never by our own encoder.
 
 mod avro;
+mod backfill;
 mod committer;
 mod compaction;
 mod convert;
