@@ -18,6 +18,7 @@ use floe_core::materializer::{Materializer, ObjectRef};
 use serde_json::Value;
 
 use crate::committer::{Aws, SEGMENTS, assert_payments, payments, setup_with};
+use crate::support;
 
 /// The materializer's Lambda handler in this process; what it answered, per invocation.
 struct InProcess {
@@ -40,6 +41,33 @@ impl Invoker for InProcess {
         self.ignored.lock().unwrap().extend(response.ignored);
         Ok(())
     }
+}
+
+/// The `payments` segments' offsets, first and last.
+const RANGES: [(i64, i64); 3] = [(0, 54), (55, 65), (66, 99)];
+
+/// The three `payments` segments laid out as the tiered-storage plugin uploads them
+/// (make_tiered.py) and uploaded; their manifests' keys, which the live events name.
+async fn upload_tiered_payments(aws: &Aws, dir: &std::path::Path) -> Vec<String> {
+    let mut manifests = Vec::new();
+    for (key, (start, end)) in SEGMENTS.iter().zip(RANGES) {
+        let out = std::process::Command::new(support::python())
+            .arg(support::root().join("tests/py/make_tiered.py"))
+            .arg(dir.join(key))
+            .arg(dir.join("tiered"))
+            .args(["--topic", "payments", "--partition", "0", "--start", &start.to_string(), "--end", &end.to_string()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let keys: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for ext in ["log", "indexes", "rsm-manifest"] {
+            let key = keys[ext].as_str().unwrap();
+            let body = std::fs::read(dir.join("tiered").join(key)).unwrap();
+            aws.s3.put_object().bucket(&aws.segments).key(key).body(body.into()).send().await.unwrap();
+        }
+        manifests.push(keys["rsm-manifest"].as_str().unwrap().to_string());
+    }
+    manifests
 }
 
 async fn upload_payments(aws: &Aws, dir: &std::path::Path) {
@@ -79,15 +107,15 @@ async fn commit_until(aws: &Aws, done: &AtomicBool) {
 async fn a_backfill_alongside_live_events_commits_every_record_once() {
     let aws = setup_with("backfill", "").await;
     let (topic, offsets, values) = payments();
-    upload_payments(&aws, topic.path()).await;
+    let manifests = upload_tiered_payments(&aws, topic.path()).await;
     // History the table already holds: the first segment, committed live before.
     let live = aws.materializer().await;
-    live.handle(&ObjectRef::new(&aws.segments, SEGMENTS[0])).await.unwrap();
+    live.handle(&ObjectRef::new(&aws.segments, &manifests[0])).await.unwrap();
     commit_until(&aws, &AtomicBool::new(true)).await;
 
     let segments = backfill::list_segments(&aws.s3, &aws.segments, "", Some("payments")).await.unwrap();
-    let keys: Vec<&str> = segments.iter().map(|s| s.key.as_str()).collect();
-    assert_eq!(keys, SEGMENTS);
+    let keys: Vec<String> = segments.iter().map(|s| s.key.clone()).collect();
+    assert_eq!(keys, manifests, "the manifests, in offset order");
     let invoker = InProcess::new(aws.materializer().await);
     let state = tempfile::tempdir().unwrap();
     let mut progress = Progress::open(&state.path().join("state")).unwrap();
@@ -99,8 +127,8 @@ async fn a_backfill_alongside_live_events_commits_every_record_once() {
         let mut out = Vec::new();
         let backfill = backfill::backfill(&aws.segments, &segments, &invoker, &mut progress, &options, &mut out);
         let live_events = async {
-            for key in &SEGMENTS[1..] {
-                live.handle(&ObjectRef::new(&aws.segments, *key)).await.unwrap();
+            for key in &manifests[1..] {
+                live.handle(&ObjectRef::new(&aws.segments, key)).await.unwrap();
             }
         };
         let (report, ()) = tokio::join!(backfill, live_events);
@@ -112,7 +140,7 @@ async fn a_backfill_alongside_live_events_commits_every_record_once() {
     assert!(out.contains("3/3 segments: 3 handed, 0 failed"), "{out}");
     let ignored = invoker.ignored.lock().unwrap().clone();
     assert!(
-        ignored.iter().any(|i| i.contains(SEGMENTS[0]) && i.contains("already in")),
+        ignored.iter().any(|i| i.contains(&manifests[0]) && i.contains("already in")),
         "the segment the table held is skipped: {ignored:?}"
     );
     let read = aws.read();
