@@ -69,10 +69,8 @@ pub async fn list_segments(
 /// The segment-starting objects among `(key, size)`, of `topic` when given, sorted by
 /// topic, partition and base offset.
 pub fn segments_of(objects: &[(String, u64)], topic: Option<&str>) -> Vec<Segment> {
-    let log_sizes: HashMap<&str, u64> = objects
-        .iter()
-        .filter_map(|(key, size)| Some((key.strip_suffix(".log")?, *size)))
-        .collect();
+    let log_sizes: HashMap<&str, u64> =
+        objects.iter().filter_map(|(key, size)| Some((key.strip_suffix(".log")?, *size))).collect();
     let mut segments: Vec<Segment> = objects
         .iter()
         .filter_map(|(key, size)| {
@@ -391,10 +389,77 @@ mod tests {
         let mut out = Vec::new();
         let report = backfill("b", &segments, &Failing("09.log"), &mut progress, &options, &mut out).await.unwrap();
         assert_eq!((report.handed, report.failed.len()), (1, 1));
-        assert!(String::from_utf8(out).unwrap().contains("1 handed, 0 skipped (handed before), 0 left by --limit, 1 failed"));
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .contains("1 handed, 0 skipped (handed before), 0 left by --limit, 1 failed")
+        );
         let mut progress = Progress::open(&state).unwrap();
         let report = backfill("b", &segments, &Failing("nothing"), &mut progress, &options, Vec::new()).await.unwrap();
         assert_eq!((report.handed, report.skipped_as_handed, report.failed.len()), (1, 1, 0));
+    }
+
+    /// A stand-in for the Lambda Invoke API on 127.0.0.1: answers each request as the
+    /// function would, with `X-Amz-Function-Error` when the payload names `fail`; returns
+    /// its address and the (path, body) of each request.
+    async fn invoke_api(fail: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let requests = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let request = loop {
+                    let n = socket.read(&mut chunk).await.unwrap();
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_string));
+                    if n == 0 || body.len() >= length.map_or(0, |l| l.trim().parse().unwrap()) {
+                        let invocation_type =
+                            head.lines().any(|l| l.eq_ignore_ascii_case("x-amz-invocation-type: RequestResponse"));
+                        let path = head.split_whitespace().nth(1).unwrap();
+                        break (format!("{path} sync: {invocation_type}"), body.to_string());
+                    }
+                };
+                let error = match request.1.contains(fail) {
+                    true => "X-Amz-Function-Error: Unhandled\r\n",
+                    false => "",
+                };
+                let body = r#"{"errorMessage":"it broke"}"#;
+                requests.lock().unwrap().push(request);
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\n{error}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(response.as_bytes()).await.unwrap();
+            }
+        });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn the_lambda_invoker_sends_the_event_and_reports_the_function_error() {
+        let (url, seen) = invoke_api("00000000000000000009").await;
+        let config = aws_sdk_lambda::Config::builder()
+            .behavior_version(aws_sdk_lambda::config::BehaviorVersion::latest())
+            .region(aws_sdk_lambda::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_lambda::config::Credentials::new("a", "b", None, None, "test"))
+            .endpoint_url(url)
+            .build();
+        let invoker = LambdaInvoker { client: aws_sdk_lambda::Client::from_conf(config), function: "floe-m".into() };
+        let ok = object_created_event("b", "orders-0/00000000000000000000.log");
+        assert_eq!(invoker.invoke(ok.clone()).await, Ok(()));
+        let failed = invoker.invoke(object_created_event("b", "orders-0/00000000000000000009.log")).await;
+        assert_eq!(failed, Err(r#"Unhandled: {"errorMessage":"it broke"}"#.to_string()));
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].0, "/2015-03-31/functions/floe-m/invocations sync: true");
+        assert_eq!(serde_json::from_str::<Value>(&seen[0].1).unwrap(), ok);
     }
 
     #[test]

@@ -230,17 +230,7 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             resumed(&table, reason);
             Ok(())
         }
-        AwsCommand::Backfill {
-            bucket,
-            prefix,
-            topic,
-            function,
-            concurrency,
-            state,
-            limit,
-            dry_run,
-            memory_mib,
-        } => {
+        AwsCommand::Backfill { bucket, prefix, topic, function, concurrency, state, limit, dry_run, memory_mib } => {
             use floe_cli::backfill;
             let s3 = aws_sdk_s3::Client::new(&config);
             let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
@@ -310,7 +300,10 @@ mod tests {
         assert!(parse("floe aws status").is_err(), "--lock-table is required");
         match parse("floe aws backfill --bucket ts --topic orders --function floe-materializer --limit 5").unwrap() {
             Command::Aws { command: AwsCommand::Backfill { bucket, topic, function, concurrency, limit, .. } } => {
-                assert_eq!((bucket.as_str(), topic.as_deref(), function.as_deref()), ("ts", Some("orders"), Some("floe-materializer")));
+                assert_eq!(
+                    (bucket.as_str(), topic.as_deref(), function.as_deref()),
+                    ("ts", Some("orders"), Some("floe-materializer"))
+                );
                 assert_eq!((concurrency, limit), (4, Some(5)));
             }
             _ => panic!("not aws backfill"),

@@ -1,7 +1,8 @@
-//! `floe aws backfill` on moto, judged by PyIceberg: the segments already in a bucket
-//! handed to the materializer while live events for some of the same segments are
-//! materialized and a committer commits, every record once; an interrupted backfill
-//! resumed from its state file; a dry run that hands nothing.
+//! `floe aws backfill` on moto, judged by PyIceberg: the tiered-storage segments already
+//! in a bucket handed to the materializer while live events for some of the same
+//! segments are materialized and a committer commits: the segment the table held is
+//! skipped, every record is committed once; an interrupted backfill of log-dir copies
+//! resumed from its state file, each segment handed once; a dry run that hands nothing.
 //!
 //! The materializer runs in-process behind the backfill's `Invoker` (its Lambda handler,
 //! [`handle_materializer_event`], on the same EventBridge event the deployed function
@@ -159,7 +160,8 @@ async fn an_interrupted_backfill_resumes_and_a_dry_run_hands_nothing() {
     let state = state.path().join("state");
 
     let mut out = Vec::new();
-    let would = backfill::dry_run(&aws.segments, &segments, &Progress::open(&state).unwrap(), &CostModel::default(), &mut out);
+    let would =
+        backfill::dry_run(&aws.segments, &segments, &Progress::open(&state).unwrap(), &CostModel::default(), &mut out);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(would.unwrap(), 3);
     assert!(out.contains("payments-0: 3 segments") && out.contains("in 3 invocations"), "{out}");
