@@ -25,6 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use aws_sdk_lambda::error::ProvideErrorMetadata;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -151,7 +152,10 @@ impl Invoker for LambdaInvoker {
             .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
             .send()
             .await
-            .map_err(|e| aws_sdk_lambda::error::DisplayErrorContext(e).to_string())?;
+            .map_err(|e| match e.as_service_error() {
+                Some(service) => format!("{}: {}", service.code().unwrap_or("error"), service.message().unwrap_or("")),
+                None => aws_sdk_lambda::error::DisplayErrorContext(e).to_string(),
+            })?;
         match response.function_error() {
             None => Ok(()),
             Some(kind) => {

@@ -232,7 +232,10 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
         }
         AwsCommand::Backfill { bucket, prefix, topic, function, concurrency, state, limit, dry_run, memory_mib } => {
             use floe_cli::backfill;
-            let s3 = aws_sdk_s3::Client::new(&config);
+            // `FLOE_S3_PATH_STYLE=true` for S3 emulators, as for the functions.
+            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+            let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style).build();
+            let s3 = aws_sdk_s3::Client::from_conf(s3);
             let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
             let state = state.unwrap_or_else(|| PathBuf::from(format!("floe-backfill-{bucket}.state")));
             let mut progress = backfill::Progress::open(&state)?;
