@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod aws;
+pub mod backfill;
 pub mod compact;
 pub mod convert;
 pub mod health;

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use floe_cli::inspect;
 
@@ -88,6 +89,38 @@ enum AwsCommand {
         /// One JSON object instead of the readable report.
         #[arg(long)]
         json: bool,
+    },
+    /// Hand the segments already in tiered storage to the materializer, as if each had just
+    /// been uploaded: segments the tables hold are skipped, none is committed twice.
+    /// Progress goes to a state file, so a rerun hands only the rest.
+    Backfill {
+        /// The bucket of segments (the tiered-storage bucket).
+        #[arg(long)]
+        bucket: String,
+        /// Only keys under this prefix.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Only this topic's segments.
+        #[arg(long)]
+        topic: Option<String>,
+        /// The materializer function (its name or ARN: the stack's `MaterializerFunction`).
+        #[arg(long, required_unless_present = "dry_run")]
+        function: Option<String>,
+        /// Invocations at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// The segments handed so far, one key a line (default `floe-backfill-<bucket>.state`).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Stop after handing this many segments.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print what would be handed and its estimated cost; hand nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The materializer's memory, for the dry run's estimate.
+        #[arg(long, default_value_t = 1024)]
+        memory_mib: u64,
     },
 }
 
@@ -278,6 +311,29 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             let report = floe_cli::audit::aws(&config, &table, path_style).await;
             floe_cli::audit::verdict(report, json, std::io::stdout().lock())
         }
+        AwsCommand::Backfill { bucket, prefix, topic, function, concurrency, state, limit, dry_run, memory_mib } => {
+            use floe_cli::backfill;
+            // `FLOE_S3_PATH_STYLE=true` for S3 emulators, as for the functions.
+            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+            let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style).build();
+            let s3 = aws_sdk_s3::Client::from_conf(s3);
+            let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
+            let state = state.unwrap_or_else(|| PathBuf::from(format!("floe-backfill-{bucket}.state")));
+            let mut progress = backfill::Progress::open(&state)?;
+            let out = std::io::stdout().lock();
+            if dry_run {
+                let cost = backfill::CostModel { memory_mib, ..Default::default() };
+                return backfill::dry_run(&bucket, &segments, &progress, &cost, out).map(drop);
+            }
+            let function = function.context("--function is required")?;
+            let invoker = backfill::LambdaInvoker { client: aws_sdk_lambda::Client::new(&config), function };
+            let options = backfill::Options { concurrency, limit };
+            let report = backfill::backfill(&bucket, &segments, &invoker, &mut progress, &options, out).await?;
+            match report.failed.len() {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} segment(s) failed; run the same command again to retry them"),
+            }
+        }
     }
 }
 
@@ -336,6 +392,18 @@ mod tests {
             parse("floe aws audit kafka.orders").unwrap(),
             Command::Aws { command: AwsCommand::Audit { json: false, .. } }
         ));
+        match parse("floe aws backfill --bucket ts --topic orders --function floe-materializer --limit 5").unwrap() {
+            Command::Aws { command: AwsCommand::Backfill { bucket, topic, function, concurrency, limit, .. } } => {
+                assert_eq!(
+                    (bucket.as_str(), topic.as_deref(), function.as_deref()),
+                    ("ts", Some("orders"), Some("floe-materializer"))
+                );
+                assert_eq!((concurrency, limit), (4, Some(5)));
+            }
+            _ => panic!("not aws backfill"),
+        }
+        assert!(parse("floe aws backfill --bucket ts").is_err(), "--function is required to hand segments");
+        assert!(parse("floe aws backfill --bucket ts --dry-run").is_ok(), "but not for a dry run");
         assert!(matches!(
             parse("floe local status --warehouse wh").unwrap(),
             Command::Local { command: LocalCommand::Status { .. } }

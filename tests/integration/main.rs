@@ -5,6 +5,7 @@
 
 mod audit;
 mod avro;
+mod backfill;
 mod committer;
 mod compaction;
 mod convert;

@@ -1,0 +1,481 @@
+//! `floe aws backfill`: hands the segments already in tiered storage to the materializer,
+//! as if each had just been uploaded.
+//!
+//! - [`list_segments`] lists a bucket (under a prefix, of one topic or all) and keeps the
+//!   object that starts each segment, as the live event would name it: a tiered-storage
+//!   segment's `.rsm-manifest`, a log-dir or `LocalTieredStorage` copy's `.log`; in offset
+//!   order per topic-partition.
+//! - [`backfill`] invokes the materializer once per segment through an [`Invoker`] with
+//!   the EventBridge "Object Created" event it gets live, at most `concurrency` at a time,
+//!   and records each segment handed in a [`Progress`] file, so a rerun after an
+//!   interruption hands only the rest. A line of progress every [`PROGRESS_EVERY`]
+//!   segments, a summary at the end.
+//! - Exactly once alongside live traffic is the materializer's and the committer's: the
+//!   materializer ignores a segment whose offsets its table already holds, and the
+//!   committer commits each Kafka offset once, however many tasks carry it.
+//! - [`dry_run`] says what would be handed, per topic-partition, and what it would
+//!   roughly cost.
+//!
+//! [`LambdaInvoker`] invokes the deployed function (`RequestResponse`: the backfill
+//! learns each segment's outcome, records only what succeeded, and its concurrency bounds
+//! the load it adds beside live traffic).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use aws_sdk_lambda::error::ProvideErrorMetadata;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use floe_core::segment::{ObjectKind, SegmentLayout, SegmentLocation};
+
+/// A progress line every this many segments handed or skipped.
+pub const PROGRESS_EVERY: usize = 10;
+
+/// One segment to hand over: the object its live event names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub key: String,
+    pub topic: String,
+    pub partition: i32,
+    pub base_offset: i64,
+    /// The segment's record bytes (its `.log`'s size, when listed).
+    pub bytes: u64,
+}
+
+/// Every segment under `prefix` of `bucket` (of `topic` only, when given), in offset
+/// order per topic-partition.
+pub async fn list_segments(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+    topic: Option<&str>,
+) -> anyhow::Result<Vec<Segment>> {
+    let mut objects = Vec::new();
+    let mut pages = s3.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| aws_sdk_s3::error::DisplayErrorContext(e).to_string());
+        let page = page.map_err(anyhow::Error::msg).with_context(|| format!("listing s3://{bucket}/{prefix}"))?;
+        for object in page.contents() {
+            if let Some(key) = object.key() {
+                objects.push((key.to_string(), object.size().unwrap_or(0).max(0) as u64));
+            }
+        }
+    }
+    Ok(segments_of(&objects, topic))
+}
+
+/// The segment-starting objects among `(key, size)`, of `topic` when given, sorted by
+/// topic, partition and base offset.
+pub fn segments_of(objects: &[(String, u64)], topic: Option<&str>) -> Vec<Segment> {
+    let log_sizes: HashMap<&str, u64> =
+        objects.iter().filter_map(|(key, size)| Some((key.strip_suffix(".log")?, *size))).collect();
+    let mut segments: Vec<Segment> = objects
+        .iter()
+        .filter_map(|(key, size)| {
+            let location = SegmentLocation::parse(key)?;
+            let starts = match (&location.kind, location.layout) {
+                (ObjectKind::Manifest, SegmentLayout::TieredStorage) => true,
+                (ObjectKind::Log, layout) => layout != SegmentLayout::TieredStorage,
+                _ => false,
+            };
+            if !starts || topic.is_some_and(|t| t != location.topic) {
+                return None;
+            }
+            let stem = key.strip_suffix(".rsm-manifest").unwrap_or(key);
+            let bytes = log_sizes.get(stem).copied().unwrap_or(*size);
+            Some(Segment {
+                key: key.clone(),
+                topic: location.topic,
+                partition: location.partition,
+                base_offset: location.base_offset,
+                bytes,
+            })
+        })
+        .collect();
+    segments.sort_by(|a, b| {
+        (&a.topic, a.partition, a.base_offset, &a.key).cmp(&(&b.topic, b.partition, b.base_offset, &b.key))
+    });
+    segments
+}
+
+/// The EventBridge "Object Created" event S3 sends for `key` of `bucket`: what the
+/// materializer gets live.
+pub fn object_created_event(bucket: &str, key: &str) -> Value {
+    json!({
+        "version": "0",
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "detail": {
+            "version": "0",
+            "bucket": { "name": bucket },
+            "object": { "key": url_encode(key) },
+            "reason": "PutObject",
+        },
+    })
+}
+
+/// Encodes a key as S3 events do: every byte but unreserved characters and `/` as `%XX`.
+fn url_encode(key: &str) -> String {
+    key.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Where the materializer is invoked. (Its futures need not be `Send`: the backfill
+/// polls them on one task, which lets a test run the materializer's handler in-process.)
+#[async_trait::async_trait(?Send)]
+pub trait Invoker {
+    /// Runs the materializer on `event`, to its end; `Err` with the function's reason.
+    async fn invoke(&self, event: Value) -> Result<(), String>;
+}
+
+/// The deployed materializer, invoked synchronously (`RequestResponse`).
+pub struct LambdaInvoker {
+    pub client: aws_sdk_lambda::Client,
+    pub function: String,
+}
+
+#[async_trait::async_trait(?Send)]
+impl Invoker for LambdaInvoker {
+    async fn invoke(&self, event: Value) -> Result<(), String> {
+        let response = self
+            .client
+            .invoke()
+            .function_name(&self.function)
+            .invocation_type(aws_sdk_lambda::types::InvocationType::RequestResponse)
+            .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
+            .send()
+            .await
+            .map_err(|e| match e.as_service_error() {
+                Some(service) => format!("{}: {}", service.code().unwrap_or("error"), service.message().unwrap_or("")),
+                None => aws_sdk_lambda::error::DisplayErrorContext(e).to_string(),
+            })?;
+        match response.function_error() {
+            None => Ok(()),
+            Some(kind) => {
+                let payload = response.payload().map(|p| String::from_utf8_lossy(p.as_ref()).into_owned());
+                Err(format!("{kind}: {}", payload.unwrap_or_default()))
+            }
+        }
+    }
+}
+
+/// The keys already handed, one a line in a file, appended as each succeeds.
+pub struct Progress {
+    path: PathBuf,
+    done: HashSet<String>,
+}
+
+impl Progress {
+    /// Reads the file at `path` (none yet: nothing handed).
+    pub fn open(path: &Path) -> anyhow::Result<Progress> {
+        let done = match std::fs::read_to_string(path) {
+            Ok(text) => text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
+            Err(e) => return Err(e).with_context(|| format!("reading the backfill state {}", path.display())),
+        };
+        Ok(Progress { path: path.to_path_buf(), done })
+    }
+
+    pub fn is_done(&self, key: &str) -> bool {
+        self.done.contains(key)
+    }
+
+    fn record(&mut self, key: &str) -> anyhow::Result<()> {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+        writeln!(file, "{key}").with_context(|| format!("writing the backfill state {}", self.path.display()))?;
+        self.done.insert(key.to_string());
+        Ok(())
+    }
+}
+
+/// How a backfill runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Invocations at once.
+    pub concurrency: usize,
+    /// Stop after handing this many segments (the rest is left for a rerun).
+    pub limit: Option<usize>,
+}
+
+/// What a backfill did.
+#[derive(Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// Segments the materializer took.
+    pub handed: usize,
+    /// Segments a previous run handed (in the state file).
+    pub skipped_as_handed: usize,
+    /// Segments left for a rerun by `--limit`.
+    pub left: usize,
+    /// Segments whose invocation failed, with the reason (a rerun tries them again).
+    pub failed: Vec<(String, String)>,
+}
+
+/// Hands every segment of `bucket` not yet in `progress` to `invoker`.
+pub async fn backfill(
+    bucket: &str,
+    segments: &[Segment],
+    invoker: &dyn Invoker,
+    progress: &mut Progress,
+    options: &Options,
+    mut out: impl Write,
+) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let mut todo: Vec<&Segment> = segments.iter().filter(|s| !progress.is_done(&s.key)).collect();
+    report.skipped_as_handed = segments.len() - todo.len();
+    if let Some(limit) = options.limit {
+        report.left = todo.len().saturating_sub(limit);
+        todo.truncate(limit);
+    }
+    let total = todo.len();
+    let mut results = futures::stream::iter(todo)
+        .map(|segment| async move { (segment, invoker.invoke(object_created_event(bucket, &segment.key)).await) })
+        .buffer_unordered(options.concurrency.max(1));
+    let mut seen = 0;
+    while let Some((segment, result)) = results.next().await {
+        match result {
+            Ok(()) => {
+                progress.record(&segment.key)?;
+                report.handed += 1;
+            }
+            Err(reason) => {
+                writeln!(out, "failed: s3://{bucket}/{}: {reason}", segment.key)?;
+                report.failed.push((segment.key.clone(), reason));
+            }
+        }
+        seen += 1;
+        if seen % PROGRESS_EVERY == 0 || seen == total {
+            writeln!(out, "{seen}/{total} segments: {} handed, {} failed", report.handed, report.failed.len())?;
+        }
+    }
+    writeln!(
+        out,
+        "backfill of s3://{bucket}: {} handed, {} skipped (handed before), {} left by --limit, {} failed",
+        report.handed,
+        report.skipped_as_handed,
+        report.left,
+        report.failed.len()
+    )?;
+    Ok(report)
+}
+
+/// What a dry run assumes of the materializer to estimate the cost.
+#[derive(Debug, Clone)]
+pub struct CostModel {
+    /// The materializer's memory (the template's: 1024 MiB).
+    pub memory_mib: u64,
+    /// Segment bytes it converts per second.
+    pub mib_per_second: f64,
+    /// Seconds each invocation spends besides converting (reads, lookups, the queue).
+    pub seconds_per_invocation: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel { memory_mib: 1024, mib_per_second: 30.0, seconds_per_invocation: 1.0 }
+    }
+}
+
+/// Lambda's arm64 prices in us-east-1: per request, and per GB-second.
+const PRICE_PER_REQUEST: f64 = 0.20 / 1_000_000.0;
+const PRICE_PER_GB_SECOND: f64 = 0.000_013_333_4;
+
+/// What a dry run prints: per topic-partition the segments and bytes that would be
+/// handed (those not yet in `progress`), then the invocations and an estimated cost.
+/// Returns the number of invocations.
+pub fn dry_run(
+    bucket: &str,
+    segments: &[Segment],
+    progress: &Progress,
+    cost: &CostModel,
+    mut out: impl Write,
+) -> anyhow::Result<usize> {
+    let mut partitions: BTreeMap<(&str, i32), (usize, u64)> = BTreeMap::new();
+    let todo: Vec<&Segment> = segments.iter().filter(|s| !progress.is_done(&s.key)).collect();
+    for segment in &todo {
+        let entry = partitions.entry((segment.topic.as_str(), segment.partition)).or_default();
+        entry.0 += 1;
+        entry.1 += segment.bytes;
+    }
+    for ((topic, partition), (count, bytes)) in &partitions {
+        writeln!(out, "{topic}-{partition}: {count} segments, {bytes} bytes")?;
+    }
+    let bytes: u64 = todo.iter().map(|s| s.bytes).sum();
+    let seconds = bytes as f64 / (cost.mib_per_second * 1048576.0) + todo.len() as f64 * cost.seconds_per_invocation;
+    let gb_seconds = seconds * cost.memory_mib as f64 / 1024.0;
+    let dollars = todo.len() as f64 * PRICE_PER_REQUEST + gb_seconds * PRICE_PER_GB_SECOND;
+    writeln!(
+        out,
+        "dry run of s3://{bucket}: would hand {} segments ({bytes} bytes) in {} invocations, {} already handed; \
+         estimated {gb_seconds:.0} GB-seconds, about ${dollars:.4} of Lambda (an estimate: {} MiB at {} MiB/s \
+         plus {} s per invocation, arm64 us-east-1 prices; S3, Glue, SQS and DynamoDB requests not included)",
+        todo.len(),
+        todo.len(),
+        segments.len() - todo.len(),
+        cost.memory_mib,
+        cost.mib_per_second,
+        cost.seconds_per_invocation,
+    )?;
+    Ok(todo.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects(keys: &[(&str, u64)]) -> Vec<(String, u64)> {
+        keys.iter().map(|(k, s)| (k.to_string(), *s)).collect()
+    }
+
+    const TOPIC_ID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
+    const SEGMENT_ID: &str = "BBBBBBBBBBBBBBBBBBBBBB";
+
+    #[test]
+    fn segments_are_the_objects_live_events_name_in_offset_order() {
+        let tiered = |offset: &str, ext: &str| format!("ts/orders-{TOPIC_ID}/0/{offset}-{SEGMENT_ID}.{ext}");
+        let listed = objects(&[
+            ("logs/orders-1/00000000000000000100.log", 7),
+            ("logs/orders-1/00000000000000000100.index", 1),
+            ("logs/orders-1/00000000000000000000.log", 5),
+            ("logs/clicks-0/00000000000000000000.log", 3),
+            ("logs/clicks-0/leader-epoch-checkpoint", 1),
+            (&tiered("00000000000000000040", "log"), 900),
+            (&tiered("00000000000000000040", "indexes"), 9),
+            (&tiered("00000000000000000040", "rsm-manifest"), 2),
+        ]);
+        let keys = |topic| segments_of(&listed, topic).into_iter().map(|s| (s.key, s.bytes)).collect::<Vec<_>>();
+        assert_eq!(
+            keys(None),
+            [
+                ("logs/clicks-0/00000000000000000000.log".to_string(), 3),
+                (tiered("00000000000000000040", "rsm-manifest"), 900),
+                ("logs/orders-1/00000000000000000000.log".to_string(), 5),
+                ("logs/orders-1/00000000000000000100.log".to_string(), 7),
+            ]
+        );
+        assert_eq!(keys(Some("clicks")).len(), 1);
+        assert!(keys(Some("nothing")).is_empty());
+    }
+
+    #[test]
+    fn the_event_is_one_the_materializer_reads_back_to_the_same_key() {
+        let key = "p/a b+c%/orders-0/00000000000000000000.log";
+        let objects = floe_aws::events::objects_in_event(&object_created_event("bkt", key)).unwrap();
+        assert_eq!(objects.objects, [floe_core::materializer::ObjectRef::new("bkt", key)]);
+    }
+
+    struct Failing(&'static str);
+
+    #[async_trait::async_trait(?Send)]
+    impl Invoker for Failing {
+        async fn invoke(&self, event: Value) -> Result<(), String> {
+            match event.to_string().contains(self.0) {
+                true => Err("boom".into()),
+                false => Ok(()),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_segment_is_reported_and_handed_again_by_the_next_run() {
+        let listed = objects(&[("a/orders-0/00000000000000000000.log", 1), ("a/orders-0/00000000000000000009.log", 1)]);
+        let segments = segments_of(&listed, None);
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let options = Options { concurrency: 2, limit: None };
+        let mut progress = Progress::open(&state).unwrap();
+        let mut out = Vec::new();
+        let report = backfill("b", &segments, &Failing("09.log"), &mut progress, &options, &mut out).await.unwrap();
+        assert_eq!((report.handed, report.failed.len()), (1, 1));
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .contains("1 handed, 0 skipped (handed before), 0 left by --limit, 1 failed")
+        );
+        let mut progress = Progress::open(&state).unwrap();
+        let report = backfill("b", &segments, &Failing("nothing"), &mut progress, &options, Vec::new()).await.unwrap();
+        assert_eq!((report.handed, report.skipped_as_handed, report.failed.len()), (1, 1, 0));
+    }
+
+    /// A stand-in for the Lambda Invoke API on 127.0.0.1: answers each request as the
+    /// function would, with `X-Amz-Function-Error` when the payload names `fail`; returns
+    /// its address and the (path, body) of each request.
+    async fn invoke_api(fail: &'static str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let requests = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let request = loop {
+                    let n = socket.read(&mut chunk).await.unwrap();
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_string));
+                    if n == 0 || body.len() >= length.map_or(0, |l| l.trim().parse().unwrap()) {
+                        let invocation_type =
+                            head.lines().any(|l| l.eq_ignore_ascii_case("x-amz-invocation-type: RequestResponse"));
+                        let path = head.split_whitespace().nth(1).unwrap();
+                        break (format!("{path} sync: {invocation_type}"), body.to_string());
+                    }
+                };
+                let error = match request.1.contains(fail) {
+                    true => "X-Amz-Function-Error: Unhandled\r\n",
+                    false => "",
+                };
+                let body = r#"{"errorMessage":"it broke"}"#;
+                requests.lock().unwrap().push(request);
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\n{error}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                socket.write_all(response.as_bytes()).await.unwrap();
+            }
+        });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn the_lambda_invoker_sends_the_event_and_reports_the_function_error() {
+        let (url, seen) = invoke_api("00000000000000000009").await;
+        let config = aws_sdk_lambda::Config::builder()
+            .behavior_version(aws_sdk_lambda::config::BehaviorVersion::latest())
+            .region(aws_sdk_lambda::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_lambda::config::Credentials::new("a", "b", None, None, "test"))
+            .endpoint_url(url)
+            .build();
+        let invoker = LambdaInvoker { client: aws_sdk_lambda::Client::from_conf(config), function: "floe-m".into() };
+        let ok = object_created_event("b", "orders-0/00000000000000000000.log");
+        assert_eq!(invoker.invoke(ok.clone()).await, Ok(()));
+        let failed = invoker.invoke(object_created_event("b", "orders-0/00000000000000000009.log")).await;
+        assert_eq!(failed, Err(r#"Unhandled: {"errorMessage":"it broke"}"#.to_string()));
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].0, "/2015-03-31/functions/floe-m/invocations sync: true");
+        assert_eq!(serde_json::from_str::<Value>(&seen[0].1).unwrap(), ok);
+    }
+
+    #[test]
+    fn a_dry_run_counts_per_partition_and_estimates() {
+        let listed = objects(&[("o-0/00000000000000000000.log", 1 << 20), ("o-1/00000000000000000000.log", 2 << 20)]);
+        let dir = tempfile::tempdir().unwrap();
+        let progress = Progress::open(&dir.path().join("state")).unwrap();
+        let mut out = Vec::new();
+        let n = dry_run("b", &segments_of(&listed, None), &progress, &CostModel::default(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(n, 2);
+        assert!(text.contains("o-0: 1 segments, 1048576 bytes\no-1: 1 segments, 2097152 bytes\n"), "{text}");
+        assert!(text.contains("in 2 invocations") && text.contains("estimated 2 GB-seconds"), "{text}");
+    }
+}
