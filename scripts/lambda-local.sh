@@ -89,11 +89,16 @@ done
 step "5. The task queue drained into the committer"
 python scripts/lambda_local.py drain --work "$work"
 
-step "6. The compactor on the schedule's event, its tasks drained into the committer"
+step "6. The history already in the bucket, backfilled through the Lambda Invoke API of cargo lambda watch"
+AWS_ENDPOINT_URL_LAMBDA="http://127.0.0.1:$LAMBDA_PORT" FLOE_S3_PATH_STYLE=true \
+  "${CARGO_TARGET_DIR:-target}/debug/floe" aws backfill --bucket kafka-tiered --function materializer \
+  --state "$work/backfill.state" | tee "$work/backfill.out"
+python scripts/lambda_local.py drain --work "$work"
+step "7. The compactor on the schedule's event, its tasks drained into the committer"
 cargo lambda invoke compactor --data-file events/eventbridge-scheduled.json -A 127.0.0.1 -P "$LAMBDA_PORT" \
   --output-format json | tee "$work/compactor.response.json"
 echo
 python scripts/lambda_local.py drain --work "$work"
 
-step "7. The tables, read by PyIceberg through the Glue API"
+step "8. The tables, read by PyIceberg through the Glue API"
 python scripts/lambda_local.py read --json "$work/tables.json"
