@@ -43,7 +43,10 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
     assert_eq!(offsets(&tables["kafka.shipments"]), BTreeMap::from([("0", 0..120)]), "{tables}");
     assert_eq!(tables["kafka.shipments"]["rows"].as_u64(), Some(120));
     let backfill = log("backfill.out");
-    assert!(backfill.contains("backfill of s3://kafka-tiered: 5 handed"), "the five segments of examples/segments:\n{backfill}");
+    assert!(
+        backfill.contains("backfill of s3://kafka-tiered: 5 handed"),
+        "the five segments of examples/segments:\n{backfill}"
+    );
 
     // The materializer queued one task per segment, and ignored the test event.
     let queued = |event: &str| json(&format!("materializer-{event}.response.json"))["queued"].as_array().unwrap().len();
