@@ -20,7 +20,7 @@ pub struct HealthView {
     pub resume: Option<String>,
     /// When its current snapshot was committed.
     pub last_commit: Option<String>,
-    /// Freshness lag: not measured yet (the newest record's timestamp is not recorded).
+    /// Freshness lag: the last commit less its newest record's timestamp (`12.5s`).
     pub lag: Option<String>,
     pub files: Option<u64>,
     pub bytes: Option<u64>,
@@ -34,7 +34,7 @@ impl From<&TableHealth> for HealthView {
             record: h.record.clone(),
             resume: h.resume.clone(),
             last_commit: h.facts.last_commit_ms.map(time),
-            lag: None,
+            lag: h.facts.lag_ms.map(|ms| format!("{:.1}s", ms as f64 / 1000.0)),
             files: h.facts.files,
             bytes: h.facts.bytes,
         }

@@ -707,6 +707,8 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
     assert_eq!(listed[0].offsets.keys().collect::<Vec<_>>(), ["payments-0"]);
     assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
+    // The freshness lag: the commit's time less its newest record's timestamp.
+    assert!(health.lag.as_ref().is_some_and(|lag| lag.ends_with('s')), "{health:?}");
 }
 
 #[tokio::test]
@@ -1335,6 +1337,8 @@ write_segment(sys.argv[2] + "/clicks-0/00000000000000000010.log", records[10:], 
     assert_eq!((health.state, health.record.as_ref(), health.resume.as_ref()), ("running", None, None));
     assert_eq!(shown[0].offsets["clicks-0"], "0-19");
     assert!(health.files >= Some(1) && health.bytes > Some(0) && health.last_commit.is_some(), "{health:?}");
+    // The freshness lag: the commit's time less its newest record's timestamp.
+    assert!(health.lag.as_ref().is_some_and(|lag| lag.ends_with('s')), "{health:?}");
     assert_eq!(clicks.summary.get("floe.skipped-records").map(String::as_str), Some("1"), "{:?}", clicks.summary);
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     let clicks = shown.iter().find(|t| t.table == "kafka.clicks").unwrap();

@@ -622,7 +622,10 @@ impl Committer {
         if !plan.commits() {
             return Ok((plan.results, None));
         }
-        let change = self.apply(&loaded, &plan, lease).await?;
+        let mut change = self.apply(&loaded, &plan, lease).await?;
+        if let Some(newest) = newest_committed(tasks, &plan.results) {
+            change.properties.insert(crate::table::MAX_TIMESTAMP_KEY.into(), newest.to_string());
+        }
         let (files, records) = (change.added.len(), change.added.iter().map(|f| f.record_count()).sum::<u64>());
         let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
@@ -691,10 +694,16 @@ impl Committer {
 fn record_commit(table: &TableName, tasks: &[&CommitTask], results: &[(String, TaskResult)], records: u64, at_ms: i64) {
     let key = table.to_string();
     metrics::record_table(&metrics::RECORDS_COMMITTED, &key, records as f64);
-    let committed = |t: &&&CommitTask| results.iter().any(|(id, r)| *id == t.task_id && *r == TaskResult::Committed);
-    if let Some(newest) = tasks.iter().filter(committed).filter_map(|t| t.max_timestamp).max() {
+    if let Some(newest) = newest_committed(tasks, results) {
         metrics::record_table(&metrics::FRESHNESS_LAG, &key, (at_ms - newest).max(0) as f64 / 1000.0);
     }
+}
+
+/// The newest record timestamp of the tasks `results` says were committed (tasks from
+/// before timestamps were carried give none).
+fn newest_committed(tasks: &[&CommitTask], results: &[(String, TaskResult)]) -> Option<i64> {
+    let committed = |t: &&&CommitTask| results.iter().any(|(id, r)| *id == t.task_id && *r == TaskResult::Committed);
+    tasks.iter().filter(committed).filter_map(|t| t.max_timestamp).max()
 }
 
 /// Where and how a table records files: its partition spec and data directory.

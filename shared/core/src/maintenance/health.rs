@@ -15,7 +15,7 @@ use iceberg::spec::TableMetadata;
 use serde::Serialize;
 
 use super::{Activity, Failure, MaintenanceStatus, RecordAt};
-use crate::table::{TableError, TableName, committed_offsets};
+use crate::table::{MAX_TIMESTAMP_KEY, TableError, TableName, committed_offsets};
 
 /// What a table is doing, in order of precedence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,6 +49,9 @@ impl TableState {
 pub struct TableFacts {
     /// When its current snapshot was committed (ms since the epoch).
     pub last_commit_ms: Option<i64>,
+    /// Freshness lag (ms): when Floe's newest append in the current snapshot's ancestry
+    /// was committed, less the newest timestamp of the records it committed.
+    pub lag_ms: Option<i64>,
     /// Committed offset ranges per `topic-partition` (`0-99,120-200`).
     pub offsets: BTreeMap<String, String>,
     /// Data files and their bytes (the snapshot summary's `total-data-files`,
@@ -70,11 +73,27 @@ impl TableFacts {
             .collect();
         Ok(TableFacts {
             last_commit_ms: Some(snapshot.timestamp_ms()),
+            lag_ms: freshness_lag_ms(metadata),
             offsets,
             files: count("total-data-files"),
             bytes: count("total-files-size"),
         })
     }
+}
+
+/// The freshness lag of the newest snapshot in the current one's ancestry that records
+/// its records' newest timestamp ([`MAX_TIMESTAMP_KEY`]; a compaction or another engine's
+/// snapshot records none).
+pub fn freshness_lag_ms(metadata: &TableMetadata) -> Option<i64> {
+    let mut snapshot = metadata.current_snapshot();
+    while let Some(s) = snapshot {
+        let newest = s.summary().additional_properties.get(MAX_TIMESTAMP_KEY).and_then(|v| v.parse::<i64>().ok());
+        if let Some(newest) = newest {
+            return Some((s.timestamp_ms() - newest).max(0));
+        }
+        snapshot = s.parent_snapshot_id().and_then(|id| metadata.snapshot_by_id(id));
+    }
+    None
 }
 
 /// A table's state and why, with its facts.
@@ -138,6 +157,7 @@ mod tests {
     fn facts() -> TableFacts {
         TableFacts {
             last_commit_ms: Some(1_000),
+            lag_ms: None,
             offsets: BTreeMap::from([("orders-0".into(), "0-99".into())]),
             files: Some(2),
             bytes: Some(2048),

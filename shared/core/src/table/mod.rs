@@ -85,7 +85,11 @@ pub async fn load(
 }
 
 /// Summary keys that describe one snapshot's own tasks, not carried into the next.
-pub const PER_SNAPSHOT_KEYS: [&str; 3] = ["floe.tasks", "floe.skipped-records", "floe.compactions"];
+pub const PER_SNAPSHOT_KEYS: [&str; 4] = ["floe.tasks", "floe.skipped-records", "floe.compactions", MAX_TIMESTAMP_KEY];
+
+/// The newest timestamp (ms) of the records an append committed, when its tasks carried
+/// one: with the snapshot's own time, the table's freshness lag.
+pub const MAX_TIMESTAMP_KEY: &str = "floe.max-timestamp";
 
 /// The snapshot holding Floe's record of the table: the newest in the current snapshot's
 /// ancestry that Floe wrote (its summary has `floe.` keys). Other engines (Spark, Athena
