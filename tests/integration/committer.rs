@@ -441,11 +441,15 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
 
 /// The shared buckets and task queue, a lease table, and a namespace of the test's own
 /// (moto's Glue is shared by the tests).
+#[derive(Clone)]
 pub(crate) struct Aws {
-    base: support::AwsBase,
+    pub(crate) base: support::AwsBase,
     pub(crate) locks: String,
     pub(crate) namespace: String,
-    config_file: tempfile::NamedTempFile,
+    /// `floe.toml`'s path, and the temporary file (deleted once no copy of this lives)
+    /// when this process wrote it.
+    pub(crate) config_file: std::path::PathBuf,
+    _config_written: Option<Arc<tempfile::TempPath>>,
 }
 
 impl std::ops::Deref for Aws {
@@ -467,7 +471,35 @@ pub(crate) async fn setup_with(name: &str, topics_toml: &str) -> Aws {
     let floe_toml = tempfile::NamedTempFile::new().unwrap();
     let text = format!("[defaults]\nenabled = true\nnamespace = \"{name}\"\n{topics_toml}");
     std::fs::write(floe_toml.path(), text).unwrap();
-    Aws { base, locks, namespace: name.to_string(), config_file: floe_toml }
+    let config_file = floe_toml.path().to_path_buf();
+    let written = Some(Arc::new(floe_toml.into_temp_path()));
+    Aws { base, locks, namespace: name.to_string(), config_file, _config_written: written }
+}
+
+impl Aws {
+    /// What [`setup_with`] made for the test `name`, as another process (a function's
+    /// child process) sees it: the same buckets, lease table, namespace and `floe.toml`,
+    /// and the task queue at `tasks`.
+    pub(crate) async fn attach(name: &str, config_file: &Path, tasks: &str) -> Aws {
+        let config = support::aws_config().await;
+        let base = support::AwsBase {
+            sqs: aws_sdk_sqs::Client::new(&config),
+            s3: support::s3_client().await,
+            config,
+            segments: format!("{name}-segments"),
+            warehouse: format!("{name}-warehouse"),
+            tasks: tasks.to_string(),
+        };
+        let locks = format!("{name}-leases");
+        Aws { base, locks, namespace: name.to_string(), config_file: config_file.to_path_buf(), _config_written: None }
+    }
+
+    /// This with every AWS call going to `endpoint` (a proxy in front of moto).
+    pub(crate) async fn through(&self, endpoint: &str) -> Aws {
+        let mut aws = self.clone();
+        aws.base.config = support::aws_config_at(endpoint).await;
+        aws
+    }
 }
 
 /// A DynamoDB table of leases as the SAM template creates it (key `table`, a string; the
@@ -479,7 +511,7 @@ pub(crate) async fn create_lease_table(config: &aws_config::SdkConfig, name: &st
 impl Aws {
     pub(crate) async fn materializer(&self) -> Materializer {
         let env = MaterializerEnv {
-            config: Some(self.config_file.path().display().to_string()),
+            config: Some(self.config_file.display().to_string()),
             warehouse: format!("s3://{}/wh", self.warehouse),
             task_queue_url: self.tasks.clone(),
             lock_table: self.locks.clone(),
@@ -491,7 +523,7 @@ impl Aws {
     /// The compactor Lambda's service, built as its `main` builds it.
     pub(crate) async fn compactor(&self) -> CompactorService {
         let env = CompactorEnv {
-            config: Some(self.config_file.path().display().to_string()),
+            config: Some(self.config_file.display().to_string()),
             warehouse: format!("s3://{}/wh", self.warehouse),
             task_queue_url: self.tasks.clone(),
             lock_table: self.locks.clone(),
@@ -1528,7 +1560,7 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
 
 /// Which catalog call a [`Hooked`] catalog's hook runs before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CatalogCall {
+pub(crate) enum CatalogCall {
     Current,
     Create,
     Swap,
@@ -1546,13 +1578,13 @@ type CatalogHook = Box<
 
 /// A catalog that runs a test's hook before each call it passes on to `inner` (with the
 /// metadata the call carries): to fail, stall or race one of them.
-struct Hooked {
+pub(crate) struct Hooked {
     inner: Arc<dyn Catalog>,
     hook: CatalogHook,
 }
 
 impl Hooked {
-    fn new(
+    pub(crate) fn new(
         inner: Arc<dyn Catalog>,
         hook: impl Fn(
             CatalogCall,

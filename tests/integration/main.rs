@@ -9,6 +9,8 @@ mod backfill;
 mod committer;
 mod compaction;
 mod convert;
+mod fault_proxy;
+mod faults;
 mod first_run;
 mod foreign;
 mod history;

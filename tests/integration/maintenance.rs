@@ -210,7 +210,7 @@ const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 /// The `payments` table on moto, committed a segment a batch: a snapshot and a small file
 /// each, and no compaction window, so a compactor run compacts them. Returns what
 /// PyIceberg reads, and the topic's offsets and values.
-async fn small_files_on_moto(
+pub(crate) async fn small_files_on_moto(
     name: &str,
 ) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
     use crate::committer::{SEGMENTS, assert_payments, payments, setup_with};

@@ -97,16 +97,24 @@ pub fn generated_segments() -> &'static Path {
 }
 
 /// A moto server started for this test run (S3, SQS, DynamoDB, Glue on one port). It
-/// ends when the test process does: it serves until its stdin closes.
+/// ends when the test process does: it serves until its stdin closes. A child process of
+/// a test (a function run to be killed, faults.rs) is handed its parent's server in
+/// [`MOTO_ENDPOINT`] and starts none.
 pub struct Moto {
     pub endpoint: String,
-    _child: std::process::Child,
+    _child: Option<std::process::Child>,
 }
+
+/// The variable naming the moto server a test's child process uses.
+pub const MOTO_ENDPOINT: &str = "FLOE_TEST_MOTO_ENDPOINT";
 
 pub fn moto() -> &'static Moto {
     static MOTO: OnceLock<Moto> = OnceLock::new();
     MOTO.get_or_init(|| {
         use std::io::BufRead;
+        if let Ok(endpoint) = std::env::var(MOTO_ENDPOINT) {
+            return Moto { endpoint, _child: None };
+        }
         use std::process::Stdio;
         let mut child = Command::new(python())
             .arg(root().join("tests/py/moto_server.py"))
@@ -117,14 +125,20 @@ pub fn moto() -> &'static Moto {
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("reading moto port");
         let port: u16 = line.trim().parse().unwrap_or_else(|_| panic!("moto printed {line:?}"));
-        Moto { endpoint: format!("http://127.0.0.1:{port}"), _child: child }
+        Moto { endpoint: format!("http://127.0.0.1:{port}"), _child: Some(child) }
     })
 }
 
 /// AWS SDK configuration pointing at the test's moto server.
 pub async fn aws_config() -> aws_config::SdkConfig {
+    aws_config_at(&moto().endpoint).await
+}
+
+/// AWS SDK configuration pointing at `endpoint` (moto, or a proxy in front of it), with
+/// the SDK's default retries, as the functions have.
+pub async fn aws_config_at(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&moto().endpoint)
+        .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_s3::config::Credentials::new("testing", "testing", None, None, "moto"))
         .load()
@@ -342,10 +356,10 @@ pub fn cases() -> Vec<Case> {
     serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap()
 }
 
-/// What the materializer and committer tests both need on moto: a segments bucket, a
 /// What the materializer and committer tests both need on moto, named after the test: a
 /// segments bucket, a warehouse bucket and a FIFO task queue (visibility timeout 1 s, so
 /// a redelivery comes quickly).
+#[derive(Clone)]
 pub struct AwsBase {
     pub config: aws_config::SdkConfig,
     pub s3: aws_sdk_s3::Client,

@@ -1,0 +1,635 @@
+//! Faults, each ending with nothing lost and nothing twice, on moto with the Lambda
+//! handlers fed the events AWS sends them, judged by PyIceberg reading through Glue.
+//!
+//! - A function killed at each step boundary: this binary runs itself again as the
+//!   function's process ([`function_process`], its [`Job`] in `FLOE_FAULT_JOB`), with the
+//!   port at the boundary wrapped to send the process SIGKILL there ([`Boundary`]); the
+//!   test then redelivers the event as Lambda or SQS would. Nothing in the functions'
+//!   code knows about it: the wrapped ports are the test's.
+//! - Throttles and 5xx from S3, SQS, DynamoDB and Glue: the functions' clients point at
+//!   a fault-injecting proxy in front of moto ([`crate::fault_proxy`]).
+//! - A committer stalled past its lease: its process stopped (SIGSTOP) right before its
+//!   pointer swap, continued once another committer has committed.
+//! - Poison tasks: the task queue's redrive policy moves them to the dead-letter queue.
+//! - Another writer moving the pointer between the committer's load and its swap: a
+//!   PyIceberg append through Glue, run from a catalog hook at the swap.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_sqs::types::QueueAttributeName;
+use floe_aws::lambda::{handle_committer_event, handle_compactor_event, handle_materializer_event};
+use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::maintenance::TableRegistry;
+use floe_core::queue::{QueueError, TaskQueue};
+use floe_core::task::{TableName, Task};
+use iceberg::spec::TableMetadata;
+use serde_json::{Value, json};
+
+use crate::committer::{Aws, CatalogCall, Hooked, SEGMENTS, assert_payments, payments, setup_with};
+use crate::fault_proxy::{Fault, FaultProxy};
+use crate::support;
+
+/// The variable holding a function process's [`Job`] (JSON).
+const JOB: &str = "FLOE_FAULT_JOB";
+/// How a function process's answer line starts on its stdout.
+const ANSWER: &str = "floe-fault-answer ";
+/// The longest a function process may take.
+const PROCESS_TIMEOUT: Duration = Duration::from_secs(120);
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Where a function's process is killed (SIGKILL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+enum Boundary {
+    /// The materializer: its Parquet files uploaded, its task not sent.
+    AfterParquetUpload,
+    /// The materializer: its task sent, the invocation not answered.
+    AfterTaskSend,
+    /// The committer: the table's pointer swapped, the batch not answered.
+    AfterCatalogSwap,
+    /// The committer: the batch answered in full, but the process dies before the
+    /// runtime hands the answer back, so the event source deletes nothing.
+    BeforeSqsDelete,
+    /// The compactor: a bin rewritten and its outputs held, its task not queued.
+    MidCompaction,
+    /// The committer stops (SIGSTOP) right before its pointer swap, until continued.
+    StallBeforeSwap,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+enum Function {
+    Materializer,
+    Committer,
+    Compactor,
+}
+
+/// What a function process does: one event, for the test `name`'s resources.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Job {
+    name: String,
+    config_file: PathBuf,
+    tasks: String,
+    function: Function,
+    at: Option<Boundary>,
+    event: Value,
+    /// The committer's lease, when not the default.
+    lease_ms: Option<u64>,
+}
+
+impl Job {
+    fn new(aws: &Aws, function: Function, at: Option<Boundary>, event: Value) -> Job {
+        let (name, config_file, tasks) = (aws.namespace.clone(), aws.config_file.clone(), aws.tasks.clone());
+        Job { name, config_file, tasks, function, at, event, lease_ms: None }
+    }
+
+    /// Starts the function's process: this test binary, running [`function_process`].
+    fn spawn(&self) -> std::process::Child {
+        use std::process::Stdio;
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["faults::function_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(JOB, serde_json::to_string(self).unwrap())
+            .env(support::MOTO_ENDPOINT, &support::moto().endpoint)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting the function's process")
+    }
+
+    async fn run(&self) -> Ran {
+        finish(self.spawn()).await
+    }
+}
+
+/// How a function process ended: its answer, or killed; its JSON logs.
+struct Ran {
+    answer: Option<Value>,
+    killed: bool,
+    log: String,
+}
+
+/// Waits (bounded) for a function process to end.
+async fn finish(child: std::process::Child) -> Ran {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as i32;
+    let waiting = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let Ok(output) = tokio::time::timeout(PROCESS_TIMEOUT, waiting).await else {
+        // SAFETY: signalling our own child by its id.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the function's process ran over {PROCESS_TIMEOUT:?}");
+    };
+    let output = output.unwrap().unwrap();
+    let log = String::from_utf8_lossy(&output.stdout).to_string();
+    let answer = log.lines().find_map(|l| l.strip_prefix(ANSWER)).map(|a| serde_json::from_str(a).unwrap());
+    let killed = output.status.signal() == Some(libc::SIGKILL);
+    assert!(
+        killed || output.status.success(),
+        "the function's process failed ({}): {}\n{log}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ran { answer, killed, log }
+}
+
+/// The process ends here, as a Lambda whose sandbox is killed.
+fn die() -> ! {
+    // SAFETY: signalling this process.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    unreachable!("SIGKILL delivered")
+}
+
+/// A function's process: runs the [`Job`] in `FLOE_FAULT_JOB` and prints its answer;
+/// nothing without it.
+#[tokio::test]
+#[ignore = "a function's process, started by this module's tests with its job"]
+async fn function_process() {
+    let Ok(job) = std::env::var(JOB) else { return };
+    let job: Job = serde_json::from_str(&job).expect("the job");
+    floe_aws::lambda::init_tracing();
+    let aws = Aws::attach(&job.name, &job.config_file, &job.tasks).await;
+    let answer = match job.function {
+        Function::Materializer => {
+            let mut m = aws.materializer().await;
+            m.queue = Arc::new(KillingQueue { inner: m.queue.clone(), at: job.at });
+            match handle_materializer_event(&m, job.event).await {
+                Ok(done) => json!({"queued": done.queued, "ignored": done.ignored}),
+                Err(failure) => json!({"error": failure.to_string(), "retryable": failure.retryable}),
+            }
+        }
+        Function::Committer => {
+            let mut service = aws.committer();
+            if let Some(ms) = job.lease_ms {
+                service.committer.lease_ttl = Duration::from_millis(ms);
+            }
+            let inner = service.committer.catalog.clone();
+            service.committer.catalog = Arc::new(KillingCatalog { inner, at: job.at, stalled: AtomicBool::new(false) });
+            let event: SqsEvent = serde_json::from_value(job.event).unwrap();
+            serde_json::to_value(handle_committer_event(&service, event, None).await).unwrap()
+        }
+        Function::Compactor => {
+            let mut service = aws.compactor().await;
+            service.compactor.queue = Arc::new(KillingQueue { inner: service.compactor.queue.clone(), at: job.at });
+            let event = serde_json::from_value(job.event).unwrap();
+            serde_json::to_value(handle_compactor_event(&service, event, None).await).unwrap()
+        }
+    };
+    if job.at == Some(Boundary::BeforeSqsDelete) {
+        die();
+    }
+    println!("{ANSWER}{answer}");
+}
+
+/// A task queue that kills the process around its send, at the job's boundary.
+struct KillingQueue {
+    inner: Arc<dyn TaskQueue>,
+    at: Option<Boundary>,
+}
+
+#[async_trait]
+impl TaskQueue for KillingQueue {
+    async fn send(&self, task: &Task) -> Result<(), QueueError> {
+        if matches!(self.at, Some(Boundary::AfterParquetUpload | Boundary::MidCompaction)) {
+            die();
+        }
+        self.inner.send(task).await?;
+        if self.at == Some(Boundary::AfterTaskSend) {
+            die();
+        }
+        Ok(())
+    }
+}
+
+/// A catalog that kills the process after its pointer swap, or stops it once before.
+struct KillingCatalog {
+    inner: Arc<dyn Catalog>,
+    at: Option<Boundary>,
+    stalled: AtomicBool,
+}
+
+#[async_trait]
+impl Catalog for KillingCatalog {
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
+        self.inner.current(table).await
+    }
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+        self.inner.create(table, metadata, location).await
+    }
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        location: &str,
+    ) -> Result<(), CatalogError> {
+        if self.at == Some(Boundary::StallBeforeSwap) && !self.stalled.swap(true, Ordering::SeqCst) {
+            // SAFETY: stopping this process; the test continues it with SIGCONT.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+        self.inner.swap(table, expected, metadata, location).await?;
+        if self.at == Some(Boundary::AfterCatalogSwap) {
+            die();
+        }
+        Ok(())
+    }
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
+        self.inner.list(namespace).await
+    }
+}
+
+/// The EventBridge "Object Created" event of `bucket`/`key`, as events/ holds it.
+fn object_created(bucket: &str, key: &str) -> Value {
+    let text = std::fs::read_to_string(support::root().join("events/eventbridge-object-created.json")).unwrap();
+    let mut event: Value = serde_json::from_str(&text).unwrap();
+    event["detail"]["bucket"]["name"] = bucket.into();
+    event["detail"]["object"]["key"] = key.into();
+    event
+}
+
+/// The scheduled event EventBridge sends the compactor.
+fn scheduled() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(support::root().join("events/eventbridge-scheduled.json")).unwrap())
+        .unwrap()
+}
+
+async fn upload(aws: &Aws, dir: &std::path::Path, key: &str) {
+    let body = std::fs::read(dir.join(key)).unwrap();
+    aws.s3.put_object().bucket(&aws.segments).key(key).body(body.into()).send().await.unwrap();
+}
+
+/// Every key in the warehouse bucket.
+async fn warehouse_objects(aws: &Aws) -> BTreeSet<String> {
+    let pages = aws.s3.list_objects_v2().bucket(&aws.warehouse).into_paginator().send().collect::<Vec<_>>().await;
+    pages.into_iter().flat_map(|p| p.unwrap().contents.unwrap_or_default()).filter_map(|o| o.key).collect()
+}
+
+/// Messages in `queue`, visible or in flight.
+async fn messages_in(aws: &Aws, queue: &str) -> usize {
+    let attributes = aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(queue)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap_or_default();
+    attributes.values().map(|n| n.parse::<usize>().unwrap()).sum()
+}
+
+/// The next delivery of exactly `n` messages (waiting out visibility timeouts), as the
+/// event source hands it over.
+async fn receive_n(aws: &Aws, n: usize) -> (SqsEvent, Vec<String>) {
+    let start = Instant::now();
+    loop {
+        let (event, receipts) = aws.receive().await;
+        if event.records.len() == n {
+            return (event, receipts);
+        }
+        assert!(event.records.is_empty(), "{} messages, not {n}", event.records.len());
+        assert!(start.elapsed() < Duration::from_secs(30), "no delivery of {n} messages in 30 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn failures(answer: &Value) -> usize {
+    answer["batchItemFailures"].as_array().map_or(0, Vec::len)
+}
+
+/// Whether the warehouse object of `uri` (`s3://bucket/key`) exists.
+fn in_warehouse(objects: &BTreeSet<String>, uri: &str) -> bool {
+    objects.iter().any(|key| uri.ends_with(&format!("/{key}")))
+}
+
+#[tokio::test]
+async fn a_function_killed_at_each_step_boundary_leaves_every_record_once() {
+    use Boundary::*;
+    use Function::*;
+    let aws = setup_with("killed", "").await;
+    let (topic, offsets, values) = payments();
+    for key in SEGMENTS {
+        upload(&aws, topic.path(), key).await;
+    }
+    let materialize = |key: &str, at| Job::new(&aws, Materializer, at, object_created(&aws.segments, key));
+
+    // Killed after its Parquet upload: files written, no task. Lambda runs the event again.
+    let before = warehouse_objects(&aws).await;
+    assert!(materialize(SEGMENTS[0], Some(AfterParquetUpload)).run().await.killed);
+    let orphans: Vec<String> = warehouse_objects(&aws).await.difference(&before).cloned().collect();
+    assert!(!orphans.is_empty(), "killed after the upload");
+    assert_eq!(messages_in(&aws, &aws.tasks).await, 0, "and before the send");
+    let again = materialize(SEGMENTS[0], None).run().await.answer.unwrap();
+    assert_eq!(again["queued"].as_array().unwrap().len(), 1, "{again}");
+    // Killed after its task send: the retry sends it again, and SQS drops the copy.
+    assert!(materialize(SEGMENTS[1], Some(AfterTaskSend)).run().await.killed);
+    assert_eq!(messages_in(&aws, &aws.tasks).await, 2);
+    let again = materialize(SEGMENTS[1], None).run().await.answer.unwrap();
+    assert_eq!(again["queued"].as_array().unwrap().len(), 1, "{again}");
+    assert!(materialize(SEGMENTS[2], None).run().await.answer.is_some());
+    assert_eq!(messages_in(&aws, &aws.tasks).await, 3, "one task per segment");
+
+    // The committer killed after its pointer swap: the rows are in, the messages stay.
+    let (batch, _) = aws.receive().await;
+    assert_eq!(batch.records.len(), 3);
+    let commit = |batch: SqsEvent, at| Job::new(&aws, Committer, at, serde_json::to_value(batch).unwrap());
+    assert!(commit(batch, Some(AfterCatalogSwap)).run().await.killed);
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 1);
+    // Redelivered after the visibility timeout; killed again before the event source's
+    // delete, after answering.
+    let (batch, _) = receive_n(&aws, 3).await;
+    assert!(commit(batch, Some(BeforeSqsDelete)).run().await.killed);
+    // Redelivered once more: nothing to commit; now the event source deletes them.
+    let (batch, receipts) = receive_n(&aws, 3).await;
+    let answer = commit(batch, None).run().await.answer.unwrap();
+    assert_eq!(failures(&answer), 0, "{answer}");
+    aws.delete(&receipts).await;
+    assert_eq!(messages_in(&aws, &aws.tasks).await, 0);
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 1, "nothing committed twice: {:#?}", read.history);
+    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+
+    // The killed run's files are orphans, swept once past the grace period.
+    let later = floe_core::lock::now_ms() + 4 * DAY_MS;
+    let swept = aws.compactor().await.compactor.run(later, None).await;
+    assert!(swept.tables.iter().all(|t| t.error.is_none()), "{:?}", swept.tables);
+    let left = warehouse_objects(&aws).await;
+    assert!(orphans.iter().all(|o| !left.contains(o)), "swept: {orphans:?}");
+    assert_payments(&aws.read(), &offsets, &values);
+}
+
+#[tokio::test]
+async fn a_compactor_killed_mid_rewrite_loses_nothing_and_its_outputs_are_swept_later() {
+    let (aws, before, offsets, values) = crate::maintenance::small_files_on_moto("killcompact").await;
+    let locks = aws.registry();
+    let ran = Job::new(&aws, Function::Compactor, Some(Boundary::MidCompaction), scheduled()).run().await;
+    assert!(ran.killed);
+    // Its rewrite's outputs written and held; its task never sent.
+    let held = locks.held_tasks(&aws.table()).await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    let outputs = held[0].files.clone();
+    let objects = warehouse_objects(&aws).await;
+    assert!(!outputs.is_empty() && outputs.iter().all(|f| in_warehouse(&objects, f)), "{outputs:?}");
+    assert_eq!(messages_in(&aws, &aws.tasks).await, 0);
+
+    // The next scheduled run, within the hour: the bin is left alone (its task may come).
+    let service = aws.compactor().await;
+    let event = serde_json::from_value(scheduled()).unwrap();
+    let response = handle_compactor_event(&service, event, None).await;
+    assert!(response.compacted.is_empty() && response.failed.is_empty(), "{response:?}");
+    // An hour on, it is rewritten and queued again; the committer applies it.
+    let now = floe_core::lock::now_ms();
+    let run = service.compactor.run(now + 61 * 60 * 1000, None).await;
+    assert_eq!(run.tables.iter().map(|t| t.compactions).sum::<usize>(), 1, "{:?}", run.tables);
+    let (batch, receipts) = receive_n(&aws, 1).await;
+    assert!(handle_committer_event(&aws.committer(), batch, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let after = aws.read();
+    assert_payments(&after, &offsets, &values);
+    assert_eq!((after.rows, &after.values), (before.rows, &before.values));
+    assert_eq!((after.operation.as_deref(), after.summary["total-data-files"].as_str()), (Some("replace"), "1"));
+    assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
+
+    // Past the grace period the killed run's outputs, referenced by no snapshot, are gone.
+    let run = service.compactor.run(now + 4 * DAY_MS, None).await;
+    assert!(run.tables.iter().all(|t| t.error.is_none()), "{:?}", run.tables);
+    let objects = warehouse_objects(&aws).await;
+    assert!(outputs.iter().all(|f| !in_warehouse(&objects, f)), "swept: {outputs:?}");
+    assert_payments(&aws.read(), &offsets, &values);
+}
+
+#[tokio::test]
+async fn throttles_and_5xx_from_every_service_are_retried_and_commit_once() {
+    let aws = setup_with("throttled", "").await;
+    let proxy = FaultProxy::start(&support::moto().endpoint).await;
+    let faulty = aws.through(&proxy.endpoint).await;
+    let (topic, offsets, values) = payments();
+    for key in SEGMENTS {
+        upload(&aws, topic.path(), key).await;
+    }
+    let m = faulty.materializer().await;
+    let materialize = async |key: &str| handle_materializer_event(&m, object_created(&aws.segments, key)).await;
+
+    // The table lookup failing past the SDK's retries: a clear, retryable failure; the
+    // Lambda's retry of the event succeeds.
+    proxy.fail_next(3, "AWSGlue.GetTable", Fault::ServerError);
+    let failed = materialize(SEGMENTS[0]).await.unwrap_err();
+    assert!(failed.retryable, "{failed}");
+    assert!(failed.to_string().contains("injected by the fault proxy"), "{failed}");
+    assert_eq!(proxy.injected("AWSGlue.GetTable"), 3);
+    // Each service failing fewer times than the SDK's attempts: absorbed.
+    proxy.fail_next(2, "AWSGlue.GetTable", Fault::ServerError);
+    proxy.fail_every(3, "S3.PUT", Fault::Throttle);
+    proxy.fail_every(4, "S3.GET", Fault::ServerError);
+    proxy.fail_next(2, "DynamoDB_20120810.UpdateItem", Fault::Throttle);
+    proxy.fail_next(2, "AmazonSQS.SendMessage", Fault::ServerError);
+    for key in SEGMENTS {
+        let done = materialize(key).await.unwrap();
+        assert_eq!(done.queued.len(), 1);
+    }
+    for call in ["S3.PUT", "S3.GET", "DynamoDB_20120810.UpdateItem", "AmazonSQS.SendMessage"] {
+        assert!(proxy.injected(call) >= 1, "{call}: {} seen, none failed", proxy.seen(call));
+    }
+    assert_eq!(proxy.injected("AWSGlue.GetTable"), 5);
+
+    // The committer: its pointer swap failing past the SDK's retries gives the batch back
+    // to the queue, the table shown failing with the error; the next delivery commits.
+    proxy.clear();
+    let committer = faulty.committer();
+    proxy.fail_next(3, "AWSGlue.UpdateTable", Fault::ServerError);
+    proxy.fail_next(2, "DynamoDB_20120810.UpdateItem", Fault::Throttle);
+    let (batch, _) = receive_n(&aws, 3).await;
+    assert_eq!(handle_committer_event(&committer, batch, None).await.batch_item_failures.len(), 3);
+    let status = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
+    let shown = serde_json::to_string(&status).unwrap();
+    assert!(shown.contains("injected by the fault proxy"), "{shown}");
+    proxy.fail_next(2, "AWSGlue.UpdateTable", Fault::ServerError);
+    proxy.fail_every(3, "S3.PUT", Fault::Throttle);
+    proxy.fail_next(2, "AWSGlue.GetTable", Fault::Throttle);
+    let (batch, receipts) = receive_n(&aws, 3).await;
+    let response = handle_committer_event(&committer, batch, None).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    aws.delete(&receipts).await;
+    assert_eq!(proxy.injected("AWSGlue.UpdateTable"), 5);
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 1, "{:#?}", read.history);
+    let status = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
+    assert_eq!(status[0].health.state, "running", "{status:#?}");
+}
+
+/// Whether process `pid` is stopped (state `T` in /proc).
+fn stopped(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("T")
+}
+
+#[tokio::test]
+async fn a_committer_stalled_past_its_lease_wakes_fenced_and_commits_nothing_twice() {
+    let aws = setup_with("stalled", "").await;
+    let (topic, offsets, values) = payments();
+    let m = aws.materializer().await;
+    for key in SEGMENTS {
+        aws.materialize(&m, topic.path(), key).await;
+    }
+    let (batch, _) = receive_n(&aws, 3).await;
+    let mut job = Job::new(&aws, Function::Committer, Some(Boundary::StallBeforeSwap), serde_json::to_value(batch).unwrap());
+    job.lease_ms = Some(2000);
+    let stalled = job.spawn();
+    let start = Instant::now();
+    while !stopped(stalled.id()) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the committer never reached its swap");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its lease runs out and its messages come back: another committer commits them.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (batch, receipts) = receive_n(&aws, 3).await;
+    assert!(handle_committer_event(&aws.committer(), batch, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    // The stalled one wakes at its swap: refused, it commits nothing.
+    // SAFETY: continuing our own stopped child.
+    unsafe { libc::kill(stalled.id() as i32, libc::SIGCONT) };
+    let ran = finish(stalled).await;
+    let answer = ran.answer.expect("the stalled committer answers");
+    let after = aws.read();
+    assert_payments(&after, &offsets, &values);
+    assert_eq!(after.snapshots, 1, "{answer}\n{:#?}", after.history);
+    assert_eq!(after.history, read.history);
+}
+
+#[tokio::test]
+async fn poison_tasks_end_in_the_dead_letter_queue_with_their_reason_and_the_rest_go_on() {
+    let aws = setup_with("poison", "").await;
+    // The redrive policy the SAM template gives the task queue (3 receives here, not 100).
+    let dlq = aws
+        .sqs
+        .create_queue()
+        .queue_name("poison-dead-tasks.fifo")
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = aws.sqs.get_queue_attributes().queue_url(&dlq).attribute_names(QueueAttributeName::QueueArn);
+    let arn = arn.send().await.unwrap().attributes.unwrap()[&QueueAttributeName::QueueArn].clone();
+    let policy = json!({"deadLetterTargetArn": arn, "maxReceiveCount": 3}).to_string();
+    let redrive = aws.sqs.set_queue_attributes().queue_url(&aws.tasks);
+    redrive.attributes(QueueAttributeName::RedrivePolicy, policy).send().await.unwrap();
+
+    let (topic, offsets, values) = payments();
+    let m = aws.materializer().await;
+    // `ledger` committed once, then its metadata deleted; a second segment's task for it.
+    aws.materialize(&m, topic.path(), "ledger-0/00000000000000000000.log").await;
+    let (batch, receipts) = receive_n(&aws, 1).await;
+    assert!(handle_committer_event(&aws.committer(), batch, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let metadata: Vec<String> =
+        warehouse_objects(&aws).await.into_iter().filter(|k| k.contains("/ledger/metadata/")).collect();
+    assert!(!metadata.is_empty());
+    for key in &metadata {
+        aws.s3.delete_object().bucket(&aws.warehouse).key(key).send().await.unwrap();
+    }
+    let ghost = aws.materialize(&m, topic.path(), "ledger-0/00000000000000000020.log").await;
+    // An unparseable message in `payments`' group, ahead of its three tasks.
+    let group = floe_core::queue::message_group(&aws.table());
+    let send = aws.sqs.send_message().queue_url(&aws.tasks).message_group_id(group);
+    send.message_deduplication_id("poison").message_body("{not a task").send().await.unwrap();
+    for key in SEGMENTS {
+        aws.materialize(&m, topic.path(), key).await;
+    }
+
+    // The committer's process on every delivery, until the task queue is empty.
+    let (start, mut log) = (Instant::now(), String::new());
+    while messages_in(&aws, &aws.tasks).await > 0 {
+        assert!(start.elapsed() < Duration::from_secs(90), "the task queue never emptied");
+        let (batch, receipts) = aws.receive().await;
+        if batch.records.is_empty() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            continue;
+        }
+        let ids: Vec<String> = batch.records.iter().map(|r| r.message_id.clone().unwrap()).collect();
+        let ran = Job::new(&aws, Function::Committer, None, serde_json::to_value(batch).unwrap()).run().await;
+        let answer = ran.answer.unwrap();
+        let failed: Vec<&str> =
+            answer["batchItemFailures"].as_array().unwrap().iter().map(|f| f["itemIdentifier"].as_str().unwrap()).collect();
+        let done: Vec<String> =
+            ids.iter().zip(receipts).filter(|(id, _)| !failed.contains(&id.as_str())).map(|(_, r)| r).collect();
+        aws.delete(&done).await;
+        log.push_str(&ran.log);
+    }
+    // The dead-letter queue holds the two, the reasons in the committer's log.
+    let got = aws.sqs.receive_message().queue_url(&dlq).max_number_of_messages(10).send().await.unwrap();
+    let mut bodies: Vec<String> = got.messages.unwrap_or_default().into_iter().filter_map(|m| m.body).collect();
+    bodies.sort();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert_eq!(bodies[0], "{not a task");
+    assert!(bodies[1].contains(&ghost.task_id), "{}", bodies[1]);
+    let logged = |needle: &str| log.lines().any(|l| l.contains(needle) && l.contains("\"level\":\"ERROR\""));
+    assert!(logged("unreadable task message"), "{log}");
+    assert!(logged(&ghost.task_id), "{log}");
+    // `payments` went on once its poison was gone: every record, once.
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 1);
+}
+
+/// PyIceberg, through Glue, appends `rows` of the table's rows as partition 99.
+fn foreign_append(table: &str, rows: usize) {
+    let endpoint = support::moto().endpoint.clone();
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/foreign_glue_append.py"))
+        .args([endpoint.as_str(), table, &rows.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "foreign append: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn another_writer_moving_the_pointer_between_load_and_swap_is_reloaded_and_replanned() {
+    let aws = setup_with("moved", "").await;
+    let (topic, offsets, values) = payments();
+    let m = aws.materializer().await;
+    aws.materialize(&m, topic.path(), SEGMENTS[0]).await;
+    let (batch, receipts) = receive_n(&aws, 1).await;
+    assert!(handle_committer_event(&aws.committer(), batch, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    for key in &SEGMENTS[1..] {
+        aws.materialize(&m, topic.path(), key).await;
+    }
+    // Right before the committer's swap, another engine appends through Glue.
+    let mut service = aws.committer();
+    let (table, fired) = (format!("{}.payments", aws.namespace), Arc::new(AtomicBool::new(false)));
+    let moved = fired.clone();
+    service.committer.catalog = Arc::new(Hooked::new(service.committer.catalog.clone(), move |call, _, _| {
+        let (fired, table) = (moved.clone(), table.clone());
+        Box::pin(async move {
+            if call == CatalogCall::Swap && !fired.swap(true, Ordering::SeqCst) {
+                tokio::task::spawn_blocking(move || foreign_append(&table, 3)).await.unwrap();
+            }
+            Ok(())
+        })
+    }));
+    let (batch, receipts) = receive_n(&aws, 2).await;
+    let response = handle_committer_event(&service, batch, None).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    aws.delete(&receipts).await;
+    assert!(fired.load(Ordering::SeqCst));
+    // Floe's records once, the other writer's rows kept, its snapshot between Floe's two.
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.offsets["99"].len(), 3, "{:?}", read.offsets);
+    let floe_snapshot = |s: &std::collections::HashMap<String, String>| s.contains_key("floe.offsets.payments.0");
+    let kinds: Vec<bool> = read.history.iter().map(floe_snapshot).collect();
+    assert_eq!(kinds, [true, false, true], "{:#?}", read.history);
+}
