@@ -435,7 +435,11 @@ impl CommitterService {
 ///
 /// A message whose task cannot be read, or whose commit failed, is reported; so is every
 /// later message of the same group (table) in the batch, so a table's tasks are never
-/// committed out of the order they were queued in after a failure. Those reported for a
+/// committed out of the order they were queued in after a failure. A message that can
+/// never be read (not a task: a poison message) fails alone: it comes back until the
+/// queue's redrive policy moves it to the dead-letter queue, while its table's later
+/// tasks commit (any arrival order commits the same rows), instead of coming back as
+/// often as it does and following it there. Those reported for a
 /// retryable reason (a conflict not won in time, a throttle) come back soon
 /// ([`retry_visibility`]); the others (a suspended table's kept tasks) wait the queue's
 /// visibility timeout, not to spin.
@@ -474,7 +478,9 @@ pub async fn handle_committer_event(
             }
             Err(error) => {
                 tracing::error!(message_id = %id, %error, retryable = error.retryable(), "unreadable task message");
-                failed_groups.extend(group.map(|g| (g, error.retryable())));
+                if error.retryable() {
+                    failed_groups.extend(group.map(|g| (g, true)));
+                }
                 give_back(message, error.retryable());
             }
         }
