@@ -6,7 +6,8 @@
 //! `X-Amz-Target` for the JSON services (`AWSGlue.UpdateTable`,
 //! `DynamoDB_20120810.PutItem`, `AmazonSQS.SendMessage`), the method for S3 (`S3.PUT`
 //! uploads an object, `S3.GET` reads one). Rules say which calls fail and how ("the next
-//! 3 `AWSGlue.UpdateTable` → 500", "every 5th `S3.PUT` → 503 SlowDown"). Every request
+//! 3 `AWSGlue.UpdateTable` → 500", "every 5th `S3.PUT` → 503 SlowDown", "the next
+//! `AWSGlue.UpdateTable` takes effect but its answer is a 500"). Every request
 //! is one connection: the proxy asks moto to close after its answer and passes the bytes
 //! through untouched, so what the SDK sees is moto's answer or the injected one.
 
@@ -24,6 +25,9 @@ pub enum Fault {
     Throttle,
     /// An internal error: 500 (`InternalFailure`, S3's `InternalError`).
     ServerError,
+    /// The call reaches moto and takes effect, but its answer is lost: the client gets
+    /// [`Fault::ServerError`]'s (a timeout or a 500 after AWS acted).
+    AnswerLost,
 }
 
 /// Which matching calls fail: the next `count` (`every` = 1), or every `every`-th.
@@ -114,30 +118,43 @@ impl FaultProxy {
     async fn serve(&self, mut client: TcpStream, upstream: &str) {
         let Some((head, rest)) = read_head(&mut client).await else { return };
         let call = call_name(&head);
-        match self.decide(&call) {
-            Some(fault) => {
-                // The body read first, so the client is not cut off while sending it.
-                let length = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
-                let mut body = rest;
-                let mut chunk = [0u8; 16 * 1024];
-                while body.len() < length {
-                    match client.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => body.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let _ = client.write_all(fault_response(&call, fault).as_bytes()).await;
-                let _ = client.shutdown().await;
+        let Some(fault) = self.decide(&call) else {
+            let Ok(mut server) = TcpStream::connect(upstream).await else { return };
+            let sent = server.write_all(close_after(&head).as_bytes()).await.and(server.write_all(&rest).await);
+            if sent.is_ok() {
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
             }
-            None => {
-                let Ok(mut server) = TcpStream::connect(upstream).await else { return };
-                let sent = server.write_all(close_after(&head).as_bytes()).await.and(server.write_all(&rest).await);
-                if sent.is_ok() {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                }
-            }
+            return;
+        };
+        // The body read first, so the client is not cut off while sending it.
+        let length = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+        let Some(body) = read_to(&mut client, rest, length).await else { return };
+        if fault == Fault::AnswerLost && pass_and_drop_answer(upstream, &head, &body).await.is_err() {
+            return;
+        }
+        let _ = client.write_all(fault_response(&call, fault).as_bytes()).await;
+        let _ = client.shutdown().await;
+    }
+}
+
+/// `have` and then more of `stream` until `length` bytes.
+async fn read_to(stream: &mut TcpStream, mut have: Vec<u8>, length: usize) -> Option<Vec<u8>> {
+    let mut chunk = [0u8; 16 * 1024];
+    while have.len() < length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => have.extend_from_slice(&chunk[..n]),
         }
     }
+    Some(have)
+}
+
+/// Sends the request to moto and reads its whole answer, which nobody gets.
+async fn pass_and_drop_answer(upstream: &str, head: &str, body: &[u8]) -> std::io::Result<()> {
+    let mut server = TcpStream::connect(upstream).await?;
+    server.write_all(close_after(head).as_bytes()).await?;
+    server.write_all(body).await?;
+    server.read_to_end(&mut Vec::new()).await.map(drop)
 }
 
 /// The request head (up to its blank line) and the body bytes read with it.
@@ -184,7 +201,7 @@ fn fault_response(call: &str, fault: Fault) -> String {
     let (status, content_type, body) = if call.starts_with("S3.") {
         let (status, code) = match fault {
             Fault::Throttle => ("503 Slow Down", "SlowDown"),
-            Fault::ServerError => ("500 Internal Server Error", "InternalError"),
+            Fault::ServerError | Fault::AnswerLost => ("500 Internal Server Error", "InternalError"),
         };
         let body = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>injected by the fault proxy</Message><RequestId>fault</RequestId></Error>"
@@ -193,7 +210,7 @@ fn fault_response(call: &str, fault: Fault) -> String {
     } else {
         let (status, code) = match fault {
             Fault::Throttle => ("400 Bad Request", "ThrottlingException"),
-            Fault::ServerError => ("500 Internal Server Error", "InternalFailure"),
+            Fault::ServerError | Fault::AnswerLost => ("500 Internal Server Error", "InternalFailure"),
         };
         (status, "application/x-amz-json-1.1", format!(r#"{{"__type":"{code}","message":"injected by the fault proxy"}}"#))
     };

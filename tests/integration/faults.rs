@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::QueueAttributeName;
-use floe_aws::lambda::{handle_committer_event, handle_compactor_event, handle_materializer_event};
+use floe_aws::lambda::{handle_committer_event, handle_compactor_event, handle_materializer_event, measured};
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::maintenance::TableRegistry;
 use floe_core::queue::{QueueError, TaskQueue};
@@ -458,14 +458,20 @@ async fn throttles_and_5xx_from_every_service_are_retried_and_commit_once() {
     let status = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();
     let shown = serde_json::to_string(&status).unwrap();
     assert!(shown.contains("injected by the fault proxy"), "{shown}");
-    proxy.fail_next(2, "AWSGlue.UpdateTable", Fault::ServerError);
+    // This time the swap takes effect but its answer is lost, and the SDK's first retry
+    // fails too; its second is refused (the pointer moved): the committer reloads and
+    // finds its offsets committed.
+    proxy.fail_next(1, "AWSGlue.UpdateTable", Fault::AnswerLost);
+    proxy.fail_next(1, "AWSGlue.UpdateTable", Fault::ServerError);
     proxy.fail_every(3, "S3.PUT", Fault::Throttle);
     proxy.fail_next(2, "AWSGlue.GetTable", Fault::Throttle);
     let (batch, receipts) = receive_n(&aws, 3).await;
-    let response = handle_committer_event(&committer, batch, None).await;
+    let (response, metrics) = measured("committer", handle_committer_event(&committer, batch, None)).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     aws.delete(&receipts).await;
     assert_eq!(proxy.injected("AWSGlue.UpdateTable"), 5);
+    let recorded = |name: &str| metrics.iter().any(|l| l.contains(&format!("\"{name}\"")));
+    assert!(recorded("CommitConflicts") && !recorded("RecordsCommitted"), "found committed: {metrics:#?}");
     let read = aws.read();
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 1, "{:#?}", read.history);
