@@ -191,7 +191,8 @@ fn call_name(head: &str) -> String {
 
 /// The head with `Connection: close`: moto closes after its answer, which ends the copy.
 fn close_after(head: &str) -> String {
-    let mut lines: Vec<&str> = head.trim_end().lines().filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect();
+    let mut lines: Vec<&str> =
+        head.trim_end().lines().filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect();
     lines.push("Connection: close");
     format!("{}\r\n\r\n", lines.join("\r\n"))
 }
@@ -212,7 +213,11 @@ fn fault_response(call: &str, fault: Fault) -> String {
             Fault::Throttle => ("400 Bad Request", "ThrottlingException"),
             Fault::ServerError | Fault::AnswerLost => ("500 Internal Server Error", "InternalFailure"),
         };
-        (status, "application/x-amz-json-1.1", format!(r#"{{"__type":"{code}","message":"injected by the fault proxy"}}"#))
+        (
+            status,
+            "application/x-amz-json-1.1",
+            format!(r#"{{"__type":"{code}","message":"injected by the fault proxy"}}"#),
+        )
     };
     format!(
         "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nx-amzn-requestid: fault\r\nconnection: close\r\n\r\n{body}",

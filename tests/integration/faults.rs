@@ -494,7 +494,8 @@ async fn a_committer_stalled_past_its_lease_wakes_fenced_and_commits_nothing_twi
         aws.materialize(&m, topic.path(), key).await;
     }
     let (batch, _) = receive_n(&aws, 3).await;
-    let mut job = Job::new(&aws, Function::Committer, Some(Boundary::StallBeforeSwap), serde_json::to_value(batch).unwrap());
+    let mut job =
+        Job::new(&aws, Function::Committer, Some(Boundary::StallBeforeSwap), serde_json::to_value(batch).unwrap());
     job.lease_ms = Some(LEASE.as_millis() as u64);
     let stalled = job.spawn();
     let start = Instant::now();
@@ -574,8 +575,12 @@ async fn poison_tasks_end_in_the_dead_letter_queue_with_their_reason_and_the_res
         let ids: Vec<String> = batch.records.iter().map(|r| r.message_id.clone().unwrap()).collect();
         let ran = Job::new(&aws, Function::Committer, None, serde_json::to_value(batch).unwrap()).run().await;
         let answer = ran.answer.unwrap();
-        let failed: Vec<&str> =
-            answer["batchItemFailures"].as_array().unwrap().iter().map(|f| f["itemIdentifier"].as_str().unwrap()).collect();
+        let failed: Vec<&str> = answer["batchItemFailures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["itemIdentifier"].as_str().unwrap())
+            .collect();
         let done: Vec<String> =
             ids.iter().zip(receipts).filter(|(id, _)| !failed.contains(&id.as_str())).map(|(_, r)| r).collect();
         aws.delete(&done).await;
