@@ -1484,7 +1484,9 @@ async fn a_segment_is_done_only_when_its_dead_letters_are_committed_too() {
     let outage = Arc::new(AtomicBool::new(true));
     let armed = outage.clone();
     let catalog = Hooked::new(local.catalog.clone(), move |call, table, _| {
-        let down = call != CatalogCall::Current && table.name.ends_with("_dlq") && armed.load(Ordering::SeqCst);
+        let down = matches!(call, CatalogCall::Create | CatalogCall::Swap)
+            && table.name.ends_with("_dlq")
+            && armed.load(Ordering::SeqCst);
         Box::pin(async move {
             match down {
                 true => Err(CatalogError::Other { table: table.to_string(), detail: "outage".into(), retryable: true }),
@@ -1558,12 +1560,14 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
     assert_eq!(read_local(warehouse.path(), "kafka.orders").offsets["0"], (0..100).collect::<Vec<_>>());
 }
 
-/// Which catalog call a [`Hooked`] catalog's hook runs before.
+/// Which catalog call a [`Hooked`] catalog's hook runs before (or, `Swapped`, after).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CatalogCall {
     Current,
     Create,
     Swap,
+    /// A swap that succeeded.
+    Swapped,
 }
 
 type CatalogHook = Box<
@@ -1617,7 +1621,8 @@ impl Catalog for Hooked {
         location: &str,
     ) -> Result<(), CatalogError> {
         (self.hook)(CatalogCall::Swap, table.clone(), Some(metadata.clone())).await?;
-        self.inner.swap(table, expected, metadata, location).await
+        self.inner.swap(table, expected, metadata, location).await?;
+        (self.hook)(CatalogCall::Swapped, table.clone(), None).await
     }
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
         self.inner.list(namespace).await

@@ -24,11 +24,10 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::QueueAttributeName;
 use floe_aws::lambda::{handle_committer_event, handle_compactor_event, handle_materializer_event, measured};
-use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::catalog::Catalog;
 use floe_core::maintenance::TableRegistry;
 use floe_core::queue::{QueueError, TaskQueue};
-use floe_core::task::{TableName, Task};
-use iceberg::spec::TableMetadata;
+use floe_core::task::Task;
 use serde_json::{Value, json};
 
 use crate::committer::{Aws, CatalogCall, Hooked, SEGMENTS, assert_payments, payments, setup_with};
@@ -167,8 +166,7 @@ async fn function_process() {
             if let Some(ms) = job.lease_ms {
                 service.committer.lease_ttl = Duration::from_millis(ms);
             }
-            let inner = service.committer.catalog.clone();
-            service.committer.catalog = Arc::new(KillingCatalog { inner, at: job.at, stalled: AtomicBool::new(false) });
+            service.committer.catalog = Arc::new(killing_catalog(service.committer.catalog.clone(), job.at));
             let event: SqsEvent = serde_json::from_value(job.event).unwrap();
             serde_json::to_value(handle_committer_event(&service, event, None).await).unwrap()
         }
@@ -205,41 +203,21 @@ impl TaskQueue for KillingQueue {
     }
 }
 
-/// A catalog that kills the process after its pointer swap, or stops it once before.
-struct KillingCatalog {
-    inner: Arc<dyn Catalog>,
-    at: Option<Boundary>,
-    stalled: AtomicBool,
-}
-
-#[async_trait]
-impl Catalog for KillingCatalog {
-    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
-        self.inner.current(table).await
-    }
-    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        self.inner.create(table, metadata, location).await
-    }
-    async fn swap(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        metadata: &TableMetadata,
-        location: &str,
-    ) -> Result<(), CatalogError> {
-        if self.at == Some(Boundary::StallBeforeSwap) && !self.stalled.swap(true, Ordering::SeqCst) {
-            // SAFETY: stopping this process; the test continues it with SIGCONT.
-            unsafe { libc::raise(libc::SIGSTOP) };
+/// `inner` with the process killed after its pointer swap, or stopped once before it,
+/// at the job's boundary.
+fn killing_catalog(inner: Arc<dyn Catalog>, at: Option<Boundary>) -> Hooked {
+    let stalled = AtomicBool::new(false);
+    Hooked::new(inner, move |call, _, _| {
+        match (at, call) {
+            (Some(Boundary::AfterCatalogSwap), CatalogCall::Swapped) => die(),
+            (Some(Boundary::StallBeforeSwap), CatalogCall::Swap) if !stalled.swap(true, Ordering::SeqCst) => {
+                // SAFETY: stopping this process; the test continues it with SIGCONT.
+                unsafe { libc::raise(libc::SIGSTOP) };
+            }
+            _ => {}
         }
-        self.inner.swap(table, expected, metadata, location).await?;
-        if self.at == Some(Boundary::AfterCatalogSwap) {
-            die();
-        }
-        Ok(())
-    }
-    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
-        self.inner.list(namespace).await
-    }
+        Box::pin(async { Ok(()) })
+    })
 }
 
 /// The EventBridge "Object Created" event of `bucket`/`key`, as events/ holds it.
@@ -525,16 +503,7 @@ async fn a_committer_stalled_past_its_lease_wakes_fenced_and_commits_nothing_twi
 async fn poison_tasks_end_in_the_dead_letter_queue_with_their_reason_and_the_rest_go_on() {
     let aws = setup_with("poison", "").await;
     // The redrive policy the SAM template gives the task queue (3 receives here, not 100).
-    let dlq = aws
-        .sqs
-        .create_queue()
-        .queue_name("poison-dead-tasks.fifo")
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let dlq = support::fifo_queue(&aws.sqs, "poison-dead-tasks.fifo", None).await;
     let arn = aws.sqs.get_queue_attributes().queue_url(&dlq).attribute_names(QueueAttributeName::QueueArn);
     let arn = arn.send().await.unwrap().attributes.unwrap()[&QueueAttributeName::QueueArn].clone();
     let policy = json!({"deadLetterTargetArn": arn, "maxReceiveCount": 3}).to_string();

@@ -370,22 +370,24 @@ pub struct AwsBase {
 }
 
 pub async fn aws_base(name: &str) -> AwsBase {
-    use aws_sdk_sqs::types::QueueAttributeName;
     let config = aws_config().await;
     let (s3, sqs) = (s3_client().await, aws_sdk_sqs::Client::new(&config));
     let (segments, warehouse) = (format!("{name}-segments"), format!("{name}-warehouse"));
     for bucket in [&segments, &warehouse] {
         s3.create_bucket().bucket(bucket).send().await.unwrap();
     }
-    let tasks = sqs
-        .create_queue()
-        .queue_name(format!("{name}-tasks.fifo"))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .attributes(QueueAttributeName::VisibilityTimeout, "1")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let tasks = fifo_queue(&sqs, &format!("{name}-tasks.fifo"), Some(1)).await;
     AwsBase { config, s3, sqs, segments, warehouse, tasks }
+}
+
+/// A FIFO queue `name` (ending `.fifo`) on moto, with `visibility` seconds or the default;
+/// its URL.
+pub async fn fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str, visibility: Option<u32>) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let create = sqs.create_queue().queue_name(name).attributes(QueueAttributeName::FifoQueue, "true");
+    let create = match visibility {
+        Some(seconds) => create.attributes(QueueAttributeName::VisibilityTimeout, seconds.to_string()),
+        None => create,
+    };
+    create.send().await.unwrap().queue_url.unwrap()
 }
