@@ -445,7 +445,8 @@ pub(crate) struct Aws {
     base: support::AwsBase,
     pub(crate) locks: String,
     pub(crate) namespace: String,
-    config_file: tempfile::NamedTempFile,
+    /// The `floe.toml` the materializer and the compactor load (rewritten to redeploy).
+    pub(crate) config_file: tempfile::NamedTempFile,
 }
 
 impl std::ops::Deref for Aws {

@@ -9,6 +9,7 @@ mod backfill;
 mod committer;
 mod compaction;
 mod convert;
+mod day;
 mod first_run;
 mod foreign;
 mod history;
