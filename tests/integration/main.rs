@@ -9,6 +9,7 @@ mod backfill;
 mod committer;
 mod compaction;
 mod convert;
+mod day;
 mod fault_proxy;
 mod faults;
 mod first_run;

@@ -15,6 +15,9 @@ Also an independent reader that applies them by the Iceberg spec's rules.
         equality deletes): {"rows", "offsets", "duplicates", "values", "data_files",
         "delete_files"} — offsets and values as read_iceberg.py prints them
 
+`glue ENDPOINT` in place of CATALOG_DB WAREHOUSE_DIR: the table through Glue and S3 at
+ENDPOINT (moto).
+
 The write commands print {"snapshot_id", "operation", "data_files": the data files the
 position deletes name}.
 """
@@ -25,12 +28,13 @@ from collections import Counter, defaultdict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import (DataFile, DataFileContent, FileFormat, ManifestContent, ManifestEntry,
                                 ManifestEntryStatus, ManifestWriterV2)
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
+
+from read_iceberg import open_catalog
 
 FILE_PATH_ID, POS_ID = 2147483546, 2147483545
 
@@ -176,7 +180,7 @@ def read(table):
 
 def main():
     db, warehouse, name, action = sys.argv[1:5]
-    table = SqlCatalog("floe", uri="sqlite:///" + db, warehouse="file://" + warehouse).load_table(name)
+    table = open_catalog(db, warehouse).load_table(name)
     if action == "read":
         return read(table)
     if action == "position":

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Another engine writes a Floe table: PyIceberg, through its own SqlCatalog, commits a
-snapshot without Floe's summary keys.
+"""Another engine writes a Floe table: PyIceberg, through its own SqlCatalog (or Glue
+catalog), commits a snapshot without Floe's summary keys.
 
     foreign_write.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE overwrite|append|delete [ROWS]
+    foreign_write.py glue ENDPOINT NAMESPACE.TABLE ...      the same through Glue and S3 at ENDPOINT (moto)
 
 overwrite: every row written again into new files (as Spark's or Athena's OPTIMIZE
 would); append: the first ROWS rows (5 unless given) appended once more; delete: every row deleted (a
@@ -10,13 +11,14 @@ GDPR-style delete). Prints the new snapshot's operation.
 """
 import sys
 
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import AlwaysTrue
+
+from read_iceberg import open_catalog
 
 
 def main():
     db, warehouse, name, action = sys.argv[1:5]
-    table = SqlCatalog("floe", uri="sqlite:///" + db, warehouse="file://" + warehouse).load_table(name)
+    table = open_catalog(db, warehouse).load_table(name)
     rows = table.scan().to_arrow()
     if action == "overwrite":
         table.overwrite(rows)

@@ -31,6 +31,12 @@ def catalog(kind, where, warehouse):
         "s3.secret-access-key": "testing", "s3.path-style-access": "true"})
 
 
+def open_catalog(first, second):
+    """The catalog the other scripts name by their first two arguments: `glue ENDPOINT`
+    (Glue and S3 at ENDPOINT, moto), else `CATALOG_DB WAREHOUSE_DIR` (SQLite)."""
+    return catalog("glue", second, "-") if first == "glue" else catalog("sql", first, second)
+
+
 def main():
     kind, where, warehouse, name = sys.argv[1:5]
     table = catalog(kind, where, warehouse).load_table(name)

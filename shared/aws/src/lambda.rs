@@ -435,11 +435,12 @@ impl CommitterService {
 ///
 /// A message whose task cannot be read, or whose commit failed, is reported; so is every
 /// later message of the same group (table) in the batch, so a table's tasks are never
-/// committed out of the order they were queued in after a failure. A message that can
-/// never be read (not a task: a poison message) fails alone: it comes back until the
-/// queue's redrive policy moves it to the dead-letter queue, while its table's later
-/// tasks commit (any arrival order commits the same rows), instead of coming back as
-/// often as it does and following it there. Those reported for a
+/// committed out of the order they were queued in after a failure. Two kinds fail alone
+/// or not at all. A message that can never be read (not a task: a poison message) fails
+/// alone: it comes back until the queue's redrive policy moves it to the dead-letter
+/// queue, while its table's later tasks commit (any arrival order commits the same rows),
+/// instead of coming back as often as it does and following it there. A suspend task
+/// applied is done, whatever came before it. Those reported for a
 /// retryable reason (a conflict not won in time, a throttle) come back soon
 /// ([`retry_visibility`]); the others (a suspended table's kept tasks) wait the queue's
 /// visibility timeout, not to spin.
@@ -486,7 +487,7 @@ pub async fn handle_committer_event(
         }
     }
     let report = service.committer.commit_all(&tasks, deadline).await;
-    for ((task_id, result), (_, message, group)) in report.results.iter().zip(&message_of_task) {
+    for (((task_id, result), (_, message, group)), task) in report.results.iter().zip(&message_of_task).zip(&tasks) {
         let group_failed = group.as_ref().and_then(|g| failed_groups.get(g)).copied();
         let failed = match result {
             TaskResult::Failed { error, retryable } => {
@@ -494,6 +495,10 @@ pub async fn handle_committer_event(
                     "task not committed; it stays in the queue");
                 Some(*retryable && group_failed.unwrap_or(true))
             }
+            // A suspension applied is done, whatever its table's earlier tasks did: the
+            // order of a status does not matter, and kept behind the tasks it stopped it
+            // would come back after the resume and stop the table again.
+            _ if matches!(task, floe_core::task::Task::Suspend(_)) => None,
             _ => group_failed,
         };
         if let Some(retryable) = failed {
