@@ -445,7 +445,7 @@ pub(crate) struct Aws {
     base: support::AwsBase,
     pub(crate) locks: String,
     pub(crate) namespace: String,
-    config_file: tempfile::NamedTempFile,
+    pub(crate) config_file: tempfile::NamedTempFile,
 }
 
 impl std::ops::Deref for Aws {
@@ -896,6 +896,7 @@ pub(crate) async fn materialize_with(
         warehouse: warehouse.to_string(),
         queue: Arc::new(floe_core::queue::InProcessQueue::default()),
         tables,
+        table_registry: None,
         limits: Default::default(),
     };
     let Outcome::Queued(task) = materializer.handle(&ObjectRef::new("", object)).await.unwrap() else {

@@ -11,6 +11,7 @@ mod compaction;
 mod convert;
 mod first_run;
 mod foreign;
+mod health;
 mod history;
 mod infra;
 mod json;
