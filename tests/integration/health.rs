@@ -74,7 +74,7 @@ async fn a_bad_schema_reference_shows_as_a_config_issue_until_the_configuration_
     assert_eq!((shipments.as_str(), shipments_state.as_str()), ("kafka.shipments", "config issue"));
     let views_reason = views_reason.as_deref().unwrap();
     let proto = support::root().join("examples/schemas/page_view.proto");
-    let expected = format!("config: page.views: value: no message web.Nope in the schema (value_schema file {})", proto.display());
+    let expected = format!("config: page.views: value: protobuf schema: no message web.Nope in the schema (value_schema file {})", proto.display());
     assert_eq!(views_reason, expected);
     let shipments_reason = shipments_reason.as_deref().unwrap();
     assert!(shipments_reason.starts_with("config: shipments: value: "), "{shipments_reason}");
