@@ -45,7 +45,10 @@ pub struct TableStatus {
 
 /// The stack's tables, through Glue and, for their files, `s3`.
 pub fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> CatalogTables {
-    CatalogTables { catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))), file_io: warehouse_file_io(s3) }
+    CatalogTables {
+        catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),
+        file_io: warehouse_file_io(s3),
+    }
 }
 
 /// Every table the stack commits to (dead-letter tables included), by name: its state

@@ -331,7 +331,11 @@ pub struct Report {
 
 /// The segments to hand: those neither handed before (in `progress`) nor `held` by their
 /// table; with the counts of each kind left out.
-fn to_hand<'a>(segments: &'a [Segment], progress: &Progress, held: &HashSet<String>) -> (Vec<&'a Segment>, usize, usize) {
+fn to_hand<'a>(
+    segments: &'a [Segment],
+    progress: &Progress,
+    held: &HashSet<String>,
+) -> (Vec<&'a Segment>, usize, usize) {
     let (mut handed_before, mut in_table, mut todo) = (0, 0, Vec::new());
     for segment in segments {
         if progress.is_done(&segment.key) {

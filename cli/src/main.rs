@@ -347,8 +347,7 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             let function = function.context("--function is required")?;
             let invoker = backfill::LambdaInvoker { client: aws_sdk_lambda::Client::new(&config), function };
             let options = backfill::Options { concurrency, limit };
-            let report =
-                backfill::backfill(&bucket, &segments, &held, &invoker, &mut progress, &options, out).await?;
+            let report = backfill::backfill(&bucket, &segments, &held, &invoker, &mut progress, &options, out).await?;
             match report.failed.len() {
                 0 => Ok(()),
                 n => anyhow::bail!("{n} segment(s) failed; run the same command again to retry them"),

@@ -21,8 +21,8 @@ use floe_core::materializer::{Materializer, ObjectRef};
 use serde_json::Value;
 
 use crate::committer::{Aws, SEGMENTS, assert_payments, payments, setup_with};
-use floe_core::config::FloeConfig;
 use crate::support;
+use floe_core::config::FloeConfig;
 
 /// The materializer's Lambda handler in this process; what it answered, per invocation.
 struct InProcess {
@@ -137,7 +137,10 @@ async fn a_backfill_alongside_live_events_commits_every_record_once() {
     let would = backfill::dry_run(&aws.segments, &segments, &held, &progress, &CostModel::default(), &mut out);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(would.unwrap(), 2, "{out}");
-    assert!(out.contains("payments-0: 2 segments") && out.contains("in 2 invocations, 1 already in the table"), "{out}");
+    assert!(
+        out.contains("payments-0: 2 segments") && out.contains("in 2 invocations, 1 already in the table"),
+        "{out}"
+    );
     let invoker = InProcess::new(aws.materializer().await);
     let options = Options { concurrency: 2, limit: None };
     let done = AtomicBool::new(false);
@@ -145,8 +148,7 @@ async fn a_backfill_alongside_live_events_commits_every_record_once() {
     // committer, all at once.
     let work = async {
         let mut out = Vec::new();
-        let backfill =
-            backfill::backfill(&aws.segments, &segments, &held, &invoker, &mut progress, &options, &mut out);
+        let backfill = backfill::backfill(&aws.segments, &segments, &held, &invoker, &mut progress, &options, &mut out);
         let live_events = async {
             for key in &manifests[1..] {
                 live.handle(&ObjectRef::new(&aws.segments, key)).await.unwrap();
@@ -208,7 +210,10 @@ async fn an_interrupted_backfill_resumes_and_a_dry_run_hands_nothing() {
     invoked.sort();
     assert_eq!(invoked, SEGMENTS, "each segment handed once over both runs");
     let mut out = Vec::new();
-    assert_eq!(backfill::dry_run(&aws.segments, &segments, &none, &progress, &CostModel::default(), &mut out).unwrap(), 0);
+    assert_eq!(
+        backfill::dry_run(&aws.segments, &segments, &none, &progress, &CostModel::default(), &mut out).unwrap(),
+        0
+    );
 
     commit_until(&aws, &AtomicBool::new(true)).await;
     assert_payments(&aws.read(), &offsets, &values);

@@ -51,7 +51,8 @@ async fn status(warehouse: &Path) -> (Vec<(String, String, Option<String>)>, Str
 #[tokio::test]
 async fn a_bad_schema_reference_shows_as_a_config_issue_until_the_configuration_is_fixed() {
     let samples = support::root().join("examples/segments");
-    let (input, warehouse, schemas) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (input, warehouse, schemas) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     copy(&samples, input.path(), "shipments-0/00000000000000000000.log");
     for ext in ["log", "indexes", "rsm-manifest"] {
         copy(&samples, input.path(), &format!("{TIERED}.{ext}"));
@@ -74,7 +75,10 @@ async fn a_bad_schema_reference_shows_as_a_config_issue_until_the_configuration_
     assert_eq!((shipments.as_str(), shipments_state.as_str()), ("kafka.shipments", "config issue"));
     let views_reason = views_reason.as_deref().unwrap();
     let proto = support::root().join("examples/schemas/page_view.proto");
-    let expected = format!("config: page.views: value: protobuf schema: no message web.Nope in the schema (value_schema file {})", proto.display());
+    let expected = format!(
+        "config: page.views: value: protobuf schema: no message web.Nope in the schema (value_schema file {})",
+        proto.display()
+    );
     assert_eq!(views_reason, expected);
     let shipments_reason = shipments_reason.as_deref().unwrap();
     assert!(shipments_reason.starts_with("config: shipments: value: "), "{shipments_reason}");
@@ -102,8 +106,10 @@ async fn on_aws_a_bad_schema_reference_shows_in_status_until_the_configuration_i
     let schemas = tempfile::tempdir().unwrap();
     let avsc = schemas.path().join("payment.avsc");
     std::fs::write(&avsc, "{\"type\": \"record\", \"name\": ").unwrap();
-    let topic_toml =
-        format!("[[topics]]\ntopic = \"payments\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\n", avsc.display());
+    let topic_toml = format!(
+        "[[topics]]\ntopic = \"payments\"\nvalue_format = \"avro\"\nvalue_schema = {{ file = \"{}\" }}\n",
+        avsc.display()
+    );
     let aws = setup_with("cfgissue", &topic_toml).await;
     let (topic, offsets, values) = payments();
     let broken = aws.materializer().await;
