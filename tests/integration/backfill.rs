@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use floe_aws::lambda::{handle_committer_event, handle_materializer_event};
 use floe_cli::backfill::{self, CostModel, Invoker, Options, Progress};
+use floe_core::config::FloeConfig;
 use floe_core::materializer::{Materializer, ObjectRef};
 use serde_json::Value;
 
 use crate::committer::{Aws, SEGMENTS, assert_payments, payments, setup_with};
 use crate::support;
-use floe_core::config::FloeConfig;
 
 /// The materializer's Lambda handler in this process; what it answered, per invocation.
 struct InProcess {
