@@ -43,6 +43,14 @@ pub struct TableStatus {
     pub maintenance: MaintenanceView,
 }
 
+/// The stack's tables, through Glue and, for their files, `s3`.
+pub fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> CatalogTables {
+    CatalogTables {
+        catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),
+        file_io: warehouse_file_io(s3),
+    }
+}
+
 /// Every table the stack commits to (dead-letter tables included), by name: its state
 /// and why, its current snapshot's facts (read through Glue and S3: one GetTable and one
 /// metadata file per table), and what maintenance did to it. S3 is addressed path-style
@@ -51,10 +59,7 @@ pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> a
     let locks = locks(config, lock_table);
     let s3 =
         aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
-    let tables = CatalogTables {
-        catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),
-        file_io: warehouse_file_io(s3),
-    };
+    let tables = glue_tables(config, s3);
     let mut out = Vec::new();
     for registered in locks.tables().await? {
         let name = registered.table;

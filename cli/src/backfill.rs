@@ -5,16 +5,24 @@
 //!   object that starts each segment, as the live event would name it: a tiered-storage
 //!   segment's `.rsm-manifest`, a log-dir or `LocalTieredStorage` copy's `.log`; in offset
 //!   order per topic-partition.
-//! - [`backfill`] invokes the materializer once per segment through an [`Invoker`] with
+//! - [`already_held`] reads each target table's committed offsets once (through the
+//!   catalog, Floe's snapshot summary, as the materializer reads them) and finds the
+//!   segments whose every offset their table already holds: they are not handed, and
+//!   cost no invocation. A segment's range comes from its manifest (tiered storage: one
+//!   GET, only when its table holds its base offset) or, for a broker log dir's copy,
+//!   runs to the next segment's base offset in the same folder; a segment whose range is
+//!   unknown, or only partly held, is handed (the committer trims it).
+//! - [`backfill`] invokes the materializer once per other segment through an [`Invoker`] with
 //!   the EventBridge "Object Created" event it gets live, at most `concurrency` at a time,
 //!   and records each segment handed in a [`Progress`] file, so a rerun after an
 //!   interruption hands only the rest. A line of progress every [`PROGRESS_EVERY`]
 //!   segments, a summary at the end.
-//! - Exactly once alongside live traffic is the materializer's and the committer's: the
-//!   materializer ignores a segment whose offsets its table already holds, and the
-//!   committer commits each Kafka offset once, however many tasks carry it.
+//! - Exactly once alongside live traffic is the committer's: it commits each Kafka offset
+//!   once, however many tasks carry it. Skipping what a table holds is only an
+//!   optimisation (offsets once committed stay committed); the materializer also ignores
+//!   a segment its table holds by the time it is invoked.
 //! - [`dry_run`] says what would be handed, per topic-partition, and what it would
-//!   roughly cost.
+//!   roughly cost; segments already in their table are counted apart, at no cost.
 //!
 //! [`LambdaInvoker`] invokes the deployed function (`RequestResponse`: the backfill
 //! learns each segment's outcome, records only what succeeded, and its concurrency bounds
@@ -29,7 +37,11 @@ use aws_sdk_lambda::error::ProvideErrorMetadata;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use floe_core::config::FloeConfig;
+use floe_core::segment::tiered::Manifest;
 use floe_core::segment::{ObjectKind, SegmentLayout, SegmentLocation};
+use floe_core::table::offsets::RangeSet;
+use floe_core::table::{TableLookup, TableName};
 
 /// A progress line every this many segments handed or skipped.
 pub const PROGRESS_EVERY: usize = 10;
@@ -43,6 +55,9 @@ pub struct Segment {
     pub base_offset: i64,
     /// The segment's record bytes (its `.log`'s size, when listed).
     pub bytes: u64,
+    /// Its last offset, when the listing tells it: a broker log dir's segment ends before
+    /// the next one in its folder. (A tiered segment's is in its manifest.)
+    pub last_offset: Option<i64>,
 }
 
 /// Every segment under `prefix` of `bucket` (of `topic` only, when given), in offset
@@ -72,7 +87,7 @@ pub async fn list_segments(
 pub fn segments_of(objects: &[(String, u64)], topic: Option<&str>) -> Vec<Segment> {
     let log_sizes: HashMap<&str, u64> =
         objects.iter().filter_map(|(key, size)| Some((key.strip_suffix(".log")?, *size))).collect();
-    let mut segments: Vec<Segment> = objects
+    let found: Vec<(Segment, bool)> = objects
         .iter()
         .filter_map(|(key, size)| {
             let location = SegmentLocation::parse(key)?;
@@ -86,19 +101,114 @@ pub fn segments_of(objects: &[(String, u64)], topic: Option<&str>) -> Vec<Segmen
             }
             let stem = key.strip_suffix(".rsm-manifest").unwrap_or(key);
             let bytes = log_sizes.get(stem).copied().unwrap_or(*size);
-            Some(Segment {
+            let log_dir = location.layout == SegmentLayout::BrokerLogDir;
+            let segment = Segment {
                 key: key.clone(),
                 topic: location.topic,
                 partition: location.partition,
                 base_offset: location.base_offset,
                 bytes,
-            })
+                last_offset: None,
+            };
+            Some((segment, log_dir))
         })
         .collect();
+    let mut segments = with_log_dir_ends(found);
     segments.sort_by(|a, b| {
         (&a.topic, a.partition, a.base_offset, &a.key).cmp(&(&b.topic, b.partition, b.base_offset, &b.key))
     });
     segments
+}
+
+/// The segments, each broker log dir's (flagged `true`) with its last offset: the next
+/// base offset in its folder, less one (a log's segments are contiguous). A folder's last
+/// segment, the one a broker may still write, keeps none.
+fn with_log_dir_ends(found: Vec<(Segment, bool)>) -> Vec<Segment> {
+    let folder = |key: &str| key.rsplit_once('/').map_or("", |(dir, _)| dir).to_string();
+    let mut bases: HashMap<String, Vec<i64>> = HashMap::new();
+    for (segment, _) in found.iter().filter(|(_, log_dir)| *log_dir) {
+        bases.entry(folder(&segment.key)).or_default().push(segment.base_offset);
+    }
+    found
+        .into_iter()
+        .map(|(segment, log_dir)| {
+            let next = match log_dir {
+                true => bases[&folder(&segment.key)].iter().filter(|&&b| b > segment.base_offset).min().copied(),
+                false => None,
+            };
+            Segment { last_offset: next.map(|n| n - 1), ..segment }
+        })
+        .collect()
+}
+
+/// The keys of the segments whose every offset their table already holds, which need no
+/// invocation: each target table (the topic's in `config`) read once through `tables`,
+/// each segment's range from [`Segment::last_offset`] or its manifest (read only when the
+/// table holds its base offset). A segment whose range is unknown (no manifest range, a
+/// folder's last log) or only partly held is not among them.
+pub async fn already_held(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    segments: &[Segment],
+    config: &FloeConfig,
+    tables: &dyn TableLookup,
+) -> anyhow::Result<HashSet<String>> {
+    let held = committed_by_topic(segments, config, tables).await?;
+    let candidates: Vec<(&Segment, &RangeSet)> = segments
+        .iter()
+        .filter_map(|s| {
+            let set = held.get(&(s.topic.clone(), s.partition))?;
+            set.covers(s.base_offset, s.base_offset).then_some((s, set))
+        })
+        .collect();
+    let ranges = futures::stream::iter(candidates)
+        .map(|(segment, set)| async move {
+            let last = match segment.last_offset {
+                Some(last) => Some(last),
+                None => manifest_range(s3, bucket, &segment.key).await.map(|(_, last)| last),
+            };
+            last.is_some_and(|last| set.covers(segment.base_offset, last)).then(|| segment.key.clone())
+        })
+        .buffer_unordered(MANIFEST_READS);
+    Ok(ranges.filter_map(|key| async move { key }).collect().await)
+}
+
+/// Manifests read at once by [`already_held`].
+const MANIFEST_READS: usize = 8;
+
+/// The committed offsets, per topic-partition, of the tables the segments' topics go to
+/// (a topic not enabled goes nowhere), each table read once.
+async fn committed_by_topic(
+    segments: &[Segment],
+    config: &FloeConfig,
+    tables: &dyn TableLookup,
+) -> anyhow::Result<HashMap<(String, i32), RangeSet>> {
+    let topics: std::collections::BTreeSet<&str> = segments.iter().map(|s| s.topic.as_str()).collect();
+    let mut held = HashMap::new();
+    for topic in topics {
+        let Some(resolved) = config.resolve(topic) else { continue };
+        let name = TableName { namespace: resolved.namespace.clone(), name: resolved.table.clone() };
+        let view = tables.view(&name).await.with_context(|| format!("reading the offsets {name} holds"))?;
+        let Some(view) = view else { continue };
+        for ((committed_topic, partition), set) in &view.committed.partitions {
+            if committed_topic == topic {
+                held.insert((topic.to_string(), *partition), set.clone());
+            }
+        }
+    }
+    Ok(held)
+}
+
+/// The first and last offset a tiered segment's manifest names; `None` when it cannot be
+/// read or names none (the segment is then handed, and the materializer says why).
+async fn manifest_range(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Option<(i64, i64)> {
+    if !key.ends_with(".rsm-manifest") {
+        return None;
+    }
+    let object = s3.get_object().bucket(bucket).key(key).send().await.ok()?;
+    let bytes = object.body.collect().await.ok()?.into_bytes();
+    let manifest = Manifest::parse(key, &bytes).ok()?;
+    manifest.remote_log_segment_metadata.map(|m| (m.start_offset, m.end_offset))
 }
 
 /// The EventBridge "Object Created" event S3 sends for `key` of `bucket`: what the
@@ -209,6 +319,8 @@ pub struct Options {
 pub struct Report {
     /// Segments the materializer took.
     pub handed: usize,
+    /// Segments whose every offset their table already held ([`already_held`]): not handed.
+    pub already_held: usize,
     /// Segments a previous run handed (in the state file).
     pub skipped_as_handed: usize,
     /// Segments left for a rerun by `--limit`.
@@ -217,18 +329,40 @@ pub struct Report {
     pub failed: Vec<(String, String)>,
 }
 
-/// Hands every segment of `bucket` not yet in `progress` to `invoker`.
+/// The segments to hand: those neither handed before (in `progress`) nor `held` by their
+/// table; with the counts of each kind left out.
+fn to_hand<'a>(
+    segments: &'a [Segment],
+    progress: &Progress,
+    held: &HashSet<String>,
+) -> (Vec<&'a Segment>, usize, usize) {
+    let (mut handed_before, mut in_table, mut todo) = (0, 0, Vec::new());
+    for segment in segments {
+        if progress.is_done(&segment.key) {
+            handed_before += 1;
+        } else if held.contains(&segment.key) {
+            in_table += 1;
+        } else {
+            todo.push(segment);
+        }
+    }
+    (todo, handed_before, in_table)
+}
+
+/// Hands every segment of `bucket` neither in `progress` nor `held` by its table
+/// ([`already_held`]) to `invoker`.
 pub async fn backfill(
     bucket: &str,
     segments: &[Segment],
+    held: &HashSet<String>,
     invoker: &dyn Invoker,
     progress: &mut Progress,
     options: &Options,
     mut out: impl Write,
 ) -> anyhow::Result<Report> {
     let mut report = Report::default();
-    let mut todo: Vec<&Segment> = segments.iter().filter(|s| !progress.is_done(&s.key)).collect();
-    report.skipped_as_handed = segments.len() - todo.len();
+    let (mut todo, handed_before, in_table) = to_hand(segments, progress, held);
+    (report.skipped_as_handed, report.already_held) = (handed_before, in_table);
     if let Some(limit) = options.limit {
         report.left = todo.len().saturating_sub(limit);
         todo.truncate(limit);
@@ -251,13 +385,21 @@ pub async fn backfill(
         }
         seen += 1;
         if seen % PROGRESS_EVERY == 0 || seen == total {
-            writeln!(out, "{seen}/{total} segments: {} handed, {} failed", report.handed, report.failed.len())?;
+            writeln!(
+                out,
+                "{seen}/{total} segments: {} handed, {} failed ({} already in the table)",
+                report.handed,
+                report.failed.len(),
+                report.already_held
+            )?;
         }
     }
     writeln!(
         out,
-        "backfill of s3://{bucket}: {} handed, {} skipped (handed before), {} left by --limit, {} failed",
+        "backfill of s3://{bucket}: {} handed, {} already in the table, {} skipped (handed before), \
+         {} left by --limit, {} failed",
         report.handed,
+        report.already_held,
         report.skipped_as_handed,
         report.left,
         report.failed.len()
@@ -287,17 +429,18 @@ const PRICE_PER_REQUEST: f64 = 0.20 / 1_000_000.0;
 const PRICE_PER_GB_SECOND: f64 = 0.000_013_333_4;
 
 /// What a dry run prints: per topic-partition the segments and bytes that would be
-/// handed (those not yet in `progress`), then the invocations and an estimated cost.
-/// Returns the number of invocations.
+/// handed (those neither in `progress` nor `held` by their table), then the invocations
+/// and an estimated cost. Returns the number of invocations.
 pub fn dry_run(
     bucket: &str,
     segments: &[Segment],
+    held: &HashSet<String>,
     progress: &Progress,
     cost: &CostModel,
     mut out: impl Write,
 ) -> anyhow::Result<usize> {
     let mut partitions: BTreeMap<(&str, i32), (usize, u64)> = BTreeMap::new();
-    let todo: Vec<&Segment> = segments.iter().filter(|s| !progress.is_done(&s.key)).collect();
+    let (todo, handed_before, in_table) = to_hand(segments, progress, held);
     for segment in &todo {
         let entry = partitions.entry((segment.topic.as_str(), segment.partition)).or_default();
         entry.0 += 1;
@@ -312,12 +455,12 @@ pub fn dry_run(
     let dollars = todo.len() as f64 * PRICE_PER_REQUEST + gb_seconds * PRICE_PER_GB_SECOND;
     writeln!(
         out,
-        "dry run of s3://{bucket}: would hand {} segments ({bytes} bytes) in {} invocations, {} already handed; \
+        "dry run of s3://{bucket}: would hand {} segments ({bytes} bytes) in {} invocations, \
+         {in_table} already in the table, {handed_before} already handed; \
          estimated {gb_seconds:.0} GB-seconds, about ${dollars:.4} of Lambda (an estimate: {} MiB at {} MiB/s \
          plus {} s per invocation, arm64 us-east-1 prices; S3, Glue, SQS and DynamoDB requests not included)",
         todo.len(),
         todo.len(),
-        segments.len() - todo.len(),
         cost.memory_mib,
         cost.mib_per_second,
         cost.seconds_per_invocation,
@@ -391,15 +534,18 @@ mod tests {
         let options = Options { concurrency: 2, limit: None };
         let mut progress = Progress::open(&state).unwrap();
         let mut out = Vec::new();
-        let report = backfill("b", &segments, &Failing("09.log"), &mut progress, &options, &mut out).await.unwrap();
+        let none = HashSet::new();
+        let report =
+            backfill("b", &segments, &none, &Failing("09.log"), &mut progress, &options, &mut out).await.unwrap();
         assert_eq!((report.handed, report.failed.len()), (1, 1));
         assert!(
             String::from_utf8(out)
                 .unwrap()
-                .contains("1 handed, 0 skipped (handed before), 0 left by --limit, 1 failed")
+                .contains("1 handed, 0 already in the table, 0 skipped (handed before), 0 left by --limit, 1 failed")
         );
         let mut progress = Progress::open(&state).unwrap();
-        let report = backfill("b", &segments, &Failing("nothing"), &mut progress, &options, Vec::new()).await.unwrap();
+        let report =
+            backfill("b", &segments, &none, &Failing("nothing"), &mut progress, &options, Vec::new()).await.unwrap();
         assert_eq!((report.handed, report.skipped_as_handed, report.failed.len()), (1, 1, 0));
     }
 
@@ -472,10 +618,60 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let progress = Progress::open(&dir.path().join("state")).unwrap();
         let mut out = Vec::new();
-        let n = dry_run("b", &segments_of(&listed, None), &progress, &CostModel::default(), &mut out).unwrap();
+        let segments = segments_of(&listed, None);
+        let n = dry_run("b", &segments, &HashSet::new(), &progress, &CostModel::default(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(n, 2);
         assert!(text.contains("o-0: 1 segments, 1048576 bytes\no-1: 1 segments, 2097152 bytes\n"), "{text}");
         assert!(text.contains("in 2 invocations") && text.contains("estimated 2 GB-seconds"), "{text}");
+        // A segment its table holds costs nothing and is counted apart.
+        let held = HashSet::from([segments[0].key.clone()]);
+        let mut out = Vec::new();
+        assert_eq!(dry_run("b", &segments, &held, &progress, &CostModel::default(), &mut out).unwrap(), 1);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("o-0:") && text.contains("o-1: 1 segments"), "{text}");
+        assert!(text.contains("in 1 invocations, 1 already in the table, 0 already handed"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_segment_its_table_holds_is_not_handed_and_is_counted_apart() {
+        let listed = objects(&[("a/orders-0/00000000000000000000.log", 1), ("a/orders-0/00000000000000000009.log", 1)]);
+        let segments = segments_of(&listed, None);
+        let dir = tempfile::tempdir().unwrap();
+        let mut progress = Progress::open(&dir.path().join("state")).unwrap();
+        let held = HashSet::from([segments[0].key.clone()]);
+        let options = Options { concurrency: 2, limit: None };
+        let mut out = Vec::new();
+        let invoker = Failing("00000000000000000000.log");
+        let report = backfill("b", &segments, &held, &invoker, &mut progress, &options, &mut out).await.unwrap();
+        assert_eq!((report.handed, report.already_held, report.failed.len()), (1, 1, 0));
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("1/1 segments: 1 handed, 0 failed (1 already in the table)"), "{out}");
+        assert!(out.contains("1 handed, 1 already in the table, 0 skipped (handed before)"), "{out}");
+    }
+
+    #[test]
+    fn a_log_dir_segment_ends_before_the_next_in_its_folder() {
+        let tiered = format!("ts/orders-{TOPIC_ID}/0/00000000000000000040-{SEGMENT_ID}.rsm-manifest");
+        let listed = objects(&[
+            ("a/orders-0/00000000000000000000.log", 1),
+            ("a/orders-0/00000000000000000100.log", 1),
+            ("b/orders-0/00000000000000000000.log", 1),
+            ("b/orders-0/00000000000000000050.log", 1),
+            (&tiered, 1),
+        ]);
+        let ends: Vec<(String, Option<i64>)> =
+            segments_of(&listed, None).into_iter().map(|s| (s.key, s.last_offset)).collect();
+        assert_eq!(
+            ends,
+            [
+                ("a/orders-0/00000000000000000000.log".to_string(), Some(99)),
+                ("b/orders-0/00000000000000000000.log".to_string(), Some(49)),
+                (tiered.clone(), None),
+                ("b/orders-0/00000000000000000050.log".to_string(), None),
+                ("a/orders-0/00000000000000000100.log".to_string(), None),
+            ],
+            "each folder's last segment, and a tiered one (its manifest says), have no end here"
+        );
     }
 }

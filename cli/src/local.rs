@@ -206,6 +206,8 @@ pub async fn run_local_on(
         // Each task's files held until the committer is done with it, as on AWS.
         queue: Arc::new(HoldingQueue::new(queue.clone(), locks.clone())),
         tables: Some(tables.clone()),
+        // A segment failing on its topic's configuration shows in status, as on AWS.
+        table_registry: Some(committer.registry.clone()),
         limits: Limits::default(),
     };
 
@@ -380,14 +382,16 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
             out.push(TableStatus { snapshots, problem, ..status });
         }
     }
-    // A table stopped before its first commit has a status but no metadata yet.
-    for (table, reason) in locks.suspended_tables().await? {
-        if !out.iter().any(|t| t.table == table) {
-            let maintenance = match TableName::parse(&table) {
-                Some(name) => locks.status(&name).await?,
-                None => MaintenanceStatus::default(),
-            };
-            out.push(TableStatus::new(warehouse, table, Some(reason), maintenance, TableFacts::default()));
+    // A table stopped before its first commit (suspended, or its topic's configuration
+    // failing) has a status but no metadata yet.
+    for registered in TableRegistry::tables(&locks).await? {
+        let table = registered.table.to_string();
+        if out.iter().any(|t| t.table == table) {
+            continue;
+        }
+        let maintenance = locks.status(&registered.table).await?;
+        if registered.suspended.is_some() || !maintenance.failing.is_empty() {
+            out.push(TableStatus::new(warehouse, table, registered.suspended, maintenance, TableFacts::default()));
         }
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));

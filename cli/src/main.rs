@@ -121,6 +121,11 @@ enum AwsCommand {
         /// The materializer's memory, for the dry run's estimate.
         #[arg(long, default_value_t = 1024)]
         memory_mib: u64,
+        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri), to find
+        /// each topic's table and skip the segments it already holds; without it, the
+        /// defaults (as the functions without one).
+        #[arg(long)]
+        config: Option<String>,
     },
 }
 
@@ -311,24 +316,38 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             let report = floe_cli::audit::aws(&config, &table, path_style).await;
             floe_cli::audit::verdict(report, json, std::io::stdout().lock())
         }
-        AwsCommand::Backfill { bucket, prefix, topic, function, concurrency, state, limit, dry_run, memory_mib } => {
+        AwsCommand::Backfill {
+            bucket,
+            prefix,
+            topic,
+            function,
+            concurrency,
+            state,
+            limit,
+            dry_run,
+            memory_mib,
+            config: config_uri,
+        } => {
             use floe_cli::backfill;
             // `FLOE_S3_PATH_STYLE=true` for S3 emulators, as for the functions.
             let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
             let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style).build();
             let s3 = aws_sdk_s3::Client::from_conf(s3);
             let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
+            let floe_config = floe_aws::lambda::read_config(&s3, config_uri.as_deref()).await?;
+            let tables = floe_cli::aws::glue_tables(&config, s3.clone());
+            let held = backfill::already_held(&s3, &bucket, &segments, &floe_config, &tables).await?;
             let state = state.unwrap_or_else(|| PathBuf::from(format!("floe-backfill-{bucket}.state")));
             let mut progress = backfill::Progress::open(&state)?;
             let out = std::io::stdout().lock();
             if dry_run {
                 let cost = backfill::CostModel { memory_mib, ..Default::default() };
-                return backfill::dry_run(&bucket, &segments, &progress, &cost, out).map(drop);
+                return backfill::dry_run(&bucket, &segments, &held, &progress, &cost, out).map(drop);
             }
             let function = function.context("--function is required")?;
             let invoker = backfill::LambdaInvoker { client: aws_sdk_lambda::Client::new(&config), function };
             let options = backfill::Options { concurrency, limit };
-            let report = backfill::backfill(&bucket, &segments, &invoker, &mut progress, &options, out).await?;
+            let report = backfill::backfill(&bucket, &segments, &held, &invoker, &mut progress, &options, out).await?;
             match report.failed.len() {
                 0 => Ok(()),
                 n => anyhow::bail!("{n} segment(s) failed; run the same command again to retry them"),

@@ -928,6 +928,7 @@ pub(crate) async fn materialize_with(
         warehouse: warehouse.to_string(),
         queue: Arc::new(floe_core::queue::InProcessQueue::default()),
         tables,
+        table_registry: None,
         limits: Default::default(),
     };
     let Outcome::Queued(task) = materializer.handle(&ObjectRef::new("", object)).await.unwrap() else {

@@ -164,7 +164,11 @@ fn the_compactor_runs_alone_on_a_schedule_and_the_lock_table_has_its_index() {
     assert_eq!(global["FLOE_LOCK_TABLE"], serde_json::json!({"Ref": "LockTable"}));
     let (materializer, _) = statements(&template["Resources"]["MaterializerFunction"]);
     let holds: Vec<String> = materializer.iter().flat_map(actions).filter(|a| a.starts_with("dynamodb:")).collect();
-    assert_eq!(holds, ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"], "the materializer holds its tasks' files");
+    assert_eq!(
+        holds,
+        ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem"],
+        "the materializer holds its tasks' files and records a table's configuration issue"
+    );
     // The index DynamoDbLocks queries for held tasks.
     let lock_table = &template["Resources"]["LockTable"]["Properties"];
     let index = &lock_table["GlobalSecondaryIndexes"][0];

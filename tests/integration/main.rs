@@ -14,6 +14,7 @@ mod fault_proxy;
 mod faults;
 mod first_run;
 mod foreign;
+mod health;
 mod history;
 mod infra;
 mod json;

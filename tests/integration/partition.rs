@@ -279,6 +279,7 @@ fn local_materializer(input: &Path, warehouse: &Path, config: FloeConfig) -> (Ma
         warehouse: warehouse.canonicalize().unwrap().display().to_string(),
         queue: queue.clone(),
         tables: Some(Arc::new(CatalogTables { catalog: Arc::new(catalog), file_io })),
+        table_registry: None,
         limits: Limits::default(),
     };
     (materializer, queue)

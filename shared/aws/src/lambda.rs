@@ -82,7 +82,8 @@ pub struct MaterializerEnv {
     /// `FLOE_TASK_QUEUE_URL`: the FIFO queue of CommitTasks.
     pub task_queue_url: String,
     /// `FLOE_LOCK_TABLE`: the DynamoDB table (the committer's) where each task's files are
-    /// held until it is committed, so the orphan sweep keeps them.
+    /// held until it is committed, so the orphan sweep keeps them, and where a table's
+    /// configuration issue is recorded.
     pub lock_table: String,
     /// `FLOE_S3_PATH_STYLE`: `true` for S3 emulators without virtual-host addressing.
     pub s3_path_style: bool,
@@ -140,8 +141,18 @@ pub fn print_emf(lines: &[String]) {
     }
 }
 
-/// Reads `floe.toml` from `s3://…` or a path; `None` gives the defaults.
+/// Reads `floe.toml` from `s3://…` or a path, checking that its schema files are there;
+/// `None` gives the defaults.
 pub async fn load_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<FloeConfig, InitError> {
+    let config = read_config(s3, uri).await?;
+    let error = |message: String| InitError::Config { uri: uri.unwrap_or_default().to_string(), message };
+    config.check_schema_files().map_err(|e| error(e.to_string()))?;
+    Ok(config)
+}
+
+/// [`load_config`] without looking for its schema files: for tools that only need the
+/// topics' tables (`floe aws backfill`), away from where the functions find them.
+pub async fn read_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<FloeConfig, InitError> {
     let Some(uri) = uri else { return Ok(FloeConfig::default()) };
     let error = |message: String| InitError::Config { uri: uri.to_string(), message };
     let text = match split_s3_uri(uri) {
@@ -151,9 +162,7 @@ pub async fn load_config(s3: &aws_sdk_s3::Client, uri: Option<&str>) -> Result<F
         }
         None => std::fs::read_to_string(uri).map_err(|e| error(e.to_string()))?,
     };
-    let config = FloeConfig::parse(&text).map_err(|e| error(e.to_string()))?;
-    config.check_schema_files().map_err(|e| error(e.to_string()))?;
-    Ok(config)
+    FloeConfig::parse(&text).map_err(|e| error(e.to_string()))
 }
 
 /// The Schema Registry password: from the configured Secrets Manager secret (a JSON
@@ -194,7 +203,8 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let registry = http_registry_with_password(&config, password)
         .map_err(|e| InitError::Config { uri: env.config.clone().unwrap_or_default(), message: e.to_string() })?;
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
-    let queue = HoldingQueue::new(Arc::new(queue), table_registry(aws, &env.lock_table));
+    let table_registry = table_registry(aws, &env.lock_table);
+    let queue = HoldingQueue::new(Arc::new(queue), table_registry.clone());
     let file_io = warehouse_file_io(s3.clone());
     let glue = crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
     let tables = floe_core::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
@@ -206,6 +216,7 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
         warehouse: env.warehouse.trim_end_matches('/').to_string(),
         queue: Arc::new(queue),
         tables: Some(Arc::new(tables)),
+        table_registry: Some(table_registry),
         limits: Limits::default(),
     })
 }

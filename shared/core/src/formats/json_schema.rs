@@ -174,13 +174,13 @@ fn to_type(s: &Value, root: &Value, documents: &Documents, stack: &mut Vec<Strin
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     let (resolved, _) = ctx.table_schema(SchemaType::Json).await?;
     let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(|e| format!("schema is not JSON: {e}"));
-    let doc = parse(&resolved.schema.schema).map_err(|e| ctx.error(e))?;
+    let doc = parse(&resolved.schema.schema).map_err(|e| ctx.schema_error(e))?;
     let mut documents = Vec::with_capacity(resolved.references.len());
     for r in &resolved.references {
-        let document = parse(&r.schema.schema).map_err(|e| ctx.error(format!("reference {}: {e}", r.name)))?;
+        let document = parse(&r.schema.schema).map_err(|e| ctx.schema_error(format!("reference {}: {e}", r.name)))?;
         documents.push((r.name.clone(), document));
     }
-    let payload = to_payload_type(&doc, &documents).map_err(|e| ctx.error(e))?;
+    let payload = to_payload_type(&doc, &documents).map_err(|e| ctx.schema_error(e))?;
     let name = ctx.name;
     let make: MakeDecoder =
         Box::new(move |shape| Ok(Arc::new(JsonDecoder::new(name, shape, true)) as Arc<dyn PayloadDecoder>));

@@ -59,6 +59,22 @@ impl PartContext<'_> {
         FormatError::Schema { topic: self.topic.topic.clone(), message: format!("{}: {message}", self.name) }
     }
 
+    /// An error in the part's schema itself, naming where it comes from ([`Self::source_name`]).
+    pub fn schema_error(&self, message: impl std::fmt::Display) -> FormatError {
+        self.error(format!("{message} ({})", self.source_name()))
+    }
+
+    /// Where the part's schema comes from, as an error names it: `value_schema file
+    /// schemas/order.proto`, `value_schema subject orders-value`.
+    pub fn source_name(&self) -> String {
+        let field = format!("{}_schema", self.name);
+        match self.source {
+            SchemaSource::File(path) => format!("{field} file {}", path.display()),
+            SchemaSource::Subject(subject) => format!("{field} subject {subject}"),
+            SchemaSource::Registry => format!("{field} subject {}-{}", self.topic.topic, self.name),
+        }
+    }
+
     /// The schema the table is built from: a local file, a named subject's latest version,
     /// or the latest version of `<topic>-key` / `<topic>-value`. Also returns the registry
     /// to resolve each payload's schema id with (none for a local file). The schemas it

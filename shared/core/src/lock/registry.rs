@@ -1,7 +1,7 @@
 //! The table registry: which tables Floe commits to, the files their queued tasks hold,
 //! and what maintenance did to each — a port of the lock store (SQLite locally,
-//! DynamoDB on AWS), one row per table, which maintenance (`crate::maintenance`) and the
-//! committer use. It lives with the locks because the lock stores implement it.
+//! DynamoDB on AWS), one row per table, which maintenance (`crate::maintenance`), the
+//! committer and the materializer (a table's configuration issue) use. It lives with the locks because the lock stores implement it.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,10 @@
 //!                     CommitTask ─▶ TaskQueue (group = table, dedup id = task id)
 //! ```
 //!
+//! A segment that fails on its topic's configuration (a bad schema reference, see
+//! [`MaterializerError::is_config_issue`]) still fails, and is also recorded against its
+//! table in the table registry, which status shows as `config issue`.
+//!
 //! The same object gives the same task id (a retried or duplicated event queues the same
 //! task) but never the same file names: each attempt writes files of its own, so no file
 //! a snapshot may reference is written over. The same offsets
@@ -34,6 +38,7 @@ use crate::config::{FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
 use crate::formats::json::infer;
 use crate::formats::{FormatError, Formats};
+use crate::lock::registry::{Activity, Failure, MaintenanceEvent, TableRegistry};
 use crate::materializer::segment::{
     MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id,
 };
@@ -89,6 +94,21 @@ impl MaterializerError {
             MaterializerError::Queue(e) => e.retryable(),
             MaterializerError::Table(e) => e.retryable(),
             MaterializerError::Partition(e) => e.retryable(),
+        }
+    }
+
+    /// True when the topic's configuration is what fails, and fixing it is what helps: a
+    /// schema reference that cannot be resolved (a schema file that does not parse, a
+    /// Protobuf message not in its descriptor, a subject or schema the registry does not
+    /// have, credentials it refuses), a schema that cannot map to a table, a
+    /// `partition_by` that does not fit it. Status shows these as the table's `config
+    /// issue`. A registry that cannot be reached, or answers 5xx or 429, is not one: that
+    /// is retried.
+    pub fn is_config_issue(&self) -> bool {
+        match self {
+            MaterializerError::Format(e) => !e.retryable(),
+            MaterializerError::Partition(_) => true,
+            _ => false,
         }
     }
 }
@@ -168,6 +188,10 @@ pub struct Materializer {
     pub warehouse: String,
     pub queue: Arc<dyn TaskQueue>,
     pub tables: Option<Arc<dyn TableLookup>>,
+    /// Where a segment that fails on its topic's configuration is recorded against its
+    /// table ([`MaterializerError::is_config_issue`]), for status to show; the committer's
+    /// next commit to the table clears it.
+    pub table_registry: Option<Arc<dyn TableRegistry>>,
     pub limits: Limits,
 }
 
@@ -233,10 +257,25 @@ impl Materializer {
                 self.queue.send(&Task::Suspend(Box::new(suspend))).await?;
                 return Err(MaterializeError::Suspended { file, partition, offset, error }.into());
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                if e.is_config_issue() {
+                    self.note_config_issue(&table, &e).await;
+                }
+                return Err(e);
+            }
         };
         self.queue.send(&Task::Data(Box::new(task.clone()))).await?;
         Ok(Outcome::Queued(Box::new(task)))
+    }
+
+    /// Records `error` as the table's configuration issue. Best effort: the segment fails
+    /// (and is retried) whether or not this is recorded; only what status shows is lost.
+    async fn note_config_issue(&self, table: &TableName, error: &MaterializerError) {
+        let Some(registry) = &self.table_registry else { return };
+        let failure = Failure { activity: Activity::Config, at_ms: crate::lock::now_ms(), error: error.to_string() };
+        if let Err(e) = registry.record(table, &MaintenanceEvent::Failed(failure)).await {
+            tracing::warn!(table = %table, error = %e, "recording the table's configuration issue failed");
+        }
     }
 
     async fn open_tiered(
@@ -468,4 +507,49 @@ fn build_task(
         source: input.object,
         created_at_ms: chrono::Utc::now().timestamp_millis(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::RegistryError;
+
+    fn registry(source: RegistryError) -> MaterializerError {
+        MaterializerError::Format(FormatError::Registry { topic: "orders".into(), source })
+    }
+
+    #[test]
+    fn a_bad_schema_reference_is_a_config_issue_and_an_unreachable_registry_is_not() {
+        let url = || "https://sr/subjects/orders-value/versions/latest".to_string();
+        let config_issues = [
+            registry(RegistryError::File { path: "orders.avsc".into(), message: "expected a JSON value".into() }),
+            registry(RegistryError::NotFound("subject orders-value".into())),
+            registry(RegistryError::Invalid { url: url(), message: "HTTP 401 Unauthorized".into() }),
+            MaterializerError::Format(FormatError::Schema {
+                topic: "orders".into(),
+                message: "value: no message shop.Nope in the schema".into(),
+            }),
+            MaterializerError::Format(FormatError::Incompatible(crate::schema::Incompatible {
+                path: "value.id".into(),
+                reason: "a union of int and string".into(),
+            })),
+            MaterializerError::Partition(PartitionError {
+                field: "topics[0].partition_by[0]".into(),
+                message: "no field shipped_at".into(),
+            }),
+        ];
+        for error in &config_issues {
+            assert!(error.is_config_issue(), "{error}");
+            assert!(!error.retryable(), "{error}");
+        }
+        let not_config = [
+            registry(RegistryError::Unavailable { url: url(), message: "HTTP 503 Service Unavailable".into() }),
+            registry(RegistryError::Unavailable { url: url(), message: "timed out".into() }),
+            MaterializerError::Object { uri: "s3://b/k".into(), source: io::Error::other("connection reset") },
+            MaterializerError::Task("s3://b/k.rsm-manifest: no .log beside it".into()),
+        ];
+        for error in &not_config {
+            assert!(!error.is_config_issue(), "{error}");
+        }
+    }
 }

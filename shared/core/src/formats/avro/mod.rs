@@ -259,8 +259,8 @@ impl PayloadDecoder for AvroDecoder {
 /// and a decoder by payload schema id (registry) or with that one schema (local file).
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     let (resolved, registry) = ctx.table_schema(SchemaType::Avro).await?;
-    let (avro, references) = parse_registered(&resolved).map_err(|e| ctx.error(e))?;
-    let payload = to_payload_type(&avro, &references).map_err(|e| ctx.error(e))?;
+    let (avro, references) = parse_registered(&resolved).map_err(|e| ctx.schema_error(e))?;
+    let payload = to_payload_type(&avro, &references).map_err(|e| ctx.schema_error(e))?;
     let name = ctx.name;
     let make: MakeDecoder = match registry {
         Some(registry) => {

@@ -532,11 +532,11 @@ pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
                     resolved.schema.id, resolved.schema.schema_type
                 )));
             }
-            (parse_registered(&resolved).map_err(|e| ctx.error(e))?, registry)
+            (parse_registered(&resolved).map_err(|e| ctx.schema_error(e))?, registry)
         }
     };
-    let message = table_message(&main, ctx.message).map_err(|e| ctx.error(e))?;
-    let payload = to_payload_type(&message).map_err(|e| ctx.error(e))?;
+    let message = table_message(&main, ctx.message).map_err(|e| ctx.schema_error(e))?;
+    let payload = to_payload_type(&message).map_err(|e| ctx.schema_error(e))?;
     let name = ctx.name;
     let make: MakeDecoder = match registry {
         Some(registry) => Box::new(move |shape| {
