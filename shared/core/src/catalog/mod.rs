@@ -71,4 +71,9 @@ pub trait Catalog: Send + Sync {
     ) -> Result<(), CatalogError>;
     /// Every table of a namespace.
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError>;
+    /// Where a new table's files go when the catalog assigns it (REST catalogs, S3
+    /// Tables); `None`: under Floe's warehouse (`<warehouse>/<namespace>.db/<table>`).
+    async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
+        Ok(None)
+    }
 }
