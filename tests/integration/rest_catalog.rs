@@ -138,6 +138,12 @@ fn orders_input(both: bool) -> tempfile::TempDir {
     input
 }
 
+/// Both segments of [`orders_input`] in the table, each record once, in `snapshots` snapshots.
+fn assert_both_segments_once(read: &Read, snapshots: usize) {
+    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
+    assert_eq!((read.duplicates, read.snapshots), (0, snapshots));
+}
+
 fn warehouse_in(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     let path = dir.path().join(name);
     std::fs::create_dir_all(&path).unwrap();
@@ -172,9 +178,7 @@ async fn floe_local_run_commits_through_a_rest_catalog_once() {
     assert_eq!(server.read("kafka.orders").snapshots, 1);
     let more = orders_input(true);
     server.run(more.path(), &warehouse).await;
-    let read = server.read("kafka.orders");
-    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
-    assert_eq!((read.duplicates, read.snapshots), (0, 2));
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
 }
 
 #[tokio::test]
@@ -224,9 +228,7 @@ async fn a_stale_assert_ref_snapshot_id_is_refused_with_409_and_floe_sees_a_conf
     stale_pointer.metadata_location.push_str(".old");
     let moved = catalog.swap(&table, &stale_pointer, &after, &pointer.metadata_location).await.unwrap_err();
     assert!(moved.is_conflict(), "{moved}");
-    let read = server.read("kafka.orders");
-    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
-    assert_eq!((read.duplicates, read.snapshots), (0, 2));
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
 }
 
 #[tokio::test]
@@ -240,10 +242,7 @@ async fn racing_committers_through_a_rest_catalog_write_every_record_once() {
     let (ra, rb) = tokio::join!(server.run(input.path(), &a), server.run(input.path(), &b));
     let snapshots: usize = ra.tables.iter().chain(&rb.tables).map(|t| t.snapshots).sum();
     assert!(snapshots >= 1, "{:?} {:?}", ra.tables, rb.tables);
-    let read = server.read("kafka.orders");
-    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
-    assert_eq!(read.duplicates, 0);
-    assert_eq!(read.snapshots, snapshots);
+    assert_both_segments_once(&server.read("kafka.orders"), snapshots);
     // Once more from each: nothing new.
     let (ra, rb) = tokio::join!(server.run(input.path(), &a), server.run(input.path(), &b));
     assert!(ra.tables.iter().chain(&rb.tables).all(|t| t.snapshots == 0));

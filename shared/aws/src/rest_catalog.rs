@@ -525,6 +525,47 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_requires_the_base_and_states_what_changed() {
+        use iceberg::spec::{NestedField, PartitionSpec, PrimitiveType, Schema, Type};
+        use std::sync::Arc;
+        let field = |id, name: &str| Arc::new(NestedField::optional(id, name, Type::Primitive(PrimitiveType::Long)));
+        let schema = Schema::builder().with_fields(vec![field(1, "a")]).build().unwrap();
+        let (base, _) =
+            floe_core::table::new_table_metadata("file:///t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
+        let wider =
+            Schema::builder().with_schema_id(1).with_fields(vec![field(1, "a"), field(2, "b")]).build().unwrap();
+        let new = base
+            .clone()
+            .into_builder(None)
+            .add_current_schema(wider)
+            .unwrap()
+            .set_properties(HashMap::from([("k".to_string(), "v".to_string())]))
+            .unwrap()
+            .remove_properties(&["floe.managed".to_string()])
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        let request = commit_request(&base, &new);
+        let kinds = |key: &str, field: &str| -> Vec<String> {
+            request[key].as_array().unwrap().iter().map(|r| r[field].as_str().unwrap().to_string()).collect()
+        };
+        let required = kinds("requirements", "type");
+        assert_eq!(required, ["assert-table-uuid", "assert-ref-snapshot-id", "assert-current-schema-id"]);
+        assert_eq!(request["requirements"][0]["uuid"], base.uuid().to_string());
+        assert_eq!(
+            (&request["requirements"][1]["ref"], &request["requirements"][1]["snapshot-id"]),
+            (&json!("main"), &Value::Null)
+        );
+        let actions = kinds("updates", "action");
+        assert_eq!(actions, ["add-schema", "set-current-schema", "set-properties", "remove-properties"]);
+        assert_eq!(request["updates"][2]["updates"], json!({"k": "v"}));
+        assert_eq!(request["updates"][3]["removals"], json!(["floe.managed"]));
+        // Nothing changed: the requirements alone.
+        assert_eq!(commit_request(&new, &new)["updates"], json!([]));
+    }
+
+    #[test]
     fn names_are_percent_encoded() {
         assert_eq!(encode("a_b-1"), "a_b-1");
         assert_eq!(encode("a b/c"), "a%20b%2Fc");

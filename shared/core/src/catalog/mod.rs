@@ -8,6 +8,8 @@
 //!     Glue:   UpdateTable(VersionId = expected.version)   — ConcurrentModificationException ⇒ Conflict
 //!     SQLite: UPDATE iceberg_tables SET metadata_location = new
 //!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
+//!     REST:   POST …/tables/{t} with assert-ref-snapshot-id — 409 ⇒ Conflict
+//!             (floe-aws `rest_catalog`; the catalog writes the metadata file itself)
 //! ```
 //!
 //! A `Conflict` means another writer moved the table first: reload, re-check, retry.
