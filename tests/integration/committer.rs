@@ -540,6 +540,7 @@ impl Aws {
 
     pub(crate) fn committer(&self) -> CommitterService {
         let env = CommitterEnv {
+            config: None,
             warehouse: format!("s3://{}/wh", self.warehouse),
             lock_table: self.locks.clone(),
             task_queue_url: self.tasks.clone(),
@@ -548,7 +549,8 @@ impl Aws {
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
         };
-        committer(&self.config, &env)
+        let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.config));
+        committer(&self.config, &env, Arc::new(glue))
     }
 
     /// Uploads a segment and materializes it; returns its task.

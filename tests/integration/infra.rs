@@ -128,8 +128,8 @@ fn iam_is_scoped_to_what_each_function_does() {
             }
         }
     }
-    // The materializer and the compactor read a floe.toml kept in another bucket.
-    for name in ["MaterializerFunction", "CompactorFunction"] {
+    // The functions read a floe.toml kept in another bucket (the committer its [catalog]).
+    for name in ["MaterializerFunction", "CommitterFunction", "CompactorFunction"] {
         let (granted, _) = statements(&resources[name]);
         let config = granted.iter().find(|s| s["Resource"].to_string().contains("ConfigUri"));
         assert_eq!(config.map(actions), Some(vec!["s3:GetObject".to_string()]), "{name}: {granted:#?}");

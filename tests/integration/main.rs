@@ -26,6 +26,7 @@ mod metrics;
 mod partition;
 mod protobuf;
 mod querying;
+mod rest_catalog;
 mod segments;
 mod support;
 mod sweep;

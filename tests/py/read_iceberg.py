@@ -4,6 +4,7 @@ catalog client and reads every row; prints one JSON object.
 
     read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
+    read_iceberg.py rest URI        CREDENTIAL   NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
 
 ROW_FILTER (PyIceberg's expression syntax, e.g. "qty >= 5") prunes files by their column
 bounds before the rows are filtered. snapshot=ID reads that snapshot (time travel); the
@@ -20,6 +21,9 @@ from collections import Counter
 
 
 def catalog(kind, where, warehouse):
+    if kind == "rest":
+        from pyiceberg.catalog.rest import RestCatalog
+        return RestCatalog("floe", uri=where, credential=warehouse)
     if kind == "sql":
         from pyiceberg.catalog.sql import SqlCatalog
         return SqlCatalog("floe", uri="sqlite:///" + where, warehouse="file://" + warehouse)

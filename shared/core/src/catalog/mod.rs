@@ -8,6 +8,8 @@
 //!     Glue:   UpdateTable(VersionId = expected.version)   — ConcurrentModificationException ⇒ Conflict
 //!     SQLite: UPDATE iceberg_tables SET metadata_location = new
 //!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
+//!     REST:   POST …/tables/{t} with assert-ref-snapshot-id — 409 ⇒ Conflict
+//!             (floe-aws `rest_catalog`; the catalog writes the metadata file itself)
 //! ```
 //!
 //! A `Conflict` means another writer moved the table first: reload, re-check, retry.
@@ -71,4 +73,9 @@ pub trait Catalog: Send + Sync {
     ) -> Result<(), CatalogError>;
     /// Every table of a namespace.
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError>;
+    /// Where a new table's files go when the catalog assigns it (REST catalogs, S3
+    /// Tables); `None`: under Floe's warehouse (`<warehouse>/<namespace>.db/<table>`).
+    async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
+        Ok(None)
+    }
 }
