@@ -143,21 +143,25 @@ def main():
                  f"{stands(floor, TARGETS['compaction'])} | [Compaction](#compaction) |")
 
     cost = section(text, "cost")
+    # A quick run (a debug build, small segments) says so in the row.
+    size = re.search(r"segments of (\d+) MiB", cost)
+    debug = "a debug build, " if "a debug build" in cost else ""
+    run = f" ({debug}{size.group(1)} MiB segments)" if size else ""
     latency = re.search(r"median \*\*([\d.]+) s\*\* \(([\d.]+)–([\d.]+) s\)", cost)
     median = float(latency.group(1)) if latency else None
     spread = f" ({latency.group(2)}–{latency.group(3)} s)" if latency else ""
     link = "[Cost per GB](#cost-per-gb-and-end-to-end-latency)"
     lines.append(f"| End-to-end latency, a segment's upload → its snapshot, local stack | "
-                 f"{fmt(median, ' s')}{spread} | | | ≤ 30 s | {stands(median, TARGETS['latency'], at_least=False)} | "
+                 f"{fmt(median, ' s')}{spread}{run} | | | ≤ 30 s | {stands(median, TARGETS['latency'], at_least=False)} | "
                  f"{link} |")
-    costs = {r.get(""): r.get("USD per GiB") for t in tables(cost) for r in t if "USD per GiB" in r}
+    costs = {r[""]: r["USD per GiB"] for t in tables(cost) for r in t if "" in r and "USD per GiB" in r}
     floe = number(next((v for k, v in costs.items() if k.startswith("Floe, GB-s from CPU")), None))
     floe_wall = number(next((v for k, v in costs.items() if k.startswith("Floe, GB-s from wall")), None))
     firehose = number(next((v for k, v in costs.items() if k.startswith("Amazon Data Firehose")), None))
     msk = [number(v) for k, v in costs.items() if k.startswith("MSK Connect") or k.startswith("the same at")]
     times = f"{firehose / floe:.0f}× less than Firehose" if floe and firehose else ""
     lines.append(f"| Cost per GiB materialized (Lambda Arm + S3, SQS, DynamoDB, Glue requests) | "
-                 f"{usd(floe, 4)} ({usd(floe_wall, 4)} with moto's time billed) | "
+                 f"{usd(floe, 4)} ({usd(floe_wall, 4)} with moto's time billed){run} | "
                  f"Firehose {usd(firehose, 3)}; MSK Connect "
                  f"{' – '.join(usd(m, 4) for m in reversed(msk)) or '—'}; Tableflow not cited | "
                  f"{times} | — | {'measured' if floe else 'not measured'} | {link} |")

@@ -167,8 +167,11 @@ impl Stack {
         floe_aws::dynamodb::DynamoDbLocks::create_table(&aws_sdk_dynamodb::Client::new(&aws), LOCKS).await.unwrap();
         // Raw tables; small files are compacted as soon as the compactor runs.
         let config = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(config.path(), "[defaults]\nenabled = true\nnamespace = \"bench\"\ncompaction_window = \"1s\"\n")
-            .unwrap();
+        std::fs::write(
+            config.path(),
+            "[defaults]\nenabled = true\nnamespace = \"bench\"\ncompaction_window = \"1s\"\n",
+        )
+        .unwrap();
         Stack { moto, aws, s3, sqs, queue, config }
     }
 
@@ -425,7 +428,7 @@ fn report(run: &Run, read: &serde_json::Value) -> String {
     let materialize: Vec<f64> = run.materializer.iter().map(|u| u.wall_s).collect();
     let rows = read["rows"].as_u64().unwrap_or_default();
     format!(
-        "Measured by `cargo bench -p floe-tests --bench cost` (release; CPU: {cpu}; a shared 2-core\n\
+        "Measured by `cargo bench -p floe-tests --bench cost` ({build}; CPU: {cpu}; a shared 2-core\n\
 VM). {segs} broker segments of {mib:.0} MiB ({gib:.2} GiB; lz4 batches of JSON-ish values, tiled from\n\
 kafka-python seeds, the log-dir copy layout, one topic `{TOPIC}`, raw tables)\n\
 in moto's S3 → the three functions' handlers, driven in this process as AWS\n\
@@ -466,8 +469,27 @@ invocations ({invocations} here):\n\n\
 | Amazon Data Firehose, Apache Iceberg tables destination | {firehose:.3} |\n\
 | MSK Connect (Iceberg sink), connector compute only, one MCU at 1 MiB/s | {msk1:.4} |\n\
 | the same at 5 MiB/s per MCU | {msk5:.4} |\n\
-| Confluent Tableflow | not cited (no public rate found) |\n\n",
+| Confluent Tableflow | not cited (no public rate found) |\n\n\
+Prices: us-east-1 list prices as the providers' pages state them — Lambda\n\
+(aws.amazon.com/lambda/pricing: Arm $0.0000133334 per GB-s for the first 7.5 billion GB-s\n\
+a month, $0.20 per million requests), S3 (aws.amazon.com/s3/pricing), SQS\n\
+(aws.amazon.com/sqs/pricing: FIFO $0.50 per million), DynamoDB on-demand\n\
+(aws.amazon.com/dynamodb/pricing/on-demand, since November 2024), Glue Data Catalog\n\
+(aws.amazon.com/glue/pricing), Firehose (aws.amazon.com/firehose/pricing: Apache Iceberg\n\
+tables destination, per GB ingested, first 250 TB a month), MSK Connect\n\
+(aws.amazon.com/msk/pricing: per MCU-hour, 1 vCPU and 4 GiB each). Confluent's Tableflow\n\
+billing page (docs.confluent.io, Tableflow billing) gives no rate that could be cited.\n\
+Assumptions: free tiers ignored; storage not counted (the tables' and the segments' are\n\
+the same whichever tool writes them); CloudWatch logs and metrics, and EventBridge's S3\n\
+events (AWS service events on the default bus), not counted. MSK Connect's figure is\n\
+the connector's compute alone, one MCU running full time at the stated throughput into\n\
+Iceberg (not measured here), and a connector runs all month whatever the traffic.\n",
         cpu = cpu(),
+        build = if cfg!(debug_assertions) {
+            "a debug build, `cargo test --bench cost`: its CPU and wall times are several times a release build's"
+        } else {
+            "release"
+        },
         segs = segments,
         mib = run.segment_bytes as f64 / MIB as f64,
         files = run.materializer.len(),
