@@ -9,8 +9,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::io::BufRead;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use common::{MIB, cpu, tile, update_benchmarks};
@@ -52,17 +51,8 @@ fn main() {
     if std::env::args().any(|a| a == "--child") {
         return child();
     }
-    let python =
-        std::env::var("FLOE_PYTHON").unwrap_or_else(|_| common::root().join(".venv/bin/python").display().to_string());
-    let mut moto = Command::new(&python)
-        .arg(common::root().join("tests/py/moto_server.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(moto.stdout.take().unwrap()).read_line(&mut port).unwrap();
-    let endpoint = format!("http://127.0.0.1:{}", port.trim());
+    let moto = common::Moto::start();
+    let endpoint = moto.endpoint.clone();
 
     let dir = tempfile::tempdir().unwrap();
     common::python("make_segments.py", &["--bench-seeds", dir.path().to_str().unwrap()]);
@@ -127,8 +117,7 @@ fn main() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let line = String::from_utf8(output.stdout).unwrap();
     let result: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
-    drop(moto.stdin.take());
-    let _ = moto.wait();
+    drop(moto);
 
     let run_s = result["run_s"].as_f64().unwrap();
     let rss_mib = result["rss_kib"].as_f64().unwrap() / 1024.0;

@@ -16,7 +16,15 @@ those gaps before it starts:
     message is deleted (moto forgets them on delete);
   - a FIFO message whose visibility timed out is delivered again before later messages
     of its group (moto may deliver the later ones first).
+
+It also counts the requests it serves, per service and operation ("s3 GetObject",
+"dynamodb PutItem", ...; and "dynamodb BatchWriteItem items", the items of the batch
+requests): `GET /_floe/requests` answers the counts so far as a JSON object (the cost
+benchmark bills them).
 """
+import collections
+import io
+import json
 import logging
 import signal
 import sys
@@ -25,6 +33,7 @@ import time
 
 from moto.glue import responses as glue_responses
 from moto.glue.exceptions import GlueClientError
+from moto.moto_server import threaded_moto_server
 from moto.server import ThreadedMotoServer
 from moto.sqs import models as sqs_models
 
@@ -72,6 +81,80 @@ def redeliver_in_order(receive_message):
     return patched
 
 
+def s3_operation(method, path, query, headers):
+    """The S3 REST operation of a path-style request."""
+    has_key = "/" in path.strip("/")
+    if not has_key:
+        if method == "GET":
+            return "ListMultipartUploads" if "uploads" in query else "ListObjects"
+        return {"PUT": "CreateBucket", "HEAD": "HeadBucket", "DELETE": "DeleteBucket",
+                "POST": "DeleteObjects"}.get(method, method)
+    if method == "PUT":
+        if "partNumber" in query:
+            return "UploadPartCopy" if "HTTP_X_AMZ_COPY_SOURCE" in headers else "UploadPart"
+        return "CopyObject" if "HTTP_X_AMZ_COPY_SOURCE" in headers else "PutObject"
+    if method == "POST":
+        return "CreateMultipartUpload" if "uploads" in query else "CompleteMultipartUpload"
+    if method == "DELETE":
+        return "AbortMultipartUpload" if "uploadId" in query else "DeleteObject"
+    if method == "GET" and "uploadId" in query:
+        return "ListParts"
+    return {"GET": "GetObject", "HEAD": "HeadObject"}.get(method, method)
+
+
+def operation(environ):
+    """"service Operation" of a request, from its SigV4 credential scope and its target
+    header (JSON protocols) or its method and path (S3)."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
+    service = scope[3] if len(scope) > 3 else "unsigned"
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        return f"{service} {target.rsplit('.', 1)[-1]}"
+    if service == "s3":
+        query = environ.get("QUERY_STRING", "")
+        keys = {part.split("=", 1)[0] for part in query.split("&") if part}
+        return f"s3 {s3_operation(environ['REQUEST_METHOD'], environ.get('PATH_INFO', '/'), keys, environ)}"
+    return f"{service} {environ['REQUEST_METHOD']} {environ.get('PATH_INFO', '/')}"
+
+
+def batch_items(environ):
+    """The items of a DynamoDB batch request (each billed as one request unit); the body
+    is read and put back for moto."""
+    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    environ["wsgi.input"] = io.BytesIO(body)
+    requests = json.loads(body or b"{}").get("RequestItems", {}).values()
+    return sum(len(r) if isinstance(r, list) else len(r.get("Keys", [])) for r in requests)
+
+
+class CountingApp:
+    """Counts each request by `operation` before moto serves it; serves the counts."""
+
+    def __init__(self, app):
+        self.app = app
+        self.counts = collections.Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") == "/_floe/requests":
+            with self.lock:
+                body = json.dumps(self.counts).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        name = operation(environ)
+        items = batch_items(environ) if name in ("dynamodb BatchWriteItem", "dynamodb BatchGetItem") else 0
+        with self.lock:
+            self.counts[name] += 1
+            if items:
+                self.counts[name + " items"] += items
+        return self.app(environ, start_response)
+
+
+def counting(dispatcher):
+    return lambda create_app: CountingApp(dispatcher(create_app))
+
+
+threaded_moto_server.DomainDispatcherApplication = counting(threaded_moto_server.DomainDispatcherApplication)
 glue_responses.GlueResponse.update_table = enforce_version_id(glue_responses.GlueResponse.update_table)
 sqs_models.Queue.add_message = remember_dedup_ids(sqs_models.Queue.add_message)
 sqs_models.SQSBackend.receive_message = redeliver_in_order(sqs_models.SQSBackend.receive_message)

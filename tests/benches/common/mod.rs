@@ -1,11 +1,13 @@
 //! What the benchmarks share: paths, seed segments from the Python generators, tiling
-//! seeds to any size, and writing result sections into BENCHMARKS.md.
+//! seeds to any size, the S3/SQS/DynamoDB/Glue emulator (moto, with its request
+//! counts), and writing result sections into BENCHMARKS.md.
 
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -37,6 +39,11 @@ pub fn python_output(script: &str, args: &[&str]) -> String {
 
 /// Writes `seed` repeated until `size` bytes, rewriting base offsets so they increase.
 pub fn tile(seed: &[u8], size: u64, out: &Path) {
+    tile_from(seed, size, out, 0);
+}
+
+/// [`tile`] with the first batch at `first_offset`; returns the number of records written.
+pub fn tile_from(seed: &[u8], size: u64, out: &Path, first_offset: i64) -> u64 {
     let mut frames = Vec::new();
     let mut pos = 0;
     while pos + 12 <= seed.len() {
@@ -45,13 +52,14 @@ pub fn tile(seed: &[u8], size: u64, out: &Path) {
         pos += 12 + len;
     }
     let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
-    let (mut written, mut next_offset) = (0u64, 0i64);
+    let (mut written, mut next_offset, mut records) = (0u64, first_offset, 0u64);
     'outer: loop {
         for frame in &frames {
             let mut frame = frame.to_vec();
             let last_delta = i32::from_be_bytes(frame[23..27].try_into().unwrap()) as i64;
             frame[..8].copy_from_slice(&next_offset.to_be_bytes());
             next_offset += last_delta + 1;
+            records += u32::from_be_bytes(frame[57..61].try_into().unwrap()) as u64;
             file.write_all(&frame).unwrap();
             written += frame.len() as u64;
             if written >= size {
@@ -60,6 +68,48 @@ pub fn tile(seed: &[u8], size: u64, out: &Path) {
         }
     }
     file.flush().unwrap();
+    records
+}
+
+/// The emulator (tests/py/moto_server.py) on a free port; it ends when this is dropped.
+pub struct Moto {
+    child: Child,
+    pub port: u16,
+    pub endpoint: String,
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        let python =
+            std::env::var("FLOE_PYTHON").unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
+        let mut child = Command::new(&python)
+            .arg(root().join("tests/py/moto_server.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect(NO_VENV);
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port: u16 = line.trim().parse().expect("moto_server.py prints its port");
+        Moto { child, port, endpoint: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// The requests served so far, per "service Operation" (see moto_server.py).
+    pub fn requests(&self) -> BTreeMap<String, u64> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream.write_all(b"GET /_floe/requests HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let body = response.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("request counts: {e}: {response}"))
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 pub fn cpu() -> String {
