@@ -4,6 +4,7 @@
 //! | port (`floe-core`) | here |
 //! |---|---|
 //! | `catalog::Catalog` | [`glue::GlueCatalog`]: Glue tables, `UpdateTable` with `VersionId` |
+//! | `catalog::Catalog` | [`s3tables::S3TablesCatalog`]: S3 Tables, `UpdateTableMetadataLocation` with `versionToken` |
 //! | `lock::TableLocks` | [`dynamodb::DynamoDbLocks`]: leases with fencing, table status |
 //! | `maintenance::TableRegistry` | [`dynamodb::DynamoDbLocks`]: tables, held task files (index [`dynamodb::HELD_INDEX`]), maintenance record |
 //! | `queue::TaskQueue` | [`sqs::SqsTaskQueue`]: FIFO SQS, large tasks spilled to S3 |
@@ -15,7 +16,9 @@
 //! - [`events`]: S3 notifications, EventBridge and SQS-wrapped events → the objects they name.
 //! - [`lambda`]: the functions' typed environments, config and secrets loading, handlers.
 //! - [`retry`]: which SDK errors are worth retrying.
+//! - [`access`]: start-up permission checks (a missing permission named before work).
 
+pub mod access;
 pub mod dynamodb;
 pub mod events;
 pub mod files;
@@ -24,5 +27,6 @@ pub mod lambda;
 pub mod objects;
 pub mod retry;
 pub mod s3;
+pub mod s3tables;
 pub mod segment_source;
 pub mod sqs;

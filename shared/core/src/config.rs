@@ -578,6 +578,20 @@ impl FloeConfig {
         clashes
     }
 
+    /// The tables of the `[[topics]]` entries that name one topic (those of patterns are
+    /// known only when their topics are met): what a start-up access check looks at.
+    pub fn configured_tables(&self) -> Vec<crate::table::TableName> {
+        let exact = self.entries.iter().filter_map(|e| match &e.matcher {
+            Matcher::Exact(topic) => self.resolve(topic),
+            Matcher::Pattern(_) => None,
+        });
+        let mut tables: Vec<_> =
+            exact.map(|t| crate::table::TableName { namespace: t.namespace, name: t.table }).collect();
+        tables.sort();
+        tables.dedup();
+        tables
+    }
+
     /// The configuration of `topic`, or `None` when it is not to be materialized.
     pub fn resolve(&self, topic: &str) -> Option<TopicConfig> {
         let exact = self.entries.iter().find(|e| matches!(&e.matcher, Matcher::Exact(n) if n == topic));

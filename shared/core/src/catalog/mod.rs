@@ -8,7 +8,12 @@
 //!     Glue:   UpdateTable(VersionId = expected.version)   — ConcurrentModificationException ⇒ Conflict
 //!     SQLite: UPDATE iceberg_tables SET metadata_location = new
 //!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
+//!     S3 Tables: UpdateTableMetadataLocation(versionToken = expected.version)
+//!                                                          — ConflictException ⇒ Conflict
 //! ```
+//!
+//! A catalog that assigns each table its storage (S3 Tables) says where with
+//! [`Catalog::create_location`]; the others leave it to Floe's warehouse layout.
 //!
 //! A `Conflict` means another writer moved the table first: reload, re-check, retry.
 //! Both catalogs use the layouts other engines read: Glue tables of `table_type=ICEBERG`,
@@ -28,7 +33,7 @@ use crate::table::name::TableName;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablePointer {
     pub metadata_location: String,
-    /// Glue's `VersionId`; `None` where the location itself is compared.
+    /// Glue's `VersionId`, S3 Tables' `versionToken`; `None` where the location itself is compared.
     pub version: Option<String>,
 }
 
@@ -37,6 +42,9 @@ pub enum CatalogError {
     /// Another writer changed the table (or created it) first.
     #[error("{table}: commit conflict: {detail}")]
     Conflict { table: String, detail: String },
+    /// IAM refused an action Floe needs: the action and resource to grant.
+    #[error("access denied: {action} on {resource} is not allowed ({detail})")]
+    AccessDenied { action: String, resource: String, detail: String },
     #[error("{table}: {detail}")]
     Other { table: String, detail: String, retryable: bool },
 }
@@ -45,6 +53,7 @@ impl CatalogError {
     pub fn retryable(&self) -> bool {
         match self {
             CatalogError::Conflict { .. } => true,
+            CatalogError::AccessDenied { .. } => false,
             CatalogError::Other { retryable, .. } => *retryable,
         }
     }
@@ -59,6 +68,11 @@ impl CatalogError {
 pub trait Catalog: Send + Sync {
     /// The table's pointer, `None` when the table does not exist.
     async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError>;
+    /// Where a new table's files go, when the catalog decides (S3 Tables makes the table
+    /// and assigns its storage); `None`: under Floe's warehouse (`table_location`).
+    async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
+        Ok(None)
+    }
     /// Registers a new table (and its namespace when missing); `Conflict` when it exists.
     async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError>;
     /// Moves the pointer from `expected` to `location`, or fails with `Conflict`.
@@ -71,4 +85,10 @@ pub trait Catalog: Send + Sync {
     ) -> Result<(), CatalogError>;
     /// Every table of a namespace.
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError>;
+    /// Whether Floe may do what it needs on the catalog and on `tables`, checked before work
+    /// so that a missing permission is named at start-up ([`CatalogError::AccessDenied`])
+    /// rather than at the first commit. Changes nothing.
+    async fn check_access(&self, _tables: &[TableName]) -> Result<(), CatalogError> {
+        Ok(())
+    }
 }

@@ -580,7 +580,10 @@ impl Committer {
         if let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? {
             return Ok(loaded);
         }
-        let location = table_location(&self.warehouse, table);
+        let location = match self.catalog.create_location(table).await.map_err(TableError::from)? {
+            Some(assigned) => assigned,
+            None => table_location(&self.warehouse, table),
+        };
         let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
         if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec).await? {
             tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");

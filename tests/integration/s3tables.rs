@@ -1,0 +1,110 @@
+//! The S3 Tables catalog against moto's `s3tables` API (table buckets, namespaces, tables,
+//! `GetTableMetadataLocation`/`UpdateTableMetadataLocation` with version tokens, and each
+//! table's own storage bucket): the version token is the compare-and-swap, Floe's commits
+//! hold exactly once through it, the files go to the storage S3 Tables assigned, and
+//! PyIceberg reads the table from the metadata file S3 Tables points to.
+
+use std::sync::Arc;
+
+use floe_aws::s3tables::S3TablesCatalog;
+use floe_core::catalog::{Catalog, TablePointer};
+use floe_core::materializer::Materializer;
+use floe_core::table::{CatalogTables, TableName};
+
+use crate::committer::{Aws, Read, assert_payments, conflicts_and_racing_committers_never_duplicate, payments, pyiceberg, setup};
+use crate::support;
+
+/// A table bucket of the test's own on moto.
+async fn table_bucket(aws: &Aws, name: &str) -> String {
+    let client = aws_sdk_s3tables::Client::new(&aws.config);
+    client.create_table_bucket().name(name).send().await.unwrap().arn
+}
+
+fn catalog(aws: &Aws, bucket_arn: &str) -> S3TablesCatalog {
+    S3TablesCatalog::new(aws_sdk_s3tables::Client::new(&aws.config), bucket_arn)
+}
+
+/// PyIceberg's read of the table, from the metadata file S3 Tables points to.
+async fn read(catalog: &S3TablesCatalog, table: &TableName) -> Read {
+    let pointer = catalog.current(table).await.unwrap().expect("the table is registered");
+    pyiceberg(&["static", &support::moto().endpoint, &pointer.metadata_location, &table.to_string()])
+}
+
+/// The Lambdas' materializer, its tables looked up (and made) through S3 Tables.
+async fn materializer(aws: &Aws, catalog: Arc<dyn Catalog>) -> Materializer {
+    let base = aws.materializer().await;
+    let tables = CatalogTables { catalog, file_io: base.file_io.clone() };
+    Materializer { tables: Some(Arc::new(tables)), ..base }
+}
+
+#[tokio::test]
+async fn commits_through_s3_tables_hold_exactly_once_and_pyiceberg_reads_them() {
+    let aws = setup("s3trace").await;
+    let arn = table_bucket(&aws, "s3trace").await;
+    let shared: Arc<dyn Catalog> = Arc::new(catalog(&aws, &arn));
+    let (topic, offsets, values) = payments();
+    let tasks = aws.materialize_payments_with(&materializer(&aws, shared.clone()).await, topic.path()).await;
+    let table = aws.table();
+
+    // The materializer made the table in S3 Tables and wrote its files to the storage S3
+    // Tables assigned it, not to Floe's warehouse.
+    let storage = shared.create_location(&table).await.unwrap().unwrap();
+    assert!(!storage.contains(&aws.warehouse), "{storage}");
+    for task in &tasks {
+        for file in &task.data_files {
+            let path = file.path();
+            assert!(path.starts_with(&format!("{storage}/data/")), "{path} is not under {storage}");
+        }
+    }
+    assert!(shared.current(&table).await.unwrap().is_none(), "made, but no metadata registered yet");
+
+    let s3tables = || Arc::new(catalog(&aws, &arn)) as Arc<dyn Catalog>;
+    conflicts_and_racing_committers_never_duplicate(&aws, &tasks, &table, s3tables).await;
+
+    let pointer = shared.current(&table).await.unwrap().unwrap();
+    assert!(pointer.metadata_location.starts_with(&format!("{storage}/metadata/")), "{pointer:?}");
+    let read = read(&catalog(&aws, &arn), &table).await;
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 3, "{:#?}", read.history);
+    assert_eq!(shared.list(&aws.namespace).await.unwrap(), vec![table.clone(), dead_letters(&table)]);
+}
+
+fn dead_letters(table: &TableName) -> TableName {
+    TableName { namespace: table.namespace.clone(), name: format!("{}_dlq", table.name) }
+}
+
+#[tokio::test]
+async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refused_plainly() {
+    let aws = setup("s3ttoken").await;
+    let arn = table_bucket(&aws, "s3ttoken").await;
+    let catalog = catalog(&aws, &arn);
+    let (topic, _, _) = payments();
+    let m = materializer(&aws, Arc::new(catalog(&aws, &arn))).await;
+    let task = aws.materialize(&m, topic.path(), crate::committer::SEGMENTS[0]).await;
+    let committer = crate::committer::committer_with(&aws, Arc::new(catalog(&aws, &arn)), &aws.locks, "one");
+    assert_eq!(committer.commit(&[task], None).await.results[0].1, floe_core::committer::TaskResult::Committed);
+    let table = aws.table();
+    let now = catalog.current(&table).await.unwrap().unwrap();
+    let metadata = floe_core::table::load(&catalog, &committer.file_io, &table).await.unwrap().unwrap().metadata;
+
+    // A token the table does not have: S3 Tables' ConflictException, a Conflict to Floe.
+    let stale = TablePointer { version: Some("0123456789abcdef0123".into()), ..now.clone() };
+    let refused = catalog.swap(&table, &stale, &metadata, &now.metadata_location).await.unwrap_err();
+    assert!(refused.is_conflict(), "{refused}");
+    assert!(refused.to_string().contains("ConflictException"), "{refused}");
+    assert_eq!(catalog.current(&table).await.unwrap().unwrap(), now, "the pointer did not move");
+
+    // The current token moves the pointer, and the token changes with it.
+    catalog.swap(&table, &now, &metadata, &now.metadata_location).await.unwrap();
+    let moved = catalog.current(&table).await.unwrap().unwrap();
+    assert_ne!(moved.version, now.version);
+
+    // A name S3 Tables would refuse: refused before any call, saying the rule.
+    let bad = TableName { namespace: aws.namespace.clone(), name: "Payments-v2".into() };
+    let e = catalog.current(&bad).await.unwrap_err();
+    assert!(!e.retryable() && e.to_string().contains("only lowercase letters, digits and `_`"), "{e}");
+
+    // Every action Floe needs is allowed here (moto does not enforce IAM by default).
+    catalog.check_access(&[table.clone(), bad.clone()]).await.unwrap_err();
+    catalog.check_access(&[table]).await.unwrap();
+}
