@@ -36,7 +36,19 @@
 //! pattern = "audit\\..*"
 //! value_format = "json-schema"
 //! value_schema = { file = "schemas/audit.json" }
+//!
+//! [catalog]                   # absent: Glue on Lambda and `floe aws`, SQLite for `floe local`
+//! type = "rest"               # glue | sql | rest | s3tables
+//! uri = "https://catalog.example.com/api/catalog"
+//! warehouse = "analytics"
+//! credential_env = "FLOE_CATALOG_CREDENTIAL"  # or token_env, or secret_arn
 //! ```
+//!
+//! `[catalog]` ([`catalog`]) names the Iceberg catalog of the tables and how to reach it:
+//! a REST catalog (`uri`, `warehouse`, OAuth2 client credentials `client_id:client_secret`
+//! or a bearer token from the environment or Secrets Manager, `sigv4` signing for AWS
+//! endpoints) or an S3 table bucket (`table_bucket_arn`, with Floe's own `compaction` and
+//! `orphan_sweep` off by default).
 //!
 //! `partition_by` lists Iceberg partition transforms over columns of the table
 //! (`identity(region)` or just `region`, `year|month|day|hour(col)`, `bucket(N, col)`,
@@ -51,6 +63,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::schema::layout::DEAD_LETTER_SUFFIX;
+
+pub mod catalog;
+pub use catalog::{CatalogConfig, RestAuth, RestCatalogConfig, S3TablesConfig, SigV4Config};
 
 /// The default output size of a compaction (`compaction_target_size`).
 pub const DEFAULT_COMPACTION_TARGET_SIZE: u64 = 128 << 20;
@@ -345,6 +360,8 @@ pub struct FloeConfig {
     default_partition_by: Option<Vec<PartitionField>>,
     entries: Vec<Entry>,
     pub schema_registry: Option<SchemaRegistryConfig>,
+    /// `[catalog]`; `None`: each side's default (Glue on AWS, SQLite for `floe local`).
+    pub catalog: Option<CatalogConfig>,
 }
 
 pub const DEFAULT_NAMESPACE: &str = "kafka";
@@ -360,6 +377,7 @@ impl Default for FloeConfig {
             default_partition_by: None,
             entries: Vec::new(),
             schema_registry: None,
+            catalog: None,
         }
     }
 }
@@ -430,6 +448,7 @@ impl FloeConfig {
                  or set schema_registry.allow_insecure_http = true",
             ));
         }
+        let catalog = take_table(&mut root, "catalog")?.map(catalog::parse_catalog).transpose()?;
         let topics = match root.remove("topics") {
             None => Vec::new(),
             Some(toml::Value::Array(items)) => items,
@@ -438,7 +457,10 @@ impl FloeConfig {
             }
         };
         if let Some(key) = root.keys().next() {
-            return Err(ConfigError::invalid(key.clone(), "unknown section (defaults, schema_registry, topics)"));
+            return Err(ConfigError::invalid(
+                key.clone(),
+                "unknown section (defaults, schema_registry, catalog, topics)",
+            ));
         }
         let mut entries = Vec::new();
         for (i, item) in topics.into_iter().enumerate() {
@@ -509,8 +531,14 @@ impl FloeConfig {
                 value,
             )?;
         }
-        let config =
-            FloeConfig { enabled_by_default: enabled, defaults, default_partition_by, entries, schema_registry };
+        let config = FloeConfig {
+            enabled_by_default: enabled,
+            defaults,
+            default_partition_by,
+            entries,
+            schema_registry,
+            catalog,
+        };
         config.check_entry_claims()?;
         Ok(config)
     }

@@ -68,11 +68,6 @@ impl CatalogError {
 pub trait Catalog: Send + Sync {
     /// The table's pointer, `None` when the table does not exist.
     async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError>;
-    /// Where a new table's files go, when the catalog decides (S3 Tables makes the table
-    /// and assigns its storage); `None`: under Floe's warehouse (`table_location`).
-    async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
-        Ok(None)
-    }
     /// Registers a new table (and its namespace when missing); `Conflict` when it exists.
     async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError>;
     /// Moves the pointer from `expected` to `location`, or fails with `Conflict`.
@@ -85,6 +80,11 @@ pub trait Catalog: Send + Sync {
     ) -> Result<(), CatalogError>;
     /// Every table of a namespace.
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError>;
+    /// Where a new table's files go when the catalog assigns it (REST catalogs, S3
+    /// Tables); `None`: under Floe's warehouse (`<warehouse>/<namespace>.db/<table>`).
+    async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
+        Ok(None)
+    }
     /// Whether Floe may do what it needs on the catalog and on `tables`, checked before work
     /// so that a missing permission is named at start-up ([`CatalogError::AccessDenied`])
     /// rather than at the first commit. Changes nothing.

@@ -580,10 +580,8 @@ impl Committer {
         if let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? {
             return Ok(loaded);
         }
-        let location = match self.catalog.create_location(table).await.map_err(TableError::from)? {
-            Some(assigned) => assigned,
-            None => table_location(&self.warehouse, table),
-        };
+        let assigned = self.catalog.create_location(table).await.map_err(TableError::from)?;
+        let location = assigned.unwrap_or_else(|| table_location(&self.warehouse, table));
         let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
         if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec).await? {
             tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");
