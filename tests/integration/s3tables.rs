@@ -20,7 +20,7 @@ async fn table_bucket(aws: &Aws, name: &str) -> String {
     client.create_table_bucket().name(name).send().await.unwrap().arn
 }
 
-fn catalog(aws: &Aws, bucket_arn: &str) -> S3TablesCatalog {
+fn s3tables(aws: &Aws, bucket_arn: &str) -> S3TablesCatalog {
     S3TablesCatalog::new(aws_sdk_s3tables::Client::new(&aws.config), bucket_arn)
 }
 
@@ -41,7 +41,7 @@ async fn materializer(aws: &Aws, catalog: Arc<dyn Catalog>) -> Materializer {
 async fn commits_through_s3_tables_hold_exactly_once_and_pyiceberg_reads_them() {
     let aws = setup("s3trace").await;
     let arn = table_bucket(&aws, "s3trace").await;
-    let shared: Arc<dyn Catalog> = Arc::new(catalog(&aws, &arn));
+    let shared: Arc<dyn Catalog> = Arc::new(s3tables(&aws, &arn));
     let (topic, offsets, values) = payments();
     let tasks = aws.materialize_payments_with(&materializer(&aws, shared.clone()).await, topic.path()).await;
     let table = aws.table();
@@ -58,12 +58,12 @@ async fn commits_through_s3_tables_hold_exactly_once_and_pyiceberg_reads_them() 
     }
     assert!(shared.current(&table).await.unwrap().is_none(), "made, but no metadata registered yet");
 
-    let s3tables = || Arc::new(catalog(&aws, &arn)) as Arc<dyn Catalog>;
-    conflicts_and_racing_committers_never_duplicate(&aws, &tasks, &table, s3tables).await;
+    let fresh = || Arc::new(s3tables(&aws, &arn)) as Arc<dyn Catalog>;
+    conflicts_and_racing_committers_never_duplicate(&aws, &tasks, &table, fresh).await;
 
     let pointer = shared.current(&table).await.unwrap().unwrap();
     assert!(pointer.metadata_location.starts_with(&format!("{storage}/metadata/")), "{pointer:?}");
-    let read = read(&catalog(&aws, &arn), &table).await;
+    let read = read(&s3tables(&aws, &arn), &table).await;
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 3, "{:#?}", read.history);
     assert_eq!(shared.list(&aws.namespace).await.unwrap(), vec![table.clone(), dead_letters(&table)]);
@@ -77,11 +77,11 @@ fn dead_letters(table: &TableName) -> TableName {
 async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refused_plainly() {
     let aws = setup("s3ttoken").await;
     let arn = table_bucket(&aws, "s3ttoken").await;
-    let catalog = catalog(&aws, &arn);
+    let catalog = s3tables(&aws, &arn);
     let (topic, _, _) = payments();
-    let m = materializer(&aws, Arc::new(catalog(&aws, &arn))).await;
+    let m = materializer(&aws, Arc::new(s3tables(&aws, &arn))).await;
     let task = aws.materialize(&m, topic.path(), crate::committer::SEGMENTS[0]).await;
-    let committer = crate::committer::committer_with(&aws, Arc::new(catalog(&aws, &arn)), &aws.locks, "one");
+    let committer = crate::committer::committer_with(&aws, Arc::new(s3tables(&aws, &arn)), &aws.locks, "one");
     assert_eq!(committer.commit(&[task], None).await.results[0].1, floe_core::committer::TaskResult::Committed);
     let table = aws.table();
     let now = catalog.current(&table).await.unwrap().unwrap();
@@ -104,7 +104,10 @@ async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refuse
     let e = catalog.current(&bad).await.unwrap_err();
     assert!(!e.retryable() && e.to_string().contains("only lowercase letters, digits and `_`"), "{e}");
 
-    // Every action Floe needs is allowed here (moto does not enforce IAM by default).
-    catalog.check_access(&[table.clone(), bad.clone()]).await.unwrap_err();
-    catalog.check_access(&[table]).await.unwrap();
+    // The start-up check refuses such a name too; every action Floe needs is allowed here
+    // (moto does not enforce IAM), so the check passes for the table, and changes nothing.
+    let e = catalog.check_access(&[table.clone(), bad]).await.unwrap_err();
+    assert!(e.to_string().contains("Payments-v2"), "{e}");
+    catalog.check_access(std::slice::from_ref(&table)).await.unwrap();
+    assert_eq!(catalog.current(&table).await.unwrap().unwrap(), moved);
 }

@@ -29,6 +29,7 @@ use iceberg::spec::TableMetadata;
 use crate::access::probe;
 use crate::retry::sdk_error_retryable;
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::config::S3TablesConfig;
 use floe_core::table::TableName;
 
 type HttpResponse = aws_sdk_s3tables::config::http::HttpResponse;
@@ -49,6 +50,14 @@ struct S3Table {
 impl S3TablesCatalog {
     pub fn new(client: Client, table_bucket_arn: impl Into<String>) -> Self {
         S3TablesCatalog { client, table_bucket_arn: table_bucket_arn.into() }
+    }
+
+    /// The catalog `[catalog] type = "s3tables"` names: a client in the table bucket's
+    /// region (from its ARN), with `aws`'s credentials.
+    pub fn from_config(aws: &aws_config::SdkConfig, config: &S3TablesConfig) -> Self {
+        let region = aws_config::Region::new(config.region().to_string());
+        let client = Client::from_conf(aws_sdk_s3tables::config::Builder::from(aws).region(region).build());
+        Self::new(client, &config.table_bucket_arn)
     }
 
     /// The table bucket's ARN.
@@ -120,6 +129,19 @@ impl S3TablesCatalog {
         }
     }
 
+    /// The table, made first (with its namespace) when it does not exist.
+    async fn get_or_make(&self, table: &TableName) -> Result<S3Table, CatalogError> {
+        if let Some(existing) = self.get(table).await? {
+            return Ok(existing);
+        }
+        self.create_table(table).await?;
+        self.get(table).await?.ok_or_else(|| CatalogError::Other {
+            table: table.to_string(),
+            detail: "the table vanished from S3 Tables right after it was created".into(),
+            retryable: true,
+        })
+    }
+
     /// Moves the table's pointer, if its version token is still `version_token`.
     async fn update(&self, table: &TableName, version_token: &str, location: &str) -> Result<(), CatalogError> {
         let request = self
@@ -177,30 +199,11 @@ impl Catalog for S3TablesCatalog {
     }
 
     async fn create_location(&self, table: &TableName) -> Result<Option<String>, CatalogError> {
-        if let Some(existing) = self.get(table).await? {
-            return Ok(Some(existing.warehouse_location));
-        }
-        self.create_table(table).await?;
-        let made = self.get(table).await?.ok_or_else(|| CatalogError::Other {
-            table: table.to_string(),
-            detail: "the table vanished from S3 Tables right after it was created".into(),
-            retryable: true,
-        })?;
-        Ok(Some(made.warehouse_location))
+        Ok(Some(self.get_or_make(table).await?.warehouse_location))
     }
 
     async fn create(&self, table: &TableName, _metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        let existing = match self.get(table).await? {
-            Some(t) => t,
-            None => {
-                self.create_table(table).await?;
-                self.get(table).await?.ok_or_else(|| CatalogError::Other {
-                    table: table.to_string(),
-                    detail: "the table vanished from S3 Tables right after it was created".into(),
-                    retryable: true,
-                })?
-            }
-        };
+        let existing = self.get_or_make(table).await?;
         if existing.metadata_location.is_some() {
             return Err(CatalogError::Conflict { table: table.to_string(), detail: "the table already exists".into() });
         }
@@ -222,6 +225,7 @@ impl Catalog for S3TablesCatalog {
         self.update(table, version_token, location).await
     }
 
+    /// Every table of the namespace, those made but not registered yet included.
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
         let probe = TableName { namespace: namespace.to_string(), name: "*".into() };
         let mut pages = self
