@@ -205,7 +205,7 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
 }
 
 /// The scheduled event EventBridge sends the compactor.
-const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
+pub(crate) const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 
 /// The `payments` table on moto, committed a segment a batch: a snapshot and a small file
 /// each, and no compaction window, so a compactor run compacts them. Returns what
@@ -213,10 +213,18 @@ const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 async fn small_files_on_moto(
     name: &str,
 ) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
+    small_files_on_moto_with(name, "").await
+}
+
+/// [`small_files_on_moto`] with more sections of `floe.toml` (after `[defaults]`).
+pub(crate) async fn small_files_on_moto_with(
+    name: &str,
+    sections: &str,
+) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
     use crate::committer::{SEGMENTS, assert_payments, payments, setup_with};
     use floe_aws::lambda::handle_committer_event;
 
-    let aws = setup_with(name, "compaction_window = \"0s\"\n").await;
+    let aws = setup_with(name, &format!("compaction_window = \"0s\"\n{sections}")).await;
     let (topic, offsets, values) = payments();
     let (materializer, committer) = (aws.materializer().await, aws.committer());
     for key in SEGMENTS {

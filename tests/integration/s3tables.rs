@@ -111,3 +111,22 @@ async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refuse
     catalog.check_access(std::slice::from_ref(&table)).await.unwrap();
     assert_eq!(catalog.current(&table).await.unwrap().unwrap(), moved);
 }
+
+#[tokio::test]
+async fn with_s3_tables_in_floe_toml_the_compactor_lambda_leaves_compaction_and_the_sweep_to_it() {
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    use floe_aws::lambda::handle_compactor_event;
+
+    let catalog = "[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"arn:aws:s3tables:us-east-1:123456789012:bucket/floe\"\n";
+    // Small files the same compactor compacts when floe.toml names no catalog (the Glue
+    // test in maintenance.rs).
+    let (aws, before, _, _) = crate::maintenance::small_files_on_moto_with("s3tleave", catalog).await;
+    let text = std::fs::read_to_string(support::root().join(crate::maintenance::SCHEDULED_EVENT)).unwrap();
+    let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let response = handle_compactor_event(&aws.compactor().await, scheduled, None).await;
+    assert!(response.compacted.is_empty() && response.failed.is_empty(), "{response:?}");
+    assert_eq!(response.orphans_removed, 0);
+    let (event, _) = aws.receive().await;
+    assert!(event.records.is_empty(), "no CompactionTask queued");
+    assert_eq!(aws.read().summary["total-data-files"], before.summary["total-data-files"]);
+}
