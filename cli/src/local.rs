@@ -192,7 +192,7 @@ pub async fn run_local_on(
     config: FloeConfig,
     clock: Clock,
 ) -> anyhow::Result<LocalReport> {
-    let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock)?;
+    let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock, config.catalog.as_ref()).await?;
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
     warehouse.catalog.check_access(&config.configured_tables()).await?;

@@ -1,6 +1,8 @@
 //! A local warehouse: a folder holding the SQLite catalog `floe` (`catalog.db`, also the
 //! lock store and the table registry) and the tables' files, opened with the committer
-//! and the in-process queue that `floe local run` and `floe local compact` share.
+//! and the in-process queue that `floe local run` and `floe local compact` share. The
+//! tables are registered in that SQLite catalog, or in the catalog `[catalog]` names
+//! ([`local_catalog`], the CLI's one place that turns it into a catalog).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,6 +10,7 @@ use std::sync::Arc;
 use floe_core::catalog::Catalog;
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::Committer;
+use floe_core::config::CatalogConfig;
 use floe_core::lock::Clock;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::queue::InProcessQueue;
@@ -45,13 +48,14 @@ pub(crate) struct Warehouse {
 }
 
 impl Warehouse {
-    /// Opens (creating the catalog if need be) the warehouse in the folder `dir`, on `clock`.
-    pub fn open(dir: PathBuf, clock: Clock) -> anyhow::Result<Warehouse> {
-        let catalog = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
-        let locks = Arc::new(SqliteLocks::new(catalog.connection())?.waiting(LEASE_WAIT));
+    /// Opens (creating the SQLite catalog if need be) the warehouse in the folder `dir`,
+    /// on `clock`, its tables in the catalog `catalog` names (the SQLite one by default).
+    pub async fn open(dir: PathBuf, clock: Clock, catalog: Option<&CatalogConfig>) -> anyhow::Result<Warehouse> {
+        let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
+        let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
         let file_io = floe_core::storage::local_file_io();
-        let catalog: Arc<dyn Catalog> = Arc::new(catalog);
+        let catalog = local_catalog(sqlite, catalog).await?;
         let committer = Committer {
             catalog: catalog.clone(),
             file_io: file_io.clone(),
@@ -72,6 +76,24 @@ impl Warehouse {
             queue: Arc::new(InProcessQueue::default()),
             committer,
         })
+    }
+}
+
+/// The catalog of `floe local`: the warehouse's SQLite catalog without `[catalog]` (or
+/// with `type = "sql"`), else the configured one. AWS credentials are loaded only for
+/// the catalogs that use them (Glue, S3 Tables, a REST catalog with `sigv4` or `secret_arn`).
+pub async fn local_catalog(sqlite: SqliteCatalog, config: Option<&CatalogConfig>) -> anyhow::Result<Arc<dyn Catalog>> {
+    match config {
+        None | Some(CatalogConfig::Sql) => Ok(Arc::new(sqlite)),
+        Some(CatalogConfig::Rest(rest))
+            if rest.sigv4.is_none() && !matches!(rest.auth, floe_core::config::RestAuth::Secret(_)) =>
+        {
+            Ok(Arc::new(floe_aws::rest_catalog::RestCatalog::connect(rest, None).await?))
+        }
+        Some(other) => {
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            floe_aws::catalogs::open(Some(other), &aws).await
+        }
     }
 }
 

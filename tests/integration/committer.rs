@@ -507,7 +507,22 @@ impl Aws {
     }
 
     pub(crate) fn committer(&self) -> CommitterService {
-        let env = CommitterEnv {
+        let env = self.committer_env(None);
+        let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.config));
+        committer(&self.config, &env, Arc::new(glue))
+    }
+
+    /// The committer as its `main` builds it: its catalog from `[catalog]` of the test's
+    /// `floe.toml` (`FLOE_CONFIG`).
+    pub(crate) async fn configured_committer(&self) -> CommitterService {
+        let env = self.committer_env(Some(self.config_file.path().display().to_string()));
+        let catalog = floe_aws::lambda::committer_catalog(&self.config, &env).await.unwrap();
+        committer(&self.config, &env, catalog)
+    }
+
+    fn committer_env(&self, config: Option<String>) -> CommitterEnv {
+        CommitterEnv {
+            config,
             warehouse: format!("s3://{}/wh", self.warehouse),
             lock_table: self.locks.clone(),
             task_queue_url: self.tasks.clone(),
@@ -515,8 +530,7 @@ impl Aws {
             lease: std::time::Duration::from_secs(30),
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
-        };
-        committer(&self.config, &env)
+        }
     }
 
     /// Uploads a segment and materializes it; returns its task.

@@ -22,6 +22,7 @@ mod metrics;
 mod partition;
 mod protobuf;
 mod querying;
+mod rest_catalog;
 mod s3tables;
 mod segments;
 mod support;

@@ -213,18 +213,10 @@ pub(crate) const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 async fn small_files_on_moto(
     name: &str,
 ) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
-    small_files_on_moto_with(name, "").await
-}
-
-/// [`small_files_on_moto`] with more sections of `floe.toml` (after `[defaults]`).
-pub(crate) async fn small_files_on_moto_with(
-    name: &str,
-    sections: &str,
-) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
     use crate::committer::{SEGMENTS, assert_payments, payments, setup_with};
     use floe_aws::lambda::handle_committer_event;
 
-    let aws = setup_with(name, &format!("compaction_window = \"0s\"\n{sections}")).await;
+    let aws = setup_with(name, "compaction_window = \"0s\"\n").await;
     let (topic, offsets, values) = payments();
     let (materializer, committer) = (aws.materializer().await, aws.committer());
     for key in SEGMENTS {

@@ -4,6 +4,7 @@ catalog client and reads every row; prints one JSON object.
 
     read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
+    read_iceberg.py rest URI        CREDENTIAL   NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py static ENDPOINT METADATA_LOCATION NAMESPACE.TABLE [...]
                          (the metadata file S3 Tables' GetTableMetadataLocation returned,
                           read with PyIceberg's StaticTable; S3 at ENDPOINT)
@@ -23,6 +24,9 @@ from collections import Counter
 
 
 def catalog(kind, where, warehouse):
+    if kind == "rest":
+        from pyiceberg.catalog.rest import RestCatalog
+        return RestCatalog("floe", uri=where, credential=warehouse)
     if kind == "sql":
         from pyiceberg.catalog.sql import SqlCatalog
         return SqlCatalog("floe", uri="sqlite:///" + where, warehouse="file://" + warehouse)

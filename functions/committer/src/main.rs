@@ -5,7 +5,7 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use floe_aws::lambda::{
-    CommitterEnv, committer, handle_committer_event, init_tracing, measured, print_emf, stop_before,
+    CommitterEnv, committer, committer_catalog, handle_committer_event, init_tracing, measured, print_emf, stop_before,
 };
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
@@ -14,7 +14,8 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let env = CommitterEnv::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let service = committer(&aws, &env);
+    let catalog = committer_catalog(&aws, &env).await?;
+    let service = committer(&aws, &env, catalog);
     let (service, timeout) = (&service, env.timeout);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // Stop retrying conflicts well before the function's own timeout.

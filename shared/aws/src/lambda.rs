@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use floe_core::catalog::Catalog;
 use floe_core::config::FloeConfig;
 use floe_core::maintenance::TableRegistry;
 use floe_core::maintenance::holding::HoldingQueue;
@@ -39,6 +40,13 @@ pub enum InitError {
     Secret { arn: String, message: String },
     #[error(transparent)]
     Registry(#[from] floe_core::registry::RegistryError),
+    #[error("opening the catalog: {0}")]
+    Catalog(String),
+}
+
+/// The catalog `[catalog]` names (Glue without it), checked at start-up.
+pub async fn open_catalog(aws: &aws_config::SdkConfig, config: &FloeConfig) -> Result<Arc<dyn Catalog>, InitError> {
+    crate::catalogs::open(config.catalog.as_ref(), aws).await.map_err(|e| InitError::Catalog(format!("{e:#}")))
 }
 
 /// The table registry in the lock table `lock_table`: where tasks' files are held and
@@ -196,8 +204,8 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
     let queue = HoldingQueue::new(Arc::new(queue), table_registry(aws, &env.lock_table));
     let file_io = warehouse_file_io(s3.clone());
-    let glue = crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws));
-    let tables = floe_core::table::CatalogTables { catalog: Arc::new(glue), file_io: file_io.clone() };
+    let catalog = open_catalog(aws, &config).await?;
+    let tables = floe_core::table::CatalogTables { catalog, file_io: file_io.clone() };
     Ok(Materializer {
         config: Arc::new(config),
         registry,
@@ -327,6 +335,8 @@ mod tests {
 /// The committer's environment.
 #[derive(Debug, Clone)]
 pub struct CommitterEnv {
+    /// `FLOE_CONFIG`: `s3://…` of `floe.toml`, for its `[catalog]` (Glue without it).
+    pub config: Option<String>,
     /// `FLOE_WAREHOUSE`: `s3://bucket/prefix` where new tables are created.
     pub warehouse: String,
     /// `FLOE_LOCK_TABLE`: the DynamoDB table of leases and table statuses.
@@ -349,6 +359,7 @@ pub struct CommitterEnv {
 impl CommitterEnv {
     pub fn from_env() -> Result<Self, InitError> {
         Ok(CommitterEnv {
+            config: std::env::var("FLOE_CONFIG").ok().filter(|v| !v.is_empty()),
             warehouse: required("FLOE_WAREHOUSE")?,
             lock_table: required("FLOE_LOCK_TABLE")?,
             task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
@@ -372,12 +383,21 @@ pub struct CommitterService {
     pub retry_visibility: Duration,
 }
 
-/// Builds the committer from the environment and the AWS clients (once per container).
-pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterService {
-    let s3_config = aws_sdk_s3::config::Builder::from(aws).force_path_style(env.s3_path_style).build();
-    let s3 = aws_sdk_s3::Client::from_conf(s3_config);
-    let catalog: Arc<dyn floe_core::catalog::Catalog> =
-        Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws)));
+/// The S3 client of a function (path-style addressing for local endpoints).
+fn s3_client(aws: &aws_config::SdkConfig, path_style: bool) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(aws).force_path_style(path_style).build())
+}
+
+/// The committer's catalog: `[catalog]` of `FLOE_CONFIG` (Glue without it).
+pub async fn committer_catalog(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> Result<Arc<dyn Catalog>, InitError> {
+    let config = load_config(&s3_client(aws, env.s3_path_style), env.config.as_deref()).await?;
+    open_catalog(aws, &config).await
+}
+
+/// Builds the committer from the environment, the AWS clients and its catalog
+/// ([`committer_catalog`]), once per container.
+pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<dyn Catalog>) -> CommitterService {
+    let s3 = s3_client(aws, env.s3_path_style);
     let committer = floe_core::committer::Committer {
         catalog: catalog.clone(),
         file_io: warehouse_file_io(s3.clone()),
@@ -574,8 +594,7 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
     // The plain queue: the compactor holds each CompactionTask's files in the registry
     // itself before sending it, so the sweep keeps them while it waits.
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &warehouse);
-    let catalog: Arc<dyn floe_core::catalog::Catalog> =
-        Arc::new(crate::glue::GlueCatalog::new(aws_sdk_glue::Client::new(aws)));
+    let catalog = open_catalog(aws, &config).await?;
     let compactor = floe_core::maintenance::compactor::Compactor {
         catalog: catalog.clone(),
         file_io: warehouse_file_io(s3.clone()),

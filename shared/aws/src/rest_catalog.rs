@@ -1,0 +1,532 @@
+//! An Iceberg REST catalog (Polaris, Snowflake Open Catalog, Unity, Nessie, Lakekeeper,
+//! Gravitino, Glue's and S3 Tables' Iceberg endpoints) as Floe's [`Catalog`].
+//!
+//! ```text
+//!  current  GET  {prefix}/namespaces/{ns}/tables/{t}            → metadata-location
+//!  create   POST {prefix}/namespaces/{ns}/register             (Floe's metadata file; 409 ⇒ Conflict)
+//!  swap     POST {prefix}/namespaces/{ns}/tables/{t}            requirements: assert-table-uuid,
+//!           assert-ref-snapshot-id (main, the expected snapshot) [+ schema / spec ids when they change];
+//!           updates: what Floe's new metadata changed (add-schema, add-snapshot, set-snapshot-ref, …)
+//!           409 ⇒ Conflict: reload and replan, as a Glue VersionId conflict
+//!  location POST {prefix}/namespaces/{ns}/tables  stage-create   (the location the catalog assigns)
+//! ```
+//!
+//! The catalog's requirement check is the compare-and-swap: it applies the updates only
+//! if `main` still points at the snapshot Floe planned on. The catalog writes its own
+//! metadata file for the result; Floe's file written for the swap stays unreferenced
+//! (the orphan sweep removes it).
+//!
+//! Why not `iceberg-catalog-rest` (iceberg-rust 0.10.1): its commits are built only by
+//! its `Transaction` actions (`TableCommit` cannot be built outside the crate), which
+//! write their own snapshots, not Floe's (with Floe's offsets and files); it cannot sign
+//! requests with SigV4, nor register a metadata file Floe wrote. This adapter reuses
+//! iceberg's own REST models ([`TableUpdate`], [`TableRequirement`]) and adds only HTTP,
+//! authentication (OAuth2 client credentials, bearer token, SigV4) and the error mapping.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use iceberg::spec::{SnapshotReference, TableMetadata};
+use iceberg::{TableRequirement, TableUpdate};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::config::{RestAuth, RestCatalogConfig, SigV4Config};
+use floe_core::table::TableName;
+
+const MAIN: &str = "main";
+
+/// Why the catalog could not be set up (its configuration, its credentials, its `/v1/config`).
+#[derive(Debug, thiserror::Error)]
+#[error("REST catalog {uri}: {detail}")]
+pub struct RestSetupError {
+    pub uri: String,
+    pub detail: String,
+}
+
+/// The token source of a REST catalog.
+enum Auth {
+    None,
+    Bearer(String),
+    ClientCredentials { id: String, secret: String, scope: String, server: String },
+    SigV4 { config: SigV4Config, credentials: aws_credential_types::provider::SharedCredentialsProvider },
+}
+
+struct Token {
+    value: String,
+    refresh_at: Instant,
+}
+
+pub struct RestCatalog {
+    http: reqwest::Client,
+    /// `{uri}/v1{/prefix}`.
+    base: String,
+    auth: Auth,
+    token: Mutex<Option<Token>>,
+}
+
+/// One failed request: its status (none when it never got an answer) and the catalog's message.
+struct Failure {
+    status: Option<StatusCode>,
+    message: String,
+}
+
+impl RestCatalog {
+    /// Connects: reads the credential, gets a token if needed, and the catalog's
+    /// `GET /v1/config` (its `prefix`). `aws` is needed for `sigv4` and `secret_arn`.
+    pub async fn connect(
+        config: &RestCatalogConfig,
+        aws: Option<&aws_config::SdkConfig>,
+    ) -> Result<RestCatalog, RestSetupError> {
+        let setup = |detail: String| RestSetupError { uri: config.uri.clone(), detail };
+        let http =
+            reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| setup(e.to_string()))?;
+        let auth = Self::auth(config, aws).await.map_err(setup)?;
+        let mut catalog = RestCatalog { http, base: format!("{}/v1", config.uri), auth, token: Mutex::new(None) };
+        let query = config.warehouse.as_ref().map(|w| format!("?warehouse={}", encode(w))).unwrap_or_default();
+        let overrides = catalog
+            .request(Method::GET, &format!("/config{query}"), None)
+            .await
+            .map_err(|f| setup(format!("GET /v1/config: {}", f.message)))?
+            .and_then(|v| v.get("overrides").cloned())
+            .unwrap_or_default();
+        if let Some(prefix) = overrides.get("prefix").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            catalog.base = format!("{}/{}", catalog.base, prefix.trim_matches('/'));
+        }
+        Ok(catalog)
+    }
+
+    async fn auth(config: &RestCatalogConfig, aws: Option<&aws_config::SdkConfig>) -> Result<Auth, String> {
+        let env = |name: &str, field: &str| {
+            std::env::var(name).map_err(|_| format!("catalog.{field}: the environment variable {name} is not set"))
+        };
+        let need_aws = |field: &str| aws.ok_or_else(|| format!("catalog.{field} needs AWS credentials"));
+        let credential = match &config.auth {
+            RestAuth::None => None,
+            RestAuth::TokenEnv(name) => return Ok(Auth::Bearer(env(name, "token_env")?)),
+            RestAuth::CredentialEnv(name) => Some(env(name, "credential_env")?),
+            RestAuth::Secret(arn) => match read_secret(need_aws("secret_arn")?, arn).await? {
+                SecretValue::Token(token) => return Ok(Auth::Bearer(token)),
+                SecretValue::Credential(credential) => Some(credential),
+            },
+        };
+        if let Some(credential) = credential {
+            let (id, secret) =
+                credential.split_once(':').ok_or("the client credential is not \"client_id:client_secret\"")?;
+            return Ok(Auth::ClientCredentials {
+                id: id.to_string(),
+                secret: secret.to_string(),
+                scope: config.scope.clone().unwrap_or_else(|| "catalog".into()),
+                server: config.oauth2_server_uri.clone().unwrap_or_else(|| format!("{}/v1/oauth/tokens", config.uri)),
+            });
+        }
+        match &config.sigv4 {
+            Some(sigv4) => {
+                let credentials = need_aws("sigv4")?
+                    .credentials_provider()
+                    .ok_or("catalog.sigv4: no AWS credentials provider configured")?;
+                Ok(Auth::SigV4 { config: sigv4.clone(), credentials })
+            }
+            None => Ok(Auth::None),
+        }
+    }
+
+    /// The bearer token to send, fetched (client credentials) when missing or old.
+    async fn bearer(&self) -> Result<Option<String>, Failure> {
+        match &self.auth {
+            Auth::None | Auth::SigV4 { .. } => Ok(None),
+            Auth::Bearer(token) => Ok(Some(token.clone())),
+            Auth::ClientCredentials { id, secret, scope, server } => {
+                let mut token = self.token.lock().await;
+                if let Some(t) = token.as_ref().filter(|t| Instant::now() < t.refresh_at) {
+                    return Ok(Some(t.value.clone()));
+                }
+                let form = [
+                    ("grant_type", "client_credentials"),
+                    ("client_id", id),
+                    ("client_secret", secret),
+                    ("scope", scope),
+                ];
+                let response = self.http.post(server).form(&form).send().await.map_err(transport)?;
+                let status = response.status();
+                let body: Value = response.json().await.unwrap_or_default();
+                if !status.is_success() {
+                    let message = format!(
+                        "the token endpoint {server} refused the client credentials ({status}): {}",
+                        error_message(&body)
+                    );
+                    return Err(Failure { status: Some(status), message });
+                }
+                let value = body["access_token"].as_str().ok_or_else(|| Failure {
+                    status: None,
+                    message: format!("the token endpoint {server} answered without access_token"),
+                })?;
+                // Refreshed at 80% of its life (an hour when the server does not say).
+                let life = body["expires_in"].as_u64().unwrap_or(3600);
+                let refresh_at = Instant::now() + Duration::from_secs(life * 4 / 5);
+                *token = Some(Token { value: value.to_string(), refresh_at });
+                Ok(Some(value.to_string()))
+            }
+        }
+    }
+
+    /// Sends one request to `{base}{path}`; `Ok(None)` on 404 and on an empty answer.
+    async fn request(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Option<Value>, Failure> {
+        let url = format!("{}{path}", self.base);
+        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let mut request = self.http.request(method.clone(), &url);
+        if body.is_some() {
+            request = request.header("content-type", "application/json").body(bytes.clone());
+        }
+        if let Some(token) = self.bearer().await? {
+            request = request.bearer_auth(token);
+        }
+        if let Auth::SigV4 { config, credentials } = &self.auth {
+            for (name, value) in sigv4_headers(config, credentials, method.as_str(), &url, &bytes).await? {
+                request = request.header(name, value);
+            }
+        }
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let text = response.text().await.map_err(transport)?;
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        match status {
+            s if s.is_success() => Ok((!value.is_null()).then_some(value)),
+            StatusCode::NOT_FOUND => Ok(None),
+            s => {
+                let detail = if value.is_null() { text.chars().take(300).collect() } else { error_message(&value) };
+                Err(Failure { status: Some(s), message: format!("{method} {url}: {s}: {detail}") })
+            }
+        }
+    }
+
+    fn table_path(table: &TableName) -> String {
+        format!("/namespaces/{}/tables/{}", encode(&table.namespace), encode(&table.name))
+    }
+
+    /// Creates the namespace; one that exists already is fine.
+    async fn ensure_namespace(&self, table: &TableName) -> Result<(), CatalogError> {
+        let body = json!({"namespace": [table.namespace], "properties": {}});
+        match self.request(Method::POST, "/namespaces", Some(&body)).await {
+            Ok(_) => Ok(()),
+            Err(f) if f.status == Some(StatusCode::CONFLICT) => Ok(()),
+            Err(f) => Err(failure(table, f)),
+        }
+    }
+
+    /// `loadTable`: the metadata location and the metadata as the catalog holds them.
+    async fn load(&self, table: &TableName) -> Result<Option<(String, TableMetadata)>, CatalogError> {
+        let Some(answer) =
+            self.request(Method::GET, &Self::table_path(table), None).await.map_err(|f| failure(table, f))?
+        else {
+            return Ok(None);
+        };
+        let location = answer["metadata-location"].as_str().map(str::to_string);
+        let metadata = serde_json::from_value(answer["metadata"].clone()).map_err(|e| invalid(table, e));
+        match (location, metadata) {
+            (Some(location), Ok(metadata)) => Ok(Some((location, metadata))),
+            (None, _) => Err(invalid(table, "loadTable answered without metadata-location")),
+            (_, Err(e)) => Err(e),
+        }
+    }
+}
+
+impl RestCatalog {
+    /// Commits `new` over `base` (the table as Floe planned on it): the catalog refuses
+    /// it with 409, a [`CatalogError::Conflict`], when `main` moved since `base`.
+    pub async fn commit(
+        &self,
+        table: &TableName,
+        base: &TableMetadata,
+        new: &TableMetadata,
+    ) -> Result<(), CatalogError> {
+        let mut body = commit_request(base, new);
+        body["identifier"] = json!({"namespace": [table.namespace], "name": table.name});
+        match self.request(Method::POST, &Self::table_path(table), Some(&body)).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(invalid(table, "the commit answered 404: the table is gone from the catalog")),
+            Err(f) => Err(failure(table, f)),
+        }
+    }
+}
+
+/// What a Secrets Manager secret of `catalog.secret_arn` holds.
+pub enum SecretValue {
+    Credential(String),
+    Token(String),
+}
+
+impl SecretValue {
+    /// `{"credential": "id:secret"}` or `{"token": "…"}`.
+    pub fn parse(text: &str) -> Result<SecretValue, String> {
+        let value: Value = serde_json::from_str(text).map_err(|_| "the secret is not a JSON object".to_string())?;
+        match (value["credential"].as_str(), value["token"].as_str()) {
+            (Some(c), _) => Ok(SecretValue::Credential(c.to_string())),
+            (None, Some(t)) => Ok(SecretValue::Token(t.to_string())),
+            _ => Err("the secret holds neither \"credential\" nor \"token\"".into()),
+        }
+    }
+}
+
+/// The secret of `catalog.secret_arn`.
+async fn read_secret(aws: &aws_config::SdkConfig, arn: &str) -> Result<SecretValue, String> {
+    let error = |message: String| format!("catalog.secret_arn {arn}: {message}");
+    let secret = aws_sdk_secretsmanager::Client::new(aws)
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| error(aws_sdk_secretsmanager::error::DisplayErrorContext(&e).to_string()))?;
+    let text = secret.secret_string().ok_or_else(|| error("the secret has no string value".into()))?;
+    SecretValue::parse(text).map_err(error)
+}
+
+fn encode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+fn transport(e: reqwest::Error) -> Failure {
+    Failure { status: None, message: e.to_string() }
+}
+
+/// The REST spec's `{"error": {"message", "type", "code"}}`, or the body as it is.
+fn error_message(body: &Value) -> String {
+    let error = &body["error"];
+    match (error["type"].as_str(), error["message"].as_str()) {
+        (Some(kind), Some(message)) => format!("{kind}: {message}"),
+        (None, Some(message)) => message.to_string(),
+        _ => body.to_string().chars().take(300).collect(),
+    }
+}
+
+fn invalid(table: &TableName, detail: impl std::fmt::Display) -> CatalogError {
+    CatalogError::Other { table: table.to_string(), detail: detail.to_string(), retryable: false }
+}
+
+/// A failed request as a [`CatalogError`]: 409 a conflict; 5xx, 429 and no answer
+/// retryable; 401/403 not, naming what to check.
+fn failure(table: &TableName, f: Failure) -> CatalogError {
+    let detail = f.message;
+    match f.status {
+        Some(StatusCode::CONFLICT) => CatalogError::Conflict { table: table.to_string(), detail },
+        Some(StatusCode::UNAUTHORIZED) => invalid(
+            table,
+            format!(
+                "{detail} (the catalog did not accept Floe's credential: check catalog.credential_env, token_env or secret_arn)"
+            ),
+        ),
+        Some(StatusCode::FORBIDDEN) => invalid(
+            table,
+            format!(
+                "{detail} (Floe's principal lacks a permission on this table or namespace: it needs to create, load and update tables)"
+            ),
+        ),
+        Some(s) if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS => {
+            CatalogError::Other { table: table.to_string(), detail, retryable: true }
+        }
+        Some(_) => invalid(table, detail),
+        None => CatalogError::Other { table: table.to_string(), detail, retryable: true },
+    }
+}
+
+/// The SigV4 headers of one request (the AWS SDK's signer, with the default credentials).
+async fn sigv4_headers(
+    config: &SigV4Config,
+    credentials: &aws_credential_types::provider::SharedCredentialsProvider,
+    method: &str,
+    url: &str,
+    body: &[u8],
+) -> Result<Vec<(&'static str, String)>, Failure> {
+    use aws_credential_types::provider::ProvideCredentials;
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    let fail = |message: String| Failure { status: None, message: format!("SigV4: {message}") };
+    let identity = credentials.provide_credentials().await.map_err(|e| fail(e.to_string()))?.into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(&config.region)
+        .name(&config.service)
+        .time(SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| fail(e.to_string()))?
+        .into();
+    let signable = SignableRequest::new(method, url, std::iter::empty::<(&str, &str)>(), SignableBody::Bytes(body))
+        .map_err(|e| fail(e.to_string()))?;
+    let (instructions, _) = sign(signable, &params).map_err(|e| fail(e.to_string()))?.into_parts();
+    let (headers, _) = instructions.into_parts();
+    Ok(headers.into_iter().map(|h| (h.name(), h.value().to_string())).collect())
+}
+
+/// The requirements and updates that turn `base` into `new`: Floe's commit as the REST
+/// commit protocol states it.
+pub fn commit_request(base: &TableMetadata, new: &TableMetadata) -> Value {
+    let mut requirements = vec![
+        TableRequirement::UuidMatch { uuid: base.uuid() },
+        TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN.to_string(),
+            snapshot_id: base.snapshot_for_ref(MAIN).map(|s| s.snapshot_id()),
+        },
+    ];
+    let mut updates = Vec::new();
+    for schema in new.schemas_iter().filter(|s| base.schema_by_id(s.schema_id()).is_none()) {
+        updates.push(TableUpdate::AddSchema { schema: schema.as_ref().clone() });
+    }
+    if new.current_schema_id() != base.current_schema_id() {
+        requirements.push(TableRequirement::CurrentSchemaIdMatch { current_schema_id: base.current_schema_id() });
+        updates.push(TableUpdate::SetCurrentSchema { schema_id: new.current_schema_id() });
+    }
+    for spec in new.partition_specs_iter().filter(|s| base.partition_spec_by_id(s.spec_id()).is_none()) {
+        updates.push(TableUpdate::AddSpec { spec: spec.as_ref().clone().into_unbound() });
+    }
+    if new.default_partition_spec_id() != base.default_partition_spec_id() {
+        requirements.push(TableRequirement::DefaultSpecIdMatch { default_spec_id: base.default_partition_spec_id() });
+        updates.push(TableUpdate::SetDefaultSpec { spec_id: new.default_partition_spec_id() });
+    }
+    let mut added: Vec<_> = new.snapshots().filter(|s| base.snapshot_by_id(s.snapshot_id()).is_none()).collect();
+    added.sort_by_key(|s| s.sequence_number());
+    for snapshot in added {
+        updates.push(TableUpdate::AddSnapshot { snapshot: snapshot.as_ref().clone() });
+    }
+    let (base_refs, new_refs) = (refs(base), refs(new));
+    for (name, reference) in &new_refs {
+        if base_refs.get(name) != Some(reference) {
+            updates.push(TableUpdate::SetSnapshotRef { ref_name: name.clone(), reference: reference.clone() });
+        }
+    }
+    let removed: Vec<i64> =
+        base.snapshots().map(|s| s.snapshot_id()).filter(|id| new.snapshot_by_id(*id).is_none()).collect();
+    if !removed.is_empty() {
+        updates.push(TableUpdate::RemoveSnapshots { snapshot_ids: removed });
+    }
+    for name in base_refs.keys().filter(|name| !new_refs.contains_key(*name)) {
+        updates.push(TableUpdate::RemoveSnapshotRef { ref_name: name.clone() });
+    }
+    let changed: HashMap<String, String> = new
+        .properties()
+        .iter()
+        .filter(|(k, v)| base.properties().get(*k) != Some(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !changed.is_empty() {
+        updates.push(TableUpdate::SetProperties { updates: changed });
+    }
+    let gone: Vec<String> = base.properties().keys().filter(|k| !new.properties().contains_key(*k)).cloned().collect();
+    if !gone.is_empty() {
+        updates.push(TableUpdate::RemoveProperties { removals: gone });
+    }
+    json!({"requirements": requirements, "updates": updates})
+}
+
+/// The table's branches and tags (iceberg-rust keeps them private; its JSON has them).
+fn refs(metadata: &TableMetadata) -> HashMap<String, SnapshotReference> {
+    serde_json::to_value(metadata).ok().and_then(|v| serde_json::from_value(v["refs"].clone()).ok()).unwrap_or_default()
+}
+
+#[async_trait]
+impl Catalog for RestCatalog {
+    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
+        Ok(self.load(table).await?.map(|(metadata_location, _)| TablePointer { metadata_location, version: None }))
+    }
+
+    async fn create(&self, table: &TableName, _metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+        self.ensure_namespace(table).await?;
+        let body = json!({"name": table.name, "metadata-location": location});
+        let path = format!("/namespaces/{}/register", encode(&table.namespace));
+        self.request(Method::POST, &path, Some(&body)).await.map(drop).map_err(|f| failure(table, f))
+    }
+
+    async fn swap(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        metadata: &TableMetadata,
+        _location: &str,
+    ) -> Result<(), CatalogError> {
+        let Some((current, base)) = self.load(table).await? else {
+            return Err(invalid(table, "the table is gone from the catalog"));
+        };
+        if current != expected.metadata_location {
+            let detail = format!("the table moved to {current} since {} was read", expected.metadata_location);
+            return Err(CatalogError::Conflict { table: table.to_string(), detail });
+        }
+        self.commit(table, &base, metadata).await
+    }
+
+    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
+        let probe = TableName { namespace: namespace.to_string(), name: "*".into() };
+        let mut out = Vec::new();
+        let mut page: Option<String> = None;
+        loop {
+            let query = page.as_ref().map(|t| format!("?pageToken={}", encode(t))).unwrap_or_default();
+            let path = format!("/namespaces/{}/tables{query}", encode(namespace));
+            let Some(answer) = self.request(Method::GET, &path, None).await.map_err(|f| failure(&probe, f))? else {
+                break;
+            };
+            for id in answer["identifiers"].as_array().into_iter().flatten() {
+                if let Some(name) = id["name"].as_str() {
+                    out.push(TableName { namespace: namespace.to_string(), name: name.to_string() });
+                }
+            }
+            page = answer["next-page-token"].as_str().filter(|t| !t.is_empty()).map(str::to_string);
+            if page.is_none() {
+                break;
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    async fn create_location(&self, table: &TableName) -> Result<Option<String>, CatalogError> {
+        self.ensure_namespace(table).await?;
+        // A staged create commits nothing: the catalog only answers the metadata it would
+        // create, with the location it assigns.
+        let body = json!({
+            "name": table.name,
+            "schema": {"type": "struct", "schema-id": 0, "fields": []},
+            "stage-create": true,
+        });
+        let path = format!("/namespaces/{}/tables", encode(&table.namespace));
+        let answer = self.request(Method::POST, &path, Some(&body)).await.map_err(|f| failure(table, f))?;
+        let location = answer.as_ref().and_then(|a| a["metadata"]["location"].as_str());
+        Ok(location.map(|l| l.trim_end_matches('/').to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_hold_a_credential_or_a_token() {
+        assert!(matches!(SecretValue::parse(r#"{"credential": "a:b"}"#), Ok(SecretValue::Credential(c)) if c == "a:b"));
+        assert!(matches!(SecretValue::parse(r#"{"token": "t"}"#), Ok(SecretValue::Token(t)) if t == "t"));
+        assert!(SecretValue::parse(r#"{"password": "p"}"#).is_err());
+        assert!(SecretValue::parse("a:b").is_err());
+    }
+
+    #[test]
+    fn statuses_map_to_conflict_retryable_or_named_permission() {
+        let t = TableName { namespace: "n".into(), name: "t".into() };
+        let at = |status: u16| failure(&t, Failure { status: StatusCode::from_u16(status).ok(), message: "m".into() });
+        assert!(at(409).is_conflict());
+        assert!(at(503).retryable() && at(429).retryable() && !at(503).is_conflict());
+        assert!(!at(401).retryable() && at(401).to_string().contains("credential"));
+        assert!(!at(403).retryable() && at(403).to_string().contains("permission"));
+        assert!(!at(400).retryable());
+    }
+
+    #[test]
+    fn names_are_percent_encoded() {
+        assert_eq!(encode("a_b-1"), "a_b-1");
+        assert_eq!(encode("a b/c"), "a%20b%2Fc");
+    }
+}

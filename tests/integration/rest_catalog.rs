@@ -1,0 +1,250 @@
+//! Floe against an Iceberg REST catalog: tests/py/rest_catalog.py, a REST server whose
+//! commits PyIceberg's SqlCatalog validates (requirements) and applies (updates), started
+//! by each test on 127.0.0.1:0 with OAuth2 client credentials required. `floe local run
+//! --config` with `[catalog] type = "rest"` commits through it; PyIceberg's own REST
+//! client reads the tables back.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use floe_aws::rest_catalog::RestCatalog;
+use floe_core::catalog::Catalog;
+use floe_core::config::{CatalogConfig, FloeConfig};
+use floe_core::table::TableName;
+use iceberg::spec::TableMetadata;
+use serde_json::{Value, json};
+
+use crate::committer::{Read, copy, pyiceberg};
+use crate::support;
+
+const CREDENTIAL: &str = "floe-client:floe-secret";
+/// The variable `credential_env` names in these tests (set once, to the same value).
+const CREDENTIAL_ENV: &str = "FLOE_TEST_REST_CATALOG_CREDENTIAL";
+
+/// A REST catalog server of this test, storing its tables under `dir`; stopped on drop.
+struct RestServer {
+    child: Child,
+    uri: String,
+    _dir: tempfile::TempDir,
+}
+
+impl RestServer {
+    fn start() -> RestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(support::python())
+            .arg(support::root().join("tests/py/rest_catalog.py"))
+            .arg(dir.path())
+            .args(["--credential", CREDENTIAL])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the REST catalog server");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port: u16 = line.trim().parse().unwrap_or_else(|_| panic!("rest_catalog.py printed {line:?}"));
+        RestServer { child, uri: format!("http://127.0.0.1:{port}"), _dir: dir }
+    }
+
+    fn config_toml(&self) -> String {
+        format!(
+            "[defaults]\nenabled = true\n\n[catalog]\ntype = \"rest\"\nuri = \"{}\"\ncredential_env = \"{CREDENTIAL_ENV}\"\n",
+            self.uri
+        )
+    }
+
+    /// `floe local run --config floe.toml` with this catalog, the warehouse (leases,
+    /// data files) in `warehouse`.
+    async fn run(&self, input: &Path, warehouse: &Path) -> floe_cli::local::LocalReport {
+        set_credential();
+        let file = warehouse.parent().unwrap().join(format!("{}.toml", warehouse.file_name().unwrap().display()));
+        std::fs::write(&file, self.config_toml()).unwrap();
+        let config = FloeConfig::from_file(&file).unwrap();
+        let report = floe_cli::local::run_local(input, warehouse, config).await.unwrap();
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        report
+    }
+
+    async fn catalog(&self) -> RestCatalog {
+        set_credential();
+        let Some(CatalogConfig::Rest(rest)) = FloeConfig::parse(&self.config_toml()).unwrap().catalog else {
+            panic!("not a REST catalog")
+        };
+        RestCatalog::connect(&rest, None).await.unwrap()
+    }
+
+    fn read(&self, table: &str) -> Read {
+        pyiceberg(&["rest", &self.uri, CREDENTIAL, table])
+    }
+
+    /// A token from the server's token endpoint (OAuth2 client credentials).
+    async fn token(&self) -> String {
+        let (id, secret) = CREDENTIAL.split_once(':').unwrap();
+        let form = [("grant_type", "client_credentials"), ("client_id", id), ("client_secret", secret)];
+        let answer: Value = reqwest::Client::new()
+            .post(format!("{}/v1/oauth/tokens", self.uri))
+            .form(&form)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["access_token"].as_str().unwrap().to_string()
+    }
+
+    async fn tokens_given(&self) -> u64 {
+        let answer: Value = reqwest::get(format!("{}/test/tokens", self.uri)).await.unwrap().json().await.unwrap();
+        answer["tokens"].as_u64().unwrap()
+    }
+
+    /// loadTable, raw: its metadata.
+    async fn load(&self, token: &str, table: &str) -> TableMetadata {
+        let answer: Value = reqwest::Client::new()
+            .get(format!("{}/v1/namespaces/kafka/tables/{table}", self.uri))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        serde_json::from_value(answer["metadata"].clone()).unwrap()
+    }
+}
+
+impl Drop for RestServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+fn set_credential() {
+    // SAFETY: every test of this module sets this variable, which nothing else reads or
+    // writes, to the same value; no test reads it while another writes a different one.
+    unsafe { std::env::set_var(CREDENTIAL_ENV, CREDENTIAL) };
+}
+
+/// Two segments of `orders` partition 0 (offsets 0-99, 100-159) in a new input folder;
+/// the second only with `both`.
+fn orders_input(both: bool) -> tempfile::TempDir {
+    let samples = support::root().join("examples/segments");
+    let input = tempfile::tempdir().unwrap();
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    if both {
+        copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    }
+    input
+}
+
+fn warehouse_in(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::create_dir_all(&path).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn floe_local_run_commits_through_a_rest_catalog_once() {
+    let server = RestServer::start();
+    let (input, dir) = (orders_input(false), tempfile::tempdir().unwrap());
+    let warehouse = warehouse_in(&dir, "wh");
+    let first = server.run(input.path(), &warehouse).await;
+    assert_eq!(first.tables.iter().map(|t| t.snapshots).sum::<usize>(), 1, "{:?}", first.tables);
+    // The client credentials were exchanged at the token endpoint; without a token the
+    // server answers 401, which Floe names as a credential problem.
+    assert!(server.tokens_given().await >= 1);
+    let stranger = reqwest::get(format!("{}/v1/namespaces", server.uri)).await.unwrap();
+    assert_eq!(stranger.status(), 401);
+
+    let read = server.read("kafka.orders");
+    assert_eq!(read.offsets["0"], (0..100).collect::<Vec<_>>());
+    assert_eq!((read.duplicates, read.snapshots), (0, 1));
+    assert_eq!(read.summary["floe.offsets.orders.0"], "0-99");
+    // The table lives where the catalog put it, and the catalog lists it.
+    let catalog = server.catalog().await;
+    let listed = catalog.list("kafka").await.unwrap();
+    assert_eq!(listed, vec![TableName { namespace: "kafka".into(), name: "orders".into() }]);
+
+    // A rerun adds nothing; a new segment adds only itself.
+    let again = server.run(input.path(), &warehouse).await;
+    assert!(again.tables.iter().all(|t| t.snapshots == 0), "{:?}", again.tables);
+    assert_eq!(server.read("kafka.orders").snapshots, 1);
+    let more = orders_input(true);
+    server.run(more.path(), &warehouse).await;
+    let read = server.read("kafka.orders");
+    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
+    assert_eq!((read.duplicates, read.snapshots), (0, 2));
+}
+
+#[tokio::test]
+async fn a_stale_assert_ref_snapshot_id_is_refused_with_409_and_floe_sees_a_conflict() {
+    let server = RestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run(orders_input(false).path(), &warehouse).await;
+    let token = server.token().await;
+    let base = server.load(&token, "orders").await;
+    server.run(orders_input(true).path(), &warehouse).await;
+    let now = server.load(&token, "orders").await;
+    let (stale, current) = (base.current_snapshot_id().unwrap(), now.current_snapshot_id().unwrap());
+    assert_ne!(stale, current);
+
+    // Raw HTTP: the requirement on main's snapshot decides.
+    let commit = |snapshot: i64| {
+        let body = json!({
+            "requirements": [
+                {"type": "assert-table-uuid", "uuid": now.uuid().to_string()},
+                {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": snapshot},
+            ],
+            "updates": [{"action": "set-properties", "updates": {"checked": snapshot.to_string()}}],
+        });
+        reqwest::Client::new()
+            .post(format!("{}/v1/namespaces/kafka/tables/orders", server.uri))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+    };
+    let refused = commit(stale).await.unwrap();
+    assert_eq!(refused.status(), 409);
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("CommitFailedException"), "{text}");
+    assert_eq!(commit(current).await.unwrap().status(), 200);
+
+    // Floe's commit built on the old table: the catalog refuses it, Floe reads a conflict
+    // (reload and replan). Nothing changed.
+    let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+    let after = server.load(&token, "orders").await;
+    let conflict = server.catalog().await.commit(&table, &base, &after).await.unwrap_err();
+    assert!(conflict.is_conflict(), "{conflict}");
+    // A swap from a pointer that moved is a conflict before anything is sent.
+    let catalog = server.catalog().await;
+    let pointer = catalog.current(&table).await.unwrap().unwrap();
+    let mut stale_pointer = pointer.clone();
+    stale_pointer.metadata_location.push_str(".old");
+    let moved = catalog.swap(&table, &stale_pointer, &after, &pointer.metadata_location).await.unwrap_err();
+    assert!(moved.is_conflict(), "{moved}");
+    let read = server.read("kafka.orders");
+    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
+    assert_eq!((read.duplicates, read.snapshots), (0, 2));
+}
+
+#[tokio::test]
+async fn racing_committers_through_a_rest_catalog_write_every_record_once() {
+    // Two runs with their own lease stores (nothing fences them but the catalog) on the
+    // same input, at the same time: the catalog's requirement check lets one commit
+    // each segment; the other reloads, finds it committed, and adds nothing.
+    let server = RestServer::start();
+    let (input, dir) = (orders_input(true), tempfile::tempdir().unwrap());
+    let (a, b) = (warehouse_in(&dir, "a"), warehouse_in(&dir, "b"));
+    let (ra, rb) = tokio::join!(server.run(input.path(), &a), server.run(input.path(), &b));
+    let snapshots: usize = ra.tables.iter().chain(&rb.tables).map(|t| t.snapshots).sum();
+    assert!(snapshots >= 1, "{:?} {:?}", ra.tables, rb.tables);
+    let read = server.read("kafka.orders");
+    assert_eq!(read.offsets["0"], (0..160).collect::<Vec<_>>());
+    assert_eq!(read.duplicates, 0);
+    assert_eq!(read.snapshots, snapshots);
+    // Once more from each: nothing new.
+    let (ra, rb) = tokio::join!(server.run(input.path(), &a), server.run(input.path(), &b));
+    assert!(ra.tables.iter().chain(&rb.tables).all(|t| t.snapshots == 0));
+}

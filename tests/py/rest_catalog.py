@@ -1,0 +1,194 @@
+"""A small Iceberg REST catalog server for the tests, backed by PyIceberg's SqlCatalog.
+
+No REST catalog server installs offline from PyPI or crates.io (Polaris, Nessie, Gravitino
+and Lakekeeper are JVM or container services), so this one follows the REST spec's
+endpoints and leaves the semantics to PyIceberg: requests and commits are parsed with
+PyIceberg's own models (CommitTableRequest, its TableRequirements and TableUpdates), and
+SqlCatalog.commit_table validates the requirements against the table as it is and
+applies the updates, writing the new metadata file itself. A stale requirement
+(assert-ref-snapshot-id, assert-table-uuid, …) is answered 409, as the spec says.
+
+Usage: rest_catalog.py WAREHOUSE_DIR [--credential ID:SECRET]
+Prints its port on the first line of stdout (it listens on 127.0.0.1:0), then serves until
+stdin closes. With --credential every endpoint but POST /v1/oauth/tokens needs a bearer
+token that endpoint gave for that client credential (OAuth2 client_credentials).
+
+Endpoints: GET /v1/config; POST /v1/oauth/tokens; GET|POST /v1/namespaces;
+GET|POST /v1/namespaces/{ns}/tables (POST: createTable, with stage-create);
+POST /v1/namespaces/{ns}/register; GET|POST /v1/namespaces/{ns}/tables/{t} (loadTable,
+commit); and GET /test/tokens (how many tokens were given: for the tests).
+"""
+
+import json
+import os
+import sys
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlparse
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table import CommitTableRequest
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+warehouse = os.path.abspath(sys.argv[1])
+credential = sys.argv[sys.argv.index("--credential") + 1] if "--credential" in sys.argv else None
+catalog = SqlCatalog(
+    "rest",
+    uri=f"sqlite:///{os.path.join(warehouse, 'rest_catalog.db')}",
+    warehouse=warehouse,
+)
+# One request at a time: SQLite connections stay on one thread, and each commit's
+# check-then-apply is atomic (SqlCatalog's own UPDATE … WHERE metadata_location = old
+# would also refuse a lost race).
+lock = threading.Lock()
+tokens = set()
+
+
+class Answer(Exception):
+    def __init__(self, status, kind, message):
+        self.status, self.kind, self.message = status, kind, message
+
+
+def error(status, kind, message):
+    return Answer(status, kind, message)
+
+
+def table_result(table):
+    return {
+        "metadata-location": table.metadata_location,
+        "metadata": json.loads(table.metadata.model_dump_json(by_alias=True, exclude_none=True)),
+        "config": {},
+    }
+
+
+def route(method, parts, query, body):
+    """The answer (a JSON value) to one request, or an Answer raised."""
+    if parts == ["v1", "config"]:
+        return {"defaults": {}, "overrides": {}}
+    if parts == ["v1", "namespaces"]:
+        if method == "GET":
+            return {"namespaces": [list(ns) for ns in catalog.list_namespaces()]}
+        namespace = tuple(body["namespace"])
+        try:
+            catalog.create_namespace(namespace, body.get("properties") or {})
+        except NamespaceAlreadyExistsError:
+            raise error(409, "AlreadyExistsException", f"namespace {'.'.join(namespace)} exists")
+        return {"namespace": list(namespace), "properties": body.get("properties") or {}}
+    if len(parts) == 3 and parts[:2] == ["v1", "namespaces"] and method == "GET":
+        try:
+            return {"namespace": [parts[2]], "properties": catalog.load_namespace_properties(parts[2])}
+        except NoSuchNamespaceError:
+            raise error(404, "NoSuchNamespaceException", f"no namespace {parts[2]}")
+    if len(parts) == 4 and parts[:2] == ["v1", "namespaces"] and parts[3] == "register":
+        try:
+            table = catalog.register_table((parts[2], body["name"]), body["metadata-location"])
+        except TableAlreadyExistsError:
+            raise error(409, "AlreadyExistsException", f"table {parts[2]}.{body['name']} exists")
+        except NoSuchNamespaceError:
+            raise error(404, "NoSuchNamespaceException", f"no namespace {parts[2]}")
+        return table_result(table)
+    if len(parts) == 4 and parts[:2] == ["v1", "namespaces"] and parts[3] == "tables":
+        if method == "GET":
+            try:
+                identifiers = catalog.list_tables(parts[2])
+            except NoSuchNamespaceError:
+                raise error(404, "NoSuchNamespaceException", f"no namespace {parts[2]}")
+            return {"identifiers": [{"namespace": list(i[:-1]), "name": i[-1]} for i in identifiers]}
+        if not body.get("stage-create"):
+            raise error(400, "BadRequestException", "this test server creates tables by register or stage-create only")
+        location = catalog._resolve_table_location(body.get("location"), parts[2], body["name"])
+        metadata = new_table_metadata(
+            Schema(), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, body.get("properties") or {}
+        )
+        return {"metadata": json.loads(metadata.model_dump_json(by_alias=True, exclude_none=True)), "config": {}}
+    if len(parts) == 5 and parts[:2] == ["v1", "namespaces"] and parts[3] == "tables":
+        identifier = (parts[2], parts[4])
+        try:
+            table = catalog.load_table(identifier)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            raise error(404, "NoSuchTableException", f"no table {'.'.join(identifier)}")
+        if method == "GET":
+            return table_result(table)
+        # The spec makes the identifier optional here (the path names the table);
+        # PyIceberg's model wants it.
+        body.setdefault("identifier", {"namespace": [identifier[0]], "name": identifier[1]})
+        request = CommitTableRequest.model_validate(body)
+        try:
+            response = catalog.commit_table(table, tuple(request.requirements), tuple(request.updates))
+        except CommitFailedException as e:
+            raise error(409, "CommitFailedException", str(e))
+        return {
+            "metadata-location": response.metadata_location,
+            "metadata": json.loads(response.metadata.model_dump_json(by_alias=True, exclude_none=True)),
+        }
+    raise error(404, "NotFound", f"{method} /{'/'.join(parts)}: no such endpoint")
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, value):
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def token(self, form):
+        if credential is not None and f"{form.get('client_id', [''])[0]}:{form.get('client_secret', [''])[0]}" != credential:
+            return self.answer(401, {"error": "invalid_client", "error_description": "unknown client credentials"})
+        token = f"token-{uuid.uuid4()}"
+        tokens.add(token)
+        return self.answer(
+            200, {"access_token": token, "token_type": "bearer", "expires_in": 3600,
+                  "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+        )
+
+    def handle_request(self, method):
+        url = urlparse(self.path)
+        parts = [unquote(p) for p in url.path.split("/") if p]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if parts == ["v1", "oauth", "tokens"] and method == "POST":
+            return self.token(parse_qs(raw.decode()))
+        if parts == ["test", "tokens"]:
+            return self.answer(200, {"tokens": len(tokens)})
+        if credential is not None:
+            bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            if bearer not in tokens:
+                return self.answer(401, {"error": {"message": "no valid bearer token", "type": "NotAuthorizedException", "code": 401}})
+        try:
+            body = json.loads(raw) if raw else {}
+            with lock:
+                value = route(method, parts, parse_qs(url.query), body)
+            self.answer(200, value)
+        except Answer as a:
+            self.answer(a.status, {"error": {"message": a.message, "type": a.kind, "code": a.status}})
+        except Exception as e:  # a request the models refuse: the client's mistake
+            self.answer(400, {"error": {"message": f"{type(e).__name__}: {e}", "type": "BadRequestException", "code": 400}})
+
+    def do_GET(self):
+        self.handle_request("GET")
+
+    def do_POST(self):
+        self.handle_request("POST")
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print(server.server_address[1], flush=True)
+sys.stdin.read()
+server.shutdown()
