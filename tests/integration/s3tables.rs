@@ -11,7 +11,9 @@ use floe_core::catalog::{Catalog, TablePointer};
 use floe_core::materializer::Materializer;
 use floe_core::table::{CatalogTables, TableName};
 
-use crate::committer::{Aws, Read, assert_payments, conflicts_and_racing_committers_never_duplicate, payments, pyiceberg, setup};
+use crate::committer::{
+    Aws, Read, assert_payments, conflicts_and_racing_committers_never_duplicate, payments, pyiceberg, setup,
+};
 use crate::support;
 
 /// A table bucket of the test's own on moto.
@@ -121,7 +123,8 @@ async fn floe_toml_points_the_lambdas_at_a_table_bucket_and_leaves_compaction_to
     let arn = aws_sdk_s3tables::Client::new(&config).create_table_bucket().name("s3tconfig").send().await.unwrap().arn;
     // No compaction window: with Glue, the compactor compacts these small files at once
     // (the Glue compactor test in maintenance.rs).
-    let sections = format!("compaction_window = \"0s\"\n[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\n");
+    let sections =
+        format!("compaction_window = \"0s\"\n[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\n");
     let aws = crate::committer::setup_with("s3tconfig", &sections).await;
     let (topic, offsets, values) = payments();
     let (m, committer) = (aws.materializer().await, aws.configured_committer().await);

@@ -31,7 +31,8 @@ impl AccessCheck {
     pub async fn check(&self, tables: impl IntoIterator<Item = TableName>) -> Result<(), CatalogError> {
         let new: Vec<TableName> = {
             let passed = self.passed.lock().unwrap_or_else(|e| e.into_inner());
-            let mut new: Vec<_> = tables.into_iter().filter(|t| passed.as_ref().is_none_or(|p| !p.contains(t))).collect();
+            let mut new: Vec<_> =
+                tables.into_iter().filter(|t| passed.as_ref().is_none_or(|p| !p.contains(t))).collect();
             new.sort();
             new.dedup();
             if passed.is_some() && new.is_empty() {
@@ -110,7 +111,8 @@ mod tests {
         async fn check_access(&self, tables: &[TableName]) -> Result<(), CatalogError> {
             self.seen.lock().unwrap().push(tables.to_vec());
             if self.deny.load(Ordering::SeqCst) {
-                let denied = || CatalogError::AccessDenied { action: "a".into(), resource: "r".into(), detail: String::new() };
+                let denied =
+                    || CatalogError::AccessDenied { action: "a".into(), resource: "r".into(), detail: String::new() };
                 return Err(denied());
             }
             Ok(())

@@ -162,7 +162,6 @@ impl S3TablesCatalog {
             Err(e) => Err(Self::other(table, "UpdateTableMetadataLocation", e)),
         }
     }
-
 }
 
 /// Refuses names S3 Tables would refuse: 1 to 255 lowercase letters, digits and `_`,
@@ -242,7 +241,9 @@ impl Catalog for S3TablesCatalog {
                 Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found_exception()) => return Ok(out),
                 Err(e) => return Err(Self::other(&probe, "ListTables", e)),
             };
-            out.extend(page.tables().iter().map(|t| TableName { namespace: namespace.to_string(), name: t.name().into() }));
+            out.extend(
+                page.tables().iter().map(|t| TableName { namespace: namespace.to_string(), name: t.name().into() }),
+            );
         }
         out.sort();
         Ok(out)
@@ -307,5 +308,4 @@ mod tests {
         }
         assert!(check_name(&name("kafka", &"a".repeat(256))).is_err());
     }
-
 }
