@@ -100,7 +100,8 @@ impl Compactor {
         if let Some(left_out) = own.left_out() {
             tracing::info!(reason = %left_out, "maintenance left to the catalog");
         }
-        if !own.compaction && !(own.orphan_sweep && self.sweep) {
+        let sweeps = own.orphan_sweep && self.sweep;
+        if !(own.compaction || sweeps) {
             return report;
         }
         let tables = match self.registry.tables().await {
