@@ -195,6 +195,7 @@ pub async fn run_local_on(
     let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock, config.catalog.as_ref()).await?;
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
+    warehouse.catalog.check_access(&config.configured_tables()).await?;
     let tables = Arc::new(CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() });
     let config = Arc::new(config);
     let materializer = Materializer {

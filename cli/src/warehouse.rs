@@ -80,7 +80,8 @@ impl Warehouse {
 }
 
 /// The catalog of `floe local`: the warehouse's SQLite catalog without `[catalog]` (or
-/// with `type = "sql"`), else the configured one. AWS credentials are loaded only for
+/// with `type = "sql"`), else the configured one (not S3 Tables, whose files are in S3:
+/// refused, saying so). AWS credentials are loaded only for
 /// the catalogs that use them (Glue, S3 Tables, a REST catalog with `sigv4` or `secret_arn`).
 pub async fn local_catalog(sqlite: SqliteCatalog, config: Option<&CatalogConfig>) -> anyhow::Result<Arc<dyn Catalog>> {
     match config {
@@ -90,6 +91,10 @@ pub async fn local_catalog(sqlite: SqliteCatalog, config: Option<&CatalogConfig>
         {
             Ok(Arc::new(floe_aws::rest_catalog::RestCatalog::connect(rest, None).await?))
         }
+        Some(CatalogConfig::S3Tables(_)) => anyhow::bail!(
+            "catalog.type: \"s3tables\" keeps each table's files in the S3 storage S3 Tables assigns, \
+             and `floe local` writes local files: deploy the Lambdas with this floe.toml instead"
+        ),
         Some(other) => {
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
             floe_aws::catalogs::open(Some(other), &aws).await
@@ -100,6 +105,19 @@ pub async fn local_catalog(sqlite: SqliteCatalog, config: Option<&CatalogConfig>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn floe_local_refuses_s3_tables_saying_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteCatalog::open(&dir.path().join("catalog.db"), "floe").unwrap();
+        let s3tables = CatalogConfig::S3Tables(floe_core::config::S3TablesConfig {
+            table_bucket_arn: "arn:aws:s3tables:us-east-1:123456789012:bucket/floe".into(),
+            compaction: false,
+            orphan_sweep: false,
+        });
+        let e = local_catalog(sqlite, Some(&s3tables)).await.err().unwrap().to_string();
+        assert!(e.contains("`floe local` writes local files"), "{e}");
+    }
 
     #[test]
     fn folders_name_the_option_and_the_path() {

@@ -459,7 +459,7 @@ impl std::ops::Deref for Aws {
     }
 }
 
-async fn setup(name: &str) -> Aws {
+pub(crate) async fn setup(name: &str) -> Aws {
     setup_with(name, "").await
 }
 
@@ -539,8 +539,22 @@ impl Aws {
     }
 
     pub(crate) fn committer(&self) -> CommitterService {
-        let env = CommitterEnv {
-            config: None,
+        let env = self.committer_env(None);
+        let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.config));
+        committer(&self.config, &env, Arc::new(glue))
+    }
+
+    /// The committer as its `main` builds it: its catalog from `[catalog]` of the test's
+    /// `floe.toml` (`FLOE_CONFIG`).
+    pub(crate) async fn configured_committer(&self) -> CommitterService {
+        let env = self.committer_env(Some(self.config_file.path().display().to_string()));
+        let catalog = floe_aws::lambda::committer_catalog(&self.config, &env).await.unwrap();
+        committer(&self.config, &env, catalog)
+    }
+
+    fn committer_env(&self, config: Option<String>) -> CommitterEnv {
+        CommitterEnv {
+            config,
             warehouse: format!("s3://{}/wh", self.warehouse),
             lock_table: self.locks.clone(),
             task_queue_url: self.tasks.clone(),
@@ -548,9 +562,7 @@ impl Aws {
             lease: std::time::Duration::from_secs(30),
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
-        };
-        let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.config));
-        committer(&self.config, &env, Arc::new(glue))
+        }
     }
 
     /// Uploads a segment and materializes it; returns its task.
@@ -565,10 +577,14 @@ impl Aws {
 
     /// The three `payments` segments materialized, their tasks in order.
     async fn materialize_payments(&self, dir: &Path) -> Vec<CommitTask> {
-        let m = self.materializer().await;
+        self.materialize_payments_with(&self.materializer().await, dir).await
+    }
+
+    /// The three `payments` segments materialized by `m`, their tasks in order.
+    pub(crate) async fn materialize_payments_with(&self, m: &Materializer, dir: &Path) -> Vec<CommitTask> {
         let mut tasks = Vec::new();
         for key in SEGMENTS {
-            tasks.push(self.materialize(&m, dir, key).await);
+            tasks.push(self.materialize(m, dir, key).await);
         }
         tasks
     }
@@ -792,7 +808,7 @@ fn event_task_ids(event: &SqsEvent) -> Vec<String> {
         .collect()
 }
 
-fn committer_with(aws: &Aws, catalog: Arc<dyn Catalog>, locks: &str, owner: &str) -> Committer {
+pub(crate) fn committer_with(aws: &Aws, catalog: Arc<dyn Catalog>, locks: &str, owner: &str) -> Committer {
     let service = aws.committer();
     Committer {
         catalog,
@@ -807,23 +823,38 @@ async fn glue_conflicts_and_racing_committers_never_duplicate() {
     let aws = setup("race").await;
     let (topic, offsets, values) = payments();
     let tasks = aws.materialize_payments(topic.path()).await;
-    let glue = || GlueCatalog::new(aws_sdk_glue::Client::new(&aws.config));
+    let glue = || Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(&aws.config))) as Arc<dyn Catalog>;
+    conflicts_and_racing_committers_never_duplicate(&aws, &tasks, &aws.table(), glue).await;
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    // The table is also readable at every step: three data snapshots.
+    assert_eq!(read.snapshots, 3);
+}
 
-    // Glue itself enforces VersionId: a swap with a stale pointer is refused.
-    let first = committer_with(&aws, Arc::new(glue()), &aws.locks, "first");
+/// The three `payments` tasks committed through `catalog` one by one, each in a race:
+/// the catalog refuses a swap from a stale pointer; a conflict mid-commit (another writer
+/// moves the table before the committer's swap) is reloaded and retried; two committers
+/// racing on the last task (each believes it holds the lease: two lease tables) commit it
+/// once. Then every task again, as a rerun: all already committed.
+pub(crate) async fn conflicts_and_racing_committers_never_duplicate(
+    aws: &Aws,
+    tasks: &[CommitTask],
+    table: &TableName,
+    catalog: impl Fn() -> Arc<dyn Catalog>,
+) {
+    // The catalog itself enforces the compare-and-swap: a swap with a stale pointer is refused.
+    let first = committer_with(aws, catalog(), &aws.locks, "first");
     let report = first.commit(&tasks[..1], None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
-    let table = aws.table();
-    let stale = glue().current(&table).await.unwrap().unwrap();
-    let metadata = floe_core::table::load(&glue(), &first.file_io, &table).await.unwrap().unwrap().metadata;
-    glue().swap(&table, &stale, &metadata, &stale.metadata_location).await.unwrap();
-    let refused = glue().swap(&table, &stale, &metadata, &stale.metadata_location).await.unwrap_err();
+    let stale = catalog().current(table).await.unwrap().unwrap();
+    let metadata = floe_core::table::load(catalog().as_ref(), &first.file_io, table).await.unwrap().unwrap().metadata;
+    catalog().swap(table, &stale, &metadata, &stale.metadata_location).await.unwrap();
+    let refused = catalog().swap(table, &stale, &metadata, &stale.metadata_location).await.unwrap_err();
     assert!(refused.is_conflict(), "{refused}");
 
-    // A conflict mid-commit: reload, re-check, retry — committed once.
-    // Glue with a competing writer: before the committer's first swap, someone else
-    // updates the table, so Glue refuses the committer's stale VersionId.
-    let inner: Arc<dyn Catalog> = Arc::new(glue());
+    // A conflict mid-commit: before the committer's first swap, someone else updates the
+    // table, so the catalog refuses the committer's stale pointer; reload, re-check, retry.
+    let inner = catalog();
     let (other, fired) = (inner.clone(), Arc::new(AtomicBool::new(false)));
     let interfering = Hooked::new(inner, move |call, table, metadata| {
         let (other, fired) = (other.clone(), fired.clone());
@@ -835,25 +866,24 @@ async fn glue_conflicts_and_racing_committers_never_duplicate() {
             Ok(())
         })
     });
-    let second = committer_with(&aws, Arc::new(interfering), &aws.locks, "second");
+    let second = committer_with(aws, Arc::new(interfering), &aws.locks, "second");
     let report = second.commit(&tasks[1..2], None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
 
-    // Two committers racing after a lease expiry (each believes it holds the lease: two
-    // lease tables), on the same last task: one commits it, the other finds it committed.
+    // Two committers racing after a lease expiry, on the same last task: one commits it,
+    // the other finds it committed.
     let other_locks = format!("{}-other", aws.locks);
     create_lease_table(&aws.config, &other_locks).await;
-    let a = committer_with(&aws, Arc::new(glue()), &aws.locks, "a");
-    let b = committer_with(&aws, Arc::new(glue()), &other_locks, "b");
+    let a = committer_with(aws, catalog(), &aws.locks, "a");
+    let b = committer_with(aws, catalog(), &other_locks, "b");
     let (ra, rb) = tokio::join!(a.commit(&tasks[2..], None), b.commit(&tasks[2..], None));
     let mut outcomes = vec![ra.results[0].1.clone(), rb.results[0].1.clone()];
     outcomes.sort_by_key(|r| format!("{r:?}"));
     assert_eq!(outcomes, vec![TaskResult::AlreadyCommitted, TaskResult::Committed], "{outcomes:?}");
 
-    let read = aws.read();
-    assert_payments(&read, &offsets, &values);
-    // The table is also readable at every step: three data snapshots.
-    assert_eq!(read.snapshots, 3);
+    // The same tasks again (a rerun, a redelivery): nothing is added.
+    let rerun = committer_with(aws, catalog(), &aws.locks, "rerun").commit(tasks, None).await;
+    assert!(rerun.results.iter().all(|(_, r)| *r == TaskResult::AlreadyCommitted), "{:?}", rerun.results);
 }
 
 #[tokio::test]
@@ -1629,5 +1659,8 @@ impl Catalog for Hooked {
     }
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
         self.inner.list(namespace).await
+    }
+    async fn create_location(&self, table: &TableName) -> Result<Option<String>, CatalogError> {
+        self.inner.create_location(table).await
     }
 }

@@ -27,6 +27,7 @@ mod partition;
 mod protobuf;
 mod querying;
 mod rest_catalog;
+mod s3tables;
 mod segments;
 mod support;
 mod sweep;

@@ -205,7 +205,7 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
 }
 
 /// The scheduled event EventBridge sends the compactor.
-const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
+pub(crate) const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 
 /// The `payments` table on moto, committed a segment a batch: a snapshot and a small file
 /// each, and no compaction window, so a compactor run compacts them. Returns what

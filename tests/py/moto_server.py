@@ -15,7 +15,9 @@ those gaps before it starts:
   - a FIFO queue remembers deduplication ids for the five-minute window even after the
     message is deleted (moto forgets them on delete);
   - a FIFO message whose visibility timed out is delivered again before later messages
-    of its group (moto may deliver the later ones first).
+    of its group (moto may deliver the later ones first);
+  - S3 Tables' UpdateTableMetadataLocation answers `namespace` as a list, as the API
+    says (moto answers a string, which the AWS SDKs refuse to parse).
 
 It also counts the requests it serves, per service and operation ("s3 GetObject",
 "dynamodb PutItem", ...; and "dynamodb BatchWriteItem items", the items of the batch
@@ -34,6 +36,7 @@ import time
 from moto.glue import responses as glue_responses
 from moto.glue.exceptions import GlueClientError
 from moto.moto_server import threaded_moto_server
+from moto.s3tables import responses as s3tables_responses
 from moto.server import ThreadedMotoServer
 from moto.sqs import models as sqs_models
 
@@ -155,6 +158,20 @@ def counting(dispatcher):
 
 
 threaded_moto_server.DomainDispatcherApplication = counting(threaded_moto_server.DomainDispatcherApplication)
+
+
+def namespace_as_list(update_table_metadata_location):
+    def patched(self):
+        status, headers, body = update_table_metadata_location(self)
+        answer = json.loads(body)
+        if isinstance(answer.get("namespace"), str):
+            answer["namespace"] = [answer["namespace"]]
+        return status, headers, json.dumps(answer)
+    return patched
+
+
+s3tables_responses.S3TablesResponse.update_table_metadata_location = namespace_as_list(
+    s3tables_responses.S3TablesResponse.update_table_metadata_location)
 glue_responses.GlueResponse.update_table = enforce_version_id(glue_responses.GlueResponse.update_table)
 sqs_models.Queue.add_message = remember_dedup_ids(sqs_models.Queue.add_message)
 sqs_models.SQSBackend.receive_message = redeliver_in_order(sqs_models.SQSBackend.receive_message)

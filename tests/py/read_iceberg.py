@@ -5,6 +5,9 @@ catalog client and reads every row; prints one JSON object.
     read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py rest URI        CREDENTIAL   NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
+    read_iceberg.py static ENDPOINT METADATA_LOCATION NAMESPACE.TABLE [...]
+                         (the metadata file S3 Tables' GetTableMetadataLocation returned,
+                          read with PyIceberg's StaticTable; S3 at ENDPOINT)
 
 ROW_FILTER (PyIceberg's expression syntax, e.g. "qty >= 5") prunes files by their column
 bounds before the rows are filtered. snapshot=ID reads that snapshot (time travel); the
@@ -30,9 +33,12 @@ def catalog(kind, where, warehouse):
     from pyiceberg.catalog.glue import GlueCatalog
     return GlueCatalog("floe", **{
         "glue.endpoint": where, "glue.region": "us-east-1",
-        "glue.access-key-id": "testing", "glue.secret-access-key": "testing",
-        "s3.endpoint": where, "s3.region": "us-east-1", "s3.access-key-id": "testing",
-        "s3.secret-access-key": "testing", "s3.path-style-access": "true"})
+        "glue.access-key-id": "testing", "glue.secret-access-key": "testing", **s3_properties(where)})
+
+
+def s3_properties(endpoint):
+    return {"s3.endpoint": endpoint, "s3.region": "us-east-1", "s3.access-key-id": "testing",
+            "s3.secret-access-key": "testing", "s3.path-style-access": "true"}
 
 
 def open_catalog(first, second):
@@ -43,7 +49,11 @@ def open_catalog(first, second):
 
 def main():
     kind, where, warehouse, name = sys.argv[1:5]
-    table = catalog(kind, where, warehouse).load_table(name)
+    if kind == "static":
+        from pyiceberg.table import StaticTable
+        table = StaticTable.from_metadata(warehouse, properties=s3_properties(where))
+    else:
+        table = catalog(kind, where, warehouse).load_table(name)
     options = {}
     for arg in sys.argv[5:]:
         if arg.startswith("snapshot="):

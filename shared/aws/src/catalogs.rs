@@ -19,10 +19,6 @@ pub async fn open(
                 "catalog.type: \"sql\" is the local SQLite catalog of `floe local`; on AWS use glue, rest or s3tables"
             )
         }
-        CatalogConfig::S3Tables(_) => {
-            anyhow::bail!(
-                "catalog.type: \"s3tables\" is not built in this branch (the S3 Tables catalog is merged separately)"
-            )
-        }
+        CatalogConfig::S3Tables(s3tables) => Ok(Arc::new(crate::s3tables::S3TablesCatalog::from_config(aws, s3tables))),
     }
 }

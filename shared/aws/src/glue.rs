@@ -2,6 +2,7 @@
 //! `table_type=ICEBERG` and `metadata_location` per table (what Athena, Spark, Trino and
 //! PyIceberg's Glue catalog read). The swap is `UpdateTable` with the `VersionId` read
 //! with the pointer, so Glue refuses it if anyone updated the table in between.
+//! `check_access` probes the Glue actions Floe needs before work.
 
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ use aws_sdk_glue::error::DisplayErrorContext;
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
 use iceberg::spec::TableMetadata;
 
+use crate::access::probe;
 use crate::retry::sdk_error_retryable;
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::table::TableName;
@@ -38,7 +40,7 @@ impl GlueCatalog {
 
     fn table_input(
         table: &TableName,
-        metadata: &TableMetadata,
+        metadata: Option<&TableMetadata>,
         mut parameters: HashMap<String, String>,
         location: &str,
         previous: Option<&str>,
@@ -49,11 +51,12 @@ impl GlueCatalog {
             Some(p) => parameters.insert("previous_metadata_location".into(), p.into()),
             None => parameters.remove("previous_metadata_location"),
         };
+        let storage = metadata.map(|m| StorageDescriptor::builder().location(m.location()).build());
         TableInput::builder()
             .name(&table.name)
             .table_type("EXTERNAL_TABLE")
             .set_parameters(Some(parameters))
-            .storage_descriptor(StorageDescriptor::builder().location(metadata.location()).build())
+            .set_storage_descriptor(storage)
             .build()
             .map_err(|e| CatalogError::Other { table: table.to_string(), detail: e.to_string(), retryable: false })
     }
@@ -91,7 +94,7 @@ impl Catalog for GlueCatalog {
             Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {}
             Err(e) => return Err(Self::other(table, "CreateDatabase", e)),
         }
-        let input = Self::table_input(table, metadata, HashMap::new(), location, None)?;
+        let input = Self::table_input(table, Some(metadata), HashMap::new(), location, None)?;
         match self.client.create_table().database_name(&table.namespace).table_input(input).send().await {
             Ok(_) => Ok(()),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {
@@ -110,7 +113,7 @@ impl Catalog for GlueCatalog {
     ) -> Result<(), CatalogError> {
         // Parameters others set on the table are kept: UpdateTable replaces the whole input.
         let existing = self.get(table).await?.and_then(|t| t.parameters).unwrap_or_default();
-        let input = Self::table_input(table, metadata, existing, location, Some(&expected.metadata_location))?;
+        let input = Self::table_input(table, Some(metadata), existing, location, Some(&expected.metadata_location))?;
         let mut update =
             self.client.update_table().database_name(&table.namespace).table_input(input).skip_archive(true);
         if let Some(version) = &expected.version {
@@ -146,4 +149,29 @@ impl Catalog for GlueCatalog {
         out.sort();
         Ok(out)
     }
+
+    /// Probes the actions Floe uses on each of `tables`' database and table with calls that
+    /// change nothing: reads, and an `UpdateTable` of a table that does not exist.
+    /// (`CreateDatabase` and `CreateTable` cannot be probed without making something.)
+    async fn check_access(&self, tables: &[TableName]) -> Result<(), CatalogError> {
+        for table in tables {
+            let database = format!("database {}", table.namespace);
+            let resource = format!("table {table}");
+            let result = self.client.get_database().name(&table.namespace).send().await;
+            probe("glue:GetDatabase", &database, result)?;
+            let result = self.client.get_tables().database_name(&table.namespace).send().await;
+            probe("glue:GetTables", &database, result)?;
+            let result = self.client.get_table().database_name(&table.namespace).name(&table.name).send().await;
+            probe("glue:GetTable", &resource, result)?;
+            let probe_table = TableName { namespace: table.namespace.clone(), name: ACCESS_PROBE_TABLE.into() };
+            let input = Self::table_input(&probe_table, None, HashMap::new(), "s3://floe-access-probe/m.json", None)?;
+            let update = self.client.update_table().database_name(&table.namespace).table_input(input);
+            probe("glue:UpdateTable", &resource, update.version_id("floe-access-probe").send().await)?;
+        }
+        Ok(())
+    }
 }
+
+/// A table name no one gives a table: the `UpdateTable` probe's target, which Glue answers
+/// with `EntityNotFoundException` once IAM allowed the call.
+const ACCESS_PROBE_TABLE: &str = "floe_access_probe_7f3c9a1e5b";

@@ -386,6 +386,8 @@ impl CommitterEnv {
 /// failed tasks' wait it shortens when they failed for a retryable reason.
 pub struct CommitterService {
     pub committer: floe_core::committer::Committer,
+    /// The catalog's access check, for the tables of each batch.
+    pub access: crate::access::AccessCheck,
     pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub task_queue_url: String,
@@ -408,7 +410,7 @@ pub async fn committer_catalog(aws: &aws_config::SdkConfig, env: &CommitterEnv) 
 pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<dyn Catalog>) -> CommitterService {
     let s3 = s3_client(aws, env.s3_path_style);
     let committer = floe_core::committer::Committer {
-        catalog,
+        catalog: catalog.clone(),
         file_io: warehouse_file_io(s3.clone()),
         locks: Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
         registry: table_registry(aws, &env.lock_table),
@@ -419,6 +421,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<d
     };
     CommitterService {
         committer,
+        access: crate::access::AccessCheck::new(catalog),
         s3,
         sqs: aws_sdk_sqs::Client::new(aws),
         task_queue_url: env.task_queue_url.clone(),
@@ -519,6 +522,14 @@ pub async fn handle_committer_event(
             }
         }
     }
+    if let Err(error) = service.access.check(tasks.iter().map(|t| t.table().clone())).await {
+        tracing::error!(%error, "the catalog refuses what the committer needs: the batch stays in the queue");
+        for (_, message, _) in &message_of_task {
+            give_back(message, error.retryable());
+        }
+        service.retry_soon(&soon).await;
+        return response;
+    }
     let report = service.committer.commit_all(&tasks, deadline).await;
     for (((task_id, result), (_, message, group)), task) in report.results.iter().zip(&message_of_task).zip(&tasks) {
         let group_failed = group.as_ref().and_then(|g| failed_groups.get(g)).copied();
@@ -587,6 +598,8 @@ impl CompactorEnv {
 /// The compactor, built once per container.
 pub struct CompactorService {
     pub compactor: floe_core::maintenance::compactor::Compactor,
+    /// The catalog's access check, for the configured tables.
+    pub access: crate::access::AccessCheck,
     /// The task queue, whose message count gates the stall metric.
     pub sqs: aws_sdk_sqs::Client,
     pub task_queue_url: String,
@@ -605,7 +618,7 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &warehouse);
     let catalog = open_catalog(aws, &config).await?;
     let compactor = floe_core::maintenance::compactor::Compactor {
-        catalog,
+        catalog: catalog.clone(),
         file_io: warehouse_file_io(s3.clone()),
         registry: table_registry(aws, &env.lock_table),
         files: Arc::new(crate::files::S3Files::new(s3)),
@@ -614,7 +627,12 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
         task_store: Some(warehouse),
         sweep: true,
     };
-    Ok(CompactorService { compactor, sqs: aws_sdk_sqs::Client::new(aws), task_queue_url: env.task_queue_url.clone() })
+    Ok(CompactorService {
+        compactor,
+        access: crate::access::AccessCheck::new(catalog),
+        sqs: aws_sdk_sqs::Client::new(aws),
+        task_queue_url: env.task_queue_url.clone(),
+    })
 }
 
 /// What one compactor run did, as the invocation answers it (and logs it).
@@ -694,6 +712,11 @@ pub async fn handle_compactor_event(
     let rule = event.resources.as_ref().and_then(|r| r.first()).cloned().unwrap_or_default();
     if event.detail_type != "Scheduled Event" {
         tracing::warn!(detail_type = %event.detail_type, source = %event.source, "not a scheduled event; running anyway");
+    }
+    if let Err(error) = service.access.check(service.compactor.config.configured_tables()).await {
+        tracing::error!(%error, "the catalog refuses what the compactor needs: nothing done this run");
+        let failed = TableNote { table: String::new(), reason: error.to_string() };
+        return CompactorResponse { failed: vec![failed], ..Default::default() };
     }
     let report = service.compactor.run(floe_core::lock::now_ms(), deadline).await;
     record_maintenance(&report);

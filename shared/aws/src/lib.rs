@@ -4,6 +4,7 @@
 //! | port (`floe-core`) | here |
 //! |---|---|
 //! | `catalog::Catalog` | [`glue::GlueCatalog`]: Glue tables, `UpdateTable` with `VersionId`; [`rest_catalog::RestCatalog`]: an Iceberg REST catalog, commits with requirements |
+//! | `catalog::Catalog` | [`s3tables::S3TablesCatalog`]: S3 Tables, `UpdateTableMetadataLocation` with `versionToken` |
 //! | `lock::TableLocks` | [`dynamodb::DynamoDbLocks`]: leases with fencing, table status |
 //! | `maintenance::TableRegistry` | [`dynamodb::DynamoDbLocks`]: tables, held task files (index [`dynamodb::HELD_INDEX`]), maintenance record |
 //! | `queue::TaskQueue` | [`sqs::SqsTaskQueue`]: FIFO SQS, large tasks spilled to S3 |
@@ -12,11 +13,13 @@
 //! | `segment::SegmentSource` | [`segment_source::S3Source`] |
 //! | the warehouse `FileIO` | [`s3::warehouse_file_io`]: the SDK client, multipart uploads |
 //!
-//! - [`catalogs`]: `[catalog]` into a catalog: Glue ([`glue`]), an Iceberg REST catalog ([`rest_catalog`]).
+//! - [`catalogs`]: `[catalog]` into a catalog: Glue ([`glue`]), an Iceberg REST catalog ([`rest_catalog`]), S3 Tables ([`s3tables`]).
 //! - [`events`]: S3 notifications, EventBridge and SQS-wrapped events → the objects they name.
 //! - [`lambda`]: the functions' typed environments, config and secrets loading, handlers.
 //! - [`retry`]: which SDK errors are worth retrying.
+//! - [`access`]: start-up permission checks (a missing permission named before work).
 
+pub mod access;
 pub mod catalogs;
 pub mod dynamodb;
 pub mod events;
@@ -27,5 +30,6 @@ pub mod objects;
 pub mod rest_catalog;
 pub mod retry;
 pub mod s3;
+pub mod s3tables;
 pub mod segment_source;
 pub mod sqs;

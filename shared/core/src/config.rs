@@ -364,6 +364,27 @@ pub struct FloeConfig {
     pub catalog: Option<CatalogConfig>,
 }
 
+/// Which maintenance Floe runs itself ([`FloeConfig::own_maintenance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnMaintenance {
+    pub compaction: bool,
+    pub orphan_sweep: bool,
+    /// Who does what Floe does not (`Some("S3 Tables")`).
+    pub left_to: Option<&'static str>,
+}
+
+impl OwnMaintenance {
+    /// What a run says when it leaves work to the catalog, `None` when it leaves none.
+    pub fn left_out(&self) -> Option<String> {
+        let left_to = self.left_to?;
+        let off: Vec<&str> = [(self.compaction, "compaction"), (self.orphan_sweep, "orphan sweep")]
+            .into_iter()
+            .filter_map(|(on, what)| (!on).then_some(what))
+            .collect();
+        (!off.is_empty()).then(|| format!("{} left to {left_to}, which does it itself", off.join(" and ")))
+    }
+}
+
 pub const DEFAULT_NAMESPACE: &str = "kafka";
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 << 20;
 
@@ -604,6 +625,34 @@ impl FloeConfig {
             }
         }
         clashes
+    }
+
+    /// Which maintenance Floe runs itself: all of it, except on S3 Tables, which compacts
+    /// and removes unreferenced files on its own (`[catalog] compaction` / `orphan_sweep`
+    /// turn Floe's back on).
+    pub fn own_maintenance(&self) -> OwnMaintenance {
+        match &self.catalog {
+            Some(CatalogConfig::S3Tables(s3tables)) => OwnMaintenance {
+                compaction: s3tables.compaction,
+                orphan_sweep: s3tables.orphan_sweep,
+                left_to: Some("S3 Tables"),
+            },
+            _ => OwnMaintenance { compaction: true, orphan_sweep: true, left_to: None },
+        }
+    }
+
+    /// The tables of the `[[topics]]` entries that name one topic (those of patterns are
+    /// known only when their topics are met): what a start-up access check looks at.
+    pub fn configured_tables(&self) -> Vec<crate::table::TableName> {
+        let exact = self.entries.iter().filter_map(|e| match &e.matcher {
+            Matcher::Exact(topic) => self.resolve(topic),
+            Matcher::Pattern(_) => None,
+        });
+        let mut tables: Vec<_> =
+            exact.map(|t| crate::table::TableName { namespace: t.namespace, name: t.table }).collect();
+        tables.sort();
+        tables.dedup();
+        tables
     }
 
     /// The configuration of `topic`, or `None` when it is not to be materialized.
@@ -947,6 +996,29 @@ pub fn table_name_for(topic: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_s3_tables_floe_leaves_compaction_and_the_sweep_to_it_unless_turned_on() {
+        let arn = "arn:aws:s3tables:us-east-1:123456789012:bucket/floe";
+        let glue = FloeConfig::parse("").unwrap().own_maintenance();
+        assert_eq!((glue.compaction, glue.orphan_sweep, glue.left_out()), (true, true, None));
+        let s3tables = FloeConfig::parse(&format!("[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\n"));
+        let own = s3tables.unwrap().own_maintenance();
+        assert_eq!((own.compaction, own.orphan_sweep), (false, false));
+        assert_eq!(own.left_out().unwrap(), "compaction and orphan sweep left to S3 Tables, which does it itself");
+        let text = format!("[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\ncompaction = true\n");
+        let own = FloeConfig::parse(&text).unwrap().own_maintenance();
+        assert_eq!((own.compaction, own.orphan_sweep), (true, false));
+        assert_eq!(own.left_out().unwrap(), "orphan sweep left to S3 Tables, which does it itself");
+    }
+
+    #[test]
+    fn the_configured_tables_are_those_of_exact_topic_entries() {
+        let text = "[[topics]]\ntopic = \"orders\"\nnamespace = \"sales\"\n[[topics]]\npattern = \"audit\\\\..*\"\n";
+        let tables = FloeConfig::parse(text).unwrap().configured_tables();
+        let orders = crate::table::TableName { namespace: "sales".into(), name: "orders".into() };
+        assert_eq!(tables, vec![orders]);
+    }
 
     const EXAMPLE: &str = r#"
         [defaults]

@@ -10,7 +10,12 @@
 //!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
 //!     REST:   POST …/tables/{t} with assert-ref-snapshot-id — 409 ⇒ Conflict
 //!             (floe-aws `rest_catalog`; the catalog writes the metadata file itself)
+//!     S3 Tables: UpdateTableMetadataLocation(versionToken = expected.version)
+//!                                                          — ConflictException ⇒ Conflict
 //! ```
+//!
+//! A catalog that assigns each table its storage (S3 Tables) says where with
+//! [`Catalog::create_location`]; the others leave it to Floe's warehouse layout.
 //!
 //! A `Conflict` means another writer moved the table first: reload, re-check, retry.
 //! Both catalogs use the layouts other engines read: Glue tables of `table_type=ICEBERG`,
@@ -30,7 +35,7 @@ use crate::table::name::TableName;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablePointer {
     pub metadata_location: String,
-    /// Glue's `VersionId`; `None` where the location itself is compared.
+    /// Glue's `VersionId`, S3 Tables' `versionToken`; `None` where the location itself is compared.
     pub version: Option<String>,
 }
 
@@ -39,6 +44,9 @@ pub enum CatalogError {
     /// Another writer changed the table (or created it) first.
     #[error("{table}: commit conflict: {detail}")]
     Conflict { table: String, detail: String },
+    /// IAM refused an action Floe needs: the action and resource to grant.
+    #[error("access denied: {action} on {resource} is not allowed ({detail})")]
+    AccessDenied { action: String, resource: String, detail: String },
     #[error("{table}: {detail}")]
     Other { table: String, detail: String, retryable: bool },
 }
@@ -47,6 +55,7 @@ impl CatalogError {
     pub fn retryable(&self) -> bool {
         match self {
             CatalogError::Conflict { .. } => true,
+            CatalogError::AccessDenied { .. } => false,
             CatalogError::Other { retryable, .. } => *retryable,
         }
     }
@@ -77,5 +86,11 @@ pub trait Catalog: Send + Sync {
     /// Tables); `None`: under Floe's warehouse (`<warehouse>/<namespace>.db/<table>`).
     async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
         Ok(None)
+    }
+    /// Whether Floe may do what it needs on the catalog and on `tables`, checked before work
+    /// so that a missing permission is named at start-up ([`CatalogError::AccessDenied`])
+    /// rather than at the first commit. Changes nothing.
+    async fn check_access(&self, _tables: &[TableName]) -> Result<(), CatalogError> {
+        Ok(())
     }
 }

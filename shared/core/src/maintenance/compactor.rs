@@ -96,6 +96,14 @@ impl Compactor {
     /// is reported and the others go on.
     pub async fn run(&self, now_ms: i64, deadline: Option<Instant>) -> RunReport {
         let mut report = RunReport::default();
+        let own = self.config.own_maintenance();
+        if let Some(left_out) = own.left_out() {
+            tracing::info!(reason = %left_out, "maintenance left to the catalog");
+        }
+        let sweeps = own.orphan_sweep && self.sweep;
+        if !(own.compaction || sweeps) {
+            return report;
+        }
         let tables = match self.registry.tables().await {
             Ok(tables) => tables,
             Err(e) => {
@@ -149,10 +157,17 @@ impl Compactor {
             run.skipped = Some("not in the catalog yet".into());
             return Ok(());
         };
-        let policy = topic.as_ref().map(CompactionPolicy::from).unwrap_or_default();
-        let compacted = self.compact_table(&loaded, policy, now_ms, deadline, run).await;
-        self.note_outcome(table, Activity::Compaction, now_ms, &compacted).await;
-        if !self.sweep {
+        let own = self.config.own_maintenance();
+        let compacted = match own.compaction {
+            true => {
+                let policy = topic.as_ref().map(CompactionPolicy::from).unwrap_or_default();
+                let compacted = self.compact_table(&loaded, policy, now_ms, deadline, run).await;
+                self.note_outcome(table, Activity::Compaction, now_ms, &compacted).await;
+                compacted
+            }
+            false => Ok(()),
+        };
+        if !(self.sweep && own.orphan_sweep) {
             return compacted;
         }
         // The sweep (maintenance/sweep.rs): after compaction, whose outputs are held.

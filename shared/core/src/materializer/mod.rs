@@ -358,6 +358,16 @@ impl Materializer {
         })
     }
 
+    /// Where a table's files go: where its catalog assigns them (S3 Tables), or under
+    /// the warehouse.
+    async fn table_files_location(&self, table: &TableName) -> Result<String, MaterializerError> {
+        let assigned = match &self.tables {
+            Some(tables) => tables.create_location(table).await?,
+            None => None,
+        };
+        Ok(assigned.unwrap_or_else(|| table_location(&self.warehouse, table)))
+    }
+
     async fn reader(&self, input: &SegmentInput) -> Result<SegmentReader, MaterializerError> {
         let mut reader =
             SegmentReader::open(input.source.clone(), self.limits).await.map_err(MaterializeError::Segment)?;
@@ -378,11 +388,13 @@ impl Materializer {
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
         let dead_letter_table = TableName { namespace: topic.namespace.clone(), name: format!("{}_dlq", topic.table) };
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
+        let data_location = self.table_files_location(&table).await?;
+        let dead_letter_location = self.table_files_location(&dead_letter_table).await?;
         let destination = Destination {
             table: table.to_string(),
             partition: input.location.partition,
-            data_dir: format!("{}/data", table_location(&self.warehouse, &table)),
-            dead_letter_dir: format!("{}/data", table_location(&self.warehouse, &dead_letter_table)),
+            data_dir: format!("{data_location}/data"),
+            dead_letter_dir: format!("{dead_letter_location}/data"),
             source_id: task_id.clone(),
         };
         let Prepared { formats, options } =

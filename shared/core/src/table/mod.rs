@@ -173,6 +173,11 @@ pub use name::{TableName, table_location};
 pub trait TableLookup: Send + Sync {
     /// `None` when the table does not exist yet.
     async fn view(&self, table: &TableName) -> Result<Option<TableView>, TableError>;
+    /// Where the table's files go when the catalog decides ([`Catalog::create_location`]:
+    /// S3 Tables makes the table if needed); `None`: under Floe's warehouse.
+    async fn create_location(&self, _table: &TableName) -> Result<Option<String>, TableError> {
+        Ok(None)
+    }
 }
 
 /// The catalog's tables as the materializer looks them up (current schema, committed offsets).
@@ -192,6 +197,10 @@ impl TableLookup for CatalogTables {
     async fn view(&self, table: &TableName) -> Result<Option<TableView>, TableError> {
         let Some(loaded) = self.load(table).await? else { return Ok(None) };
         TableView::of(&loaded).map(Some)
+    }
+
+    async fn create_location(&self, table: &TableName) -> Result<Option<String>, TableError> {
+        Ok(self.catalog.create_location(table).await?)
     }
 }
 

@@ -1,0 +1,153 @@
+//! The S3 Tables catalog against moto's `s3tables` API (table buckets, namespaces, tables,
+//! `GetTableMetadataLocation`/`UpdateTableMetadataLocation` with version tokens, and each
+//! table's own storage bucket): the version token is the compare-and-swap, Floe's commits
+//! hold exactly once through it, the files go to the storage S3 Tables assigned, and
+//! PyIceberg reads the table from the metadata file S3 Tables points to.
+
+use std::sync::Arc;
+
+use floe_aws::s3tables::S3TablesCatalog;
+use floe_core::catalog::{Catalog, TablePointer};
+use floe_core::materializer::Materializer;
+use floe_core::table::{CatalogTables, TableName};
+
+use crate::committer::{
+    Aws, Read, assert_payments, conflicts_and_racing_committers_never_duplicate, payments, pyiceberg, setup,
+};
+use crate::support;
+
+/// A table bucket of the test's own on moto.
+async fn table_bucket(aws: &Aws, name: &str) -> String {
+    let client = aws_sdk_s3tables::Client::new(&aws.config);
+    client.create_table_bucket().name(name).send().await.unwrap().arn
+}
+
+fn s3tables(aws: &Aws, bucket_arn: &str) -> S3TablesCatalog {
+    S3TablesCatalog::new(aws_sdk_s3tables::Client::new(&aws.config), bucket_arn)
+}
+
+/// PyIceberg's read of the table, from the metadata file S3 Tables points to.
+async fn read(catalog: &S3TablesCatalog, table: &TableName) -> Read {
+    let pointer = catalog.current(table).await.unwrap().expect("the table is registered");
+    pyiceberg(&["static", &support::moto().endpoint, &pointer.metadata_location, &table.to_string()])
+}
+
+/// The Lambdas' materializer, its tables looked up (and made) through S3 Tables.
+async fn materializer(aws: &Aws, catalog: Arc<dyn Catalog>) -> Materializer {
+    let base = aws.materializer().await;
+    let tables = CatalogTables { catalog, file_io: base.file_io.clone() };
+    Materializer { tables: Some(Arc::new(tables)), ..base }
+}
+
+#[tokio::test]
+async fn commits_through_s3_tables_hold_exactly_once_and_pyiceberg_reads_them() {
+    let aws = setup("s3trace").await;
+    let arn = table_bucket(&aws, "s3trace").await;
+    let shared: Arc<dyn Catalog> = Arc::new(s3tables(&aws, &arn));
+    let (topic, offsets, values) = payments();
+    let tasks = aws.materialize_payments_with(&materializer(&aws, shared.clone()).await, topic.path()).await;
+    let table = aws.table();
+
+    // The materializer made the table in S3 Tables and wrote its files to the storage S3
+    // Tables assigned it, not to Floe's warehouse.
+    let storage = shared.create_location(&table).await.unwrap().unwrap();
+    assert!(!storage.contains(&aws.warehouse), "{storage}");
+    for task in &tasks {
+        for file in &task.data_files {
+            let path = file.path();
+            assert!(path.starts_with(&format!("{storage}/data/")), "{path} is not under {storage}");
+        }
+    }
+    assert!(shared.current(&table).await.unwrap().is_none(), "made, but no metadata registered yet");
+
+    let fresh = || Arc::new(s3tables(&aws, &arn)) as Arc<dyn Catalog>;
+    conflicts_and_racing_committers_never_duplicate(&aws, &tasks, &table, fresh).await;
+
+    let pointer = shared.current(&table).await.unwrap().unwrap();
+    assert!(pointer.metadata_location.starts_with(&format!("{storage}/metadata/")), "{pointer:?}");
+    let read = read(&s3tables(&aws, &arn), &table).await;
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 3, "{:#?}", read.history);
+    assert_eq!(shared.list(&aws.namespace).await.unwrap(), vec![table.clone(), dead_letters(&table)]);
+}
+
+fn dead_letters(table: &TableName) -> TableName {
+    TableName { namespace: table.namespace.clone(), name: format!("{}_dlq", table.name) }
+}
+
+#[tokio::test]
+async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refused_plainly() {
+    let aws = setup("s3ttoken").await;
+    let arn = table_bucket(&aws, "s3ttoken").await;
+    let catalog = s3tables(&aws, &arn);
+    let (topic, _, _) = payments();
+    let m = materializer(&aws, Arc::new(s3tables(&aws, &arn))).await;
+    let task = aws.materialize(&m, topic.path(), crate::committer::SEGMENTS[0]).await;
+    let committer = crate::committer::committer_with(&aws, Arc::new(s3tables(&aws, &arn)), &aws.locks, "one");
+    assert_eq!(committer.commit(&[task], None).await.results[0].1, floe_core::committer::TaskResult::Committed);
+    let table = aws.table();
+    let now = catalog.current(&table).await.unwrap().unwrap();
+    let metadata = floe_core::table::load(&catalog, &committer.file_io, &table).await.unwrap().unwrap().metadata;
+
+    // A token the table does not have: S3 Tables' ConflictException, a Conflict to Floe.
+    let stale = TablePointer { version: Some("0123456789abcdef0123".into()), ..now.clone() };
+    let refused = catalog.swap(&table, &stale, &metadata, &now.metadata_location).await.unwrap_err();
+    assert!(refused.is_conflict(), "{refused}");
+    assert!(refused.to_string().contains("ConflictException"), "{refused}");
+    assert_eq!(catalog.current(&table).await.unwrap().unwrap(), now, "the pointer did not move");
+
+    // The current token moves the pointer, and the token changes with it.
+    catalog.swap(&table, &now, &metadata, &now.metadata_location).await.unwrap();
+    let moved = catalog.current(&table).await.unwrap().unwrap();
+    assert_ne!(moved.version, now.version);
+
+    // A name S3 Tables would refuse: refused before any call, saying the rule.
+    let bad = TableName { namespace: aws.namespace.clone(), name: "Payments-v2".into() };
+    let e = catalog.current(&bad).await.unwrap_err();
+    assert!(!e.retryable() && e.to_string().contains("only lowercase letters, digits and `_`"), "{e}");
+
+    // The start-up check refuses such a name too; every action Floe needs is allowed here
+    // (moto does not enforce IAM), so the check passes for the table, and changes nothing.
+    let e = catalog.check_access(&[table.clone(), bad]).await.unwrap_err();
+    assert!(e.to_string().contains("Payments-v2"), "{e}");
+    catalog.check_access(std::slice::from_ref(&table)).await.unwrap();
+    assert_eq!(catalog.current(&table).await.unwrap().unwrap(), moved);
+}
+
+#[tokio::test]
+async fn floe_toml_points_the_lambdas_at_a_table_bucket_and_leaves_compaction_to_it() {
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    use floe_aws::lambda::{handle_committer_event, handle_compactor_event};
+
+    let config = support::aws_config().await;
+    let arn = aws_sdk_s3tables::Client::new(&config).create_table_bucket().name("s3tconfig").send().await.unwrap().arn;
+    // No compaction window: with Glue, the compactor compacts these small files at once
+    // (the Glue compactor test in maintenance.rs).
+    let sections =
+        format!("compaction_window = \"0s\"\n[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\n");
+    let aws = crate::committer::setup_with("s3tconfig", &sections).await;
+    let (topic, offsets, values) = payments();
+    let (m, committer) = (aws.materializer().await, aws.configured_committer().await);
+    for key in crate::committer::SEGMENTS {
+        aws.materialize(&m, topic.path(), key).await;
+        let (event, receipts) = aws.receive().await;
+        let response = handle_committer_event(&committer, event.clone(), None).await;
+        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+        // The same batch again (a redelivery): nothing added.
+        assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+        aws.delete(&receipts).await;
+    }
+    let catalog = s3tables(&aws, &arn);
+    let before = read(&catalog, &aws.table()).await;
+    assert_payments(&before, &offsets, &values);
+    assert_eq!(before.snapshots, 3, "{:#?}", before.history);
+
+    let text = std::fs::read_to_string(support::root().join(crate::maintenance::SCHEDULED_EVENT)).unwrap();
+    let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let response = handle_compactor_event(&aws.compactor().await, scheduled, None).await;
+    assert!(response.compacted.is_empty() && response.failed.is_empty(), "{response:?}");
+    assert_eq!(response.orphans_removed, 0);
+    let (event, _) = aws.receive().await;
+    assert!(event.records.is_empty(), "no CompactionTask queued");
+    assert_eq!(read(&catalog, &aws.table()).await.snapshots, 3);
+}
