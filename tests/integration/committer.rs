@@ -416,6 +416,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         owner: "compaction-test".into(),
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     };
     let report = committer.commit_all(std::slice::from_ref(&task), None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
@@ -513,6 +514,7 @@ impl Aws {
             task_queue_url: self.tasks.clone(),
             retry_visibility: std::time::Duration::from_secs(1),
             lease: std::time::Duration::from_secs(30),
+            concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
         };
@@ -872,6 +874,7 @@ pub(crate) fn local_committer(warehouse: &Path) -> Committer {
         owner: "test".into(),
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     }
 }
 
@@ -1528,7 +1531,7 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
 
 /// Which catalog call a [`Hooked`] catalog's hook runs before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CatalogCall {
+pub(crate) enum CatalogCall {
     Current,
     Create,
     Swap,
@@ -1546,13 +1549,13 @@ type CatalogHook = Box<
 
 /// A catalog that runs a test's hook before each call it passes on to `inner` (with the
 /// metadata the call carries): to fail, stall or race one of them.
-struct Hooked {
+pub(crate) struct Hooked {
     inner: Arc<dyn Catalog>,
     hook: CatalogHook,
 }
 
 impl Hooked {
-    fn new(
+    pub(crate) fn new(
         inner: Arc<dyn Catalog>,
         hook: impl Fn(
             CatalogCall,

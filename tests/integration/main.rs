@@ -7,6 +7,7 @@ mod audit;
 mod avro;
 mod backfill;
 mod committer;
+mod concurrency;
 mod compaction;
 mod convert;
 mod first_run;

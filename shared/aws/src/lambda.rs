@@ -62,6 +62,18 @@ fn seconds(name: &'static str, default: u64) -> Result<Duration, InitError> {
     }
 }
 
+/// A positive whole number from the variable `name`, `default` when it is unset.
+fn count(name: &'static str, default: usize) -> Result<usize, InitError> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| InitError::Env { name, message: format!("{v:?} is not a positive whole number") }),
+        Err(_) => Ok(default),
+    }
+}
+
 /// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget of an invocation
 /// whose deadline is not a real one (see [`stop_before`]); `default`: the SAM template's.
 fn function_timeout(default: u64) -> Result<Duration, InitError> {
@@ -340,6 +352,9 @@ pub struct CommitterEnv {
     pub retry_visibility: Duration,
     /// `FLOE_LEASE_SECONDS`: lease length, renewed during a commit (default 60).
     pub lease: Duration,
+    /// `FLOE_COMMIT_CONCURRENCY`: how many tables of a batch are committed at once
+    /// (default [`floe_core::committer::DEFAULT_CONCURRENCY`], at least 1).
+    pub concurrency: usize,
     pub s3_path_style: bool,
     /// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget when the
     /// invocation's deadline is not a real one (default 300, the template's).
@@ -354,6 +369,7 @@ impl CommitterEnv {
             task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
             retry_visibility: seconds("FLOE_RETRY_VISIBILITY_SECONDS", 30)?,
             lease: seconds("FLOE_LEASE_SECONDS", 60)?,
+            concurrency: count("FLOE_COMMIT_CONCURRENCY", floe_core::committer::DEFAULT_CONCURRENCY)?,
             s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
             timeout: function_timeout(COMMITTER_TIMEOUT_SECONDS)?,
         })
@@ -383,6 +399,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> CommitterSe
         owner: format!("committer-{}", uuid::Uuid::new_v4()),
         lease_ttl: env.lease,
         retry: floe_core::retry::RetryPolicy { attempts: 8, ..Default::default() },
+        concurrency: env.concurrency,
     };
     CommitterService {
         committer,
