@@ -6,8 +6,8 @@
 //! The real committer code path runs (plan, manifests, metadata files on the local file
 //! system, SQLite compare-and-swap and leases); only the service round trips are replaced
 //! by sleeps of AWS's latencies, on a paused tokio clock: an invocation's duration is the
-//! paused clock's time (the round trips) plus the real time it took (the CPU work, counted
-//! as if it never overlapped a round trip: an upper bound).
+//! paused clock's time (the round trips) plus the CPU time it took (counted as if it never
+//! overlapped a round trip: an upper bound).
 //!
 //! `cargo bench -p floe-tests --bench committer_scale` — writes its section into BENCHMARKS.md.
 
@@ -57,10 +57,13 @@ const PARTITIONS: usize = 6;
 /// Each partition rolls a segment every 5 minutes.
 const ROLL_SECONDS: f64 = 300.0;
 const BATCH: usize = 10;
-/// Simulated time per live run: two rolls of every partition.
-const HORIZON_SECONDS: f64 = 600.0;
+/// Simulated time per live run: one roll of every partition, or the time 1,200 tasks
+/// take to arrive if that is shorter (enough to see a queue grow).
+fn horizon(arrival_per_s: f64) -> f64 {
+    (1200.0 / arrival_per_s).min(ROLL_SECONDS)
+}
 /// Full batches timed per saturated run.
-const SATURATED_BATCHES: usize = 20;
+const SATURATED_BATCHES: usize = 12;
 
 // ---- the service round trips, as sleeps around the local implementations ----
 
@@ -314,12 +317,20 @@ async fn template(warehouse: &str) -> CommitTask {
 
 // ---- invocations ----
 
-/// One invocation's batch committed; its duration: round trips (paused clock) + real time.
+/// CPU time of this thread (the runtime's only worker), from /proc: a CPU measure the
+/// machine's other load does not inflate.
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("Linux /proc");
+    Duration::from_nanos(stat.split_whitespace().next().and_then(|n| n.parse().ok()).expect("schedstat"))
+}
+
+/// One invocation's batch committed; its duration: round trips (paused clock) + the CPU
+/// time it took.
 async fn invoke(committer: &Committer, batch: Vec<CommitTask>) -> (Duration, usize) {
     let tasks: Vec<Task> = batch.into_iter().map(|t| Task::Data(Box::new(t))).collect();
-    let (virtual_start, real_start) = (tokio::time::Instant::now(), Instant::now());
+    let (virtual_start, cpu_start) = (tokio::time::Instant::now(), thread_cpu());
     let report = committer.commit_all(&tasks, None).await;
-    let took = virtual_start.elapsed() + real_start.elapsed();
+    let took = virtual_start.elapsed() + (thread_cpu() - cpu_start);
     let refused = report.results.iter().filter(|(_, r)| matches!(r, TaskResult::Failed { .. })).count();
     for (id, result) in &report.results {
         assert!(
@@ -359,8 +370,7 @@ async fn saturated(warehouse: &mut Warehouse, topics: usize, setup: Setup, rng: 
     let committer = warehouse.committer(true, setup.concurrency, "saturated");
     let (mut total, mut tasks, mut tables) = (Duration::ZERO, 0usize, 0usize);
     for _ in 0..SATURATED_BATCHES {
-        let picks: Vec<(usize, usize)> =
-            (0..BATCH).map(|_| (rng.below(topics), rng.below(PARTITIONS))).collect();
+        let picks: Vec<(usize, usize)> = (0..BATCH).map(|_| (rng.below(topics), rng.below(PARTITIONS))).collect();
         tables += picks.iter().map(|(t, _)| *t).collect::<BTreeSet<_>>().len();
         let batch = picks.into_iter().map(|(t, p)| warehouse.task(t, p)).collect();
         let (took, _) = invoke(&committer, batch).await;
@@ -375,10 +385,12 @@ async fn saturated(warehouse: &mut Warehouse, topics: usize, setup: Setup, rng: 
     }
 }
 
-/// A live run over [`HORIZON_SECONDS`]: segments arriving as the topics roll them, the
+/// A live run over [`horizon`]: segments arriving as the topics roll them, the
 /// committers taking the oldest 10 of tables no other invocation holds (SQS FIFO: one
 /// message group to one invocation at a time).
 struct Live {
+    /// Simulated time.
+    seconds: f64,
     batches: usize,
     mean_batch: f64,
     /// The oldest task's age when an invocation took it, at the worst.
@@ -390,6 +402,7 @@ struct Live {
 }
 
 async fn live(warehouse: &mut Warehouse, topics: usize, setup: Setup, rng: &mut Rng) -> Live {
+    let until = horizon((topics * PARTITIONS) as f64 / ROLL_SECONDS);
     let committers: Vec<Committer> =
         (0..setup.committers).map(|i| warehouse.committer(true, setup.concurrency, &format!("live-{i}"))).collect();
     // Arrivals: each partition rolls at its own phase, every ROLL_SECONDS.
@@ -397,7 +410,7 @@ async fn live(warehouse: &mut Warehouse, topics: usize, setup: Setup, rng: &mut 
     for topic in 0..topics {
         for partition in 0..PARTITIONS {
             let mut at = rng.unit() * ROLL_SECONDS;
-            while at < HORIZON_SECONDS {
+            while at < until {
                 arrivals.push((at, topic, partition));
                 at += ROLL_SECONDS;
             }
@@ -408,12 +421,12 @@ async fn live(warehouse: &mut Warehouse, topics: usize, setup: Setup, rng: &mut 
     let mut waiting: Vec<(f64, usize, usize)> = Vec::new();
     let mut free_at = vec![0.0f64; setup.committers];
     let mut holding: Vec<(f64, BTreeSet<usize>)> = vec![(0.0, BTreeSet::new()); setup.committers];
-    let mut result = Live { batches: 0, mean_batch: 0.0, max_wait: 0.0, backlog: 0, refused: 0 };
+    let mut result = Live { seconds: until, batches: 0, mean_batch: 0.0, max_wait: 0.0, backlog: 0, refused: 0 };
     let mut taken = 0usize;
     loop {
         let c = (0..free_at.len()).min_by(|a, b| free_at[*a].total_cmp(&free_at[*b])).unwrap();
         let now = free_at[c];
-        if now >= HORIZON_SECONDS {
+        if now >= until {
             break;
         }
         while queue.front().is_some_and(|a| a.0 <= now) {
@@ -425,16 +438,16 @@ async fn live(warehouse: &mut Warehouse, topics: usize, setup: Setup, rng: &mut 
             .filter(|(i, (until, _))| *i != c && *until > now)
             .flat_map(|(_, (_, tables))| tables.iter().copied())
             .collect();
-        let picked: Vec<usize> =
-            (0..waiting.len()).filter(|i| !held.contains(&waiting[*i].1)).take(BATCH).collect();
+        let picked: Vec<usize> = (0..waiting.len()).filter(|i| !held.contains(&waiting[*i].1)).take(BATCH).collect();
         if picked.is_empty() {
             // Nothing for this committer: wait for the next arrival or another's end.
             let next = queue.front().map_or(f64::INFINITY, |a| a.0);
             let other = holding.iter().map(|(until, _)| *until).filter(|u| *u > now).fold(f64::INFINITY, f64::min);
-            free_at[c] = next.min(other).min(HORIZON_SECONDS);
+            free_at[c] = next.min(other).min(until);
             continue;
         }
-        let batch: Vec<(f64, usize, usize)> = picked.iter().rev().map(|i| waiting.remove(*i)).rev().collect();
+        let mut batch: Vec<(f64, usize, usize)> = picked.iter().rev().map(|i| waiting.remove(*i)).collect();
+        batch.reverse();
         result.max_wait = batch.iter().map(|(at, _, _)| now - at).fold(result.max_wait, f64::max);
         let tasks = batch.iter().map(|(_, t, p)| warehouse.task(*t, *p)).collect();
         let (took, refused) = invoke(&committers[c], tasks).await;
@@ -485,15 +498,16 @@ fn main() {
             let run = runtime.block_on(live(&mut warehouse, topics, setup, &mut rng));
             let grows = full.tasks_per_s < arrival;
             let queue = match grows {
-                true => format!("**grows** ({} behind after {HORIZON_SECONDS:.0} s)", run.backlog),
+                true => format!("**grows** ({} behind after {:.0} s)", run.backlog, run.seconds),
                 false => "keeps up".to_string(),
             };
             let row = format!(
-                "| {topics} × {PARTITIONS} | {arrival:.2} | {} | {:.2} s | {:.1} | {:.1} | {} / {:.1} / {:.0} s | {} | {queue} |\n",
+                "| {topics} × {PARTITIONS} | {arrival:.2} | {} | {:.2} s | {:.1} | {:.1} | {:.0} s: {} / {:.1} / {:.0} s | {} | {queue} |\n",
                 setup.describe(),
                 full.invocation.as_secs_f64(),
                 full.tasks_per_s,
                 full.tables_per_s,
+                run.seconds,
                 run.batches,
                 run.mean_batch,
                 run.max_wait,
@@ -516,7 +530,7 @@ fn main() {
     let body = format!(
         "CPU: {}. Latencies simulated per round trip: S3 {} ms, DynamoDB {} ms, Glue GetTable {} ms,\n\
          Glue UpdateTable/CreateTable {} ms (sources and assumptions below). Whole run: {:.0} s.\n\n\
-         | topics × partitions | arrival tasks/s | committers | invocation (batch of 10) | tasks/s sustained | tables/s | live {HORIZON_SECONDS:.0} s: batches / mean size / oldest wait | lease refusals | queue |\n\
+         | topics × partitions | arrival tasks/s | committers | invocation (batch of 10) | tasks/s sustained | tables/s | live: simulated time: batches / mean size / oldest wait | lease refusals | queue |\n\
          |---|---|---|---|---|---|---|---|---|\n{rows}\n\
          Largest size the queue keeps up with: one table at a time {serial} topics; {} tables at once\n\
          {concurrent} topics; two committers {two} topics (of those measured).\n",

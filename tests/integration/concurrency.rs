@@ -14,9 +14,7 @@ use floe_core::config::FloeConfig;
 use floe_core::storage::local_file_io;
 use floe_core::task::{CommitTask, TableName};
 
-use crate::committer::{
-    CatalogCall, Hooked, clicks_with_a_bad_record, local_committer, materialize, read_local,
-};
+use crate::committer::{CatalogCall, Hooked, clicks_with_a_bad_record, local_committer, materialize, read_local};
 use crate::support;
 
 const SEGMENT: &str = "00000000000000000000.log";
@@ -101,9 +99,9 @@ async fn the_main_table_waits_for_its_dead_letters_while_other_tables_commit() {
     // Whether the main table's swap came before its dead letters were in; how many other
     // tables were committed before the dead-letter table's slow swap ended.
     let (early, other_swaps, before_dlq) = (Arc::new(AtomicBool::new(false)), counter(), counter());
-    let (early_seen, others, before) = (early.clone(), other_swaps.clone(), before_dlq.clone());
+    let (early_seen, swaps, before) = (early.clone(), other_swaps.clone(), before_dlq.clone());
     let catalog = Hooked::new(local.catalog.clone(), move |call, table, _| {
-        let (inner, early, others, before) = (inner.clone(), early_seen.clone(), others.clone(), before.clone());
+        let (inner, early, others, before) = (inner.clone(), early_seen.clone(), swaps.clone(), before.clone());
         Box::pin(async move {
             match (call, table.name.as_str()) {
                 // The dead-letter table's swap takes a minute.
@@ -113,9 +111,7 @@ async fn the_main_table_waits_for_its_dead_letters_while_other_tables_commit() {
                 }
                 // The main table's swap: its dead letters must be in already.
                 (CatalogCall::Swap, "clicks") => {
-                    if !dead_letters_in(inner.as_ref()).await {
-                        early.store(true, Ordering::SeqCst);
-                    }
+                    early.fetch_or(!dead_letters_in(inner.as_ref()).await, Ordering::SeqCst);
                 }
                 (CatalogCall::Swap, _) => {
                     others.fetch_add(1, Ordering::SeqCst);
@@ -136,7 +132,7 @@ async fn the_main_table_waits_for_its_dead_letters_while_other_tables_commit() {
     assert_eq!(before_dlq.load(Ordering::SeqCst), 3, "other tables committed during the dead-letter commit");
     assert!(start.elapsed() < Duration::from_secs(61), "{:?}", start.elapsed());
     let other_first = read_local(warehouse.path(), "kafka.other0");
-    assert_eq!((other_first.offsets["0"], other_first.duplicates), ((0..100).collect::<Vec<_>>(), 0));
+    assert_eq!((other_first.offsets["0"].clone(), other_first.duplicates), ((0..100).collect::<Vec<_>>(), 0));
     let clicks = read_local(warehouse.path(), "kafka.clicks");
     assert_eq!((clicks.offsets["0"].clone(), clicks.duplicates), (vec![0, 1, 2, 3, 5, 6, 7, 8, 9], 0));
     assert_eq!(read_local(warehouse.path(), "kafka.clicks_dlq").offsets["0"], vec![4]);

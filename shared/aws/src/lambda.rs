@@ -311,6 +311,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_count_is_a_positive_whole_number_or_its_default() {
+        assert_eq!(count("FLOE_TEST_LAMBDA_COUNT_UNSET", 8).unwrap(), 8);
+        for (name, value, expected) in [
+            ("FLOE_TEST_LAMBDA_COUNT_3", "3", Some(3)),
+            ("FLOE_TEST_LAMBDA_COUNT_0", "0", None),
+            ("FLOE_TEST_LAMBDA_COUNT_X", "four", None),
+        ] {
+            // SAFETY: set before any other thread reads this variable name; unique to this test.
+            unsafe { std::env::set_var(name, value) };
+            match (count(name, 8), expected) {
+                (Ok(n), Some(expected)) => assert_eq!(n, expected),
+                (Err(e), None) => assert!(e.to_string().contains(name), "{e}"),
+                (other, _) => panic!("{name}={value}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn secrets_hold_a_json_password_or_a_bare_one() {
         assert_eq!(password_from_secret(r#"{"username":"u","password":"p w"}"#), "p w");
         assert_eq!(password_from_secret("s3cret"), "s3cret");

@@ -46,7 +46,11 @@ struct Front {
 }
 
 /// The batch's lanes, in the order their tables first appear.
-fn lanes<'a>(compactions: &'a [CompactionTask], dead_letters: &'a [CommitTask], data: &'a [CommitTask]) -> Vec<Lane<'a>> {
+fn lanes<'a>(
+    compactions: &'a [CompactionTask],
+    dead_letters: &'a [CommitTask],
+    data: &'a [CommitTask],
+) -> Vec<Lane<'a>> {
     let mut lanes: Vec<Lane<'a>> = Vec::new();
     let mut lane = |table: &TableName| -> usize {
         match lanes.iter().position(|l| l.table == *table) {
