@@ -155,7 +155,8 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 
 impl Committer {
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`
-    /// snapshot), then its new data (one `append` snapshot). Results in the tasks' order.
+    /// snapshot), then its new data (one `append` snapshot), different tables at once (see
+    /// [`Committer::concurrency`]). Results in the tasks' order.
     /// The tasks done with (committed, already committed, rejected) are released from
     /// the registry.
     pub async fn commit_all(&self, tasks: &[Task], deadline: Option<Instant>) -> BatchReport {
