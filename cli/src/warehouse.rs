@@ -65,6 +65,7 @@ impl Warehouse {
             owner: owner.clone(),
             lease_ttl: std::time::Duration::from_secs(300),
             retry: RetryPolicy::default(),
+            concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
         };
         Ok(Warehouse {
             dir,

@@ -77,6 +77,7 @@ fn main() {
         owner: "bench".into(),
         lease_ttl: Duration::from_secs(60),
         retry: RetryPolicy::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     };
     let rows = rt.block_on(async {
         let template = template(&warehouse).await;

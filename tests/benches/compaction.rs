@@ -216,6 +216,7 @@ fn committer(warehouse: &Path) -> Committer {
         owner: "bench".into(),
         lease_ttl: Duration::from_secs(600),
         retry: Default::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     }
 }
 

@@ -416,6 +416,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         owner: "compaction-test".into(),
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     };
     let report = committer.commit_all(std::slice::from_ref(&task), None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
@@ -560,6 +561,7 @@ impl Aws {
             task_queue_url: self.tasks.clone(),
             retry_visibility: std::time::Duration::from_secs(1),
             lease: std::time::Duration::from_secs(30),
+            concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
             s3_path_style: true,
             timeout: std::time::Duration::from_secs(300),
         }
@@ -936,6 +938,7 @@ pub(crate) fn local_committer(warehouse: &Path) -> Committer {
         owner: "test".into(),
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     }
 }
 

@@ -66,6 +66,7 @@ impl Clicks {
             owner: "compaction-test".into(),
             lease_ttl: std::time::Duration::from_secs(60),
             retry: Default::default(),
+            concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
         };
         Clicks { input, warehouse, config, catalog, locks, committer }
     }

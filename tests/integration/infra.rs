@@ -371,6 +371,21 @@ fn the_committers_concurrency_is_a_parameter_of_one() {
     assert_eq!(committer["ReservedConcurrentExecutions"], serde_json::json!({"Ref": "CommitterReservedConcurrency"}));
 }
 
+/// The tables a committer commits at once are the stack's `CommitConcurrency`, by
+/// default the committer's own default.
+#[test]
+fn the_tables_committed_at_once_are_a_parameter() {
+    let template = template();
+    let parameter = &template["Parameters"]["CommitConcurrency"];
+    let default = floe_core::committer::DEFAULT_CONCURRENCY;
+    assert_eq!(
+        (&parameter["Type"], &parameter["Default"], &parameter["MinValue"]),
+        (&"Number".into(), &default.into(), &1.into())
+    );
+    let variables = &template["Resources"]["CommitterFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(variables["FLOE_COMMIT_CONCURRENCY"], serde_json::json!({"Ref": "CommitConcurrency"}));
+}
+
 /// `sam validate --lint` (SAM CLI's own checks, cfn-lint with SAM's rules) passes on the
 /// template, offline, and fails on a broken one.
 #[test]

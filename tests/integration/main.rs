@@ -8,6 +8,7 @@ mod avro;
 mod backfill;
 mod committer;
 mod compaction;
+mod concurrency;
 mod convert;
 mod day;
 mod fault_proxy;

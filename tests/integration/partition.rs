@@ -183,6 +183,7 @@ fn local_committer(warehouse: &Path) -> (Committer, Arc<floe_core::catalog::sqli
         owner: "partition-test".into(),
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
+        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     };
     (committer, catalog)
 }

@@ -70,6 +70,18 @@ fn seconds(name: &'static str, default: u64) -> Result<Duration, InitError> {
     }
 }
 
+/// A positive whole number from the variable `name`, `default` when it is unset.
+fn count(name: &'static str, default: usize) -> Result<usize, InitError> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| InitError::Env { name, message: format!("{v:?} is not a positive whole number") }),
+        Err(_) => Ok(default),
+    }
+}
+
 /// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget of an invocation
 /// whose deadline is not a real one (see [`stop_before`]); `default`: the SAM template's.
 fn function_timeout(default: u64) -> Result<Duration, InitError> {
@@ -318,6 +330,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_count_is_a_positive_whole_number_or_its_default() {
+        assert_eq!(count("FLOE_TEST_LAMBDA_COUNT_UNSET", 8).unwrap(), 8);
+        for (name, value, expected) in [
+            ("FLOE_TEST_LAMBDA_COUNT_3", "3", Some(3)),
+            ("FLOE_TEST_LAMBDA_COUNT_0", "0", None),
+            ("FLOE_TEST_LAMBDA_COUNT_X", "four", None),
+        ] {
+            // SAFETY: set before any other thread reads this variable name; unique to this test.
+            unsafe { std::env::set_var(name, value) };
+            match (count(name, 8), expected) {
+                (Ok(n), Some(expected)) => assert_eq!(n, expected),
+                (Err(e), None) => assert!(e.to_string().contains(name), "{e}"),
+                (other, _) => panic!("{name}={value}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn secrets_hold_a_json_password_or_a_bare_one() {
         assert_eq!(password_from_secret(r#"{"username":"u","password":"p w"}"#), "p w");
         assert_eq!(password_from_secret("s3cret"), "s3cret");
@@ -361,6 +391,9 @@ pub struct CommitterEnv {
     pub retry_visibility: Duration,
     /// `FLOE_LEASE_SECONDS`: lease length, renewed during a commit (default 60).
     pub lease: Duration,
+    /// `FLOE_COMMIT_CONCURRENCY`: how many tables of a batch are committed at once
+    /// (default [`floe_core::committer::DEFAULT_CONCURRENCY`], at least 1).
+    pub concurrency: usize,
     pub s3_path_style: bool,
     /// `FLOE_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, the budget when the
     /// invocation's deadline is not a real one (default 300, the template's).
@@ -376,6 +409,7 @@ impl CommitterEnv {
             task_queue_url: required("FLOE_TASK_QUEUE_URL")?,
             retry_visibility: seconds("FLOE_RETRY_VISIBILITY_SECONDS", 30)?,
             lease: seconds("FLOE_LEASE_SECONDS", 60)?,
+            concurrency: count("FLOE_COMMIT_CONCURRENCY", floe_core::committer::DEFAULT_CONCURRENCY)?,
             s3_path_style: std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1"),
             timeout: function_timeout(COMMITTER_TIMEOUT_SECONDS)?,
         })
@@ -418,6 +452,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<d
         owner: format!("committer-{}", uuid::Uuid::new_v4()),
         lease_ttl: env.lease,
         retry: floe_core::retry::RetryPolicy { attempts: 8, ..Default::default() },
+        concurrency: env.concurrency,
     };
     CommitterService {
         committer,

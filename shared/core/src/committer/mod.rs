@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!  suspend tasks (a bad record, mode `suspend`) ─▶ the table's status: suspended, why
-//!  tasks (FIFO order) ─▶ group by table ─▶ for each table:
+//!  tasks (FIFO order) ─▶ group by table ─▶ the tables at once, at most `concurrency`
+//!  commits in flight (`lanes.rs`); per table: its compactions (one `replace` snapshot),
+//!  the dead letters it takes, then its new data (one `append` snapshot), each so:
 //!     suspended? ─▶ every task kept (failed, stays in the queue)
 //!     lease (owner, expiry, fencing) ─ held elsewhere ─▶ tasks kept, retried later
 //!     loop (bounded attempts, within the deadline):
@@ -16,9 +18,9 @@
 //!        one append snapshot: files + offsets (+ schema, + pending state)
 //!        lease still ours? ─ no ─▶ abort
 //!        catalog compare-and-swap ─ conflict ─▶ reload, plan again, retry
-//!  the dead-letter tables first, the same way, with the tasks' dead-letter files: a
-//!  task's main table is only committed once its dead letters are, so the main table
-//!  covering a segment means the segment is done.
+//!  a task's dead-letter table first, the same way, with its dead-letter files: its
+//!  main table waits for that commit and takes the task only if it succeeded, so the
+//!  main table covering a segment means the segment is done.
 //!  then, best effort (never failing a commit that succeeded), in the registry:
 //!     tasks committed, already committed or rejected ─▶ released (their files held no more)
 //!     a compaction committed ─▶ recorded (files and bytes in → out)
@@ -37,6 +39,7 @@
 //! task delivered twice, a crash between the swap and the queue delete, or two
 //! committers racing all end with the second attempt finding its offsets covered.
 
+mod lanes;
 pub mod plan;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -140,11 +143,20 @@ pub struct Committer {
     pub lease_ttl: Duration,
     /// Attempts per table on catalog conflicts, waiting between them.
     pub retry: RetryPolicy,
+    /// How many tables of a batch are committed at once (at least 1; default
+    /// [`DEFAULT_CONCURRENCY`]): a batch then takes about its slowest tables' time
+    /// instead of the sum of all of them.
+    pub concurrency: usize,
 }
+
+/// Tables of a batch committed at once unless configured otherwise: a batch of 10 tasks
+/// spans at most 10 tables, and each commit mostly waits on S3, Glue and DynamoDB.
+pub const DEFAULT_CONCURRENCY: usize = 8;
 
 impl Committer {
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`
-    /// snapshot), then its new data (one `append` snapshot). Results in the tasks' order.
+    /// snapshot), then its new data (one `append` snapshot), different tables at once (see
+    /// [`Committer::concurrency`]). Results in the tasks' order.
     /// The tasks done with (committed, already committed, rejected) are released from
     /// the registry.
     pub async fn commit_all(&self, tasks: &[Task], deadline: Option<Instant>) -> BatchReport {
@@ -163,11 +175,8 @@ impl Committer {
             .iter()
             .filter_map(|t| if let Task::Data(d) = t { Some(CommitTask::clone(d)) } else { None })
             .collect();
-        let mut report = self.compact(&compactions, deadline).await;
-        let data_report = self.commit(&data, deadline).await;
-        report.snapshots.extend(data_report.snapshots);
+        let mut report = self.commit_lanes(&compactions, &data, deadline).await;
         let mut results: HashMap<String, TaskResult> = report.results.drain(..).collect();
-        results.extend(data_report.results);
         results.extend(suspended);
         report.results = tasks
             .iter()
@@ -263,45 +272,39 @@ impl Committer {
     /// Applies compactions, per table in one `replace` snapshot: each whose inputs are all
     /// live, without another engine's delete file applying to them (one added since the
     /// plan), and not taken by an earlier one of the batch; the others are rejected.
+    /// Different tables are committed concurrently (see [`Committer::concurrency`]).
     pub async fn compact(&self, tasks: &[CompactionTask], deadline: Option<Instant>) -> BatchReport {
-        let mut report = BatchReport::default();
-        let mut tables: Vec<&TableName> = tasks.iter().map(|t| &t.table).collect();
-        tables.sort();
-        tables.dedup();
-        for table in tables {
-            let table_tasks: Vec<&CompactionTask> = tasks.iter().filter(|t| &t.table == table).collect();
-            let fail_all = |error: String, retryable: bool| -> Vec<(String, TaskResult)> {
-                table_tasks
-                    .iter()
-                    .map(|t| (t.task_id.clone(), TaskResult::Failed { error: error.clone(), retryable }))
-                    .collect()
-            };
-            let mut lease = match self.acquire(table).await {
-                Ok(lease) => lease,
-                Err((error, retryable)) => {
-                    report.results.extend(fail_all(error, retryable));
-                    continue;
-                }
-            };
-            let outcome = self
-                .guarded_attempts(table, &mut lease, deadline, async |lease| {
-                    self.try_compact(table, &table_tasks, lease).await
-                })
-                .await;
-            self.release(table, &lease).await;
-            self.note_outcome(table, Activity::Compaction, &outcome).await;
-            match outcome {
-                Ok((results, snapshot)) => {
-                    report.results.extend(results);
-                    report.snapshots.extend(snapshot);
-                }
-                Err(e) => {
-                    tracing::error!(table = %table, error = %e, "compaction commit failed");
-                    report.results.extend(fail_all(e.to_string(), e.retryable()));
-                }
+        self.commit_lanes(tasks, &[], deadline).await
+    }
+
+    /// One table's compactions in one `replace` snapshot, under the table's lease.
+    async fn compact_table(
+        &self,
+        table: &TableName,
+        tasks: &[&CompactionTask],
+        deadline: Option<Instant>,
+    ) -> (Vec<(String, TaskResult)>, Option<CommittedSnapshot>) {
+        let fail_all = |error: String, retryable: bool| {
+            let results =
+                tasks.iter().map(|t| (t.task_id.clone(), TaskResult::Failed { error: error.clone(), retryable }));
+            (results.collect(), None)
+        };
+        let mut lease = match self.acquire(table).await {
+            Ok(lease) => lease,
+            Err((error, retryable)) => return fail_all(error, retryable),
+        };
+        let outcome = self
+            .guarded_attempts(table, &mut lease, deadline, async |lease| self.try_compact(table, tasks, lease).await)
+            .await;
+        self.release(table, &lease).await;
+        self.note_outcome(table, Activity::Compaction, &outcome).await;
+        match outcome {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::error!(table = %table, error = %e, "compaction commit failed");
+                fail_all(e.to_string(), e.retryable())
             }
         }
-        report
     }
 
     async fn try_compact(
@@ -373,46 +376,11 @@ impl Committer {
         Ok((results, Some(snapshot)))
     }
 
-    /// Commits a batch; one snapshot per table at most (plus one per dead-letter table).
+    /// Commits a batch; one snapshot per table at most (plus one per dead-letter table),
+    /// a task's dead-letter table before its main table. Different tables are committed
+    /// concurrently (see [`Committer::concurrency`]).
     pub async fn commit(&self, tasks: &[CommitTask], deadline: Option<Instant>) -> BatchReport {
-        let mut results: BTreeMap<String, TaskResult> = BTreeMap::new();
-        let mut report = BatchReport::default();
-        let dead_letters: Vec<CommitTask> = tasks.iter().filter_map(dead_letter_task).collect();
-        // Dead letters first: a main-table commit means the segment is done.
-        for group in [dead_letters.as_slice(), tasks] {
-            let mut by_table: Vec<(TableName, Vec<&CommitTask>)> = Vec::new();
-            for task in group {
-                match by_table.iter_mut().find(|(t, _)| *t == task.table) {
-                    Some((_, v)) => v.push(task),
-                    None => by_table.push((task.table.clone(), vec![task])),
-                }
-            }
-            for (table, table_tasks) in by_table {
-                // A task whose dead letters failed waits whole: its main part too.
-                let table_tasks: Vec<&CommitTask> = table_tasks
-                    .into_iter()
-                    .filter(|t| !matches!(results.get(&t.task_id), Some(TaskResult::Failed { .. })))
-                    .collect();
-                if table_tasks.is_empty() {
-                    continue;
-                }
-                let (task_results, snapshot) = self.commit_table(&table, &table_tasks, deadline).await;
-                report.snapshots.extend(snapshot);
-                for (id, result) in task_results {
-                    match (results.get(&id), &result) {
-                        (Some(TaskResult::Committed), TaskResult::AlreadyCommitted) => {}
-                        _ => {
-                            results.insert(id, result);
-                        }
-                    }
-                }
-            }
-        }
-        report.results = tasks
-            .iter()
-            .map(|t| (t.task_id.clone(), results.get(&t.task_id).cloned().unwrap_or(TaskResult::AlreadyCommitted)))
-            .collect();
-        report
+        self.commit_lanes(&[], tasks, deadline).await
     }
 
     async fn commit_table(
