@@ -230,14 +230,15 @@ fn main() {
                 std::fs::write(fifo, "enable\n").unwrap();
             }
             for _ in 0..rounds {
-                let start = Instant::now();
+                let (start, cpu) = (Instant::now(), cpu_seconds());
                 match phase.as_str() {
                     "decode" => drop(rt.block_on(convert(&path, &config, |b, _, _| drop(b)))),
                     "pipeline" => drop(rt.block_on(pipeline(&path, &config, &dir.path().join("profile")))),
                     "encoder" => drop(rt.block_on(encoder(schema.clone(), &prepared, &dir.path().join("profile")))),
                     _ => drop(rt.block_on(batches(&path, &config))),
                 }
-                println!("{label}: {phase} {:.3}s", start.elapsed().as_secs_f64());
+                let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+                println!("{label}: {phase} {seconds:.3}s, {cpu:.3} CPU s, {:.1} MiB per CPU s", bytes / cpu);
             }
             return;
         }

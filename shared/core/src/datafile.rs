@@ -8,6 +8,10 @@
 //! one closed (or on a sample of the first rows), never from the Parquet writer's
 //! estimate, which counts open pages before compression ([`DataFileWriter::write`]).
 //!
+//! Pages are zstd level 1 (pyarrow's default). The sample of a writer's first rows also
+//! picks the leaf columns that go without a dictionary: those whose dictionary would
+//! hold most of their bytes (values that hardly repeat: offsets, ids, free text).
+//!
 //! Files are named `{dir}/{partition:05}-{first offset:020}-{attempt}-{source id}.parquet`,
 //! `attempt` being random per writer: a path a snapshot may reference is never written
 //! twice — a retry, a late duplicate event or a second run writes new files (duplicates
