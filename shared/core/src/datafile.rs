@@ -256,7 +256,6 @@ impl DataFileWriter {
             self.dir, self.partition, self.attempt, self.source_id
         );
         let output = self.file_io.new_output(&path)?;
-        let writer =
         let plain = self.rates.as_ref().map_or(&[][..], |r| &r.plain);
         let writer =
             ParquetWriterBuilder::new(Self::properties(Some(group_rows), plain), self.schema.clone()).build(output).await?;
