@@ -39,8 +39,8 @@ use iceberg::writer::CurrentFileStatus;
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use parquet::file::metadata::ParquetMetaData;
+use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use crate::partition::Partitioner;
@@ -234,9 +234,9 @@ impl DataFileWriter {
     /// The Parquet settings of every file: zstd pages, row groups of `group_rows`, exact
     /// statistics, and a dictionary for every leaf column but those in `plain`.
     fn properties(group_rows: Option<usize>, plain: &[ColumnPath]) -> WriterProperties {
-        let builder = plain.iter().fold(WriterProperties::builder(), |b, column| {
-            b.set_column_dictionary_enabled(column.clone(), false)
-        });
+        let builder = plain
+            .iter()
+            .fold(WriterProperties::builder(), |b, column| b.set_column_dictionary_enabled(column.clone(), false));
         builder
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("valid level")))
             // Row groups close at a row count only (see `write`).
@@ -257,8 +257,9 @@ impl DataFileWriter {
         );
         let output = self.file_io.new_output(&path)?;
         let plain = self.rates.as_ref().map_or(&[][..], |r| &r.plain);
-        let writer =
-            ParquetWriterBuilder::new(Self::properties(Some(group_rows), plain), self.schema.clone()).build(output).await?;
+        let writer = ParquetWriterBuilder::new(Self::properties(Some(group_rows), plain), self.schema.clone())
+            .build(output)
+            .await?;
         self.current = Some(OpenFile {
             writer,
             first_offset,
@@ -755,11 +756,14 @@ pub(crate) mod tests {
         let ids: Vec<i64> = (0..rows).map(|i| i * 7919 % 100_003).collect();
         let status: Vec<&str> = (0..rows).map(|i| ["NEW", "PAID", "SHIPPED"][i as usize % 3]).collect();
         let notes: Vec<String> = (0..rows).map(|_| rng.text(40)).collect();
-        let batch = RecordBatch::try_new(arrow.clone(), vec![
-            Arc::new(Int64Array::from(ids.clone())),
-            Arc::new(StringArray::from(status.clone())),
-            Arc::new(StringArray::from(notes.clone())),
-        ])
+        let batch = RecordBatch::try_new(
+            arrow.clone(),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(StringArray::from(status.clone())),
+                Arc::new(StringArray::from(notes.clone())),
+            ],
+        )
         .unwrap();
         writer.write(&batch, 0, rows - 1).await.unwrap();
         let files = writer.close().await.unwrap();
