@@ -391,7 +391,8 @@ impl Rates {
 }
 
 /// The leaf columns of a one-row-group file whose dictionary page takes more than half
-/// of their compressed bytes: most of their values are distinct.
+/// of their compressed bytes, and more than 1 KiB: most of their values are distinct
+/// (a column of one value has a tiny dictionary, which is all its bytes, and keeps it).
 fn dictionary_unpaid(metadata: &ParquetMetaData) -> Vec<ColumnPath> {
     let Some(group) = metadata.row_groups().first() else {
         return Vec::new();
@@ -401,7 +402,8 @@ fn dictionary_unpaid(metadata: &ParquetMetaData) -> Vec<ColumnPath> {
         .iter()
         .filter(|c| {
             c.dictionary_page_offset()
-                .is_some_and(|dictionary| 2 * (c.data_page_offset() - dictionary) > c.compressed_size())
+                .map(|dictionary| c.data_page_offset() - dictionary)
+                .is_some_and(|bytes| bytes > 1024 && 2 * bytes > c.compressed_size())
         })
         .map(|c| c.column_path().clone())
         .collect()
