@@ -307,6 +307,7 @@ async fn template(warehouse: &str) -> CommitTask {
         warehouse: warehouse.to_string(),
         queue: Arc::new(InProcessQueue::default()),
         tables: None,
+        table_registry: None,
         limits: Default::default(),
     };
     match materializer.handle(&ObjectRef::new("", "orders-1/00000000000000000000.log")).await.unwrap() {

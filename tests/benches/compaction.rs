@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::builder::{Float64Builder, Int64Builder, LargeBinaryBuilder, StringBuilder};
 use arrow_array::{ArrayRef, Int32Array, RecordBatch, StructArray, TimestampMicrosecondArray};
-use common::{MIB, cpu, update_benchmarks};
+use common::{MIB, cpu, cpu_seconds, update_benchmarks};
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::datafile::{DataFileWriter, WrittenFile};
@@ -257,16 +257,6 @@ fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// CPU seconds (user + system, all threads) of this process so far.
-fn cpu_seconds() -> f64 {
-    // SAFETY: rusage is plain integers, for which all zeros is a value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct it is given.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(usage.ru_utime) + t(usage.ru_stime)
 }
 
 fn runtime() -> tokio::runtime::Runtime {

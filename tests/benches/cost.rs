@@ -187,15 +187,18 @@ impl Stack {
 
     fn committer(&self) -> CommitterService {
         let env = CommitterEnv {
+            config: None,
             warehouse: format!("s3://{WAREHOUSE}/warehouse"),
             lock_table: LOCKS.into(),
             task_queue_url: self.queue.clone(),
             retry_visibility: Duration::from_secs(30),
             lease: Duration::from_secs(120),
+            concurrency: 8,
             s3_path_style: true,
             timeout: Duration::from_secs(300),
         };
-        committer(&self.aws, &env)
+        let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.aws));
+        committer(&self.aws, &env, Arc::new(glue))
     }
 
     fn compactor_env(&self) -> CompactorEnv {

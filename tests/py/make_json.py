@@ -2,6 +2,11 @@
 """JSON test data from Python's json module, in segments built by kafka-python.
 
     make_json.py OUT_DIR
+    make_json.py --bench-seed OUT_DIR [MIB]
+
+The second writes OUT_DIR/seed_json_zstd.log (~MIB MiB of Confluent-framed JSON Schema
+values, every record new, zstd batches) and OUT_DIR/orders.schema.json, for the convert
+benchmark.
 
 Writes two topics:
   OUT_DIR/events-0/…log   JSON Schema values (Confluent wire format, schema id 7);
@@ -19,7 +24,8 @@ import os
 import sys
 import uuid
 
-from segment_file import KAFKA_COLUMN_TYPE, write_expectations, write_reference_case, write_segment
+from segment_file import (KAFKA_COLUMN_TYPE, BenchValues, write_bench_segment, write_expectations, write_reference_case,
+                          write_segment)
 
 UTC = datetime.timezone.utc
 T0 = 1764000000000
@@ -186,7 +192,54 @@ def references_case(out):
                          (31, json.dumps(MONEY_SCHEMA), "money"), "JSON", records, expected)
 
 
-if __name__ == "__main__":
+BENCH_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"}, "qty": {"type": "integer"}, "score": {"type": "number"},
+        "ratio": {"type": "number"}, "paid": {"type": "boolean"}, "name": {"type": "string"},
+        "note": {"type": "string"}, "status": {"enum": ["NEW", "PAID", "SHIPPED", "RETURNED"]},
+        "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+        "uid": {"type": "string", "format": "uuid"}, "coupon": {"type": ["string", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "place": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": ["string", "null"]}},
+                  "required": ["city"]},
+    },
+    "required": ["id"],
+}
+
+
+def bench_seed(out, mib=4):
+    """`seed_json_zstd.log`: ~`mib` MiB of BENCH_SCHEMA values (Confluent wire format,
+    schema id 7) in zstd batches of ~64 KiB, every record new (unique ids and UUIDs,
+    random numbers and text); and `orders.schema.json` beside it."""
+    values = BenchValues()
+    rng = values.rng
+    day0 = datetime.date(2026, 1, 1)
+    at0 = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+
+    def value(i):
+        c = values.common(i)
+        v = {k: c[k] for k in ("id", "qty", "score", "ratio", "name", "note", "tags", "counts")}
+        at = at0 + datetime.timedelta(microseconds=rng.randrange(10**13))
+        v.update(paid=rng.random() < 0.5, status=rng.choice(BENCH_SCHEMA["properties"]["status"]["enum"]),
+                 at=at.isoformat().replace("+00:00", "Z"), day=(day0 + datetime.timedelta(days=i % 200)).isoformat(),
+                 uid=str(uuid.UUID(int=rng.getrandbits(128))),
+                 coupon=None if rng.random() < 0.7 else "C-%08d" % rng.randrange(10**8),
+                 place={"city": rng.choice(values.words).title(), "zip": None if i % 3 else "%05d" % (i % 200)})
+        return b"\x00\x00\x00\x00\x07" + json.dumps(v).encode()
+
+    os.makedirs(out, exist_ok=True)
+    write_bench_segment(os.path.join(out, "seed_json_zstd.log"), 4, mib, value, T0)
+    with open(os.path.join(out, "orders.schema.json"), "w") as f:
+        json.dump(BENCH_SCHEMA, f)
+
+
+if __name__ == "__main__" and sys.argv[1] == "--bench-seed":
+    bench_seed(sys.argv[2], *(int(a) for a in sys.argv[3:4]))
+elif __name__ == "__main__":
     os.makedirs(sys.argv[1], exist_ok=True)
     events(sys.argv[1])
     clicks(sys.argv[1])

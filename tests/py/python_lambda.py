@@ -1,19 +1,24 @@
 """The job a hand-written Python Lambda does, as the convert benchmark's baseline
-(DESIGN §7: Floe ≥ 20× it): read a segment with kafka-python, decode each record's value
-(raw bytes; Confluent-framed Avro with fastavro; Confluent-framed Protobuf with Google's
-`protobuf` package, turned into Python values field by field from the descriptors), build
+(DESIGN §7: Floe ≥ 10× it per CPU second): read a segment with kafka-python, decode each
+record's value (raw bytes; Confluent-framed Avro with fastavro; Confluent-framed Protobuf
+with Google's `protobuf` package, turned into Python values field by field from the
+descriptors; Confluent-framed JSON with the json module, typed by a JSON Schema), build
 Arrow tables with pyarrow (partition, offset, timestamp and key beside the value) 8192
 rows at a time, and write them as one zstd Parquet file.
 
   python_lambda.py SEGMENT OUT.parquet [AVRO_SCHEMA.avsc]
   python_lambda.py SEGMENT OUT.parquet --protobuf DESCRIPTOR_SET MESSAGE
+  python_lambda.py SEGMENT OUT.parquet --json SCHEMA.json
 
-Prints {"seconds": …, "records": …}: the time from reading the file to the Parquet
-written, as the Lambda would spend it."""
+Prints {"seconds": …, "cpu_seconds": …, "records": …}: the time from reading the file to
+the Parquet written, as the Lambda would spend it, and the CPU time of the process in it
+(user + system, every thread)."""
+import datetime
 import io
 import json
 import sys
 import time
+import uuid
 
 import fastavro
 import fastavro.read
@@ -146,10 +151,58 @@ def confluent_body(value):
     return value[pos:]
 
 
+JSON_FORMATS = {"date-time": (pa.timestamp("us", "UTC"), datetime.datetime.fromisoformat),
+                "date": (pa.date32(), datetime.date.fromisoformat),
+                "uuid": (pa.binary(16), lambda s: uuid.UUID(s).bytes)}
+JSON_TYPES = {"integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_(), "string": pa.string()}
+
+
+def json_field(t):
+    """(Arrow type, JSON value → Python value or None when it needs no change) for JSON
+    Schema `t` (the constructs of the benchmark's schema)."""
+    kind = t.get("type")
+    if isinstance(kind, list):
+        kind = next(k for k in kind if k != "null")
+    if "enum" in t:
+        return pa.string(), None
+    if kind == "string" and t.get("format") in JSON_FORMATS:
+        arrow, parse = JSON_FORMATS[t["format"]]
+        return arrow, lambda v: None if v is None else parse(v)
+    if kind == "array":
+        item, convert = json_field(t["items"])
+        return pa.list_(item), convert and (lambda v: None if v is None else [convert(x) for x in v])
+    if kind == "object" and "properties" in t:
+        return json_object(t)
+    if kind == "object":
+        value, convert = json_field(t["additionalProperties"])
+        return pa.map_(pa.string(), value), lambda v: None if v is None else [
+            (k, convert(x) if convert else x) for k, x in v.items()]
+    return JSON_TYPES[kind], None
+
+
+def json_object(t):
+    """(Arrow struct type, dict → dict with the typed fields converted) for object schema `t`."""
+    fields = {name: json_field(f) for name, f in t["properties"].items()}
+    converted = [(name, convert) for name, (_, convert) in fields.items() if convert]
+
+    def convert(v):
+        if v is None:
+            return None
+        for name, c in converted:
+            if name in v:
+                v[name] = c(v[name])
+        return v
+    return pa.struct([(name, arrow) for name, (arrow, _) in fields.items()]), convert
+
+
 def main(segment, out, schema_path=None, *protobuf):
     meta = [("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.binary())]
-    proto = None
-    if schema_path == "--protobuf":
+    proto = typed_json = None
+    if schema_path == "--json":
+        struct, typed_json = json_object(json.load(open(protobuf[0])))
+        schema, several = None, set()
+        arrow_schema = pa.schema(meta + [(f.name, f.type) for f in struct])
+    elif schema_path == "--protobuf":
         cls, struct, to_dict = protobuf_decoder(*protobuf)
         proto = (cls, to_dict)
         schema, several = None, set()
@@ -166,7 +219,7 @@ def main(segment, out, schema_path=None, *protobuf):
         arrow_schema = pa.schema(meta + [("value", pa.binary())])
     # UUIDs as their text.
     fastavro.read.LOGICAL_READERS["string-uuid"] = lambda data, *_: data
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with open(segment, "rb") as f:
         data = f.read()
     writer, rows, records, pos = None, [], 0, 0
@@ -185,7 +238,9 @@ def main(segment, out, schema_path=None, *protobuf):
         pos += 12 + length
         for r in batch:
             row = {"partition": 0, "offset": r.offset, "timestamp": r.timestamp, "key": r.key}
-            if proto is not None:
+            if typed_json is not None:
+                row.update(typed_json(json.loads(r.value[5:])))
+            elif proto is not None:
                 row.update(proto[1](proto[0].FromString(confluent_body(r.value))))
             elif schema is None:
                 row["value"] = r.value
@@ -202,7 +257,8 @@ def main(segment, out, schema_path=None, *protobuf):
     if rows:
         flush()
     writer.close()
-    print(json.dumps({"seconds": time.perf_counter() - start, "records": records}))
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+                      "records": records}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 //! What the benchmarks share: paths, seed segments from the Python generators, tiling
-//! seeds to any size, the S3/SQS/DynamoDB/Glue emulator (moto, with its request
-//! counts), and writing result sections into BENCHMARKS.md.
+//! seeds to any size, the process's CPU time, the S3/SQS/DynamoDB/Glue emulator (moto,
+//! with its request counts), and writing result sections into BENCHMARKS.md.
 
 #![allow(dead_code)]
 
@@ -119,6 +119,16 @@ pub fn cpu() -> String {
             c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap().trim().to_string())
         })
         .unwrap_or_default()
+}
+
+/// CPU seconds (user + system, all threads) of this process so far.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain integers, for which all zeros is a value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
 }
 
 /// Replaces the section between `<!-- NAME:start -->` and `<!-- NAME:end -->` in
