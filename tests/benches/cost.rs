@@ -198,7 +198,7 @@ impl Stack {
             timeout: Duration::from_secs(300),
         };
         let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.aws));
-        committer(&self.aws, &env, Arc::new(glue))
+        committer(&self.aws, &env, std::sync::Arc::new(glue))
     }
 
     fn compactor_env(&self) -> CompactorEnv {

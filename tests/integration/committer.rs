@@ -548,7 +548,7 @@ impl Aws {
     /// The committer as its `main` builds it: its catalog from `[catalog]` of the test's
     /// `floe.toml` (`FLOE_CONFIG`).
     pub(crate) async fn configured_committer(&self) -> CommitterService {
-        let env = self.committer_env(Some(self.config_file.path().display().to_string()));
+        let env = self.committer_env(Some(self.config_file.display().to_string()));
         let catalog = floe_aws::lambda::committer_catalog(&self.config, &env).await.unwrap();
         committer(&self.config, &env, catalog)
     }
