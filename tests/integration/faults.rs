@@ -393,7 +393,7 @@ async fn a_compactor_killed_mid_rewrite_loses_nothing_and_its_outputs_are_swept_
 
 #[tokio::test]
 async fn throttles_and_5xx_from_every_service_are_retried_and_commit_once() {
-    let aws = setup_with("throttled", "").await;
+    let aws = setup_with("faulted", "").await;
     let proxy = FaultProxy::start(&support::moto().endpoint).await;
     let faulty = aws.through(&proxy.endpoint).await;
     let (topic, offsets, values) = payments();
@@ -429,6 +429,9 @@ async fn throttles_and_5xx_from_every_service_are_retried_and_commit_once() {
     // to the queue, the table shown failing with the error; the next delivery commits.
     proxy.clear();
     let committer = faulty.committer();
+    // Its access check (Glue calls of its own, once per table) before the faults, so that
+    // they hit the commit.
+    committer.access.check([aws.table()]).await.unwrap();
     proxy.fail_next(3, "AWSGlue.UpdateTable", Fault::ServerError);
     proxy.fail_next(2, "DynamoDB_20120810.UpdateItem", Fault::Throttle);
     let (batch, _) = receive_n(&aws, 3).await;
