@@ -120,12 +120,14 @@ fn init_time(binary: &Path, function: &Function) -> Duration {
 
 /// Builds the functions' release binaries into this benchmark's target folder; their paths.
 fn build_functions() -> Vec<PathBuf> {
-    // target/release/deps/cold_start-… → target/release
-    let release = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-    let target_dir = release.parent().unwrap();
+    // target/<profile>/deps/cold_start-… → target: the functions are release binaries
+    // whatever profile built this harness (`--profile dev` spares a release build of it).
+    let exe = std::env::current_exe().unwrap();
+    let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
+    let release = target_dir.join("release");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(cargo);
-    build.current_dir(common::root()).args(["build", "--release", "--target-dir"]).arg(target_dir);
+    build.current_dir(common::root()).args(["build", "--release", "--target-dir"]).arg(&target_dir);
     for function in &FUNCTIONS {
         build.args(["--bin", function.name]);
     }
