@@ -13,34 +13,11 @@ use std::time::{Duration, Instant};
 use common::{cpu, update_benchmarks};
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
-use floe_core::config::FloeConfig;
 use floe_core::lock::sqlite::SqliteLocks;
-use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
-use floe_core::queue::InProcessQueue;
 use floe_core::retry::RetryPolicy;
 use floe_core::task::{CommitTask, OffsetRange};
 
 const MEASURED: usize = 50;
-
-/// The task of one real segment, to clone with new offsets and file names.
-async fn template(warehouse: &str) -> CommitTask {
-    let samples = common::root().join("examples/segments");
-    let materializer = Materializer {
-        config: Arc::new(FloeConfig::default()),
-        registry: None,
-        objects: Arc::new(LocalObjects::new(&samples)),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.to_string(),
-        queue: Arc::new(InProcessQueue::default()),
-        tables: None,
-        table_registry: None,
-        limits: Default::default(),
-    };
-    match materializer.handle(&ObjectRef::new("", "orders-1/00000000000000000000.log")).await.unwrap() {
-        Outcome::Queued(task) => *task,
-        other => panic!("{other:?}"),
-    }
-}
 
 /// Task `i`: the next 1000 offsets, its own (unread) file name.
 fn task(template: &CommitTask, i: usize) -> CommitTask {
@@ -80,7 +57,7 @@ fn main() {
         concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
     };
     let rows = rt.block_on(async {
-        let template = template(&warehouse).await;
+        let template = common::segment_task(&warehouse).await;
         let mut next = 0;
         let mut rows = Vec::new();
         for prior in [10usize, 10_000] {

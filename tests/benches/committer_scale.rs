@@ -31,13 +31,10 @@ use common::{cpu, update_benchmarks};
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::committer::{Committer, TaskResult};
-use floe_core::config::FloeConfig;
 use floe_core::lock::registry::{HeldTask, MaintenanceStatus, RegisteredTable};
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::lock::{Holder, Lease, LockError, TableLocks};
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
-use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
-use floe_core::queue::InProcessQueue;
 use floe_core::retry::RetryPolicy;
 use floe_core::task::{CommitTask, OffsetRange, TableName, Task};
 
@@ -237,7 +234,7 @@ struct Warehouse {
 impl Warehouse {
     async fn new(topics: usize) -> Warehouse {
         let dir = tempfile::tempdir().unwrap();
-        let template = template(&dir.path().display().to_string()).await;
+        let template = common::segment_task(&dir.path().display().to_string()).await;
         let mut warehouse = Warehouse { dir, template, next_segment: HashMap::new() };
         let fast = warehouse.committer(false, 1, "setup");
         for topic in 0..topics {
@@ -293,26 +290,6 @@ impl Warehouse {
             file.data_file["file_path"] = path.into();
         }
         task
-    }
-}
-
-/// The task of one real segment, to clone with new tables, offsets and file names.
-async fn template(warehouse: &str) -> CommitTask {
-    let samples = common::root().join("examples/segments");
-    let materializer = Materializer {
-        config: Arc::new(FloeConfig::default()),
-        registry: None,
-        objects: Arc::new(LocalObjects::new(&samples)),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.to_string(),
-        queue: Arc::new(InProcessQueue::default()),
-        tables: None,
-        table_registry: None,
-        limits: Default::default(),
-    };
-    match materializer.handle(&ObjectRef::new("", "orders-1/00000000000000000000.log")).await.unwrap() {
-        Outcome::Queued(task) => *task,
-        other => panic!("{other:?}"),
     }
 }
 

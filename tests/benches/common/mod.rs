@@ -23,6 +23,27 @@ fn python_command(script: &str, args: &[&str]) -> Command {
 }
 
 const NO_VENV: &str = "python with tests/py/requirements.txt (run scripts/test.sh once)";
+/// The CommitTask of one real segment (examples/segments, `orders` partition 1), made by
+/// the materializer core into `warehouse`: the template the commit benchmarks clone with
+/// new tables, offsets and file names.
+pub async fn segment_task(warehouse: &str) -> floe_core::task::CommitTask {
+    use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
+    let materializer = Materializer {
+        config: std::sync::Arc::new(floe_core::config::FloeConfig::default()),
+        registry: None,
+        objects: std::sync::Arc::new(LocalObjects::new(root().join("examples/segments"))),
+        file_io: floe_core::storage::local_file_io(),
+        warehouse: warehouse.to_string(),
+        queue: std::sync::Arc::new(floe_core::queue::InProcessQueue::default()),
+        tables: None,
+        table_registry: None,
+        limits: Default::default(),
+    };
+    match materializer.handle(&ObjectRef::new("", "orders-1/00000000000000000000.log")).await.unwrap() {
+        Outcome::Queued(task) => *task,
+        other => panic!("{other:?}"),
+    }
+}
 
 /// Runs a generator in tests/py with the test virtualenv's Python.
 pub fn python(script: &str, args: &[&str]) {
