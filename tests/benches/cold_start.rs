@@ -43,7 +43,12 @@ const FUNCTIONS: [Function; 3] = [
     Function {
         name: "committer",
         memory_mb: "1024",
-        env: &[("FLOE_LEASE_SECONDS", "120"), ("FLOE_FUNCTION_TIMEOUT_SECONDS", "300")],
+        env: &[
+            ("FLOE_TASK_QUEUE_URL", QUEUE),
+            ("FLOE_LEASE_SECONDS", "120"),
+            ("FLOE_COMMIT_CONCURRENCY", "8"),
+            ("FLOE_FUNCTION_TIMEOUT_SECONDS", "300"),
+        ],
     },
     Function {
         name: "compactor",
