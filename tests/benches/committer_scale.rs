@@ -463,11 +463,12 @@ fn main() {
     let setups = [
         Setup { committers: 1, concurrency: 1 },
         Setup { committers: 1, concurrency: floe_core::committer::DEFAULT_CONCURRENCY },
+        Setup { committers: 1, concurrency: BATCH },
         Setup { committers: 2, concurrency: floe_core::committer::DEFAULT_CONCURRENCY },
     ];
     let mut rows = String::new();
     let mut verdicts = Vec::new();
-    for topics in [10usize, 100, 1000] {
+    for topics in [10usize, 100, 500, 1000] {
         let arrival = (topics * PARTITIONS) as f64 / ROLL_SECONDS;
         let mut warehouse = runtime.block_on(Warehouse::new(topics));
         for setup in setups {
@@ -500,9 +501,10 @@ fn main() {
     let enough = |setup: fn(&Setup) -> bool| {
         verdicts.iter().filter(|(_, s, grows)| setup(s) && !grows).map(|(t, _, _)| *t).max().unwrap_or(0)
     };
-    let (serial, concurrent, two) = (
+    let (serial, concurrent, whole_batch, two) = (
         enough(|s| s.committers == 1 && s.concurrency == 1),
-        enough(|s| s.committers == 1 && s.concurrency > 1),
+        enough(|s| s.committers == 1 && s.concurrency == floe_core::committer::DEFAULT_CONCURRENCY),
+        enough(|s| s.committers == 1 && s.concurrency == BATCH),
         enough(|s| s.committers == 2),
     );
     let body = format!(
@@ -511,7 +513,8 @@ fn main() {
          | topics × partitions | arrival tasks/s | committers | invocation (batch of 10) | tasks/s sustained | tables/s | live: simulated time: batches / mean size / oldest wait | lease refusals | queue |\n\
          |---|---|---|---|---|---|---|---|---|\n{rows}\n\
          Largest size the queue keeps up with: one table at a time {serial} topics; {} tables at once\n\
-         {concurrent} topics; two committers {two} topics (of those measured).\n",
+         {concurrent} topics; a whole batch ({BATCH}) at once {whole_batch} topics; two committers {two} topics\n\
+         (of those measured).\n",
         cpu(),
         S3.as_millis(),
         DYNAMODB.as_millis(),
