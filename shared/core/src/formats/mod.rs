@@ -4,12 +4,13 @@
 //! - [`avro`], [`protobuf`], [`json_schema`], [`json`] (plain JSON, types inferred): each
 //!   format's mapping to Iceberg and its decoder into Arrow columns;
 //! - [`by_id`]: decoders by schema id (a registry topic's many versions);
-//! - [`utf8`], [`uuid_text`]: shared checks and conversions.
+//! - [`utf8`], [`uuid_text`], [`date_text`]: shared checks and conversions.
 //!
 //! This module sets up a topic's [`Formats`] from its configuration.
 
 pub mod avro;
 pub mod by_id;
+pub mod date_text;
 pub mod json;
 pub mod json_schema;
 pub mod part;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::columns::Column;
-use crate::formats::uuid_text;
+use crate::formats::{date_text, uuid_text};
 
 /// What a payload is decoded into.
 pub enum Target<'a> {
@@ -195,20 +195,12 @@ impl<'de> Visitor<'de> for Put<'_, '_> {
         match (self.dt, &mut *self.col) {
             (DataType::Utf8, Column::String(c)) => c.append_value(s),
             (DataType::LargeBinary, Column::Binary(c)) => c.append_value(s.as_bytes()),
-            (DataType::Date32, Column::Date(c)) => {
-                let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                    .map_err(|e| ctx.fail::<E>(format!("date {s:?}: {e}")))?;
-                c.append_value(d.signed_duration_since(chrono::NaiveDate::default()).num_days() as i32)
-            }
+            (DataType::Date32, Column::Date(c)) => c.append_value(date_text::date(s).map_err(|e| ctx.fail::<E>(e))?),
             (DataType::Time64(TimeUnit::Microsecond), Column::Time(c)) => {
-                let t = chrono::NaiveTime::parse_from_str(s.trim_end_matches('Z'), "%H:%M:%S%.f")
-                    .map_err(|e| ctx.fail::<E>(format!("time {s:?}: {e}")))?;
-                c.append_value(t.signed_duration_since(chrono::NaiveTime::MIN).num_microseconds().unwrap_or(0))
+                c.append_value(date_text::time(s).map_err(|e| ctx.fail::<E>(e))?)
             }
             (DataType::Timestamp(TimeUnit::Microsecond, _), Column::TimestampMicros(c)) => {
-                let t = chrono::DateTime::parse_from_rfc3339(s)
-                    .map_err(|e| ctx.fail::<E>(format!("date-time {s:?}: {e}")))?;
-                c.append_value(t.timestamp_micros())
+                c.append_value(date_text::timestamp(s).map_err(|e| ctx.fail::<E>(e))?)
             }
             (DataType::FixedSizeBinary(16), Column::Fixed(c)) => {
                 let u = uuid_text::parse(s).map_err(|e| ctx.fail::<E>(format!("uuid {s:?}: {e}")))?;
