@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use floe_aws::s3tables::S3TablesCatalog;
-use floe_core::catalog::{Catalog, TablePointer};
+use floe_core::catalog::{Access, Catalog, TablePointer};
 use floe_core::materializer::Materializer;
 use floe_core::table::{CatalogTables, TableName};
 
@@ -108,9 +108,9 @@ async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refuse
 
     // The start-up check refuses such a name too; every action Floe needs is allowed here
     // (moto does not enforce IAM), so the check passes for the table, and changes nothing.
-    let e = catalog.check_access(&[table.clone(), bad]).await.unwrap_err();
+    let e = catalog.check_access(&[table.clone(), bad], Access::Commit).await.unwrap_err();
     assert!(e.to_string().contains("Payments-v2"), "{e}");
-    catalog.check_access(std::slice::from_ref(&table)).await.unwrap();
+    catalog.check_access(std::slice::from_ref(&table), Access::Commit).await.unwrap();
     assert_eq!(catalog.current(&table).await.unwrap().unwrap(), moved);
 }
 
@@ -150,4 +150,89 @@ async fn floe_toml_points_the_lambdas_at_a_table_bucket_and_leaves_compaction_to
     let (event, _) = aws.receive().await;
     assert!(event.records.is_empty(), "no CompactionTask queued");
     assert_eq!(read(&catalog, &aws.table()).await.snapshots, 3);
+
+    floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(&aws, &catalog, offsets.len()).await;
+}
+
+/// `floe aws …` with moto's endpoint and test credentials, S3 path-style (as the
+/// functions under test): its exit code and output.
+fn floe_aws(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(crate::first_run::floe_binary())
+        .arg("aws")
+        .args(args)
+        .env("AWS_ENDPOINT_URL", &support::moto().endpoint)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("FLOE_S3_PATH_STYLE", "true")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// The `floe aws status --json` line of `table`.
+fn status_of(lines: &str, table: &str) -> serde_json::Value {
+    let mut rows = lines.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    rows.find(|row| row["table"] == table).unwrap_or_else(|| panic!("no status of {table}: {lines}"))
+}
+
+/// `floe aws status --config` and `floe aws audit --config` find the tables where the
+/// functions committed them, in the table bucket floe.toml names: the last snapshot,
+/// committed offsets and lag; every record once (exit 0). When the table's committed
+/// offsets claim records its data does not hold, the audit names them and exits 1.
+async fn floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(
+    aws: &Aws,
+    catalog: &S3TablesCatalog,
+    records: usize,
+) {
+    let table = aws.table();
+    let config = aws.config_file.to_str().unwrap();
+    let (code, out) = floe_aws(&["status", "--lock-table", &aws.locks, "--json", "--config", config]);
+    assert_eq!(code, Some(0), "{out}");
+    let status = status_of(&out, &table.to_string());
+    assert_eq!(status["offsets"], serde_json::json!({"payments-0": "0-99"}), "{status}");
+    assert_eq!(status["state"], "running", "{status}");
+    assert!(status["last_commit"].is_string() && status["lag"].is_string(), "{status}");
+    assert!(status["files"].as_u64().is_some_and(|n| n > 0), "{status}");
+    // Without --config the status reads Glue, where this table is not.
+    let (code, out) = floe_aws(&["status", "--lock-table", &aws.locks, "--json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let status = status_of(&out, &table.to_string());
+    assert_eq!((&status["offsets"], &status["last_commit"]), (&serde_json::json!({}), &serde_json::Value::Null));
+
+    let (code, out) = floe_aws(&["audit", &table.to_string(), "--json", "--config", config]);
+    assert_eq!(code, Some(0), "{out}");
+    let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let partition = &report["partitions"][0];
+    assert_eq!((&partition["committed"], partition["rows"].as_u64()), (&"0-99".into(), Some(records as u64)));
+    assert_eq!(report["exactly_once"], true, "{report}");
+
+    // A snapshot whose committed offsets say 0-119 over the same data: 100-119 missing.
+    let now = catalog.current(&table).await.unwrap().unwrap();
+    let (bucket, key) = floe_core::storage::split_s3_uri(&now.metadata_location).unwrap();
+    let object = aws.s3.get_object().bucket(bucket).key(key).send().await.unwrap();
+    let text = String::from_utf8(object.body.collect().await.unwrap().to_vec()).unwrap();
+    let claimed = r#""floe.offsets.payments.0":"0-99""#;
+    assert!(text.contains(claimed), "{text}");
+    let tampered = text.replace(claimed, r#""floe.offsets.payments.0":"0-119""#);
+    let location = now.metadata_location.replace(".metadata.json", "-claims-more.metadata.json");
+    let (_, tampered_key) = floe_core::storage::split_s3_uri(&location).unwrap();
+    aws.s3
+        .put_object()
+        .bucket(bucket)
+        .key(tampered_key)
+        .body(tampered.clone().into_bytes().into())
+        .send()
+        .await
+        .unwrap();
+    let metadata: iceberg::spec::TableMetadata = serde_json::from_str(&tampered).unwrap();
+    catalog.swap(&table, &now, &metadata, &location).await.unwrap();
+    let (code, out) = floe_aws(&["audit", &table.to_string(), "--config", config]);
+    assert_eq!(code, Some(1), "{out}");
+    // The 9 offsets Floe counted without rows (58-66) explain 9 of the gaps' offsets, not 29.
+    assert!(out.contains("committed 0-119, 91 rows"), "{out}");
+    assert!(out.contains("20 offset(s) among the unexplained gaps are missing"), "{out}");
+    assert!(out.contains("not exactly once: topic payments partition 0: unexplained gap(s)"), "{out}");
 }
