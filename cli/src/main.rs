@@ -416,8 +416,14 @@ mod tests {
         }
         assert!(matches!(
             parse("floe aws audit kafka.orders").unwrap(),
-            Command::Aws { command: AwsCommand::Audit { json: false, .. } }
+            Command::Aws { command: AwsCommand::Audit { json: false, config: None, .. } }
         ));
+        match parse("floe aws status --lock-table floe-leases --config s3://cfg/floe.toml").unwrap() {
+            Command::Aws { command: AwsCommand::Status { config, .. } } => {
+                assert_eq!(config.as_deref(), Some("s3://cfg/floe.toml"));
+            }
+            _ => panic!("not aws status"),
+        }
         match parse("floe aws backfill --bucket ts --topic orders --function floe-materializer --limit 5").unwrap() {
             Command::Aws { command: AwsCommand::Backfill { bucket, topic, function, concurrency, limit, .. } } => {
                 assert_eq!(

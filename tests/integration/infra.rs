@@ -33,7 +33,7 @@ fn sam_template_passes_cfn_lint() {
 }
 
 /// The template as cfn-lint reads it (`!Sub` → `{"Fn::Sub": …}`).
-fn template() -> serde_json::Value {
+pub(crate) fn template() -> serde_json::Value {
     let script = "import json, sys\nfrom cfnlint.decode import decode\n\
                   template, matches = decode(sys.argv[1])\nassert not matches, matches\n\
                   print(json.dumps(template))";
@@ -574,7 +574,7 @@ fn sdk_calls(source: &str, service: &str) -> std::collections::BTreeSet<String> 
 
 /// Each function's actions on catalogs (Glue, S3 Tables, a REST catalog's secret) as
 /// deployed with `parameters`, and the statements granting S3 Tables actions.
-fn catalog_grants(
+pub(crate) fn catalog_grants(
     template: &serde_json::Value,
     parameters: &serde_json::Value,
     function: &str,

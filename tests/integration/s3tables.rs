@@ -236,3 +236,96 @@ async fn floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(
     assert!(out.contains("20 offset(s) among the unexplained gaps are missing"), "{out}");
     assert!(out.contains("not exactly once: topic payments partition 0: unexplained gap(s)"), "{out}");
 }
+
+/// A moto server enforcing IAM (tests/py/moto_iam.py) with a table bucket and a user per
+/// entry of `users`, allowed those actions: the bucket's ARN and each user's catalog.
+struct IamMoto {
+    _child: std::process::Child,
+    endpoint: String,
+    table_bucket_arn: String,
+    keys: serde_json::Value,
+}
+
+impl IamMoto {
+    fn start(users: &serde_json::Value) -> IamMoto {
+        use std::io::BufRead;
+        let wanted = serde_json::json!({"bucket": "iam", "users": users});
+        let mut child = std::process::Command::new(support::python())
+            .arg(support::root().join("tests/py/moto_iam.py"))
+            .arg(wanted.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting moto_iam.py");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let ready: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("moto_iam.py: {line:?}"));
+        IamMoto {
+            _child: child,
+            endpoint: format!("http://127.0.0.1:{}", ready["port"]),
+            table_bucket_arn: ready["table_bucket_arn"].as_str().unwrap().to_string(),
+            keys: ready["keys"].clone(),
+        }
+    }
+
+    /// The catalog as `user` reaches it.
+    async fn catalog(&self, user: &str) -> Arc<dyn Catalog> {
+        let key = &self.keys[user];
+        let credentials =
+            aws_sdk_s3::config::Credentials::new(key[0].as_str().unwrap(), key[1].as_str().unwrap(), None, None, "iam");
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(credentials)
+            .load()
+            .await;
+        Arc::new(S3TablesCatalog::new(aws_sdk_s3tables::Client::new(&config), &self.table_bucket_arn))
+    }
+}
+
+/// The stack's IAM as infra/template.yaml grants it with `CatalogType=s3tables`, against
+/// moto enforcing IAM on actions: the committer's and the compactor's grants pass their
+/// start-up access checks (the Lambdas' `AccessCheck`); a committer lacking any one
+/// action the check probes gets the start-up error naming that action, and so would a
+/// compactor that probed the pointer update it is not granted.
+#[tokio::test]
+async fn the_templates_grants_pass_the_access_check_and_a_missing_action_is_named() {
+    use floe_aws::access::AccessCheck;
+    let parameters = serde_json::json!({"CatalogType": "s3tables", "TableBucketArn": "arn:aws:s3tables:us-east-1:123456789012:bucket/iam"});
+    let template = crate::infra::template();
+    let granted = |function: &str| -> Vec<String> {
+        let (actions, _) = crate::infra::catalog_grants(&template, &parameters, function);
+        actions.into_iter().collect()
+    };
+    let (committer, compactor) = (granted("CommitterFunction"), granted("CompactorFunction"));
+    let probed = [
+        "s3tables:GetTableBucket",
+        "s3tables:ListNamespaces",
+        "s3tables:ListTables",
+        "s3tables:GetTableMetadataLocation",
+        "s3tables:UpdateTableMetadataLocation",
+    ];
+    let mut users = serde_json::json!({"committer": committer, "compactor": compactor});
+    for action in probed {
+        assert!(committer.iter().any(|a| a == action), "the committer is granted {action}: {committer:?}");
+        let lacking: Vec<&String> = committer.iter().filter(|a| *a != action).collect();
+        users[format!("without-{action}")] = serde_json::json!(lacking);
+    }
+    let moto = IamMoto::start(&users);
+    let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+
+    AccessCheck::new(moto.catalog("committer").await, Access::Commit).check([table.clone()]).await.unwrap();
+    AccessCheck::new(moto.catalog("compactor").await, Access::Read).check([table.clone()]).await.unwrap();
+    let refused = AccessCheck::new(moto.catalog("compactor").await, Access::Commit).check([table.clone()]).await;
+    let refused = refused.unwrap_err().to_string();
+    assert!(
+        refused.starts_with("access denied: s3tables:UpdateTableMetadataLocation on table kafka.orders"),
+        "{refused}"
+    );
+    for action in probed {
+        let check = AccessCheck::new(moto.catalog(&format!("without-{action}")).await, Access::Commit);
+        let refused = check.check([table.clone()]).await.unwrap_err();
+        assert!(!refused.retryable(), "{refused}");
+        assert!(refused.to_string().starts_with(&format!("access denied: {action} on ")), "{action}: {refused}");
+    }
+}
