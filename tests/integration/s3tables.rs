@@ -155,11 +155,12 @@ async fn floe_toml_points_the_lambdas_at_a_table_bucket_and_leaves_compaction_to
 }
 
 /// `floe aws …` with moto's endpoint and test credentials, S3 path-style (as the
-/// functions under test): its exit code and output.
-fn floe_aws(args: &[&str]) -> (Option<i32>, String) {
+/// functions under test), and `env`: its exit code and output.
+pub(crate) fn floe_aws(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
     let out = std::process::Command::new(crate::first_run::floe_binary())
         .arg("aws")
         .args(args)
+        .envs(env.iter().copied())
         .env("AWS_ENDPOINT_URL", &support::moto().endpoint)
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "testing")
@@ -189,7 +190,7 @@ async fn floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(
 ) {
     let table = aws.table();
     let config = aws.config_file.to_str().unwrap();
-    let (code, out) = floe_aws(&["status", "--lock-table", &aws.locks, "--json", "--config", config]);
+    let (code, out) = floe_aws(&["status", "--lock-table", &aws.locks, "--json", "--config", config], &[]);
     assert_eq!(code, Some(0), "{out}");
     let status = status_of(&out, &table.to_string());
     assert_eq!(status["offsets"], serde_json::json!({"payments-0": "0-99"}), "{status}");
@@ -197,12 +198,12 @@ async fn floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(
     assert!(status["last_commit"].is_string() && status["lag"].is_string(), "{status}");
     assert!(status["files"].as_u64().is_some_and(|n| n > 0), "{status}");
     // Without --config the status reads Glue, where this table is not.
-    let (code, out) = floe_aws(&["status", "--lock-table", &aws.locks, "--json"]);
+    let (code, out) = floe_aws(&["status", "--lock-table", &aws.locks, "--json"], &[]);
     assert_eq!(code, Some(0), "{out}");
     let status = status_of(&out, &table.to_string());
     assert_eq!((&status["offsets"], &status["last_commit"]), (&serde_json::json!({}), &serde_json::Value::Null));
 
-    let (code, out) = floe_aws(&["audit", &table.to_string(), "--json", "--config", config]);
+    let (code, out) = floe_aws(&["audit", &table.to_string(), "--json", "--config", config], &[]);
     assert_eq!(code, Some(0), "{out}");
     let report: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let partition = &report["partitions"][0];
@@ -229,7 +230,7 @@ async fn floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(
         .unwrap();
     let metadata: iceberg::spec::TableMetadata = serde_json::from_str(&tampered).unwrap();
     catalog.swap(&table, &now, &metadata, &location).await.unwrap();
-    let (code, out) = floe_aws(&["audit", &table.to_string(), "--config", config]);
+    let (code, out) = floe_aws(&["audit", &table.to_string(), "--config", config], &[]);
     assert_eq!(code, Some(1), "{out}");
     // The 9 offsets Floe counted without rows (58-66) explain 9 of the gaps' offsets, not 29.
     assert!(out.contains("committed 0-119, 91 rows"), "{out}");
