@@ -11,6 +11,7 @@ use std::sync::Arc;
 use aws_config::SdkConfig;
 use floe_core::catalog::Catalog;
 use floe_core::catalog::sqlite::SqliteCatalog;
+use floe_core::table::CatalogTables;
 use floe_core::table::audit::{AuditReport, Gap, GapReason, PartitionAudit, audit};
 use floe_core::task::TableName;
 
@@ -30,14 +31,17 @@ pub async fn local(warehouse: &Path, table: &str) -> anyhow::Result<AuditReport>
     Ok(audit(catalog.as_ref(), &floe_core::storage::local_file_io(), &name).await?)
 }
 
-/// Audits a table of a deployed stack: through Glue, its files in S3 (path-style
-/// addressing with `path_style`: `FLOE_S3_PATH_STYLE=true`, as the functions read it).
+/// Audits a table of a deployed stack in Glue, its files in S3 (path-style addressing
+/// with `path_style`: `FLOE_S3_PATH_STYLE=true`, as the functions read it).
 pub async fn aws(config: &SdkConfig, table: &str, path_style: bool) -> anyhow::Result<AuditReport> {
+    let tables = crate::aws::glue_tables(config, crate::aws::s3_client(config, path_style));
+    stack_table(&tables, table).await
+}
+
+/// Audits a table of a deployed stack, through its catalog ([`crate::aws::stack_tables`]).
+pub async fn stack_table(tables: &CatalogTables, table: &str) -> anyhow::Result<AuditReport> {
     let name = table_name(table)?;
-    let s3 =
-        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
-    let catalog = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(config));
-    Ok(audit(&catalog, &floe_aws::s3::warehouse_file_io(s3), &name).await?)
+    Ok(audit(tables.catalog.as_ref(), &tables.file_io, &name).await?)
 }
 
 /// Prints the report: JSON (one object) or readable.

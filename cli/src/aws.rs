@@ -1,6 +1,7 @@
 //! `floe aws …`: operator commands against a deployed stack's lock table (DynamoDB),
 //! where the committer keeps each table's status and maintenance keeps its record, and
-//! (status) its tables' current snapshots, through Glue and S3.
+//! (status) its tables' current snapshots, through the catalog floe.toml's `[catalog]`
+//! names (Glue, a REST catalog, an S3 table bucket; Glue without `--config`) and S3.
 //! Credentials, region and endpoint come from the usual AWS environment (`AWS_PROFILE`,
 //! `AWS_REGION`, `AWS_ENDPOINT_URL`, …).
 
@@ -10,6 +11,7 @@ use aws_config::SdkConfig;
 use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::glue::GlueCatalog;
 use floe_aws::s3::warehouse_file_io;
+use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::health::{TableFacts, health};
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
@@ -43,6 +45,12 @@ pub struct TableStatus {
     pub maintenance: MaintenanceView,
 }
 
+/// The S3 client of `floe aws`: path-style addressing when `path_style` (the functions'
+/// `FLOE_S3_PATH_STYLE`, for S3 emulators).
+pub fn s3_client(config: &SdkConfig, path_style: bool) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build())
+}
+
 /// The stack's tables, through Glue and, for their files, `s3`.
 pub fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> CatalogTables {
     CatalogTables {
@@ -51,15 +59,33 @@ pub fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> CatalogTables 
     }
 }
 
-/// Every table the stack commits to (dead-letter tables included), by name: its state
-/// and why, its current snapshot's facts (read through Glue and S3: one GetTable and one
-/// metadata file per table), and what maintenance did to it. S3 is addressed path-style
-/// when `path_style` (the functions' `FLOE_S3_PATH_STYLE`).
+/// The stack's floe.toml (`config_uri`: `s3://…` or a path, the stack's `ConfigUri`;
+/// without it, the defaults) and its tables, through the catalog its `[catalog]` names
+/// (Glue without it), opened as the functions open it, and, for their files, `s3`.
+pub async fn stack_tables(
+    config: &SdkConfig,
+    s3: &aws_sdk_s3::Client,
+    config_uri: Option<&str>,
+) -> anyhow::Result<(FloeConfig, CatalogTables)> {
+    let floe_config = floe_aws::lambda::read_config(s3, config_uri).await?;
+    let catalog = floe_aws::catalogs::open(floe_config.catalog.as_ref(), config).await?;
+    Ok((floe_config, CatalogTables { catalog, file_io: warehouse_file_io(s3.clone()) }))
+}
+
+/// [`status_of`] the stack's tables in Glue.
 pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> anyhow::Result<Vec<TableStatus>> {
+    status_of(config, lock_table, &glue_tables(config, s3_client(config, path_style))).await
+}
+
+/// Every table the stack commits to (dead-letter tables included), by name: its state
+/// and why, its current snapshot's facts (read through `tables`: the catalog's pointer
+/// and one metadata file per table), and what maintenance did to it.
+pub async fn status_of(
+    config: &SdkConfig,
+    lock_table: &str,
+    tables: &CatalogTables,
+) -> anyhow::Result<Vec<TableStatus>> {
     let locks = locks(config, lock_table);
-    let s3 =
-        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build());
-    let tables = glue_tables(config, s3);
     let mut out = Vec::new();
     for registered in locks.tables().await? {
         let name = registered.table;

@@ -25,8 +25,8 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use floe_core::catalog::Catalog;
 use floe_core::catalog::sqlite::SqliteCatalog;
+use floe_core::catalog::{Access, Catalog};
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
@@ -195,7 +195,7 @@ pub async fn run_local_on(
     let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock, config.catalog.as_ref()).await?;
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
-    warehouse.catalog.check_access(&config.configured_tables()).await?;
+    warehouse.catalog.check_access(&config.configured_tables(), Access::Commit).await?;
     let tables = Arc::new(CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() });
     let config = Arc::new(config);
     let materializer = Materializer {

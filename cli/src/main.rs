@@ -71,6 +71,10 @@ enum AwsCommand {
         /// One JSON object per line instead of the table.
         #[arg(long)]
         json: bool,
+        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri): its
+        /// `[catalog]` is where the tables are read (Glue without it).
+        #[arg(long)]
+        config: Option<String>,
     },
     /// Resume a suspended table: the committer commits its kept tasks again.
     Resume {
@@ -79,7 +83,7 @@ enum AwsCommand {
         #[arg(long)]
         lock_table: String,
     },
-    /// Prove from the table's data (through Glue, files in S3) that it holds every
+    /// Prove from the table's data (through its catalog, files in S3) that it holds every
     /// committed Kafka record once: offsets per partition, gaps and what explains them,
     /// duplicates. Exit code 0: exactly once; 1: a duplicate, an unexplained gap or a row
     /// never committed; 2: the table could not be audited.
@@ -89,6 +93,10 @@ enum AwsCommand {
         /// One JSON object instead of the readable report.
         #[arg(long)]
         json: bool,
+        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri): its
+        /// `[catalog]` is where the tables are read (Glue without it).
+        #[arg(long)]
+        config: Option<String>,
     },
     /// Hand the segments already in tiered storage to the materializer, as if each had just
     /// been uploaded: segments the tables hold are skipped, none is committed twice.
@@ -122,8 +130,8 @@ enum AwsCommand {
         #[arg(long, default_value_t = 1024)]
         memory_mib: u64,
         /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri), to find
-        /// each topic's table and skip the segments it already holds; without it, the
-        /// defaults (as the functions without one).
+        /// each topic's table, in the catalog its `[catalog]` names, and skip the segments
+        /// it already holds; without it, the defaults (as the functions without one).
         #[arg(long)]
         config: Option<String>,
     },
@@ -298,11 +306,13 @@ async fn table_access(warehouse: &std::path::Path, table: &str, json: bool) -> a
 
 async fn aws(command: AwsCommand) -> anyhow::Result<()> {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    // As the functions address S3 (`FLOE_S3_PATH_STYLE=true` for S3 emulators).
+    let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
+    let s3 = floe_cli::aws::s3_client(&config, path_style);
     match command {
-        AwsCommand::Status { lock_table, json } => {
-            // As the functions address S3 (an emulator's endpoint needs path-style).
-            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
-            let tables = floe_cli::aws::status(&config, &lock_table, path_style).await?;
+        AwsCommand::Status { lock_table, json, config: config_uri } => {
+            let (_, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+            let tables = floe_cli::aws::status_of(&config, &lock_table, &tables).await?;
             let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
             print_status(&tables, &rows, json)
         }
@@ -311,10 +321,12 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             resumed(&table, reason);
             Ok(())
         }
-        AwsCommand::Audit { table, json } => {
-            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
-            let report = floe_cli::audit::aws(&config, &table, path_style).await;
-            floe_cli::audit::verdict(report, json, std::io::stdout().lock())
+        AwsCommand::Audit { table, json, config: config_uri } => {
+            let report = async {
+                let (_, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+                floe_cli::audit::stack_table(&tables, &table).await
+            };
+            floe_cli::audit::verdict(report.await, json, std::io::stdout().lock())
         }
         AwsCommand::Backfill {
             bucket,
@@ -329,13 +341,8 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             config: config_uri,
         } => {
             use floe_cli::backfill;
-            // `FLOE_S3_PATH_STYLE=true` for S3 emulators, as for the functions.
-            let path_style = std::env::var("FLOE_S3_PATH_STYLE").is_ok_and(|v| v == "true" || v == "1");
-            let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style).build();
-            let s3 = aws_sdk_s3::Client::from_conf(s3);
             let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
-            let floe_config = floe_aws::lambda::read_config(&s3, config_uri.as_deref()).await?;
-            let tables = floe_cli::aws::glue_tables(&config, s3.clone());
+            let (floe_config, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
             let held = backfill::already_held(&s3, &bucket, &segments, &floe_config, &tables).await?;
             let state = state.unwrap_or_else(|| PathBuf::from(format!("floe-backfill-{bucket}.state")));
             let mut progress = backfill::Progress::open(&state)?;
@@ -409,8 +416,14 @@ mod tests {
         }
         assert!(matches!(
             parse("floe aws audit kafka.orders").unwrap(),
-            Command::Aws { command: AwsCommand::Audit { json: false, .. } }
+            Command::Aws { command: AwsCommand::Audit { json: false, config: None, .. } }
         ));
+        match parse("floe aws status --lock-table floe-leases --config s3://cfg/floe.toml").unwrap() {
+            Command::Aws { command: AwsCommand::Status { config, .. } } => {
+                assert_eq!(config.as_deref(), Some("s3://cfg/floe.toml"));
+            }
+            _ => panic!("not aws status"),
+        }
         match parse("floe aws backfill --bucket ts --topic orders --function floe-materializer --limit 5").unwrap() {
             Command::Aws { command: AwsCommand::Backfill { bucket, topic, function, concurrency, limit, .. } } => {
                 assert_eq!(

@@ -78,7 +78,7 @@ impl FirstRun {
 /// flags of scripts/test.sh's `cargo run … inspect` check, which then builds nothing again.
 /// A no-op when it is current; the first time, floe-cli and the crates it uses without the
 /// tests' dev-dependency features.
-fn floe_binary() -> PathBuf {
+pub(crate) fn floe_binary() -> PathBuf {
     // <target>/<profile>/deps/integration-…
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.ancestors().nth(2).unwrap();

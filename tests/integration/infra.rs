@@ -33,7 +33,7 @@ fn sam_template_passes_cfn_lint() {
 }
 
 /// The template as cfn-lint reads it (`!Sub` → `{"Fn::Sub": …}`).
-fn template() -> serde_json::Value {
+pub(crate) fn template() -> serde_json::Value {
     let script = "import json, sys\nfrom cfnlint.decode import decode\n\
                   template, matches = decode(sys.argv[1])\nassert not matches, matches\n\
                   print(json.dumps(template))";
@@ -98,7 +98,10 @@ fn iam_is_scoped_to_what_each_function_does() {
                 };
                 assert_eq!(statement["Resource"]["Fn::Sub"], scope, "{name}: {statement}");
             }
-            if actions.iter().any(|a| a.starts_with("glue:")) {
+            if actions == ["glue:GetCatalog"] {
+                // Glue's Iceberg REST endpoint (SigV4) reads the catalog itself.
+                assert!(statement["Resource"].to_string().ends_with(":catalog\"}"), "{name}: {statement}");
+            } else if actions.iter().any(|a| a.starts_with("glue:")) {
                 let arns = statement["Resource"].to_string();
                 for scope in [":catalog\"", ":database/${GlueDatabases}\"", ":table/${GlueDatabases}/*\""] {
                     assert!(arns.contains(scope), "{name}: glue on {scope}: {statement}");
@@ -505,4 +508,179 @@ fn every_alarm_notifies_the_topic_says_what_to_do_and_watches_an_emitted_metric(
     let (granted, _) = statements(&template["Resources"]["CompactorFunction"]);
     let count = granted.iter().find(|s| actions(s).contains(&"sqs:GetQueueAttributes".to_string()));
     assert_eq!(count.map(|s| &s["Resource"]), Some(&json!({"Fn::GetAtt": ["TaskQueue", "Arn"]})));
+}
+
+/// The template for one set of stack parameters (the others at their defaults): each
+/// `Fn::If` replaced by its branch, `AWS::NoValue` dropped, as CloudFormation does.
+fn deployed(template: &serde_json::Value, parameters: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    fn value(template: &Value, parameters: &Value, v: &Value) -> Value {
+        match v.get("Ref").and_then(Value::as_str) {
+            Some(name) => parameters.get(name).cloned().unwrap_or_else(|| {
+                let default = &template["Parameters"][name]["Default"];
+                assert!(!default.is_null(), "parameter {name} has no default: set it");
+                default.clone()
+            }),
+            None => v.clone(),
+        }
+    }
+    fn holds(template: &Value, parameters: &Value, condition: &Value) -> bool {
+        let (op, args) = condition.as_object().and_then(|o| o.iter().next()).expect("a condition function");
+        let all = || args.as_array().unwrap().iter().map(|c| holds(template, parameters, c)).collect::<Vec<_>>();
+        match op.as_str() {
+            "Condition" => holds(template, parameters, &template["Conditions"][args.as_str().unwrap()]),
+            "Fn::Equals" => value(template, parameters, &args[0]) == value(template, parameters, &args[1]),
+            "Fn::Not" => !holds(template, parameters, &args[0]),
+            "Fn::And" => all().iter().all(|b| *b),
+            "Fn::Or" => all().iter().any(|b| *b),
+            other => panic!("condition function {other}"),
+        }
+    }
+    fn resolve(template: &Value, parameters: &Value, v: &Value) -> Option<Value> {
+        match v {
+            Value::Object(o) if o.get("Ref") == Some(&"AWS::NoValue".into()) => None,
+            Value::Object(o) if o.len() == 1 && o.contains_key("Fn::If") => {
+                let branches = o["Fn::If"].as_array().unwrap();
+                let condition = serde_json::json!({"Condition": branches[0]});
+                let chosen = if holds(template, parameters, &condition) { &branches[1] } else { &branches[2] };
+                resolve(template, parameters, chosen)
+            }
+            Value::Object(o) => Some(Value::Object(
+                o.iter().filter_map(|(k, v)| Some((k.clone(), resolve(template, parameters, v)?))).collect(),
+            )),
+            Value::Array(list) => {
+                Some(Value::Array(list.iter().filter_map(|v| resolve(template, parameters, v)).collect()))
+            }
+            other => Some(other.clone()),
+        }
+    }
+    resolve(template, parameters, template).unwrap()
+}
+
+/// The AWS actions `source` (a catalog of shared/aws/src) calls through its SDK client
+/// (`self.client.get_table_metadata_location()` → `s3tables:GetTableMetadataLocation`).
+fn sdk_calls(source: &str, service: &str) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(support::root().join("shared/aws/src").join(source)).unwrap();
+    let mut calls = std::collections::BTreeSet::new();
+    for (at, _) in text.match_indices(".client") {
+        let rest = text[at + ".client".len()..].trim_start();
+        let Some(call) = rest.strip_prefix('.') else { continue };
+        let name: String = call.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let pascal: String = name.split('_').map(|word| word[..1].to_uppercase() + &word[1..]).collect();
+        calls.insert(format!("{service}:{pascal}"));
+    }
+    calls
+}
+
+/// Each function's actions on catalogs (Glue, S3 Tables, a REST catalog's secret) as
+/// deployed with `parameters`, and the statements granting S3 Tables actions.
+pub(crate) fn catalog_grants(
+    template: &serde_json::Value,
+    parameters: &serde_json::Value,
+    function: &str,
+) -> (std::collections::BTreeSet<String>, Vec<serde_json::Value>) {
+    let deployed = deployed(template, parameters);
+    let (granted, _) = statements(&deployed["Resources"][function]);
+    let is_catalog = |a: &String| ["glue:", "s3tables:", "secretsmanager:"].iter().any(|p| a.starts_with(p));
+    let on_catalogs = granted.iter().flat_map(actions).filter(is_catalog).collect();
+    let s3tables = granted.into_iter().filter(|s| actions(s).iter().any(|a| a.starts_with("s3tables:"))).collect();
+    (on_catalogs, s3tables)
+}
+
+/// `CatalogType` (with `TableBucketArn`, `CatalogSecretArn`, `RestSigV4Service`) grants
+/// each function what its catalog's code calls and nothing of the other catalogs': Glue
+/// on the configured databases, S3 Tables on the table bucket and its tables (the
+/// committer every action shared/aws/src/s3tables.rs calls, plus reading and writing the
+/// tables' files; the materializer reads and makes tables; the compactor reads), a REST
+/// catalog's secret. The functions learn the stack's catalog to refuse a floe.toml that
+/// names another, and CloudFormation refuses S3 Tables without a bucket.
+#[test]
+fn each_catalog_type_grants_what_its_code_calls_and_nothing_of_the_others() {
+    use std::collections::BTreeSet;
+
+    use serde_json::json;
+    let template = template();
+    let bucket = "arn:aws:s3tables:us-east-1:123456789012:bucket/analytics";
+    let secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:catalog-AbCdEf";
+    let set = |actions: &[&str]| actions.iter().map(|a| a.to_string()).collect::<BTreeSet<String>>();
+    let with = |base: &BTreeSet<String>, more: &[&str]| base.union(&set(more)).cloned().collect::<BTreeSet<_>>();
+    let without =
+        |base: &BTreeSet<String>, less: &[&str]| base.difference(&set(less)).cloned().collect::<BTreeSet<_>>();
+
+    // What the catalogs' code calls: the committer commits, so it is granted all of it.
+    let glue_calls = sdk_calls("glue.rs", "glue");
+    let s3tables_calls = sdk_calls("s3tables.rs", "s3tables");
+    assert!(s3tables_calls.contains("s3tables:UpdateTableMetadataLocation"), "{s3tables_calls:?}");
+    let data = ["s3tables:GetTableData", "s3tables:PutTableData"];
+    let s3tables_committer = with(&s3tables_calls, &data);
+    let s3tables_writes = ["s3tables:UpdateTableMetadataLocation", "s3tables:CreateNamespace", "s3tables:CreateTable"];
+    let s3tables_materializer = set(&[
+        "s3tables:GetTableMetadataLocation",
+        "s3tables:CreateNamespace",
+        "s3tables:CreateTable",
+        "s3tables:GetTableData",
+        "s3tables:PutTableData",
+    ]);
+    let s3tables_compactor = without(&s3tables_committer, &s3tables_writes);
+    let glue_materializer = set(&["glue:GetTable", "glue:GetDatabase"]);
+    let glue_compactor = set(&["glue:GetTable", "glue:GetTables", "glue:GetDatabase"]);
+    let signed_s3tables =
+        ["s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:ListNamespaces", "s3tables:GetTable"];
+    let secret_read = ["secretsmanager:GetSecretValue"];
+
+    let functions = ["MaterializerFunction", "CommitterFunction", "CompactorFunction"];
+    let cases = [
+        (json!({}), [glue_materializer.clone(), glue_calls.clone(), glue_compactor.clone()]),
+        (
+            json!({"CatalogType": "s3tables", "TableBucketArn": bucket}),
+            [s3tables_materializer.clone(), s3tables_committer.clone(), s3tables_compactor.clone()],
+        ),
+        (
+            json!({"CatalogType": "rest", "CatalogSecretArn": secret}),
+            [set(&secret_read), set(&secret_read), set(&secret_read)],
+        ),
+        (json!({"CatalogType": "rest"}), [set(&[]), set(&[]), set(&[])]),
+        (
+            json!({"CatalogType": "rest", "RestSigV4Service": "glue"}),
+            [
+                with(&glue_materializer, &["glue:GetCatalog", "glue:CreateDatabase", "glue:CreateTable"]),
+                with(&glue_calls, &["glue:GetCatalog"]),
+                with(&glue_compactor, &["glue:GetCatalog"]),
+            ],
+        ),
+        (
+            json!({"CatalogType": "rest", "RestSigV4Service": "s3tables", "TableBucketArn": bucket}),
+            [
+                with(&s3tables_materializer, &signed_s3tables),
+                with(&s3tables_committer, &signed_s3tables),
+                with(&s3tables_compactor, &signed_s3tables),
+            ],
+        ),
+    ];
+    for (parameters, expected) in cases {
+        for (function, expected) in functions.iter().zip(expected) {
+            let (granted, s3tables) = catalog_grants(&template, &parameters, function);
+            assert_eq!(granted, expected, "{function} with {parameters}");
+            for statement in s3tables {
+                let on = json!([{"Ref": "TableBucketArn"}, {"Fn::Sub": "${TableBucketArn}/table/*"}]);
+                assert_eq!(statement["Resource"], on, "{function} with {parameters}: the bucket and its tables only");
+            }
+        }
+    }
+    // The REST secret is the one named, read only.
+    let deployed = deployed(&template, &json!({"CatalogType": "rest", "CatalogSecretArn": secret}));
+    let (granted, _) = statements(&deployed["Resources"]["CommitterFunction"]);
+    let read = granted.iter().find(|s| actions(s) == secret_read).expect("the secret's statement");
+    assert_eq!(read["Resource"], json!({"Ref": "CatalogSecretArn"}));
+
+    // The functions know the stack's catalog (floe_aws::lambda::deployed_catalog_matches).
+    let variables = &template["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(variables["FLOE_CATALOG_TYPE"], json!({"Ref": "CatalogType"}));
+    assert_eq!(variables["FLOE_TABLE_BUCKET_ARN"], json!({"Ref": "TableBucketArn"}));
+    assert_eq!(template["Parameters"]["CatalogType"]["AllowedValues"], json!(["glue", "rest", "s3tables"]));
+    let rule = &template["Rules"]["TableBucketForS3Tables"];
+    assert_eq!(rule["Assertions"][0]["Assert"], json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "TableBucketArn"}, ""]}]}));
+    // The bucket pattern takes a real table bucket ARN and refuses others.
+    let pattern = template["Parameters"]["TableBucketArn"]["AllowedPattern"].as_str().unwrap();
+    assert!(pattern.starts_with("^(arn:aws[a-z-]*:s3tables:") && pattern.ends_with(")?$"), "{pattern}");
 }

@@ -247,3 +247,26 @@ async fn racing_committers_through_a_rest_catalog_write_every_record_once() {
     let (ra, rb) = tokio::join!(server.run(input.path(), &a), server.run(input.path(), &b));
     assert!(ra.tables.iter().chain(&rb.tables).all(|t| t.snapshots == 0));
 }
+
+/// `floe aws audit --config` with `[catalog] type = "rest"` reads the table through the
+/// REST catalog (the built binary, credentials from the environment as floe.toml says):
+/// every record once, exit 0; a table the catalog does not have cannot be audited, exit 2.
+#[tokio::test]
+async fn floe_aws_audit_with_config_reads_a_rest_catalogs_table() {
+    let server = RestServer::start();
+    let (input, dir) = (orders_input(true), tempfile::tempdir().unwrap());
+    server.run(input.path(), &warehouse_in(&dir, "wh")).await;
+    let config = dir.path().join("floe.toml");
+    std::fs::write(&config, server.config_toml()).unwrap();
+    let config = config.to_str().unwrap();
+    let env = [(CREDENTIAL_ENV, CREDENTIAL)];
+
+    let (code, out) = crate::s3tables::floe_aws(&["audit", "kafka.orders", "--json", "--config", config], &env);
+    assert_eq!(code, Some(0), "{out}");
+    let report: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!((&report["exactly_once"], &report["partitions"][0]["committed"]), (&json!(true), &json!("0-159")));
+    assert_eq!(report["partitions"][0]["rows"], 160, "{report}");
+    let (code, out) = crate::s3tables::floe_aws(&["audit", "kafka.nothing", "--config", config], &env);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("no table kafka.nothing"), "{out}");
+}

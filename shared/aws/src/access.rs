@@ -10,7 +10,7 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use crate::retry::sdk_error_retryable;
-use floe_core::catalog::{Catalog, CatalogError};
+use floe_core::catalog::{Access, Catalog, CatalogError};
 use floe_core::table::TableName;
 
 /// [`Catalog::check_access`] as a Lambda runs it: at the first invocation (init makes no
@@ -18,13 +18,15 @@ use floe_core::table::TableName;
 /// that invocation, naming the action, and is checked again at the next.
 pub struct AccessCheck {
     catalog: Arc<dyn Catalog>,
+    /// What the function does to the tables (which permissions are probed).
+    access: Access,
     /// The tables checked so far; `None` before the first check passed.
     passed: Mutex<Option<HashSet<TableName>>>,
 }
 
 impl AccessCheck {
-    pub fn new(catalog: Arc<dyn Catalog>) -> Self {
-        AccessCheck { catalog, passed: Mutex::new(None) }
+    pub fn new(catalog: Arc<dyn Catalog>, access: Access) -> Self {
+        AccessCheck { catalog, access, passed: Mutex::new(None) }
     }
 
     /// Checks the catalog (once) and those of `tables` not checked yet.
@@ -40,7 +42,7 @@ impl AccessCheck {
             }
             new
         };
-        self.catalog.check_access(&new).await?;
+        self.catalog.check_access(&new, self.access).await?;
         self.passed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().extend(new);
         Ok(())
     }
@@ -108,7 +110,7 @@ mod tests {
         async fn list(&self, _: &str) -> Result<Vec<TableName>, CatalogError> {
             Ok(Vec::new())
         }
-        async fn check_access(&self, tables: &[TableName]) -> Result<(), CatalogError> {
+        async fn check_access(&self, tables: &[TableName], _: Access) -> Result<(), CatalogError> {
             self.seen.lock().unwrap().push(tables.to_vec());
             if self.deny.load(Ordering::SeqCst) {
                 let denied =
@@ -126,7 +128,7 @@ mod tests {
     #[tokio::test]
     async fn each_table_is_checked_once_and_a_refusal_again_at_the_next_invocation() {
         let catalog = Arc::new(Checks { deny: AtomicBool::new(true), ..Default::default() });
-        let check = AccessCheck::new(catalog.clone());
+        let check = AccessCheck::new(catalog.clone(), Access::Commit);
         let refused = check.check([t("a")]).await.unwrap_err();
         assert!(!refused.retryable() && refused.to_string().contains("access denied: a on r"), "{refused}");
         catalog.deny.store(false, Ordering::SeqCst);

@@ -14,7 +14,7 @@ use iceberg::spec::TableMetadata;
 
 use crate::access::probe;
 use crate::retry::sdk_error_retryable;
-use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::catalog::{Access, Catalog, CatalogError, TablePointer};
 use floe_core::table::TableName;
 
 pub struct GlueCatalog {
@@ -151,9 +151,9 @@ impl Catalog for GlueCatalog {
     }
 
     /// Probes the actions Floe uses on each of `tables`' database and table with calls that
-    /// change nothing: reads, and an `UpdateTable` of a table that does not exist.
+    /// change nothing: reads, and (to commit) an `UpdateTable` of a table that does not exist.
     /// (`CreateDatabase` and `CreateTable` cannot be probed without making something.)
-    async fn check_access(&self, tables: &[TableName]) -> Result<(), CatalogError> {
+    async fn check_access(&self, tables: &[TableName], access: Access) -> Result<(), CatalogError> {
         for table in tables {
             let database = format!("database {}", table.namespace);
             let resource = format!("table {table}");
@@ -163,6 +163,9 @@ impl Catalog for GlueCatalog {
             probe("glue:GetTables", &database, result)?;
             let result = self.client.get_table().database_name(&table.namespace).name(&table.name).send().await;
             probe("glue:GetTable", &resource, result)?;
+            if access == Access::Read {
+                continue;
+            }
             let probe_table = TableName { namespace: table.namespace.clone(), name: ACCESS_PROBE_TABLE.into() };
             let input = Self::table_input(&probe_table, None, HashMap::new(), "s3://floe-access-probe/m.json", None)?;
             let update = self.client.update_table().database_name(&table.namespace).table_input(input);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use floe_core::catalog::Catalog;
-use floe_core::config::FloeConfig;
+use floe_core::config::{CatalogConfig, FloeConfig};
 use floe_core::maintenance::TableRegistry;
 use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::segment::MaterializeError;
@@ -44,9 +44,51 @@ pub enum InitError {
     Catalog(String),
 }
 
-/// The catalog `[catalog]` names (Glue without it), checked at start-up.
+/// The catalog `[catalog]` names (Glue without it), checked at start-up: against the
+/// catalog the stack was deployed for too (`FLOE_CATALOG_TYPE`, `FLOE_TABLE_BUCKET_ARN`,
+/// which infra/template.yaml sets from the parameters that grant its permissions).
 pub async fn open_catalog(aws: &aws_config::SdkConfig, config: &FloeConfig) -> Result<Arc<dyn Catalog>, InitError> {
+    let deployed_type = std::env::var("FLOE_CATALOG_TYPE").ok();
+    let deployed_bucket = std::env::var("FLOE_TABLE_BUCKET_ARN").ok();
+    deployed_catalog_matches(config.catalog.as_ref(), deployed_type.as_deref(), deployed_bucket.as_deref())
+        .map_err(InitError::Catalog)?;
     crate::catalogs::open(config.catalog.as_ref(), aws).await.map_err(|e| InitError::Catalog(format!("{e:#}")))
+}
+
+/// Whether floe.toml's `[catalog]` is the catalog the stack grants (`deployed_type`, its
+/// `CatalogType`; `deployed_bucket`, its `TableBucketArn`): a function whose role is
+/// granted another catalog would fail on every call, so it says which setting to change.
+/// Unset (not deployed by the template) checks nothing.
+pub fn deployed_catalog_matches(
+    config: Option<&CatalogConfig>,
+    deployed_type: Option<&str>,
+    deployed_bucket: Option<&str>,
+) -> Result<(), String> {
+    let Some(deployed) = deployed_type.filter(|t| !t.is_empty()) else { return Ok(()) };
+    let configured = match config.unwrap_or(&CatalogConfig::Glue) {
+        CatalogConfig::Glue => "glue",
+        CatalogConfig::Sql => "sql",
+        CatalogConfig::Rest(_) => "rest",
+        CatalogConfig::S3Tables(_) => "s3tables",
+    };
+    if configured != deployed {
+        return Err(format!(
+            "floe.toml's catalog.type is \"{configured}\" but the stack was deployed with CatalogType={deployed}, \
+             whose permissions its functions have: deploy with CatalogType={configured}, or change floe.toml"
+        ));
+    }
+    let configured_bucket = match config {
+        Some(CatalogConfig::S3Tables(s3tables)) => s3tables.table_bucket_arn.as_str(),
+        _ => return Ok(()),
+    };
+    match deployed_bucket.filter(|b| !b.is_empty()) {
+        Some(bucket) if bucket == configured_bucket => Ok(()),
+        deployed => Err(format!(
+            "floe.toml's catalog.table_bucket_arn is {configured_bucket} but the stack's TableBucketArn is {}: \
+             the functions may use only that bucket; deploy with TableBucketArn={configured_bucket}, or change floe.toml",
+            deployed.unwrap_or("empty")
+        )),
+    }
 }
 
 /// The table registry in the lock table `lock_table`: where tasks' files are held and
@@ -330,6 +372,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_floe_toml_naming_another_catalog_than_the_stack_grants_is_refused() {
+        let bucket = "arn:aws:s3tables:us-east-1:123456789012:bucket/analytics";
+        let s3tables = |arn: &str| {
+            CatalogConfig::S3Tables(floe_core::config::S3TablesConfig {
+                table_bucket_arn: arn.into(),
+                compaction: false,
+                orphan_sweep: false,
+            })
+        };
+        let tables = s3tables(bucket);
+        // Not deployed by the template (tests, `cargo lambda watch`): nothing to compare.
+        assert!(deployed_catalog_matches(Some(&tables), None, None).is_ok());
+        // Without [catalog], Glue: the template's default.
+        assert!(deployed_catalog_matches(None, Some("glue"), Some("")).is_ok());
+        assert!(deployed_catalog_matches(Some(&tables), Some("s3tables"), Some(bucket)).is_ok());
+        let refused = deployed_catalog_matches(None, Some("s3tables"), Some(bucket)).unwrap_err();
+        assert!(refused.contains("catalog.type is \"glue\"") && refused.contains("CatalogType=s3tables"), "{refused}");
+        let refused = deployed_catalog_matches(Some(&tables), Some("glue"), Some("")).unwrap_err();
+        assert!(refused.contains("deploy with CatalogType=s3tables"), "{refused}");
+        let other = s3tables("arn:aws:s3tables:us-east-1:123456789012:bucket/other");
+        let refused = deployed_catalog_matches(Some(&other), Some("s3tables"), Some(bucket)).unwrap_err();
+        assert!(refused.contains("deploy with TableBucketArn=arn:aws:s3tables:us-east-1:123456789012:bucket/other"));
+        let refused = deployed_catalog_matches(Some(&tables), Some("s3tables"), Some("")).unwrap_err();
+        assert!(refused.contains("TableBucketArn is empty"), "{refused}");
+    }
+
+    #[test]
     fn a_count_is_a_positive_whole_number_or_its_default() {
         assert_eq!(count("FLOE_TEST_LAMBDA_COUNT_UNSET", 8).unwrap(), 8);
         for (name, value, expected) in [
@@ -456,7 +525,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<d
     };
     CommitterService {
         committer,
-        access: crate::access::AccessCheck::new(catalog),
+        access: crate::access::AccessCheck::new(catalog, floe_core::catalog::Access::Commit),
         s3,
         sqs: aws_sdk_sqs::Client::new(aws),
         task_queue_url: env.task_queue_url.clone(),
@@ -664,7 +733,7 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
     };
     Ok(CompactorService {
         compactor,
-        access: crate::access::AccessCheck::new(catalog),
+        access: crate::access::AccessCheck::new(catalog, floe_core::catalog::Access::Read),
         sqs: aws_sdk_sqs::Client::new(aws),
         task_queue_url: env.task_queue_url.clone(),
     })

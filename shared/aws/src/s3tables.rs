@@ -28,7 +28,7 @@ use iceberg::spec::TableMetadata;
 
 use crate::access::probe;
 use crate::retry::sdk_error_retryable;
-use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::catalog::{Access, Catalog, CatalogError, TablePointer};
 use floe_core::config::S3TablesConfig;
 use floe_core::table::TableName;
 
@@ -250,9 +250,9 @@ impl Catalog for S3TablesCatalog {
     }
 
     /// Probes the actions Floe uses, on the table bucket and on each of `tables`, with calls
-    /// that change nothing: reads, and an update with a version token no table has.
+    /// that change nothing: reads, and (to commit) an update with a version token no table has.
     /// (`CreateNamespace` and `CreateTable` cannot be probed without making something.)
-    async fn check_access(&self, tables: &[TableName]) -> Result<(), CatalogError> {
+    async fn check_access(&self, tables: &[TableName], access: Access) -> Result<(), CatalogError> {
         let arn = &self.table_bucket_arn;
         let result = self.client.get_table_bucket().table_bucket_arn(arn).send().await;
         probe("s3tables:GetTableBucket", arn, result)?;
@@ -272,6 +272,9 @@ impl Catalog for S3TablesCatalog {
                 .send()
                 .await;
             probe("s3tables:GetTableMetadataLocation", &resource, result)?;
+            if access == Access::Read {
+                continue;
+            }
             // A version token the table never had: S3 Tables refuses the update (409, or
             // 404 for a table not made yet) once IAM allowed it, so nothing changes.
             let result = self

@@ -87,10 +87,22 @@ pub trait Catalog: Send + Sync {
     async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {
         Ok(None)
     }
-    /// Whether Floe may do what it needs on the catalog and on `tables`, checked before work
-    /// so that a missing permission is named at start-up ([`CatalogError::AccessDenied`])
-    /// rather than at the first commit. Changes nothing.
-    async fn check_access(&self, _tables: &[TableName]) -> Result<(), CatalogError> {
+    /// Whether Floe may do what it needs on the catalog and on `tables` (`access`: commit,
+    /// or only read), checked before work so that a missing permission is named at
+    /// start-up ([`CatalogError::AccessDenied`]) rather than at the first commit. Changes
+    /// nothing.
+    async fn check_access(&self, _tables: &[TableName], _access: Access) -> Result<(), CatalogError> {
         Ok(())
     }
+}
+
+/// What a function does to the catalog's tables, and so which permissions
+/// [`Catalog::check_access`] probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads and commits (the committer, `floe local`).
+    Commit,
+    /// Reads only (the compactor: the committer commits its CompactionTasks), as the
+    /// deployment grants it.
+    Read,
 }
