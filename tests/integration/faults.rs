@@ -638,13 +638,7 @@ async fn poison_tasks_end_in_the_dead_letter_queue_with_their_reason_and_the_res
 
 /// PyIceberg, through Glue, appends `rows` of the table's rows as partition 99.
 fn foreign_append(table: &str, rows: usize) {
-    let endpoint = support::moto().endpoint.clone();
-    let out = std::process::Command::new(support::python())
-        .arg(support::root().join("tests/py/foreign_glue_append.py"))
-        .args([endpoint.as_str(), table, &rows.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "foreign append: {}", String::from_utf8_lossy(&out.stderr));
+    crate::day::foreign(table, "foreign_write.py", &["append", &rows.to_string(), "99"]);
 }
 
 #[tokio::test]
