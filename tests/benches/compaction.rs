@@ -224,13 +224,6 @@ fn policy() -> (CompactionPolicy, i64) {
     (CompactionPolicy::default(), now_ms() + 3_600_000)
 }
 
-/// Peak RSS (VmHWM) of this process, KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
@@ -252,7 +245,7 @@ fn compact_child(warehouse: &Path, out: &Path) {
     let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
     let [task]: [_; 1] = tasks.try_into().expect("one Kafka partition, unpartitioned: one group, one task");
     std::fs::write(out, Task::Compaction(Box::new(task)).to_json().unwrap()).unwrap();
-    println!("{}", serde_json::json!({"seconds": seconds, "cpu": cpu, "rss_kib": peak_rss_kib()}));
+    println!("{}", serde_json::json!({"seconds": seconds, "cpu": cpu, "rss_kib": common::peak_rss_kib()}));
 }
 
 /// The bins `compact` rewrites: their input paths.

@@ -19,12 +19,6 @@ const WAREHOUSE: &str = "bench-warehouse";
 const KEY: &str = "logs/bench.orders-0/00000000000000000000.log";
 const LOCK_TABLE: &str = "bench-locks";
 
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// The child: init as the Lambda does, handle one S3 event, print a JSON line.
 fn child() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -42,7 +36,7 @@ fn child() {
         assert_eq!(response.queued.len(), 1);
         println!(
             "{}",
-            serde_json::json!({"init_ms": init.as_secs_f64() * 1e3, "run_s": run.as_secs_f64(), "rss_kib": peak_rss_kib()})
+            serde_json::json!({"init_ms": init.as_secs_f64() * 1e3, "run_s": run.as_secs_f64(), "rss_kib": common::peak_rss_kib()})
         );
     });
 }

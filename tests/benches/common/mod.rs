@@ -204,6 +204,14 @@ pub fn cpu() -> String {
         .unwrap_or_default()
 }
 
+/// Peak RSS of this process since it started (VmHWM), KiB. Not getrusage's `ru_maxrss`:
+/// that counts the parent's memory as it was when this process was spawned.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// CPU seconds (user + system, all threads) of this process so far.
 pub fn cpu_seconds() -> f64 {
     // SAFETY: rusage is plain integers, for which all zeros is a value.
