@@ -18,8 +18,8 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -212,14 +212,20 @@ impl TaskQueue for KillingQueue {
 }
 
 /// A proxy in front of moto that kills this process as the upload of a second data file
-/// starts (each file one `PutObject`: they are under one multipart part).
+/// starts (each file one `PutObject`: they are under one multipart part; a retried upload
+/// of the first is not a second).
 async fn dying_at_second_output() -> FaultProxy {
     let proxy = FaultProxy::start(&support::moto().endpoint).await;
-    let uploads = AtomicUsize::new(0);
+    let uploaded = Mutex::new(BTreeSet::new());
     proxy.before("S3.PUT", move |request| {
-        let data_file = request.contains("/data/") && !request.contains("partNumber=");
-        if data_file && uploads.fetch_add(1, Ordering::SeqCst) == 1 {
-            die();
+        let path = request.split_whitespace().nth(1).unwrap_or_default();
+        let (key, query) = path.split_once('?').unwrap_or((path, ""));
+        if key.contains("/data/") && !query.contains("partNumber=") {
+            let mut keys = uploaded.lock().unwrap();
+            keys.insert(key.to_string());
+            if keys.len() == 2 {
+                die();
+            }
         }
     });
     proxy
