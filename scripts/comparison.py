@@ -103,6 +103,11 @@ def format_lines(body):
         lines.append(f"| {label}: the materializer vs the Parquet encoder alone (its floor), MiB/s | "
                      f"{fmt(pipeline)} | {fmt(encoder)} | **{fmt(floor, '%', 0)}** | ≥ 70% | "
                      f"{stands(floor, TARGETS['floor'])} | {link} |")
+        floe_rss = cell(row, "pipeline", "peak rss", avoid=("python lambda",))
+        python_rss = number(cell(row, "python lambda", "peak rss"))
+        if floe_rss is not None:
+            lines.append(f"| {label}: peak RSS, Floe's materializer (in brackets: on the Python Lambda's segment) "
+                         f"vs a Python Lambda, MiB | {floe_rss} | {fmt(python_rss, '', 0)} | | — | — | {link} |")
     return lines
 
 

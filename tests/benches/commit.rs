@@ -7,31 +7,17 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{cpu, update_benchmarks};
-use floe_core::catalog::sqlite::SqliteCatalog;
-use floe_core::committer::{Committer, TaskResult};
-use floe_core::lock::sqlite::SqliteLocks;
-use floe_core::retry::RetryPolicy;
-use floe_core::task::{CommitTask, OffsetRange};
+use floe_core::committer::TaskResult;
+use floe_core::task::CommitTask;
 
 const MEASURED: usize = 50;
 
 /// Task `i`: the next 1000 offsets, its own (unread) file name.
 fn task(template: &CommitTask, i: usize) -> CommitTask {
-    let mut task = template.clone();
-    let first = (i * 1000) as i64;
-    task.offsets = Some(OffsetRange { first, last: first + 999 });
-    task.task_id = format!("bench-{i}");
-    for file in &mut task.data_files {
-        file.first_offset = first;
-        file.last_offset = first + 999;
-        let path = file.path().replace(".parquet", &format!("-{i}.parquet"));
-        file.data_file["file_path"] = path.into();
-    }
-    task
+    common::task_at(template, (i * 1000) as i64, &format!("bench-{i}"))
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -43,19 +29,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let warehouse = dir.path().display().to_string();
-    let catalog = SqliteCatalog::open(&dir.path().join("catalog.db"), "floe").unwrap();
-    let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
-    let committer = Committer {
-        locks: locks.clone(),
-        registry: locks,
-        catalog: Arc::new(catalog),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.clone(),
-        owner: "bench".into(),
-        lease_ttl: Duration::from_secs(60),
-        retry: RetryPolicy::default(),
-        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-    };
+    let committer = common::shared::committer::local_committer(dir.path(), "bench");
     let rows = rt.block_on(async {
         let template = common::segment_task(&warehouse).await;
         let mut next = 0;

@@ -27,16 +27,14 @@ use iceberg::io::{
 };
 use iceberg::spec::TableMetadata;
 
+use common::shared::catalog::{CatalogCall, HookFuture, Hooked};
 use common::{cpu, update_benchmarks};
-use floe_core::catalog::sqlite::SqliteCatalog;
-use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::lock::registry::{HeldTask, MaintenanceStatus, RegisteredTable};
-use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::lock::{Holder, Lease, LockError, TableLocks};
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
 use floe_core::retry::RetryPolicy;
-use floe_core::task::{CommitTask, OffsetRange, TableName, Task};
+use floe_core::task::{CommitTask, TableName, Task};
 
 /// S3 GET/PUT/HEAD/DELETE of a small object: "median latencies often in the range of tens
 /// of milliseconds" for requests under 512 KB (S3 performance guidelines, "Retry requests
@@ -64,40 +62,26 @@ const SATURATED_BATCHES: usize = 12;
 
 // ---- the service round trips, as sleeps around the local implementations ----
 
-/// Glue: the SQLite catalog behind Glue's latencies.
-struct SlowCatalog(Arc<dyn Catalog>);
-
-#[async_trait]
-impl Catalog for SlowCatalog {
-    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
-        tokio::time::sleep(GLUE_GET).await;
-        self.0.current(table).await
-    }
-    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        tokio::time::sleep(GLUE_UPDATE).await;
-        self.0.create(table, metadata, location).await
-    }
-    async fn swap(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        metadata: &TableMetadata,
-        location: &str,
-    ) -> Result<(), CatalogError> {
-        tokio::time::sleep(GLUE_UPDATE).await;
-        self.0.swap(table, expected, metadata, location).await
-    }
-    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
-        tokio::time::sleep(GLUE_GET).await;
-        self.0.list(namespace).await
-    }
+/// Glue: the SQLite catalog behind Glue's latencies (a [`Hooked`] catalog's hook).
+fn behind_glue(call: CatalogCall, _: &TableName, _: Option<&TableMetadata>) -> HookFuture {
+    let latency = match call {
+        CatalogCall::Current => Some(GLUE_GET),
+        CatalogCall::Create | CatalogCall::Swap => Some(GLUE_UPDATE),
+        CatalogCall::Swapped => None,
+    };
+    Box::pin(async move {
+        if let Some(latency) = latency {
+            tokio::time::sleep(latency).await;
+        }
+        Ok(())
+    })
 }
 
 /// DynamoDB: the SQLite leases and registry behind DynamoDB's latency.
-struct SlowLocks(Arc<SqliteLocks>);
+struct SlowLocks<T: ?Sized>(Arc<T>);
 
 #[async_trait]
-impl TableLocks for SlowLocks {
+impl TableLocks for SlowLocks<dyn TableLocks> {
     async fn acquire(&self, table: &str, owner: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
         tokio::time::sleep(DYNAMODB).await;
         self.0.acquire(table, owner, ttl).await
@@ -125,7 +109,7 @@ impl TableLocks for SlowLocks {
 }
 
 #[async_trait]
-impl TableRegistry for SlowLocks {
+impl TableRegistry for SlowLocks<dyn TableRegistry> {
     async fn tables(&self) -> Result<Vec<RegisteredTable>, LockError> {
         tokio::time::sleep(DYNAMODB).await;
         self.0.tables().await
@@ -247,25 +231,18 @@ impl Warehouse {
 
     /// A committer on this warehouse; `slow`: behind AWS's latencies.
     fn committer(&self, slow: bool, concurrency: usize, owner: &str) -> Committer {
-        let catalog = SqliteCatalog::open(&self.dir.path().join("catalog.db"), "floe").unwrap();
-        let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
         let base = Committer {
-            locks: locks.clone(),
-            registry: locks.clone(),
-            catalog: Arc::new(catalog),
-            file_io: floe_core::storage::local_file_io(),
-            warehouse: self.dir.path().display().to_string(),
-            owner: owner.into(),
             lease_ttl: Duration::from_secs(120),
             retry: RetryPolicy { attempts: 8, ..Default::default() },
             concurrency,
+            ..common::shared::committer::local_committer(self.dir.path(), owner)
         };
         match slow {
             false => base,
             true => Committer {
-                catalog: Arc::new(SlowCatalog(base.catalog.clone())),
-                locks: Arc::new(SlowLocks(locks.clone())),
-                registry: Arc::new(SlowLocks(locks)),
+                catalog: Arc::new(Hooked::new(base.catalog.clone(), behind_glue)),
+                locks: Arc::new(SlowLocks(base.locks.clone())),
+                registry: Arc::new(SlowLocks(base.registry.clone())),
                 file_io: FileIOBuilder::new(Arc::new(SlowStorageFactory)).build(),
                 ..base
             },
@@ -277,18 +254,10 @@ impl Warehouse {
         let segment = self.next_segment.entry((topic, partition)).or_insert(0);
         let (first, i) = (*segment * 1000, *segment);
         *segment += 1;
-        let mut task = self.template.clone();
+        let mut task = common::task_at(&self.template, first, &format!("t{topic}-{partition}-{i}"));
         task.table = TableName { namespace: "kafka".into(), name: format!("t{topic}") };
         task.topic = format!("t{topic}");
         task.partition = partition as i32;
-        task.offsets = Some(OffsetRange { first, last: first + 999 });
-        task.task_id = format!("t{topic}-{partition}-{i}");
-        for file in &mut task.data_files {
-            file.first_offset = first;
-            file.last_offset = first + 999;
-            let path = file.path().replace(".parquet", &format!("-t{topic}-{partition}-{i}.parquet"));
-            file.data_file["file_path"] = path.into();
-        }
         task
     }
 }

@@ -27,7 +27,6 @@ use common::{MIB, cpu, cpu_seconds, update_benchmarks};
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::datafile::{DataFileWriter, WrittenFile};
-use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::maintenance::rewrite::compact;
 use floe_core::schema::{PayloadType, table_struct};
 use floe_core::segment::SegmentLayout;
@@ -35,6 +34,7 @@ use floe_core::table::TableName;
 use floe_core::table::compaction::{CompactionPolicy, per_group, plan};
 use floe_core::table::snapshot::live_data_files_added;
 use floe_core::task::{CommitTask, OffsetRange, SourceObject, TASK_VERSION, Task, TaskFile, TaskSchema};
+use floe_core::testing::Rng;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, StructType, Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -73,22 +73,6 @@ fn schema() -> Schema {
     floe_core::schema::plan(None, &source).unwrap().schema
 }
 
-/// A xorshift generator: the same rows on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 const REGIONS: [&str; 8] =
     ["eu-west", "eu-central", "us-east", "us-west", "ap-south", "ap-east", "sa-east", "af-south"];
 const STATUSES: [&str; 5] = ["created", "paid", "shipped", "delivered", "cancelled"];
@@ -119,7 +103,7 @@ fn rows(arrow: &arrow::datatypes::SchemaRef, rng: &mut Rng, first: i64, n: usize
         currency.append_value(CURRENCIES[rng.below(4) as usize]);
         status.append_value(STATUSES[rng.below(5) as usize]);
         let words: Vec<&str> = (0..3 + rng.below(6)).map(|_| WORDS[rng.below(16) as usize]).collect();
-        note.append_value(format!("{} ref {:x}", words.join(" "), rng.next()));
+        note.append_value(format!("{} ref {:x}", words.join(" "), rng.next_u64()));
     }
     let arrow::datatypes::DataType::Struct(kafka) = arrow.field(0).data_type().clone() else { unreachable!() };
     let kafka_columns: Vec<ArrayRef> = vec![
@@ -205,19 +189,7 @@ fn now_ms() -> i64 {
 }
 
 fn committer(warehouse: &Path) -> Committer {
-    let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
-    let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
-    Committer {
-        locks: locks.clone(),
-        registry: locks,
-        catalog: Arc::new(catalog),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.display().to_string(),
-        owner: "bench".into(),
-        lease_ttl: Duration::from_secs(600),
-        retry: Default::default(),
-        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-    }
+    Committer { lease_ttl: Duration::from_secs(600), ..common::shared::committer::local_committer(warehouse, "bench") }
 }
 
 /// Rows per file for about [`FILE_BYTES`], measured on a first file.
@@ -252,13 +224,6 @@ fn policy() -> (CompactionPolicy, i64) {
     (CompactionPolicy::default(), now_ms() + 3_600_000)
 }
 
-/// Peak RSS (VmHWM) of this process, KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
@@ -280,7 +245,7 @@ fn compact_child(warehouse: &Path, out: &Path) {
     let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
     let [task]: [_; 1] = tasks.try_into().expect("one Kafka partition, unpartitioned: one group, one task");
     std::fs::write(out, Task::Compaction(Box::new(task)).to_json().unwrap()).unwrap();
-    println!("{}", serde_json::json!({"seconds": seconds, "cpu": cpu, "rss_kib": peak_rss_kib()}));
+    println!("{}", serde_json::json!({"seconds": seconds, "cpu": cpu, "rss_kib": common::peak_rss_kib()}));
 }
 
 /// The bins `compact` rewrites: their input paths.

@@ -2,6 +2,9 @@
 //! write) on one core, next to the Parquet encoder alone writing the same Arrow batches.
 //! Targets (DESIGN §7): the pipeline at ≥ 70% of the encoder's speed, and ≥ 10× a Python
 //! Lambda doing the same job per CPU second (user + system time of every thread, each side).
+//! Peak RSS per format, each side in a process of its own that reports its VmHWM: the
+//! Python Lambda, and the pipeline run once in this binary started again ([`CHILD`]),
+//! which holds none of the benchmark's buffers.
 //!
 //! `cargo bench -p floe-tests --bench convert` — writes its table into BENCHMARKS.md.
 
@@ -42,11 +45,17 @@ enum Python<'a> {
     Raw,
 }
 
+/// What a run measured of itself: CPU seconds (user + system, every thread) and peak RSS.
+struct Run {
+    cpu_seconds: f64,
+    peak_rss_mib: f64,
+}
+
 /// The same job by a hand-written Python Lambda (tests/py/python_lambda.py: kafka-python,
-/// fastavro, protobuf or json, pyarrow) on `segment`; returns its CPU seconds (user +
-/// system, every thread), as it measures them itself (from reading the file to the
-/// Parquet written; interpreter start-up and imports not counted).
-fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> f64 {
+/// fastavro, protobuf or json, pyarrow) on `segment`, as it measures itself: CPU seconds
+/// from reading the file to the Parquet written (interpreter start-up and imports not
+/// counted), and the process's peak RSS (imports included).
+fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> Run {
     let mut args = vec![segment.to_str().unwrap(), out.to_str().unwrap()];
     match lambda {
         Python::Avro(schema) => args.push(schema.to_str().unwrap()),
@@ -56,7 +65,43 @@ fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> f64 {
     }
     let printed = common::python_output("python_lambda.py", &args);
     let report: serde_json::Value = serde_json::from_str(printed.trim()).expect("python_lambda.py prints JSON");
-    report["cpu_seconds"].as_f64().expect("cpu_seconds")
+    let number = |name: &str| report[name].as_f64().unwrap_or_else(|| panic!("{name} in {report}"));
+    Run { cpu_seconds: number("cpu_seconds"), peak_rss_mib: number("peak_rss_mib") }
+}
+
+/// The variable that makes this binary the pipeline's process: a [`ChildJob`] (JSON).
+const CHILD: &str = "FLOE_BENCH_CHILD";
+
+/// One pipeline run in a process of its own: the row's `floe.toml`, its segment, where
+/// its files go.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ChildJob {
+    row: String,
+    config: String,
+    segment: std::path::PathBuf,
+    out: std::path::PathBuf,
+}
+
+/// The pipeline's process: runs the job once and prints its peak RSS, KiB.
+fn child(job: &str) {
+    let job: ChildJob = serde_json::from_str(job).expect("the child's job");
+    let config = FloeConfig::parse(&job.config).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(pipeline(&job.segment, &config, &job.out));
+    println!("{}", common::peak_rss_kib());
+}
+
+/// The whole pipeline's peak RSS on `job`'s segment, in a process of its own (this
+/// binary again, [`child`]): the process's start-up, the runtime and the pipeline,
+/// nothing of the benchmark's.
+fn floe_peak_rss_mib(job: &ChildJob) -> f64 {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(CHILD, serde_json::to_string(job).unwrap())
+        .output()
+        .expect("starting the pipeline's process");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}: {}", job.row, String::from_utf8_lossy(&output.stderr));
+    printed.trim().parse::<f64>().unwrap_or_else(|_| panic!("{}: {printed}", job.row)) / 1024.0
 }
 
 async fn formats(config: &FloeConfig) -> Formats {
@@ -132,6 +177,9 @@ async fn encoder(schema: Arc<iceberg::spec::Schema>, batches: &[(RecordBatch, i6
 }
 
 fn main() {
+    if let Ok(job) = std::env::var(CHILD) {
+        return child(&job);
+    }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     // In memory where the machine has it: the benchmark measures CPU, not the disk.
     let shm = Path::new("/dev/shm");
@@ -211,8 +259,8 @@ fn main() {
     let mut rows = Vec::new();
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
     let only = std::env::var("FLOE_BENCH_ONLY").unwrap_or_default();
-    for (label, seed, config, lambda) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
-        let config = FloeConfig::parse(config).unwrap();
+    for (label, seed, toml, lambda) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
+        let config = FloeConfig::parse(toml).unwrap();
         let path = dir.path().join("bench.log");
         let seed = std::fs::read(seed).unwrap();
         tile(&seed, segment_bytes(), &path);
@@ -270,9 +318,20 @@ fn main() {
         let small = dir.path().join("python.log");
         tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
         let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
-        let mut python: Vec<f64> =
-            (0..3).map(|_| small_mib / python_lambda(&small, &dir.path().join("python.parquet"), *lambda)).collect();
+        let python_runs: Vec<Run> =
+            (0..3).map(|_| python_lambda(&small, &dir.path().join("python.parquet"), *lambda)).collect();
+        let mut python: Vec<f64> = python_runs.iter().map(|r| small_mib / r.cpu_seconds).collect();
         python.sort_by(f64::total_cmp);
+        let python_rss = python_runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
+        // The pipeline's peak RSS on the whole segment, and on the Python Lambda's.
+        let job = |segment: &Path| ChildJob {
+            row: label.clone(),
+            config: toml.to_string(),
+            segment: segment.to_path_buf(),
+            out: dir.path().join("child"),
+        };
+        let (floe_rss, floe_rss_small) = (floe_peak_rss_mib(&job(&path)), floe_peak_rss_mib(&job(&small)));
+        std::fs::remove_dir_all(dir.path().join("child")).unwrap();
         let mid = |v: &[f64]| v[v.len() / 2];
         let (floe_cpu, python_cpu) = (mid(&per_cpu), mid(&python));
         // The ratio of the medians, and its range: the slowest Floe round against the
@@ -280,10 +339,10 @@ fn main() {
         let (versus, versus_low, versus_high) =
             (floe_cpu / python_cpu, per_cpu[0] / python[python.len() - 1], per_cpu[per_cpu.len() - 1] / python[0]);
         println!(
-            "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (rounds {median:.0}%, {low:.0}–{high:.0}%; decode + convert alone {best_dec:.2}s); per CPU second: pipeline {floe_cpu:.1} MiB, Python Lambda {python_cpu:.1} MiB → {versus:.1}× ({versus_low:.1}–{versus_high:.1}×)"
+            "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (rounds {median:.0}%, {low:.0}–{high:.0}%; decode + convert alone {best_dec:.2}s); per CPU second: pipeline {floe_cpu:.1} MiB, Python Lambda {python_cpu:.1} MiB → {versus:.1}× ({versus_low:.1}–{versus_high:.1}×); peak RSS: pipeline {floe_rss:.0} MiB ({floe_rss_small:.0} MiB on Python's segment), Python Lambda {python_rss:.0} MiB"
         );
         rows.push(format!(
-            "| {label} | {bytes:.0} | {records} | {:.1} | {:.1} | {:.1} | **{ratio:.0}%** | {median:.0}% ({low:.0}–{high:.0}%) | {floe_cpu:.1} | {python_cpu:.1} | **{versus:.1}×** ({versus_low:.1}–{versus_high:.1}×) |",
+            "| {label} | {bytes:.0} | {records} | {:.1} | {:.1} | {:.1} | **{ratio:.0}%** | {median:.0}% ({low:.0}–{high:.0}%) | {floe_cpu:.1} | {python_cpu:.1} | **{versus:.1}×** ({versus_low:.1}–{versus_high:.1}×) | {floe_rss:.0} ({floe_rss_small:.0}) | {python_rss:.0} |",
             bytes / best_pipe,
             bytes / best_enc,
             bytes / best_dec,
@@ -316,12 +375,19 @@ fn main() {
          Per CPU second: MiB of segment per second of user + system time of every thread of\n\
          the process (getrusage; the machine's load hardly moves it), for the pipeline and\n\
          for the Python Lambda, median of the rounds; the ratio is of the medians, and its\n\
-         range pairs the slowest round of one with the fastest of the other.\n\n\
-         | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | pipeline MiB per CPU s | Python Lambda MiB per CPU s | pipeline / Python per CPU s (target ≥ 10×) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n{}\n",
+         range pairs the slowest round of one with the fastest of the other.\n\
+         Peak RSS: of a process running the job once, each side on its own. The pipeline's\n\
+         process is this benchmark's binary started again to run the pipeline alone, on the\n\
+         whole segment and (in brackets) on the Python Lambda's {} MiB; the Python\n\
+         Lambda's includes the interpreter and its imports, the largest of its runs. Each\n\
+         process reports its own VmHWM. The Python Lambda reads its segment into memory\n\
+         whole, as a Lambda handed the object would.\n\n\
+         | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | pipeline MiB per CPU s | Python Lambda MiB per CPU s | pipeline / Python per CPU s (target ≥ 10×) | pipeline peak RSS MiB (on Python's segment) | Python Lambda peak RSS MiB |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n",
         cpu(),
         segment_bytes() / MIB,
-        PYTHON_SEGMENT / MIB,
+        PYTHON_SEGMENT.min(segment_bytes()) / MIB,
+        PYTHON_SEGMENT.min(segment_bytes()) / MIB,
         rows.join("\n")
     );
     if only.is_empty() && segment_bytes() == SEGMENT {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use common::{MIB, Moto, cpu, tile_from, update_benchmarks};
+use common::{Emulated, MIB, Moto, cpu, emulated_aws, tile_from, update_benchmarks};
 use floe_aws::lambda::{
     CommitterEnv, CommitterService, CompactorEnv, MaterializerEnv, committer, compactor, handle_committer_event,
     handle_compactor_event, handle_materializer_event, materializer,
@@ -140,31 +140,7 @@ struct Stack {
 impl Stack {
     async fn start() -> Stack {
         let moto = Moto::start();
-        for (k, v) in [
-            ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ACCESS_KEY_ID", "testing"),
-            ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ] {
-            // SAFETY: set before the SDK reads the environment; nothing else reads it meanwhile.
-            unsafe { std::env::set_var(k, v) };
-        }
-        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
-        for bucket in [SEGMENTS, WAREHOUSE] {
-            s3.create_bucket().bucket(bucket).send().await.unwrap();
-        }
-        let sqs = aws_sdk_sqs::Client::new(&aws);
-        let queue = sqs
-            .create_queue()
-            .queue_name("bench-tasks.fifo")
-            .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
-        floe_aws::dynamodb::DynamoDbLocks::create_table(&aws_sdk_dynamodb::Client::new(&aws), LOCKS).await.unwrap();
+        let Emulated { aws, s3, sqs, queue } = emulated_aws(&moto.endpoint, &[SEGMENTS, WAREHOUSE], LOCKS).await;
         // Raw tables; small files are compacted as soon as the compactor runs.
         let config = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(

@@ -19,12 +19,6 @@ const WAREHOUSE: &str = "bench-warehouse";
 const KEY: &str = "logs/bench.orders-0/00000000000000000000.log";
 const LOCK_TABLE: &str = "bench-locks";
 
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// The child: init as the Lambda does, handle one S3 event, print a JSON line.
 fn child() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -42,7 +36,7 @@ fn child() {
         assert_eq!(response.queued.len(), 1);
         println!(
             "{}",
-            serde_json::json!({"init_ms": init.as_secs_f64() * 1e3, "run_s": run.as_secs_f64(), "rss_kib": peak_rss_kib()})
+            serde_json::json!({"init_ms": init.as_secs_f64() * 1e3, "run_s": run.as_secs_f64(), "rss_kib": common::peak_rss_kib()})
         );
     });
 }
@@ -61,38 +55,14 @@ fn main() {
     tile(&seed, 1024 * MIB, &segment);
     let bytes = std::fs::metadata(&segment).unwrap().len();
 
-    let envs = [
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("FLOE_S3_PATH_STYLE", "true"),
-    ];
     let rt = tokio::runtime::Runtime::new().unwrap();
     let queue_url = rt.block_on(async {
-        for (k, v) in envs {
-            // SAFETY: set before any other thread of this process reads the environment.
-            unsafe { std::env::set_var(k, v) };
-        }
-        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
-        for bucket in [BUCKET, WAREHOUSE] {
-            s3.create_bucket().bucket(bucket).send().await.unwrap();
-        }
+        // SAFETY: set before any other thread of this process reads the environment.
+        unsafe { std::env::set_var("FLOE_S3_PATH_STYLE", "true") };
+        let aws = common::emulated_aws(&endpoint, &[BUCKET, WAREHOUSE], LOCK_TABLE).await;
         let body = aws_sdk_s3::primitives::ByteStream::from_path(&segment).await.unwrap();
-        s3.put_object().bucket(BUCKET).key(KEY).body(body).send().await.unwrap();
-        let sqs = aws_sdk_sqs::Client::new(&aws);
-        let queue = sqs
-            .create_queue()
-            .queue_name("bench-tasks.fifo")
-            .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-            .send()
-            .await
-            .unwrap();
-        floe_aws::dynamodb::DynamoDbLocks::create_table(&aws_sdk_dynamodb::Client::new(&aws), LOCK_TABLE)
-            .await
-            .unwrap();
-        queue.queue_url.unwrap()
+        aws.s3.put_object().bucket(BUCKET).key(KEY).body(body).send().await.unwrap();
+        aws.queue
     });
     // The emulator's share: the same ranged GETs, nothing decoded.
     let fetch_s = rt.block_on(async {

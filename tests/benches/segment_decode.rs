@@ -37,17 +37,11 @@ fn decode(path: &Path) -> (u64, u64) {
     })
 }
 
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--rss-child") {
         decode(Path::new(&args[i + 1]));
-        println!("{}", peak_rss_kib());
+        println!("{}", common::peak_rss_kib());
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::glue::GlueCatalog;
@@ -16,15 +15,15 @@ use floe_aws::lambda::{
     CommitterEnv, CommitterService, CompactorEnv, CompactorService, MaterializerEnv, committer, compactor,
     handle_committer_event, materializer,
 };
-use floe_core::catalog::{Catalog, CatalogError, TablePointer};
+use floe_core::catalog::{Catalog, CatalogError};
 use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
 use floe_core::materializer::{Materializer, ObjectRef, Outcome};
 use floe_core::task::{CommitTask, TableName, Task};
-use iceberg::spec::TableMetadata;
 use serde_json::Value;
 
+pub(crate) use crate::shared::catalog::{CatalogCall, Hooked};
 use crate::support;
 
 /// What PyIceberg reads from a table (tests/py/read_iceberg.py).
@@ -859,7 +858,7 @@ pub(crate) async fn conflicts_and_racing_committers_never_duplicate(
     let inner = catalog();
     let (other, fired) = (inner.clone(), Arc::new(AtomicBool::new(false)));
     let interfering = Hooked::new(inner, move |call, table, metadata| {
-        let (other, fired) = (other.clone(), fired.clone());
+        let (other, fired, table, metadata) = (other.clone(), fired.clone(), table.clone(), metadata.cloned());
         Box::pin(async move {
             if call == CatalogCall::Swap && !fired.swap(true, Ordering::SeqCst) {
                 let now = other.current(&table).await?.unwrap();
@@ -925,21 +924,7 @@ async fn incompatible_schema_suspends_the_table_until_resumed_without_loss() {
 
 /// A committer on the local warehouse (SQLite catalog and leases), as `floe local` runs it.
 pub(crate) fn local_committer(warehouse: &Path) -> Committer {
-    use floe_core::catalog::sqlite::SqliteCatalog;
-    use floe_core::lock::sqlite::SqliteLocks;
-    let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
-    let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
-    Committer {
-        locks: locks.clone(),
-        registry: locks,
-        catalog: Arc::new(catalog),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.canonicalize().unwrap().display().to_string(),
-        owner: "test".into(),
-        lease_ttl: std::time::Duration::from_secs(60),
-        retry: Default::default(),
-        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-    }
+    crate::shared::committer::local_committer(warehouse, "test")
 }
 
 /// The materializer's task for the segment at `object` under `input`.
@@ -1523,9 +1508,10 @@ async fn a_segment_is_done_only_when_its_dead_letters_are_committed_too() {
         let down = matches!(call, CatalogCall::Create | CatalogCall::Swap)
             && table.name.ends_with("_dlq")
             && armed.load(Ordering::SeqCst);
+        let table = table.to_string();
         Box::pin(async move {
             match down {
-                true => Err(CatalogError::Other { table: table.to_string(), detail: "outage".into(), retryable: true }),
+                true => Err(CatalogError::Other { table, detail: "outage".into(), retryable: true }),
                 false => Ok(()),
             }
         })
@@ -1576,11 +1562,11 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
     let (probe, seen) = (locks.clone(), taken.clone());
     let slow = Hooked::new(local.catalog.clone(), move |call, table, _| {
         let slow = call == CatalogCall::Current && armed.swap(false, Ordering::SeqCst);
-        let (probe, seen) = (probe.clone(), seen.clone());
+        let (probe, seen, table) = (probe.clone(), seen.clone(), table.to_string());
         Box::pin(async move {
             for _ in 0..if slow { 6 } else { 0 } {
                 tokio::time::sleep(ttl / 2).await;
-                if probe.acquire(&table.to_string(), "intruder", ttl).await.unwrap().is_some() {
+                if probe.acquire(&table, "intruder", ttl).await.unwrap().is_some() {
                     seen.store(true, Ordering::SeqCst);
                 }
             }
@@ -1594,76 +1580,4 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
     assert!(!taken.load(Ordering::SeqCst), "another committer took the lease during the commit");
     assert_eq!(report.results[0].1, TaskResult::Committed, "{:?}", report.results);
     assert_eq!(read_local(warehouse.path(), "kafka.orders").offsets["0"], (0..100).collect::<Vec<_>>());
-}
-
-/// Which catalog call a [`Hooked`] catalog's hook runs before (or, `Swapped`, after).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CatalogCall {
-    Current,
-    Create,
-    Swap,
-    /// A swap that succeeded.
-    Swapped,
-}
-
-type CatalogHook = Box<
-    dyn Fn(
-            CatalogCall,
-            TableName,
-            Option<TableMetadata>,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + Send>>
-        + Send
-        + Sync,
->;
-
-/// A catalog that runs a test's hook before each call it passes on to `inner` (with the
-/// metadata the call carries): to fail, stall or race one of them.
-pub(crate) struct Hooked {
-    inner: Arc<dyn Catalog>,
-    hook: CatalogHook,
-}
-
-impl Hooked {
-    pub(crate) fn new(
-        inner: Arc<dyn Catalog>,
-        hook: impl Fn(
-            CatalogCall,
-            TableName,
-            Option<TableMetadata>,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + Send>>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self {
-        Hooked { inner, hook: Box::new(hook) }
-    }
-}
-
-#[async_trait]
-impl Catalog for Hooked {
-    async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
-        (self.hook)(CatalogCall::Current, table.clone(), None).await?;
-        self.inner.current(table).await
-    }
-    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        (self.hook)(CatalogCall::Create, table.clone(), Some(metadata.clone())).await?;
-        self.inner.create(table, metadata, location).await
-    }
-    async fn swap(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        metadata: &TableMetadata,
-        location: &str,
-    ) -> Result<(), CatalogError> {
-        (self.hook)(CatalogCall::Swap, table.clone(), Some(metadata.clone())).await?;
-        self.inner.swap(table, expected, metadata, location).await?;
-        (self.hook)(CatalogCall::Swapped, table.clone(), None).await
-    }
-    async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
-        self.inner.list(namespace).await
-    }
-    async fn create_location(&self, table: &TableName) -> Result<Option<String>, CatalogError> {
-        self.inner.create_location(table).await
-    }
 }

@@ -102,8 +102,9 @@ async fn the_main_table_waits_for_its_dead_letters_while_other_tables_commit() {
     let (early_seen, swaps, before) = (early.clone(), other_swaps.clone(), before_dlq.clone());
     let catalog = Hooked::new(local.catalog.clone(), move |call, table, _| {
         let (inner, early, others, before) = (inner.clone(), early_seen.clone(), swaps.clone(), before.clone());
+        let name = table.name.clone();
         Box::pin(async move {
-            match (call, table.name.as_str()) {
+            match (call, name.as_str()) {
                 // The dead-letter table's swap takes a minute.
                 (CatalogCall::Swap, "clicks_dlq") => {
                     tokio::time::sleep(Duration::from_secs(60)).await;

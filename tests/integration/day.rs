@@ -227,7 +227,7 @@ fn data_files(read: &Read) -> u64 {
 }
 
 /// Runs tests/py/`script` on `table` through Glue on moto, as another engine.
-fn foreign(table: &str, script: &str, args: &[&str]) {
+pub(crate) fn foreign(table: &str, script: &str, args: &[&str]) {
     let out = std::process::Command::new(support::python())
         .arg(support::root().join("tests/py").join(script))
         .args(["glue", &support::moto().endpoint, table])

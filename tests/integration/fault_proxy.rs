@@ -7,7 +7,9 @@
 //! `DynamoDB_20120810.PutItem`, `AmazonSQS.SendMessage`), the method for S3 (`S3.PUT`
 //! uploads an object, `S3.GET` reads one). Rules say which calls fail and how ("the next
 //! 3 `AWSGlue.UpdateTable` → 500", "every 5th `S3.PUT` → 503 SlowDown", "the next
-//! `AWSGlue.UpdateTable` takes effect but its answer is a 500"). Every request
+//! `AWSGlue.UpdateTable` takes effect but its answer is a 500"). A hook may also see each
+//! matching call's request line before it passes (a test's process killing itself at a
+//! chosen upload). Every request
 //! is one connection: the proxy asks moto to close after its answer and passes the bytes
 //! through untouched, so what the SDK sees is moto's answer or the injected one.
 
@@ -47,7 +49,12 @@ pub struct FaultProxy {
     rules: Arc<Mutex<Vec<Rule>>>,
     /// Per call: (requests seen, failures injected).
     counts: Arc<Mutex<HashMap<String, (u32, u32)>>>,
+    /// Per call: what runs on its request line before the call passes or fails.
+    hooks: Arc<Mutex<Vec<(String, Hook)>>>,
 }
+
+/// What [`FaultProxy::before`] runs on a call's request line (`PUT /bucket/key HTTP/1.1`).
+type Hook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl FaultProxy {
     /// A proxy on a free 127.0.0.1 port in front of `upstream` (`http://host:port`).
@@ -58,6 +65,7 @@ impl FaultProxy {
             endpoint: format!("http://{}", listener.local_addr().unwrap()),
             rules: Arc::default(),
             counts: Arc::default(),
+            hooks: Arc::default(),
         };
         let serving = proxy.clone();
         tokio::spawn(async move {
@@ -77,6 +85,11 @@ impl FaultProxy {
     /// Every `every`-th call named `call` fails with `fault`, until [`Self::clear`].
     pub fn fail_every(&self, every: u32, call: &str, fault: Fault) {
         self.add(Rule { call: call.into(), fault, every, left: None, seen: 0 });
+    }
+
+    /// `hook` runs on the request line of every call named `call`, before the call goes on.
+    pub fn before(&self, call: &str, hook: impl Fn(&str) + Send + Sync + 'static) {
+        self.hooks.lock().unwrap().push((call.into(), Arc::new(hook)));
     }
 
     /// Every call passes from now on.
@@ -118,6 +131,11 @@ impl FaultProxy {
     async fn serve(&self, mut client: TcpStream, upstream: &str) {
         let Some((head, rest)) = read_head(&mut client).await else { return };
         let call = call_name(&head);
+        let hooks: Vec<Hook> =
+            self.hooks.lock().unwrap().iter().filter(|(c, _)| *c == call).map(|(_, h)| h.clone()).collect();
+        for hook in hooks {
+            hook(head.lines().next().unwrap_or_default());
+        }
         let Some(fault) = self.decide(&call) else {
             let Ok(mut server) = TcpStream::connect(upstream).await else { return };
             let sent = server.write_all(close_after(&head).as_bytes()).await.and(server.write_all(&rest).await);

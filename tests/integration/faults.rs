@@ -5,7 +5,9 @@
 //!   function's process ([`function_process`], its [`Job`] in `FLOE_FAULT_JOB`), with the
 //!   port at the boundary wrapped to send the process SIGKILL there ([`Boundary`]); the
 //!   test then redelivers the event as Lambda or SQS would. Nothing in the functions'
-//!   code knows about it: the wrapped ports are the test's.
+//!   code knows about it: the wrapped ports are the test's. Between two of a compaction's
+//!   output files, the process's S3 calls go through a [`FaultProxy`] of its own whose
+//!   hook kills it as the second file's upload starts.
 //! - Throttles and 5xx from S3, SQS, DynamoDB and Glue: the functions' clients point at
 //!   a fault-injecting proxy in front of moto ([`crate::fault_proxy`]).
 //! - A committer stalled past its lease: its process stopped (SIGSTOP) right before its
@@ -16,8 +18,8 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -58,6 +60,8 @@ enum Boundary {
     BeforeSqsDelete,
     /// The compactor: a bin rewritten and its outputs held, its task not queued.
     MidCompaction,
+    /// The compactor: the first of a bin's output files uploaded, the second not.
+    BetweenCompactionOutputs,
     /// The committer stops (SIGSTOP) right before its pointer swap, until continued.
     StallBeforeSwap,
 }
@@ -171,6 +175,10 @@ async fn function_process() {
             serde_json::to_value(handle_committer_event(&service, event, None).await).unwrap()
         }
         Function::Compactor => {
+            let aws = match job.at {
+                Some(Boundary::BetweenCompactionOutputs) => aws.through(&dying_at_second_output().await.endpoint).await,
+                _ => aws,
+            };
             let mut service = aws.compactor().await;
             service.compactor.queue = Arc::new(KillingQueue { inner: service.compactor.queue.clone(), at: job.at });
             let event = serde_json::from_value(job.event).unwrap();
@@ -201,6 +209,26 @@ impl TaskQueue for KillingQueue {
         }
         Ok(())
     }
+}
+
+/// A proxy in front of moto that kills this process as the upload of a second data file
+/// starts (each file one `PutObject`: they are under one multipart part; a retried upload
+/// of the first is not a second).
+async fn dying_at_second_output() -> FaultProxy {
+    let proxy = FaultProxy::start(&support::moto().endpoint).await;
+    let uploaded = Mutex::new(BTreeSet::new());
+    proxy.before("S3.PUT", move |request| {
+        let path = request.split_whitespace().nth(1).unwrap_or_default();
+        let (key, query) = path.split_once('?').unwrap_or((path, ""));
+        if key.contains("/data/") && !query.contains("partNumber=") {
+            let mut keys = uploaded.lock().unwrap();
+            keys.insert(key.to_string());
+            if keys.len() == 2 {
+                die();
+            }
+        }
+    });
+    proxy
 }
 
 /// `inner` with the process killed after its pointer swap, or stopped once before it,
@@ -392,6 +420,47 @@ async fn a_compactor_killed_mid_rewrite_loses_nothing_and_its_outputs_are_swept_
 }
 
 #[tokio::test]
+async fn a_compactor_killed_between_two_output_files_loses_nothing_and_the_orphan_is_swept_later() {
+    let (aws, before) = crate::maintenance::full_bin_on_moto("killoutputs").await;
+    let committed = warehouse_objects(&aws).await;
+    let ran = Job::new(&aws, Function::Compactor, Some(Boundary::BetweenCompactionOutputs), scheduled()).run().await;
+    assert!(ran.killed, "{}", ran.log);
+    // One output file uploaded; nothing held, nothing queued.
+    let orphans: Vec<String> = warehouse_objects(&aws).await.difference(&committed).cloned().collect();
+    assert!(orphans.len() == 1 && orphans[0].contains("/data/") && orphans[0].ends_with(".parquet"), "{orphans:?}");
+    let locks = aws.registry();
+    assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
+    assert_eq!(messages_in(&aws, &aws.tasks).await, 0);
+
+    // The next scheduled run rewrites the bin again, into files of its own, and the
+    // committer applies them: every record once, in two files, the orphan in none.
+    let service = aws.compactor().await;
+    let response = handle_compactor_event(&service, serde_json::from_value(scheduled()).unwrap(), None).await;
+    assert_eq!(response.compacted.iter().map(|c| (c.files_in, c.files_out)).collect::<Vec<_>>(), [(6, 2)]);
+    let (batch, receipts) = receive_n(&aws, 1).await;
+    assert!(handle_committer_event(&aws.committer(), batch, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let after = aws.read();
+    assert_eq!(
+        (after.rows, &after.offsets, &after.values, after.duplicates),
+        (before.rows, &before.offsets, &before.values, 0)
+    );
+    assert_eq!((after.operation.as_deref(), after.summary["total-data-files"].as_str()), (Some("replace"), "2"));
+    let (catalog, file_io) = (service.compactor.catalog.as_ref(), &service.compactor.file_io);
+    let loaded = floe_core::table::load(catalog, file_io, &aws.table()).await.unwrap().unwrap();
+    let live = floe_core::table::snapshot::live_data_files(file_io, &loaded.metadata).await.unwrap();
+    assert!(live.iter().all(|f| !orphans.iter().any(|o| f.file_path().ends_with(o))), "{orphans:?}");
+
+    // Past the grace period the orphan is gone, and the table reads the same.
+    let run = service.compactor.run(floe_core::lock::now_ms() + 4 * DAY_MS, None).await;
+    assert!(run.tables.iter().all(|t| t.error.is_none()), "{:?}", run.tables);
+    let objects = warehouse_objects(&aws).await;
+    assert!(orphans.iter().all(|o| !objects.contains(o)), "swept: {orphans:?}");
+    let swept = aws.read();
+    assert_eq!((swept.rows, &swept.offsets, &swept.values), (before.rows, &before.offsets, &before.values));
+}
+
+#[tokio::test]
 async fn throttles_and_5xx_from_every_service_are_retried_and_commit_once() {
     let aws = setup_with("faulted", "").await;
     let proxy = FaultProxy::start(&support::moto().endpoint).await;
@@ -575,13 +644,7 @@ async fn poison_tasks_end_in_the_dead_letter_queue_with_their_reason_and_the_res
 
 /// PyIceberg, through Glue, appends `rows` of the table's rows as partition 99.
 fn foreign_append(table: &str, rows: usize) {
-    let endpoint = support::moto().endpoint.clone();
-    let out = std::process::Command::new(support::python())
-        .arg(support::root().join("tests/py/foreign_glue_append.py"))
-        .args([endpoint.as_str(), table, &rows.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "foreign append: {}", String::from_utf8_lossy(&out.stderr));
+    crate::day::foreign(table, "foreign_write.py", &["append", &rows.to_string(), "99"]);
 }
 
 #[tokio::test]

@@ -30,5 +30,7 @@ mod querying;
 mod rest_catalog;
 mod s3tables;
 mod segments;
+#[path = "../support/mod.rs"]
+mod shared;
 mod support;
 mod sweep;

@@ -2,6 +2,8 @@
 //! table registry in the lock table (tables, held task files, the maintenance record),
 //! and the compactor Lambda's handler on a real scheduled event, judged by PyIceberg.
 
+use std::path::Path;
+
 use futures::StreamExt;
 
 use floe_aws::dynamodb::DynamoDbLocks;
@@ -213,23 +215,52 @@ pub(crate) const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 pub(crate) async fn small_files_on_moto(
     name: &str,
 ) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
-    use crate::committer::{SEGMENTS, assert_payments, payments, setup_with};
+    use crate::committer::{SEGMENTS, assert_payments, payments};
+
+    let (topic, offsets, values) = payments();
+    let (aws, read) = committed_on_moto(name, "compaction_window = \"0s\"\n", topic.path(), &SEGMENTS).await;
+    assert_payments(&read, &offsets, &values);
+    (aws, read, offsets, values)
+}
+
+/// The `payments` table on moto of six segments of tests/py/make_compaction.py (Kafka
+/// partition 0, about 270 KB of Parquet each) with a 1 MiB compaction target: a compactor
+/// run rewrites them into two files, one of the target and a tail. Returns what PyIceberg
+/// reads.
+pub(crate) async fn full_bin_on_moto(name: &str) -> (crate::committer::Aws, crate::committer::Read) {
+    let input = tempfile::tempdir().unwrap();
+    let (out, topic, partition, n) = (input.path(), Path::new("payments"), Path::new("0"), Path::new("6"));
+    support::run_python("make_compaction.py", &[out, topic, partition, n]);
+    let records = crate::compaction::RECORDS;
+    let keys: Vec<String> = (0..6).map(|s| format!("payments-0/{:020}.log", s * records)).collect();
+    let (aws, read) = committed_on_moto(name, "compaction_target_size = \"1MiB\"\n", input.path(), &keys).await;
+    assert_eq!((read.offsets["0"].len(), read.duplicates), (6 * records as usize, 0));
+    (aws, read)
+}
+
+/// A table on moto (`[defaults]` with `defaults_toml`) of the segments `keys` in `dir`,
+/// committed a segment a batch: a snapshot and a small file each. Returns what PyIceberg
+/// reads.
+async fn committed_on_moto(
+    name: &str,
+    defaults_toml: &str,
+    dir: &Path,
+    keys: &[impl AsRef<str>],
+) -> (crate::committer::Aws, crate::committer::Read) {
     use floe_aws::lambda::handle_committer_event;
 
-    let aws = setup_with(name, "compaction_window = \"0s\"\n").await;
-    let (topic, offsets, values) = payments();
+    let aws = crate::committer::setup_with(name, defaults_toml).await;
     let (materializer, committer) = (aws.materializer().await, aws.committer());
-    for key in SEGMENTS {
-        aws.materialize(&materializer, topic.path(), key).await;
+    for key in keys {
+        aws.materialize(&materializer, dir, key.as_ref()).await;
         let (event, receipts) = aws.receive().await;
         assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
         aws.delete(&receipts).await;
     }
     let read = aws.read();
-    assert_payments(&read, &offsets, &values);
     let files: u64 = read.summary["total-data-files"].parse().unwrap();
     assert!(files >= 2, "small files to compact: {:?}", read.summary);
-    (aws, read, offsets, values)
+    (aws, read)
 }
 
 #[tokio::test]

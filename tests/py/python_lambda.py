@@ -10,12 +10,14 @@ rows at a time, and write them as one zstd Parquet file.
   python_lambda.py SEGMENT OUT.parquet --protobuf DESCRIPTOR_SET MESSAGE
   python_lambda.py SEGMENT OUT.parquet --json SCHEMA.json
 
-Prints {"seconds": …, "cpu_seconds": …, "records": …}: the time from reading the file to
-the Parquet written, as the Lambda would spend it, and the CPU time of the process in it
-(user + system, every thread)."""
+Prints {"seconds": …, "cpu_seconds": …, "records": …, "peak_rss_mib": …}: the time from
+reading the file to the Parquet written, as the Lambda would spend it, the CPU time of the
+process in it (user + system, every thread), and the process's peak RSS (interpreter and
+imports included, as in a Lambda)."""
 import datetime
 import io
 import json
+import resource
 import sys
 import time
 import uuid
@@ -258,7 +260,21 @@ def main(segment, out, schema_path=None, *protobuf):
         flush()
     writer.close()
     print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
-                      "records": records}))
+                      "records": records,
+                      "peak_rss_mib": peak_rss_mib()}))
+
+
+def peak_rss_mib():
+    """This process's peak RSS since it started: VmHWM (getrusage's ru_maxrss also counts
+    the parent's memory as it was at the spawn), ru_maxrss where there is no /proc."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":

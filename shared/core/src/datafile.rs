@@ -757,7 +757,7 @@ pub(crate) mod tests {
         let rows = 8192;
         let ids: Vec<i64> = (0..rows).map(|i| i * 7919 % 100_003).collect();
         let status: Vec<&str> = (0..rows).map(|i| ["NEW", "PAID", "SHIPPED"][i as usize % 3]).collect();
-        let notes: Vec<String> = (0..rows).map(|_| rng.text(40)).collect();
+        let notes: Vec<String> = (0..rows).map(|_| text(&mut rng, 40)).collect();
         let batch = RecordBatch::try_new(
             arrow.clone(),
             vec![
@@ -806,7 +806,7 @@ pub(crate) mod tests {
         // 240 KB compressed.
         let mut rng = Rng(7);
         for b in 0..20 {
-            let values: Vec<String> = (0..100).map(|_| rng.text(160)).collect();
+            let values: Vec<String> = (0..100).map(|_| text(&mut rng, 160)).collect();
             let batch = RecordBatch::try_new(arrow.clone(), vec![Arc::new(StringArray::from(values))]).unwrap();
             writer.write(&batch, b * 100, b * 100 + 99).await.unwrap();
         }
@@ -947,33 +947,24 @@ pub(crate) mod tests {
         Json,
     }
 
-    /// A xorshift generator: the same rows on every run.
-    pub(crate) struct Rng(pub u64);
+    pub(crate) use crate::testing::Rng;
 
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn text(&mut self, len: usize) -> String {
-            const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-            (0..len).map(|_| LETTERS[(self.next() % 64) as usize] as char).collect()
-        }
+    /// `len` random characters of a 64-letter alphabet.
+    fn text(rng: &mut Rng, len: usize) -> String {
+        const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        (0..len).map(|_| LETTERS[rng.below(64) as usize] as char).collect()
     }
 
     /// `n` rows of the test schema from offset `first`, their `region` a `payload`.
     pub(crate) fn payload_rows(schema: &Schema, first: i64, n: usize, payload: Payload, rng: &mut Rng) -> RecordBatch {
         let values: Vec<String> = (first..first + n as i64)
             .map(|o| match payload {
-                Payload::Random => rng.text(200),
-                Payload::Mixed => format!("{}{}", rng.text(100), "{\"kind\":\"mixed\",\"pad\":\"".repeat(3)),
+                Payload::Random => text(rng, 200),
+                Payload::Mixed => format!("{}{}", text(rng, 100), "{\"kind\":\"mixed\",\"pad\":\"".repeat(3)),
                 Payload::Json => format!(
                     "{{\"type\":\"page_view\",\"app\":\"shop\",\"version\":\"2.4.1\",\"country\":\"DE\",\
                      \"device\":{{\"os\":\"android\",\"model\":\"pixel\"}},\"user\":{},\"seq\":{o}}}",
-                    rng.next() % 100
+                    rng.below(100)
                 ),
             })
             .collect();

@@ -35,6 +35,8 @@
 //! - [`retry`]: bounded retries with backoff. [`guard`]: a dependency's panic turned into
 //!   an error.
 //! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target.
+//! - `testing` (feature `testing`): what the tests and benchmarks share (a seeded
+//!   generator).
 
 pub mod catalog;
 pub mod columns;
@@ -58,4 +60,6 @@ pub mod segment;
 pub mod storage;
 pub mod table;
 pub mod task;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub use floe_segment::varint;

@@ -1,6 +1,7 @@
 //! What the benchmarks share: paths, seed segments from the Python generators, tiling
 //! seeds to any size, the process's CPU time, the S3/SQS/DynamoDB/Glue emulator (moto,
-//! with its request counts), and writing result sections into BENCHMARKS.md.
+//! with its request counts, and a benchmark's buckets, queue and lock table in it), and writing result sections into BENCHMARKS.md; with the
+//! integration tests ([`shared`]), a hooked catalog and the local committer.
 
 #![allow(dead_code)]
 
@@ -8,6 +9,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+#[path = "../../support/mod.rs"]
+pub mod shared;
 
 pub const MIB: u64 = 1 << 20;
 
@@ -43,6 +47,22 @@ pub async fn segment_task(warehouse: &str) -> floe_core::task::CommitTask {
         Outcome::Queued(task) => *task,
         other => panic!("{other:?}"),
     }
+}
+
+/// [`segment_task`]'s `template` as the task `id` of offsets `first..first + 1000`, its
+/// data files renamed `<name>-<id>.parquet` (never read: the commit benchmarks commit
+/// the same file under new names).
+pub fn task_at(template: &floe_core::task::CommitTask, first: i64, id: &str) -> floe_core::task::CommitTask {
+    let mut task = template.clone();
+    task.offsets = Some(floe_core::task::OffsetRange { first, last: first + 999 });
+    task.task_id = id.to_string();
+    for file in &mut task.data_files {
+        file.first_offset = first;
+        file.last_offset = first + 999;
+        let path = file.path().replace(".parquet", &format!("-{id}.parquet"));
+        file.data_file["file_path"] = path.into();
+    }
+    task
 }
 
 /// Runs a generator in tests/py with the test virtualenv's Python.
@@ -133,6 +153,48 @@ impl Drop for Moto {
     }
 }
 
+/// A benchmark's AWS side on moto ([`emulated_aws`]).
+pub struct Emulated {
+    pub aws: aws_config::SdkConfig,
+    /// Path-style, as the functions' clients on a local endpoint.
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    /// The committer's FIFO task queue.
+    pub queue: String,
+}
+
+/// The SDK's environment pointed at moto's `endpoint` (as a Lambda's is configured, by
+/// variables), with `buckets`, the committer's FIFO task queue and the lock table
+/// `lock_table`. Call it before the process's other threads read the environment.
+pub async fn emulated_aws(endpoint: &str, buckets: &[&str], lock_table: &str) -> Emulated {
+    for (k, v) in [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ] {
+        // SAFETY: set before any other thread of this process reads the environment.
+        unsafe { std::env::set_var(k, v) };
+    }
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
+    for bucket in buckets {
+        s3.create_bucket().bucket(*bucket).send().await.unwrap();
+    }
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let queue = sqs
+        .create_queue()
+        .queue_name("bench-tasks.fifo")
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    floe_aws::dynamodb::DynamoDbLocks::create_table(&aws_sdk_dynamodb::Client::new(&aws), lock_table).await.unwrap();
+    Emulated { aws, s3, sqs, queue }
+}
+
 pub fn cpu() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -140,6 +202,14 @@ pub fn cpu() -> String {
             c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap().trim().to_string())
         })
         .unwrap_or_default()
+}
+
+/// Peak RSS of this process since it started (VmHWM), KiB. Not getrusage's `ru_maxrss`:
+/// that counts the parent's memory as it was when this process was spawned.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 /// CPU seconds (user + system, all threads) of this process so far.
