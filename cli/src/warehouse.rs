@@ -2,7 +2,9 @@
 //! lock store and the table registry) and the tables' files, opened with the committer
 //! and the in-process queue that `floe local run` and `floe local compact` share. The
 //! tables are registered in that SQLite catalog, or in the catalog `[catalog]` names
-//! ([`local_catalog`], the CLI's one place that turns it into a catalog).
+//! ([`local_catalog`], the CLI's one place that turns it into a catalog). With a REST
+//! catalog the tables' files may be in S3: read and written with the credentials the
+//! catalog vends for each table, else the default AWS ones (loaded on first use).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,7 +56,11 @@ impl Warehouse {
         let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
-        let file_io = floe_core::storage::local_file_io();
+        let file_io = match catalog {
+            // A REST catalog's tables may be in S3, with credentials it vends.
+            Some(CatalogConfig::Rest(_)) => floe_aws::s3::routed_file_io(floe_aws::vended::S3Clients::lazy()),
+            _ => floe_core::storage::local_file_io(),
+        };
         let catalog = local_catalog(sqlite, catalog).await?;
         let committer = Committer {
             catalog: catalog.clone(),
@@ -90,7 +96,7 @@ pub async fn local_catalog(sqlite: SqliteCatalog, config: Option<&CatalogConfig>
         Some(CatalogConfig::Rest(rest))
             if rest.sigv4.is_none() && !matches!(rest.auth, floe_core::config::RestAuth::Secret(_)) =>
         {
-            Ok(Arc::new(floe_aws::rest_catalog::RestCatalog::connect(rest, None).await?))
+            Ok(floe_aws::rest_catalog::RestCatalog::connect(rest, None).await?.shared())
         }
         Some(CatalogConfig::S3Tables(_)) => anyhow::bail!(
             "catalog.type: \"s3tables\" keeps each table's files in the S3 storage S3 Tables assigns, \
