@@ -260,6 +260,32 @@ async fn racing_committers_through_a_rest_catalog_write_every_record_once() {
     assert!(ra.tables.iter().chain(&rb.tables).all(|t| t.snapshots == 0));
 }
 
+#[tokio::test]
+async fn an_existing_table_s_new_files_go_under_its_own_location() {
+    // A table made elsewhere (here: by Floe through another catalog) and registered with
+    // a location that is not where this catalog would put a new table: Floe's new files
+    // go under the table's own location, where the catalog's maintenance and Floe's sweep
+    // and compaction look.
+    let (before, server) = (RestServer::start(), RestServer::start());
+    let dir = tempfile::tempdir().unwrap();
+    before.run(orders_input(false).path(), &warehouse_in(&dir, "a")).await;
+    let metadata = before.load(&before.token().await, "orders").await;
+    let elsewhere = dir.path().join("elsewhere/orders");
+    std::fs::create_dir_all(elsewhere.join("metadata")).unwrap();
+    let mut moved = serde_json::to_value(&metadata).unwrap();
+    moved["location"] = json!(elsewhere.display().to_string());
+    let file = elsewhere.join(format!("metadata/00000-{}.metadata.json", metadata.uuid()));
+    std::fs::write(&file, moved.to_string()).unwrap();
+    let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+    server.catalog().await.create(&table, &metadata, &file.display().to_string()).await.unwrap();
+
+    server.run(orders_input(true).path(), &warehouse_in(&dir, "b")).await;
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
+    let new_files: Vec<_> = walk(&elsewhere).into_iter().filter(|p| p.ends_with(".parquet")).collect();
+    assert_eq!(new_files.len(), 1, "{new_files:?}");
+    assert!(new_files[0].contains("/data/"), "{new_files:?}");
+}
+
 /// The S3 requests moto served under `prefix` (`/bucket/key prefix`): who signed each
 /// (access key id), the operation and the path.
 async fn signed(prefix: &str) -> Vec<(String, String, String)> {
