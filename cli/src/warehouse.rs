@@ -17,6 +17,7 @@ use floe_core::lock::Clock;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::queue::InProcessQueue;
 use floe_core::retry::RetryPolicy;
+use floe_core::storage::{LocalFiles, WarehouseFiles};
 
 /// How long a commit waits for a live other run to release a table's lease.
 const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -44,6 +45,8 @@ pub(crate) struct Warehouse {
     pub catalog: Arc<dyn Catalog>,
     pub locks: Arc<SqliteLocks>,
     pub file_io: iceberg::io::FileIO,
+    /// The tables' files listed and deleted (the orphan sweep).
+    pub files: Arc<dyn WarehouseFiles>,
     pub owner: String,
     pub queue: Arc<InProcessQueue>,
     pub committer: Committer,
@@ -56,11 +59,7 @@ impl Warehouse {
         let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
-        let file_io = match catalog {
-            // A REST catalog's tables may be in S3, with credentials it vends.
-            Some(CatalogConfig::Rest(_)) => floe_aws::s3::routed_file_io(floe_aws::vended::S3Clients::lazy()),
-            _ => floe_core::storage::local_file_io(),
-        };
+        let (file_io, files) = table_files(catalog);
         let catalog = local_catalog(sqlite, catalog).await?;
         let committer = Committer {
             catalog: catalog.clone(),
@@ -79,10 +78,23 @@ impl Warehouse {
             catalog,
             locks,
             file_io,
+            files,
             owner,
             queue: Arc::new(InProcessQueue::default()),
             committer,
         })
+    }
+}
+
+/// Where the tables' files are read, written, listed and deleted: local paths; with a
+/// REST catalog also S3 (its tables may be there, with credentials it vends).
+fn table_files(catalog: Option<&CatalogConfig>) -> (iceberg::io::FileIO, Arc<dyn WarehouseFiles>) {
+    match catalog {
+        Some(CatalogConfig::Rest(_)) => {
+            let clients = floe_aws::vended::S3Clients::lazy();
+            (floe_aws::s3::routed_file_io(clients.clone()), Arc::new(floe_aws::files::AnyFiles::new(clients)))
+        }
+        _ => (floe_core::storage::local_file_io(), Arc::new(LocalFiles)),
     }
 }
 

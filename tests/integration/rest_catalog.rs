@@ -311,19 +311,45 @@ async fn a_table_s_files_are_read_and_written_with_the_credentials_the_catalog_v
     server.run(orders_input(true).path(), &warehouse).await;
     // PyIceberg's REST client, with the credentials the catalog vends to it, reads each record once.
     assert_both_segments_once(&server.read("kafka.orders"), 2);
-
-    let mut requests = signed(&format!("/{bucket}/")).await;
-    requests.retain(|(_, operation, _)| operation != "CreateBucket");
     let token = server.token().await;
     let location = server.load(&token, "orders").await.location().replace("s3://", "/");
     let location = format!("{}/", location.trim_end_matches('/'));
     assert!(location.starts_with(&format!("/{bucket}/rest/")), "{location}");
+
+    // `floe local compact` 15 minutes later compacts the two small files into one; days
+    // later its orphan sweep deletes a stray file (put there with the test's own key).
+    let s3 = support::s3_client().await;
+    let stray = format!("{}data/stray.parquet", &location[bucket.len() + 2..]);
+    s3.put_object().bucket(bucket).key(&stray).body(b"stray".to_vec().into()).send().await.unwrap();
+    let config = FloeConfig::parse(&server.config_toml()).unwrap();
+    let compact = async |by_ms: i64| {
+        let clock = floe_core::lock::Clock::Shifted { by_ms };
+        // Boxed: the compaction's future is too large for a test thread's stack in debug builds.
+        Box::pin(floe_cli::compact::compact(&warehouse, config.clone(), clock, Vec::new())).await.unwrap().remove(0)
+    };
+    let compacted = compact(15 * 60 * 1000).await;
+    assert_eq!((compacted.files_in, compacted.files_out, compacted.committed), (2, 1, 1), "{compacted:?}");
+    let swept = compact(30 * 24 * 3600 * 1000).await;
+    assert!(swept.orphans_removed >= 1, "{swept:?}");
+    assert!(s3.head_object().bucket(bucket).key(&stray).send().await.is_err(), "the stray file is still there");
+    let read = server.read("kafka.orders");
+    assert_eq!((read.offsets["0"].len(), read.duplicates), (160, 0));
+
+    let mut requests = signed(&format!("/{bucket}/")).await;
+    requests
+        .retain(|(key, operation, path)| operation != "CreateBucket" && !(key == "testing" && path.ends_with(&stray)));
     for (key, operation, path) in &requests {
-        // Everything in the bucket is under the table's location, as the catalog gave it.
+        // The sweep's deletes, bucket requests, with vended keys.
+        if operation == "DeleteObjects" {
+            assert!(key.starts_with("vended-"), "{operation} {path} signed by {key}");
+            continue;
+        }
+        // Everything else in the bucket is under the table's location, as the catalog gave it.
         assert!(path.starts_with(&location), "{operation} {path} is outside {location}");
         // Every file of the table was read and written with vended keys; the catalog's own
-        // key read and wrote only its own metadata files.
-        let catalog_own = key == "rest-catalog" && (operation == "GetObject" || path.ends_with(".metadata.json"));
+        // key read, and wrote only its own metadata files.
+        let reads = ["GetObject", "HeadObject", "ListObjects"].contains(&operation.as_str());
+        let catalog_own = key == "rest-catalog" && (reads || path.ends_with(".metadata.json"));
         assert!(key.starts_with("vended-") || catalog_own, "{operation} {path} signed by {key}");
     }
     // Objects written: one PutObject, or a multipart upload completed.
@@ -334,12 +360,13 @@ async fn a_table_s_files_are_read_and_written_with_the_credentials_the_catalog_v
             .filter(|(k, op, p)| written(op) && p.ends_with(suffix) && k.starts_with("vended-") == vended)
             .count()
     };
-    // Floe's data files, manifests and manifest lists of both commits, with vended keys.
-    assert!(puts(".parquet", true) >= 2, "{requests:?}");
-    assert!(puts(".avro", true) >= 4, "{requests:?}");
+    // Floe's data files (the compacted one too), manifests and manifest lists of the three
+    // commits, with vended keys.
+    assert!(puts(".parquet", true) >= 3, "{requests:?}");
+    assert!(puts(".avro", true) >= 6, "{requests:?}");
     // Floe wrote one metadata file, the table's first (registered); for each commit the
     // catalog wrote its own, and Floe none that would stay unreferenced.
-    assert_eq!((puts(".metadata.json", true), puts(".metadata.json", false)), (1, 2), "{requests:?}");
+    assert_eq!((puts(".metadata.json", true), puts(".metadata.json", false)), (1, 3), "{requests:?}");
     // Floe's reads of the table (its metadata, manifests) were signed with vended keys too.
     assert!(requests.iter().any(|(k, op, p)| k.starts_with("vended-") && op == "GetObject" && p.ends_with(".avro")));
     // Nothing of the table landed in Floe's own warehouse folder (its leases database only).

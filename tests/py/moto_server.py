@@ -25,7 +25,7 @@ requests): `GET /_floe/requests` answers the counts so far as a JSON object (the
 benchmark bills them). And it keeps who signed each S3 request: `GET
 /_floe/signed?prefix=/BUCKET/KEY_PREFIX` answers [[access key id, operation, path], ...]
 for the signed path-style requests under that prefix, in order (the key id from the
-SigV4 Authorization header's Credential).
+SigV4 Authorization header's Credential; a listing's path is `/bucket/<its prefix>`).
 """
 import collections
 import io
@@ -109,6 +109,15 @@ def s3_operation(method, path, query, headers):
     return {"GET": "GetObject", "HEAD": "HeadObject"}.get(method, method)
 
 
+def signed_path(name, environ):
+    """The path of an S3 request; a listing's with its prefix (`/bucket/prefix`)."""
+    path = environ.get("PATH_INFO", "/")
+    if name == "s3 ListObjects":
+        prefix = parse_qs(environ.get("QUERY_STRING", "")).get("prefix", [""])[0]
+        return path.rstrip("/") + "/" + prefix
+    return path
+
+
 def access_key_id(environ):
     auth = environ.get("HTTP_AUTHORIZATION", "")
     return auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else "unsigned"
@@ -168,7 +177,7 @@ class CountingApp:
             if items:
                 self.counts[name + " items"] += items
             if name.startswith("s3 "):
-                self.signed.append((access_key_id(environ), name[3:], environ.get("PATH_INFO", "/")))
+                self.signed.append((access_key_id(environ), name[3:], signed_path(name, environ)))
         return self.app(environ, start_response)
 
 

@@ -1,5 +1,6 @@
 //! The warehouse's files in S3, listed and deleted for the orphan sweep
-//! ([`WarehouseFiles`]): what Iceberg's `FileIO` cannot do.
+//! ([`WarehouseFiles`]): what Iceberg's `FileIO` cannot do. Each path through the client
+//! [`S3Clients`] picks for it (a table's vended credentials); [`AnyFiles`] adds local paths.
 //!
 //! ```text
 //!  list("s3://b/wh/kafka.db/t")  ─ ListObjectsV2 prefix "wh/kafka.db/t/", page by page
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
-use floe_core::storage::{StoredFile, WarehouseFiles, split_s3_uri};
+use floe_core::storage::{LocalFiles, StoredFile, WarehouseFiles, split_s3_uri};
 
 use crate::retry::sdk_io_error;
 use crate::vended::S3Clients;
@@ -45,6 +46,35 @@ impl S3Files {
     /// Paths read and deleted with the client `clients` picks for each.
     pub fn routed(clients: Arc<S3Clients>) -> Self {
         S3Files { clients }
+    }
+}
+
+/// `s3://` paths through [`S3Files`], any other on the local file system ([`LocalFiles`]):
+/// the files of `floe local` with a REST catalog, whose tables may be in either.
+#[derive(Clone)]
+pub struct AnyFiles {
+    s3: S3Files,
+}
+
+impl AnyFiles {
+    pub fn new(clients: Arc<S3Clients>) -> Self {
+        AnyFiles { s3: S3Files::routed(clients) }
+    }
+}
+
+#[async_trait]
+impl WarehouseFiles for AnyFiles {
+    async fn list(&self, prefix: &str) -> io::Result<Vec<StoredFile>> {
+        match split_s3_uri(prefix) {
+            Some(_) => self.s3.list(prefix).await,
+            None => LocalFiles.list(prefix).await,
+        }
+    }
+
+    async fn delete(&self, paths: &[String]) -> io::Result<()> {
+        let (s3, local): (Vec<String>, Vec<String>) = paths.iter().cloned().partition(|p| split_s3_uri(p).is_some());
+        self.s3.delete(&s3).await?;
+        LocalFiles.delete(&local).await
     }
 }
 
