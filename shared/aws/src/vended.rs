@@ -130,7 +130,7 @@ fn normal(path: &str) -> String {
 }
 
 /// When a credential received at `received_ms` is due for a reload: at 80% of its life
-/// (as the catalog's OAuth2 token), at least [`MIN_USE_MS`] after it came; `None` (never)
+/// (as the catalog's OAuth2 token), at least a second after it came; `None` (never)
 /// without an expiry.
 pub fn refresh_at_ms(received_ms: i64, expires_at_ms: Option<i64>) -> Option<i64> {
     let life = expires_at_ms? - received_ms;
@@ -212,10 +212,11 @@ impl VendedRoutes {
         let now = chrono::Utc::now().timestamp_millis();
         let (table, due, reloader) =
             self.with_route(|r| r.vended.covers(path), |r| (r.table.clone(), r.due(now), r.reloader.clone()))?;
-        if due && let Some(reloader) = reloader.upgrade() {
-            if let Err(e) = reloader.reload(&table).await {
-                tracing::warn!(table = %table, error = %e, "reloading the table for new storage credentials failed");
-            }
+        if due
+            && let Some(reloader) = reloader.upgrade()
+            && let Err(e) = reloader.reload(&table).await
+        {
+            tracing::warn!(table = %table, error = %e, "reloading the table for new storage credentials failed");
         }
         self.with_route(|r| r.vended.covers(path), |r| r.client.clone())
     }
@@ -349,7 +350,7 @@ mod tests {
         );
         let v = &vended[0];
         assert!(v.covers(&format!("{LOCATION}/data/x.parquet")) && v.covers(LOCATION));
-        assert!(v.covers(&format!("s3a://bucket/wh/kafka/orders/metadata/m.avro")));
+        assert!(v.covers("s3a://bucket/wh/kafka/orders/metadata/m.avro"));
         assert!(!v.covers("s3://bucket/wh/kafka/orders_dlq/data/x.parquet"));
         assert!(!v.covers("s3://bucket/wh/kafka/other/data/x.parquet"));
     }
