@@ -306,7 +306,8 @@ impl RestCatalog {
         let vended = VendedS3::from_load_result(location, answer);
         tracing::debug!(table = %table, credentials = vended.len(), "storage credentials vended");
         let me: Weak<dyn ReloadTable> = self.me.clone();
-        vended_routes().register(table, vended, self.aws.as_ref(), me, chrono::Utc::now().timestamp_millis());
+        let now = chrono::Utc::now().timestamp_millis();
+        vended_routes().register(table, location, vended, self.aws.as_ref(), me, now);
     }
 }
 

@@ -31,7 +31,9 @@ use std::sync::{Arc, OnceLock, RwLock, Weak};
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
-use aws_sdk_s3::config::{BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
+use aws_sdk_s3::config::{
+    BehaviorVersion, ConfigBag, Credentials, IdentityCache, Intercept, ProvideCredentials, Region, RuntimeComponents,
+};
 use aws_sdk_s3::error::BoxError;
 use serde_json::{Map, Value};
 
@@ -107,11 +109,15 @@ impl VendedS3 {
         path.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     }
 
-    /// The same keys and settings (the client made for them can be kept).
+    /// The same place and settings: the client made for them is kept, with new keys.
     fn same_client(&self, other: &VendedS3) -> bool {
-        (&self.access_key_id, &self.secret_access_key, &self.session_token, &self.endpoint, &self.region)
-            == (&other.access_key_id, &other.secret_access_key, &other.session_token, &other.endpoint, &other.region)
-            && self.path_style == other.path_style
+        (&self.prefix, &self.endpoint, &self.region, self.path_style)
+            == (&other.prefix, &other.endpoint, &other.region, other.path_style)
+    }
+
+    fn credentials(&self) -> Credentials {
+        let (id, secret, token) = (&self.access_key_id, &self.secret_access_key, self.session_token.clone());
+        Credentials::new(id, secret, token, None, "rest-catalog-vended")
     }
 }
 
@@ -143,20 +149,74 @@ pub trait ReloadTable: Send + Sync {
     async fn reload(&self, table: &TableName) -> Result<(), String>;
 }
 
+/// The client of one vended place, kept while the catalog vends it new keys: the keys
+/// it signs with are read from `keys` at each request, so its connections are kept too.
+#[derive(Clone)]
+struct Signer {
+    client: Client,
+    keys: Arc<RwLock<Credentials>>,
+    /// Set on a 403 from S3 (the client's interceptor): reload before the next use.
+    refused: Arc<AtomicBool>,
+}
+
+impl Signer {
+    /// An S3 client signing with `v`'s keys, on its endpoint, region and addressing where
+    /// given (else `base`'s; path-style with a vended endpoint).
+    fn new(v: &VendedS3, base: Option<&aws_config::SdkConfig>) -> Signer {
+        let keys = Arc::new(RwLock::new(v.credentials()));
+        let refused = Arc::new(AtomicBool::new(false));
+        let mut config = match base {
+            Some(aws) => aws_sdk_s3::config::Builder::from(aws),
+            None => aws_sdk_s3::Config::builder().behavior_version(BehaviorVersion::latest()),
+        };
+        config = config
+            .credentials_provider(CurrentKeys(keys.clone()))
+            .identity_cache(IdentityCache::no_cache())
+            .interceptor(RefusedMarksDue(refused.clone()));
+        if let Some(endpoint) = &v.endpoint {
+            config = config.endpoint_url(endpoint);
+        }
+        let region = v.region.clone().or_else(|| base.and_then(|aws| aws.region()).map(|r| r.to_string()));
+        config = config.region(Region::new(region.unwrap_or_else(|| "us-east-1".into())));
+        let client = Client::from_conf(config.force_path_style(v.path_style.unwrap_or(v.endpoint.is_some())).build());
+        Signer { client, keys, refused }
+    }
+
+    /// Signs with `v`'s keys from now on, no longer refused.
+    fn rekey(&self, v: &VendedS3) {
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = v.credentials();
+        self.refused.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The keys a [`Signer`] holds now (its client asks at each request: no identity cache).
+#[derive(Debug)]
+struct CurrentKeys(Arc<RwLock<Credentials>>);
+
+impl ProvideCredentials for CurrentKeys {
+    fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        let keys = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
+        aws_credential_types::provider::future::ProvideCredentials::ready(Ok(keys))
+    }
+}
+
 /// One vended credential in use.
 struct Route {
     table: TableName,
+    /// The table's location when registered.
+    location: String,
     vended: VendedS3,
-    client: Client,
-    /// Set on a 403 from S3 (the client's interceptor): reload before the next use.
-    refused: Arc<AtomicBool>,
+    signer: Signer,
     refresh_at_ms: Option<i64>,
     reloader: Weak<dyn ReloadTable>,
 }
 
 impl Route {
     fn due(&self, now_ms: i64) -> bool {
-        self.refused.load(Ordering::Relaxed) || self.refresh_at_ms.is_some_and(|at| now_ms >= at)
+        self.signer.refused.load(Ordering::Relaxed) || self.refresh_at_ms.is_some_and(|at| now_ms >= at)
     }
 }
 
@@ -175,34 +235,36 @@ pub fn vended_routes() -> &'static VendedRoutes {
 }
 
 impl VendedRoutes {
-    /// Replaces `table`'s vended credentials by `vended` (none: the own client again);
-    /// `base` is the configuration a new client starts from (the catalog's AWS one, if
-    /// any); `reloader` loads the table again when a credential is due.
+    /// Replaces the vended credentials of `table` at `location` by `vended` (none: the own
+    /// client again); `base` is the configuration a new client starts from (the catalog's
+    /// AWS one, if any); `reloader` loads the table again when a credential is due.
+    /// Registrations are by location: two catalogs' tables of one name do not meet.
     pub fn register(
         &self,
         table: &TableName,
+        location: &str,
         vended: Vec<VendedS3>,
         base: Option<&aws_config::SdkConfig>,
         reloader: Weak<dyn ReloadTable>,
         now_ms: i64,
     ) {
+        let location = location.trim_end_matches('/');
         let mut made = Vec::new();
         for v in vended {
-            let kept = self.with_route(|r| r.table == *table && r.vended.same_client(&v), |r| r.client.clone());
-            let refused = Arc::new(AtomicBool::new(false));
-            let client = kept.unwrap_or_else(|| vended_client(&v, base, refused.clone()));
+            let kept = self.with_route(|r| r.location == location && r.vended.same_client(&v), |r| r.signer.clone());
+            let signer = match kept {
+                Some(signer) => {
+                    signer.rekey(&v);
+                    signer
+                }
+                None => Signer::new(&v, base),
+            };
             let refresh_at_ms = refresh_at_ms(now_ms, v.expires_at_ms);
-            made.push(Route {
-                table: table.clone(),
-                vended: v,
-                client,
-                refused,
-                refresh_at_ms,
-                reloader: reloader.clone(),
-            });
+            let (table, location) = (table.clone(), location.to_string());
+            made.push(Route { table, location, vended: v, signer, refresh_at_ms, reloader: reloader.clone() });
         }
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
-        routes.retain(|r| r.table != *table && !made.iter().any(|m| m.vended.prefix == r.vended.prefix));
+        routes.retain(|r| r.location != location && !made.iter().any(|m| m.vended.prefix == r.vended.prefix));
         routes.extend(made);
     }
 
@@ -218,7 +280,7 @@ impl VendedRoutes {
         {
             tracing::warn!(table = %table, error = %e, "reloading the table for new storage credentials failed");
         }
-        self.with_route(|r| r.vended.covers(path), |r| r.client.clone())
+        self.with_route(|r| r.vended.covers(path), |r| r.signer.client.clone())
     }
 
     /// The registered prefix whose client `path` takes, if any.
@@ -231,25 +293,6 @@ impl VendedRoutes {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
         routes.iter().filter(|r| matches(r)).max_by_key(|r| r.vended.prefix.len()).map(what)
     }
-}
-
-/// An S3 client signing with the vended keys, on the vended endpoint, region and
-/// addressing where given (else `base`'s; path-style with a vended endpoint); a 403 it
-/// gets sets `refused`.
-fn vended_client(v: &VendedS3, base: Option<&aws_config::SdkConfig>, refused: Arc<AtomicBool>) -> Client {
-    let mut config = match base {
-        Some(aws) => aws_sdk_s3::config::Builder::from(aws),
-        None => aws_sdk_s3::Config::builder().behavior_version(BehaviorVersion::latest()),
-    };
-    let keys =
-        Credentials::new(&v.access_key_id, &v.secret_access_key, v.session_token.clone(), None, "rest-catalog-vended");
-    config = config.credentials_provider(keys).interceptor(RefusedMarksDue(refused));
-    if let Some(endpoint) = &v.endpoint {
-        config = config.endpoint_url(endpoint);
-    }
-    let region = v.region.clone().or_else(|| base.and_then(|aws| aws.region()).map(|r| r.to_string()));
-    config = config.region(Region::new(region.unwrap_or_else(|| "us-east-1".into())));
-    Client::from_conf(config.force_path_style(v.path_style.unwrap_or(v.endpoint.is_some())).build())
 }
 
 /// The warehouse's S3 clients: the vended one of a path's table ([`vended_routes`]), else
@@ -406,11 +449,14 @@ mod tests {
         VendedS3::from_load_result(prefix, &answer).remove(0)
     }
 
-    /// The access key id `path` is signed with after [`VendedRoutes::client`] ("own": none vended).
+    /// The access key id `path` is signed with after [`VendedRoutes::client`] (what its
+    /// client's credentials provider answers; "own": none vended).
     async fn key_of(routes: &VendedRoutes, path: &str) -> String {
         match routes.client(path).await {
             None => "own".into(),
-            Some(_) => routes.with_route(|r| r.vended.covers(path), |r| r.vended.access_key_id.clone()).unwrap(),
+            Some(_) => routes
+                .with_route(|r| r.vended.covers(path), |r| r.signer.keys.read().unwrap().access_key_id().to_string())
+                .unwrap(),
         }
     }
 
@@ -425,7 +471,7 @@ mod tests {
         fn register(&self, table: &TableName, key: &str, received_ms: i64, expires_at_ms: i64) {
             let me = self.me.get().unwrap().clone();
             let v = vec![vended(LOCATION, key, Some(expires_at_ms))];
-            self.routes.register(table, v, Some(&base()), me, received_ms);
+            self.routes.register(table, LOCATION, v, Some(&base()), me, received_ms);
         }
     }
 
@@ -452,16 +498,20 @@ mod tests {
         assert_eq!(key_of(&routes, &data).await, "k0");
         assert_eq!(key_of(&routes, "s3://bucket/wh/kafka/other/x").await, "own");
         assert_eq!(catalog.reloads.load(Ordering::SeqCst), 0);
-        // Expired: the table is reloaded before the next use, which takes the new key.
+        let keys = |routes: &VendedRoutes| routes.with_route(|r| r.vended.covers(&data), |r| r.signer.keys.clone());
+        let first = keys(&routes).unwrap();
+        // Expired: the table is reloaded before the next use, which takes the new key; the
+        // client (and its connections) is the same, signing with the new key.
         catalog.register(&table, "k0", now - 60_000, now - 1);
         assert_eq!(key_of(&routes, &data).await, "k1");
+        assert!(Arc::ptr_eq(&first, &keys(&routes).unwrap()));
         assert_eq!(key_of(&routes, &data).await, "k1");
         // Refused by S3 (the interceptor's mark): reloaded too.
-        routes.with_route(|r| r.vended.covers(&data), |r| r.refused.store(true, Ordering::SeqCst));
+        routes.with_route(|r| r.vended.covers(&data), |r| r.signer.refused.store(true, Ordering::SeqCst));
         assert_eq!(key_of(&routes, &data).await, "k2");
         assert_eq!(catalog.reloads.load(Ordering::SeqCst), 2);
         // Nothing vended any more: the own client.
-        routes.register(&table, Vec::new(), None, catalog.me.get().unwrap().clone(), now);
+        routes.register(&table, LOCATION, Vec::new(), None, catalog.me.get().unwrap().clone(), now);
         assert_eq!(key_of(&routes, &data).await, "own");
     }
 }
