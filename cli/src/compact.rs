@@ -18,7 +18,6 @@ use floe_core::config::FloeConfig;
 use floe_core::lock::Clock;
 use floe_core::maintenance::MaintenanceStatus;
 use floe_core::maintenance::compactor::{Compactor, TableRun};
-use floe_core::storage::LocalFiles;
 
 use crate::warehouse::{Warehouse, folder};
 
@@ -103,7 +102,7 @@ pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>) -> 
         catalog: warehouse.catalog.clone(),
         file_io: warehouse.file_io.clone(),
         registry: warehouse.locks.clone(),
-        files: Arc::new(LocalFiles),
+        files: warehouse.files.clone(),
         queue: warehouse.queue.clone(),
         config,
         task_store: None,

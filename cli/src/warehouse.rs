@@ -2,7 +2,9 @@
 //! lock store and the table registry) and the tables' files, opened with the committer
 //! and the in-process queue that `floe local run` and `floe local compact` share. The
 //! tables are registered in that SQLite catalog, or in the catalog `[catalog]` names
-//! ([`local_catalog`], the CLI's one place that turns it into a catalog).
+//! ([`local_catalog`], the CLI's one place that turns it into a catalog). With a REST
+//! catalog the tables' files may be in S3: read and written with the credentials the
+//! catalog vends for each table, else the default AWS ones (loaded on first use).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use floe_core::lock::Clock;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::queue::InProcessQueue;
 use floe_core::retry::RetryPolicy;
+use floe_core::storage::{LocalFiles, WarehouseFiles};
 
 /// How long a commit waits for a live other run to release a table's lease.
 const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -42,6 +45,8 @@ pub(crate) struct Warehouse {
     pub catalog: Arc<dyn Catalog>,
     pub locks: Arc<SqliteLocks>,
     pub file_io: iceberg::io::FileIO,
+    /// The tables' files listed and deleted (the orphan sweep).
+    pub files: Arc<dyn WarehouseFiles>,
     pub owner: String,
     pub queue: Arc<InProcessQueue>,
     pub committer: Committer,
@@ -54,7 +59,7 @@ impl Warehouse {
         let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
-        let file_io = floe_core::storage::local_file_io();
+        let (file_io, files) = table_files(catalog);
         let catalog = local_catalog(sqlite, catalog).await?;
         let committer = Committer {
             catalog: catalog.clone(),
@@ -73,10 +78,23 @@ impl Warehouse {
             catalog,
             locks,
             file_io,
+            files,
             owner,
             queue: Arc::new(InProcessQueue::default()),
             committer,
         })
+    }
+}
+
+/// Where the tables' files are read, written, listed and deleted: local paths; with a
+/// REST catalog also S3 (its tables may be there, with credentials it vends).
+fn table_files(catalog: Option<&CatalogConfig>) -> (iceberg::io::FileIO, Arc<dyn WarehouseFiles>) {
+    match catalog {
+        Some(CatalogConfig::Rest(_)) => {
+            let clients = floe_aws::vended::S3Clients::lazy();
+            (floe_aws::s3::routed_file_io(clients.clone()), Arc::new(floe_aws::files::AnyFiles::new(clients)))
+        }
+        _ => (floe_core::storage::local_file_io(), Arc::new(LocalFiles)),
     }
 }
 
@@ -90,7 +108,7 @@ pub async fn local_catalog(sqlite: SqliteCatalog, config: Option<&CatalogConfig>
         Some(CatalogConfig::Rest(rest))
             if rest.sigv4.is_none() && !matches!(rest.auth, floe_core::config::RestAuth::Secret(_)) =>
         {
-            Ok(Arc::new(floe_aws::rest_catalog::RestCatalog::connect(rest, None).await?))
+            Ok(floe_aws::rest_catalog::RestCatalog::connect(rest, None).await?.shared())
         }
         Some(CatalogConfig::S3Tables(_)) => anyhow::bail!(
             "catalog.type: \"s3tables\" keeps each table's files in the S3 storage S3 Tables assigns, \

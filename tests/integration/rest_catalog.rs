@@ -2,7 +2,9 @@
 //! commits PyIceberg's SqlCatalog validates (requirements) and applies (updates), started
 //! by each test on 127.0.0.1:0 with OAuth2 client credentials required. `floe local run
 //! --config` with `[catalog] type = "rest"` commits through it; PyIceberg's own REST
-//! client reads the tables back.
+//! client reads the tables back. With `--vend` the server keeps the tables in moto's S3
+//! and vends per-table credentials; moto's record of who signed each request
+//! (`/_floe/signed`) shows which credentials Floe used.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -31,11 +33,21 @@ struct RestServer {
 
 impl RestServer {
     fn start() -> RestServer {
+        RestServer::start_with(&[])
+    }
+
+    /// A server keeping its tables in `bucket` of the test's moto S3, vending credentials.
+    fn vending(bucket: &str) -> RestServer {
+        RestServer::start_with(&["--vend", &support::moto().endpoint, bucket])
+    }
+
+    fn start_with(args: &[&str]) -> RestServer {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(support::python())
             .arg(support::root().join("tests/py/rest_catalog.py"))
             .arg(dir.path())
             .args(["--credential", CREDENTIAL])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -269,4 +281,131 @@ async fn floe_aws_audit_with_config_reads_a_rest_catalogs_table() {
     let (code, out) = crate::s3tables::floe_aws(&["audit", "kafka.nothing", "--config", config], &env);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("no table kafka.nothing"), "{out}");
+}
+
+#[tokio::test]
+async fn an_existing_table_s_new_files_go_under_its_own_location() {
+    // A table made elsewhere (here: by Floe through another catalog) and registered with
+    // a location that is not where this catalog would put a new table: Floe's new files
+    // go under the table's own location, where the catalog's maintenance and Floe's sweep
+    // and compaction look.
+    let (before, server) = (RestServer::start(), RestServer::start());
+    let dir = tempfile::tempdir().unwrap();
+    before.run(orders_input(false).path(), &warehouse_in(&dir, "a")).await;
+    let metadata = before.load(&before.token().await, "orders").await;
+    let elsewhere = dir.path().join("elsewhere/orders");
+    std::fs::create_dir_all(elsewhere.join("metadata")).unwrap();
+    let mut moved = serde_json::to_value(&metadata).unwrap();
+    moved["location"] = json!(elsewhere.display().to_string());
+    let file = elsewhere.join(format!("metadata/00000-{}.metadata.json", metadata.uuid()));
+    std::fs::write(&file, moved.to_string()).unwrap();
+    let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+    server.catalog().await.create(&table, &metadata, &file.display().to_string()).await.unwrap();
+
+    server.run(orders_input(true).path(), &warehouse_in(&dir, "b")).await;
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
+    let new_files: Vec<_> = walk(&elsewhere).into_iter().filter(|p| p.ends_with(".parquet")).collect();
+    assert_eq!(new_files.len(), 1, "{new_files:?}");
+    assert!(new_files[0].contains("/data/"), "{new_files:?}");
+}
+
+/// The S3 requests moto served under `prefix` (`/bucket/key prefix`): who signed each
+/// (access key id), the operation and the path.
+async fn signed(prefix: &str) -> Vec<(String, String, String)> {
+    let url = format!("{}/_floe/signed?prefix={prefix}", support::moto().endpoint);
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_table_s_files_are_read_and_written_with_the_credentials_the_catalog_vends() {
+    // The catalog keeps its tables in this bucket and vends a fresh key ("vended-<n>") with
+    // each table it answers; its own key ("rest-catalog") writes its metadata files. The
+    // test process's own credentials are neither: a file Floe read or wrote with them
+    // would be signed by another key (or not reach moto at all).
+    let bucket = "rest-vended";
+    support::s3_client().await.create_bucket().bucket(bucket).send().await.unwrap();
+    let server = RestServer::vending(bucket);
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    let first = server.run(orders_input(false).path(), &warehouse).await;
+    assert_eq!(first.tables.iter().map(|t| t.snapshots).sum::<usize>(), 1, "{:?}", first.tables);
+    let again = server.run(orders_input(false).path(), &warehouse).await;
+    assert!(again.tables.iter().all(|t| t.snapshots == 0), "{:?}", again.tables);
+    server.run(orders_input(true).path(), &warehouse).await;
+    // PyIceberg's REST client, with the credentials the catalog vends to it, reads each record once.
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
+    let token = server.token().await;
+    let location = server.load(&token, "orders").await.location().replace("s3://", "/");
+    let location = format!("{}/", location.trim_end_matches('/'));
+    assert!(location.starts_with(&format!("/{bucket}/rest/")), "{location}");
+
+    // `floe local compact` 15 minutes later compacts the two small files into one; days
+    // later its orphan sweep deletes a stray file (put there with the test's own key).
+    let s3 = support::s3_client().await;
+    let stray = format!("{}data/stray.parquet", &location[bucket.len() + 2..]);
+    s3.put_object().bucket(bucket).key(&stray).body(b"stray".to_vec().into()).send().await.unwrap();
+    let config = FloeConfig::parse(&server.config_toml()).unwrap();
+    let compact = async |by_ms: i64| {
+        let clock = floe_core::lock::Clock::Shifted { by_ms };
+        // Boxed: the compaction's future is too large for a test thread's stack in debug builds.
+        Box::pin(floe_cli::compact::compact(&warehouse, config.clone(), clock, Vec::new())).await.unwrap().remove(0)
+    };
+    let compacted = compact(15 * 60 * 1000).await;
+    assert_eq!((compacted.files_in, compacted.files_out, compacted.committed), (2, 1, 1), "{compacted:?}");
+    let swept = compact(30 * 24 * 3600 * 1000).await;
+    assert!(swept.orphans_removed >= 1, "{swept:?}");
+    assert!(s3.head_object().bucket(bucket).key(&stray).send().await.is_err(), "the stray file is still there");
+    let read = server.read("kafka.orders");
+    assert_eq!((read.offsets["0"].len(), read.duplicates), (160, 0));
+
+    let mut requests = signed(&format!("/{bucket}/")).await;
+    requests
+        .retain(|(key, operation, path)| operation != "CreateBucket" && !(key == "testing" && path.ends_with(&stray)));
+    for (key, operation, path) in &requests {
+        // The sweep's deletes, bucket requests, with vended keys.
+        if operation == "DeleteObjects" {
+            assert!(key.starts_with("vended-"), "{operation} {path} signed by {key}");
+            continue;
+        }
+        // Everything else in the bucket is under the table's location, as the catalog gave it.
+        assert!(path.starts_with(&location), "{operation} {path} is outside {location}");
+        // Every file of the table was read and written with vended keys; the catalog's own
+        // key read, and wrote only its own metadata files.
+        let reads = ["GetObject", "HeadObject", "ListObjects"].contains(&operation.as_str());
+        let catalog_own = key == "rest-catalog" && (reads || path.ends_with(".metadata.json"));
+        assert!(key.starts_with("vended-") || catalog_own, "{operation} {path} signed by {key}");
+    }
+    // Objects written: one PutObject, or a multipart upload completed.
+    let puts = |suffix: &str, vended: bool| {
+        let written = |op: &String| op == "PutObject" || op == "CompleteMultipartUpload";
+        requests
+            .iter()
+            .filter(|(k, op, p)| written(op) && p.ends_with(suffix) && k.starts_with("vended-") == vended)
+            .count()
+    };
+    // Floe's data files (the compacted one too), manifests and manifest lists of the three
+    // commits, with vended keys.
+    assert!(puts(".parquet", true) >= 3, "{requests:?}");
+    assert!(puts(".avro", true) >= 6, "{requests:?}");
+    // Floe wrote one metadata file, the table's first (registered); for each commit the
+    // catalog wrote its own, and Floe none that would stay unreferenced.
+    assert_eq!((puts(".metadata.json", true), puts(".metadata.json", false)), (1, 3), "{requests:?}");
+    // Floe's reads of the table (its metadata, manifests) were signed with vended keys too.
+    assert!(requests.iter().any(|(k, op, p)| k.starts_with("vended-") && op == "GetObject" && p.ends_with(".avro")));
+    // Nothing of the table landed in Floe's own warehouse folder (its leases database only).
+    let local: Vec<_> = walk(&warehouse).into_iter().filter(|p| !p.contains("catalog.db")).collect();
+    assert!(local.is_empty(), "{local:?}");
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path.display().to_string());
+        }
+    }
+    out
 }

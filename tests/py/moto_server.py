@@ -22,7 +22,10 @@ those gaps before it starts:
 It also counts the requests it serves, per service and operation ("s3 GetObject",
 "dynamodb PutItem", ...; and "dynamodb BatchWriteItem items", the items of the batch
 requests): `GET /_floe/requests` answers the counts so far as a JSON object (the cost
-benchmark bills them).
+benchmark bills them). And it keeps who signed each S3 request: `GET
+/_floe/signed?prefix=/BUCKET/KEY_PREFIX` answers [[access key id, operation, path], ...]
+for the signed path-style requests under that prefix, in order (the key id from the
+SigV4 Authorization header's Credential; a listing's path is `/bucket/<its prefix>`).
 """
 import collections
 import io
@@ -32,6 +35,7 @@ import signal
 import sys
 import threading
 import time
+from urllib.parse import parse_qs
 
 from moto.glue import responses as glue_responses
 from moto.glue.exceptions import GlueClientError
@@ -105,6 +109,20 @@ def s3_operation(method, path, query, headers):
     return {"GET": "GetObject", "HEAD": "HeadObject"}.get(method, method)
 
 
+def signed_path(name, environ):
+    """The path of an S3 request; a listing's with its prefix (`/bucket/prefix`)."""
+    path = environ.get("PATH_INFO", "/")
+    if name == "s3 ListObjects":
+        prefix = parse_qs(environ.get("QUERY_STRING", "")).get("prefix", [""])[0]
+        return path.rstrip("/") + "/" + prefix
+    return path
+
+
+def access_key_id(environ):
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    return auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else "unsigned"
+
+
 def operation(environ):
     """"service Operation" of a request, from its SigV4 credential scope and its target
     header (JSON protocols) or its method and path (S3)."""
@@ -136,20 +154,30 @@ class CountingApp:
     def __init__(self, app):
         self.app = app
         self.counts = collections.Counter()
+        self.signed = []
         self.lock = threading.Lock()
+
+    def answer(self, start_response, value):
+        body = json.dumps(value).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def __call__(self, environ, start_response):
         if environ.get("PATH_INFO") == "/_floe/requests":
             with self.lock:
-                body = json.dumps(self.counts).encode()
-            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-            return [body]
+                return self.answer(start_response, self.counts)
+        if environ.get("PATH_INFO") == "/_floe/signed":
+            prefix = parse_qs(environ.get("QUERY_STRING", "")).get("prefix", ["/"])[0]
+            with self.lock:
+                return self.answer(start_response, [s for s in self.signed if s[2].startswith(prefix)])
         name = operation(environ)
         items = batch_items(environ) if name in ("dynamodb BatchWriteItem", "dynamodb BatchGetItem") else 0
         with self.lock:
             self.counts[name] += 1
             if items:
                 self.counts[name + " items"] += items
+            if name.startswith("s3 "):
+                self.signed.append((access_key_id(environ), name[3:], signed_path(name, environ)))
         return self.app(environ, start_response)
 
 

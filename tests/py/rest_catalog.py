@@ -8,10 +8,19 @@ SqlCatalog.commit_table validates the requirements against the table as it is an
 applies the updates, writing the new metadata file itself. A stale requirement
 (assert-ref-snapshot-id, assert-table-uuid, …) is answered 409, as the spec says.
 
-Usage: rest_catalog.py WAREHOUSE_DIR [--credential ID:SECRET]
+Usage: rest_catalog.py WAREHOUSE_DIR [--credential ID:SECRET] [--vend S3_ENDPOINT BUCKET]
 Prints its port on the first line of stdout (it listens on 127.0.0.1:0), then serves until
 stdin closes. With --credential every endpoint but POST /v1/oauth/tokens needs a bearer
 token that endpoint gave for that client credential (OAuth2 client_credentials).
+
+With --vend the tables live in S3 (s3://BUCKET/rest/<ns>.db/<table>, the bucket existing,
+S3 at S3_ENDPOINT: moto), the catalog's own metadata files written with the access key
+"rest-catalog", and a loadTable or stage-create asked for `X-Iceberg-Access-Delegation:
+vended-credentials` vends the table's credentials: `config` holds the endpoint, region and
+path-style addressing, `storage-credentials` one entry for the table's location with a
+fresh access key id each time ("vended-<n>"), a session token and its expiry (an hour).
+Nothing else gives a client these keys, so a request signed with one was sent by a
+client that used what the catalog vended.
 
 Endpoints: GET /v1/config; POST /v1/oauth/tokens; GET|POST /v1/namespaces;
 GET|POST /v1/namespaces/{ns}/tables (POST: createTable, with stage-create);
@@ -19,10 +28,12 @@ POST /v1/namespaces/{ns}/register; GET|POST /v1/namespaces/{ns}/tables/{t} (load
 commit); and GET /test/tokens (how many tokens were given: for the tests).
 """
 
+import itertools
 import json
 import os
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
@@ -43,11 +54,16 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
 warehouse = os.path.abspath(sys.argv[1])
 credential = sys.argv[sys.argv.index("--credential") + 1] if "--credential" in sys.argv else None
+vend = sys.argv[sys.argv.index("--vend") + 1:sys.argv.index("--vend") + 3] if "--vend" in sys.argv else None
+S3_SETTINGS = {"s3.endpoint": vend[0], "s3.region": "us-east-1", "s3.path-style-access": "true"} if vend else {}
 catalog = SqlCatalog(
     "rest",
     uri=f"sqlite:///{os.path.join(warehouse, 'rest_catalog.db')}",
-    warehouse=warehouse,
+    warehouse=f"s3://{vend[1]}/rest" if vend else warehouse,
+    **S3_SETTINGS,
+    **({"s3.access-key-id": "rest-catalog", "s3.secret-access-key": "rest-catalog"} if vend else {}),
 )
+vended = itertools.count(1)
 # One request at a time: SQLite connections stay on one thread, and each commit's
 # check-then-apply is atomic (SqlCatalog's own UPDATE … WHERE metadata_location = old
 # would also refuse a lost race).
@@ -64,15 +80,27 @@ def error(status, kind, message):
     return Answer(status, kind, message)
 
 
-def table_result(table):
+def storage(location, delegation):
+    """The `config` and `storage-credentials` of a table answer: credentials for the
+    table's location when the server vends and the client asked."""
+    if not vend or "vended-credentials" not in delegation:
+        return {"config": {}}
+    n = next(vended)
+    keys = {"s3.access-key-id": f"vended-{n}", "s3.secret-access-key": f"secret-{n}",
+            "s3.session-token": f"token-{n}",
+            "s3.session-token-expires-at-ms": str(int(time.time() * 1000) + 3_600_000)}
+    return {"config": dict(S3_SETTINGS), "storage-credentials": [{"prefix": location, "config": keys}]}
+
+
+def table_result(table, delegation=""):
     return {
         "metadata-location": table.metadata_location,
         "metadata": json.loads(table.metadata.model_dump_json(by_alias=True, exclude_none=True)),
-        "config": {},
+        **storage(table.metadata.location, delegation),
     }
 
 
-def route(method, parts, query, body):
+def route(method, parts, query, body, delegation=""):
     """The answer (a JSON value) to one request, or an Answer raised."""
     if parts == ["v1", "config"]:
         return {"defaults": {}, "overrides": {}}
@@ -111,7 +139,8 @@ def route(method, parts, query, body):
         metadata = new_table_metadata(
             Schema(), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, body.get("properties") or {}
         )
-        return {"metadata": json.loads(metadata.model_dump_json(by_alias=True, exclude_none=True)), "config": {}}
+        return {"metadata": json.loads(metadata.model_dump_json(by_alias=True, exclude_none=True)),
+                **storage(location, delegation)}
     if len(parts) == 5 and parts[:2] == ["v1", "namespaces"] and parts[3] == "tables":
         identifier = (parts[2], parts[4])
         try:
@@ -119,7 +148,7 @@ def route(method, parts, query, body):
         except (NoSuchTableError, NoSuchNamespaceError):
             raise error(404, "NoSuchTableException", f"no table {'.'.join(identifier)}")
         if method == "GET":
-            return table_result(table)
+            return table_result(table, delegation)
         # The spec makes the identifier optional here (the path names the table);
         # PyIceberg's model wants it.
         body.setdefault("identifier", {"namespace": [identifier[0]], "name": identifier[1]})
@@ -173,7 +202,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw) if raw else {}
             with lock:
-                value = route(method, parts, parse_qs(url.query), body)
+                delegation = self.headers.get("X-Iceberg-Access-Delegation") or ""
+                value = route(method, parts, parse_qs(url.query), body, delegation)
             self.answer(200, value)
         except Answer as a:
             self.answer(a.status, {"error": {"message": a.message, "type": a.kind, "code": a.status}})

@@ -1,5 +1,6 @@
 //! The warehouse's files in S3, listed and deleted for the orphan sweep
-//! ([`WarehouseFiles`]): what Iceberg's `FileIO` cannot do.
+//! ([`WarehouseFiles`]): what Iceberg's `FileIO` cannot do. Each path through the client
+//! [`S3Clients`] picks for it (a table's vended credentials); [`AnyFiles`] adds local paths.
 //!
 //! ```text
 //!  list("s3://b/wh/kafka.db/t")  ─ ListObjectsV2 prefix "wh/kafka.db/t/", page by page
@@ -14,13 +15,15 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
-use floe_core::storage::{StoredFile, WarehouseFiles, split_s3_uri};
+use floe_core::storage::{LocalFiles, StoredFile, WarehouseFiles, split_s3_uri};
 
 use crate::retry::sdk_io_error;
+use crate::vended::S3Clients;
 
 /// Keys in one DeleteObjects request (S3's limit).
 pub const DELETE_BATCH: usize = 1000;
@@ -28,15 +31,50 @@ pub const DELETE_BATCH: usize = 1000;
 /// Per-key error codes of DeleteObjects that a later try may get past.
 const RETRYABLE_KEY_ERRORS: [&str; 4] = ["InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"];
 
-/// The warehouse's objects, through the function's S3 client.
+/// The warehouse's objects, through the function's S3 client, or the one a REST catalog
+/// vended for the table the path is under ([`S3Clients`]).
 #[derive(Clone)]
 pub struct S3Files {
-    client: Client,
+    clients: Arc<S3Clients>,
 }
 
 impl S3Files {
     pub fn new(client: Client) -> Self {
-        S3Files { client }
+        S3Files { clients: S3Clients::new(client) }
+    }
+
+    /// Paths read and deleted with the client `clients` picks for each.
+    pub fn routed(clients: Arc<S3Clients>) -> Self {
+        S3Files { clients }
+    }
+}
+
+/// `s3://` paths through [`S3Files`], any other on the local file system ([`LocalFiles`]):
+/// the files of `floe local` with a REST catalog, whose tables may be in either.
+#[derive(Clone)]
+pub struct AnyFiles {
+    s3: S3Files,
+}
+
+impl AnyFiles {
+    pub fn new(clients: Arc<S3Clients>) -> Self {
+        AnyFiles { s3: S3Files::routed(clients) }
+    }
+}
+
+#[async_trait]
+impl WarehouseFiles for AnyFiles {
+    async fn list(&self, prefix: &str) -> io::Result<Vec<StoredFile>> {
+        match split_s3_uri(prefix) {
+            Some(_) => self.s3.list(prefix).await,
+            None => LocalFiles.list(prefix).await,
+        }
+    }
+
+    async fn delete(&self, paths: &[String]) -> io::Result<()> {
+        let (s3, local): (Vec<String>, Vec<String>) = paths.iter().cloned().partition(|p| split_s3_uri(p).is_some());
+        self.s3.delete(&s3).await?;
+        LocalFiles.delete(&local).await
     }
 }
 
@@ -50,7 +88,8 @@ impl WarehouseFiles for S3Files {
         // A directory: `…/t` must not list `…/t2`; `s3://bucket` is the whole bucket.
         let dir = format!("{}/", prefix.trim_end_matches('/'));
         let (bucket, key_prefix) = split_s3_uri(&dir).ok_or_else(|| not_s3(prefix))?;
-        let mut pages = self.client.list_objects_v2().bucket(bucket).prefix(key_prefix).into_paginator().send();
+        let client = self.clients.client(&dir).await;
+        let mut pages = client.list_objects_v2().bucket(bucket).prefix(key_prefix).into_paginator().send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| sdk_io_error(format!("LIST {dir}"), &e))?;
@@ -67,14 +106,16 @@ impl WarehouseFiles for S3Files {
     }
 
     async fn delete(&self, paths: &[String]) -> io::Result<()> {
-        let mut by_bucket: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        // By the client that deletes them (their table's vended one, or the own), and bucket.
+        let mut by_bucket: BTreeMap<(Option<String>, &str), (&str, Vec<&str>)> = BTreeMap::new();
         for path in paths {
             let (bucket, key) = split_s3_uri(path).ok_or_else(|| not_s3(path))?;
-            by_bucket.entry(bucket).or_default().push(key);
+            by_bucket.entry((self.clients.prefix_of(path), bucket)).or_insert((path, Vec::new())).1.push(key);
         }
         let mut refused = Vec::new();
         let mut retryable = false;
-        for (bucket, keys) in by_bucket {
+        for ((_, bucket), (first, keys)) in by_bucket {
+            let client = self.clients.client(first).await;
             for batch in keys.chunks(DELETE_BATCH) {
                 let objects = batch
                     .iter()
@@ -86,8 +127,7 @@ impl WarehouseFiles for S3Files {
                     .quiet(true)
                     .build()
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-                let out = self
-                    .client
+                let out = client
                     .delete_objects()
                     .bucket(bucket)
                     .delete(delete)

@@ -11,13 +11,14 @@
 //! | `storage::WarehouseFiles` | [`files::S3Files`]: ListObjectsV2, DeleteObjects by the thousand |
 //! | `materializer::ObjectStore` | [`objects::S3Objects`]: ranged GETs pinned to the ETag |
 //! | `segment::SegmentSource` | [`segment_source::S3Source`] |
-//! | the warehouse `FileIO` | [`s3::warehouse_file_io`]: the SDK client, multipart uploads |
+//! | the warehouse `FileIO` | [`s3::warehouse_file_io`]: the SDK client, multipart uploads; [`s3::routed_file_io`]: per table location the client [`vended::S3Clients`] picks (a REST catalog's vended credentials) |
 //!
 //! - [`catalogs`]: `[catalog]` into a catalog: Glue ([`glue`]), an Iceberg REST catalog ([`rest_catalog`]), S3 Tables ([`s3tables`]).
 //! - [`events`]: S3 notifications, EventBridge and SQS-wrapped events → the objects they name.
 //! - [`lambda`]: the functions' typed environments, config and secrets loading, handlers.
 //! - [`retry`]: which SDK errors are worth retrying.
 //! - [`access`]: start-up permission checks (a missing permission named before work).
+//! - [`vended`]: a REST catalog's vended storage credentials, and the S3 client each path is read and written with.
 
 pub mod access;
 pub mod catalogs;
@@ -33,3 +34,4 @@ pub mod s3;
 pub mod s3tables;
 pub mod segment_source;
 pub mod sqs;
+pub mod vended;

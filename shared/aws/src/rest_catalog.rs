@@ -8,13 +8,26 @@
 //!           assert-ref-snapshot-id (main, the expected snapshot) [+ schema / spec ids when they change];
 //!           updates: what Floe's new metadata changed (add-schema, add-snapshot, set-snapshot-ref, …)
 //!           409 ⇒ Conflict: reload and replan, as a Glue VersionId conflict
-//!  location POST {prefix}/namespaces/{ns}/tables  stage-create   (the location the catalog assigns)
+//!  location GET  {prefix}/namespaces/{ns}/tables/{t}            (an existing table's location), else
+//!           POST {prefix}/namespaces/{ns}/tables  stage-create   (the location the catalog assigns)
+//!  loads and staged creates: X-Iceberg-Access-Delegation: vended-credentials ─▶ crate::vended
 //! ```
 //!
 //! The catalog's requirement check is the compare-and-swap: it applies the updates only
 //! if `main` still points at the snapshot Floe planned on. The catalog writes its own
-//! metadata file for the result; Floe's file written for the swap stays unreferenced
-//! (the orphan sweep removes it).
+//! metadata file for the result, so Floe writes none for a swap
+//! ([`Catalog::writes_metadata`]): one would never be referenced, and deleting it after
+//! the commit would need the commit's outcome, which a lost answer leaves unknown. Floe
+//! writes the manifests and manifest list the added snapshot names, under the table's
+//! location; a table is created by registering a metadata file Floe wrote there.
+//!
+//! Storage: a table's files are under the location the catalog gives it (an existing
+//! table's own, a new one's from a staged create, [`Catalog::create_location`]). Loads
+//! and staged creates ask for vended credentials (`X-Iceberg-Access-Delegation:
+//! vended-credentials`) once the catalog is [`RestCatalog::shared`]; those the catalog
+//! gives (`config` or `storage-credentials`) are registered for the table's location
+//! ([`crate::vended`]), so every read and write of its files signs with them, and the
+//! table is loaded again when they are due.
 //!
 //! Why not `iceberg-catalog-rest` (iceberg-rust 0.10.1): its commits are built only by
 //! its `Transaction` actions (`TableCommit` cannot be built outside the crate), which
@@ -24,6 +37,7 @@
 //! authentication (OAuth2 client credentials, bearer token, SigV4) and the error mapping.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -37,7 +51,11 @@ use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::config::{RestAuth, RestCatalogConfig, SigV4Config};
 use floe_core::table::TableName;
 
+use crate::vended::{ReloadTable, VendedS3, vended_routes};
+
 const MAIN: &str = "main";
+/// The header asking a catalog for storage credentials with a table (REST spec).
+const ACCESS_DELEGATION: &str = "X-Iceberg-Access-Delegation";
 
 /// Why the catalog could not be set up (its configuration, its credentials, its `/v1/config`).
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +84,11 @@ pub struct RestCatalog {
     base: String,
     auth: Auth,
     token: Mutex<Option<Token>>,
+    /// The AWS configuration vended S3 clients start from (none: the SDK's defaults).
+    aws: Option<aws_config::SdkConfig>,
+    /// Itself, for the storage to reload a table whose credentials are due; set by
+    /// [`RestCatalog::shared`], which turns vended credentials on.
+    me: Weak<RestCatalog>,
 }
 
 /// One failed request: its status (none when it never got an answer) and the catalog's message.
@@ -85,7 +108,14 @@ impl RestCatalog {
         let http =
             reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| setup(e.to_string()))?;
         let auth = Self::auth(config, aws).await.map_err(setup)?;
-        let mut catalog = RestCatalog { http, base: format!("{}/v1", config.uri), auth, token: Mutex::new(None) };
+        let mut catalog = RestCatalog {
+            http,
+            base: format!("{}/v1", config.uri),
+            auth,
+            token: Mutex::new(None),
+            aws: aws.cloned(),
+            me: Weak::new(),
+        };
         let query = config.warehouse.as_ref().map(|w| format!("?warehouse={}", encode(w))).unwrap_or_default();
         let overrides = catalog
             .request(Method::GET, &format!("/config{query}"), None)
@@ -97,6 +127,13 @@ impl RestCatalog {
             catalog.base = format!("{}/{}", catalog.base, prefix.trim_matches('/'));
         }
         Ok(catalog)
+    }
+
+    /// The catalog shared, with vended storage credentials on: its table loads ask for
+    /// them (`X-Iceberg-Access-Delegation: vended-credentials`) and register those it
+    /// gets for the table's files ([`vended_routes`]), reloading the table when they are due.
+    pub fn shared(self) -> Arc<RestCatalog> {
+        Arc::new_cyclic(|me| RestCatalog { me: me.clone(), ..self })
     }
 
     async fn auth(config: &RestCatalogConfig, aws: Option<&aws_config::SdkConfig>) -> Result<Auth, String> {
@@ -175,9 +212,31 @@ impl RestCatalog {
 
     /// Sends one request to `{base}{path}`; `Ok(None)` on 404 and on an empty answer.
     async fn request(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Option<Value>, Failure> {
+        self.send(method, path, body, false).await
+    }
+
+    /// [`Self::request`] for a table's storage too: asking for vended credentials when on.
+    async fn table_request(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Option<Value>, Failure> {
+        self.send(method, path, body, self.vending()).await
+    }
+
+    fn vending(&self) -> bool {
+        self.me.strong_count() > 0
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        vended: bool,
+    ) -> Result<Option<Value>, Failure> {
         let url = format!("{}{path}", self.base);
         let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
         let mut request = self.http.request(method.clone(), &url);
+        if vended {
+            request = request.header(ACCESS_DELEGATION, "vended-credentials");
+        }
         if body.is_some() {
             request = request.header("content-type", "application/json").body(bytes.clone());
         }
@@ -217,20 +276,38 @@ impl RestCatalog {
         }
     }
 
-    /// `loadTable`: the metadata location and the metadata as the catalog holds them.
+    /// `loadTable`: the metadata location and the metadata as the catalog holds them
+    /// (the storage credentials it vended registered).
     async fn load(&self, table: &TableName) -> Result<Option<(String, TableMetadata)>, CatalogError> {
         let Some(answer) =
-            self.request(Method::GET, &Self::table_path(table), None).await.map_err(|f| failure(table, f))?
+            self.table_request(Method::GET, &Self::table_path(table), None).await.map_err(|f| failure(table, f))?
         else {
             return Ok(None);
         };
         let location = answer["metadata-location"].as_str().map(str::to_string);
-        let metadata = serde_json::from_value(answer["metadata"].clone()).map_err(|e| invalid(table, e));
+        let metadata: Result<TableMetadata, _> =
+            serde_json::from_value(answer["metadata"].clone()).map_err(|e| invalid(table, e));
         match (location, metadata) {
-            (Some(location), Ok(metadata)) => Ok(Some((location, metadata))),
+            (Some(location), Ok(metadata)) => {
+                self.register_storage(table, metadata.location(), &answer);
+                Ok(Some((location, metadata)))
+            }
             (None, _) => Err(invalid(table, "loadTable answered without metadata-location")),
             (_, Err(e)) => Err(e),
         }
+    }
+
+    /// The storage credentials a table answer vended, for the files under `location`
+    /// (none: the process's own credentials again).
+    fn register_storage(&self, table: &TableName, location: &str, answer: &Value) {
+        if !self.vending() {
+            return;
+        }
+        let vended = VendedS3::from_load_result(location, answer);
+        tracing::debug!(table = %table, credentials = vended.len(), "storage credentials vended");
+        let me: Weak<dyn ReloadTable> = self.me.clone();
+        let now = chrono::Utc::now().timestamp_millis();
+        vended_routes().register(table, location, vended, self.aws.as_ref(), me, now);
     }
 }
 
@@ -432,6 +509,13 @@ fn refs(metadata: &TableMetadata) -> HashMap<String, SnapshotReference> {
 }
 
 #[async_trait]
+impl ReloadTable for RestCatalog {
+    async fn reload(&self, table: &TableName) -> Result<(), String> {
+        self.load(table).await.map(drop).map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait]
 impl Catalog for RestCatalog {
     async fn current(&self, table: &TableName) -> Result<Option<TablePointer>, CatalogError> {
         Ok(self.load(table).await?.map(|(metadata_location, _)| TablePointer { metadata_location, version: None }))
@@ -461,6 +545,11 @@ impl Catalog for RestCatalog {
         self.commit(table, &base, metadata).await
     }
 
+    /// The catalog applies the commit's updates and writes the metadata file itself.
+    fn writes_metadata(&self) -> bool {
+        true
+    }
+
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError> {
         let probe = TableName { namespace: namespace.to_string(), name: "*".into() };
         let mut out = Vec::new();
@@ -485,19 +574,26 @@ impl Catalog for RestCatalog {
         Ok(out)
     }
 
+    /// An existing table's own location (where the catalog and its maintenance look,
+    /// whoever made the table); for a new one, the location the catalog assigns.
     async fn create_location(&self, table: &TableName) -> Result<Option<String>, CatalogError> {
+        if let Some((_, metadata)) = self.load(table).await? {
+            return Ok(Some(metadata.location().trim_end_matches('/').to_string()));
+        }
         self.ensure_namespace(table).await?;
         // A staged create commits nothing: the catalog only answers the metadata it would
-        // create, with the location it assigns.
+        // create, with the location it assigns (and the credentials for it).
         let body = json!({
             "name": table.name,
             "schema": {"type": "struct", "schema-id": 0, "fields": []},
             "stage-create": true,
         });
         let path = format!("/namespaces/{}/tables", encode(&table.namespace));
-        let answer = self.request(Method::POST, &path, Some(&body)).await.map_err(|f| failure(table, f))?;
-        let location = answer.as_ref().and_then(|a| a["metadata"]["location"].as_str());
-        Ok(location.map(|l| l.trim_end_matches('/').to_string()))
+        let answer = self.table_request(Method::POST, &path, Some(&body)).await.map_err(|f| failure(table, f))?;
+        let Some(answer) = answer else { return Ok(None) };
+        let Some(location) = answer["metadata"]["location"].as_str() else { return Ok(None) };
+        self.register_storage(table, location, &answer);
+        Ok(Some(location.trim_end_matches('/').to_string()))
     }
 }
 

@@ -25,6 +25,7 @@ use iceberg::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::retry::sdk_error_retryable;
+use crate::vended::S3Clients;
 use floe_core::storage::split_s3_uri;
 
 /// Size of each multipart part (S3's minimum is 5 MiB for all parts but the last).
@@ -42,46 +43,59 @@ where
     Error::new(kind, format!("{what} {path}: {}", DisplayErrorContext(&error))).with_retryable(retryable)
 }
 
-/// Builds the [`WarehouseStorage`] for a `FileIO`; holds the SDK client.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Builds the [`WarehouseStorage`] for a `FileIO`; holds the SDK clients.
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub struct WarehouseStorageFactory {
     #[serde(skip)]
-    client: Option<Client>,
+    clients: Option<Arc<S3Clients>>,
+}
+
+impl std::fmt::Debug for WarehouseStorageFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WarehouseStorageFactory")
+    }
 }
 
 impl WarehouseStorageFactory {
-    pub fn new(client: Client) -> Self {
-        WarehouseStorageFactory { client: Some(client) }
+    pub fn new(clients: Arc<S3Clients>) -> Self {
+        WarehouseStorageFactory { clients: Some(clients) }
     }
 }
 
 #[typetag::serde]
 impl StorageFactory for WarehouseStorageFactory {
     fn build(&self, _config: &StorageConfig) -> Result<Arc<dyn Storage>> {
-        Ok(Arc::new(WarehouseStorage { client: self.client.clone(), local: LocalFsStorage::new() }))
+        Ok(Arc::new(WarehouseStorage { clients: self.clients.clone(), local: LocalFsStorage::new() }))
     }
 }
 
-/// `s3://` with the SDK client, anything else on the local file system.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// `s3://` with the SDK client for the path ([`S3Clients`]: a table's vended one, or the
+/// process's own), anything else on the local file system.
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub struct WarehouseStorage {
     #[serde(skip)]
-    client: Option<Client>,
+    clients: Option<Arc<S3Clients>>,
     #[serde(skip)]
     local: LocalFsStorage,
 }
 
+impl std::fmt::Debug for WarehouseStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WarehouseStorage")
+    }
+}
+
 impl WarehouseStorage {
     /// The client and (bucket, key) when `path` is an S3 location.
-    fn s3<'p>(&self, path: &'p str) -> Result<Option<(&Client, &'p str, &'p str)>> {
+    async fn s3<'p>(&self, path: &'p str) -> Result<Option<(Client, &'p str, &'p str)>> {
         match split_s3_uri(path) {
             None => Ok(None),
             Some((bucket, key)) => {
-                let client = self
-                    .client
+                let clients = self
+                    .clients
                     .as_ref()
                     .ok_or_else(|| Error::new(ErrorKind::Unexpected, format!("no S3 client configured for {path}")))?;
-                Ok(Some((client, bucket, key)))
+                Ok(Some((clients.client(path).await, bucket, key)))
             }
         }
     }
@@ -91,7 +105,7 @@ impl WarehouseStorage {
 #[typetag::serde]
 impl Storage for WarehouseStorage {
     async fn exists(&self, path: &str) -> Result<bool> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.exists(path).await };
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.exists(path).await };
         match client.head_object().bucket(bucket).key(key).send().await {
             Ok(_) => Ok(true),
             Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 404 => Ok(false),
@@ -100,23 +114,23 @@ impl Storage for WarehouseStorage {
     }
 
     async fn metadata(&self, path: &str) -> Result<FileMetadata> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.metadata(path).await };
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.metadata(path).await };
         let head = client.head_object().bucket(bucket).key(key).send().await.map_err(|e| s3_error("HEAD", path, e))?;
         Ok(FileMetadata { size: head.content_length().unwrap_or(0).max(0) as u64 })
     }
 
     async fn read(&self, path: &str) -> Result<Bytes> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.read(path).await };
-        get(client, bucket, key, None).await.map_err(|e| e.with_context("path", path))
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.read(path).await };
+        get(&client, bucket, key, None).await.map_err(|e| e.with_context("path", path))
     }
 
     async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.reader(path).await };
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.reader(path).await };
         Ok(Box::new(S3Reader { client: client.clone(), bucket: bucket.to_string(), key: key.to_string() }))
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.write(path, bs).await };
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.write(path, bs).await };
         client
             .put_object()
             .bucket(bucket)
@@ -129,18 +143,18 @@ impl Storage for WarehouseStorage {
     }
 
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.writer(path).await };
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.writer(path).await };
         Ok(Box::new(MultipartWriter::new(client.clone(), bucket, key, MULTIPART_PART_BYTES)))
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
-        let Some((client, bucket, key)) = self.s3(path)? else { return self.local.delete(path).await };
+        let Some((client, bucket, key)) = self.s3(path).await? else { return self.local.delete(path).await };
         client.delete_object().bucket(bucket).key(key).send().await.map_err(|e| s3_error("DELETE", path, e))?;
         Ok(())
     }
 
     async fn delete_prefix(&self, path: &str) -> Result<()> {
-        let Some((client, bucket, prefix)) = self.s3(path)? else { return self.local.delete_prefix(path).await };
+        let Some((client, bucket, prefix)) = self.s3(path).await? else { return self.local.delete_prefix(path).await };
         let mut pages = client.list_objects_v2().bucket(bucket).prefix(prefix).into_paginator().send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| s3_error("LIST", path, e))?;
@@ -349,7 +363,13 @@ impl FileWrite for MultipartWriter {
 
 /// A `FileIO` serving `s3://` locations with `client`, and local paths.
 pub fn warehouse_file_io(client: aws_sdk_s3::Client) -> FileIO {
-    FileIOBuilder::new(Arc::new(WarehouseStorageFactory::new(client))).build()
+    routed_file_io(S3Clients::new(client))
+}
+
+/// A `FileIO` serving `s3://` locations with the client [`S3Clients`] picks for each path
+/// (a table's vended credentials), and local paths.
+pub fn routed_file_io(clients: Arc<S3Clients>) -> FileIO {
+    FileIOBuilder::new(Arc::new(WarehouseStorageFactory::new(clients))).build()
 }
 
 /// The whole object at `s3://bucket/key`; the error says what failed and whether a retry may help.
@@ -367,11 +387,11 @@ pub async fn read_s3_uri(client: &aws_sdk_s3::Client, uri: &str) -> std::result:
 mod tests {
     use super::*;
 
-    #[test]
-    fn unconfigured_client_is_an_error_not_a_panic() {
+    #[tokio::test]
+    async fn unconfigured_client_is_an_error_not_a_panic() {
         let storage = WarehouseStorage::default();
-        let err = storage.s3("s3://bucket/key").err().unwrap();
+        let err = storage.s3("s3://bucket/key").await.err().unwrap();
         assert!(err.to_string().contains("no S3 client"), "{err}");
-        assert!(storage.s3("/tmp/x").unwrap().is_none());
+        assert!(storage.s3("/tmp/x").await.unwrap().is_none());
     }
 }

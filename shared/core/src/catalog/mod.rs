@@ -9,13 +9,15 @@
 //!     SQLite: UPDATE iceberg_tables SET metadata_location = new
 //!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
 //!     REST:   POST …/tables/{t} with assert-ref-snapshot-id — 409 ⇒ Conflict
-//!             (floe-aws `rest_catalog`; the catalog writes the metadata file itself)
+//!             (floe-aws `rest_catalog`; the catalog writes the metadata file itself,
+//!             so Floe writes none: [`Catalog::writes_metadata`])
 //!     S3 Tables: UpdateTableMetadataLocation(versionToken = expected.version)
 //!                                                          — ConflictException ⇒ Conflict
 //! ```
 //!
-//! A catalog that assigns each table its storage (S3 Tables) says where with
-//! [`Catalog::create_location`]; the others leave it to Floe's warehouse layout.
+//! A catalog that assigns each table its storage (S3 Tables, a REST catalog) says where
+//! with [`Catalog::create_location`] (an existing table's own location on a REST
+//! catalog); the others leave it to Floe's warehouse layout.
 //!
 //! A `Conflict` means another writer moved the table first: reload, re-check, retry.
 //! Both catalogs use the layouts other engines read: Glue tables of `table_type=ICEBERG`,
@@ -82,6 +84,13 @@ pub trait Catalog: Send + Sync {
     ) -> Result<(), CatalogError>;
     /// Every table of a namespace.
     async fn list(&self, namespace: &str) -> Result<Vec<TableName>, CatalogError>;
+    /// Whether the catalog writes the new metadata file itself on a swap (a REST catalog
+    /// applies the commit's updates to its own metadata and writes the file): then Floe
+    /// writes none for a swap, as it would never be referenced, and `swap`'s `location`
+    /// names no file. A create still registers a file Floe wrote.
+    fn writes_metadata(&self) -> bool {
+        false
+    }
     /// Where a new table's files go when the catalog assigns it (REST catalogs, S3
     /// Tables); `None`: under Floe's warehouse (`<warehouse>/<namespace>.db/<table>`).
     async fn create_location(&self, _table: &TableName) -> Result<Option<String>, CatalogError> {

@@ -60,7 +60,7 @@ use crate::partition::describe;
 use crate::retry::RetryPolicy;
 use crate::table::deletes::rewritable_files;
 use crate::table::rewrite::rewrite_files;
-use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, live_data_files, write_snapshot};
+use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, live_data_files, stage_snapshot};
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{
     LoadedTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
@@ -446,9 +446,15 @@ impl Committer {
     ) -> Result<(i64, i64), CommitError> {
         let now = chrono::Utc::now().timestamp_millis();
         let added = change.added.len();
-        let new = write_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change, now)
+        let new = stage_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change, now)
             .await
             .map_err(TableError::iceberg(&loaded.name))?;
+        // A catalog that writes its own metadata file from the swap (REST) would leave
+        // Floe's unreferenced: none is written, so none is left behind whatever the
+        // outcome, and nothing has to be deleted after a commit whose outcome is unknown.
+        if !self.catalog.writes_metadata() {
+            new.write(&self.file_io).await.map_err(TableError::iceberg(&loaded.name))?;
+        }
         *lease = self.locks.renew(lease, self.lease_ttl).await?;
         self.catalog
             .swap(&loaded.name, &loaded.pointer, &new.metadata, &new.location)

@@ -340,7 +340,7 @@ pub struct SnapshotChange {
     pub new_schema: Option<Schema>,
 }
 
-/// The written metadata file and what it holds.
+/// The new metadata and its file's location (written by [`write_snapshot`]).
 pub struct NewMetadata {
     pub metadata: TableMetadata,
     pub location: String,
@@ -449,6 +449,30 @@ pub async fn write_snapshot(
     change: SnapshotChange,
     now_ms: i64,
 ) -> Result<NewMetadata> {
+    let new = stage_snapshot(file_io, current, current_location, change, now_ms).await?;
+    new.write(file_io).await?;
+    Ok(new)
+}
+
+impl NewMetadata {
+    /// Writes the metadata file at [`NewMetadata::location`].
+    pub async fn write(&self, file_io: &FileIO) -> Result<()> {
+        let location = MetadataLocation::from_str(&self.location)
+            .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("{}: {e}", self.location)))?;
+        write_metadata(file_io, &self.metadata, &location).await
+    }
+}
+
+/// [`write_snapshot`] but for the metadata file: the snapshot's manifests and manifest
+/// list written, the new metadata and the location its file would have returned (for a
+/// catalog that writes the file itself, or [`NewMetadata::write`]).
+pub async fn stage_snapshot(
+    file_io: &FileIO,
+    current: &TableMetadata,
+    current_location: &str,
+    change: SnapshotChange,
+    now_ms: i64,
+) -> Result<NewMetadata> {
     let mut builder = current.clone().into_builder(Some(current_location.to_string()));
     if let Some(schema) = change.new_schema {
         builder = builder.add_current_schema(schema)?;
@@ -535,7 +559,6 @@ pub async fn write_snapshot(
         .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("{current_location}: {e}")))?
         .with_next_version()
         .with_new_metadata(&metadata);
-    write_metadata(file_io, &metadata, &location).await?;
     Ok(NewMetadata { metadata, location: location.to_string(), expired_metadata_files })
 }
 

@@ -1,0 +1,517 @@
+//! The S3 clients of the warehouse's files: the process's own, and per location prefix
+//! the one a REST catalog vended for a table ([`S3Clients`]); and the vended credentials
+//! as a `loadTable` answer states them ([`VendedS3::from_load_result`]).
+//!
+//! ```text
+//!  RestCatalog loadTable / stage-create  (X-Iceberg-Access-Delegation: vended-credentials)
+//!     └─ config + storage-credentials ─▶ VendedS3 per prefix ─▶ vended_routes().register(table, …)
+//!  FileIO (s3.rs) and the sweep's listing (files.rs), for each path:
+//!     S3Clients::client(path) ─▶ the longest registered prefix of the path: its vended client
+//!                                 (the table reloaded first when its credentials are due)
+//!                              ─▶ none: the process's own client
+//! ```
+//!
+//! Every read and write of a table's files goes through a `FileIO` or the sweep's
+//! listing with a path under the table's location, so routing by location prefix (as the
+//! spec's `storage-credentials` do) gives each table its credentials without the core
+//! knowing about them: the catalog registers, the storage looks up. The routes are one
+//! table per process ([`vended_routes`]): credentials are a fact about the files under a
+//! location, whichever catalog learnt them, so no `FileIO` (the committer's, the
+//! materializer's, the compactor's, the CLI's) needs to be built for its catalog.
+//!
+//! Refresh: a credential with an expiry (`s3.session-token-expires-at-ms` or
+//! `expiration-time`, milliseconds since the epoch) is due at 80% of the life it had
+//! when received ([`refresh_at_ms`]); one that S3 refuses (403) is due at once. A due
+//! credential's table is loaded again from its catalog before the next use, which
+//! registers the new credentials.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
+use aws_sdk_s3::config::{
+    BehaviorVersion, ConfigBag, Credentials, IdentityCache, Intercept, ProvideCredentials, Region, RuntimeComponents,
+};
+use aws_sdk_s3::error::BoxError;
+use serde_json::{Map, Value};
+
+use floe_core::table::TableName;
+
+/// The shortest time a credential is used before it is due again (one received
+/// already expired is not reloaded for every request).
+const MIN_USE_MS: i64 = 1_000;
+
+/// S3 credentials and settings a catalog vended for the files under `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VendedS3 {
+    pub prefix: String,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub path_style: Option<bool>,
+    pub expires_at_ms: Option<i64>,
+}
+
+impl VendedS3 {
+    /// The vended S3 credentials of a `LoadTableResult` (or a stage-create's answer) of
+    /// a table at `location`: each `storage-credentials` entry of an S3 prefix holding S3 keys, its
+    /// `config` over the table's `config`, for its prefix; else the table's `config`
+    /// when it holds S3 keys, for the whole location. Empty: nothing vended.
+    pub fn from_load_result(location: &str, answer: &Value) -> Vec<VendedS3> {
+        let table = answer["config"].as_object().cloned().unwrap_or_default();
+        let entries: Vec<VendedS3> = answer["storage-credentials"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| {
+                let prefix = entry["prefix"].as_str().filter(|p| is_s3(p))?;
+                let mut config = table.clone();
+                config.extend(entry["config"].as_object().cloned().unwrap_or_default());
+                VendedS3::from_config(prefix, &config)
+            })
+            .collect();
+        if !entries.is_empty() {
+            return entries;
+        }
+        VendedS3::from_config(location, &table).into_iter().collect()
+    }
+
+    /// `None` unless `config` holds an access key id and a secret.
+    fn from_config(prefix: &str, config: &Map<String, Value>) -> Option<VendedS3> {
+        let text = |key: &str| match config.get(key)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        };
+        let expires_at_ms = ["s3.session-token-expires-at-ms", "expiration-time"]
+            .iter()
+            .find_map(|key| text(key).and_then(|v| v.parse::<i64>().ok()));
+        Some(VendedS3 {
+            prefix: prefix.trim_end_matches('/').to_string(),
+            access_key_id: text("s3.access-key-id")?,
+            secret_access_key: text("s3.secret-access-key")?,
+            session_token: text("s3.session-token"),
+            endpoint: text("s3.endpoint"),
+            region: text("s3.region").or_else(|| text("client.region")),
+            path_style: text("s3.path-style-access").map(|v| v.eq_ignore_ascii_case("true")),
+            expires_at_ms,
+        })
+    }
+
+    /// Whether `path` is one of this credential's files.
+    fn covers(&self, path: &str) -> bool {
+        let (path, prefix) = (normal(path), normal(&self.prefix));
+        path.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
+    /// The same place and settings: the client made for them is kept, with new keys.
+    fn same_client(&self, other: &VendedS3) -> bool {
+        (&self.prefix, &self.endpoint, &self.region, self.path_style)
+            == (&other.prefix, &other.endpoint, &other.region, other.path_style)
+    }
+
+    fn credentials(&self) -> Credentials {
+        let (id, secret, token) = (&self.access_key_id, &self.secret_access_key, self.session_token.clone());
+        Credentials::new(id, secret, token, None, "rest-catalog-vended")
+    }
+}
+
+fn is_s3(path: &str) -> bool {
+    normal(path).starts_with("s3://")
+}
+
+/// `s3a://` and `s3n://` are `s3://` (as tables may name their files either way).
+fn normal(path: &str) -> String {
+    for scheme in ["s3a://", "s3n://"] {
+        if let Some(rest) = path.strip_prefix(scheme) {
+            return format!("s3://{rest}");
+        }
+    }
+    path.to_string()
+}
+
+/// When a credential received at `received_ms` is due for a reload: at 80% of its life
+/// (as the catalog's OAuth2 token), at least a second after it came; `None` (never)
+/// without an expiry.
+pub fn refresh_at_ms(received_ms: i64, expires_at_ms: Option<i64>) -> Option<i64> {
+    let life = expires_at_ms? - received_ms;
+    Some(received_ms + (life / 5 * 4).max(MIN_USE_MS))
+}
+
+/// What reloads a table, registering its new vended credentials (the REST catalog).
+#[async_trait]
+pub trait ReloadTable: Send + Sync {
+    async fn reload(&self, table: &TableName) -> Result<(), String>;
+}
+
+/// The client of one vended place, kept while the catalog vends it new keys: the keys
+/// it signs with are read from `keys` at each request, so its connections are kept too.
+#[derive(Clone)]
+struct Signer {
+    client: Client,
+    keys: Arc<RwLock<Credentials>>,
+    /// Set on a 403 from S3 (the client's interceptor): reload before the next use.
+    refused: Arc<AtomicBool>,
+}
+
+impl Signer {
+    /// An S3 client signing with `v`'s keys, on its endpoint, region and addressing where
+    /// given (else `base`'s; path-style with a vended endpoint).
+    fn new(v: &VendedS3, base: Option<&aws_config::SdkConfig>) -> Signer {
+        let keys = Arc::new(RwLock::new(v.credentials()));
+        let refused = Arc::new(AtomicBool::new(false));
+        let mut config = match base {
+            Some(aws) => aws_sdk_s3::config::Builder::from(aws),
+            None => aws_sdk_s3::Config::builder().behavior_version(BehaviorVersion::latest()),
+        };
+        config = config
+            .credentials_provider(CurrentKeys(keys.clone()))
+            .identity_cache(IdentityCache::no_cache())
+            .interceptor(RefusedMarksDue(refused.clone()));
+        if let Some(endpoint) = &v.endpoint {
+            config = config.endpoint_url(endpoint);
+        }
+        let region = v.region.clone().or_else(|| base.and_then(|aws| aws.region()).map(|r| r.to_string()));
+        config = config.region(Region::new(region.unwrap_or_else(|| "us-east-1".into())));
+        let client = Client::from_conf(config.force_path_style(v.path_style.unwrap_or(v.endpoint.is_some())).build());
+        Signer { client, keys, refused }
+    }
+
+    /// Signs with `v`'s keys from now on, no longer refused.
+    fn rekey(&self, v: &VendedS3) {
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = v.credentials();
+        self.refused.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The keys a [`Signer`] holds now (its client asks at each request: no identity cache).
+#[derive(Debug)]
+struct CurrentKeys(Arc<RwLock<Credentials>>);
+
+impl ProvideCredentials for CurrentKeys {
+    fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        let keys = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
+        aws_credential_types::provider::future::ProvideCredentials::ready(Ok(keys))
+    }
+}
+
+/// One vended credential in use.
+struct Route {
+    table: TableName,
+    /// The table's location when registered.
+    location: String,
+    vended: VendedS3,
+    signer: Signer,
+    refresh_at_ms: Option<i64>,
+    reloader: Weak<dyn ReloadTable>,
+}
+
+impl Route {
+    fn due(&self, now_ms: i64) -> bool {
+        self.signer.refused.load(Ordering::Relaxed) || self.refresh_at_ms.is_some_and(|at| now_ms >= at)
+    }
+}
+
+/// The vended credentials in use in this process, by location prefix: a fact about the
+/// files under a location, whichever catalog learnt it, so one table for the process
+/// ([`vended_routes`]) serves every `FileIO` and listing without plumbing.
+#[derive(Default)]
+pub struct VendedRoutes {
+    routes: RwLock<Vec<Route>>,
+}
+
+/// The process's [`VendedRoutes`].
+pub fn vended_routes() -> &'static VendedRoutes {
+    static ROUTES: OnceLock<VendedRoutes> = OnceLock::new();
+    ROUTES.get_or_init(VendedRoutes::default)
+}
+
+impl VendedRoutes {
+    /// Replaces the vended credentials of `table` at `location` by `vended` (none: the own
+    /// client again); `base` is the configuration a new client starts from (the catalog's
+    /// AWS one, if any); `reloader` loads the table again when a credential is due.
+    /// Registrations are by location: two catalogs' tables of one name do not meet.
+    pub fn register(
+        &self,
+        table: &TableName,
+        location: &str,
+        vended: Vec<VendedS3>,
+        base: Option<&aws_config::SdkConfig>,
+        reloader: Weak<dyn ReloadTable>,
+        now_ms: i64,
+    ) {
+        let location = location.trim_end_matches('/');
+        let mut made = Vec::new();
+        for v in vended {
+            let kept = self.with_route(|r| r.location == location && r.vended.same_client(&v), |r| r.signer.clone());
+            let signer = match kept {
+                Some(signer) => {
+                    signer.rekey(&v);
+                    signer
+                }
+                None => Signer::new(&v, base),
+            };
+            let refresh_at_ms = refresh_at_ms(now_ms, v.expires_at_ms);
+            let (table, location) = (table.clone(), location.to_string());
+            made.push(Route { table, location, vended: v, signer, refresh_at_ms, reloader: reloader.clone() });
+        }
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        routes.retain(|r| r.location != location && !made.iter().any(|m| m.vended.prefix == r.vended.prefix));
+        routes.extend(made);
+    }
+
+    /// The vended client for `path`, its table reloaded first when due; `None`: no
+    /// catalog vended credentials for it.
+    pub async fn client(&self, path: &str) -> Option<Client> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let (table, due, reloader) =
+            self.with_route(|r| r.vended.covers(path), |r| (r.table.clone(), r.due(now), r.reloader.clone()))?;
+        if due
+            && let Some(reloader) = reloader.upgrade()
+            && let Err(e) = reloader.reload(&table).await
+        {
+            tracing::warn!(table = %table, error = %e, "reloading the table for new storage credentials failed");
+        }
+        self.with_route(|r| r.vended.covers(path), |r| r.signer.client.clone())
+    }
+
+    /// The registered prefix whose client `path` takes, if any.
+    pub fn prefix_of(&self, path: &str) -> Option<String> {
+        self.with_route(|r| r.vended.covers(path), |r| r.vended.prefix.clone())
+    }
+
+    /// `what` of the route with the longest prefix among those `matches` takes.
+    fn with_route<T>(&self, matches: impl Fn(&Route) -> bool, what: impl FnOnce(&Route) -> T) -> Option<T> {
+        let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
+        routes.iter().filter(|r| matches(r)).max_by_key(|r| r.vended.prefix.len()).map(what)
+    }
+}
+
+/// The warehouse's S3 clients: the vended one of a path's table ([`vended_routes`]), else
+/// the process's own.
+pub struct S3Clients {
+    own: tokio::sync::OnceCell<Client>,
+    /// For an own client made on first use (`floe local`): path-style addressing.
+    path_style: bool,
+}
+
+impl S3Clients {
+    /// `own` for every path no catalog vended credentials for.
+    pub fn new(own: Client) -> Arc<S3Clients> {
+        Arc::new(S3Clients { own: tokio::sync::OnceCell::new_with(Some(own)), path_style: false })
+    }
+
+    /// The own client made from the default AWS configuration on first use only (a
+    /// `floe local` run whose catalog vends every table's credentials never loads it);
+    /// `AWS_S3_FORCE_PATH_STYLE=true` for path-style addressing.
+    pub fn lazy() -> Arc<S3Clients> {
+        let path_style = std::env::var("AWS_S3_FORCE_PATH_STYLE").is_ok_and(|v| v == "true");
+        Arc::new(S3Clients { own: tokio::sync::OnceCell::new(), path_style })
+    }
+
+    /// The client for `path`: its table's vended one, else the own.
+    pub async fn client(&self, path: &str) -> Client {
+        match vended_routes().client(path).await {
+            Some(client) => client,
+            None => self.own().await,
+        }
+    }
+
+    /// The registered prefix whose vended client `path` takes, if any.
+    pub fn prefix_of(&self, path: &str) -> Option<String> {
+        vended_routes().prefix_of(path)
+    }
+
+    async fn own(&self) -> Client {
+        self.own
+            .get_or_init(|| async {
+                let aws = aws_config::load_defaults(BehaviorVersion::latest()).await;
+                Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(self.path_style).build())
+            })
+            .await
+            .clone()
+    }
+}
+
+/// Marks a vended credential due when S3 answers 403 with it (expired, revoked).
+#[derive(Debug)]
+struct RefusedMarksDue(Arc<AtomicBool>);
+
+impl Intercept for RefusedMarksDue {
+    fn name(&self) -> &'static str {
+        "FloeVendedCredentialRefused"
+    }
+
+    fn read_before_deserialization(
+        &self,
+        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if context.response().status().as_u16() == 403 {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LOCATION: &str = "s3://bucket/wh/kafka/orders";
+
+    #[test]
+    fn table_config_keys_cover_the_whole_location() {
+        let answer = json!({"config": {
+            "s3.access-key-id": "AK", "s3.secret-access-key": "SK", "s3.session-token": "ST",
+            "s3.endpoint": "http://127.0.0.1:9000", "s3.region": "eu-west-1", "s3.path-style-access": "true",
+            "s3.session-token-expires-at-ms": "1700000060000",
+        }});
+        let vended = VendedS3::from_load_result(&format!("{LOCATION}/"), &answer);
+        assert_eq!(
+            vended,
+            [VendedS3 {
+                prefix: LOCATION.into(),
+                access_key_id: "AK".into(),
+                secret_access_key: "SK".into(),
+                session_token: Some("ST".into()),
+                endpoint: Some("http://127.0.0.1:9000".into()),
+                region: Some("eu-west-1".into()),
+                path_style: Some(true),
+                expires_at_ms: Some(1_700_000_060_000),
+            }]
+        );
+        let v = &vended[0];
+        assert!(v.covers(&format!("{LOCATION}/data/x.parquet")) && v.covers(LOCATION));
+        assert!(v.covers("s3a://bucket/wh/kafka/orders/metadata/m.avro"));
+        assert!(!v.covers("s3://bucket/wh/kafka/orders_dlq/data/x.parquet"));
+        assert!(!v.covers("s3://bucket/wh/kafka/other/data/x.parquet"));
+    }
+
+    #[test]
+    fn storage_credentials_take_their_prefix_and_the_table_config_beneath() {
+        let answer = json!({
+            "config": {"s3.endpoint": "http://e", "s3.region": "r", "s3.access-key-id": "table-key",
+                       "s3.secret-access-key": "table-secret"},
+            "storage-credentials": [
+                {"prefix": "s3://bucket/wh/kafka/orders/data", "config": {
+                    "s3.access-key-id": "data-key", "s3.secret-access-key": "data-secret",
+                    "expiration-time": 1700000060000u64}},
+                {"prefix": "gs://elsewhere", "config": {"gcs.oauth2.token": "t"}},
+            ],
+        });
+        let vended = VendedS3::from_load_result(LOCATION, &answer);
+        assert_eq!(vended.len(), 1);
+        let v = &vended[0];
+        assert_eq!((v.prefix.as_str(), v.access_key_id.as_str()), ("s3://bucket/wh/kafka/orders/data", "data-key"));
+        assert_eq!((v.endpoint.as_deref(), v.region.as_deref()), (Some("http://e"), Some("r")));
+        assert_eq!(v.expires_at_ms, Some(1_700_000_060_000));
+    }
+
+    #[test]
+    fn no_keys_no_vending() {
+        assert!(VendedS3::from_load_result(LOCATION, &json!({"config": {"s3.endpoint": "http://e"}})).is_empty());
+        assert!(VendedS3::from_load_result(LOCATION, &json!({"metadata": {}})).is_empty());
+        let half = json!({"config": {"s3.access-key-id": "AK"}});
+        assert!(VendedS3::from_load_result(LOCATION, &half).is_empty());
+    }
+
+    #[test]
+    fn credentials_are_due_at_four_fifths_of_their_life() {
+        assert_eq!(refresh_at_ms(1_000_000, None), None);
+        // An hour's credential: reloaded after 48 minutes.
+        assert_eq!(refresh_at_ms(0, Some(3_600_000)), Some(2_880_000));
+        // Received expired, or nearly: used for a second, not reloaded at every request.
+        assert_eq!(refresh_at_ms(10_000, Some(9_000)), Some(11_000));
+        assert_eq!(refresh_at_ms(10_000, Some(10_500)), Some(11_000));
+    }
+
+    fn base() -> aws_config::SdkConfig {
+        aws_config::SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .build()
+    }
+
+    fn vended(prefix: &str, key: &str, expires_at_ms: Option<i64>) -> VendedS3 {
+        let answer = json!({"config": {"s3.access-key-id": key, "s3.secret-access-key": "s",
+                                       "s3.session-token-expires-at-ms": expires_at_ms}});
+        VendedS3::from_load_result(prefix, &answer).remove(0)
+    }
+
+    /// The access key id `path` is signed with after [`VendedRoutes::client`] (what its
+    /// client's credentials provider answers; "own": none vended).
+    async fn key_of(routes: &VendedRoutes, path: &str) -> String {
+        match routes.client(path).await {
+            None => "own".into(),
+            Some(_) => routes
+                .with_route(|r| r.vended.covers(path), |r| r.signer.keys.read().unwrap().access_key_id().to_string())
+                .unwrap(),
+        }
+    }
+
+    /// Each reload registers a new key, counting.
+    struct Catalog {
+        routes: Arc<VendedRoutes>,
+        reloads: std::sync::atomic::AtomicUsize,
+        me: OnceLock<Weak<dyn ReloadTable>>,
+    }
+
+    impl Catalog {
+        fn register(&self, table: &TableName, key: &str, received_ms: i64, expires_at_ms: i64) {
+            let me = self.me.get().unwrap().clone();
+            let v = vec![vended(LOCATION, key, Some(expires_at_ms))];
+            self.routes.register(table, LOCATION, v, Some(&base()), me, received_ms);
+        }
+    }
+
+    #[async_trait]
+    impl ReloadTable for Catalog {
+        async fn reload(&self, table: &TableName) -> Result<(), String> {
+            let n = self.reloads.fetch_add(1, Ordering::SeqCst) + 1;
+            let now = chrono::Utc::now().timestamp_millis();
+            self.register(table, &format!("k{n}"), now, now + 3_600_000);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn paths_take_their_table_s_key_until_it_is_due_then_the_table_is_reloaded() {
+        let routes = Arc::new(VendedRoutes::default());
+        let catalog = Arc::new(Catalog { routes: routes.clone(), reloads: Default::default(), me: OnceLock::new() });
+        let me: Arc<dyn ReloadTable> = catalog.clone();
+        catalog.me.set(Arc::downgrade(&me)).ok().unwrap();
+        let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+        let now = chrono::Utc::now().timestamp_millis();
+        let data = format!("{LOCATION}/data/a.parquet");
+        catalog.register(&table, "k0", now, now + 3_600_000);
+        assert_eq!(key_of(&routes, &data).await, "k0");
+        assert_eq!(key_of(&routes, "s3://bucket/wh/kafka/other/x").await, "own");
+        assert_eq!(catalog.reloads.load(Ordering::SeqCst), 0);
+        let keys = |routes: &VendedRoutes| routes.with_route(|r| r.vended.covers(&data), |r| r.signer.keys.clone());
+        let first = keys(&routes).unwrap();
+        // Expired: the table is reloaded before the next use, which takes the new key; the
+        // client (and its connections) is the same, signing with the new key.
+        catalog.register(&table, "k0", now - 60_000, now - 1);
+        assert_eq!(key_of(&routes, &data).await, "k1");
+        assert!(Arc::ptr_eq(&first, &keys(&routes).unwrap()));
+        assert_eq!(key_of(&routes, &data).await, "k1");
+        // Refused by S3 (the interceptor's mark): reloaded too.
+        routes.with_route(|r| r.vended.covers(&data), |r| r.signer.refused.store(true, Ordering::SeqCst));
+        assert_eq!(key_of(&routes, &data).await, "k2");
+        assert_eq!(catalog.reloads.load(Ordering::SeqCst), 2);
+        // Nothing vended any more: the own client.
+        routes.register(&table, LOCATION, Vec::new(), None, catalog.me.get().unwrap().clone(), now);
+        assert_eq!(key_of(&routes, &data).await, "own");
+    }
+}
