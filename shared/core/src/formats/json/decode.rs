@@ -37,9 +37,25 @@ pub struct Failure {
 
 /// Decodes `body`, one JSON value, into `target`. On failure the columns may hold part
 /// of the value (the converter repairs them and drops the row).
+///
+/// The payload's UTF-8 is checked once, as a whole (a fast scan of mostly ASCII text),
+/// so that serde_json need not check each string again as it reads it; a payload that is
+/// not UTF-8 as a whole is read byte by byte as before, so that the same values are
+/// accepted or refused either way (bytes that are not UTF-8 in a member the table lacks
+/// are skipped, as serde_json skips them).
 pub fn decode(body: &[u8], target: Target<'_>) -> Result<(), Failure> {
+    match std::str::from_utf8(body) {
+        Ok(text) => decode_from(serde_json::Deserializer::from_str(text), body, target),
+        Err(_) => decode_from(serde_json::Deserializer::from_slice(body), body, target),
+    }
+}
+
+fn decode_from<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    body: &[u8],
+    target: Target<'_>,
+) -> Result<(), Failure> {
     let ctx = Ctx::default();
-    let mut de = serde_json::Deserializer::from_slice(body);
     let decoded = match target {
         Target::Column(dt, col) => Put { ctx: &ctx, dt, col, null: None }.deserialize(&mut de),
         Target::Fields(fields, columns) => Object { ctx: &ctx, fields, columns }.deserialize(&mut de),
@@ -399,7 +415,13 @@ impl<'de> Visitor<'de> for FieldIndex<'_> {
         if self.fields.get(self.hint).is_some_and(|f| f.name() == name) {
             return Ok(Some(self.hint));
         }
-        Ok(self.fields.iter().position(|f| f.name() == name))
+        // Length and first byte before the bytes: most names differ there, and comparing
+        // them is cheaper than a call to compare the rest.
+        let (len, first) = (name.len(), name.as_bytes().first());
+        Ok(self.fields.iter().position(|f| {
+            let n = f.name();
+            n.len() == len && n.as_bytes().first() == first && n == name
+        }))
     }
 }
 
@@ -510,6 +532,27 @@ mod tests {
         assert!(results.iter().all(Result::is_ok), "{results:?}");
         let text: Vec<&str> = rows.column(2).as_string::<i32>().iter().flatten().collect();
         assert_eq!(text, ["true", "1000.0", r#"[1,"a",null]"#, r#"{"a":[true],"b":1}"#, "18446744073709551615"]);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_fail_in_a_kept_string_and_are_skipped_in_an_unknown_member() {
+        let fields = table();
+        let mut root = StructColumn::new(&fields).unwrap();
+        let mut decode_row = |payload: &[u8]| {
+            root.append_valid();
+            let r = decode(payload, Target::Fields(&fields, &mut root.children));
+            if r.is_err() {
+                root.repair();
+            }
+            r
+        };
+        let bad = decode_row(b"{\"id\": 1, \"text\": \"a\xff\"}").unwrap_err();
+        assert!(bad.syntax && bad.detail.contains("invalid unicode"), "{bad:?}");
+        decode_row(b"{\"id\": 2, \"other\": \"a\xff\", \"text\": \"kept\"}").unwrap();
+        decode_row("{\"id\": 3, \"text\": \"é\"}".as_bytes()).unwrap();
+        let rows = root.finish();
+        let text = rows.column(2).as_string::<i32>();
+        assert_eq!((text.value(1), text.value(2)), ("kept", "é"));
     }
 
     #[test]
