@@ -46,7 +46,7 @@ const FUNCTIONS: [Function; 3] = [
         env: &[
             ("FLOE_TASK_QUEUE_URL", QUEUE),
             ("FLOE_LEASE_SECONDS", "120"),
-            ("FLOE_COMMIT_CONCURRENCY", "8"),
+            ("FLOE_COMMIT_CONCURRENCY", "10"),
             ("FLOE_FUNCTION_TIMEOUT_SECONDS", "300"),
         ],
     },

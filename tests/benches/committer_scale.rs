@@ -52,6 +52,8 @@ const PARTITIONS: usize = 6;
 /// Each partition rolls a segment every 5 minutes.
 const ROLL_SECONDS: f64 = 300.0;
 const BATCH: usize = 10;
+/// Fewer tables at once than a batch holds, to show what the last two add.
+const EIGHT: usize = 8;
 /// Simulated time per live run: one roll of every partition, or the time 1,200 tasks
 /// take to arrive if that is shorter (enough to see a queue grow).
 fn horizon(arrival_per_s: f64) -> f64 {
@@ -431,9 +433,9 @@ fn main() {
     let started = Instant::now();
     let setups = [
         Setup { committers: 1, concurrency: 1 },
-        Setup { committers: 1, concurrency: floe_core::committer::DEFAULT_CONCURRENCY },
+        Setup { committers: 1, concurrency: EIGHT },
         Setup { committers: 1, concurrency: BATCH },
-        Setup { committers: 2, concurrency: floe_core::committer::DEFAULT_CONCURRENCY },
+        Setup { committers: 2, concurrency: EIGHT },
     ];
     let mut rows = String::new();
     let mut verdicts = Vec::new();
@@ -472,7 +474,7 @@ fn main() {
     };
     let (serial, concurrent, whole_batch, two) = (
         enough(|s| s.committers == 1 && s.concurrency == 1),
-        enough(|s| s.committers == 1 && s.concurrency == floe_core::committer::DEFAULT_CONCURRENCY),
+        enough(|s| s.committers == 1 && s.concurrency == EIGHT),
         enough(|s| s.committers == 1 && s.concurrency == BATCH),
         enough(|s| s.committers == 2),
     );
@@ -490,7 +492,7 @@ fn main() {
         GLUE_GET.as_millis(),
         GLUE_UPDATE.as_millis(),
         started.elapsed().as_secs_f64(),
-        floe_core::committer::DEFAULT_CONCURRENCY,
+        EIGHT,
     );
     print!("{body}");
     update_benchmarks("committer-scale", "Committer at scale", &body);

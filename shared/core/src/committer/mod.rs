@@ -149,9 +149,10 @@ pub struct Committer {
     pub concurrency: usize,
 }
 
-/// Tables of a batch committed at once unless configured otherwise: a batch of 10 tasks
-/// spans at most 10 tables, and each commit mostly waits on S3, Glue and DynamoDB.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Tables of a batch committed at once unless configured otherwise: all of them, as a
+/// batch of 10 tasks (SQS FIFO's most) spans at most 10 tables and each commit mostly
+/// waits on S3, Glue and DynamoDB; a batch then takes about one commit's time.
+pub const DEFAULT_CONCURRENCY: usize = 10;
 
 impl Committer {
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`
