@@ -23,9 +23,10 @@
 //! `expiration-time`, milliseconds since the epoch) is due at 80% of the life it had
 //! when received ([`refresh_at_ms`]); one that S3 refuses (403) is due at once. A due
 //! credential's table is loaded again from its catalog before the next use, which
-//! registers the new credentials.
+//! registers the new credentials; one caller reloads, the others go on with the keys in
+//! hand, and a reload that failed is tried again 5 seconds later.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use async_trait::async_trait;
@@ -42,6 +43,9 @@ use floe_core::table::TableName;
 /// The shortest time a credential is used before it is due again (one received
 /// already expired is not reloaded for every request).
 const MIN_USE_MS: i64 = 1_000;
+/// After a reload is tried, the next waits this long, and requests meanwhile go on with
+/// the keys in hand: while the catalog is down, its requests do not multiply with S3's.
+const RELOAD_RETRY_MS: i64 = 5_000;
 
 /// S3 credentials and settings a catalog vended for the files under `prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,11 +216,26 @@ struct Route {
     signer: Signer,
     refresh_at_ms: Option<i64>,
     reloader: Weak<dyn ReloadTable>,
+    /// No reload is tried before this time ([`RELOAD_RETRY_MS`] after the last one).
+    reload_from_ms: AtomicI64,
 }
 
 impl Route {
     fn due(&self, now_ms: i64) -> bool {
         self.signer.refused.load(Ordering::Relaxed) || self.refresh_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// Whether this caller reloads the table now: it is due and no reload was tried in
+    /// the last [`RELOAD_RETRY_MS`]. The claim is taken at once, so concurrent callers go
+    /// on with the keys in hand rather than reload too.
+    fn claim_reload(&self, now_ms: i64) -> bool {
+        let from = self.reload_from_ms.load(Ordering::Relaxed);
+        self.due(now_ms)
+            && now_ms >= from
+            && self
+                .reload_from_ms
+                .compare_exchange(from, now_ms + RELOAD_RETRY_MS, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 }
 
@@ -261,20 +280,30 @@ impl VendedRoutes {
             };
             let refresh_at_ms = refresh_at_ms(now_ms, v.expires_at_ms);
             let (table, location) = (table.clone(), location.to_string());
-            made.push(Route { table, location, vended: v, signer, refresh_at_ms, reloader: reloader.clone() });
+            made.push(Route {
+                table,
+                location,
+                vended: v,
+                signer,
+                refresh_at_ms,
+                reloader: reloader.clone(),
+                reload_from_ms: AtomicI64::new(0),
+            });
         }
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
         routes.retain(|r| r.location != location && !made.iter().any(|m| m.vended.prefix == r.vended.prefix));
         routes.extend(made);
     }
 
-    /// The vended client for `path`, its table reloaded first when due; `None`: no
-    /// catalog vended credentials for it.
+    /// The vended client for `path`, its table reloaded first when due (at most once per
+    /// 5 seconds); `None`: no catalog vended credentials for it.
     pub async fn client(&self, path: &str) -> Option<Client> {
         let now = chrono::Utc::now().timestamp_millis();
-        let (table, due, reloader) =
-            self.with_route(|r| r.vended.covers(path), |r| (r.table.clone(), r.due(now), r.reloader.clone()))?;
-        if due
+        let reload = self.with_route(
+            |r| r.vended.covers(path),
+            |r| r.claim_reload(now).then(|| (r.table.clone(), r.reloader.clone())),
+        )?;
+        if let Some((table, reloader)) = reload
             && let Some(reloader) = reloader.upgrade()
             && let Err(e) = reloader.reload(&table).await
         {
@@ -465,6 +494,8 @@ mod tests {
         routes: Arc<VendedRoutes>,
         reloads: std::sync::atomic::AtomicUsize,
         me: OnceLock<Weak<dyn ReloadTable>>,
+        /// Reloads fail (the catalog is down).
+        down: AtomicBool,
     }
 
     impl Catalog {
@@ -479,6 +510,9 @@ mod tests {
     impl ReloadTable for Catalog {
         async fn reload(&self, table: &TableName) -> Result<(), String> {
             let n = self.reloads.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.down.load(Ordering::SeqCst) {
+                return Err("catalog unavailable".into());
+            }
             let now = chrono::Utc::now().timestamp_millis();
             self.register(table, &format!("k{n}"), now, now + 3_600_000);
             Ok(())
@@ -488,7 +522,12 @@ mod tests {
     #[tokio::test]
     async fn paths_take_their_table_s_key_until_it_is_due_then_the_table_is_reloaded() {
         let routes = Arc::new(VendedRoutes::default());
-        let catalog = Arc::new(Catalog { routes: routes.clone(), reloads: Default::default(), me: OnceLock::new() });
+        let catalog = Arc::new(Catalog {
+            routes: routes.clone(),
+            reloads: Default::default(),
+            me: OnceLock::new(),
+            down: Default::default(),
+        });
         let me: Arc<dyn ReloadTable> = catalog.clone();
         catalog.me.set(Arc::downgrade(&me)).ok().unwrap();
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
@@ -513,5 +552,35 @@ mod tests {
         // Nothing vended any more: the own client.
         routes.register(&table, LOCATION, Vec::new(), None, catalog.me.get().unwrap().clone(), now);
         assert_eq!(key_of(&routes, &data).await, "own");
+    }
+
+    #[tokio::test]
+    async fn a_catalog_that_is_down_is_asked_again_only_after_the_retry_interval() {
+        let routes = Arc::new(VendedRoutes::default());
+        let catalog = Arc::new(Catalog {
+            routes: routes.clone(),
+            reloads: Default::default(),
+            me: OnceLock::new(),
+            down: AtomicBool::new(true),
+        });
+        let me: Arc<dyn ReloadTable> = catalog.clone();
+        catalog.me.set(Arc::downgrade(&me)).ok().unwrap();
+        let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+        let now = chrono::Utc::now().timestamp_millis();
+        let data = format!("{LOCATION}/data/a.parquet");
+        catalog.register(&table, "k0", now - 60_000, now - 1);
+        // Due, the catalog down: one reload is tried, and the requests go on with the keys
+        // in hand until the retry interval has passed.
+        for _ in 0..5 {
+            assert_eq!(key_of(&routes, &data).await, "k0");
+        }
+        assert_eq!(catalog.reloads.load(Ordering::SeqCst), 1);
+        let from = routes.with_route(|r| r.vended.covers(&data), |r| r.reload_from_ms.load(Ordering::SeqCst)).unwrap();
+        assert!(from >= now + RELOAD_RETRY_MS, "{from} vs {now}");
+        // The interval passed (as if), the catalog back: the next use reloads.
+        catalog.down.store(false, Ordering::SeqCst);
+        routes.with_route(|r| r.vended.covers(&data), |r| r.reload_from_ms.store(0, Ordering::SeqCst));
+        assert_eq!(key_of(&routes, &data).await, "k2");
+        assert_eq!(catalog.reloads.load(Ordering::SeqCst), 2);
     }
 }
