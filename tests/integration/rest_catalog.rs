@@ -93,34 +93,19 @@ impl RestServer {
     async fn token(&self) -> String {
         let (id, secret) = CREDENTIAL.split_once(':').unwrap();
         let form = [("grant_type", "client_credentials"), ("client_id", id), ("client_secret", secret)];
-        let answer: Value = reqwest::Client::new()
-            .post(format!("{}/v1/oauth/tokens", self.uri))
-            .form(&form)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = json(reqwest::Client::new().post(format!("{}/v1/oauth/tokens", self.uri)).form(&form)).await;
         answer["access_token"].as_str().unwrap().to_string()
     }
 
     async fn tokens_given(&self) -> u64 {
-        let answer: Value = reqwest::get(format!("{}/test/tokens", self.uri)).await.unwrap().json().await.unwrap();
+        let answer = json(reqwest::Client::new().get(format!("{}/test/tokens", self.uri))).await;
         answer["tokens"].as_u64().unwrap()
     }
 
     /// loadTable, raw: its metadata.
     async fn load(&self, token: &str, table: &str) -> TableMetadata {
-        let answer: Value = reqwest::Client::new()
-            .get(format!("{}/v1/namespaces/kafka/tables/{table}", self.uri))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let url = format!("{}/v1/namespaces/kafka/tables/{table}", self.uri);
+        let answer = json(reqwest::Client::new().get(url).bearer_auth(token)).await;
         serde_json::from_value(answer["metadata"].clone()).unwrap()
     }
 }
@@ -309,11 +294,16 @@ async fn an_existing_table_s_new_files_go_under_its_own_location() {
     assert!(new_files[0].contains("/data/"), "{new_files:?}");
 }
 
+/// A request's answer, as JSON.
+async fn json(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 /// The S3 requests moto served under `prefix` (`/bucket/key prefix`): who signed each
 /// (access key id), the operation and the path.
 async fn signed(prefix: &str) -> Vec<(String, String, String)> {
     let url = format!("{}/_floe/signed?prefix={prefix}", support::moto().endpoint);
-    reqwest::get(url).await.unwrap().json().await.unwrap()
+    serde_json::from_value(json(reqwest::Client::new().get(url)).await).unwrap()
 }
 
 #[tokio::test]

@@ -499,6 +499,20 @@ mod tests {
     }
 
     impl Catalog {
+        /// A catalog registering into its own routes; `down`: its reloads fail.
+        fn new(down: bool) -> (Arc<VendedRoutes>, Arc<Catalog>) {
+            let routes = Arc::new(VendedRoutes::default());
+            let catalog = Arc::new(Catalog {
+                routes: routes.clone(),
+                reloads: Default::default(),
+                me: OnceLock::new(),
+                down: AtomicBool::new(down),
+            });
+            let me: Arc<dyn ReloadTable> = catalog.clone();
+            catalog.me.set(Arc::downgrade(&me)).ok().unwrap();
+            (routes, catalog)
+        }
+
         fn register(&self, table: &TableName, key: &str, received_ms: i64, expires_at_ms: i64) {
             let me = self.me.get().unwrap().clone();
             let v = vec![vended(LOCATION, key, Some(expires_at_ms))];
@@ -521,15 +535,7 @@ mod tests {
 
     #[tokio::test]
     async fn paths_take_their_table_s_key_until_it_is_due_then_the_table_is_reloaded() {
-        let routes = Arc::new(VendedRoutes::default());
-        let catalog = Arc::new(Catalog {
-            routes: routes.clone(),
-            reloads: Default::default(),
-            me: OnceLock::new(),
-            down: Default::default(),
-        });
-        let me: Arc<dyn ReloadTable> = catalog.clone();
-        catalog.me.set(Arc::downgrade(&me)).ok().unwrap();
+        let (routes, catalog) = Catalog::new(false);
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
         let now = chrono::Utc::now().timestamp_millis();
         let data = format!("{LOCATION}/data/a.parquet");
@@ -556,15 +562,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_catalog_that_is_down_is_asked_again_only_after_the_retry_interval() {
-        let routes = Arc::new(VendedRoutes::default());
-        let catalog = Arc::new(Catalog {
-            routes: routes.clone(),
-            reloads: Default::default(),
-            me: OnceLock::new(),
-            down: AtomicBool::new(true),
-        });
-        let me: Arc<dyn ReloadTable> = catalog.clone();
-        catalog.me.set(Arc::downgrade(&me)).ok().unwrap();
+        let (routes, catalog) = Catalog::new(true);
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
         let now = chrono::Utc::now().timestamp_millis();
         let data = format!("{LOCATION}/data/a.parquet");
