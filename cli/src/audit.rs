@@ -81,6 +81,13 @@ fn print_partition(p: &PartitionAudit, out: &mut impl Write) -> anyhow::Result<(
     if !p.uncommitted_rows.is_empty() {
         writeln!(out, "    rows at offsets never committed: {}", ranges(&p.uncommitted_rows))?;
     }
+    if !p.shared.is_empty() {
+        writeln!(
+            out,
+            "    offsets {} are committed by more than one incarnation of the re-created topic: checked held, not counted",
+            ranges(&p.shared)
+        )?;
+    }
     let mut reasons: Vec<GapReason> = p.gaps.iter().map(|g| g.reason).collect();
     reasons.sort_unstable();
     reasons.dedup();

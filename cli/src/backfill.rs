@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use floe_core::config::FloeConfig;
 use floe_core::segment::tiered::Manifest;
 use floe_core::segment::{ObjectKind, SegmentLayout, SegmentLocation};
-use floe_core::table::offsets::RangeSet;
+use floe_core::table::offsets::{CommittedOffsets, RangeSet};
 use floe_core::table::{TableLookup, TableName};
 
 /// A progress line every this many segments handed or skipped.
@@ -51,6 +51,8 @@ pub const PROGRESS_EVERY: usize = 10;
 pub struct Segment {
     pub key: String,
     pub topic: String,
+    /// The topic's id, where the layout gives one: a re-created topic is another log.
+    pub topic_id: Option<String>,
     pub partition: i32,
     pub base_offset: i64,
     /// The segment's record bytes (its `.log`'s size, when listed).
@@ -105,6 +107,7 @@ pub fn segments_of(objects: &[(String, u64)], topic: Option<&str>) -> Vec<Segmen
             let segment = Segment {
                 key: key.clone(),
                 topic: location.topic,
+                topic_id: location.topic_id,
                 partition: location.partition,
                 base_offset: location.base_offset,
                 bytes,
@@ -157,7 +160,7 @@ pub async fn already_held(
     let candidates: Vec<(&Segment, &RangeSet)> = segments
         .iter()
         .filter_map(|s| {
-            let set = held.get(&(s.topic.clone(), s.partition))?;
+            let set = held.get(&s.topic)?.of_incarnation(&s.topic, s.topic_id.as_deref(), s.partition)?;
             set.covers(s.base_offset, s.base_offset).then_some((s, set))
         })
         .collect();
@@ -176,13 +179,13 @@ pub async fn already_held(
 /// Manifests read at once by [`already_held`].
 const MANIFEST_READS: usize = 8;
 
-/// The committed offsets, per topic-partition, of the tables the segments' topics go to
-/// (a topic not enabled goes nowhere), each table read once.
+/// The committed offsets, per topic, of the tables the segments' topics go to (a topic
+/// not enabled goes nowhere), each table read once.
 async fn committed_by_topic(
     segments: &[Segment],
     config: &FloeConfig,
     tables: &dyn TableLookup,
-) -> anyhow::Result<HashMap<(String, i32), RangeSet>> {
+) -> anyhow::Result<HashMap<String, CommittedOffsets>> {
     let topics: std::collections::BTreeSet<&str> = segments.iter().map(|s| s.topic.as_str()).collect();
     let mut held = HashMap::new();
     for topic in topics {
@@ -190,11 +193,7 @@ async fn committed_by_topic(
         let name = TableName { namespace: resolved.namespace.clone(), name: resolved.table.clone() };
         let view = tables.view(&name).await.with_context(|| format!("reading the offsets {name} holds"))?;
         let Some(view) = view else { continue };
-        for ((committed_topic, partition), set) in &view.committed.partitions {
-            if committed_topic == topic {
-                held.insert((topic.to_string(), *partition), set.clone());
-            }
-        }
+        held.insert(topic.to_string(), view.committed);
     }
     Ok(held)
 }

@@ -453,7 +453,8 @@ async fn already_committed(
     location: &SegmentLocation,
 ) -> anyhow::Result<bool> {
     let Some(view) = tables.view(name).await? else { return Ok(false) };
-    let Some(set) = view.committed.get(&location.topic, location.partition) else { return Ok(false) };
+    let committed = view.committed.of_incarnation(&location.topic, location.topic_id.as_deref(), location.partition);
+    let Some(set) = committed else { return Ok(false) };
     let range = match location.kind {
         ObjectKind::Manifest => {
             let bytes = std::fs::read(input.join(key))?;

@@ -178,6 +178,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
             size: 1,
             layout: SegmentLayout::BrokerLogDir,
             segment_id: None,
+            topic_id: None,
             leader_epochs: Default::default(),
         },
         created_at_ms: now_ms(),

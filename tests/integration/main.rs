@@ -11,6 +11,7 @@ mod compaction;
 mod concurrency;
 mod convert;
 mod day;
+mod edges;
 mod fault_proxy;
 mod faults;
 mod first_run;

@@ -33,7 +33,7 @@
 //!   "dead_letter_schema": null,
 //!   "source": {"uri": "s3://tiered/orders-…/3/00000000000000001000-….rsm-manifest",
 //!              "etag": "\"9b2c…\"", "size": 1048576, "layout": "tiered_storage",
-//!              "segment_id": "…", "leader_epochs": {"0": 0}},
+//!              "segment_id": "…", "topic_id": "…", "leader_epochs": {"0": 0}},
 //!   "created_at_ms": 1764489600000
 //! }
 //! ```
@@ -212,6 +212,10 @@ pub struct SourceObject {
     pub size: u64,
     pub layout: SegmentLayout,
     pub segment_id: Option<String>,
+    /// The topic's id, where the layout gives one (tiered storage): a topic deleted and
+    /// created again under the same name is another log (`crate::table::offsets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_id: Option<String>,
     /// Leader epoch → its start offset, from the tiered-storage manifest.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub leader_epochs: BTreeMap<String, i64>,
@@ -473,6 +477,7 @@ pub(crate) mod tests {
                 size: 1,
                 layout: SegmentLayout::BrokerLogDir,
                 segment_id: None,
+                topic_id: None,
                 leader_epochs: BTreeMap::new(),
             },
             created_at_ms: 0,

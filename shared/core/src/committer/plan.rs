@@ -158,9 +158,8 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     let mut schema_changed = false;
     let (mut results, mut files) = (Vec::new(), Vec::new());
     let (mut committed_tasks, mut skipped_records) = (0, 0);
-    // One table holds one topic: the one it holds, or the batch's first.
-    let holder =
-        offsets.partitions.keys().next().map(|(t, _)| t.clone()).or_else(|| tasks.first().map(|t| t.topic.clone()));
+    // One table holds one topic (any number of its incarnations): the one it holds, or the batch's first.
+    let holder = offsets.topic().map(str::to_string).or_else(|| tasks.first().map(|t| t.topic.clone()));
 
     for task in tasks {
         if let Some(holds) = holder.as_ref().filter(|h| **h != task.topic) {
@@ -177,8 +176,10 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
             results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
             continue;
         };
+        // The topic's incarnation: a topic re-created under its name restarts at offset 0.
+        let log = offsets.log_of(&task.topic, task.source.topic_id.as_deref());
         let missing = offsets
-            .get(&task.topic, task.partition)
+            .get(&log, task.partition)
             .map_or_else(|| vec![(range.first, range.last)], |set| set.missing(range.first, range.last));
         if missing.is_empty() {
             tracing::info!(table = %table, task_id = %task.task_id, partition = task.partition,
@@ -231,7 +232,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
             }
             let whole = new == [(txn.first_offset, txn.last_offset)];
             state.pending.push(PendingEntry {
-                topic: task.topic.clone(),
+                topic: log.clone(),
                 partition: task.partition,
                 task_id: task.task_id.clone(),
                 segment_first: Some(range.first),
@@ -244,7 +245,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         for marker in &task.transaction_markers {
             if !among(&missing, marker.offset, marker.offset).is_empty() {
                 state.markers.push(MarkerEntry {
-                    topic: task.topic.clone(),
+                    topic: log.clone(),
                     partition: task.partition,
                     marker: *marker,
                     segment_first: range.first,
@@ -252,9 +253,10 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 });
             }
         }
-        count_without_rows(&mut rowless, task, &missing);
+        count_without_rows(&mut rowless, &log, task, &missing);
+        offsets.claim_log(&task.topic, task.source.topic_id.as_deref());
         for (first, last) in missing {
-            offsets.insert(&task.topic, task.partition, first, last);
+            offsets.insert(&log, task.partition, first, last);
         }
         committed_tasks += 1;
         skipped_records += task.skipped_records;
@@ -306,14 +308,14 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     })
 }
 
-/// Counts the offsets `task` commits without rows (`missing`: those it commits): its
+/// Counts the offsets `task` commits without rows in its `log` (`missing`: those it commits): its
 /// count when it commits all of its offsets, else (part of them, or an older task
 /// without a count) those it commits are uncounted.
-fn count_without_rows(rowless: &mut RowlessOffsets, task: &CommitTask, missing: &[(i64, i64)]) {
+fn count_without_rows(rowless: &mut RowlessOffsets, log: &str, task: &CommitTask, missing: &[(i64, i64)]) {
     let whole = task.offsets.is_some_and(|r| missing == [(r.first, r.last)]);
     match task.without_rows.filter(|_| whole) {
-        Some(count) => rowless.add(&task.topic, task.partition, count),
-        None => missing.iter().for_each(|&(first, last)| rowless.uncount(&task.topic, task.partition, first, last)),
+        Some(count) => rowless.add(log, task.partition, count),
+        None => missing.iter().for_each(|&(first, last)| rowless.uncount(log, task.partition, first, last)),
     }
 }
 
@@ -508,6 +510,7 @@ mod tests {
                 size: 1,
                 layout: SegmentLayout::BrokerLogDir,
                 segment_id: None,
+                topic_id: None,
                 leader_epochs: BTreeMap::new(),
             },
             created_at_ms: 0,
@@ -639,6 +642,33 @@ mod tests {
         let plan = plan_append(&record(&[]), &[&task("o", 0, 9), &other]).unwrap();
         assert_eq!(plan.results[0].1, TaskResult::Committed);
         assert!(matches!(&plan.results[1].1, TaskResult::Failed { retryable: false, .. }));
+    }
+
+    #[test]
+    fn a_re_created_topic_lands_in_a_log_of_its_own() {
+        let of = |id: &str, topic_id: &str, first, last| {
+            let mut t = task(id, first, last);
+            t.source.topic_id = Some(topic_id.into());
+            t
+        };
+        // The first incarnation: its id recorded, its offsets under the plain key.
+        let (table, _) = run(record(&[]), &[vec![of("a0", "AAA", 0, 9), of("a1", "AAA", 10, 19)]]);
+        assert_eq!(table.offsets.topic_ids.get("orders").map(String::as_str), Some("AAA"));
+        // Deleted and created again: offsets restart at 0 and are new, not "already committed".
+        let (table, plans) = run(table, &[vec![of("b0", "BBB", 0, 9), of("a1", "AAA", 10, 19)]]);
+        assert_eq!(results(&plans[0]), vec![("b0", &TaskResult::Committed), ("a1", &TaskResult::AlreadyCommitted)]);
+        assert_eq!(actions(&plans[0]), vec![("0-9.parquet".into(), FileAction::Adopt)]);
+        assert_eq!(table.offsets.get("orders~BBB", 0).unwrap().encode(), "0-9");
+        assert_eq!(table.offsets.get("orders", 0).unwrap().encode(), "0-19");
+        // Each incarnation drops its own duplicates; a layout without ids is the first's.
+        let plan = plan_append(&table, &[&of("b0", "BBB", 0, 9), &task("p", 20, 29)]).unwrap();
+        assert_eq!(results(&plan), vec![("b0", &TaskResult::AlreadyCommitted), ("p", &TaskResult::Committed)]);
+        // Its transactions are its own: producer 7's part in the new log, its marker in the old, no match.
+        let part = with_open(of("b1", "BBB", 10, 19), (15, 19));
+        let marker = with_marker(of("a2", "AAA", 20, 29), 25, true);
+        let (table, plans) = run(table, &[vec![part, marker]]);
+        assert!(plans[0].files.is_empty(), "{:?}", actions(&plans[0]));
+        assert_eq!(table.state.pending.iter().map(|p| p.topic.as_str()).collect::<Vec<_>>(), ["orders~BBB"]);
     }
 
     #[test]

@@ -212,7 +212,7 @@ impl Compactor {
     /// `None` for a table without offsets or whose topic is no longer configured.
     fn topic_config(&self, loaded: &LoadedTable) -> Result<Option<TopicConfig>, MaintenanceError> {
         let offsets = committed_offsets(&loaded.name, &loaded.metadata)?;
-        Ok(offsets.partitions.keys().next().and_then(|(topic, _)| self.config.resolve(topic)))
+        Ok(offsets.topic().and_then(|topic| self.config.resolve(topic)))
     }
 
     /// Plans the table at `now_ms`, rewrites each bin, holds its outputs and queues its

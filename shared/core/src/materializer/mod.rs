@@ -240,7 +240,9 @@ impl Materializer {
             None => None,
         };
         let held = |v: &TableView, r: OffsetRange| {
-            v.committed.get(&topic.topic, input.location.partition).is_some_and(|s| s.covers(r.first, r.last))
+            let location = &input.location;
+            let set = v.committed.of_incarnation(&topic.topic, location.topic_id.as_deref(), location.partition);
+            set.is_some_and(|s| s.covers(r.first, r.last))
         };
         if let (Some(range), Some(view)) = (input.offsets, &view)
             && held(view, range)
@@ -316,6 +318,7 @@ impl Materializer {
                 size: manifest.segment_size(),
                 layout: location.layout,
                 segment_id: location.segment_id.clone(),
+                topic_id: location.topic_id.clone(),
                 leader_epochs: metadata.map(|m| m.segment_leader_epochs.clone()).unwrap_or_default(),
             },
             location,
@@ -350,6 +353,7 @@ impl Materializer {
                 size: opened.size,
                 layout: location.layout,
                 segment_id: location.segment_id.clone(),
+                topic_id: location.topic_id.clone(),
                 leader_epochs: BTreeMap::new(),
             },
             location,

@@ -24,7 +24,15 @@
 //!     rewrite that left no delete file).
 //!
 //! The table holds exactly once when there is no duplicate, no uncommitted row, no row
-//! without an offset, and no unexplained gap. Memory: the offsets are kept as ranges
+//! without an offset, and no unexplained gap.
+//!
+//! A topic deleted and created again under its name ([`super::offsets`]) restarts at
+//! offset 0, and its rows name no incarnation: an offset both incarnations committed is
+//! expected once per incarnation that committed it. There, the audit checks that a row
+//! holds it (or a gap is explained) but cannot tell a second copy from the other
+//! incarnation's row, nor whose row a counted offset without rows lacks: such offsets
+//! are reported (`shared`), and the count of offsets without rows may exceed the gaps
+//! by at most their number. Memory: the offsets are kept as ranges
 //! (one per run of consecutive offsets found), merged as the rows stream in, never one
 //! entry per row.
 
@@ -37,7 +45,8 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
 
-use super::offsets::RangeSet;
+use super::offsets::{CommittedOffsets, RangeSet};
+use super::rowless::RowlessOffsets;
 use super::state::{STATE_KEY, TableState};
 use super::{LoadedTable, TableError, TableName, committed_offsets, floe_summary, load, rowless_offsets};
 use crate::catalog::Catalog;
@@ -118,6 +127,10 @@ pub struct PartitionAudit {
     pub duplicates: Vec<(i64, i64)>,
     /// Rows at offsets Floe never committed.
     pub uncommitted_rows: Vec<(i64, i64)>,
+    /// Offsets that more than one incarnation of a re-created topic committed: each is
+    /// checked to be held, not how many times (see the module docs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<(i64, i64)>,
     pub gaps: Vec<Gap>,
     /// Offsets without rows that Floe counted, with the pending transactions' rows.
     pub counted_without_rows: u64,
@@ -303,6 +316,10 @@ struct Explanations {
     uncounted: RangeSet,
     /// Floe's count of offsets without rows, with the pending transactions' rows.
     counted: u64,
+    /// Offsets more than one incarnation of the topic committed.
+    shared: RangeSet,
+    /// How many rows those are expected to hold beyond one each.
+    repeated: u64,
 }
 
 /// Labels the gaps of a partition: `committed` less `present`, by `why`.
@@ -323,7 +340,10 @@ fn audit_partition(
     let uncounted = rest.intersection(&why.uncounted);
     let rest = rest.difference(&uncounted);
     let (found, counted) = (rest.count(), why.counted);
-    let rest_reason = if found == counted { GapReason::WithoutRows } else { GapReason::Unexplained };
+    // Where incarnations overlap, a row stands for one of them: another's offset without
+    // a row there is no gap.
+    let (unexplained, surplus) = (found.saturating_sub(counted), counted.saturating_sub(found + why.repeated));
+    let rest_reason = if unexplained == 0 && surplus == 0 { GapReason::WithoutRows } else { GapReason::Unexplained };
     let mut labelled: Vec<Gap> = [
         (deleted, GapReason::Deleted),
         (dead_letters, GapReason::DeadLetter),
@@ -335,7 +355,7 @@ fn audit_partition(
     .collect();
     labelled.sort_by_key(|g| g.first);
     let uncommitted = present.difference(committed);
-    let (unexplained, surplus) = (found.saturating_sub(counted), counted.saturating_sub(found));
+    let duplicates = duplicates.difference(&why.shared);
     PartitionAudit {
         topic: topic.to_string(),
         partition,
@@ -343,6 +363,7 @@ fn audit_partition(
         rows,
         duplicates: duplicates.ranges().to_vec(),
         uncommitted_rows: uncommitted.ranges().to_vec(),
+        shared: why.shared.ranges().to_vec(),
         gaps: labelled,
         counted_without_rows: counted,
         unexplained,
@@ -373,7 +394,7 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
         None => Found::default(),
     };
     // One table holds one topic: the rows name no topic, the committed ranges do.
-    let topic = committed.partitions.keys().next().map(|(t, _)| t.clone()).unwrap_or_default();
+    let topic = committed.topic().unwrap_or_default().to_string();
     let mut partitions: Vec<i32> = committed.partitions.keys().map(|(_, p)| *p).collect();
     partitions.extend(live.present.keys());
     partitions.sort_unstable();
@@ -388,20 +409,22 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
     };
     for partition in partitions {
         let present = live.present.get(&partition).unwrap_or(&empty);
-        let counts = rowless.get(&topic, partition).cloned().unwrap_or_default();
+        let logs = Logs::of(&committed, &rowless, &state, partition);
         let why = Explanations {
             deleted: raw
                 .as_ref()
                 .map(|r| r.present.get(&partition).unwrap_or(&empty).difference(present))
                 .unwrap_or_default(),
             dead_letters: dead_letters.present.get(&partition).cloned().unwrap_or_default(),
-            counted: counts.count.saturating_add(pending_rows(&state, &topic, partition, &counts.uncounted)),
-            uncounted: counts.uncounted,
+            counted: logs.counted,
+            uncounted: logs.uncounted,
+            shared: logs.shared,
+            repeated: logs.repeated,
         };
         let audited = audit_partition(
             &topic,
             partition,
-            committed.get(&topic, partition).unwrap_or(&empty),
+            &logs.committed,
             present,
             live.rows.get(&partition).copied().unwrap_or_default(),
             live.duplicates.get(&partition).unwrap_or(&empty),
@@ -413,13 +436,49 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
     Ok(report)
 }
 
+/// A partition's committed offsets over every incarnation of the topic (one, unless the
+/// topic was re-created).
+#[derive(Debug, Default)]
+struct Logs {
+    committed: RangeSet,
+    uncounted: RangeSet,
+    counted: u64,
+    shared: RangeSet,
+    repeated: u64,
+}
+
+impl Logs {
+    fn of(committed: &CommittedOffsets, rowless: &RowlessOffsets, state: &TableState, partition: i32) -> Logs {
+        let mut logs = Logs::default();
+        for (log, set) in committed.logs_of(partition) {
+            logs.shared = logs.shared.union(&logs.committed.intersection(set));
+            logs.repeated += logs.committed.intersection(set).count();
+            logs.committed = logs.committed.union(set);
+            let counts = rowless.get(log, partition).cloned().unwrap_or_default();
+            let pending = pending_rows(state, committed, log, partition, &counts.uncounted);
+            logs.counted += counts.count.saturating_add(pending);
+            logs.uncounted = logs.uncounted.union(&counts.uncounted);
+        }
+        logs
+    }
+}
+
 /// Rows of the transactions still waiting for their marker, in counted ranges: committed
-/// offsets without rows until the marker comes.
-fn pending_rows(state: &TableState, topic: &str, partition: i32, uncounted: &RangeSet) -> u64 {
+/// offsets without rows until the marker comes. A part stranded (its marker left before
+/// it came, [`TableState::stranded`]) waits for nothing: its rows are missing.
+fn pending_rows(
+    state: &TableState,
+    committed: &CommittedOffsets,
+    topic: &str,
+    partition: i32,
+    uncounted: &RangeSet,
+) -> u64 {
+    let stranded = state.stranded(committed);
     state
         .pending
         .iter()
         .filter(|p| p.topic == topic && p.partition == partition && p.keep.is_none())
+        .filter(|p| !stranded.iter().any(|s| std::ptr::eq(s.part, *p)))
         .filter(|p| !uncounted.overlaps(p.transaction.first_offset, p.transaction.last_offset))
         .flat_map(|p| p.transaction.files.iter().map(|f| f.record_count))
         .sum()
@@ -463,6 +522,7 @@ mod tests {
             dead_letters: set(&[(30, 30)]),
             uncounted: set(&[(90, 99)]),
             counted: 3,
+            ..Explanations::default()
         };
         let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &why);
         let reasons: Vec<(i64, i64, GapReason)> = audit.gaps.iter().map(|g| (g.first, g.last, g.reason)).collect();
@@ -488,6 +548,41 @@ mod tests {
         let more = Explanations { counted: 4, ..fewer };
         let audit = audit_partition("t", 0, &committed, &present, 90, &RangeSet::default(), &more);
         assert_eq!((audit.unexplained, audit.surplus, audit.exactly_once), (0, 1, false));
+    }
+
+    #[test]
+    fn a_re_created_topic_s_offsets_are_expected_once_per_incarnation() {
+        // The first incarnation committed 0..=9 (offset 9 a marker), the second 0..=4
+        // (offset 2 a marker): 0..=4 twice, once each.
+        let committed = CommittedOffsets::from_summary(&std::collections::BTreeMap::from([
+            ("floe.topic-id.t".to_string(), "A".to_string()),
+            ("floe.offsets.t.0".to_string(), "0-9".to_string()),
+            ("floe.offsets.t~B.0".to_string(), "0-4".to_string()),
+            ("floe.without-rows.t.0".to_string(), "1".to_string()),
+            ("floe.without-rows.t~B.0".to_string(), "1".to_string()),
+        ]))
+        .unwrap();
+        let summary = std::collections::BTreeMap::from([
+            ("floe.without-rows.t.0".to_string(), "1".to_string()),
+            ("floe.without-rows.t~B.0".to_string(), "1".to_string()),
+        ]);
+        let rowless = RowlessOffsets::from_summary(&summary, &committed).unwrap();
+        let logs = Logs::of(&committed, &rowless, &TableState::default(), 0);
+        assert_eq!(
+            (logs.committed.encode(), logs.shared.encode(), logs.repeated, logs.counted),
+            ("0-9".into(), "0-4".into(), 5, 2)
+        );
+        let why =
+            Explanations { counted: logs.counted, shared: logs.shared, repeated: logs.repeated, ..Default::default() };
+        // Rows 0..=8, 0, 1, 3, 4 again: 2 and 9 explained by the counts, the copies expected.
+        let audit = audit_partition("t", 0, &logs.committed, &set(&[(0, 8)]), 13, &set(&[(0, 1), (3, 4)]), &why);
+        assert!(audit.exactly_once, "{audit:?}");
+        assert_eq!(audit.shared, vec![(0, 4)]);
+        // A copy above the shared offsets is a duplicate still; gaps beyond the count a loss.
+        let audit = audit_partition("t", 0, &logs.committed, &set(&[(0, 8)]), 14, &set(&[(0, 1), (6, 6)]), &why);
+        assert_eq!((audit.duplicates.clone(), audit.exactly_once), (vec![(6, 6)], false));
+        let audit = audit_partition("t", 0, &logs.committed, &set(&[(0, 6)]), 11, &set(&[(0, 1)]), &why);
+        assert_eq!((audit.unexplained, audit.exactly_once), (1, false));
     }
 
     #[test]

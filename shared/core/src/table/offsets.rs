@@ -7,11 +7,29 @@
 //! An offset is covered when a task for a segment spanning it has been committed — its
 //! records are in the table, or were control records, aborted, or (for transactions
 //! still open) are kept pending in the table's state until their marker arrives.
+//!
+//! A topic is its id, not its name: a topic deleted and created again under the same
+//! name is a new log whose offsets restart at 0. Where the segment layout gives the
+//! topic id (tiered storage), the table records the id of the incarnation it first
+//! committed (`floe.topic-id.<topic>`), whose offsets keep the plain key; another
+//! incarnation's offsets go under `<topic>~<topic id>` (`~` is never in a topic name):
+//! [`CommittedOffsets::log_of`]. Every per-log record (offsets, counts without rows,
+//! open transactions and markers) is keyed by that log key. A table committed before
+//! topic ids were recorded adopts the first id a task brings.
 
 use std::collections::BTreeMap;
 
 /// Summary key prefix of the committed ranges.
 pub const OFFSETS_PREFIX: &str = "floe.offsets.";
+/// Summary key prefix of the topic id whose offsets the plain `<topic>` key holds.
+pub const TOPIC_ID_PREFIX: &str = "floe.topic-id.";
+/// Between a topic's name and a later incarnation's id, in a log key.
+const INCARNATION_SEPARATOR: char = '~';
+
+/// The topic name of a log key (`orders~<id>` → `orders`).
+pub fn topic_of(log: &str) -> &str {
+    log.split_once(INCARNATION_SEPARATOR).map_or(log, |(topic, _)| topic)
+}
 
 /// Disjoint, non-adjacent inclusive ranges, ordered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -135,6 +153,11 @@ impl RangeSet {
         RangeSet { ranges: out }
     }
 
+    /// The offsets either holds.
+    pub fn union(&self, other: &RangeSet) -> RangeSet {
+        RangeSet::from_ranges(self.ranges.iter().chain(&other.ranges).copied().collect())
+    }
+
     /// The offsets both hold.
     pub fn intersection(&self, other: &RangeSet) -> RangeSet {
         self.difference(&self.difference(other))
@@ -188,10 +211,13 @@ pub struct SummaryError {
     pub problem: RangeError,
 }
 
-/// Committed ranges of every (topic, partition) of a table.
+/// Committed ranges of every (log, partition) of a table: the log is the topic's name,
+/// or `<topic>~<topic id>` for an incarnation other than the first (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommittedOffsets {
     pub partitions: BTreeMap<(String, i32), RangeSet>,
+    /// Per topic, the id of the incarnation whose offsets its plain key holds.
+    pub topic_ids: BTreeMap<String, String>,
 }
 
 impl CommittedOffsets {
@@ -199,6 +225,10 @@ impl CommittedOffsets {
     pub fn from_summary<'a>(summary: impl IntoIterator<Item = (&'a String, &'a String)>) -> Result<Self, SummaryError> {
         let mut out = CommittedOffsets::default();
         for (key, value) in summary {
+            if let Some(topic) = key.strip_prefix(TOPIC_ID_PREFIX) {
+                out.topic_ids.insert(topic.to_string(), value.clone());
+                continue;
+            }
             let Some(rest) = key.strip_prefix(OFFSETS_PREFIX) else { continue };
             let error = |problem| SummaryError { key: key.clone(), value: value.clone(), problem };
             let (topic, partition) = rest
@@ -212,9 +242,45 @@ impl CommittedOffsets {
 
     /// The summary entries.
     pub fn to_summary(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        let ids = self.topic_ids.iter().map(|(topic, id)| (format!("{TOPIC_ID_PREFIX}{topic}"), id.clone()));
         self.partitions
             .iter()
             .map(|((topic, partition), set)| (format!("{OFFSETS_PREFIX}{topic}.{partition}"), set.encode()))
+            .chain(ids)
+    }
+
+    /// The log key of `topic`'s incarnation `topic_id` (`None`: a layout without ids):
+    /// the plain name for the incarnation the table recorded first (or when none is
+    /// recorded yet), `<topic>~<id>` for any other.
+    pub fn log_of(&self, topic: &str, topic_id: Option<&str>) -> String {
+        match (topic_id, self.topic_ids.get(topic)) {
+            (Some(id), Some(first)) if id != first => format!("{topic}{INCARNATION_SEPARATOR}{id}"),
+            _ => topic.to_string(),
+        }
+    }
+
+    /// [`Self::log_of`], recording `topic_id` as the topic's first incarnation when the
+    /// table has none recorded: what a commit does.
+    pub fn claim_log(&mut self, topic: &str, topic_id: Option<&str>) -> String {
+        if let Some(id) = topic_id {
+            self.topic_ids.entry(topic.to_string()).or_insert_with(|| id.to_string());
+        }
+        self.log_of(topic, topic_id)
+    }
+
+    /// The ranges of `partition` of `topic`'s incarnation `topic_id` ([`Self::log_of`]).
+    pub fn of_incarnation(&self, topic: &str, topic_id: Option<&str>, partition: i32) -> Option<&RangeSet> {
+        self.get(&self.log_of(topic, topic_id), partition)
+    }
+
+    /// The topic the table holds (the incarnations of one topic are one topic).
+    pub fn topic(&self) -> Option<&str> {
+        self.partitions.keys().next().map(|(log, _)| topic_of(log))
+    }
+
+    /// The ranges of `partition` in every log, with their log keys.
+    pub fn logs_of(&self, partition: i32) -> impl Iterator<Item = (&str, &RangeSet)> + '_ {
+        self.partitions.iter().filter(move |((_, p), _)| *p == partition).map(|((log, _), set)| (log.as_str(), set))
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<&RangeSet> {
@@ -301,6 +367,31 @@ mod tests {
             let e = CommittedOffsets::from_summary(&summary).unwrap_err().to_string();
             assert_eq!(e, format!("snapshot summary {key:?} = {value:?}: {problem}"));
         }
+    }
+
+    #[test]
+    fn a_re_created_topic_is_another_log() {
+        let mut offsets = CommittedOffsets::default();
+        // Before any id is recorded, and for layouts without ids: the plain name.
+        assert_eq!(offsets.log_of("orders.v1", Some("AAA")), "orders.v1");
+        assert_eq!(offsets.claim_log("orders.v1", Some("AAA")), "orders.v1");
+        offsets.insert("orders.v1", 0, 0, 99);
+        assert_eq!(offsets.claim_log("orders.v1", Some("AAA")), "orders.v1");
+        assert_eq!(offsets.log_of("orders.v1", None), "orders.v1");
+        // The topic deleted and created again: its offsets restart at 0, in a log of their own.
+        let again = offsets.claim_log("orders.v1", Some("BBB"));
+        assert_eq!(again, "orders.v1~BBB");
+        assert!(offsets.get(&again, 0).is_none());
+        offsets.insert(&again, 0, 0, 9);
+        assert_eq!(topic_of(&again), "orders.v1");
+        assert_eq!(offsets.topic(), Some("orders.v1"));
+        assert_eq!(offsets.logs_of(0).count(), 2);
+        let summary: BTreeMap<String, String> = offsets.to_summary().collect();
+        assert_eq!(summary["floe.topic-id.orders.v1"], "AAA");
+        assert_eq!(summary["floe.offsets.orders.v1~BBB.0"], "0-9");
+        let back = CommittedOffsets::from_summary(&summary).unwrap();
+        assert_eq!(back, offsets);
+        assert_eq!(back.log_of("orders.v1", Some("BBB")), "orders.v1~BBB");
     }
 
     #[test]

@@ -54,6 +54,24 @@
 //! (`anchors`: one per run not starting at 0) and each producer's first marker in the run
 //! written within τ (+ margin) of that anchor — a segment below the run could still hold
 //! its transaction.
+//!
+//! When τ is wrong (the brokers' `transaction.max.timeout.ms` above the topic's
+//! `transaction_timeout`), a marker may leave while a part of its transaction is still to
+//! come. So each marker that leaves a run not starting at 0 is remembered (`departed`:
+//! per producer, its highest such marker and the offset of the one before it). A part
+//! that comes below its producer's departed marker D, every offset between them
+//! committed:
+//!
+//! ```text
+//!  offsets ─▶  ··· b ········· [ part E ] ═══════ committed ═══════ D (P)
+//!  b < E: no other marker of P that left lies between ─▶ D is E's marker: resolved by it
+//!  b > E: E's marker may be another that left         ─▶ stranded: never guessed, kept
+//!         pending; status shows the table degraded and the audit fails, naming the
+//!         offsets and `transaction_timeout`
+//! ```
+//!
+//! One leaves once every offset below it is committed (nothing can come below it then);
+//! at most [`DEPARTED_LIMIT`] are kept per partition (the lowest go first).
 
 use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema};
@@ -107,6 +125,22 @@ pub struct MarkerEntry {
     pub transaction_timeout_ms: Option<u64>,
 }
 
+/// A marker that left the state from a run not starting at 0: its producer's highest, and
+/// the offset of the producer's one before it (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Departed {
+    pub topic: String,
+    pub partition: i32,
+    pub marker: TxnMarker,
+    /// The producer's previous departed marker's offset, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below: Option<i64>,
+}
+
+/// How many departed markers a partition keeps: one per transactional producer, the
+/// lowest dropped first past it.
+pub const DEPARTED_LIMIT: usize = 4096;
+
 /// A broker time known at an offset: every record below `offset` was appended by
 /// `timestamp`. The lowest known of each run of committed offsets is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +193,18 @@ pub struct TableState {
     /// at 0 (older state files: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub anchors: Vec<Anchor>,
+    /// Markers that left runs not starting at 0, per producer (older state files: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub departed: Vec<Departed>,
+}
+
+/// An open transaction's part whose marker may have left before it came: its producer's
+/// marker at `marker_offset` was written later than the topic's transaction timeout
+/// after its records, and another of its markers that left may lie between.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stranded<'a> {
+    pub part: &'a PendingEntry,
+    pub marker_offset: i64,
 }
 
 /// What resolving did: transactions to append now, and how many were aborted.
@@ -176,7 +222,7 @@ fn run_holding(committed: &CommittedOffsets, topic: &str, partition: i32, offset
 
 impl TableState {
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty() && self.markers.is_empty() && self.anchors.is_empty()
+        self.pending.is_empty() && self.markers.is_empty() && self.anchors.is_empty() && self.departed.is_empty()
     }
 
     /// Reads the state a summary names (empty when it names none).
@@ -202,9 +248,90 @@ impl TableState {
     pub fn resolve(&mut self, committed: &CommittedOffsets) -> Resolved {
         self.markers.sort_by_key(|m| (m.topic.clone(), m.partition, m.marker.offset));
         self.keep_lowest_anchors(committed);
-        let resolved = self.match_parts(committed);
+        let mut resolved = self.match_parts(committed);
+        self.match_departed(committed, &mut resolved);
         self.drop_complete_markers(committed);
         resolved
+    }
+
+    /// The departed marker of `part`'s producer above it with every offset between
+    /// committed: the marker that may end it, had it not left.
+    fn departed_above(&self, part: &PendingEntry, committed: &CommittedOffsets) -> Option<&Departed> {
+        let t = &part.transaction;
+        let set = committed.get(&part.topic, part.partition)?;
+        self.departed.iter().find(|d| {
+            d.topic == part.topic
+                && d.partition == part.partition
+                && d.marker.producer_id == t.producer_id
+                && t.producer_epoch <= d.marker.producer_epoch
+                && t.last_offset < d.marker.offset
+                && (t.last_offset + 1 > d.marker.offset - 1 || set.covers(t.last_offset + 1, d.marker.offset - 1))
+        })
+    }
+
+    /// Parts that came after their marker left (a marker written past the transaction
+    /// timeout): resolved by it when it is provably theirs (no other departed marker of
+    /// the producer may lie between), else left pending, [`Self::stranded`].
+    fn match_departed(&mut self, committed: &CommittedOffsets, resolved: &mut Resolved) {
+        let mut kept = Vec::new();
+        for part in std::mem::take(&mut self.pending) {
+            let ended = self
+                .departed_above(&part, committed)
+                .filter(|d| d.below.is_none_or(|b| b < part.transaction.first_offset))
+                .map(|d| d.marker);
+            match ended {
+                Some(marker) => {
+                    tracing::warn!(topic = %part.topic, partition = part.partition,
+                        producer_id = marker.producer_id, first_offset = part.transaction.first_offset,
+                        last_offset = part.transaction.last_offset, marker_offset = marker.offset,
+                        "a transaction's marker came more than transaction_timeout after its records: resolved by it; raise transaction_timeout");
+                    if marker.commit { resolved.committed.push(part) } else { resolved.aborted.push(part) }
+                }
+                None => kept.push(part),
+            }
+        }
+        self.pending = kept;
+    }
+
+    /// The parts whose marker may have left before they came and that cannot be resolved
+    /// without a guess (see the module docs).
+    pub fn stranded(&self, committed: &CommittedOffsets) -> Vec<Stranded<'_>> {
+        self.pending
+            .iter()
+            .filter_map(|part| {
+                let d = self.departed_above(part, committed)?;
+                Some(Stranded { part, marker_offset: d.marker.offset })
+            })
+            .collect()
+    }
+
+    /// Remembers `m`, leaving a run not starting at 0.
+    fn depart(&mut self, m: &MarkerEntry) {
+        let same = |d: &Departed| {
+            d.topic == m.topic && d.partition == m.partition && d.marker.producer_id == m.marker.producer_id
+        };
+        match self.departed.iter_mut().find(|d| same(d)) {
+            Some(d) if d.marker.offset < m.marker.offset => {
+                let below = d.below.map_or(d.marker.offset, |b| b.max(d.marker.offset));
+                *d = Departed { topic: m.topic.clone(), partition: m.partition, marker: m.marker, below: Some(below) };
+            }
+            Some(d) => d.below = Some(d.below.map_or(m.marker.offset, |b| b.max(m.marker.offset))),
+            None => {
+                self.departed.push(Departed {
+                    topic: m.topic.clone(),
+                    partition: m.partition,
+                    marker: m.marker,
+                    below: None,
+                });
+                let in_partition = |d: &Departed| d.topic == m.topic && d.partition == m.partition;
+                if self.departed.iter().filter(|d| in_partition(d)).count() > DEPARTED_LIMIT {
+                    let lowest = self.departed.iter().enumerate().filter(|(_, d)| in_partition(d));
+                    if let Some((at, _)) = lowest.min_by_key(|(_, d)| d.marker.offset) {
+                        self.departed.remove(at);
+                    }
+                }
+            }
+        }
     }
 
     /// Adds the anchors the markers and parts give, and keeps the lowest of each run of
@@ -254,20 +381,32 @@ impl TableState {
 
     /// Drops every marker no part of its transaction can still come for.
     fn drop_complete_markers(&mut self, committed: &CommittedOffsets) {
-        let keep: Vec<bool> = self.markers.iter().map(|m| !self.is_complete(m, committed)).collect();
-        let mut keep = keep.into_iter();
-        self.markers.retain(|_| keep.next().unwrap_or(true));
+        // Decided on the markers as they are: a marker below another proves it complete.
+        let complete: Vec<Option<i64>> = self.markers.iter().map(|m| self.is_complete(m, committed)).collect();
+        let (mut kept, mut departed) = (Vec::new(), Vec::new());
+        for (m, complete) in std::mem::take(&mut self.markers).into_iter().zip(complete) {
+            match complete {
+                Some(run_start) if run_start > 0 => departed.push(m),
+                Some(_) => {}
+                None => kept.push(m),
+            }
+        }
+        self.markers = kept;
+        departed.iter().for_each(|m| self.depart(m));
+        // Once every offset below one is committed, no part can come below it.
+        self.departed.retain(|d| {
+            run_holding(committed, &d.topic, d.partition, d.marker.offset).is_none_or(|(start, _)| start > 0)
+        });
     }
 
     /// Whether every offset that may hold a part of `m`'s transaction is committed (and
-    /// matched), and no part of its producer waits below it.
-    fn is_complete(&self, m: &MarkerEntry, committed: &CommittedOffsets) -> bool {
+    /// matched), and no part of its producer waits below it: the start of the committed
+    /// run holding it, when so.
+    fn is_complete(&self, m: &MarkerEntry, committed: &CommittedOffsets) -> Option<i64> {
         if self.pending.iter().any(|e| e.may_end_at(m)) {
-            return false;
+            return None;
         }
-        let Some((run_start, _)) = run_holding(committed, &m.topic, m.partition, m.marker.offset) else {
-            return false;
-        };
+        let (run_start, _) = run_holding(committed, &m.topic, m.partition, m.marker.offset)?;
         let same_partition = |topic: &str, partition: i32| topic == m.topic && partition == m.partition;
         let in_run_below = |offset: i64| run_start <= offset && offset < m.marker.offset;
         let previous_marker = self.markers.iter().any(|o| {
@@ -280,7 +419,7 @@ impl TableState {
                 .iter()
                 .any(|a| same_partition(&a.topic, a.partition) && in_run_below(a.offset) && a.timestamp < earliest)
         });
-        run_start == 0 || previous_marker || old_anchor
+        (run_start == 0 || previous_marker || old_anchor).then_some(run_start)
     }
 }
 
@@ -331,6 +470,7 @@ mod tests {
             pending: vec![pending(7, 90, 99), pending(7, 100, 104), pending(8, 95, 99), pending(9, 98, 99)],
             markers: vec![marker(7, 120, true), marker(8, 121, false), marker(9, 50, true)],
             anchors: vec![],
+            departed: vec![],
         };
         let resolved = state.resolve(&offsets);
         // Producer 7's transaction spans two segments: both parts end at its marker.
@@ -349,7 +489,8 @@ mod tests {
         offsets.insert("t", 0, 0, 99);
         let mut part = pending(7, 50, 59);
         part.transaction.producer_epoch = 3;
-        let mut state = TableState { pending: vec![part], markers: vec![marker(7, 60, true)], anchors: vec![] };
+        let mut state =
+            TableState { pending: vec![part], markers: vec![marker(7, 60, true)], anchors: vec![], departed: vec![] };
         let resolved = state.resolve(&offsets);
         assert!(resolved.committed.is_empty() && resolved.aborted.is_empty());
         assert_eq!(state.pending.len(), 1);
@@ -359,7 +500,8 @@ mod tests {
     fn an_early_marker_waits_for_its_transaction() {
         let mut offsets = CommittedOffsets::default();
         offsets.insert("t", 0, 250, 299); // the marker's segment, first to arrive
-        let mut state = TableState { pending: vec![], markers: vec![marker(7, 260, true)], anchors: vec![] };
+        let mut state =
+            TableState { pending: vec![], markers: vec![marker(7, 260, true)], anchors: vec![], departed: vec![] };
         assert!(state.resolve(&offsets).committed.is_empty());
         assert_eq!(state.markers.len(), 1, "kept: the segment before may hold its transaction");
         state.pending.push(pending(7, 240, 249));
@@ -381,7 +523,8 @@ mod tests {
         let (mut old, mut late) = (marker(8, 1005, true), marker(7, 1090, true));
         at(&mut old, 100);
         at(&mut late, 121);
-        let mut state = TableState { pending: vec![], markers: vec![old.clone(), late.clone()], anchors: vec![] };
+        let mut state =
+            TableState { pending: vec![], markers: vec![old.clone(), late.clone()], anchors: vec![], departed: vec![] };
         state.resolve(&offsets);
         assert_eq!(state.markers, vec![old.clone()], "21 min apart: the later one's transaction is in");
         assert_eq!(state.anchors.len(), 1);
@@ -401,6 +544,70 @@ mod tests {
         );
     }
 
+    /// A log starting at 1000; the segment 1010..=1099 comes first: producer 8's marker at
+    /// 1012 (minute 0) and producer 7's `markers` at minute 40, past the 15-minute timeout
+    /// (a broker whose `transaction.max.timeout.ms` is longer). Then 1000..=1009, holding
+    /// producer 7's part 1005..=1009.
+    fn late_marker(markers: &[(i64, bool)]) -> (CommittedOffsets, TableState) {
+        let mut offsets = CommittedOffsets::default();
+        offsets.insert("t", 0, 1010, 1099);
+        let mut state = TableState::default();
+        let mut anchor = marker(8, 1012, true);
+        anchor.marker.timestamp = Some(0);
+        state.markers.push(anchor);
+        for &(offset, commit) in markers {
+            let mut late = marker(7, offset, commit);
+            late.marker.timestamp = Some(40 * MINUTE);
+            state.markers.push(late);
+        }
+        state.resolve(&offsets);
+        assert_eq!(state.markers.len(), 1, "producer 7's markers left: {:?}", state.markers);
+        offsets.insert("t", 0, 1000, 1009);
+        state.pending.push(pending(7, 1005, 1009));
+        (offsets, state)
+    }
+
+    #[test]
+    fn a_part_that_comes_after_its_marker_left_is_resolved_by_it() {
+        let (offsets, mut state) = late_marker(&[(1090, true)]);
+        assert_eq!(ranges(&state.resolve(&offsets).committed), vec![(1005, 1009)]);
+        assert!(state.pending.is_empty() && state.stranded(&offsets).is_empty());
+        let (offsets, mut state) = late_marker(&[(1090, false)]);
+        assert_eq!(ranges(&state.resolve(&offsets).aborted), vec![(1005, 1009)]);
+        // Its producer's newer epoch is not the marker's: it waits.
+        let (offsets, mut state) = late_marker(&[(1090, true)]);
+        state.pending[0].transaction.producer_epoch = 1;
+        assert!(state.resolve(&offsets).committed.is_empty());
+        assert!(state.stranded(&offsets).is_empty());
+    }
+
+    #[test]
+    fn a_part_whose_marker_cannot_be_told_is_stranded_not_guessed() {
+        // Two of producer 7's markers left: the part's is the first above it, whose
+        // outcome the state no longer holds.
+        let (offsets, mut state) = late_marker(&[(1050, false), (1090, true)]);
+        assert_eq!(state.departed.len(), 1);
+        assert_eq!((state.departed[0].marker.offset, state.departed[0].below), (1090, Some(1050)));
+        let resolved = state.resolve(&offsets);
+        assert!(resolved.committed.is_empty() && resolved.aborted.is_empty());
+        let stranded = state.stranded(&offsets);
+        assert_eq!(stranded.len(), 1);
+        assert_eq!((stranded[0].part.transaction.first_offset, stranded[0].marker_offset), (1005, 1090));
+        // A part above the older departed marker is the newer one's.
+        state.pending = vec![pending(7, 1060, 1062)];
+        assert_eq!(ranges(&state.resolve(&offsets).committed), vec![(1060, 1062)]);
+    }
+
+    #[test]
+    fn departed_markers_are_bounded_per_partition() {
+        let mut state = TableState::default();
+        for producer in 0..DEPARTED_LIMIT as i64 + 10 {
+            state.depart(&marker(producer, 1000 + producer, true));
+        }
+        assert_eq!(state.departed.len(), DEPARTED_LIMIT);
+        assert!(state.departed.iter().all(|d| d.marker.offset >= 1010), "the lowest went first");
+    }
+
     #[test]
     fn a_marker_stays_while_a_part_of_its_producer_waits_below_it() {
         // The run holding producer 7's marker shows its transaction complete (a broker
@@ -414,8 +621,12 @@ mod tests {
         old.marker.timestamp = Some(0);
         let mut late = marker(7, 1090, true);
         late.marker.timestamp = Some(60 * MINUTE);
-        let mut state =
-            TableState { pending: vec![pending(7, 1005, 1009)], markers: vec![old, late.clone()], anchors: vec![] };
+        let mut state = TableState {
+            pending: vec![pending(7, 1005, 1009)],
+            markers: vec![old, late.clone()],
+            anchors: vec![],
+            departed: vec![],
+        };
         state.resolve(&offsets);
         assert!(state.markers.contains(&late), "{:?}", state.markers);
         offsets.insert("t", 0, 1010, 1019);
