@@ -13,12 +13,12 @@ use floe_aws::glue::GlueCatalog;
 use floe_aws::s3::warehouse_file_io;
 use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
-use floe_core::maintenance::health::{TableFacts, health};
+use floe_core::maintenance::health::health;
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
 use floe_core::table::{CatalogTables, TableName};
 
 use crate::compact::MaintenanceView;
-use crate::health::HealthView;
+use crate::health::{HealthView, read_table};
 
 fn locks(config: &SdkConfig, lock_table: &str) -> DynamoDbLocks {
     DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(config), lock_table)
@@ -32,7 +32,7 @@ pub struct TableStatus {
     pub offsets: std::collections::BTreeMap<String, String>,
     /// Why the table is suspended, when it is.
     pub suspended: Option<String>,
-    /// Why the table's metadata could not be read, when it could not.
+    /// Why the table cannot be read as a commit reads it (metadata, offsets, state file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
     /// Its state (running, degraded, suspended, config issue) and why, last commit, files
@@ -78,8 +78,9 @@ pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> a
 }
 
 /// Every table the stack commits to (dead-letter tables included), by name: its state
-/// and why, its current snapshot's facts (read through `tables`: the catalog's pointer
-/// and one metadata file per table), and what maintenance did to it.
+/// and why, its current snapshot's facts (read through `tables` as a commit reads it:
+/// the catalog's pointer, the metadata file and the state file it names), who holds its
+/// lease, and what maintenance did to it.
 pub async fn status_of(
     config: &SdkConfig,
     lock_table: &str,
@@ -89,22 +90,15 @@ pub async fn status_of(
     let mut out = Vec::new();
     for registered in locks.tables().await? {
         let name = registered.table;
-        let (facts, problem) = match tables.load(&name).await {
-            Ok(Some(loaded)) => match TableFacts::of(&name, &loaded.metadata) {
-                Ok(facts) => (facts, None),
-                Err(e) => (TableFacts::default(), Some(e.to_string())),
-            },
-            Ok(None) => (TableFacts::default(), None),
-            Err(e) => (TableFacts::default(), Some(e.to_string())),
-        };
+        let read = read_table(tables, &locks, &name).await?;
         let maintenance = locks.status(&name).await?;
         let resume = format!("floe aws resume {name} --lock-table {lock_table}");
-        let health = health(registered.suspended.as_deref(), &maintenance, facts, &resume);
+        let health = health(registered.suspended.as_deref(), &maintenance, read.facts, &read.readiness, &resume);
         out.push(TableStatus {
             table: name.to_string(),
             offsets: health.facts.offsets.clone(),
             suspended: registered.suspended,
-            problem,
+            problem: read.readiness.unreadable,
             health: HealthView::from(&health),
             maintenance: maintenance.into(),
         });

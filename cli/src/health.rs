@@ -1,11 +1,64 @@
-//! Tables' health as `floe local status` and `floe aws status` show it: the state
-//! ([`floe_core::maintenance::health`]) with times in RFC 3339, as JSON fields or as a
-//! readable table with a line of detail under each table that is not running.
+//! Tables' health as `floe local status` and `floe aws status` show it: each table read
+//! as a commit reads it ([`read_table`]: its metadata, offsets and state file, and who
+//! holds its lease), the state ([`floe_core::maintenance::health`]) with times in RFC
+//! 3339, as JSON fields or as a readable table with a line of detail under each table
+//! that is not running.
 
+use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::RecordAt;
-use floe_core::maintenance::health::TableHealth;
+use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth};
+use floe_core::table::state::{STATE_KEY, TableState};
+use floe_core::table::{CatalogTables, TableError, TableName, floe_summary};
 
 use crate::compact::time;
+
+/// A table as status reads it.
+#[derive(Debug, Clone, Default)]
+pub struct TableRead {
+    /// Whether the catalog has it.
+    pub found: bool,
+    pub snapshots: usize,
+    pub facts: TableFacts,
+    /// What stops its next commit: what cannot be read, who holds its lease.
+    pub readiness: Readiness,
+}
+
+/// Reads `name` as a commit reads it — its current metadata, the offsets its snapshot
+/// records, the state file the snapshot names — and who holds its lease. What cannot be
+/// read is the table's own `unreadable`, not an error; the lock store's errors are.
+pub async fn read_table(
+    tables: &CatalogTables,
+    locks: &dyn TableLocks,
+    name: &TableName,
+) -> Result<TableRead, LockError> {
+    let mut read = TableRead::default();
+    read.readiness.lease_holder = locks.peek(&name.to_string(), "").await?;
+    let loaded = match tables.load(name).await {
+        Ok(Some(loaded)) => loaded,
+        Ok(None) => return Ok(read),
+        Err(e) => {
+            read.readiness.unreadable = Some(format!("its metadata cannot be read, so it cannot commit: {e}"));
+            return Ok(read);
+        }
+    };
+    read.found = true;
+    read.snapshots = loaded.metadata.snapshots().count();
+    match TableFacts::of(name, &loaded.metadata) {
+        Ok(facts) => read.facts = facts,
+        // The table is named by status's line already.
+        Err(TableError::Summary { detail, .. }) => read.readiness.unreadable = Some(detail),
+        Err(e) => read.readiness.unreadable = Some(e.to_string()),
+    }
+    if read.readiness.unreadable.is_none() {
+        let location = floe_summary(&loaded.metadata).get(STATE_KEY).cloned();
+        if let Err(e) = TableState::load(&tables.file_io, location.as_ref()).await {
+            let location = location.unwrap_or_default();
+            read.readiness.unreadable =
+                Some(format!("its table state {location} cannot be read, so it cannot commit: {e}"));
+        }
+    }
+    Ok(read)
+}
 
 /// A table's state and facts, as status shows them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

@@ -32,7 +32,7 @@ use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::lock::{Clock, TableLocks};
-use floe_core::maintenance::health::{TableFacts, health};
+use floe_core::maintenance::health::health;
 use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::maintenance::{MaintenanceEvent, MaintenanceStatus, TableRegistry};
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
@@ -41,7 +41,7 @@ use floe_core::table::CatalogTables;
 use floe_core::task::TableName;
 
 use crate::compact::{MaintenanceView, TableCompaction};
-use crate::health::HealthView;
+use crate::health::{HealthView, TableRead, read_table};
 use crate::warehouse::{Warehouse, folder};
 
 /// What a run did, per table.
@@ -312,7 +312,7 @@ pub struct TableStatus {
     pub offsets: std::collections::BTreeMap<String, String>,
     /// Why the table is suspended, when it is.
     pub suspended: Option<String>,
-    /// Why the table's metadata or committed offsets could not be read, when they could not.
+    /// Why the table cannot be read as a commit reads it (metadata, offsets, state file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
     /// Its state (running, degraded, suspended, config issue) and why, last commit, files
@@ -325,22 +325,23 @@ pub struct TableStatus {
 }
 
 impl TableStatus {
-    /// The table's status from its suspension, maintenance record and snapshot's facts.
+    /// The table's status from its suspension, maintenance record, snapshot's facts and
+    /// what stops its next commit.
     fn new(
         warehouse: &Path,
         table: String,
         suspended: Option<String>,
         status: MaintenanceStatus,
-        facts: TableFacts,
+        read: TableRead,
     ) -> Self {
         let resume = format!("floe local resume {table} --warehouse {}", warehouse.display());
-        let health = health(suspended.as_deref(), &status, facts, &resume);
+        let health = health(suspended.as_deref(), &status, read.facts, &read.readiness, &resume);
         TableStatus {
             table,
-            snapshots: 0,
+            snapshots: read.snapshots,
             offsets: health.facts.offsets.clone(),
             suspended,
-            problem: None,
+            problem: read.readiness.unreadable,
             health: HealthView::from(&health),
             maintenance: status.into(),
         }
@@ -361,26 +362,12 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
             // What one table holds that cannot be read is shown on its line, not failing the others.
-            let (suspended, maintenance) = (locks.suspended(&name.to_string()).await?, locks.status(&name).await?);
-            let (mut facts, mut snapshots, mut problem) = (TableFacts::default(), 0, None);
-            match tables.load(&name).await {
-                Ok(None) => continue,
-                Ok(Some(loaded)) => {
-                    snapshots = loaded.metadata.snapshots().count();
-                    match TableFacts::of(&name, &loaded.metadata) {
-                        Ok(read) => facts = read,
-                        // The table is named by the line already.
-                        Err(floe_core::table::TableError::Summary { detail, .. }) => problem = Some(detail),
-                        Err(e) => problem = Some(e.to_string()),
-                    }
-                    if let Err(e) = table_state(&tables.file_io, &loaded.metadata).await {
-                        problem.get_or_insert(e);
-                    }
-                }
-                Err(e) => problem = Some(e.to_string()),
+            let read = read_table(&tables, &locks, &name).await?;
+            if !read.found && read.readiness.unreadable.is_none() {
+                continue;
             }
-            let status = TableStatus::new(warehouse, name.to_string(), suspended, maintenance, facts);
-            out.push(TableStatus { snapshots, problem, ..status });
+            let (suspended, maintenance) = (locks.suspended(&name.to_string()).await?, locks.status(&name).await?);
+            out.push(TableStatus::new(warehouse, name.to_string(), suspended, maintenance, read));
         }
     }
     // A table stopped before its first commit (suspended, or its topic's configuration
@@ -392,24 +379,12 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
         }
         let maintenance = locks.status(&registered.table).await?;
         if registered.suspended.is_some() || !maintenance.failing.is_empty() {
-            out.push(TableStatus::new(warehouse, table, registered.suspended, maintenance, TableFacts::default()));
+            let read = read_table(&tables, &locks, &registered.table).await?;
+            out.push(TableStatus::new(warehouse, table, registered.suspended, maintenance, read));
         }
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(out)
-}
-
-/// Reads the table state Floe's last snapshot names (pending transactions): a table whose
-/// state cannot be read commits no more, which status must show.
-async fn table_state(
-    file_io: &iceberg::io::FileIO,
-    metadata: &iceberg::spec::TableMetadata,
-) -> Result<floe_core::table::state::TableState, String> {
-    use floe_core::table::state::{STATE_KEY, TableState};
-    let location = floe_core::table::floe_summary(metadata).get(STATE_KEY).cloned();
-    TableState::load(file_io, location.as_ref()).await.map_err(|e| {
-        format!("its table state {} cannot be read, so it cannot commit: {e}", location.unwrap_or_default())
-    })
 }
 
 /// Tasks committed together (one snapshot per table per batch).

@@ -308,7 +308,8 @@ fn compaction_value(record: &CompactionRecord) -> AttributeValue {
     ]))
 }
 
-const ACTIVITIES: [Activity; 4] = [Activity::Commit, Activity::Compaction, Activity::Sweep, Activity::Config];
+const ACTIVITIES: [Activity; 5] =
+    [Activity::Commit, Activity::Compaction, Activity::Sweep, Activity::Config, Activity::Lease];
 
 /// The attribute holding an activity's last failure (`failing_commit`, …).
 fn failing_key(activity: Activity) -> String {
@@ -617,7 +618,10 @@ impl TableRegistry for DynamoDbLocks {
                 .expression_attribute_names("#f", failing_key(failure.activity))
                 .expression_attribute_values(":f", failure_value(failure)),
             MaintenanceEvent::Succeeded(activity) => {
-                update.update_expression("REMOVE #f").expression_attribute_names("#f", failing_key(*activity))
+                let ended = activity.ended_by_success();
+                let names: Vec<String> = (0..ended.len()).map(|i| format!("#f{i}")).collect();
+                let update = update.update_expression(format!("REMOVE {}", names.join(", ")));
+                names.iter().zip(ended).fold(update, |u, (name, a)| u.expression_attribute_names(name, failing_key(*a)))
             }
             MaintenanceEvent::SuspendedBy(Some(record)) => update
                 .update_expression("SET suspended_by = :r")

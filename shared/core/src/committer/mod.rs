@@ -27,6 +27,8 @@
 //!     snapshots expired by a commit ─▶ counted
 //!     a table's commit (or compaction commit) failed ─▶ recorded as failing, with the
 //!     error, until its next one succeeds
+//!     its lease held by another owner (tasks given back) ─▶ recorded as the lease
+//!     failing, naming the holder, until a commit succeeds
 //!     a task refused (another topic's: a topic clash) ─▶ recorded as a config failure
 //!     a bad record suspended the table ─▶ the record (topic, partition, offset) kept
 //! ```
@@ -474,11 +476,22 @@ impl Committer {
         Ok((new.metadata.current_snapshot_id().unwrap_or_default(), now))
     }
 
-    /// Takes the table's lease; the error says why not and whether to retry.
+    /// Takes the table's lease; the error says why not and whether to retry. A lease held
+    /// by another owner gives the tasks back: recorded as the lease failing, naming the
+    /// holder, until a commit succeeds or the lease comes free (status shows it so).
     async fn acquire(&self, table: &TableName) -> Result<Lease, (String, bool)> {
-        match self.locks.acquire(&table.to_string(), &self.owner, self.lease_ttl).await {
+        let key = table.to_string();
+        match self.locks.acquire(&key, &self.owner, self.lease_ttl).await {
             Ok(Some(lease)) => Ok(lease),
-            Ok(None) => Err((format!("{table} is being committed by another committer"), true)),
+            Ok(None) => {
+                let holder = self.locks.peek(&key, &self.owner).await.ok().flatten();
+                let by = holder.map_or_else(|| "another committer".to_string(), |h| h.to_string());
+                tracing::warn!(table = %table, holder = %by, "lease held by another owner: tasks given back");
+                let error = format!("held by {by}: tasks given back");
+                let failure = Failure { activity: Activity::Lease, at_ms: crate::lock::now_ms(), error };
+                self.note(table, MaintenanceEvent::Failed(failure)).await;
+                Err((format!("{table} is being committed by another committer ({by})"), true))
+            }
             Err(e) => Err((e.to_string(), e.retryable())),
         }
     }

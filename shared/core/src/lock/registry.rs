@@ -77,6 +77,9 @@ pub enum Activity {
     /// The table's configuration: a topic it does not hold sent to it (a topic clash), a
     /// schema reference that cannot be resolved.
     Config,
+    /// The table's lease: held by another owner when the committer came, the tasks given
+    /// back (to be retried). Ended by the next commit, or by the lease coming free.
+    Lease,
 }
 
 impl Activity {
@@ -86,6 +89,19 @@ impl Activity {
             Activity::Compaction => "compaction",
             Activity::Sweep => "sweep",
             Activity::Config => "config",
+            Activity::Lease => "lease",
+        }
+    }
+
+    /// The failures a success of this activity ends: its own, and for a commit (made
+    /// under the table's lease) the lease's.
+    pub fn ended_by_success(self) -> &'static [Activity] {
+        match self {
+            Activity::Commit => &[Activity::Commit, Activity::Lease],
+            Activity::Compaction => &[Activity::Compaction],
+            Activity::Sweep => &[Activity::Sweep],
+            Activity::Config => &[Activity::Config],
+            Activity::Lease => &[Activity::Lease],
         }
     }
 }
@@ -109,7 +125,8 @@ pub enum MaintenanceEvent {
     Swept { at_ms: i64, removed: u64 },
     /// An activity failed (replaces its last failure).
     Failed(Failure),
-    /// An activity succeeded: it is failing no more.
+    /// An activity succeeded: it is failing no more (nor are those it ends,
+    /// [`Activity::ended_by_success`]).
     Succeeded(Activity),
     /// A bad record suspended the table (`Some`), or the table was resumed (`None`).
     SuspendedBy(Option<RecordAt>),
@@ -153,7 +170,9 @@ impl MaintenanceStatus {
                 self.failing.push(failure.clone());
                 self.failing.sort_by_key(|f| f.activity);
             }
-            MaintenanceEvent::Succeeded(activity) => self.failing.retain(|f| f.activity != *activity),
+            MaintenanceEvent::Succeeded(activity) => {
+                self.failing.retain(|f| !activity.ended_by_success().contains(&f.activity))
+            }
             MaintenanceEvent::SuspendedBy(record) => self.suspended_by = record.clone(),
         }
     }
@@ -176,6 +195,13 @@ mod tests {
         status.apply(&MaintenanceEvent::Succeeded(Activity::Compaction));
         assert_eq!(status.failing.len(), 2);
         status.apply(&MaintenanceEvent::Succeeded(Activity::Commit));
+        assert_eq!(status.failing[0].activity, Activity::Sweep);
+        // The lease held elsewhere (tasks given back) shows until a commit succeeds.
+        status.apply(&failed(Activity::Lease, "held by committer-b"));
+        status.apply(&MaintenanceEvent::Succeeded(Activity::Compaction));
+        assert_eq!(status.failing.len(), 2);
+        status.apply(&MaintenanceEvent::Succeeded(Activity::Commit));
+        assert_eq!(status.failing.len(), 1);
         assert_eq!(status.failing[0].activity, Activity::Sweep);
         // A record written before `failing` existed reads as failing nothing.
         let old: MaintenanceStatus = serde_json::from_str(

@@ -1,11 +1,15 @@
 //! A table's health, as `floe local status` and `floe aws status` show it: one state
-//! derived from what the lock store keeps (suspension, failures) and what the table's
-//! current snapshot says (last commit, offsets, files, bytes).
+//! derived from what the lock store keeps (suspension, failures, the lease), what the
+//! table's current snapshot says (last commit, offsets, files, bytes) and whether the
+//! table reads as a commit reads it ([`Readiness`]). `running` means the next commit can
+//! succeed.
 //!
 //! ```text
 //!  suspended (a bad record, an incompatible schema)  ─▶ suspended: why, the record, the resume command
 //!  failing: config (a topic clash, a bad schema ref) ─▶ config issue: the error
-//!  failing: commit, compaction or sweep              ─▶ degraded: the latest error (retried)
+//!  unreadable (metadata, offsets, state file)        ─▶ degraded: what cannot be read
+//!  failing: commit, compaction or sweep; lease       ─▶ degraded: the latest error (retried);
+//!    (tasks given back, while the lease is held)                  the lease's holder
 //!  otherwise                                         ─▶ running
 //! ```
 
@@ -15,6 +19,7 @@ use iceberg::spec::TableMetadata;
 use serde::Serialize;
 
 use super::{Activity, Failure, MaintenanceStatus, RecordAt};
+use crate::lock::Holder;
 use crate::table::{MAX_TIMESTAMP_KEY, TableError, TableName, committed_offsets};
 
 /// What a table is doing, in order of precedence.
@@ -96,6 +101,17 @@ pub fn freshness_lag_ms(metadata: &TableMetadata) -> Option<i64> {
     None
 }
 
+/// What status finds, besides the table's record, that stops its next commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// Why the table cannot be read as a commit reads it: its current metadata file, the
+    /// offsets its snapshot records, the state file the snapshot names.
+    pub unreadable: Option<String>,
+    /// Who holds the table's lease now (`None`: free or expired). The committer's record
+    /// of the lease held elsewhere counts only while someone holds it.
+    pub lease_holder: Option<Holder>,
+}
+
 /// A table's state and why, with its facts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TableHealth {
@@ -115,17 +131,34 @@ pub struct TableHealth {
 }
 
 /// The table's health from its suspension (`suspended`: the reason), its maintenance
-/// record and its snapshot's facts; `resume` is the command that resumes it, shown when
-/// it is suspended. Precedence: suspended, config issue, degraded, running.
-pub fn health(suspended: Option<&str>, status: &MaintenanceStatus, facts: TableFacts, resume: &str) -> TableHealth {
+/// record, its snapshot's facts and its [`Readiness`]; `resume` is the command that
+/// resumes it, shown when it is suspended. Precedence: suspended, config issue, degraded
+/// (unreadable, then the latest failure), running.
+pub fn health(
+    suspended: Option<&str>,
+    status: &MaintenanceStatus,
+    facts: TableFacts,
+    readiness: &Readiness,
+    resume: &str,
+) -> TableHealth {
     let config = status.failing.iter().find(|f| f.activity == Activity::Config);
-    let latest = status.failing.iter().filter(|f| f.activity != Activity::Config).max_by_key(|f| f.at_ms);
-    let failure = |state, f: &Failure| (state, Some(format!("{}: {}", f.activity.name(), f.error)), Some(f.at_ms));
-    let (state, reason, since_ms) = match (suspended, config, latest) {
-        (Some(reason), _, _) => (TableState::Suspended, Some(reason.to_string()), None),
-        (None, Some(f), _) => failure(TableState::ConfigIssue, f),
-        (None, None, Some(f)) => failure(TableState::Degraded, f),
-        (None, None, None) => (TableState::Running, None, None),
+    let lease_held = readiness.lease_holder.is_some();
+    let latest = status
+        .failing
+        .iter()
+        .filter(|f| f.activity != Activity::Config && (f.activity != Activity::Lease || lease_held))
+        .max_by_key(|f| f.at_ms);
+    let why = |f: &Failure| match (&readiness.lease_holder, f.activity) {
+        (Some(holder), Activity::Lease) => format!("lease: held by {holder}: tasks given back"),
+        _ => format!("{}: {}", f.activity.name(), f.error),
+    };
+    let failure = |state, f: &Failure| (state, Some(why(f)), Some(f.at_ms));
+    let (state, reason, since_ms) = match (suspended, config, &readiness.unreadable, latest) {
+        (Some(reason), _, _, _) => (TableState::Suspended, Some(reason.to_string()), None),
+        (None, Some(f), _, _) => failure(TableState::ConfigIssue, f),
+        (None, None, Some(unreadable), _) => (TableState::Degraded, Some(unreadable.clone()), None),
+        (None, None, None, Some(f)) => failure(TableState::Degraded, f),
+        (None, None, None, None) => (TableState::Running, None, None),
     };
     let is_suspended = state == TableState::Suspended;
     TableHealth {
@@ -170,7 +203,7 @@ mod tests {
             last_compaction: Some(CompactionRecord { at_ms: 900, ..Default::default() }),
             ..Default::default()
         };
-        let h = health(None, &status, facts(), RESUME);
+        let h = health(None, &status, facts(), &Readiness::default(), RESUME);
         assert_eq!(h.state, TableState::Running);
         assert_eq!((h.reason, h.record, h.resume, h.since_ms), (None, None, None, None));
         assert_eq!(h.last_compaction_ms, Some(900));
@@ -186,11 +219,40 @@ mod tests {
             ],
             ..Default::default()
         };
-        let h = health(None, &status, facts(), RESUME);
+        let h = health(None, &status, facts(), &Readiness::default(), RESUME);
         assert_eq!(h.state, TableState::Degraded);
         assert_eq!(h.reason.as_deref(), Some("sweep: unreadable manifest"));
         assert_eq!(h.since_ms, Some(7));
         assert_eq!(h.resume, None, "a degraded table resumes by itself");
+    }
+
+    #[test]
+    fn a_table_that_cannot_be_read_as_a_commit_reads_it_is_degraded() {
+        let readiness = Readiness { unreadable: Some("its state file cannot be read".into()), ..Default::default() };
+        let h = health(None, &MaintenanceStatus::default(), facts(), &readiness, RESUME);
+        assert_eq!((h.state, h.reason.as_deref()), (TableState::Degraded, Some("its state file cannot be read")));
+        // It outranks a retried failure: it is what the next commit fails on.
+        let status =
+            MaintenanceStatus { failing: vec![failing(Activity::Commit, 5, "throttled")], ..Default::default() };
+        let h = health(None, &status, facts(), &readiness, RESUME);
+        assert_eq!(h.reason.as_deref(), Some("its state file cannot be read"));
+    }
+
+    #[test]
+    fn a_lease_held_elsewhere_degrades_the_table_while_it_is_held() {
+        let status = MaintenanceStatus {
+            failing: vec![failing(Activity::Lease, 5, "held by b until 10:00:00 UTC: tasks given back")],
+            ..Default::default()
+        };
+        let holder = Holder { owner: "committer-b".into(), expires_at_ms: 60_000 };
+        let held = Readiness { lease_holder: Some(holder), ..Default::default() };
+        let h = health(None, &status, facts(), &held, RESUME);
+        assert_eq!(h.state, TableState::Degraded);
+        assert_eq!(h.reason.as_deref(), Some("lease: held by committer-b until 00:01:00 UTC: tasks given back"));
+        assert_eq!(h.since_ms, Some(5));
+        // Free or expired: the next commit can take it.
+        let h = health(None, &status, facts(), &Readiness::default(), RESUME);
+        assert_eq!((h.state, h.reason), (TableState::Running, None));
     }
 
     #[test]
@@ -199,7 +261,7 @@ mod tests {
             failing: vec![failing(Activity::Commit, 9, "throttled"), failing(Activity::Config, 5, "topic clash")],
             ..Default::default()
         };
-        let h = health(None, &status, facts(), RESUME);
+        let h = health(None, &status, facts(), &Readiness::default(), RESUME);
         assert_eq!(h.state, TableState::ConfigIssue);
         assert_eq!(h.reason.as_deref(), Some("config: topic clash"));
         assert_eq!(serde_json::to_value(h.state).unwrap(), "config issue");
@@ -212,13 +274,19 @@ mod tests {
             suspended_by: Some(record()),
             ..Default::default()
         };
-        let h = health(Some("bad record: topic orders partition 3 offset 42"), &status, facts(), RESUME);
+        let h = health(
+            Some("bad record: topic orders partition 3 offset 42"),
+            &status,
+            facts(),
+            &Readiness::default(),
+            RESUME,
+        );
         assert_eq!(h.state, TableState::Suspended);
         assert_eq!(h.reason.as_deref(), Some("bad record: topic orders partition 3 offset 42"));
         assert_eq!(h.record, Some(record()));
         assert_eq!(h.resume.as_deref(), Some(RESUME));
         // Resumed: the record of the last suspension is not shown.
-        let h = health(None, &status, facts(), RESUME);
+        let h = health(None, &status, facts(), &Readiness::default(), RESUME);
         assert_eq!((h.state, h.record, h.resume), (TableState::ConfigIssue, None, None));
     }
 }
