@@ -38,7 +38,7 @@ pub fn folder(option: &str, path: &Path, create: bool) -> anyhow::Result<PathBuf
 
 /// A local warehouse opened: its SQLite catalog and lock store (also the table
 /// registry), the committer on them, the in-process queue tasks go through, and the
-/// clock maintenance runs on.
+/// clock commits and maintenance run on.
 pub(crate) struct Warehouse {
     pub dir: PathBuf,
     pub clock: Clock,
@@ -71,6 +71,7 @@ impl Warehouse {
             lease_ttl: std::time::Duration::from_secs(300),
             retry: RetryPolicy::default(),
             concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
+            clock,
         };
         Ok(Warehouse {
             dir,
