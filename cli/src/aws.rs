@@ -86,11 +86,12 @@ pub async fn status_of(
     tables: &CatalogTables,
 ) -> anyhow::Result<Vec<TableStatus>> {
     let locks = locks(config, lock_table);
+    let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();
     for registered in locks.tables().await? {
         let name = registered.table;
         let (facts, problem) = match tables.load(&name).await {
-            Ok(Some(loaded)) => match TableFacts::of(&name, &loaded.metadata) {
+            Ok(Some(loaded)) => match TableFacts::of(&name, &loaded.metadata, now_ms) {
                 Ok(facts) => (facts, None),
                 Err(e) => (TableFacts::default(), Some(e.to_string())),
             },

@@ -1,6 +1,7 @@
 //! Tables' health as `floe local status` and `floe aws status` show it: the state
 //! ([`floe_core::maintenance::health`]) with times in RFC 3339, as JSON fields or as a
-//! readable table with a line of detail under each table that is not running.
+//! readable table with a line of detail under each table that is not running, and one
+//! under any table for each warning (a clock ahead).
 
 use floe_core::maintenance::RecordAt;
 use floe_core::maintenance::health::TableHealth;
@@ -24,6 +25,11 @@ pub struct HealthView {
     pub lag: Option<String>,
     pub files: Option<u64>,
     pub bytes: Option<u64>,
+    /// How far (ms) the table's last commit is stamped ahead of this host's clock, when
+    /// more than 5 minutes (a warning: commits go on).
+    pub clock_ahead_ms: Option<i64>,
+    /// What needs a look though the table goes on.
+    pub warnings: Vec<String>,
 }
 
 impl From<&TableHealth> for HealthView {
@@ -37,13 +43,15 @@ impl From<&TableHealth> for HealthView {
             lag: h.facts.lag_ms.map(|ms| format!("{:.1}s", ms as f64 / 1000.0)),
             files: h.facts.files,
             bytes: h.facts.bytes,
+            clock_ahead_ms: h.facts.clock_ahead_ms,
+            warnings: h.warnings.clone(),
         }
     }
 }
 
 /// The readable table: a row per table (table, state, last commit, lag, files, bytes)
 /// and, under a table not running, its reason, the record that suspended it and the
-/// command that resumes it.
+/// command that resumes it; under any table, its warnings.
 pub fn render(rows: &[(&str, &HealthView)]) -> String {
     let header = ["TABLE", "STATE", "LAST COMMIT", "LAG", "FILES", "BYTES"];
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -80,6 +88,9 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         if let Some(resume) = &h.resume {
             out += &format!("  resume: {resume}\n");
         }
+        for warning in &h.warnings {
+            out += &format!("  warning: {warning}\n");
+        }
     }
     out
 }
@@ -90,7 +101,13 @@ mod tests {
 
     #[test]
     fn the_table_lines_up_and_says_why_and_how_to_resume() {
-        let running = HealthView { state: "running", files: Some(3), bytes: Some(12345), ..Default::default() };
+        let running = HealthView {
+            state: "running",
+            files: Some(3),
+            bytes: Some(12345),
+            warnings: vec!["clock ahead: …".into()],
+            ..Default::default()
+        };
         let suspended = HealthView {
             state: "suspended",
             reason: Some("bad record".into()),
@@ -102,7 +119,8 @@ mod tests {
         assert_eq!(
             out,
             "TABLE         STATE      LAST COMMIT  LAG  FILES  BYTES\n\
-             kafka.orders  running    -            -    3      12345\n\
+             kafka.orders  running    -            -    3      12345\n  \
+             warning: clock ahead: …\n\
              kafka.t       suspended  -            -    -      -\n  \
              suspended: bad record\n  \
              record: topic t partition 1 offset 7 in f\n  \

@@ -356,6 +356,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     let namespaces = catalog.namespaces().await?;
     let catalog: Arc<dyn Catalog> = Arc::new(catalog);
     let tables = CatalogTables { catalog: catalog.clone(), file_io: floe_core::storage::local_file_io() };
+    let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
@@ -366,7 +367,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
                 Ok(None) => continue,
                 Ok(Some(loaded)) => {
                     snapshots = loaded.metadata.snapshots().count();
-                    match TableFacts::of(&name, &loaded.metadata) {
+                    match TableFacts::of(&name, &loaded.metadata, now_ms) {
                         Ok(read) => facts = read,
                         // The table is named by the line already.
                         Err(floe_core::table::TableError::Summary { detail, .. }) => problem = Some(detail),

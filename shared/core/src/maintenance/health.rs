@@ -8,6 +8,10 @@
 //!  failing: commit, compaction or sweep              ─▶ degraded: the latest error (retried)
 //!  otherwise                                         ─▶ running
 //! ```
+//!
+//! Whatever the state, warnings: the table's last commit stamped more than
+//! [`CLOCK_AHEAD_WARN_MS`] ahead of this host's clock (a host whose clock was ahead
+//! committed; commits go on, each stamped after the last).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +19,7 @@ use iceberg::spec::TableMetadata;
 use serde::Serialize;
 
 use super::{Activity, Failure, MaintenanceStatus, RecordAt};
+use crate::table::snapshot::latest_timestamp_ms;
 use crate::table::{MAX_TIMESTAMP_KEY, TableError, TableName, committed_offsets};
 
 /// What a table is doing, in order of precedence.
@@ -58,12 +63,23 @@ pub struct TableFacts {
     /// `total-files-size`).
     pub files: Option<u64>,
     pub bytes: Option<u64>,
+    /// How far (ms) the table's latest time (last update, snapshot and metadata logs) is
+    /// ahead of this host's clock, when more than [`CLOCK_AHEAD_WARN_MS`].
+    pub clock_ahead_ms: Option<i64>,
 }
 
+/// A table's latest time ahead of this host's clock by more than this is warned about.
+pub const CLOCK_AHEAD_WARN_MS: i64 = 5 * 60 * 1000;
+
 impl TableFacts {
-    /// The facts of `metadata`'s current snapshot (none for a table without one).
-    pub fn of(name: &TableName, metadata: &TableMetadata) -> Result<TableFacts, TableError> {
-        let Some(snapshot) = metadata.current_snapshot() else { return Ok(TableFacts::default()) };
+    /// The facts of `metadata`'s current snapshot (none for a table without one), its
+    /// times compared with `now_ms` (this host's clock).
+    pub fn of(name: &TableName, metadata: &TableMetadata, now_ms: i64) -> Result<TableFacts, TableError> {
+        let ahead = latest_timestamp_ms(metadata) - now_ms;
+        let clock_ahead_ms = (ahead > CLOCK_AHEAD_WARN_MS).then_some(ahead);
+        let Some(snapshot) = metadata.current_snapshot() else {
+            return Ok(TableFacts { clock_ahead_ms, ..Default::default() });
+        };
         let summary = &snapshot.summary().additional_properties;
         let count = |key: &str| summary.get(key).and_then(|v| v.parse().ok());
         let offsets = committed_offsets(name, metadata)?
@@ -77,6 +93,7 @@ impl TableFacts {
             offsets,
             files: count("total-data-files"),
             bytes: count("total-files-size"),
+            clock_ahead_ms,
         })
     }
 }
@@ -110,8 +127,32 @@ pub struct TableHealth {
     pub since_ms: Option<i64>,
     /// When its last compaction committed.
     pub last_compaction_ms: Option<i64>,
+    /// What needs a look though the table goes on (a clock ahead).
+    pub warnings: Vec<String>,
     #[serde(flatten)]
     pub facts: TableFacts,
+}
+
+/// The warnings `facts` call for, whatever the table's state.
+fn warnings(facts: &TableFacts) -> Vec<String> {
+    let clock = facts.clock_ahead_ms.map(|ms| {
+        format!(
+            "clock ahead: the table's last commit is stamped {} ahead of this host's clock (a host's clock was ahead); \
+             commits go on, each stamped after the last; check the clocks (NTP) of the hosts that commit",
+            span(ms)
+        )
+    });
+    clock.into_iter().collect()
+}
+
+/// `ms` as minutes, hours or days, whichever reads best.
+fn span(ms: i64) -> String {
+    const HOUR: i64 = 60 * 60 * 1000;
+    match ms {
+        ms if ms >= 24 * HOUR => format!("{:.1} days", ms as f64 / (24 * HOUR) as f64),
+        ms if ms >= HOUR => format!("{:.1} h", ms as f64 / HOUR as f64),
+        ms => format!("{} min", ms / 60_000),
+    }
 }
 
 /// The table's health from its suspension (`suspended`: the reason), its maintenance
@@ -135,6 +176,7 @@ pub fn health(suspended: Option<&str>, status: &MaintenanceStatus, facts: TableF
         resume: is_suspended.then(|| resume.to_string()),
         since_ms,
         last_compaction_ms: status.last_compaction.map(|c| c.at_ms),
+        warnings: warnings(&facts),
         facts,
     }
 }
@@ -144,6 +186,7 @@ mod tests {
     use super::*;
     use crate::maintenance::CompactionRecord;
 
+    const DAY: i64 = 24 * 60 * 60 * 1000;
     const RESUME: &str = "floe local resume kafka.orders --warehouse wh";
 
     fn failing(activity: Activity, at_ms: i64, error: &str) -> Failure {
@@ -161,6 +204,7 @@ mod tests {
             offsets: BTreeMap::from([("orders-0".into(), "0-99".into())]),
             files: Some(2),
             bytes: Some(2048),
+            clock_ahead_ms: None,
         }
     }
 
@@ -175,6 +219,30 @@ mod tests {
         assert_eq!((h.reason, h.record, h.resume, h.since_ms), (None, None, None, None));
         assert_eq!(h.last_compaction_ms, Some(900));
         assert_eq!(h.facts, facts());
+        assert!(h.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_table_stamped_ahead_of_this_clock_runs_with_a_warning() {
+        let schema = iceberg::spec::Schema::builder().build().unwrap();
+        let spec = iceberg::spec::PartitionSpec::unpartition_spec();
+        let (metadata, _) = crate::table::new_table_metadata("memory:///t", &schema, &spec).unwrap();
+        let name = TableName::parse("kafka.orders").unwrap();
+        let latest = metadata.last_updated_ms();
+        // 4 minutes ahead: skew, nothing to say; 30 days ahead: a warning, the table running.
+        let facts = TableFacts::of(&name, &metadata, latest - 4 * 60 * 1000).unwrap();
+        assert_eq!(facts.clock_ahead_ms, None);
+        let facts = TableFacts::of(&name, &metadata, latest - 30 * DAY).unwrap();
+        assert_eq!(facts.clock_ahead_ms, Some(30 * DAY));
+        let h = health(None, &MaintenanceStatus::default(), facts, RESUME);
+        assert_eq!(h.state, TableState::Running);
+        assert_eq!(h.warnings.len(), 1);
+        assert!(
+            h.warnings[0].starts_with("clock ahead: the table's last commit is stamped 30.0 days ahead"),
+            "{}",
+            h.warnings[0]
+        );
+        assert_eq!(serde_json::to_value(&h).unwrap()["clock_ahead_ms"], 30 * DAY);
     }
 
     #[test]
