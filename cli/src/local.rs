@@ -183,8 +183,9 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
     run_local_on(input, warehouse, config, Clock::Wall).await
 }
 
-/// [`run_local`] on `clock`: compaction's window and the sweep's grace read it, and
-/// snapshots are stamped and expired on it (never before the table's last commit).
+/// [`run_local`], its maintenance on `clock`: compaction's window and the sweep's grace
+/// read it. Snapshots are stamped (and expired) on the wall clock still, never before
+/// the table's last commit.
 pub async fn run_local_on(
     input: &Path,
     warehouse: &Path,

@@ -38,7 +38,7 @@ pub fn folder(option: &str, path: &Path, create: bool) -> anyhow::Result<PathBuf
 
 /// A local warehouse opened: its SQLite catalog and lock store (also the table
 /// registry), the committer on them, the in-process queue tasks go through, and the
-/// clock commits and maintenance run on.
+/// clock maintenance runs on.
 pub(crate) struct Warehouse {
     pub dir: PathBuf,
     pub clock: Clock,
@@ -71,7 +71,9 @@ impl Warehouse {
             lease_ttl: std::time::Duration::from_secs(300),
             retry: RetryPolicy::default(),
             concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-            clock,
+            // Commits on the wall clock: `clock` is maintenance's, which a test moves to
+            // age files, not to stand for a host whose clock is wrong.
+            clock: Clock::Wall,
         };
         Ok(Warehouse {
             dir,

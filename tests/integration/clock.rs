@@ -1,5 +1,5 @@
-//! A host whose clock is 30 days ahead commits to a table: the commits after it, on the
-//! right time, go on (stamped after it, so the table's times never go back), PyIceberg
+//! A committer whose clock is 30 days ahead commits to a table: the commits after it,
+//! `floe local run` on the right time, go on (stamped after it, so the table's times never go back), PyIceberg
 //! reads every record once, and `floe local status` shows the table running with a
 //! warning, readable and as JSON.
 
@@ -12,7 +12,9 @@ use floe_core::lock::Clock;
 use floe_core::table::{CatalogTables, TableName};
 use serde_json::Value;
 
-use crate::committer::{SEGMENTS, assert_payments, copy, payments, read_local};
+use floe_core::committer::{Committer, TaskResult};
+
+use crate::committer::{SEGMENTS, assert_payments, copy, local_committer, materialize, payments, read_local};
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
@@ -30,17 +32,15 @@ async fn logged_times(warehouse: &Path, table: &str) -> (Vec<i64>, Vec<i64>) {
 async fn a_commit_from_a_clock_30_days_ahead_neither_blocks_the_table_nor_turns_its_times_back() {
     let (topic, offsets, values) = payments();
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let run = |clock: Clock| {
-        let (input, warehouse) = (input.path().to_path_buf(), warehouse.path().to_path_buf());
-        async move { floe_cli::local::run_local_on(&input, &warehouse, FloeConfig::default(), clock).await.unwrap() }
-    };
     copy(topic.path(), input.path(), SEGMENTS[0]);
-    let ahead = run(Clock::Shifted { by_ms: 30 * DAY_MS }).await;
-    assert!(ahead.failed.is_empty() && ahead.maintenance_failed.is_empty(), "{:?}", ahead.failure());
+    let ahead = Committer { clock: Clock::Shifted { by_ms: 30 * DAY_MS }, ..local_committer(warehouse.path()) };
+    let task = materialize(FloeConfig::default(), input.path(), &ahead.warehouse, SEGMENTS[0]).await;
+    let report = ahead.commit(&[task], None).await;
+    assert_eq!(report.results[0].1, TaskResult::Committed);
     // Back on the right time: the next segments commit, one run each.
     for segment in &SEGMENTS[1..] {
         copy(topic.path(), input.path(), segment);
-        let report = run(Clock::Wall).await;
+        let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
         assert!(report.failed.is_empty(), "a commit after the clock ahead: {:?}", report.failed);
         assert!(report.maintenance_failed.is_empty(), "{:?}", report.maintenance_failed);
     }
