@@ -87,10 +87,11 @@ pub async fn status_of(
     tables: &CatalogTables,
 ) -> anyhow::Result<Vec<TableStatus>> {
     let locks = locks(config, lock_table);
+    let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();
     for registered in locks.tables().await? {
         let name = registered.table;
-        let read = read_table(tables, &locks, &name).await?;
+        let read = read_table(tables, &locks, &name, now_ms).await?;
         let maintenance = locks.status(&name).await?;
         let resume = format!("floe aws resume {name} --lock-table {lock_table}");
         let health = health(registered.suspended.as_deref(), &maintenance, read.facts, &read.readiness, &resume);

@@ -12,17 +12,20 @@
 //!   GET, only when its table holds its base offset) or, for a broker log dir's copy,
 //!   runs to the next segment's base offset in the same folder; a segment whose range is
 //!   unknown, or only partly held, is handed (the committer trims it).
+//! - [`not_enabled`] finds the segments of topics the configuration does not enable: not
+//!   handed, not costed, counted apart (the materializer would ignore them).
 //! - [`backfill`] invokes the materializer once per other segment through an [`Invoker`] with
 //!   the EventBridge "Object Created" event it gets live, at most `concurrency` at a time,
 //!   and records each segment handed in a [`Progress`] file, so a rerun after an
-//!   interruption hands only the rest. A line of progress every [`PROGRESS_EVERY`]
-//!   segments, a summary at the end.
+//!   interruption hands only the rest. The file names its bucket: one of another bucket
+//!   is refused. A line of progress every [`PROGRESS_EVERY`] segments, a summary at the end.
 //! - Exactly once alongside live traffic is the committer's: it commits each Kafka offset
 //!   once, however many tasks carry it. Skipping what a table holds is only an
 //!   optimisation (offsets once committed stay committed); the materializer also ignores
 //!   a segment its table holds by the time it is invoked.
 //! - [`dry_run`] says what would be handed, per topic-partition, and what it would
-//!   roughly cost; segments already in their table are counted apart, at no cost.
+//!   roughly cost; segments already in their table or of topics not enabled are counted
+//!   apart, at no cost.
 //!
 //! [`LambdaInvoker`] invokes the deployed function (`RequestResponse`: the backfill
 //! learns each segment's outcome, records only what succeeded, and its concurrency bounds
@@ -179,6 +182,23 @@ pub async fn already_held(
 /// Manifests read at once by [`already_held`].
 const MANIFEST_READS: usize = 8;
 
+/// The keys of the segments whose topic `config` does not enable (`[[topics]]` or
+/// `defaults.enabled`): the materializer would ignore them.
+pub fn not_enabled(segments: &[Segment], config: &FloeConfig) -> HashSet<String> {
+    let topics: std::collections::BTreeSet<&str> = segments.iter().map(|s| s.topic.as_str()).collect();
+    let disabled: HashSet<&str> = topics.into_iter().filter(|t| config.resolve(t).is_none()).collect();
+    segments.iter().filter(|s| disabled.contains(s.topic.as_str())).map(|s| s.key.clone()).collect()
+}
+
+/// The segments not to hand, besides those a previous run handed (the state file).
+#[derive(Debug, Default, Clone)]
+pub struct Skip {
+    /// Keys of the segments whose every offset their table holds ([`already_held`]).
+    pub held: HashSet<String>,
+    /// Keys of the segments of topics the configuration does not enable ([`not_enabled`]).
+    pub not_enabled: HashSet<String>,
+}
+
 /// The committed offsets, per topic, of the tables the segments' topics go to (a topic
 /// not enabled goes nowhere), each table read once.
 async fn committed_by_topic(
@@ -275,21 +295,43 @@ impl Invoker for LambdaInvoker {
     }
 }
 
-/// The keys already handed, one a line in a file, appended as each succeeds.
+/// The keys of one bucket already handed, in a file: a first line naming the bucket
+/// ([`BUCKET_LINE`]), then one key a line, appended as each succeeds.
 pub struct Progress {
     path: PathBuf,
+    bucket: String,
     done: HashSet<String>,
+    /// Whether the file names its bucket yet (not when new, nor one written before files
+    /// named it: the first record writes it).
+    named: bool,
 }
 
+/// How a state file's first line starts: the bucket follows.
+pub const BUCKET_LINE: &str = "#floe-backfill bucket=";
+
 impl Progress {
-    /// Reads the file at `path` (none yet: nothing handed).
-    pub fn open(path: &Path) -> anyhow::Result<Progress> {
-        let done = match std::fs::read_to_string(path) {
-            Ok(text) => text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
+    /// Reads the file at `path` (none yet: nothing handed) of `bucket`'s backfill; a file
+    /// of another bucket is refused. One without a bucket (from before files named theirs)
+    /// is adopted: `bucket` is written into it with the first record.
+    pub fn open(path: &Path, bucket: &str) -> anyhow::Result<Progress> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e).with_context(|| format!("reading the backfill state {}", path.display())),
         };
-        Ok(Progress { path: path.to_path_buf(), done })
+        let mut lines = text.lines().filter(|l| !l.is_empty()).peekable();
+        let recorded = lines.peek().and_then(|l| l.strip_prefix(BUCKET_LINE)).map(str::to_string);
+        if let Some(recorded) = &recorded {
+            anyhow::ensure!(
+                recorded == bucket,
+                "the backfill state {} is of bucket s3://{recorded}, not s3://{bucket}: give this bucket's \
+                 --state (by default floe-backfill-{bucket}.state)",
+                path.display()
+            );
+            lines.next();
+        }
+        let done = lines.map(str::to_string).collect();
+        Ok(Progress { path: path.to_path_buf(), bucket: bucket.to_string(), done, named: recorded.is_some() })
     }
 
     pub fn is_done(&self, key: &str) -> bool {
@@ -297,8 +339,17 @@ impl Progress {
     }
 
     fn record(&mut self, key: &str) -> anyhow::Result<()> {
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-        writeln!(file, "{key}").with_context(|| format!("writing the backfill state {}", self.path.display()))?;
+        let context = || format!("writing the backfill state {}", self.path.display());
+        if !self.named {
+            // Named first, the keys handed before kept: written aside, then moved over.
+            let mut text = format!("{BUCKET_LINE}{}\n", self.bucket);
+            self.done.iter().for_each(|k| text += &format!("{k}\n"));
+            let aside = self.path.with_extension("naming");
+            std::fs::write(&aside, text).and_then(|()| std::fs::rename(&aside, &self.path)).with_context(context)?;
+            self.named = true;
+        }
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path).with_context(context)?;
+        writeln!(file, "{key}").with_context(context)?;
         self.done.insert(key.to_string());
         Ok(())
     }
@@ -322,46 +373,55 @@ pub struct Report {
     pub already_held: usize,
     /// Segments a previous run handed (in the state file).
     pub skipped_as_handed: usize,
+    /// Segments of topics the configuration does not enable ([`not_enabled`]): not handed.
+    pub not_enabled: usize,
     /// Segments left for a rerun by `--limit`.
     pub left: usize,
     /// Segments whose invocation failed, with the reason (a rerun tries them again).
     pub failed: Vec<(String, String)>,
 }
 
-/// The segments to hand: those neither handed before (in `progress`) nor `held` by their
-/// table; with the counts of each kind left out.
-fn to_hand<'a>(
-    segments: &'a [Segment],
-    progress: &Progress,
-    held: &HashSet<String>,
-) -> (Vec<&'a Segment>, usize, usize) {
-    let (mut handed_before, mut in_table, mut todo) = (0, 0, Vec::new());
+/// The segments left out of a backfill, per kind.
+#[derive(Debug, Default)]
+struct LeftOut {
+    not_enabled: usize,
+    handed_before: usize,
+    in_table: usize,
+}
+
+/// The segments to hand: those of enabled topics neither handed before (in `progress`)
+/// nor held by their table (`skip`); with the counts of each kind left out.
+fn to_hand<'a>(segments: &'a [Segment], progress: &Progress, skip: &Skip) -> (Vec<&'a Segment>, LeftOut) {
+    let (mut left_out, mut todo) = (LeftOut::default(), Vec::new());
     for segment in segments {
-        if progress.is_done(&segment.key) {
-            handed_before += 1;
-        } else if held.contains(&segment.key) {
-            in_table += 1;
+        if skip.not_enabled.contains(&segment.key) {
+            left_out.not_enabled += 1;
+        } else if progress.is_done(&segment.key) {
+            left_out.handed_before += 1;
+        } else if skip.held.contains(&segment.key) {
+            left_out.in_table += 1;
         } else {
             todo.push(segment);
         }
     }
-    (todo, handed_before, in_table)
+    (todo, left_out)
 }
 
-/// Hands every segment of `bucket` neither in `progress` nor `held` by its table
-/// ([`already_held`]) to `invoker`.
+/// Hands every segment of `bucket` neither in `progress` nor in `skip` (held by its table,
+/// of a topic not enabled) to `invoker`.
 pub async fn backfill(
     bucket: &str,
     segments: &[Segment],
-    held: &HashSet<String>,
+    skip: &Skip,
     invoker: &dyn Invoker,
     progress: &mut Progress,
     options: &Options,
     mut out: impl Write,
 ) -> anyhow::Result<Report> {
     let mut report = Report::default();
-    let (mut todo, handed_before, in_table) = to_hand(segments, progress, held);
-    (report.skipped_as_handed, report.already_held) = (handed_before, in_table);
+    let (mut todo, left_out) = to_hand(segments, progress, skip);
+    (report.skipped_as_handed, report.already_held, report.not_enabled) =
+        (left_out.handed_before, left_out.in_table, left_out.not_enabled);
     if let Some(limit) = options.limit {
         report.left = todo.len().saturating_sub(limit);
         todo.truncate(limit);
@@ -396,12 +456,13 @@ pub async fn backfill(
     writeln!(
         out,
         "backfill of s3://{bucket}: {} handed, {} already in the table, {} skipped (handed before), \
-         {} left by --limit, {} failed",
+         {} left by --limit, {} failed, {} of topics not enabled",
         report.handed,
         report.already_held,
         report.skipped_as_handed,
         report.left,
-        report.failed.len()
+        report.failed.len(),
+        report.not_enabled
     )?;
     Ok(report)
 }
@@ -428,18 +489,18 @@ const PRICE_PER_REQUEST: f64 = 0.20 / 1_000_000.0;
 const PRICE_PER_GB_SECOND: f64 = 0.000_013_333_4;
 
 /// What a dry run prints: per topic-partition the segments and bytes that would be
-/// handed (those neither in `progress` nor `held` by their table), then the invocations
-/// and an estimated cost. Returns the number of invocations.
+/// handed (those neither in `progress` nor in `skip`), then the invocations and an
+/// estimated cost. Returns the number of invocations.
 pub fn dry_run(
     bucket: &str,
     segments: &[Segment],
-    held: &HashSet<String>,
+    skip: &Skip,
     progress: &Progress,
     cost: &CostModel,
     mut out: impl Write,
 ) -> anyhow::Result<usize> {
     let mut partitions: BTreeMap<(&str, i32), (usize, u64)> = BTreeMap::new();
-    let (todo, handed_before, in_table) = to_hand(segments, progress, held);
+    let (todo, LeftOut { not_enabled, handed_before, in_table }) = to_hand(segments, progress, skip);
     for segment in &todo {
         let entry = partitions.entry((segment.topic.as_str(), segment.partition)).or_default();
         entry.0 += 1;
@@ -455,7 +516,7 @@ pub fn dry_run(
     writeln!(
         out,
         "dry run of s3://{bucket}: would hand {} segments ({bytes} bytes) in {} invocations, \
-         {in_table} already in the table, {handed_before} already handed; \
+         {in_table} already in the table, {handed_before} already handed, {not_enabled} of topics not enabled; \
          estimated {gb_seconds:.0} GB-seconds, about ${dollars:.4} of Lambda (an estimate: {} MiB at {} MiB/s \
          plus {} s per invocation, arm64 us-east-1 prices; S3, Glue, SQS and DynamoDB requests not included)",
         todo.len(),
@@ -531,18 +592,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
         let options = Options { concurrency: 2, limit: None };
-        let mut progress = Progress::open(&state).unwrap();
+        let mut progress = Progress::open(&state, "b").unwrap();
         let mut out = Vec::new();
-        let none = HashSet::new();
+        let none = Skip::default();
         let report =
             backfill("b", &segments, &none, &Failing("09.log"), &mut progress, &options, &mut out).await.unwrap();
         assert_eq!((report.handed, report.failed.len()), (1, 1));
-        assert!(
-            String::from_utf8(out)
-                .unwrap()
-                .contains("1 handed, 0 already in the table, 0 skipped (handed before), 0 left by --limit, 1 failed")
-        );
-        let mut progress = Progress::open(&state).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains(
+            "1 handed, 0 already in the table, 0 skipped (handed before), 0 left by --limit, 1 failed, 0 of"
+        ));
+        let mut progress = Progress::open(&state, "b").unwrap();
         let report =
             backfill("b", &segments, &none, &Failing("nothing"), &mut progress, &options, Vec::new()).await.unwrap();
         assert_eq!((report.handed, report.skipped_as_handed, report.failed.len()), (1, 1, 0));
@@ -615,16 +674,16 @@ mod tests {
     fn a_dry_run_counts_per_partition_and_estimates() {
         let listed = objects(&[("o-0/00000000000000000000.log", 1 << 20), ("o-1/00000000000000000000.log", 2 << 20)]);
         let dir = tempfile::tempdir().unwrap();
-        let progress = Progress::open(&dir.path().join("state")).unwrap();
+        let progress = Progress::open(&dir.path().join("state"), "b").unwrap();
         let mut out = Vec::new();
         let segments = segments_of(&listed, None);
-        let n = dry_run("b", &segments, &HashSet::new(), &progress, &CostModel::default(), &mut out).unwrap();
+        let n = dry_run("b", &segments, &Skip::default(), &progress, &CostModel::default(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(n, 2);
         assert!(text.contains("o-0: 1 segments, 1048576 bytes\no-1: 1 segments, 2097152 bytes\n"), "{text}");
         assert!(text.contains("in 2 invocations") && text.contains("estimated 2 GB-seconds"), "{text}");
         // A segment its table holds costs nothing and is counted apart.
-        let held = HashSet::from([segments[0].key.clone()]);
+        let held = Skip { held: HashSet::from([segments[0].key.clone()]), ..Default::default() };
         let mut out = Vec::new();
         assert_eq!(dry_run("b", &segments, &held, &progress, &CostModel::default(), &mut out).unwrap(), 1);
         let text = String::from_utf8(out).unwrap();
@@ -637,8 +696,8 @@ mod tests {
         let listed = objects(&[("a/orders-0/00000000000000000000.log", 1), ("a/orders-0/00000000000000000009.log", 1)]);
         let segments = segments_of(&listed, None);
         let dir = tempfile::tempdir().unwrap();
-        let mut progress = Progress::open(&dir.path().join("state")).unwrap();
-        let held = HashSet::from([segments[0].key.clone()]);
+        let mut progress = Progress::open(&dir.path().join("state"), "b").unwrap();
+        let held = Skip { held: HashSet::from([segments[0].key.clone()]), ..Default::default() };
         let options = Options { concurrency: 2, limit: None };
         let mut out = Vec::new();
         let invoker = Failing("00000000000000000000.log");
@@ -647,6 +706,61 @@ mod tests {
         let out = String::from_utf8(out).unwrap();
         assert!(out.contains("1/1 segments: 1 handed, 0 failed (1 already in the table)"), "{out}");
         assert!(out.contains("1 handed, 1 already in the table, 0 skipped (handed before)"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn topics_the_config_does_not_enable_are_neither_handed_nor_costed() {
+        let listed = objects(&[
+            ("a/orders-0/00000000000000000000.log", 1 << 20),
+            ("a/clicks-0/00000000000000000000.log", 4 << 20),
+            ("a/clicks-1/00000000000000000000.log", 4 << 20),
+        ]);
+        let segments = segments_of(&listed, None);
+        let config = FloeConfig::parse("[[topics]]\ntopic = \"orders\"\n").unwrap();
+        let skip = Skip { not_enabled: not_enabled(&segments, &config), ..Default::default() };
+        assert_eq!(skip.not_enabled.len(), 2);
+        assert!(not_enabled(&segments, &FloeConfig::default()).is_empty(), "without a config every topic is");
+        let dir = tempfile::tempdir().unwrap();
+        let mut progress = Progress::open(&dir.path().join("state"), "b").unwrap();
+        let mut out = Vec::new();
+        assert_eq!(dry_run("b", &segments, &skip, &progress, &CostModel::default(), &mut out).unwrap(), 1);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("clicks") && text.contains("would hand 1 segments (1048576 bytes)"), "{text}");
+        assert!(text.contains("0 already handed, 2 of topics not enabled"), "{text}");
+        let options = Options { concurrency: 2, limit: None };
+        let invoker = Failing("clicks");
+        let mut out = Vec::new();
+        let report = backfill("b", &segments, &skip, &invoker, &mut progress, &options, &mut out).await.unwrap();
+        assert_eq!((report.handed, report.not_enabled, report.failed.len()), (1, 2, 0));
+        assert!(String::from_utf8(out).unwrap().contains("0 failed, 2 of topics not enabled"));
+    }
+
+    #[tokio::test]
+    async fn a_state_file_names_its_bucket_and_another_bucket_s_is_refused() {
+        let listed = objects(&[("a/orders-0/00000000000000000000.log", 1)]);
+        let segments = segments_of(&listed, None);
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        // A file from before files named their bucket: adopted, its keys kept.
+        std::fs::write(&state, "a/orders-0/00000000000000000009.log\n").unwrap();
+        let mut progress = Progress::open(&state, "segments").unwrap();
+        let options = Options { concurrency: 1, limit: None };
+        let (skip, invoker) = (Skip::default(), Failing("none"));
+        let report = backfill("segments", &segments, &skip, &invoker, &mut progress, &options, Vec::new()).await;
+        assert_eq!(report.unwrap().handed, 1);
+        assert_eq!(
+            std::fs::read_to_string(&state).unwrap(),
+            "#floe-backfill bucket=segments\na/orders-0/00000000000000000009.log\na/orders-0/00000000000000000000.log\n"
+        );
+        let again = Progress::open(&state, "segments").unwrap();
+        assert!(
+            again.is_done("a/orders-0/00000000000000000000.log")
+                && again.is_done("a/orders-0/00000000000000000009.log")
+        );
+        let Err(e) = Progress::open(&state, "other") else { panic!("another bucket's state opened") };
+        let e = e.to_string();
+        assert!(e.contains("is of bucket s3://segments, not s3://other"), "{e}");
+        assert!(e.contains(&state.display().to_string()), "{e}");
     }
 
     #[test]

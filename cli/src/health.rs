@@ -2,13 +2,13 @@
 //! as a commit reads it ([`read_table`]: its metadata, offsets and state file, and who
 //! holds its lease), the state ([`floe_core::maintenance::health`]) with times in RFC
 //! 3339, as JSON fields or as a readable table with a line of detail under each table
-//! that is not running.
+//! that is not running, and one under any table for each warning (a clock ahead).
 
 use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::RecordAt;
 use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth};
 use floe_core::table::state::{STATE_KEY, TableState};
-use floe_core::table::{CatalogTables, TableError, TableName, floe_summary};
+use floe_core::table::{CatalogTables, TableError, TableName, committed_offsets, floe_summary};
 
 use crate::compact::time;
 
@@ -30,6 +30,7 @@ pub async fn read_table(
     tables: &CatalogTables,
     locks: &dyn TableLocks,
     name: &TableName,
+    now_ms: i64,
 ) -> Result<TableRead, LockError> {
     let mut read = TableRead::default();
     read.readiness.lease_holder = locks.peek(&name.to_string(), "").await?;
@@ -43,7 +44,7 @@ pub async fn read_table(
     };
     read.found = true;
     read.snapshots = loaded.metadata.snapshots().count();
-    match TableFacts::of(name, &loaded.metadata) {
+    match TableFacts::of(name, &loaded.metadata, now_ms) {
         Ok(facts) => read.facts = facts,
         // The table is named by status's line already.
         Err(TableError::Summary { detail, .. }) => read.readiness.unreadable = Some(detail),
@@ -51,10 +52,16 @@ pub async fn read_table(
     }
     if read.readiness.unreadable.is_none() {
         let location = floe_summary(&loaded.metadata).get(STATE_KEY).cloned();
-        if let Err(e) = TableState::load(&tables.file_io, location.as_ref()).await {
-            let location = location.unwrap_or_default();
-            read.readiness.unreadable =
-                Some(format!("its table state {location} cannot be read, so it cannot commit: {e}"));
+        match TableState::load(&tables.file_io, location.as_ref()).await {
+            Ok(state) => {
+                let committed = committed_offsets(name, &loaded.metadata).unwrap_or_default();
+                read.readiness.stranded = state.stranded_reason(&committed);
+            }
+            Err(e) => {
+                let location = location.unwrap_or_default();
+                read.readiness.unreadable =
+                    Some(format!("its table state {location} cannot be read, so it cannot commit: {e}"));
+            }
         }
     }
     Ok(read)
@@ -77,6 +84,11 @@ pub struct HealthView {
     pub lag: Option<String>,
     pub files: Option<u64>,
     pub bytes: Option<u64>,
+    /// How far (ms) the table's last commit is stamped ahead of this host's clock, when
+    /// more than 5 minutes (a warning: commits go on).
+    pub clock_ahead_ms: Option<i64>,
+    /// What needs a look though the table goes on.
+    pub warnings: Vec<String>,
 }
 
 impl From<&TableHealth> for HealthView {
@@ -90,13 +102,15 @@ impl From<&TableHealth> for HealthView {
             lag: h.facts.lag_ms.map(|ms| format!("{:.1}s", ms as f64 / 1000.0)),
             files: h.facts.files,
             bytes: h.facts.bytes,
+            clock_ahead_ms: h.facts.clock_ahead_ms,
+            warnings: h.warnings.clone(),
         }
     }
 }
 
 /// The readable table: a row per table (table, state, last commit, lag, files, bytes)
 /// and, under a table not running, its reason, the record that suspended it and the
-/// command that resumes it.
+/// command that resumes it; under any table, its warnings.
 pub fn render(rows: &[(&str, &HealthView)]) -> String {
     let header = ["TABLE", "STATE", "LAST COMMIT", "LAG", "FILES", "BYTES"];
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -133,6 +147,9 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         if let Some(resume) = &h.resume {
             out += &format!("  resume: {resume}\n");
         }
+        for warning in &h.warnings {
+            out += &format!("  warning: {warning}\n");
+        }
     }
     out
 }
@@ -143,7 +160,13 @@ mod tests {
 
     #[test]
     fn the_table_lines_up_and_says_why_and_how_to_resume() {
-        let running = HealthView { state: "running", files: Some(3), bytes: Some(12345), ..Default::default() };
+        let running = HealthView {
+            state: "running",
+            files: Some(3),
+            bytes: Some(12345),
+            warnings: vec!["clock ahead: …".into()],
+            ..Default::default()
+        };
         let suspended = HealthView {
             state: "suspended",
             reason: Some("bad record".into()),
@@ -155,7 +178,8 @@ mod tests {
         assert_eq!(
             out,
             "TABLE         STATE      LAST COMMIT  LAG  FILES  BYTES\n\
-             kafka.orders  running    -            -    3      12345\n\
+             kafka.orders  running    -            -    3      12345\n  \
+             warning: clock ahead: …\n\
              kafka.t       suspended  -            -    -      -\n  \
              suspended: bad record\n  \
              record: topic t partition 1 offset 7 in f\n  \

@@ -184,8 +184,8 @@ pub async fn run_local(input: &Path, warehouse: &Path, config: FloeConfig) -> an
 }
 
 /// [`run_local`], its maintenance on `clock`: compaction's window and the sweep's grace
-/// read it. Snapshots are stamped (and expired) on the wall clock still: the Iceberg
-/// library checks new metadata against the wall clock.
+/// read it. Snapshots are stamped (and expired) on the wall clock still, never before
+/// the table's last commit.
 pub async fn run_local_on(
     input: &Path,
     warehouse: &Path,
@@ -358,11 +358,12 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     let namespaces = catalog.namespaces().await?;
     let catalog: Arc<dyn Catalog> = Arc::new(catalog);
     let tables = CatalogTables { catalog: catalog.clone(), file_io: floe_core::storage::local_file_io() };
+    let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();
     for namespace in namespaces {
         for name in catalog.list(&namespace).await? {
             // What one table holds that cannot be read is shown on its line, not failing the others.
-            let read = read_table(&tables, &locks, &name).await?;
+            let read = read_table(&tables, &locks, &name, now_ms).await?;
             if !read.found && read.readiness.unreadable.is_none() {
                 continue;
             }
@@ -379,7 +380,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
         }
         let maintenance = locks.status(&registered.table).await?;
         if registered.suspended.is_some() || !maintenance.failing.is_empty() {
-            let read = read_table(&tables, &locks, &registered.table).await?;
+            let read = read_table(&tables, &locks, &registered.table, now_ms).await?;
             out.push(TableStatus::new(warehouse, table, registered.suspended, maintenance, read));
         }
     }

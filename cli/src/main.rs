@@ -117,7 +117,8 @@ enum AwsCommand {
         /// Invocations at once.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
-        /// The segments handed so far, one key a line (default `floe-backfill-<bucket>.state`).
+        /// The segments handed so far, one key a line after a line naming the bucket
+        /// (default `floe-backfill-<bucket>.state`); another bucket's is refused.
         #[arg(long)]
         state: Option<PathBuf>,
         /// Stop after handing this many segments.
@@ -131,7 +132,8 @@ enum AwsCommand {
         memory_mib: u64,
         /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri), to find
         /// each topic's table, in the catalog its `[catalog]` names, and skip the segments
-        /// it already holds; without it, the defaults (as the functions without one).
+        /// it already holds and those of topics it does not enable; without it, the
+        /// defaults (as the functions without one).
         #[arg(long)]
         config: Option<String>,
     },
@@ -343,18 +345,21 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             use floe_cli::backfill;
             let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
             let (floe_config, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
-            let held = backfill::already_held(&s3, &bucket, &segments, &floe_config, &tables).await?;
+            let skip = backfill::Skip {
+                held: backfill::already_held(&s3, &bucket, &segments, &floe_config, &tables).await?,
+                not_enabled: backfill::not_enabled(&segments, &floe_config),
+            };
             let state = state.unwrap_or_else(|| PathBuf::from(format!("floe-backfill-{bucket}.state")));
-            let mut progress = backfill::Progress::open(&state)?;
+            let mut progress = backfill::Progress::open(&state, &bucket)?;
             let out = std::io::stdout().lock();
             if dry_run {
                 let cost = backfill::CostModel { memory_mib, ..Default::default() };
-                return backfill::dry_run(&bucket, &segments, &held, &progress, &cost, out).map(drop);
+                return backfill::dry_run(&bucket, &segments, &skip, &progress, &cost, out).map(drop);
             }
             let function = function.context("--function is required")?;
             let invoker = backfill::LambdaInvoker { client: aws_sdk_lambda::Client::new(&config), function };
             let options = backfill::Options { concurrency, limit };
-            let report = backfill::backfill(&bucket, &segments, &held, &invoker, &mut progress, &options, out).await?;
+            let report = backfill::backfill(&bucket, &segments, &skip, &invoker, &mut progress, &options, out).await?;
             match report.failed.len() {
                 0 => Ok(()),
                 n => anyhow::bail!("{n} segment(s) failed; run the same command again to retry them"),

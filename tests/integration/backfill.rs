@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use floe_aws::lambda::{handle_committer_event, handle_materializer_event};
-use floe_cli::backfill::{self, CostModel, Invoker, Options, Progress};
+use floe_cli::backfill::{self, CostModel, Invoker, Options, Progress, Skip};
 use floe_core::config::FloeConfig;
 use floe_core::materializer::{Materializer, ObjectRef};
 use serde_json::Value;
@@ -131,8 +131,9 @@ async fn a_backfill_alongside_live_events_commits_every_record_once() {
     // The table holds the first segment: it is not handed, and the dry run says so.
     let held = already_held(&aws, &segments).await;
     assert_eq!(held, HashSet::from([manifests[0].clone()]));
+    let held = Skip { held, ..Default::default() };
     let state = tempfile::tempdir().unwrap();
-    let mut progress = Progress::open(&state.path().join("state")).unwrap();
+    let mut progress = Progress::open(&state.path().join("state"), &aws.segments).unwrap();
     let mut out = Vec::new();
     let would = backfill::dry_run(&aws.segments, &segments, &held, &progress, &CostModel::default(), &mut out);
     let out = String::from_utf8(out).unwrap();
@@ -180,13 +181,13 @@ async fn an_interrupted_backfill_resumes_and_a_dry_run_hands_nothing() {
     let state = state.path().join("state");
 
     let mut out = Vec::new();
-    let none = HashSet::new();
-    assert_eq!(already_held(&aws, &segments).await, none, "no table yet");
+    let none = Skip::default();
+    assert_eq!(already_held(&aws, &segments).await, none.held, "no table yet");
     let would = backfill::dry_run(
         &aws.segments,
         &segments,
         &none,
-        &Progress::open(&state).unwrap(),
+        &Progress::open(&state, &aws.segments).unwrap(),
         &CostModel::default(),
         &mut out,
     );
@@ -197,11 +198,11 @@ async fn an_interrupted_backfill_resumes_and_a_dry_run_hands_nothing() {
 
     // Interrupted after one segment; the rerun hands the other two.
     let invoker = InProcess::new(aws.materializer().await);
-    let mut progress = Progress::open(&state).unwrap();
+    let mut progress = Progress::open(&state, &aws.segments).unwrap();
     let first = Options { concurrency: 2, limit: Some(1) };
     let report = backfill::backfill(&aws.segments, &segments, &none, &invoker, &mut progress, &first, Vec::new()).await;
     assert_eq!((report.as_ref().unwrap().handed, report.unwrap().left), (1, 2));
-    let mut progress = Progress::open(&state).unwrap();
+    let mut progress = Progress::open(&state, &aws.segments).unwrap();
     let rest = Options { concurrency: 2, limit: None };
     let report = backfill::backfill(&aws.segments, &segments, &none, &invoker, &mut progress, &rest, Vec::new());
     let report = report.await.unwrap();

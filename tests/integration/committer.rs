@@ -416,6 +416,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
         concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
+        clock: Default::default(),
     };
     let report = committer.commit_all(std::slice::from_ref(&task), None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);

@@ -67,6 +67,7 @@ impl Clicks {
             lease_ttl: std::time::Duration::from_secs(60),
             retry: Default::default(),
             concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
+            clock: Default::default(),
         };
         Clicks { input, warehouse, config, catalog, locks, committer }
     }

@@ -184,6 +184,7 @@ fn local_committer(warehouse: &Path) -> (Committer, Arc<floe_core::catalog::sqli
         lease_ttl: std::time::Duration::from_secs(60),
         retry: Default::default(),
         concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
+        clock: Default::default(),
     };
     (committer, catalog)
 }

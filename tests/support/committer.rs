@@ -23,5 +23,6 @@ pub fn local_committer(warehouse: &Path, owner: &str) -> Committer {
         lease_ttl: Duration::from_secs(60),
         retry: Default::default(),
         concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
+        clock: Default::default(),
     }
 }

@@ -522,6 +522,7 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<d
         lease_ttl: env.lease,
         retry: floe_core::retry::RetryPolicy { attempts: 8, ..Default::default() },
         concurrency: env.concurrency,
+        clock: floe_core::lock::Clock::Wall,
     };
     CommitterService {
         committer,

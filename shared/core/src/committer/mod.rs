@@ -54,7 +54,7 @@ use iceberg::spec::{DataFile, Operation, PartitionSpec};
 use crate::catalog::{Catalog, CatalogError};
 use crate::datafile::WriterOptions;
 use crate::guard::guarded;
-use crate::lock::{Lease, LockError, TableLocks, hold};
+use crate::lock::{Clock, Lease, LockError, TableLocks, hold};
 use crate::maintenance::holding::held_files;
 use crate::maintenance::{Activity, CompactionRecord, Failure, MaintenanceEvent, RecordAt, TableRegistry};
 use crate::metrics;
@@ -149,6 +149,9 @@ pub struct Committer {
     /// [`DEFAULT_CONCURRENCY`]): a batch then takes about its slowest tables' time
     /// instead of the sum of all of them.
     pub concurrency: usize,
+    /// The time commits are stamped with (never before the table's last commit:
+    /// [`crate::table::snapshot::commit_timestamp_ms`]) and snapshots expire on.
+    pub clock: Clock,
 }
 
 /// Tables of a batch committed at once unless configured otherwise: all of them, as a
@@ -440,14 +443,16 @@ impl Committer {
 
     /// Writes the snapshot and moves the table's pointer to it, if the lease is still
     /// ours (a lost one aborts) and nobody moved the pointer since `loaded`; returns the
-    /// snapshot's id and time. The snapshots it expired are counted in the registry.
+    /// snapshot's id and the time it was committed at on [`Committer::clock`] (its stamp
+    /// is later when the table's last commit is). The snapshots it expired are counted in
+    /// the registry.
     async fn publish(
         &self,
         loaded: &LoadedTable,
         change: SnapshotChange,
         lease: &mut Lease,
     ) -> Result<(i64, i64), CommitError> {
-        let now = chrono::Utc::now().timestamp_millis();
+        let now = self.clock.now_ms();
         let added = change.added.len();
         let new = stage_snapshot(&self.file_io, &loaded.metadata, &loaded.pointer.metadata_location, change, now)
             .await

@@ -8,10 +8,15 @@
 //!  suspended (a bad record, an incompatible schema)  ─▶ suspended: why, the record, the resume command
 //!  failing: config (a topic clash, a bad schema ref) ─▶ config issue: the error
 //!  unreadable (metadata, offsets, state file)        ─▶ degraded: what cannot be read
+//!  a transaction stranded (its marker left first)    ─▶ degraded: its offsets, the setting to raise
 //!  failing: commit, compaction or sweep; lease       ─▶ degraded: the latest error (retried);
 //!    (tasks given back, while the lease is held)                  the lease's holder
 //!  otherwise                                         ─▶ running
 //! ```
+//!
+//! Whatever the state, warnings: the table's last commit stamped more than
+//! [`CLOCK_AHEAD_WARN_MS`] ahead of this host's clock (a host whose clock was ahead
+//! committed; commits go on, each stamped after the last).
 
 use std::collections::BTreeMap;
 
@@ -20,6 +25,7 @@ use serde::Serialize;
 
 use super::{Activity, Failure, MaintenanceStatus, RecordAt};
 use crate::lock::Holder;
+use crate::table::snapshot::latest_timestamp_ms;
 use crate::table::{MAX_TIMESTAMP_KEY, TableError, TableName, committed_offsets};
 
 /// What a table is doing, in order of precedence.
@@ -63,12 +69,23 @@ pub struct TableFacts {
     /// `total-files-size`).
     pub files: Option<u64>,
     pub bytes: Option<u64>,
+    /// How far (ms) the table's latest time (last update, snapshot and metadata logs) is
+    /// ahead of this host's clock, when more than [`CLOCK_AHEAD_WARN_MS`].
+    pub clock_ahead_ms: Option<i64>,
 }
 
+/// A table's latest time ahead of this host's clock by more than this is warned about.
+pub const CLOCK_AHEAD_WARN_MS: i64 = 5 * 60 * 1000;
+
 impl TableFacts {
-    /// The facts of `metadata`'s current snapshot (none for a table without one).
-    pub fn of(name: &TableName, metadata: &TableMetadata) -> Result<TableFacts, TableError> {
-        let Some(snapshot) = metadata.current_snapshot() else { return Ok(TableFacts::default()) };
+    /// The facts of `metadata`'s current snapshot (none for a table without one), its
+    /// times compared with `now_ms` (this host's clock).
+    pub fn of(name: &TableName, metadata: &TableMetadata, now_ms: i64) -> Result<TableFacts, TableError> {
+        let ahead = latest_timestamp_ms(metadata) - now_ms;
+        let clock_ahead_ms = (ahead > CLOCK_AHEAD_WARN_MS).then_some(ahead);
+        let Some(snapshot) = metadata.current_snapshot() else {
+            return Ok(TableFacts { clock_ahead_ms, ..Default::default() });
+        };
         let summary = &snapshot.summary().additional_properties;
         let count = |key: &str| summary.get(key).and_then(|v| v.parse().ok());
         let offsets = committed_offsets(name, metadata)?
@@ -82,6 +99,7 @@ impl TableFacts {
             offsets,
             files: count("total-data-files"),
             bytes: count("total-files-size"),
+            clock_ahead_ms,
         })
     }
 }
@@ -110,6 +128,9 @@ pub struct Readiness {
     /// Who holds the table's lease now (`None`: free or expired). The committer's record
     /// of the lease held elsewhere counts only while someone holds it.
     pub lease_holder: Option<Holder>,
+    /// Open transactions' parts whose marker left before they came
+    /// ([`crate::table::state::TableState::stranded`]): their rows wait, never guessed.
+    pub stranded: Option<String>,
 }
 
 /// A table's state and why, with its facts.
@@ -126,8 +147,32 @@ pub struct TableHealth {
     pub since_ms: Option<i64>,
     /// When its last compaction committed.
     pub last_compaction_ms: Option<i64>,
+    /// What needs a look though the table goes on (a clock ahead).
+    pub warnings: Vec<String>,
     #[serde(flatten)]
     pub facts: TableFacts,
+}
+
+/// The warnings `facts` call for, whatever the table's state.
+fn warnings(facts: &TableFacts) -> Vec<String> {
+    let clock = facts.clock_ahead_ms.map(|ms| {
+        format!(
+            "clock ahead: the table's last commit is stamped {} ahead of this host's clock (a host's clock was ahead); \
+             commits go on, each stamped after the last; check the clocks (NTP) of the hosts that commit",
+            span(ms)
+        )
+    });
+    clock.into_iter().collect()
+}
+
+/// `ms` as minutes, hours or days, whichever reads best.
+fn span(ms: i64) -> String {
+    const HOUR: i64 = 60 * 60 * 1000;
+    match ms {
+        ms if ms >= 24 * HOUR => format!("{:.1} days", ms as f64 / (24 * HOUR) as f64),
+        ms if ms >= HOUR => format!("{:.1} h", ms as f64 / HOUR as f64),
+        ms => format!("{} min", ms / 60_000),
+    }
 }
 
 /// The table's health from its suspension (`suspended`: the reason), its maintenance
@@ -157,6 +202,9 @@ pub fn health(
         (Some(reason), _, _, _) => (TableState::Suspended, Some(reason.to_string()), None),
         (None, Some(f), _, _) => failure(TableState::ConfigIssue, f),
         (None, None, Some(unreadable), _) => (TableState::Degraded, Some(unreadable.clone()), None),
+        (None, None, None, _) if readiness.stranded.is_some() => {
+            (TableState::Degraded, readiness.stranded.clone(), None)
+        }
         (None, None, None, Some(f)) => failure(TableState::Degraded, f),
         (None, None, None, None) => (TableState::Running, None, None),
     };
@@ -168,6 +216,7 @@ pub fn health(
         resume: is_suspended.then(|| resume.to_string()),
         since_ms,
         last_compaction_ms: status.last_compaction.map(|c| c.at_ms),
+        warnings: warnings(&facts),
         facts,
     }
 }
@@ -177,6 +226,7 @@ mod tests {
     use super::*;
     use crate::maintenance::CompactionRecord;
 
+    const DAY: i64 = 24 * 60 * 60 * 1000;
     const RESUME: &str = "floe local resume kafka.orders --warehouse wh";
 
     fn failing(activity: Activity, at_ms: i64, error: &str) -> Failure {
@@ -194,6 +244,7 @@ mod tests {
             offsets: BTreeMap::from([("orders-0".into(), "0-99".into())]),
             files: Some(2),
             bytes: Some(2048),
+            clock_ahead_ms: None,
         }
     }
 
@@ -208,6 +259,30 @@ mod tests {
         assert_eq!((h.reason, h.record, h.resume, h.since_ms), (None, None, None, None));
         assert_eq!(h.last_compaction_ms, Some(900));
         assert_eq!(h.facts, facts());
+        assert!(h.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_table_stamped_ahead_of_this_clock_runs_with_a_warning() {
+        let schema = iceberg::spec::Schema::builder().build().unwrap();
+        let spec = iceberg::spec::PartitionSpec::unpartition_spec();
+        let (metadata, _) = crate::table::new_table_metadata("memory:///t", &schema, &spec).unwrap();
+        let name = TableName::parse("kafka.orders").unwrap();
+        let latest = metadata.last_updated_ms();
+        // 4 minutes ahead: skew, nothing to say; 30 days ahead: a warning, the table running.
+        let facts = TableFacts::of(&name, &metadata, latest - 4 * 60 * 1000).unwrap();
+        assert_eq!(facts.clock_ahead_ms, None);
+        let facts = TableFacts::of(&name, &metadata, latest - 30 * DAY).unwrap();
+        assert_eq!(facts.clock_ahead_ms, Some(30 * DAY));
+        let h = health(None, &MaintenanceStatus::default(), facts, &Readiness::default(), RESUME);
+        assert_eq!(h.state, TableState::Running);
+        assert_eq!(h.warnings.len(), 1);
+        assert!(
+            h.warnings[0].starts_with("clock ahead: the table's last commit is stamped 30.0 days ahead"),
+            "{}",
+            h.warnings[0]
+        );
+        assert_eq!(serde_json::to_value(&h).unwrap()["clock_ahead_ms"], 30 * DAY);
     }
 
     #[test]
@@ -236,6 +311,13 @@ mod tests {
             MaintenanceStatus { failing: vec![failing(Activity::Commit, 5, "throttled")], ..Default::default() };
         let h = health(None, &status, facts(), &readiness, RESUME);
         assert_eq!(h.reason.as_deref(), Some("its state file cannot be read"));
+    }
+
+    #[test]
+    fn a_stranded_transaction_degrades_the_table_naming_it() {
+        let readiness = Readiness { stranded: Some("producer 7 at offsets 1005-1009".into()), ..Default::default() };
+        let h = health(None, &MaintenanceStatus::default(), facts(), &readiness, RESUME);
+        assert_eq!((h.state, h.reason.as_deref()), (TableState::Degraded, Some("producer 7 at offsets 1005-1009")));
     }
 
     #[test]

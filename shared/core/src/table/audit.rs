@@ -586,6 +586,47 @@ mod tests {
     }
 
     #[test]
+    fn a_stranded_transaction_s_rows_are_missing_not_pending() {
+        use crate::segment::TxnMarker;
+        use crate::table::state::{Departed, PendingEntry};
+        // Producer 7's part 1005..=1009 came after its producer's marker at 1090 left,
+        // another of its markers (1050) having left before: stranded.
+        let mut committed = CommittedOffsets::default();
+        committed.insert("t", 0, 1000, 1099);
+        let part = PendingEntry {
+            topic: "t".into(),
+            partition: 0,
+            task_id: "s".into(),
+            segment_first: Some(1000),
+            transaction: crate::task::PendingTransaction {
+                producer_id: 7,
+                first_offset: 1005,
+                last_offset: 1009,
+                records: 5,
+                files: vec![crate::task::TaskFile {
+                    first_offset: 1005,
+                    last_offset: 1009,
+                    record_count: 5,
+                    data_file: serde_json::json!({}),
+                }],
+                ..Default::default()
+            },
+            schema: iceberg::spec::Schema::builder().build().unwrap(),
+            partition_spec: None,
+            keep: None,
+        };
+        let marker = TxnMarker { producer_id: 7, producer_epoch: 0, offset: 1090, commit: true, timestamp: None };
+        let departed = Departed { topic: "t".into(), partition: 0, marker, below: Some(1050) };
+        let mut state = TableState { pending: vec![part], ..Default::default() };
+        let counts = std::collections::BTreeMap::from([("floe.without-rows.t.0".to_string(), "0".to_string())]);
+        let rowless = RowlessOffsets::from_summary(&counts, &committed).unwrap();
+        let counted = |state: &TableState| Logs::of(&committed, &rowless, state, 0).counted;
+        assert_eq!(counted(&state), 5, "pending: its rows are explained while its marker may come");
+        state.departed.push(departed);
+        assert_eq!(counted(&state), 0, "stranded: its rows are missing");
+    }
+
+    #[test]
     fn duplicates_and_rows_outside_the_committed_ranges_fail() {
         let (committed, none) = (set(&[(0, 9)]), Explanations::default());
         let audit = audit_partition("t", 3, &committed, &set(&[(0, 9)]), 11, &set(&[(4, 4)]), &none);

@@ -26,6 +26,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use iceberg::compression::CompressionCodec;
 use iceberg::io::FileIO;
@@ -439,8 +440,38 @@ pub async fn write_metadata(file_io: &FileIO, metadata: &TableMetadata, location
     file_io.new_output(location.to_string())?.write(bytes.into()).await
 }
 
+/// The latest time `metadata` records: its last update, its newest snapshot-log and
+/// metadata-log entries (ms since the epoch).
+pub fn latest_timestamp_ms(metadata: &TableMetadata) -> i64 {
+    let snapshot_log = metadata.history().iter().map(|l| l.timestamp_ms);
+    let metadata_log = metadata.metadata_log().iter().map(|l| l.timestamp_ms);
+    snapshot_log.chain(metadata_log).fold(metadata.last_updated_ms(), i64::max)
+}
+
+/// The time a commit on `current` is stamped with: `now_ms`, or 1 ms after the table's
+/// [`latest_timestamp_ms`] when that is not earlier, so that its times never go back
+/// (a host whose clock was ahead committed before): Iceberg refuses metadata whose
+/// update is more than a minute before its last log entry.
+pub fn commit_timestamp_ms(current: &TableMetadata, now_ms: i64) -> i64 {
+    now_ms.max(latest_timestamp_ms(current).saturating_add(1))
+}
+
+/// `new` with the id the metadata builder gives it once added to `current`: an equal
+/// schema's, otherwise one above the highest. Worked out before the build, since the
+/// manifests and the snapshot are written with it first.
+fn schema_to_add(current: &TableMetadata, new: Schema) -> Result<Schema> {
+    let identifiers = |s: &Schema| s.identifier_field_ids().collect::<std::collections::BTreeSet<_>>();
+    let equal = current
+        .schemas_iter()
+        .find(|s| s.as_struct() == new.as_struct() && identifiers(s) == identifiers(&new))
+        .map(|s| s.schema_id());
+    let highest = current.schemas_iter().map(|s| s.schema_id()).max().unwrap_or(current.current_schema_id());
+    new.into_builder().with_schema_id(equal.unwrap_or(highest + 1)).build()
+}
+
 /// Writes the snapshot and the metadata file that makes it current, expiring snapshots
-/// and refs ([`expiry`]) as of `now_ms` (the wall clock); returns them. The catalog
+/// and refs ([`expiry`]) as of `now_ms` (the committer's clock); returns them. The
+/// snapshot is stamped [`commit_timestamp_ms`]. The catalog
 /// pointer is not moved here.
 pub async fn write_snapshot(
     file_io: &FileIO,
@@ -473,16 +504,20 @@ pub async fn stage_snapshot(
     change: SnapshotChange,
     now_ms: i64,
 ) -> Result<NewMetadata> {
-    let mut builder = current.clone().into_builder(Some(current_location.to_string()));
-    if let Some(schema) = change.new_schema {
-        builder = builder.add_current_schema(schema)?;
-    }
+    let commit_ms = commit_timestamp_ms(current, now_ms);
+    let new_schema = change.new_schema.map(|new| schema_to_add(current, new)).transpose()?;
     // The schema the manifest is written with: the evolved one when there is one.
-    let built = builder.build()?;
-    let expired_metadata_files = built.expired_metadata_logs.into_iter().map(|l| l.metadata_file).collect();
-    let staged = built.metadata;
-    let schema = staged.current_schema().clone();
-    let spec = staged.default_partition_spec().clone();
+    let schema = new_schema.clone().map_or_else(|| current.current_schema().clone(), Arc::new);
+    let spec = current.default_partition_spec().clone();
+    // The new metadata: `current` with the schema and the snapshot (which stamps it with
+    // `commit_ms`: a build without one would stamp the wall clock, which may be behind).
+    let with_snapshot = |snapshot: Snapshot| {
+        let mut builder = current.clone().into_builder(Some(current_location.to_string()));
+        if let Some(schema) = new_schema.clone() {
+            builder = builder.add_current_schema(schema)?;
+        }
+        builder.set_branch_snapshot(snapshot, MAIN_BRANCH)
+    };
 
     let snapshot_id = new_snapshot_id(current);
     let sequence_number = current.next_sequence_number();
@@ -540,21 +575,32 @@ pub async fn stage_snapshot(
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(parent)
         .with_sequence_number(sequence_number)
-        .with_timestamp_ms(now_ms.max(current.last_updated_ms()))
+        .with_timestamp_ms(commit_ms)
         .with_manifest_list(list_location)
         .with_summary(Summary { operation: change.operation, additional_properties: properties })
-        .with_schema_id(staged.current_schema_id())
+        .with_schema_id(schema.schema_id())
         .build();
     // Expiry looks at the history with the new snapshot current; one builder then adds it
     // and removes the expired (the metadata's last-updated stays the snapshot's time).
-    let with_new = staged.clone().into_builder(None).set_branch_snapshot(snapshot.clone(), MAIN_BRANCH)?.build()?;
-    let expiry = expiry(&with_new.metadata, now_ms)?;
-    let mut builder = staged.into_builder(None).set_branch_snapshot(snapshot, MAIN_BRANCH)?;
+    let expiry = expiry(&with_snapshot(snapshot.clone())?.build()?.metadata, now_ms)?;
+    let mut builder = with_snapshot(snapshot)?;
     for name in &expiry.refs {
         tracing::info!(table = %current.location(), reference = %name, "ref past its max-ref-age-ms: removed");
         builder = builder.remove_ref(name);
     }
-    let metadata = builder.remove_snapshots(&expiry.snapshots).build()?.metadata;
+    let built = builder.remove_snapshots(&expiry.snapshots).build()?;
+    let expired_metadata_files = built.expired_metadata_logs.into_iter().map(|l| l.metadata_file).collect();
+    let metadata = built.metadata;
+    if metadata.current_schema_id() != schema.schema_id() {
+        return Err(Error::new(
+            ErrorKind::Unexpected,
+            format!(
+                "schema {} made current, but the snapshot was written with {}",
+                metadata.current_schema_id(),
+                schema.schema_id()
+            ),
+        ));
+    }
     let location = MetadataLocation::from_str(current_location)
         .map_err(|e| Error::new(ErrorKind::DataInvalid, format!("{current_location}: {e}")))?
         .with_next_version()
@@ -625,6 +671,44 @@ mod tests {
     }
 
     const DAY: i64 = 24 * 60 * 60 * 1000;
+
+    #[tokio::test]
+    async fn a_clock_that_was_ahead_does_not_block_later_commits_and_times_never_go_back() {
+        let mut t = table(&[]).await;
+        let now = chrono::Utc::now().timestamp_millis();
+        // A host 30 days ahead commits; then hosts on the right time, one with a schema change.
+        append(&mut t, true, now + 30 * DAY).await;
+        append(&mut t, true, now).await;
+        let wider = Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long))),
+                Arc::new(NestedField::optional(2, "y", Type::Primitive(PrimitiveType::String))),
+            ])
+            .build()
+            .unwrap();
+        let change = SnapshotChange {
+            operation: Operation::Append,
+            added: vec![file(0)],
+            removed: HashSet::new(),
+            properties: HashMap::new(),
+            new_schema: Some(wider),
+        };
+        let new = write_snapshot(&t.0, &t.1, &t.2, change, now + 1).await.unwrap();
+        (t.1, t.2) = (new.metadata, new.location);
+        let stamps: Vec<i64> = t.1.history().iter().map(|l| l.timestamp_ms).collect();
+        assert_eq!(stamps, [now + 30 * DAY, now + 30 * DAY + 1, now + 30 * DAY + 2]);
+        assert_eq!(t.1.last_updated_ms(), now + 30 * DAY + 2);
+        assert_eq!(latest_timestamp_ms(&t.1), now + 30 * DAY + 2);
+        assert!(t.1.metadata_log().windows(2).all(|w| w[0].timestamp_ms <= w[1].timestamp_ms));
+        // The evolved schema is current under the id the snapshot names.
+        assert_eq!(t.1.current_snapshot().unwrap().schema_id(), Some(t.1.current_schema_id()));
+        assert_eq!(t.1.current_schema().as_struct().fields().len(), 2);
+        // Read back from the file, as another reader would (Iceberg checks the logs' order).
+        let read = TableMetadata::read_from(&t.0, &t.2).await.unwrap();
+        assert_eq!(read.snapshots().len(), 3);
+        // Once the wall clock passes the stamps, commits take its time again.
+        assert_eq!(commit_timestamp_ms(&t.1, now + 31 * DAY), now + 31 * DAY);
+    }
 
     /// The snapshots [`expiry`] expires at `now`, oldest first.
     fn expired(metadata: &TableMetadata, now: i64) -> Vec<i64> {

@@ -305,6 +305,30 @@ impl TableState {
             .collect()
     }
 
+    /// Why the table is degraded when parts are [`Self::stranded`]: each named, and the
+    /// setting to raise.
+    pub fn stranded_reason(&self, committed: &CommittedOffsets) -> Option<String> {
+        let stranded = self.stranded(committed);
+        let parts: Vec<String> = stranded
+            .iter()
+            .map(|s| {
+                let t = &s.part.transaction;
+                format!(
+                    "producer {} at offsets {}-{} of {} partition {} (a marker of its producer at {} left first)",
+                    t.producer_id, t.first_offset, t.last_offset, s.part.topic, s.part.partition, s.marker_offset
+                )
+            })
+            .collect();
+        (!parts.is_empty()).then(|| {
+            format!(
+                "transaction records wait for a marker that came and left before them: {}; their markers were \
+                 written more than the topic's transaction_timeout after their records: raise transaction_timeout \
+                 to the brokers' transaction.max.timeout.ms",
+                parts.join("; ")
+            )
+        })
+    }
+
     /// Remembers `m`, leaving a run not starting at 0.
     fn depart(&mut self, m: &MarkerEntry) {
         let same = |d: &Departed| {
@@ -593,6 +617,12 @@ mod tests {
         let stranded = state.stranded(&offsets);
         assert_eq!(stranded.len(), 1);
         assert_eq!((stranded[0].part.transaction.first_offset, stranded[0].marker_offset), (1005, 1090));
+        let reason = state.stranded_reason(&offsets).unwrap();
+        assert!(
+            reason.contains("producer 7 at offsets 1005-1009 of t partition 0")
+                && reason.contains("transaction_timeout"),
+            "{reason}"
+        );
         // A part above the older departed marker is the newer one's.
         state.pending = vec![pending(7, 1060, 1062)];
         assert_eq!(ranges(&state.resolve(&offsets).committed), vec![(1060, 1062)]);
