@@ -91,7 +91,10 @@ pub async fn status_of(
         let name = registered.table;
         let (facts, problem) = match tables.load(&name).await {
             Ok(Some(loaded)) => match TableFacts::of(&name, &loaded.metadata) {
-                Ok(facts) => (facts, None),
+                Ok(facts) => match crate::local::table_state(&tables.file_io, &loaded.metadata).await {
+                    Ok(state) => (TableFacts { hanging: state.hanging(floe_core::lock::now_ms()), ..facts }, None),
+                    Err(e) => (facts, Some(e)),
+                },
                 Err(e) => (TableFacts::default(), Some(e.to_string())),
             },
             Ok(None) => (TableFacts::default(), None),

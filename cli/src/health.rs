@@ -1,9 +1,11 @@
 //! Tables' health as `floe local status` and `floe aws status` show it: the state
 //! ([`floe_core::maintenance::health`]) with times in RFC 3339, as JSON fields or as a
-//! readable table with a line of detail under each table that is not running.
+//! readable table with a line of detail under each table that is not running, and one
+//! under any table for each transaction hanging (information: the table still runs).
 
 use floe_core::maintenance::RecordAt;
 use floe_core::maintenance::health::TableHealth;
+use floe_core::table::state::HangingTransaction;
 
 use crate::compact::time;
 
@@ -24,6 +26,37 @@ pub struct HealthView {
     pub lag: Option<String>,
     pub files: Option<u64>,
     pub bytes: Option<u64>,
+    /// Transactions waiting for their marker longer than their `transaction_timeout`.
+    pub hanging_transactions: Vec<HangingView>,
+}
+
+/// A transaction hanging, as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HangingView {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// When its first part was committed pending (RFC 3339).
+    pub pending_since: String,
+    pub transaction_timeout_ms: u64,
+}
+
+impl From<&HangingTransaction> for HangingView {
+    fn from(h: &HangingTransaction) -> Self {
+        HangingView {
+            topic: h.topic.clone(),
+            partition: h.partition,
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            first_offset: h.first_offset,
+            last_offset: h.last_offset,
+            pending_since: time(h.pending_since_ms),
+            transaction_timeout_ms: h.transaction_timeout_ms,
+        }
+    }
 }
 
 impl From<&TableHealth> for HealthView {
@@ -37,13 +70,14 @@ impl From<&TableHealth> for HealthView {
             lag: h.facts.lag_ms.map(|ms| format!("{:.1}s", ms as f64 / 1000.0)),
             files: h.facts.files,
             bytes: h.facts.bytes,
+            hanging_transactions: h.facts.hanging.iter().map(HangingView::from).collect(),
         }
     }
 }
 
 /// The readable table: a row per table (table, state, last commit, lag, files, bytes)
 /// and, under a table not running, its reason, the record that suspended it and the
-/// command that resumes it.
+/// command that resumes it; under any table, its hanging transactions.
 pub fn render(rows: &[(&str, &HealthView)]) -> String {
     let header = ["TABLE", "STATE", "LAST COMMIT", "LAG", "FILES", "BYTES"];
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -80,6 +114,20 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         if let Some(resume) = &h.resume {
             out += &format!("  resume: {resume}\n");
         }
+        for t in &h.hanging_transactions {
+            out += &format!(
+                "  hanging transaction: topic {} partition {} producer {} (epoch {}) offsets {}-{}, pending since {}, \
+                 longer than its transaction_timeout ({}s): its marker has not come (its segment may not be rolled yet)\n",
+                t.topic,
+                t.partition,
+                t.producer_id,
+                t.producer_epoch,
+                t.first_offset,
+                t.last_offset,
+                t.pending_since,
+                t.transaction_timeout_ms / 1000
+            );
+        }
     }
     out
 }
@@ -107,6 +155,35 @@ mod tests {
              suspended: bad record\n  \
              record: topic t partition 1 offset 7 in f\n  \
              resume: floe local resume kafka.t --warehouse wh\n"
+        );
+    }
+
+    #[test]
+    fn a_hanging_transaction_is_shown_under_a_running_table() {
+        let hanging = HangingTransaction {
+            topic: "payments".into(),
+            partition: 0,
+            producer_id: 7,
+            producer_epoch: 1,
+            first_offset: 3,
+            last_offset: 5,
+            pending_since_ms: 1_764_000_000_000,
+            transaction_timeout_ms: 900_000,
+        };
+        let facts = floe_core::maintenance::health::TableFacts { hanging: vec![hanging], ..Default::default() };
+        let health = floe_core::maintenance::health::health(None, &Default::default(), facts, "");
+        let view = HealthView::from(&health);
+        assert_eq!(view.state, "running", "information, not a failure");
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["hanging_transactions"][0]["producer_id"], 7);
+        assert_eq!(json["hanging_transactions"][0]["pending_since"], "2025-11-24T16:00:00.000Z");
+        assert_eq!(
+            render(&[("kafka.payments", &view)]),
+            "TABLE           STATE    LAST COMMIT  LAG  FILES  BYTES\n\
+             kafka.payments  running  -            -    -      -\n  \
+             hanging transaction: topic payments partition 0 producer 7 (epoch 1) offsets 3-5, pending since \
+             2025-11-24T16:00:00.000Z, longer than its transaction_timeout (900s): its marker has not come (its \
+             segment may not be rolled yet)\n"
         );
     }
 }

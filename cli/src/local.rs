@@ -373,8 +373,9 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
                         Err(floe_core::table::TableError::Summary { detail, .. }) => problem = Some(detail),
                         Err(e) => problem = Some(e.to_string()),
                     }
-                    if let Err(e) = table_state(&tables.file_io, &loaded.metadata).await {
-                        problem.get_or_insert(e);
+                    match table_state(&tables.file_io, &loaded.metadata).await {
+                        Ok(state) => facts.hanging = state.hanging(floe_core::lock::now_ms()),
+                        Err(e) => _ = problem.get_or_insert(e),
                     }
                 }
                 Err(e) => problem = Some(e.to_string()),
@@ -401,7 +402,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
 
 /// Reads the table state Floe's last snapshot names (pending transactions): a table whose
 /// state cannot be read commits no more, which status must show.
-async fn table_state(
+pub(crate) async fn table_state(
     file_io: &iceberg::io::FileIO,
     metadata: &iceberg::spec::TableMetadata,
 ) -> Result<floe_core::table::state::TableState, String> {

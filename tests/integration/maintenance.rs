@@ -10,8 +10,8 @@ use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::files::S3Files;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
-    TableRegistry,
+    Activity, CompactionRecord, Failure, HeldOffsets, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt,
+    RegisteredTable, TableRegistry,
 };
 use floe_core::storage::WarehouseFiles;
 use floe_core::table::TableName;
@@ -81,18 +81,23 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     locks.release(&lease.unwrap()).await.unwrap();
     locks.set_suspended(&clicks.to_string(), Some("bad record")).await.unwrap();
 
-    // Held tasks: one small, one whose paths need several items; held items are no tables.
+    // Held tasks: one small (a CommitTask's, with its offsets), one whose paths need
+    // several items; held items are no tables.
     let small = HeldTask {
         task_id: "seg-1".into(),
         files: vec!["s3://w/wh/kafka.db/orders/data/a.parquet".into()],
         held_at_ms: 10,
+        offsets: Some(HeldOffsets { topic: "orders".into(), partition: 3, first: 100, last: 199 }),
     };
     let many: Vec<String> =
         (0..2000).map(|i| format!("s3://w/wh/kafka.db/orders/data/{i:04}-{}.parquet", "x".repeat(300))).collect();
-    let large = HeldTask { task_id: "compaction-1".into(), files: many.clone(), held_at_ms: 20 };
+    let large = HeldTask { task_id: "compaction-1".into(), files: many.clone(), held_at_ms: 20, offsets: None };
     locks.hold_task(&orders, &small).await.unwrap();
     locks.hold_task(&orders, &large).await.unwrap();
-    locks.hold_task(&clicks, &HeldTask { task_id: "seg-9".into(), files: vec![], held_at_ms: 5 }).await.unwrap();
+    locks
+        .hold_task(&clicks, &HeldTask { task_id: "seg-9".into(), files: vec![], held_at_ms: 5, offsets: None })
+        .await
+        .unwrap();
     let registered = locks.tables().await.unwrap();
     assert_eq!(
         registered,
@@ -121,7 +126,10 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     let ids: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
     for id in &ids {
         locks
-            .hold_task(&clicks, &HeldTask { task_id: id.clone(), files: vec![format!("s3://w/{id}")], held_at_ms: 1 })
+            .hold_task(
+                &clicks,
+                &HeldTask { task_id: id.clone(), files: vec![format!("s3://w/{id}")], held_at_ms: 1, offsets: None },
+            )
             .await
             .unwrap();
     }

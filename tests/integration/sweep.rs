@@ -153,7 +153,7 @@ async fn a_suspended_table_s_queued_segment_survives_the_sweep_and_commits_later
     let files: Vec<String> = task.data_files.iter().map(|f| f.path().to_string()).collect();
     assert!(!files.is_empty());
     let (_, locks) = open(warehouse.path());
-    let held = HeldTask { task_id: task.task_id.clone(), files: files.clone(), held_at_ms: wall() };
+    let held = HeldTask { task_id: task.task_id.clone(), files: files.clone(), held_at_ms: wall(), offsets: None };
     locks.hold_task(&orders(), &held).await.unwrap();
     let queue = InProcessQueue::default();
     queue.send(&Task::Data(Box::new(task.clone()))).await.unwrap();

@@ -8,6 +8,10 @@
 //!  failing: commit, compaction or sweep              ─▶ degraded: the latest error (retried)
 //!  otherwise                                         ─▶ running
 //! ```
+//!
+//! Besides the state, information that changes nothing: transactions hanging, waiting
+//! for their marker longer than `transaction_timeout` ([`crate::table::state::TableState::hanging`]: read from
+//! the table state by the caller, which loads it).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +19,7 @@ use iceberg::spec::TableMetadata;
 use serde::Serialize;
 
 use super::{Activity, Failure, MaintenanceStatus, RecordAt};
+use crate::table::state::HangingTransaction;
 use crate::table::{MAX_TIMESTAMP_KEY, TableError, TableName, committed_offsets};
 
 /// What a table is doing, in order of precedence.
@@ -58,6 +63,9 @@ pub struct TableFacts {
     /// `total-files-size`).
     pub files: Option<u64>,
     pub bytes: Option<u64>,
+    /// Transactions waiting for their marker longer than `transaction_timeout` (filled
+    /// from the table state: [`crate::table::state::TableState::hanging`]).
+    pub hanging: Vec<HangingTransaction>,
 }
 
 impl TableFacts {
@@ -77,6 +85,7 @@ impl TableFacts {
             offsets,
             files: count("total-data-files"),
             bytes: count("total-files-size"),
+            hanging: Vec::new(),
         })
     }
 }
@@ -161,6 +170,7 @@ mod tests {
             offsets: BTreeMap::from([("orders-0".into(), "0-99".into())]),
             files: Some(2),
             bytes: Some(2048),
+            hanging: Vec::new(),
         }
     }
 
