@@ -346,3 +346,47 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     assert!(response.compacted.is_empty() && response.failed.is_empty(), "{response:?}");
     assert_eq!(response.unchanged, 1);
 }
+
+/// Issue 40 item 4 on moto: a segment's event delivered again after its task committed.
+/// The materializer Lambda holds the task again in the lock table and sends it (SQS drops
+/// it as a duplicate within five minutes); the compactor's next run finds all its offsets
+/// in the table and releases it, so nothing waits and the stall metric is 0. A copy that
+/// did reach the queue is dropped by the committer as already committed.
+#[tokio::test]
+async fn on_aws_a_task_held_again_after_its_commit_is_released_by_the_compactor() {
+    use floe_aws::lambda::handle_committer_event;
+    use floe_core::maintenance::stall::Waiting;
+
+    use crate::committer::{SEGMENTS, payments};
+
+    let aws = crate::committer::setup("heldagain").await;
+    let (topic, _, _) = payments();
+    let (materializer, committer, locks) = (aws.materializer().await, aws.committer(), aws.registry());
+    let first = aws.materialize(&materializer, topic.path(), SEGMENTS[0]).await;
+    let (event, receipts) = aws.receive().await;
+    assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
+
+    let again = aws.materialize(&materializer, topic.path(), SEGMENTS[0]).await;
+    assert_eq!(again.task_id, first.task_id);
+    let held = locks.held_tasks(&aws.table()).await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    let range = first.offsets.unwrap();
+    let offsets = HeldOffsets { topic: first.topic.clone(), partition: 0, first: range.first, last: range.last };
+    assert_eq!(held[0].offsets.as_ref(), Some(&offsets));
+
+    let now = floe_core::lock::now_ms();
+    let run = aws.compactor().await.compactor.run(now, None).await;
+    assert_eq!(run.tables.iter().map(|t| t.released).sum::<usize>(), 1, "{:?}", run.tables);
+    assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
+    let waiting = Waiting::read(&locks, now + 60 * 60 * 1000).await.unwrap();
+    assert_eq!(waiting.oldest_ms, [(aws.table(), 0)]);
+
+    let (event, receipts) = aws.receive().await;
+    if !event.records.is_empty() {
+        assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+        aws.delete(&receipts).await;
+    }
+    assert_eq!(aws.read().snapshots, 1, "nothing committed twice");
+}
