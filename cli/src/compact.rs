@@ -37,6 +37,10 @@ pub struct TableCompaction {
     pub rejected: usize,
     /// Bins whose task an earlier run queued less than an hour ago: left alone.
     pub already_queued: usize,
+    /// Data files left out because another engine's delete file may apply to them.
+    pub with_deletes: usize,
+    /// Held tasks released because the table already holds their offsets.
+    pub released: usize,
     pub orphans_removed: usize,
     /// Why the table was not compacted (suspended, not created yet).
     pub skipped: Option<String>,
@@ -58,6 +62,8 @@ impl From<TableRun> for TableCompaction {
             files_out: run.files_out,
             bytes_out: run.bytes_out,
             already_queued: run.already_queued,
+            with_deletes: run.with_deletes,
+            released: run.released,
             orphans_removed: run.sweep.removed.len(),
             skipped: run.skipped,
             failed,
@@ -74,10 +80,12 @@ impl TableCompaction {
         if self.failed.is_some() {
             return None;
         }
-        let mut line = match (&self.skipped, self.bins) {
-            (Some(why), _) => format!("{}: not compacted: {why}", self.table),
-            (None, 0) => format!("{}: nothing to compact", self.table),
-            (None, bins) => format!(
+        let with_deletes = format!("{} file(s) with deletes left alone", self.with_deletes);
+        let mut line = match (&self.skipped, self.bins, self.with_deletes) {
+            (Some(why), _, _) => format!("{}: not compacted: {why}", self.table),
+            (None, 0, 0) => format!("{}: nothing to compact", self.table),
+            (None, 0, _) => format!("{}: {with_deletes}", self.table),
+            (None, bins, _) => format!(
                 "{}: {bins} bin(s) compacted, {} file(s) of {} bytes into {} of {} bytes: {} committed",
                 self.table, self.files_in, self.bytes_in, self.files_out, self.bytes_out, self.committed
             ),
@@ -85,8 +93,14 @@ impl TableCompaction {
         if self.rejected > 0 {
             line.push_str(&format!(", {} rejected (its files changed meanwhile)", self.rejected));
         }
+        if self.bins > 0 && self.with_deletes > 0 {
+            line.push_str(&format!("; {with_deletes}"));
+        }
         if self.already_queued > 0 {
             line.push_str(&format!("; {} bin(s) queued by an earlier run left alone", self.already_queued));
+        }
+        if self.released > 0 {
+            line.push_str(&format!("; {} held task(s) already in the table released", self.released));
         }
         if self.orphans_removed > 0 {
             line.push_str(&format!("; {} orphan file(s) removed", self.orphans_removed));
@@ -240,6 +254,19 @@ mod tests {
             )
         );
         assert_eq!(t(|t| t.failed = Some("compaction of kafka.orders: x".into())), None);
+        // Files another engine's deletes apply to are counted, never "nothing to compact".
+        assert_eq!(t(|t| t.with_deletes = 12).as_deref(), Some("kafka.orders: 12 file(s) with deletes left alone"));
+        let both = |t: &mut TableCompaction| {
+            (t.bins, t.files_in, t.bytes_in, t.files_out, t.bytes_out, t.committed) = (1, 2, 20, 1, 19, 1);
+            (t.with_deletes, t.released) = (3, 1);
+        };
+        assert_eq!(
+            t(both).as_deref(),
+            Some(
+                "kafka.orders: 1 bin(s) compacted, 2 file(s) of 20 bytes into 1 of 19 bytes: 1 committed; \
+                 3 file(s) with deletes left alone; 1 held task(s) already in the table released"
+            )
+        );
     }
 
     #[tokio::test]

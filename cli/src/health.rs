@@ -2,12 +2,13 @@
 //! as a commit reads it ([`read_table`]: its metadata, offsets and state file, and who
 //! holds its lease), the state ([`floe_core::maintenance::health`]) with times in RFC
 //! 3339, as JSON fields or as a readable table with a line of detail under each table
-//! that is not running, and one under any table for each warning (a clock ahead).
+//! that is not running, and one under any table for each warning (a clock ahead) and
+//! each transaction hanging (information: the table still runs).
 
 use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::RecordAt;
 use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth};
-use floe_core::table::state::{STATE_KEY, TableState};
+use floe_core::table::state::{HangingTransaction, STATE_KEY, TableState};
 use floe_core::table::{CatalogTables, TableError, TableName, committed_offsets, floe_summary};
 
 use crate::compact::time;
@@ -56,6 +57,7 @@ pub async fn read_table(
             Ok(state) => {
                 let committed = committed_offsets(name, &loaded.metadata).unwrap_or_default();
                 read.readiness.stranded = state.stranded_reason(&committed);
+                read.facts.hanging = state.hanging(now_ms);
             }
             Err(e) => {
                 let location = location.unwrap_or_default();
@@ -89,6 +91,37 @@ pub struct HealthView {
     pub clock_ahead_ms: Option<i64>,
     /// What needs a look though the table goes on.
     pub warnings: Vec<String>,
+    /// Transactions waiting for their marker longer than their `transaction_timeout`.
+    pub hanging_transactions: Vec<HangingView>,
+}
+
+/// A transaction hanging, as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HangingView {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// When its first part was committed pending (RFC 3339).
+    pub pending_since: String,
+    pub transaction_timeout_ms: u64,
+}
+
+impl From<&HangingTransaction> for HangingView {
+    fn from(h: &HangingTransaction) -> Self {
+        HangingView {
+            topic: h.topic.clone(),
+            partition: h.partition,
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            first_offset: h.first_offset,
+            last_offset: h.last_offset,
+            pending_since: time(h.pending_since_ms),
+            transaction_timeout_ms: h.transaction_timeout_ms,
+        }
+    }
 }
 
 impl From<&TableHealth> for HealthView {
@@ -104,13 +137,14 @@ impl From<&TableHealth> for HealthView {
             bytes: h.facts.bytes,
             clock_ahead_ms: h.facts.clock_ahead_ms,
             warnings: h.warnings.clone(),
+            hanging_transactions: h.facts.hanging.iter().map(HangingView::from).collect(),
         }
     }
 }
 
 /// The readable table: a row per table (table, state, last commit, lag, files, bytes)
 /// and, under a table not running, its reason, the record that suspended it and the
-/// command that resumes it; under any table, its warnings.
+/// command that resumes it; under any table, its warnings and hanging transactions.
 pub fn render(rows: &[(&str, &HealthView)]) -> String {
     let header = ["TABLE", "STATE", "LAST COMMIT", "LAG", "FILES", "BYTES"];
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -150,6 +184,20 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         for warning in &h.warnings {
             out += &format!("  warning: {warning}\n");
         }
+        for t in &h.hanging_transactions {
+            out += &format!(
+                "  hanging transaction: topic {} partition {} producer {} (epoch {}) offsets {}-{}, pending since {}, \
+                 longer than its transaction_timeout ({}s): its marker has not come (its segment may not be rolled yet)\n",
+                t.topic,
+                t.partition,
+                t.producer_id,
+                t.producer_epoch,
+                t.first_offset,
+                t.last_offset,
+                t.pending_since,
+                t.transaction_timeout_ms / 1000
+            );
+        }
     }
     out
 }
@@ -184,6 +232,35 @@ mod tests {
              suspended: bad record\n  \
              record: topic t partition 1 offset 7 in f\n  \
              resume: floe local resume kafka.t --warehouse wh\n"
+        );
+    }
+
+    #[test]
+    fn a_hanging_transaction_is_shown_under_a_running_table() {
+        let hanging = HangingTransaction {
+            topic: "payments".into(),
+            partition: 0,
+            producer_id: 7,
+            producer_epoch: 1,
+            first_offset: 3,
+            last_offset: 5,
+            pending_since_ms: 1_764_000_000_000,
+            transaction_timeout_ms: 900_000,
+        };
+        let facts = floe_core::maintenance::health::TableFacts { hanging: vec![hanging], ..Default::default() };
+        let health = floe_core::maintenance::health::health(None, &Default::default(), facts, &Default::default(), "");
+        let view = HealthView::from(&health);
+        assert_eq!(view.state, "running", "information, not a failure");
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["hanging_transactions"][0]["producer_id"], 7);
+        assert_eq!(json["hanging_transactions"][0]["pending_since"], "2025-11-24T16:00:00.000Z");
+        assert_eq!(
+            render(&[("kafka.payments", &view)]),
+            "TABLE           STATE    LAST COMMIT  LAG  FILES  BYTES\n\
+             kafka.payments  running  -            -    -      -\n  \
+             hanging transaction: topic payments partition 0 producer 7 (epoch 1) offsets 3-5, pending since \
+             2025-11-24T16:00:00.000Z, longer than its transaction_timeout (900s): its marker has not come (its \
+             segment may not be rolled yet)\n"
         );
     }
 }

@@ -35,7 +35,7 @@ pub(crate) const MINUTE: i64 = 60 * 1000;
 pub(crate) struct Clicks {
     pub(crate) input: tempfile::TempDir,
     pub(crate) warehouse: tempfile::TempDir,
-    config: FloeConfig,
+    pub(crate) config: FloeConfig,
     catalog: Arc<dyn Catalog>,
     locks: Arc<SqliteLocks>,
     pub(crate) committer: Committer,

@@ -53,11 +53,12 @@ fn offsets(range: std::ops::Range<i64>, deleted: &[i64]) -> BTreeMap<String, Vec
     BTreeMap::from([("0".to_string(), range.filter(|o| !deleted.contains(o)).collect())])
 }
 
-/// A compaction past the window of the last commit: how many tasks, all committed.
-async fn compact_past_the_window(clicks: &Clicks) -> usize {
+/// A compaction past the window of the last commit, its tasks all committed: the
+/// table's run (how many tasks, how many files with deletes left alone).
+async fn compact_past_the_window(clicks: &Clicks) -> floe_core::maintenance::compactor::TableRun {
     let (run, report) = clicks.compact(clicks.committed_at().await + 16 * MINUTE).await;
     assert!(results(&report).iter().all(|r| *r == TaskResult::Committed), "{report:?}");
-    run.compactions
+    run
 }
 
 async fn live_paths(clicks: &Clicks) -> Vec<String> {
@@ -88,8 +89,14 @@ async fn rows_other_engines_delete_stay_deleted_through_compaction_and_appends()
     assert_eq!(read.offsets, offsets(all.clone(), &deleted), "PyIceberg applies the position deletes");
 
     // Past the window: the four files without deletes are compacted, the two with stay.
-    assert_eq!(compact_past_the_window(&clicks).await, 1);
+    let run = compact_past_the_window(&clicks).await;
+    assert_eq!((run.compactions, run.with_deletes), (1, 2));
     assert_kept_and_compacted(&live_paths(&clicks).await, &named);
+    // `floe local compact` counts the two it leaves alone, not "nothing to compact".
+    let mut out = Vec::new();
+    let wall = floe_core::lock::Clock::Wall;
+    floe_cli::compact::compact(clicks.warehouse.path(), clicks.config.clone(), wall, &mut out).await.unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), "kafka.clicks: 2 file(s) with deletes left alone\n");
     let after = clicks.read();
     assert_eq!((after.offsets.clone(), after.duplicates), (offsets(all.clone(), &deleted), 0));
     assert!(after.values.iter().all(|(k, v)| before.values[k] == *v), "values unchanged");
@@ -102,7 +109,8 @@ async fn rows_other_engines_delete_stay_deleted_through_compaction_and_appends()
     deleted.extend([400, 1000]);
     let more = clicks.segments(0, 4, 6);
     clicks.commit(&more).await;
-    assert_eq!(compact_past_the_window(&clicks).await, 1);
+    let run = compact_past_the_window(&clicks).await;
+    assert_eq!((run.compactions, run.with_deletes), (1, older.len()));
     // Files older than the equality delete stay; the four new ones are compacted.
     let live = live_paths(&clicks).await;
     assert_kept_and_compacted(&live, &older);
@@ -168,7 +176,7 @@ async fn columns_other_engines_move_rename_and_drop_keep_their_values_through_co
     schema_change(&clicks, &["drop:kafka_key"]);
     let dropped = rows(&clicks);
     assert_keys_in(&dropped, old.clone(), "", &before.values);
-    assert_eq!(compact_past_the_window(&clicks).await, 1);
+    assert_eq!(compact_past_the_window(&clicks).await.compactions, 1);
     assert_kept_and_compacted(&live_paths(&clicks).await, &[]);
     assert_eq!(rows(&clicks), dropped, "every value in its column after the compaction");
 
@@ -209,7 +217,7 @@ async fn compacted_after_evolution(write: impl FnOnce(&Path)) -> [Value; 2] {
     }
     let before = clicks.read();
     assert_eq!((before.rows, clicks.live().await.len()), (20, 2));
-    assert_eq!(compact_past_the_window(&clicks).await, 1);
+    assert_eq!(compact_past_the_window(&clicks).await.compactions, 1);
     assert_eq!(clicks.live().await.len(), 1);
     let after = clicks.read();
     assert_same_rows(&before, &after);

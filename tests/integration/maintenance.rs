@@ -10,8 +10,8 @@ use floe_aws::dynamodb::DynamoDbLocks;
 use floe_aws::files::S3Files;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
-    TableRegistry,
+    Activity, CompactionRecord, Failure, HeldOffsets, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt,
+    RegisteredTable, TableRegistry,
 };
 use floe_core::storage::WarehouseFiles;
 use floe_core::table::TableName;
@@ -81,18 +81,23 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     locks.release(&lease.unwrap()).await.unwrap();
     locks.set_suspended(&clicks.to_string(), Some("bad record")).await.unwrap();
 
-    // Held tasks: one small, one whose paths need several items; held items are no tables.
+    // Held tasks: one small (a CommitTask's, with its offsets), one whose paths need
+    // several items; held items are no tables.
     let small = HeldTask {
         task_id: "seg-1".into(),
         files: vec!["s3://w/wh/kafka.db/orders/data/a.parquet".into()],
         held_at_ms: 10,
+        offsets: Some(HeldOffsets { topic: "orders".into(), partition: 3, first: 100, last: 199 }),
     };
     let many: Vec<String> =
         (0..2000).map(|i| format!("s3://w/wh/kafka.db/orders/data/{i:04}-{}.parquet", "x".repeat(300))).collect();
-    let large = HeldTask { task_id: "compaction-1".into(), files: many.clone(), held_at_ms: 20 };
+    let large = HeldTask { task_id: "compaction-1".into(), files: many.clone(), held_at_ms: 20, offsets: None };
     locks.hold_task(&orders, &small).await.unwrap();
     locks.hold_task(&orders, &large).await.unwrap();
-    locks.hold_task(&clicks, &HeldTask { task_id: "seg-9".into(), files: vec![], held_at_ms: 5 }).await.unwrap();
+    locks
+        .hold_task(&clicks, &HeldTask { task_id: "seg-9".into(), files: vec![], held_at_ms: 5, offsets: None })
+        .await
+        .unwrap();
     let registered = locks.tables().await.unwrap();
     assert_eq!(
         registered,
@@ -121,7 +126,10 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
     let ids: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
     for id in &ids {
         locks
-            .hold_task(&clicks, &HeldTask { task_id: id.clone(), files: vec![format!("s3://w/{id}")], held_at_ms: 1 })
+            .hold_task(
+                &clicks,
+                &HeldTask { task_id: id.clone(), files: vec![format!("s3://w/{id}")], held_at_ms: 1, offsets: None },
+            )
             .await
             .unwrap();
     }
@@ -337,4 +345,48 @@ async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committe
     let response = handle_compactor_event(&service, scheduled, None).await;
     assert!(response.compacted.is_empty() && response.failed.is_empty(), "{response:?}");
     assert_eq!(response.unchanged, 1);
+}
+
+/// Issue 40 item 4 on moto: a segment's event delivered again after its task committed.
+/// The materializer Lambda holds the task again in the lock table and sends it (SQS drops
+/// it as a duplicate within five minutes); the compactor's next run finds all its offsets
+/// in the table and releases it, so nothing waits and the stall metric is 0. A copy that
+/// did reach the queue is dropped by the committer as already committed.
+#[tokio::test]
+async fn on_aws_a_task_held_again_after_its_commit_is_released_by_the_compactor() {
+    use floe_aws::lambda::handle_committer_event;
+    use floe_core::maintenance::stall::Waiting;
+
+    use crate::committer::{SEGMENTS, payments};
+
+    let aws = crate::committer::setup("heldagain").await;
+    let (topic, _, _) = payments();
+    let (materializer, committer, locks) = (aws.materializer().await, aws.committer(), aws.registry());
+    let first = aws.materialize(&materializer, topic.path(), SEGMENTS[0]).await;
+    let (event, receipts) = aws.receive().await;
+    assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
+
+    let again = aws.materialize(&materializer, topic.path(), SEGMENTS[0]).await;
+    assert_eq!(again.task_id, first.task_id);
+    let held = locks.held_tasks(&aws.table()).await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    let range = first.offsets.unwrap();
+    let offsets = HeldOffsets { topic: first.topic.clone(), partition: 0, first: range.first, last: range.last };
+    assert_eq!(held[0].offsets.as_ref(), Some(&offsets));
+
+    let now = floe_core::lock::now_ms();
+    let run = aws.compactor().await.compactor.run(now, None).await;
+    assert_eq!(run.tables.iter().map(|t| t.released).sum::<usize>(), 1, "{:?}", run.tables);
+    assert_eq!(locks.held_tasks(&aws.table()).await.unwrap(), []);
+    let waiting = Waiting::read(&locks, now + 60 * 60 * 1000).await.unwrap();
+    assert_eq!(waiting.oldest_ms, [(aws.table(), 0)]);
+
+    let (event, receipts) = aws.receive().await;
+    if !event.records.is_empty() {
+        assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+        aws.delete(&receipts).await;
+    }
+    assert_eq!(aws.read().snapshots, 1, "nothing committed twice");
 }

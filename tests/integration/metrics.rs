@@ -214,6 +214,9 @@ async fn each_functions_emf_lines_follow_the_spec_and_count_a_known_run() {
         .fold(f64::MIN, f64::max);
     let (earliest, latest) = ((commit_window.0 - newest) as f64 / 1000.0, (commit_window.1 - newest) as f64 / 1000.0);
     assert!(lag >= earliest && lag <= latest, "lag {lag} s within [{earliest}, {latest}]");
+    // The processing delay: since the materializer made the tasks, whatever the records' age.
+    let delay = value(&committed, "ProcessingDelay", &per_table).expect("a processing delay");
+    assert!((0.0..600.0).contains(&delay), "{delay}");
     assert!(value(&committed, "OldestTaskAge", &[(FUNCTION, "committer")]).is_some_and(|age| age >= 0.0));
 
     // The compactor: all committed, nothing waits, nothing suspended.

@@ -153,7 +153,7 @@ async fn a_suspended_table_s_queued_segment_survives_the_sweep_and_commits_later
     let files: Vec<String> = task.data_files.iter().map(|f| f.path().to_string()).collect();
     assert!(!files.is_empty());
     let (_, locks) = open(warehouse.path());
-    let held = HeldTask { task_id: task.task_id.clone(), files: files.clone(), held_at_ms: wall() };
+    let held = HeldTask { task_id: task.task_id.clone(), files: files.clone(), held_at_ms: wall(), offsets: None };
     locks.hold_task(&orders(), &held).await.unwrap();
     let queue = InProcessQueue::default();
     queue.send(&Task::Data(Box::new(task.clone()))).await.unwrap();
@@ -248,4 +248,136 @@ async fn status_shows_a_table_whose_state_cannot_be_read() {
     copy(topic.path(), input.path(), SEGMENTS[1]);
     let report = floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::default()).await.unwrap();
     assert!(report.failed.iter().any(|f| f.contains(&state)), "{:?}", report.failed);
+}
+
+/// A queue that drops a task id it took before, as SQS FIFO drops one sent again within
+/// its five-minute deduplication window.
+#[derive(Default)]
+struct DedupQueue {
+    seen: std::sync::Mutex<HashSet<String>>,
+    inner: InProcessQueue,
+}
+
+#[async_trait::async_trait]
+impl TaskQueue for DedupQueue {
+    async fn send(&self, task: &Task) -> Result<(), floe_core::queue::QueueError> {
+        let first = self.seen.lock().unwrap().insert(task.task_id().to_string());
+        if first { self.inner.send(task).await } else { Ok(()) }
+    }
+}
+
+/// Issue 40 item 4: the same segment event delivered twice, the second after the commit.
+/// The materializer holds the task again (with the files of its new run) and sends it; the
+/// queue drops it as a duplicate, so no commit releases it. The next maintenance finds all
+/// its offsets in the table and releases it: the stall age is 0 again, and the second
+/// run's files, which no copy of the task can add any more, are swept past the grace
+/// period.
+#[tokio::test]
+async fn a_task_sent_again_after_its_commit_is_released_by_maintenance_and_its_files_swept() {
+    use floe_core::maintenance::holding::HoldingQueue;
+    use floe_core::maintenance::stall::Waiting;
+    const HOUR_MS: i64 = 60 * 60 * 1000;
+
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&support::root().join("examples/segments"), input.path(), ORDERS_0);
+    let committer = local_committer(warehouse.path());
+    let locks = std::sync::Arc::new(open(warehouse.path()).1);
+    let sqs = std::sync::Arc::new(DedupQueue::default());
+    let queue = HoldingQueue::new(sqs.clone(), locks.clone());
+    let paths = |task: &floe_core::task::CommitTask| -> Vec<String> {
+        task.data_files.iter().map(|f| f.path().to_string()).collect()
+    };
+
+    // The event: materialized, held, queued, committed and released.
+    let first = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_0).await;
+    queue.send(&Task::Data(Box::new(first.clone()))).await.unwrap();
+    let results = committer.commit_all(&sqs.inner.drain(), None).await.results;
+    assert_eq!(results, [(first.task_id.clone(), TaskResult::Committed)]);
+    assert_eq!(locks.held_tasks(&orders()).await.unwrap(), []);
+
+    // The same event again: the same task id, files of its own, held; the send dropped.
+    let again = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_0).await;
+    let files = paths(&again);
+    assert_eq!(again.task_id, first.task_id);
+    assert!(!files.is_empty() && files.iter().all(|f| exists(f) && !paths(&first).contains(f)), "{files:?}");
+    queue.send(&Task::Data(Box::new(again.clone()))).await.unwrap();
+    assert!(sqs.inner.is_empty(), "dropped as a duplicate");
+    let held = locks.held_tasks(&orders()).await.unwrap();
+    assert_eq!(held.iter().map(|t| &t.files).collect::<Vec<_>>(), [&files]);
+    let now = wall();
+    let waiting = Waiting::read(locks.as_ref(), now + HOUR_MS).await.unwrap();
+    assert!(waiting.oldest_ms.iter().any(|(t, age)| *t == orders() && *age >= HOUR_MS), "{waiting:?}");
+
+    // `floe local compact` past the grace period: released, nothing waits, the files swept.
+    let mut out = Vec::new();
+    let clock = floe_core::lock::Clock::Shifted { by_ms: 4 * DAY_MS };
+    floe_cli::compact::compact(warehouse.path(), FloeConfig::default(), clock, &mut out).await.unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("; 1 held task(s) already in the table released"), "{out}");
+    assert_eq!(locks.held_tasks(&orders()).await.unwrap(), []);
+    let waiting = Waiting::read(locks.as_ref(), now + 4 * DAY_MS).await.unwrap();
+    assert_eq!(waiting.oldest_ms, [(orders(), 0)]);
+    assert!(files.iter().all(|f| !exists(f)), "swept: {out}");
+
+    // Why that is safe: a copy of the task still to come is dropped as already committed.
+    let results = committer.commit_all(&[Task::Data(Box::new(again.clone()))], None).await.results;
+    assert_eq!(results, [(again.task_id.clone(), TaskResult::AlreadyCommitted)]);
+    let read = read_local(warehouse.path(), "kafka.orders");
+    assert_eq!((read.rows, read.duplicates), (100, 0));
+    assert_eq!(read.offsets["0"], (0..100).collect::<Vec<_>>());
+}
+
+/// Moves the pending parts of kafka.payments' table state `ms` into the past, as if
+/// they had been committed pending that long ago.
+fn backdate_pending(warehouse: &Path, ms: i64) {
+    let (state, _) = pending_files(warehouse);
+    let path = state.strip_prefix("file://").unwrap_or(&state).to_string();
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for entry in json["pending"].as_array_mut().unwrap() {
+        let since = entry["pending_since_ms"].as_i64().expect("marked when committed pending");
+        entry["pending_since_ms"] = (since - ms).into();
+    }
+    std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+}
+
+/// Issue 40 item 7: a transaction waiting for its marker longer than its topic's
+/// `transaction_timeout` (15 minutes) is shown by `floe local status`, readable and as
+/// JSON, with its producer and offsets, the table still `running`; once its marker comes,
+/// no more.
+#[tokio::test]
+async fn status_shows_a_transaction_hanging_past_its_timeout_until_its_marker_comes() {
+    use crate::committer::{SEGMENTS, assert_payments, payments};
+    let (topic, offsets, values) = payments();
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = async |segments: &[&str]| {
+        segments.iter().for_each(|s| copy(topic.path(), input.path(), s));
+        assert!(local_run(input.path(), warehouse.path()).await.failed.is_empty());
+    };
+    // Segment A ends inside producer 7's transaction: pending, within its timeout.
+    run(&SEGMENTS[..1]).await;
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    assert_eq!(shown[0].health.hanging_transactions, []);
+
+    // 16 minutes on, its marker still to come.
+    backdate_pending(warehouse.path(), 16 * 60 * 1000);
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let health = &shown[0].health;
+    assert_eq!(health.state, "running", "information, not a failure");
+    let hanging = &health.hanging_transactions;
+    assert_eq!(hanging.len(), 1, "{health:?}");
+    let (first, last) = (hanging[0].first_offset, hanging[0].last_offset);
+    assert_eq!((hanging[0].topic.as_str(), hanging[0].partition, hanging[0].producer_id), ("payments", 0, 7));
+    assert!(first <= last && hanging[0].transaction_timeout_ms == 15 * 60 * 1000, "{hanging:?}");
+    let json = serde_json::to_value(&shown[0]).unwrap();
+    assert_eq!(json["hanging_transactions"][0]["producer_id"], 7, "{json}");
+    let readable = floe_cli::health::render(&[(shown[0].table.as_str(), health)]);
+    let line =
+        format!("  hanging transaction: topic payments partition 0 producer 7 (epoch 0) offsets {first}-{last}, ");
+    assert!(readable.contains(&line), "{readable}");
+
+    // Its marker comes (segments B and C): committed, hanging no more.
+    run(&SEGMENTS[1..]).await;
+    let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
+    assert_eq!(shown[0].health.hanging_transactions, [], "{:?}", shown[0].health);
+    assert_payments(&read_local(warehouse.path(), "kafka.payments"), &offsets, &values);
 }

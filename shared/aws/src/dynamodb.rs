@@ -9,7 +9,9 @@
 //!                                            orphans_removed, last_sweep_ms)
 //!  table = "held#kafka.orders#0#<task id>"   a held task: held_table = "kafka.orders",
 //!  table = "held#kafka.orders#1#<task id>"   task_id, held_at_ms, files (≤ 300 KB of
-//!                                            paths an item; chunk 0 says how many)
+//!                                            paths an item; chunk 0 says how many),
+//!                                            a CommitTask's offsets (topic, partition,
+//!                                            first, last) in each
 //!  index HELD_INDEX (held_table): sparse — only held tasks — so held_tasks(table) is a Query
 //! ```
 //!
@@ -30,8 +32,8 @@ use aws_sdk_dynamodb::types::{
 use crate::retry::sdk_error_retryable;
 use floe_core::lock::{Holder, Lease, LockError, TableLocks, now_ms};
 use floe_core::maintenance::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
-    TableRegistry,
+    Activity, CompactionRecord, Failure, HeldOffsets, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt,
+    RegisteredTable, TableRegistry,
 };
 use floe_core::retry::RetryPolicy;
 use floe_core::table::TableName;
@@ -295,7 +297,36 @@ fn held_item(table: &TableName, task: &HeldTask, chunk: usize, chunks: usize, fi
     if chunk == 0 {
         item.insert("chunks".to_string(), n(chunks));
     }
+    if let Some(o) = &task.offsets {
+        item.insert("offsets".to_string(), offsets_value(o));
+    }
     item
+}
+
+/// A held CommitTask's offsets, as the `offsets` attribute of its items.
+fn offsets_value(o: &HeldOffsets) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("topic".to_string(), s(&o.topic)),
+        ("partition".to_string(), n(o.partition)),
+        ("first".to_string(), n(o.first)),
+        ("last".to_string(), n(o.last)),
+    ]))
+}
+
+/// The `offsets` attribute of a held item, when it has one (holds made before it: none).
+fn held_offsets(item: &Item) -> Result<Option<HeldOffsets>, LockError> {
+    let Some(AttributeValue::M(m)) = item.get("offsets") else { return Ok(None) };
+    let field = |key: &str| number::<i64>(m, key)?.ok_or_else(|| malformed_offsets(key));
+    Ok(Some(HeldOffsets {
+        topic: text(m, "topic").ok_or_else(|| malformed_offsets("topic"))?.to_string(),
+        partition: i32::try_from(field("partition")?).map_err(|_| malformed_offsets("partition"))?,
+        first: field("first")?,
+        last: field("last")?,
+    }))
+}
+
+fn malformed_offsets(key: &str) -> LockError {
+    LockError::Store { detail: format!("a held task's offsets lack {key}"), retryable: false }
 }
 
 fn compaction_value(record: &CompactionRecord) -> AttributeValue {
@@ -571,8 +602,8 @@ impl TableRegistry for DynamoDbLocks {
             .expression_attribute_values(":t", s(&table.to_string()))
             .into_paginator()
             .send();
-        // task id → (held at, files by chunk)
-        let mut tasks: BTreeMap<String, (i64, BTreeMap<usize, Vec<String>>)> = BTreeMap::new();
+        // task id → (held at, files by chunk, offsets)
+        let mut tasks: BTreeMap<String, (i64, BTreeMap<usize, Vec<String>>, Option<HeldOffsets>)> = BTreeMap::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| store("listing held tasks", e))?;
             for item in page.items() {
@@ -582,18 +613,22 @@ impl TableRegistry for DynamoDbLocks {
                     _ => Vec::new(),
                 };
                 let held_at_ms = number(item, "held_at_ms")?.unwrap_or_default();
-                let task = tasks.entry(task_id.to_string()).or_insert((held_at_ms, BTreeMap::new()));
+                let task = tasks.entry(task_id.to_string()).or_insert((held_at_ms, BTreeMap::new(), None));
                 // The latest hold: chunks added by a later hold carry its time.
                 task.0 = task.0.max(held_at_ms);
                 task.1.insert(number(item, "chunk")?.unwrap_or_default(), files);
+                // Every hold of a task id names the same offsets; older holds name none.
+                if task.2.is_none() {
+                    task.2 = held_offsets(item)?;
+                }
             }
         }
         Ok(tasks
             .into_iter()
-            .map(|(task_id, (held_at_ms, chunks))| {
+            .map(|(task_id, (held_at_ms, chunks, offsets))| {
                 let mut seen = std::collections::HashSet::new();
                 let files = chunks.into_values().flatten().filter(|f| seen.insert(f.clone())).collect();
-                HeldTask { task_id, held_at_ms, files }
+                HeldTask { task_id, held_at_ms, files, offsets }
             })
             .collect())
     }

@@ -152,6 +152,14 @@ pub const FRESHNESS_LAG: Metric = metric(
     &[TABLE],
     "commit time minus the newest committed record's timestamp",
 );
+pub const PROCESSING_DELAY: Metric = metric(
+    "ProcessingDelay",
+    Unit::Seconds,
+    Max,
+    "committer",
+    &[TABLE],
+    "commit time minus when the materializer made the committed segment's task: Floe's own delay, whatever the records' age (a backfill of history included)",
+);
 pub const OLDEST_TASK_AGE: Metric = metric(
     "OldestTaskAge",
     Unit::Seconds,
@@ -207,6 +215,7 @@ pub const ALL: &[Metric] = &[
     COMMIT_CONFLICTS,
     COMMIT_FAILURES,
     FRESHNESS_LAG,
+    PROCESSING_DELAY,
     OLDEST_TASK_AGE,
     SNAPSHOTS_EXPIRED,
     COMPACTION_BYTES_IN,

@@ -612,9 +612,13 @@ impl Committer {
     ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
         let loaded = self.load_or_create(table, &tasks[0].schema).await?;
         let record = self.record(&loaded).await?;
-        let plan = plan_append(&record, tasks)?;
+        let mut plan = plan_append(&record, tasks)?;
         if !plan.commits() {
             return Ok((plan.results, None));
+        }
+        if let Some(state) = &mut plan.state {
+            // For status: how long each part has waited for its marker (wall clock).
+            state.mark_pending_since(crate::lock::now_ms());
         }
         let mut change = self.apply(&loaded, &plan, lease).await?;
         if let Some(newest) = newest_committed(tasks, &plan.results) {
@@ -682,22 +686,35 @@ impl Committer {
     }
 }
 
-/// The metrics of an append committed at `at_ms`: its rows, and the freshness lag of the
+/// The metrics of an append committed at `at_ms`: its rows, the freshness lag of the
 /// newest record of the tasks it committed (tasks from before timestamps were carried
-/// give none).
+/// give none), and the processing delay of the oldest of those tasks (since the
+/// materializer made it: a backfill of old records is not delayed).
 fn record_commit(table: &TableName, tasks: &[&CommitTask], results: &[(String, TaskResult)], records: u64, at_ms: i64) {
     let key = table.to_string();
+    let seconds = |since: i64| (at_ms - since).max(0) as f64 / 1000.0;
     metrics::record_table(&metrics::RECORDS_COMMITTED, &key, records as f64);
     if let Some(newest) = newest_committed(tasks, results) {
-        metrics::record_table(&metrics::FRESHNESS_LAG, &key, (at_ms - newest).max(0) as f64 / 1000.0);
+        metrics::record_table(&metrics::FRESHNESS_LAG, &key, seconds(newest));
     }
+    if let Some(oldest) = committed(tasks, results).map(|t| t.created_at_ms).filter(|&at| at > 0).min() {
+        metrics::record_table(&metrics::PROCESSING_DELAY, &key, seconds(oldest));
+    }
+}
+
+/// The tasks `results` says were committed.
+fn committed<'a>(
+    tasks: &'a [&'a CommitTask],
+    results: &'a [(String, TaskResult)],
+) -> impl Iterator<Item = &'a CommitTask> + 'a {
+    let is_committed = |t: &&&CommitTask| results.iter().any(|(id, r)| *id == t.task_id && *r == TaskResult::Committed);
+    tasks.iter().filter(is_committed).copied()
 }
 
 /// The newest record timestamp of the tasks `results` says were committed (tasks from
 /// before timestamps were carried give none).
 fn newest_committed(tasks: &[&CommitTask], results: &[(String, TaskResult)]) -> Option<i64> {
-    let committed = |t: &&&CommitTask| results.iter().any(|(id, r)| *id == t.task_id && *r == TaskResult::Committed);
-    tasks.iter().filter(committed).filter_map(|t| t.max_timestamp).max()
+    committed(tasks, results).filter_map(|t| t.max_timestamp).max()
 }
 
 /// Where and how a table records files: its partition spec and data directory.
@@ -776,4 +793,34 @@ fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     let span = task.offsets.and_then(|r| u64::try_from(r.last.checked_sub(r.first)?.checked_add(1)?).ok());
     dlq.without_rows = span.and_then(|span| span.checked_sub(dlq.record_count));
     Some(dlq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Recorder, scope};
+
+    #[tokio::test]
+    async fn a_backfill_of_old_records_is_late_but_not_delayed() {
+        const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+        let at_ms = 100 * DAY_MS;
+        let file = crate::task::TaskFile {
+            first_offset: 0,
+            last_offset: 0,
+            record_count: 1,
+            data_file: serde_json::json!({"file_path": "/w/a.parquet"}),
+        };
+        let mut old = crate::task::tests::task(&crate::partition::tests::schema(), None, file);
+        // Records 30 days old, their segment materialized 2 s before the commit.
+        (old.max_timestamp, old.created_at_ms) = (Some(at_ms - 30 * DAY_MS), at_ms - 2_000);
+        let mut dropped = old.clone();
+        (dropped.task_id, dropped.created_at_ms) = ("t2".into(), at_ms - DAY_MS);
+        let results = [("t1".to_string(), TaskResult::Committed), ("t2".to_string(), TaskResult::AlreadyCommitted)];
+        let table = old.table.clone();
+        let recorder = Recorder::new();
+        scope(recorder.clone(), async { record_commit(&table, &[&old, &dropped], &results, 1, at_ms) }).await;
+        let of = |metric| recorder.value(metric, &[(metrics::TABLE, "kafka.orders")]);
+        assert_eq!(of(&metrics::FRESHNESS_LAG), Some(30.0 * 86_400.0));
+        assert_eq!(of(&metrics::PROCESSING_DELAY), Some(2.0), "the committed task's, from its materialization");
+    }
 }

@@ -240,6 +240,9 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 schema: task.schema.iceberg.clone(),
                 partition_spec: task.schema.partition_spec.clone(),
                 keep: (!whole).then_some(new),
+                // Marked by the commit that writes the state (plans read no clock).
+                pending_since_ms: None,
+                transaction_timeout_ms: task.transaction_timeout_ms,
             });
         }
         for marker in &task.transaction_markers {

@@ -24,6 +24,22 @@ pub struct HeldTask {
     pub task_id: String,
     pub files: Vec<String>,
     pub held_at_ms: i64,
+    /// The Kafka offsets a CommitTask brings to the table: once the table's committed
+    /// offsets hold all of them, the committer drops any copy of the task as already
+    /// committed, so maintenance ends the hold
+    /// ([`crate::maintenance::holding::release_committed`]). `None`: a CompactionTask,
+    /// a segment without batches, or a hold made before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offsets: Option<HeldOffsets>,
+}
+
+/// The offsets of a held CommitTask: `first..=last` of one topic-partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldOffsets {
+    pub topic: String,
+    pub partition: i32,
+    pub first: i64,
+    pub last: i64,
 }
 
 /// One compaction the committer applied.

@@ -29,11 +29,13 @@ CREATE TABLE IF NOT EXISTS floe_held_tasks (
     task_id TEXT NOT NULL,
     held_at_ms INTEGER NOT NULL,
     files TEXT NOT NULL,
+    offsets TEXT,
     PRIMARY KEY (table_name, task_id)
 )";
 
 /// Columns added since the first release, for stores made before them.
-const MIGRATIONS: [&str; 1] = ["ALTER TABLE floe_tables ADD COLUMN maintenance TEXT"];
+const MIGRATIONS: [&str; 2] =
+    ["ALTER TABLE floe_tables ADD COLUMN maintenance TEXT", "ALTER TABLE floe_held_tasks ADD COLUMN offsets TEXT"];
 
 #[derive(Clone)]
 pub struct SqliteLocks {
@@ -282,16 +284,16 @@ impl TableRegistry for SqliteLocks {
         let (table, task) = (table.to_string(), task.clone());
         self.run(move |c| {
             let tx = c.transaction()?;
-            let before: Option<String> = tx
+            let before: Option<(String, Option<String>)> = tx
                 .query_row(
-                    "SELECT files FROM floe_held_tasks WHERE table_name = ?1 AND task_id = ?2",
+                    "SELECT files, offsets FROM floe_held_tasks WHERE table_name = ?1 AND task_id = ?2",
                     params![table, task.task_id],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            let mut files: Vec<String> = match before {
-                Some(text) => serde_json::from_str(&text).map_err(json_error)?,
-                None => Vec::new(),
+            let (mut files, offsets_before): (Vec<String>, Option<String>) = match before {
+                Some((text, offsets)) => (serde_json::from_str(&text).map_err(json_error)?, offsets),
+                None => (Vec::new(), None),
             };
             for file in task.files {
                 if !files.contains(&file) {
@@ -299,9 +301,15 @@ impl TableRegistry for SqliteLocks {
                 }
             }
             let files = serde_json::to_string(&files).map_err(json_error)?;
+            // The same task id names the same offsets; a hold without them keeps the earlier's.
+            let offsets = match &task.offsets {
+                Some(o) => Some(serde_json::to_string(o).map_err(json_error)?),
+                None => offsets_before,
+            };
             tx.execute(
-                "INSERT OR REPLACE INTO floe_held_tasks (table_name, task_id, held_at_ms, files) VALUES (?1, ?2, ?3, ?4)",
-                params![table, task.task_id, task.held_at_ms, files],
+                "INSERT OR REPLACE INTO floe_held_tasks (table_name, task_id, held_at_ms, files, offsets)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![table, task.task_id, task.held_at_ms, files, offsets],
             )?;
             tx.commit()
         })
@@ -324,16 +332,20 @@ impl TableRegistry for SqliteLocks {
         let table = table.to_string();
         self.run(move |c| {
             let mut stmt = c.prepare(
-                "SELECT task_id, held_at_ms, files FROM floe_held_tasks WHERE table_name = ?1 ORDER BY task_id",
+                "SELECT task_id, held_at_ms, files, offsets FROM floe_held_tasks WHERE table_name = ?1
+                 ORDER BY task_id",
             )?;
+            fn json<T: serde::de::DeserializeOwned>(i: usize, text: &str) -> rusqlite::Result<T> {
+                serde_json::from_str(text)
+                    .map_err(|e| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e)))
+            }
             let rows = stmt.query_map(params![table], |r| {
-                let files: String = r.get(2)?;
+                let (files, offsets): (String, Option<String>) = (r.get(2)?, r.get(3)?);
                 Ok(HeldTask {
                     task_id: r.get(0)?,
                     held_at_ms: r.get(1)?,
-                    files: serde_json::from_str(&files).map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e))
-                    })?,
+                    files: json(2, &files)?,
+                    offsets: offsets.map(|o| json(3, &o)).transpose()?,
                 })
             })?;
             rows.collect()
@@ -389,6 +401,7 @@ fn read_status(c: &Connection, table: &str) -> rusqlite::Result<MaintenanceStatu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::registry::HeldOffsets;
 
     fn locks() -> SqliteLocks {
         SqliteLocks::new(Arc::new(Mutex::new(Connection::open_in_memory().unwrap()))).unwrap()
@@ -430,6 +443,7 @@ mod tests {
             task_id: id.into(),
             files: files.iter().map(|f| f.to_string()).collect(),
             held_at_ms: 7,
+            offsets: None,
         };
         locks.hold_task(&t, &task("1", &["/a"])).await.unwrap();
         locks.hold_task(&t, &task("2", &["/b", "/c"])).await.unwrap();
@@ -444,6 +458,12 @@ mod tests {
         locks.release_tasks(&never_leased, &["3".into()]).await.unwrap();
         locks.release_tasks(&t, &["2".into(), "unknown".into()]).await.unwrap();
         assert_eq!(locks.held_tasks(&t).await.unwrap(), [task("1", &["/a", "/a2"])]);
+        // A CommitTask's offsets are kept with its hold, and by a later hold of it without them.
+        let offsets = Some(HeldOffsets { topic: "t".into(), partition: 2, first: 10, last: 19 });
+        locks.hold_task(&t, &HeldTask { offsets: offsets.clone(), ..task("4", &["/e"]) }).await.unwrap();
+        locks.hold_task(&t, &task("4", &["/e2"])).await.unwrap();
+        assert_eq!(locks.held_tasks(&t).await.unwrap()[1], HeldTask { offsets, ..task("4", &["/e", "/e2"]) });
+        locks.release_tasks(&t, &["4".into()]).await.unwrap();
 
         assert_eq!(locks.status(&t).await.unwrap(), MaintenanceStatus::default());
         let compaction = CompactionRecord { at_ms: 5, files_in: 10, bytes_in: 100, files_out: 1, bytes_out: 90 };
@@ -475,14 +495,26 @@ mod tests {
         connection
             .execute_batch(
                 "CREATE TABLE floe_tables (table_name TEXT PRIMARY KEY, owner TEXT,
-                 expires_at_ms INTEGER NOT NULL DEFAULT 0, fencing INTEGER NOT NULL DEFAULT 0, suspended_reason TEXT)",
+                 expires_at_ms INTEGER NOT NULL DEFAULT 0, fencing INTEGER NOT NULL DEFAULT 0, suspended_reason TEXT);
+                 CREATE TABLE floe_held_tasks (table_name TEXT NOT NULL, task_id TEXT NOT NULL,
+                 held_at_ms INTEGER NOT NULL, files TEXT NOT NULL, PRIMARY KEY (table_name, task_id));
+                 INSERT INTO floe_held_tasks VALUES ('kafka.t', 'old', 1, '[\"/a\"]')",
             )
             .unwrap();
         let connection = Arc::new(Mutex::new(connection));
         SqliteLocks::new(connection.clone()).unwrap();
-        SqliteLocks::new(connection.clone()).expect("opened twice");
-        let c = connection.lock().unwrap();
-        c.execute("UPDATE floe_tables SET maintenance = NULL", []).expect("the column exists");
+        let locks = SqliteLocks::new(connection.clone()).expect("opened twice");
+        {
+            let c = connection.lock().unwrap();
+            c.execute("UPDATE floe_tables SET maintenance = NULL", []).expect("the column exists");
+        }
+        // A hold made before offsets were recorded: read without them.
+        let held = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(locks.held_tasks(&TableName::parse("kafka.t").unwrap()))
+            .unwrap();
+        assert_eq!(held, [HeldTask { task_id: "old".into(), files: vec!["/a".into()], held_at_ms: 1, offsets: None }]);
     }
 
     #[tokio::test]

@@ -6,6 +6,8 @@
 //!  registry.tables() ─▶ for each table, while the deadline allows:
 //!    suspended ─▶ skipped (its tasks wait in the queue; nothing of it is touched)
 //!    load ─▶ its topic (from the committed offsets) ─▶ config: compaction policy, grace
+//!    held CommitTasks whose offsets the table holds ─▶ released (holding::release_committed;
+//!       also when the catalog does the compaction and the sweep)
 //!    bins (table::compaction::bins: planned at now_ms, one per group) ─▶ for each bin:
 //!       task queued less than an hour ago (held, same id) ─▶ left alone
 //!       rewrite ─▶ hold its outputs (registry; a copy queued earlier and not done keeps
@@ -28,7 +30,7 @@ use std::time::Instant;
 
 use iceberg::io::FileIO;
 
-use super::holding::hold;
+use super::holding::{hold, release_committed};
 use super::rewrite::rewrite_bin;
 use super::sweep::{Sweep, SweepReport};
 use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
@@ -78,6 +80,12 @@ pub struct TableRun {
     pub bytes_out: u64,
     /// Bins left alone because their task was queued a moment ago and is not done yet.
     pub already_queued: usize,
+    /// Data files left out of compaction because another engine's delete file may apply
+    /// to them (rewritten, their deleted rows would come back).
+    pub with_deletes: usize,
+    /// Held CommitTasks released because the table holds all their offsets (a copy sent
+    /// again after the commit, which SQS dropped as a duplicate).
+    pub released: usize,
     pub sweep: SweepReport,
     /// Why the table was skipped (suspended, not created yet, the deadline), when it was.
     pub skipped: Option<String>,
@@ -91,7 +99,8 @@ pub struct RunReport {
 }
 
 impl Compactor {
-    /// Compacts and sweeps every registered table not suspended, on the clock `now_ms`;
+    /// Releases the held tasks each registered table not suspended already holds, then
+    /// compacts and sweeps it (each when Floe does), on the clock `now_ms`;
     /// tables not started by `deadline` are left for the next run. One table's failure
     /// is reported and the others go on.
     pub async fn run(&self, now_ms: i64, deadline: Option<Instant>) -> RunReport {
@@ -99,10 +108,6 @@ impl Compactor {
         let own = self.config.own_maintenance();
         if let Some(left_out) = own.left_out() {
             tracing::info!(reason = %left_out, "maintenance left to the catalog");
-        }
-        let sweeps = own.orphan_sweep && self.sweep;
-        if !(own.compaction || sweeps) {
-            return report;
         }
         let tables = match self.registry.tables().await {
             Ok(tables) => tables,
@@ -140,8 +145,9 @@ impl Compactor {
         crate::guard::guarded(work).await.unwrap_or_else(panicked)
     }
 
-    /// Compacts `table`, then sweeps it (when on): the sweep runs even when the
-    /// compaction failed, so a table that cannot be compacted is still cleaned.
+    /// Releases the held tasks the table already holds, compacts it, then sweeps it
+    /// (each when on): the sweep runs even when the compaction failed, so a table that
+    /// cannot be compacted is still cleaned.
     async fn table(
         &self,
         table: &TableName,
@@ -157,6 +163,7 @@ impl Compactor {
             run.skipped = Some("not in the catalog yet".into());
             return Ok(());
         };
+        run.released = self.release_committed(&loaded).await;
         let own = self.config.own_maintenance();
         let compacted = match own.compaction {
             true => {
@@ -208,6 +215,24 @@ impl Compactor {
         }
     }
 
+    /// Releases the table's held CommitTasks whose offsets it holds (see
+    /// [`release_committed`]); how many. Best effort: a failure is logged, and the tasks
+    /// stay held (their files kept) until the next run.
+    async fn release_committed(&self, loaded: &LoadedTable) -> usize {
+        let released = match committed_offsets(&loaded.name, &loaded.metadata) {
+            Ok(committed) => release_committed(self.registry.as_ref(), &loaded.name, &committed).await,
+            Err(e) => {
+                tracing::warn!(table = %loaded.name, error = %e, "reading the committed offsets failed: holds kept");
+                return 0;
+            }
+        };
+        released.map(|ids| ids.len()).unwrap_or_else(|e| {
+            tracing::warn!(table = %loaded.name, error = %e, retryable = e.retryable(),
+                "releasing held tasks already in the table failed: they stay held until the next run");
+            0
+        })
+    }
+
     /// The configuration of the topic the table holds (named by its committed offsets),
     /// `None` for a table without offsets or whose topic is no longer configured.
     fn topic_config(&self, loaded: &LoadedTable) -> Result<Option<TopicConfig>, MaintenanceError> {
@@ -227,7 +252,9 @@ impl Compactor {
     ) -> Result<(), MaintenanceError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
         let iceberg = TableError::iceberg(table);
-        let bins = bins(&self.file_io, metadata, policy, now_ms).await.map_err(&iceberg)?;
+        let planned = bins(&self.file_io, metadata, policy, now_ms).await.map_err(&iceberg)?;
+        run.with_deletes = planned.with_deletes;
+        let bins = planned.bins;
         if bins.is_empty() {
             return Ok(());
         }

@@ -17,6 +17,10 @@
 //! Whatever the state, warnings: the table's last commit stamped more than
 //! [`CLOCK_AHEAD_WARN_MS`] ahead of this host's clock (a host whose clock was ahead
 //! committed; commits go on, each stamped after the last).
+//!
+//! Besides the state, information that changes nothing: transactions hanging, waiting
+//! for their marker longer than `transaction_timeout` ([`crate::table::state::TableState::hanging`]: read from
+//! the table state by the caller, which loads it).
 
 use std::collections::BTreeMap;
 
@@ -26,6 +30,7 @@ use serde::Serialize;
 use super::{Activity, Failure, MaintenanceStatus, RecordAt};
 use crate::lock::Holder;
 use crate::table::snapshot::latest_timestamp_ms;
+use crate::table::state::HangingTransaction;
 use crate::table::{MAX_TIMESTAMP_KEY, TableError, TableName, committed_offsets};
 
 /// What a table is doing, in order of precedence.
@@ -72,6 +77,9 @@ pub struct TableFacts {
     /// How far (ms) the table's latest time (last update, snapshot and metadata logs) is
     /// ahead of this host's clock, when more than [`CLOCK_AHEAD_WARN_MS`].
     pub clock_ahead_ms: Option<i64>,
+    /// Transactions waiting for their marker longer than `transaction_timeout` (filled
+    /// from the table state: [`crate::table::state::TableState::hanging`]).
+    pub hanging: Vec<HangingTransaction>,
 }
 
 /// A table's latest time ahead of this host's clock by more than this is warned about.
@@ -100,6 +108,7 @@ impl TableFacts {
             files: count("total-data-files"),
             bytes: count("total-files-size"),
             clock_ahead_ms,
+            hanging: Vec::new(),
         })
     }
 }
@@ -245,6 +254,7 @@ mod tests {
             files: Some(2),
             bytes: Some(2048),
             clock_ahead_ms: None,
+            hanging: Vec::new(),
         }
     }
 

@@ -13,15 +13,26 @@
 //! under its table (its data files, its open transactions' files) and under its
 //! dead-letter table (its dead-letter files); a CompactionTask under its table (the
 //! files it adds). The committer releases a task from the same tables.
+//!
+//! A hold the committer never releases: the materializer holds a task again and sends it
+//! after the committer released it (the same event delivered twice, a backfill handing a
+//! segment whose live task just committed), and SQS drops the send as a duplicate (the
+//! same task id within five minutes). A CommitTask's hold records its offsets, and
+//! maintenance ends it once the table holds them all ([`release_committed`]): any copy
+//! of the task still to come is then dropped as already committed, so none of its files
+//! can become part of the table. (A dead-letter table holds the same offsets for the
+//! tasks it took dead letters from.) A CompactionTask's hold has no offsets and ends with
+//! its task only.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{HeldTask, TableRegistry};
+use super::{HeldOffsets, HeldTask, TableRegistry};
 use crate::lock::LockError;
 use crate::queue::{QueueError, TaskQueue};
+use crate::table::offsets::CommittedOffsets;
 use crate::task::{TableName, Task};
 
 /// The files `task` names, per table they belong to; tables it names no file of are left
@@ -48,14 +59,48 @@ pub fn held_files(task: &Task) -> BTreeMap<TableName, Vec<String>> {
     held
 }
 
+/// The offsets a CommitTask brings to each table it is held under (its dead-letter table
+/// records the same ones); `None` for other tasks and a segment without batches.
+fn held_offsets(task: &Task) -> Option<HeldOffsets> {
+    let Task::Data(t) = task else { return None };
+    let range = t.offsets?;
+    Some(HeldOffsets { topic: t.topic.clone(), partition: t.partition, first: range.first, last: range.last })
+}
+
 /// Holds `task`'s files (see [`held_files`]) at `now_ms`.
 pub async fn hold(registry: &dyn TableRegistry, task: &Task, now_ms: i64) -> Result<(), LockError> {
+    let offsets = held_offsets(task);
     for (table, files) in held_files(task) {
-        let held = HeldTask { task_id: task.task_id().to_string(), files, held_at_ms: now_ms };
+        let held =
+            HeldTask { task_id: task.task_id().to_string(), files, held_at_ms: now_ms, offsets: offsets.clone() };
         registry.hold_task(&table, &held).await?;
         tracing::debug!(table = %table, task_id = %held.task_id, files = held.files.len(), "task files held");
     }
     Ok(())
+}
+
+/// Ends the holds of `table`'s CommitTasks whose offsets `committed` (the table's
+/// committed offsets) holds all of: the committer drops any copy of such a task as
+/// already committed. Returns the ids released.
+pub async fn release_committed(
+    registry: &dyn TableRegistry,
+    table: &TableName,
+    committed: &CommittedOffsets,
+) -> Result<Vec<String>, LockError> {
+    let covered = |o: &HeldOffsets| committed.get(&o.topic, o.partition).is_some_and(|s| s.covers(o.first, o.last));
+    let ids: Vec<String> = registry
+        .held_tasks(table)
+        .await?
+        .into_iter()
+        .filter(|t| t.offsets.as_ref().is_some_and(covered))
+        .map(|t| t.task_id)
+        .collect();
+    if !ids.is_empty() {
+        registry.release_tasks(table, &ids).await?;
+        tracing::info!(table = %table, tasks = ids.len(), task_ids = ?ids,
+            "held tasks whose offsets the table holds released (a copy sent again after its commit)");
+    }
+    Ok(ids)
 }
 
 /// A queue that holds each task's files in the registry before sending it on: what the
@@ -187,6 +232,36 @@ pub(crate) mod tests {
         // A suspension names no file: nothing held, still sent.
         let suspend = Task::Suspend(Box::new(crate::task::SuspendTask::new(table("x"), "x", 0, 1, "f", "bad")));
         assert!(held_files(&suspend).is_empty());
+    }
+
+    #[tokio::test]
+    async fn holds_of_commit_tasks_whose_offsets_the_table_holds_are_released_others_kept() {
+        let registry = MemoryRegistry::default();
+        // The CommitTask holds its offsets (0..=9 of orders-0) under both its tables.
+        hold(&registry, &data_task(), 1).await.unwrap();
+        let held = registry.held_tasks(&table("orders")).await.unwrap();
+        let offsets = HeldOffsets { topic: "orders".into(), partition: 0, first: 0, last: 9 };
+        assert_eq!(held[0].offsets.as_ref(), Some(&offsets));
+        let compaction =
+            HeldTask { task_id: "compaction-1".into(), files: vec!["/c".into()], held_at_ms: 1, offsets: None };
+        registry.hold_task(&table("orders"), &compaction).await.unwrap();
+
+        let committed = |ranges: &[(&str, i32, i64, i64)]| {
+            let mut c = CommittedOffsets::default();
+            ranges.iter().for_each(|&(t, p, a, b)| c.insert(t, p, a, b));
+            c
+        };
+        // Part of its offsets, or another partition's: kept.
+        for partial in [committed(&[("orders", 0, 0, 8)]), committed(&[("orders", 1, 0, 99)])] {
+            assert!(release_committed(&registry, &table("orders"), &partial).await.unwrap().is_empty());
+        }
+        // All of them: released; the compaction's hold (no offsets) kept.
+        let all = committed(&[("orders", 0, 0, 99)]);
+        assert_eq!(release_committed(&registry, &table("orders"), &all).await.unwrap(), ["t1"]);
+        assert_eq!(registry.held_tasks(&table("orders")).await.unwrap(), [compaction]);
+        // The dead-letter table's hold goes by that table's offsets.
+        assert_eq!(release_committed(&registry, &table("orders_dlq"), &all).await.unwrap(), ["t1"]);
+        assert!(registry.held_tasks(&table("orders_dlq")).await.unwrap().is_empty());
     }
 
     #[tokio::test]

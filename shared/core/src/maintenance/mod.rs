@@ -6,7 +6,8 @@
 //!    ─▶ tables(): every table Floe commits to, dead-letter tables included, suspended marked
 //!  hold_task(table, task + files) ── before a task is queued (materializer, compactor)
 //!  release_tasks(table, ids) ── once the committer is done with them (committed, already
-//!                              committed, rejected)
+//!                              committed, rejected), or once maintenance finds a held
+//!                              CommitTask's offsets all in the table (holding::release_committed)
 //!  held_tasks(table) ─▶ the files of tasks still queued: never deleted by the sweep, however old
 //!  record(table, event) ─▶ status(table): last compaction, snapshots expired, orphans removed,
 //!                          what is failing (commits, compaction, sweep) and why
@@ -33,8 +34,8 @@ use crate::table::TableError;
 
 pub use crate::config::DEFAULT_ORPHAN_GRACE_MS;
 pub use crate::lock::registry::{
-    Activity, CompactionRecord, Failure, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt, RegisteredTable,
-    TableRegistry,
+    Activity, CompactionRecord, Failure, HeldOffsets, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt,
+    RegisteredTable, TableRegistry,
 };
 
 /// Why maintenance of a table failed; the other tables go on.

@@ -68,7 +68,7 @@ pub async fn compact(
     now_ms: i64,
 ) -> iceberg::Result<Vec<CompactionTask>> {
     let mut tasks = Vec::new();
-    for bin in bins(file_io, metadata, policy, now_ms).await? {
+    for bin in bins(file_io, metadata, policy, now_ms).await?.bins {
         tasks.push(rewrite_bin(file_io, table, metadata, policy, &bin, now_ms).await?);
     }
     Ok(tasks)

@@ -73,7 +73,8 @@ mod tests {
     #[tokio::test]
     async fn a_table_the_committer_never_reached_waits_too() {
         let registry = crate::maintenance::holding::tests::MemoryRegistry::default();
-        let held = |id: &str, at| super::super::HeldTask { task_id: id.into(), files: vec![], held_at_ms: at };
+        let held =
+            |id: &str, at| super::super::HeldTask { task_id: id.into(), files: vec![], held_at_ms: at, offsets: None };
         registry.hold_task(&table("new"), &held("t1", 1_000)).await.unwrap();
         registry.hold_task(&table("new"), &held("t2", 5_000)).await.unwrap();
         let waiting = Waiting::read(&registry, 61_000).await.unwrap();

@@ -660,7 +660,10 @@ mod tests {
         // task waits in the queue for days.
         let queued = vec![t.write(2).await, t.write(3).await];
         let files = queued.iter().map(|f| f.file_path().to_string()).collect();
-        t.locks.hold_task(&t.name, &HeldTask { task_id: "segment-7".into(), files, held_at_ms: wall() }).await.unwrap();
+        t.locks
+            .hold_task(&t.name, &HeldTask { task_id: "segment-7".into(), files, held_at_ms: wall(), offsets: None })
+            .await
+            .unwrap();
         t.locks.set_suspended("kafka.t", Some("bad record")).await.unwrap();
         let weeks_later = wall() + 30 * DAY;
         let report = t.sweep(weeks_later).await;
@@ -688,7 +691,7 @@ mod tests {
             std::fs::write(&path, b"{}").unwrap();
             set_mtime(&path, if id == "young" { wall() } else { old });
         }
-        let held = HeldTask { task_id: "held".into(), files: Vec::new(), held_at_ms: old };
+        let held = HeldTask { task_id: "held".into(), files: Vec::new(), held_at_ms: old, offsets: None };
         t.locks.hold_task(&t.name, &held).await.unwrap();
 
         let sweep = t.sweep_of(Some(&store));
@@ -842,6 +845,8 @@ mod tests {
                 schema: schema(),
                 partition_spec: None,
                 keep: None,
+                pending_since_ms: None,
+                transaction_timeout_ms: None,
             }],
             ..TableState::default()
         };

@@ -614,6 +614,8 @@ mod tests {
             schema: iceberg::spec::Schema::builder().build().unwrap(),
             partition_spec: None,
             keep: None,
+            pending_since_ms: None,
+            transaction_timeout_ms: None,
         };
         let marker = TxnMarker { producer_id: 7, producer_epoch: 0, offset: 1090, commit: true, timestamp: None };
         let departed = Departed { topic: "t".into(), partition: 0, marker, below: Some(1050) };

@@ -290,25 +290,33 @@ pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String
     format!("compaction-{:016x}", twox_hash::XxHash64::oneshot(0, key.as_bytes()))
 }
 
+/// What [`bins`] planned.
+#[derive(Debug, Default)]
+pub struct Planned {
+    pub bins: Vec<Bin>,
+    /// Data files left out because another engine's delete file may apply to them.
+    pub with_deletes: usize,
+}
+
 /// What to compact in the table's current snapshot at `now_ms`: the bins of [`plan`],
 /// those of one group made one ([`per_group`]), of the data files no other engine's
-/// delete file may apply to ([`rewritable_files`]).
+/// delete file may apply to ([`rewritable_files`]); how many files that left out.
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
     policy: CompactionPolicy,
     now_ms: i64,
-) -> iceberg::Result<Vec<Bin>> {
+) -> iceberg::Result<Planned> {
     let schema = metadata.current_schema();
-    let (files, left_alone) = rewritable_files(file_io, metadata).await?;
-    if left_alone > 0 {
+    let (files, with_deletes) = rewritable_files(file_io, metadata).await?;
+    if with_deletes > 0 {
         tracing::info!(
             location = metadata.location(),
-            files = left_alone,
+            files = with_deletes,
             "data files with delete files of other engines left as they are"
         );
     }
-    Ok(per_group(plan(files, schema, policy, now_ms)))
+    Ok(Planned { bins: per_group(plan(files, schema, policy, now_ms)), with_deletes })
 }
 
 /// The emitted bins of each group as one bin, files in the order of the plan (by first

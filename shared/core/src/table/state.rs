@@ -110,6 +110,31 @@ pub struct PendingEntry {
     /// added, its files rewritten filtered. `None`: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep: Option<Vec<(i64, i64)>>,
+    /// When the committer committed the part pending (wall clock, ms; older state files:
+    /// the first commit that wrote the state again), for [`TableState::hanging`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_since_ms: Option<i64>,
+    /// The topic's transaction timeout when the part came (older state files: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction_timeout_ms: Option<u64>,
+}
+
+/// A transaction waiting for its marker longer than its topic's `transaction_timeout`,
+/// by the wall clock since its first part was committed pending. Information, not a
+/// failure: the segment with its marker may not be rolled yet (a quiet partition), or
+/// may never come (lost); status shows it until the marker comes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HangingTransaction {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The offsets of its pending parts: the lowest first and the highest last.
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// When its first part was committed pending (ms since the epoch).
+    pub pending_since_ms: i64,
+    pub transaction_timeout_ms: u64,
 }
 
 /// A marker whose transaction may still have parts to come.
@@ -223,6 +248,50 @@ fn run_holding(committed: &CommittedOffsets, topic: &str, partition: i32, offset
 impl TableState {
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.markers.is_empty() && self.anchors.is_empty() && self.departed.is_empty()
+    }
+
+    /// Marks the parts not yet marked as pending since `now_ms` (the commit writing them).
+    pub fn mark_pending_since(&mut self, now_ms: i64) {
+        for entry in self.pending.iter_mut().filter(|e| e.pending_since_ms.is_none()) {
+            entry.pending_since_ms = Some(now_ms);
+        }
+    }
+
+    /// The transactions (parts of one producer and epoch on one topic-partition) pending
+    /// longer than their `transaction_timeout` at `now_ms`; parts without a time (older
+    /// state files, until the next commit) are not judged.
+    pub fn hanging(&self, now_ms: i64) -> Vec<HangingTransaction> {
+        let mut hanging: Vec<HangingTransaction> = Vec::new();
+        for entry in &self.pending {
+            let Some(since) = entry.pending_since_ms else { continue };
+            let timeout = entry.transaction_timeout_ms.unwrap_or(DEFAULT_TRANSACTION_TIMEOUT_MS);
+            if now_ms.saturating_sub(since) <= i64::try_from(timeout).unwrap_or(i64::MAX) {
+                continue;
+            }
+            let t = &entry.transaction;
+            let same = |h: &&mut HangingTransaction| {
+                (h.topic.as_str(), h.partition, h.producer_id, h.producer_epoch)
+                    == (entry.topic.as_str(), entry.partition, t.producer_id, t.producer_epoch)
+            };
+            match hanging.iter_mut().find(same) {
+                Some(h) => {
+                    h.first_offset = h.first_offset.min(t.first_offset);
+                    h.last_offset = h.last_offset.max(t.last_offset);
+                    h.pending_since_ms = h.pending_since_ms.min(since);
+                }
+                None => hanging.push(HangingTransaction {
+                    topic: entry.topic.clone(),
+                    partition: entry.partition,
+                    producer_id: t.producer_id,
+                    producer_epoch: t.producer_epoch,
+                    first_offset: t.first_offset,
+                    last_offset: t.last_offset,
+                    pending_since_ms: since,
+                    transaction_timeout_ms: timeout,
+                }),
+            }
+        }
+        hanging
     }
 
     /// Reads the state a summary names (empty when it names none).
@@ -469,7 +538,41 @@ mod tests {
             schema: Schema::builder().build().unwrap(),
             partition_spec: None,
             keep: None,
+            pending_since_ms: None,
+            transaction_timeout_ms: None,
         }
+    }
+
+    #[test]
+    fn a_transaction_pending_past_its_timeout_by_the_wall_clock_is_hanging() {
+        let mut state = TableState::default();
+        state.pending.push(PendingEntry { pending_since_ms: Some(100 * MINUTE), ..pending(7, 3, 5) });
+        // A second part of producer 7's transaction, later; producer 8's, within its timeout.
+        state.pending.push(PendingEntry { pending_since_ms: Some(110 * MINUTE), ..pending(7, 10, 12) });
+        state.pending.push(PendingEntry {
+            pending_since_ms: Some(100 * MINUTE),
+            transaction_timeout_ms: Some(60 * MINUTE as u64),
+            ..pending(8, 6, 9)
+        });
+        // A part of an older state file, without a time: not judged until a commit marks it.
+        state.pending.push(pending(9, 13, 14));
+        assert_eq!(state.hanging(115 * MINUTE), [], "within the default 15 minutes");
+        let hanging = state.hanging(130 * MINUTE);
+        let expected = HangingTransaction {
+            topic: "t".into(),
+            partition: 0,
+            producer_id: 7,
+            producer_epoch: 0,
+            first_offset: 3,
+            last_offset: 12,
+            pending_since_ms: 100 * MINUTE,
+            transaction_timeout_ms: DEFAULT_TRANSACTION_TIMEOUT_MS,
+        };
+        assert_eq!(hanging, [expected]);
+        state.mark_pending_since(130 * MINUTE);
+        assert_eq!(state.pending[3].pending_since_ms, Some(130 * MINUTE));
+        assert_eq!(state.pending[0].pending_since_ms, Some(100 * MINUTE), "kept");
+        assert_eq!(state.hanging(200 * MINUTE).iter().map(|h| h.producer_id).collect::<Vec<_>>(), [7, 8, 9]);
     }
 
     fn marker(producer_id: i64, offset: i64, commit: bool) -> MarkerEntry {
