@@ -95,32 +95,18 @@ pub struct HealthView {
     pub hanging_transactions: Vec<HangingView>,
 }
 
-/// A transaction hanging, as status shows it.
+/// A transaction hanging, as status shows it: its fields, and since when in RFC 3339.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HangingView {
-    pub topic: String,
-    pub partition: i32,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub first_offset: i64,
-    pub last_offset: i64,
-    /// When its first part was committed pending (RFC 3339).
+    #[serde(flatten)]
+    pub transaction: HangingTransaction,
+    /// When its first part was committed pending.
     pub pending_since: String,
-    pub transaction_timeout_ms: u64,
 }
 
 impl From<&HangingTransaction> for HangingView {
     fn from(h: &HangingTransaction) -> Self {
-        HangingView {
-            topic: h.topic.clone(),
-            partition: h.partition,
-            producer_id: h.producer_id,
-            producer_epoch: h.producer_epoch,
-            first_offset: h.first_offset,
-            last_offset: h.last_offset,
-            pending_since: time(h.pending_since_ms),
-            transaction_timeout_ms: h.transaction_timeout_ms,
-        }
+        HangingView { transaction: h.clone(), pending_since: time(h.pending_since_ms) }
     }
 }
 
@@ -184,7 +170,8 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         for warning in &h.warnings {
             out += &format!("  warning: {warning}\n");
         }
-        for t in &h.hanging_transactions {
+        for view in &h.hanging_transactions {
+            let t = &view.transaction;
             out += &format!(
                 "  hanging transaction: topic {} partition {} producer {} (epoch {}) offsets {}-{}, pending since {}, \
                  longer than its transaction_timeout ({}s): its marker has not come (its segment may not be rolled yet)\n",
@@ -194,7 +181,7 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
                 t.producer_epoch,
                 t.first_offset,
                 t.last_offset,
-                t.pending_since,
+                view.pending_since,
                 t.transaction_timeout_ms / 1000
             );
         }

@@ -363,7 +363,7 @@ async fn status_shows_a_transaction_hanging_past_its_timeout_until_its_marker_co
     let shown = floe_cli::local::status(warehouse.path()).await.unwrap();
     let health = &shown[0].health;
     assert_eq!(health.state, "running", "information, not a failure");
-    let hanging = &health.hanging_transactions;
+    let hanging: Vec<_> = health.hanging_transactions.iter().map(|h| &h.transaction).collect();
     assert_eq!(hanging.len(), 1, "{health:?}");
     let (first, last) = (hanging[0].first_offset, hanging[0].last_offset);
     assert_eq!((hanging[0].topic.as_str(), hanging[0].partition, hanging[0].producer_id), ("payments", 0, 7));
