@@ -2,17 +2,23 @@
 //! local warehouse — Floe's runs (`floe local run`'s core, [`floe_cli::local::run_local_on`]),
 //! another engine (PyIceberg through its SqlCatalog on the same catalog.db), compaction
 //! and maintenance on a clock moved forward, runs killed and run again — and after every
-//! step the oracle: what PyIceberg reads from the table, its refs and its dead-letter
-//! table must equal the model ([`model`]), every file a retained snapshot references must
-//! exist, and `floe local status` must show no problem.
+//! step the oracle: what PyIceberg reads from the table (every column, and every `_kafka`
+//! field), its refs and its dead-letter table must equal the model ([`model`]), so must
+//! the offsets Floe committed (`floe.offsets.*`) and the verdict of `floe local audit`
+//! (where the model can tell it), every file a retained snapshot references must exist,
+//! and `floe local status` must show no problem.
+//!
+//! Each seed's topic has a `transaction_timeout` of its own (15 min, 1 h or 4 h: seed
+//! modulo 3, set per topic in floe.toml), and even seeds' topic has `LogAppendTime`.
 //!
 //! ```text
 //!  seed ─▶ Rng ─▶ ops::next(model) ─▶ Step ─▶ run (Floe in process, or a child killed
 //!                                             first; PyIceberg: lifecycle_engine.py)
-//!                                          ─▶ model updated ─▶ check (read, refs, files, status)
+//!                                          ─▶ model updated ─▶ check (read, offsets, audit,
+//!                                                              refs, files, status)
 //! ```
 //!
-//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 3) of `FLOE_LIFECYCLE_STEPS`
+//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 8) of `FLOE_LIFECYCLE_STEPS`
 //! steps (default 25). `FLOE_LIFECYCLE_SEED=n` runs seed n alone; `FLOE_LIFECYCLE_LOGS=1`
 //! prints a failing seed's Kafka logs; `FLOE_LIFECYCLE_GRACE=30d` sets `orphan_grace`
 //! (default 1h), keeping the sweep away. Families of operations are switched with
@@ -28,7 +34,7 @@
 mod model;
 mod ops;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use floe_core::config::FloeConfig;
@@ -39,6 +45,7 @@ use crate::support::JsonLines;
 use model::{BadRecords, Log, RowId, Rows, Table};
 use ops::{Rng, Scene, Step};
 
+const TOPIC: &str = "events";
 const TABLE: &str = "kafka.events";
 const DEAD_LETTERS: &str = "kafka.events_dlq";
 const MINUTE_MS: i64 = 60 * 1000;
@@ -71,7 +78,12 @@ impl Sequence {
         // Partition 1's log starts past 0, as after retention.
         let families = ops::families();
         let mut logs = vec![Log::new(0, 0), Log::new(1, 5000)];
-        logs.iter_mut().for_each(|l| l.long_values = families.contains("long"));
+        let timeout_ms = [15, 60, 240][seed as usize % 3] * MINUTE_MS;
+        for log in &mut logs {
+            log.long_values = families.contains("long");
+            log.log_append = seed.is_multiple_of(2);
+            log.timeout_ms = timeout_ms;
+        }
         Sequence {
             dir,
             warehouse,
@@ -264,13 +276,18 @@ impl Sequence {
     /// The floe.toml of step `i`.
     fn config(&self, i: usize, mode: BadRecords, target_mib: u64, window_min: u64) -> PathBuf {
         let path = self.dir.path().join(format!("floe-{i}.toml"));
-        let text = format!(
+        let mut text = format!(
             "[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"{}\"\n\
              compaction_target_size = \"{target_mib}MiB\"\ncompaction_window = \"{window_min}m\"\n\
              orphan_grace = \"{}\"\n",
             mode.name(),
             std::env::var("FLOE_LIFECYCLE_GRACE").unwrap_or_else(|_| "1h".into()),
         );
+        // The topic's transaction timeout: the default's (15 min) left unset.
+        let timeout_min = self.logs[0].timeout_ms / MINUTE_MS;
+        if timeout_min != 15 {
+            text.push_str(&format!("\n[[topics]]\ntopic = \"{TOPIC}\"\ntransaction_timeout = \"{timeout_min}m\"\n"));
+        }
         std::fs::write(&path, text).unwrap();
         path
     }
@@ -305,6 +322,11 @@ impl Sequence {
             return Err("the table does not exist".into());
         }
         compare("the table", &self.table.rows, &read)?;
+        let offsets: BTreeMap<String, String> = serde_json::from_value(read["offsets"].clone()).unwrap_or_default();
+        if offsets != self.table.offsets(TOPIC) {
+            return Err(format!("committed offsets: read {offsets:?}, expected {:?}", self.table.offsets(TOPIC)));
+        }
+        self.audit().await?;
         self.table.observe_snapshot(read["snapshot"].as_str().map(str::to_string));
         let refs: BTreeSet<String> =
             self.call("refs", json!({"table": TABLE}))?.as_object().unwrap().keys().cloned().collect();
@@ -334,6 +356,29 @@ impl Sequence {
             if t.problem.is_some() || t.suspended.is_some() {
                 return Err(format!("floe local status: {}: {:?} {:?}", t.table, t.problem, t.suspended));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Sequence {
+    /// `floe local audit`'s verdict, per Kafka partition and for the table, against the
+    /// model's where it can tell ([`Table::audit_expected`]).
+    async fn audit(&self) -> Result<(), String> {
+        let report = floe_cli::audit::local(&self.warehouse, TABLE).await.map_err(|e| format!("audit: {e:#}"))?;
+        let show = || serde_json::to_string(&report).unwrap_or_default();
+        for p in &report.partitions {
+            if self.table.audit_expected(p.partition).is_some_and(|want| want != p.exactly_once) {
+                return Err(format!(
+                    "audit: partition {} exactly once: {}, expected the opposite\n{}",
+                    p.partition,
+                    p.exactly_once,
+                    show()
+                ));
+            }
+        }
+        if self.table.audit_verdict().is_some_and(|want| want != report.exactly_once) {
+            return Err(format!("audit: exactly once: {}, expected the opposite\n{}", report.exactly_once, show()));
         }
         Ok(())
     }
