@@ -37,6 +37,8 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
                                         not exist
   refs       {"table"}                  {name: snapshot id}
   columns    {"table"}                  the top-level column names, in order
+  state      {"table"}                  the table state (`floe.state`) of the newest snapshot
+                                        Floe wrote, parsed; null when none
   files      {"table"}                  the files each retained snapshot references (manifest
                                         lists, manifests, data and delete files) that are missing
 """
@@ -194,6 +196,20 @@ class Engine:
 
     def refs(self, table):
         return {name: str(ref.snapshot_id) for name, ref in self.table(table).metadata.refs.items()}
+
+    def state(self, table):
+        t = self.table(table)
+        snapshot = t.current_snapshot()
+        while snapshot is not None:
+            summary = snapshot.summary.additional_properties if snapshot.summary else {}
+            if any(k.startswith("floe.") for k in summary):
+                location = summary.get("floe.state")
+                if location is None:
+                    return None
+                with open(location[len("file://"):] if location.startswith("file://") else location) as f:
+                    return json.load(f)
+            snapshot = t.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+        return None
 
     def files(self, table):
         t = self.table(table)

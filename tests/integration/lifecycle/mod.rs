@@ -33,6 +33,7 @@
 
 mod model;
 mod ops;
+mod scenarios;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -118,6 +119,17 @@ impl Sequence {
             self.steps.push(step.to_string());
             self.apply(&step, i).await.map_err(|e| format!("the step failed: {e}"))?;
             self.check().await?;
+        }
+        Ok(())
+    }
+
+    /// Runs hand-made `steps` (a scenario's), checking the oracle after each.
+    async fn play(&mut self, steps: Vec<Step>) -> Result<(), String> {
+        for (i, step) in steps.into_iter().enumerate() {
+            self.by_ms += MINUTE_MS;
+            self.steps.push(step.to_string());
+            self.apply(&step, i).await.map_err(|e| format!("step {i} ({step}) failed: {e}"))?;
+            self.check().await.map_err(|e| format!("after step {i} ({step}): {e}"))?;
         }
         Ok(())
     }
@@ -425,9 +437,16 @@ pub fn run_seed(seed: u64, steps: usize) {
 
 /// Runs seed `seed` on a thread of its own ([`STACK`]).
 fn try_seed(seed: u64, steps: usize) -> Result<(), String> {
-    let thread = std::thread::Builder::new().name(format!("lifecycle-{seed}")).stack_size(STACK).spawn(move || {
+    on_own_thread(format!("lifecycle-{seed}"), move || Box::pin(seed_on_runtime(seed, steps)))
+}
+
+type Job = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>>>>;
+
+/// Runs the future `job` makes on a thread of [`STACK`] bytes, with a runtime of its own.
+fn on_own_thread(name: String, job: impl FnOnce() -> Job + Send + 'static) -> Result<(), String> {
+    let thread = std::thread::Builder::new().name(name).stack_size(STACK).spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        runtime.block_on(Box::pin(seed_on_runtime(seed, steps)))
+        runtime.block_on(job())
     });
     match thread.expect("a lifecycle thread").join() {
         Ok(result) => result,

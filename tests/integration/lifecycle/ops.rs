@@ -279,9 +279,12 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
     let evolves = on("evolve") && !*evolved && scene.table.exists && rng.chance(15);
     *evolved |= evolves;
     for log in logs.iter_mut() {
-        for _ in 0..rng.range(1, 3) {
+        for _ in 0..rng.range(1, 4) {
             produce(rng, log, *evolved, &on);
-            log.cut();
+            // A segment rolls now and then: it may span hours of appends.
+            if rng.chance(50) {
+                log.cut();
+            }
         }
     }
     let mut segments = Vec::new();
@@ -316,18 +319,25 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
 /// Producers writing transactions to one partition, at most.
 const PRODUCERS: usize = 3;
 
-/// Appends records to `log`, minutes to hours of broker time after the last (a
-/// transaction open meanwhile past its timeout aborted then): plain ones (a bad one
-/// sometimes), transactions' (a producer's next one, its records, its end; a producer
-/// fenced by a new instance of it: its transaction aborted, its epoch bumped).
+/// Appends records to `log`, over minutes to hours of broker time (a transaction open
+/// meanwhile past its timeout aborted then): plain ones (a bad one sometimes),
+/// transactions' (a producer's next one, its records, its end; a producer fenced by a new
+/// instance of it: its transaction aborted, its epoch bumped).
 fn produce(rng: &mut Rng, log: &mut Log, evolved: bool, on: &dyn Fn(&str) -> bool) {
-    let minutes = (log.timeout_ms / MINUTE_MS / 3).max(2) as u64;
-    log.advance(rng.range(1, minutes) as i64 * MINUTE_MS + rng.range(0, 60_000) as i64);
+    let minutes = (log.timeout_ms / MINUTE_MS / 4).max(2) as u64;
+    let later = |rng: &mut Rng, log: &mut Log| {
+        log.advance(rng.range(0, minutes) as i64 * MINUTE_MS + rng.range(0, 60_000) as i64);
+    };
+    later(rng, log);
     let n = rng.range(3, 12) as usize;
     let bad_at = (on("bad") && rng.chance(15)).then(|| rng.range(0, n as u64) as usize);
     log.records(n, None, evolved, bad_at);
     if on("txn") {
         for pid in log.open_transactions() {
+            later(rng, log);
+            if !log.open_transactions().contains(&pid) {
+                continue; // its timeout passed meanwhile
+            }
             match rng.range(0, 7) {
                 0 | 1 => log.records(rng.range(1, 5) as usize, Some(pid), evolved, None),
                 2 | 3 => log.end(pid, !(on("abort") && rng.chance(30))),
@@ -335,7 +345,8 @@ fn produce(rng: &mut Rng, log: &mut Log, evolved: bool, on: &dyn Fn(&str) -> boo
                 _ => {}
             }
         }
-        if rng.chance(50) {
+        if rng.chance(60) {
+            later(rng, log);
             let idle = log.idle_producers();
             let fresh = idle.len() + log.open_transactions().len() < PRODUCERS && (idle.is_empty() || rng.chance(40));
             let pid = if fresh { Some(log.new_pid()) } else { (!idle.is_empty()).then(|| *rng.pick(&idle)) };
