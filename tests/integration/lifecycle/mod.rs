@@ -10,6 +10,8 @@
 //!
 //! Each seed's topic has a `transaction_timeout` of its own (15 min, 1 h or 4 h: seed
 //! modulo 3, set per topic in floe.toml), and even seeds' topic has `LogAppendTime`.
+//! Cases random sequences reach too seldom are written by hand in [`scenarios`], run by
+//! the same machinery and judged by the same oracle.
 //!
 //! ```text
 //!  seed ─▶ Rng ─▶ ops::next(model) ─▶ Step ─▶ run (Floe in process, or a child killed
