@@ -17,7 +17,8 @@
 //! `LogAppendTime` topic's batches carry the broker's time instead. A transaction lasts at
 //! most the topic's `transaction_timeout` τ: one still open τ after its first record is
 //! aborted by the coordinator at that time, with the producer's epoch bumped (its later
-//! records come in the new epoch), as a producer fenced by a new instance is. So every
+//! records come in the new epoch), as a producer fenced by a new instance is (an idle
+//! producer restarted gets a new epoch too, without a marker). So every
 //! marker comes within τ of its records, minutes to hours after them.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -149,6 +150,14 @@ impl Log {
     /// of the producer fenced it, or its timeout passed), bumping its epoch.
     pub fn fence(&mut self, pid: i64, time: i64) {
         self.marker(pid, false, time, true);
+    }
+
+    /// A new instance of idle producer `pid` starts: its epoch is bumped (its next records
+    /// come in the new epoch, after its last marker of the old one).
+    pub fn restart(&mut self, pid: i64) {
+        let p = self.producers.get_mut(&pid).expect("a producer");
+        assert!(p.open.is_none(), "an idle producer");
+        p.epoch += 1;
     }
 
     fn marker(&mut self, pid: i64, commit: bool, time: i64, bump: bool) {

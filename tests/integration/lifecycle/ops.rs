@@ -322,7 +322,8 @@ const PRODUCERS: usize = 3;
 /// Appends records to `log`, over minutes to hours of broker time (a transaction open
 /// meanwhile past its timeout aborted then): plain ones (a bad one sometimes),
 /// transactions' (a producer's next one, its records, its end; a producer fenced by a new
-/// instance of it: its transaction aborted, its epoch bumped).
+/// instance of it: its transaction aborted, its epoch bumped; an idle one restarted: its
+/// epoch bumped).
 fn produce(rng: &mut Rng, log: &mut Log, evolved: bool, on: &dyn Fn(&str) -> bool) {
     let minutes = (log.timeout_ms / MINUTE_MS / 4).max(2) as u64;
     let later = |rng: &mut Rng, log: &mut Log| {
@@ -351,6 +352,9 @@ fn produce(rng: &mut Rng, log: &mut Log, evolved: bool, on: &dyn Fn(&str) -> boo
             let fresh = idle.len() + log.open_transactions().len() < PRODUCERS && (idle.is_empty() || rng.chance(40));
             let pid = if fresh { Some(log.new_pid()) } else { (!idle.is_empty()).then(|| *rng.pick(&idle)) };
             if let Some(pid) = pid {
+                if !fresh && rng.chance(25) {
+                    log.restart(pid);
+                }
                 log.records(rng.range(1, 6) as usize, Some(pid), evolved, None);
             }
         }
