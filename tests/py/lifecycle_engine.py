@@ -8,10 +8,12 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
 {"ok": result} or {"error": "..."}. Requests:
 
   segment    {"path", "batches"}        writes a Kafka segment with kafka-python: batches
-                                        of records {"base", "records": [[ts, key, value]],
-                                        "pid"} (pid null: not transactional; value a string,
-                                        written as UTF-8) or a marker {"marker": offset,
-                                        "pid", "commit", "ts"}
+                                        of records {"base", "records": [[ts, key, value,
+                                        headers]], "pid", "epoch", "log_append"} (pid null:
+                                        not transactional; value a string, written as UTF-8;
+                                        headers [[key, value or null]]; log_append: the
+                                        broker's time, a LogAppendTime topic's, or null) or a
+                                        marker {"marker": offset, "pid", "epoch", "commit", "ts"}
   append     {"table", "rows"}          appends rows (column name -> value; `_kafka` filled
                                         from "partition"/"offset" keys)
   delete     {"table", "lo", "hi"}      copy-on-write delete of the rows lo <= id < hi
@@ -26,11 +28,17 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
   spec       {"table", "source", "transform", "name"}  transform: "bucket[N]", "truncate[N]"
   tag / branch {"table", "name"}        a ref to the current snapshot
   read       {"table", "ref"}           every row (ref null: the table, with its current
-                                        schema; a ref with its snapshot's): {"snapshot", "rows"},
-                                        rows as [partition, offset, {column: value, "__key": key}]
-                                        with nulls left out; null when the table does not exist
+                                        schema; a ref with its snapshot's): {"snapshot", "rows",
+                                        "offsets"}, rows as [partition, offset, {column: value,
+                                        "__key": key, "__ts": ms, "__ts_type", "__headers":
+                                        [[key, value]]}] with nulls left out; offsets: the
+                                        `floe.offsets.*` of the newest snapshot in the read
+                                        one's ancestry that has them; null when the table does
+                                        not exist
   refs       {"table"}                  {name: snapshot id}
   columns    {"table"}                  the top-level column names, in order
+  state      {"table"}                  the table state (`floe.state`) of the newest snapshot
+                                        Floe wrote, parsed; null when none
   files      {"table"}                  the files each retained snapshot references (manifest
                                         lists, manifests, data and delete files) that are missing
 """
@@ -65,13 +73,15 @@ class Engine:
             if "marker" in b:
                 key = (1 if b["commit"] else 0).to_bytes(4, "big")
                 value = (0).to_bytes(2, "big") + (7).to_bytes(4, "big")
-                data, _ = v2_batch(b["marker"], [(b["ts"], key, value, [])], txn=True, pid=b["pid"], epoch=0,
-                                   control=True)
+                data, _ = v2_batch(b["marker"], [(b["ts"], key, value, [])], txn=True, pid=b["pid"],
+                                   epoch=b["epoch"], control=True)
             else:
-                records = [(ts, None if k is None else k.encode(), v.encode(), []) for ts, k, v in b["records"]]
+                records = [(ts, None if k is None else k.encode(), v.encode(),
+                            [(hk, None if hv is None else hv.encode()) for hk, hv in hs])
+                           for ts, k, v, hs in b["records"]]
                 pid = b.get("pid")
                 data, _ = v2_batch(b["base"], records, txn=pid is not None, pid=-1 if pid is None else pid,
-                                   epoch=-1 if pid is None else 0)
+                                   epoch=-1 if pid is None else b["epoch"], log_append_ts=b.get("log_append"))
             parts.append(data)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
@@ -83,7 +93,7 @@ class Engine:
         out = []
         for r in rows:
             r = dict(r)
-            ts = datetime.datetime.fromtimestamp(r.pop("ts") / 1000, datetime.timezone.utc)
+            ts = EPOCH + datetime.timedelta(milliseconds=r.pop("ts"))
             r["_kafka"] = {"partition": r.pop("partition"), "offset": r.pop("offset"), "timestamp": ts,
                            "timestamp_type": "create", "headers": [], "key": None}
             out.append(r)
@@ -177,16 +187,29 @@ class Engine:
         for row in data:
             meta = row.pop("_kafka", None) or {}
             values = {k: v for k, v in ((k, clean(v)) for k, v in row.items()) if v is not None}
-            if meta.get("key") is not None:
-                values["__key"] = meta["key"].decode("utf-8", "replace")
+            values.update(metadata(meta))
             rows.append([meta.get("partition"), meta.get("offset"), values])
-        return {"snapshot": str(snapshot.snapshot_id), "rows": rows}
+        return {"snapshot": str(snapshot.snapshot_id), "rows": rows, "offsets": floe_offsets(t, snapshot)}
 
     def columns(self, table):
         return [f.name for f in self.table(table).schema().fields]
 
     def refs(self, table):
         return {name: str(ref.snapshot_id) for name, ref in self.table(table).metadata.refs.items()}
+
+    def state(self, table):
+        t = self.table(table)
+        snapshot = t.current_snapshot()
+        while snapshot is not None:
+            summary = snapshot.summary.additional_properties if snapshot.summary else {}
+            if any(k.startswith("floe.") for k in summary):
+                location = summary.get("floe.state")
+                if location is None:
+                    return None
+                with open(location[len("file://"):] if location.startswith("file://") else location) as f:
+                    return json.load(f)
+            snapshot = t.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+        return None
 
     def files(self, table):
         t = self.table(table)
@@ -205,6 +228,33 @@ class Engine:
             missing.extend("%s (of snapshot %d)" % (p, snapshot.snapshot_id)
                            for p in self.planned[snapshot.snapshot_id] if not exists(p))
         return missing
+
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def metadata(meta):
+    """A row's `_kafka` fields as the model holds them (`__` names; nulls left out)."""
+    out = {}
+    if meta.get("key") is not None:
+        out["__key"] = meta["key"].decode("utf-8", "replace")
+    if meta.get("timestamp") is not None:
+        out["__ts"] = (meta["timestamp"] - EPOCH) // datetime.timedelta(milliseconds=1)
+    if meta.get("timestamp_type") is not None:
+        out["__ts_type"] = meta["timestamp_type"]
+    out["__headers"] = [[h["key"], None if h.get("value") is None else h["value"].decode("utf-8", "replace")]
+                        for h in meta.get("headers") or []]
+    return out
+
+
+def floe_offsets(t, snapshot):
+    """The `floe.offsets.*` of the newest snapshot in `snapshot`'s ancestry that Floe wrote."""
+    while snapshot is not None:
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if any(k.startswith("floe.") for k in summary):
+            return {k: v for k, v in summary.items() if k.startswith("floe.offsets.")}
+        snapshot = t.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return {}
 
 
 def exists(path):

@@ -2,17 +2,25 @@
 //! local warehouse — Floe's runs (`floe local run`'s core, [`floe_cli::local::run_local_on`]),
 //! another engine (PyIceberg through its SqlCatalog on the same catalog.db), compaction
 //! and maintenance on a clock moved forward, runs killed and run again — and after every
-//! step the oracle: what PyIceberg reads from the table, its refs and its dead-letter
-//! table must equal the model ([`model`]), every file a retained snapshot references must
-//! exist, and `floe local status` must show no problem.
+//! step the oracle: what PyIceberg reads from the table (every column, and every `_kafka`
+//! field), its refs and its dead-letter table must equal the model ([`model`]), so must
+//! the offsets Floe committed (`floe.offsets.*`) and the verdict of `floe local audit`
+//! (where the model can tell it), every file a retained snapshot references must exist,
+//! and `floe local status` must show no problem.
+//!
+//! Each seed's topic has a `transaction_timeout` of its own (15 min, 1 h or 4 h: seed
+//! modulo 3, set per topic in floe.toml), and even seeds' topic has `LogAppendTime`.
+//! Cases random sequences reach too seldom are written by hand in [`scenarios`], run by
+//! the same machinery and judged by the same oracle.
 //!
 //! ```text
 //!  seed ─▶ Rng ─▶ ops::next(model) ─▶ Step ─▶ run (Floe in process, or a child killed
 //!                                             first; PyIceberg: lifecycle_engine.py)
-//!                                          ─▶ model updated ─▶ check (read, refs, files, status)
+//!                                          ─▶ model updated ─▶ check (read, offsets, audit,
+//!                                                              refs, files, status)
 //! ```
 //!
-//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 3) of `FLOE_LIFECYCLE_STEPS`
+//! Run by default: `FLOE_LIFECYCLE_SEEDS` sequences (default 8) of `FLOE_LIFECYCLE_STEPS`
 //! steps (default 25). `FLOE_LIFECYCLE_SEED=n` runs seed n alone; `FLOE_LIFECYCLE_LOGS=1`
 //! prints a failing seed's Kafka logs; `FLOE_LIFECYCLE_GRACE=30d` sets `orphan_grace`
 //! (default 1h), keeping the sweep away. Families of operations are switched with
@@ -27,8 +35,9 @@
 
 mod model;
 mod ops;
+mod scenarios;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use floe_core::config::FloeConfig;
@@ -39,6 +48,7 @@ use crate::support::JsonLines;
 use model::{BadRecords, Log, RowId, Rows, Table};
 use ops::{Rng, Scene, Step};
 
+const TOPIC: &str = "events";
 const TABLE: &str = "kafka.events";
 const DEAD_LETTERS: &str = "kafka.events_dlq";
 const MINUTE_MS: i64 = 60 * 1000;
@@ -71,7 +81,12 @@ impl Sequence {
         // Partition 1's log starts past 0, as after retention.
         let families = ops::families();
         let mut logs = vec![Log::new(0, 0), Log::new(1, 5000)];
-        logs.iter_mut().for_each(|l| l.long_values = families.contains("long"));
+        let timeout_ms = [15, 60, 240][seed as usize % 3] * MINUTE_MS;
+        for log in &mut logs {
+            log.long_values = families.contains("long");
+            log.log_append = seed.is_multiple_of(2);
+            log.timeout_ms = timeout_ms;
+        }
         Sequence {
             dir,
             warehouse,
@@ -106,6 +121,17 @@ impl Sequence {
             self.steps.push(step.to_string());
             self.apply(&step, i).await.map_err(|e| format!("the step failed: {e}"))?;
             self.check().await?;
+        }
+        Ok(())
+    }
+
+    /// Runs hand-made `steps` (a scenario's), checking the oracle after each.
+    async fn play(&mut self, steps: Vec<Step>) -> Result<(), String> {
+        for (i, step) in steps.into_iter().enumerate() {
+            self.by_ms += MINUTE_MS;
+            self.steps.push(step.to_string());
+            self.apply(&step, i).await.map_err(|e| format!("step {i} ({step}) failed: {e}"))?;
+            self.check().await.map_err(|e| format!("after step {i} ({step}): {e}"))?;
         }
         Ok(())
     }
@@ -264,13 +290,18 @@ impl Sequence {
     /// The floe.toml of step `i`.
     fn config(&self, i: usize, mode: BadRecords, target_mib: u64, window_min: u64) -> PathBuf {
         let path = self.dir.path().join(format!("floe-{i}.toml"));
-        let text = format!(
+        let mut text = format!(
             "[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"{}\"\n\
              compaction_target_size = \"{target_mib}MiB\"\ncompaction_window = \"{window_min}m\"\n\
              orphan_grace = \"{}\"\n",
             mode.name(),
             std::env::var("FLOE_LIFECYCLE_GRACE").unwrap_or_else(|_| "1h".into()),
         );
+        // The topic's transaction timeout: the default's (15 min) left unset.
+        let timeout_min = self.logs[0].timeout_ms / MINUTE_MS;
+        if timeout_min != 15 {
+            text.push_str(&format!("\n[[topics]]\ntopic = \"{TOPIC}\"\ntransaction_timeout = \"{timeout_min}m\"\n"));
+        }
         std::fs::write(&path, text).unwrap();
         path
     }
@@ -305,6 +336,11 @@ impl Sequence {
             return Err("the table does not exist".into());
         }
         compare("the table", &self.table.rows, &read)?;
+        let offsets: BTreeMap<String, String> = serde_json::from_value(read["offsets"].clone()).unwrap_or_default();
+        if offsets != self.table.offsets(TOPIC) {
+            return Err(format!("committed offsets: read {offsets:?}, expected {:?}", self.table.offsets(TOPIC)));
+        }
+        self.audit().await?;
         self.table.observe_snapshot(read["snapshot"].as_str().map(str::to_string));
         let refs: BTreeSet<String> =
             self.call("refs", json!({"table": TABLE}))?.as_object().unwrap().keys().cloned().collect();
@@ -334,6 +370,29 @@ impl Sequence {
             if t.problem.is_some() || t.suspended.is_some() {
                 return Err(format!("floe local status: {}: {:?} {:?}", t.table, t.problem, t.suspended));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Sequence {
+    /// `floe local audit`'s verdict, per Kafka partition and for the table, against the
+    /// model's where it can tell ([`Table::audit_expected`]).
+    async fn audit(&self) -> Result<(), String> {
+        let report = floe_cli::audit::local(&self.warehouse, TABLE).await.map_err(|e| format!("audit: {e:#}"))?;
+        let show = || serde_json::to_string(&report).unwrap_or_default();
+        for p in &report.partitions {
+            if self.table.audit_expected(p.partition).is_some_and(|want| want != p.exactly_once) {
+                return Err(format!(
+                    "audit: partition {} exactly once: {}, expected the opposite\n{}",
+                    p.partition,
+                    p.exactly_once,
+                    show()
+                ));
+            }
+        }
+        if self.table.audit_verdict().is_some_and(|want| want != report.exactly_once) {
+            return Err(format!("audit: exactly once: {}, expected the opposite\n{}", report.exactly_once, show()));
         }
         Ok(())
     }
@@ -380,9 +439,16 @@ pub fn run_seed(seed: u64, steps: usize) {
 
 /// Runs seed `seed` on a thread of its own ([`STACK`]).
 fn try_seed(seed: u64, steps: usize) -> Result<(), String> {
-    let thread = std::thread::Builder::new().name(format!("lifecycle-{seed}")).stack_size(STACK).spawn(move || {
+    on_own_thread(format!("lifecycle-{seed}"), move || Box::pin(seed_on_runtime(seed, steps)))
+}
+
+type Job = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>>>>;
+
+/// Runs the future `job` makes on a thread of [`STACK`] bytes, with a runtime of its own.
+fn on_own_thread(name: String, job: impl FnOnce() -> Job + Send + 'static) -> Result<(), String> {
+    let thread = std::thread::Builder::new().name(name).stack_size(STACK).spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        runtime.block_on(Box::pin(seed_on_runtime(seed, steps)))
+        runtime.block_on(job())
     });
     match thread.expect("a lifecycle thread").join() {
         Ok(result) => result,

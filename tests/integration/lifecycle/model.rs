@@ -8,6 +8,18 @@
 //! holds. A row still waiting for its transaction's marker is a new record when the
 //! marker commits it: its fields go into the columns of their JSON names then (one
 //! another engine renamed or dropped meanwhile comes back as a new column).
+//!
+//! A row's `_kafka` metadata is in it too, under names no column has: `__key`, `__ts`
+//! (milliseconds), `__ts_type` (`create` / `log_append`) and `__headers` (`[key, value]`).
+//!
+//! Time is the brokers': each log has a clock, moved forward minutes to hours between
+//! appends. A record's `CreateTime` is its producer's clock (a little behind); a
+//! `LogAppendTime` topic's batches carry the broker's time instead. A transaction lasts at
+//! most the topic's `transaction_timeout` τ: one still open τ after its first record is
+//! aborted by the coordinator at that time, with the producer's epoch bumped (its later
+//! records come in the new epoch), as a producer fenced by a new instance is (an idle
+//! producer restarted gets a new epoch too, without a marker). So every
+//! marker comes within τ of its records, minutes to hours after them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,23 +29,42 @@ use serde_json::{Value, json};
 pub const FOREIGN_PARTITION: i32 = 99;
 /// Another engine's rows have ids from here on (Floe's: partition * 1e6 + offset).
 const FOREIGN_IDS: i64 = 900_000_000;
-/// Record timestamps: T0 plus 10 ms an offset (a marker's is its own offset's, so a
-/// transaction ends within Kafka's 15-minute timeout of its records).
+/// The brokers' clocks start here.
 const T0: i64 = 1_764_000_000_000;
+const MINUTE_MS: i64 = 60 * 1000;
 
 pub type RowId = (i32, i64);
 pub type Row = BTreeMap<String, Value>;
 pub type Rows = BTreeMap<RowId, Row>;
 
-/// One entry of a partition's log.
+/// A transactional record's producer: its id, its transaction's number, its epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Txn {
+    pub pid: i64,
+    pub seq: u32,
+    pub epoch: i16,
+}
+
+/// One entry of a partition's log, appended at broker time `time`.
 #[derive(Clone, Debug)]
 pub enum Entry {
-    /// A record: in a transaction (producer id, its transaction's number) or not; `bad`
-    /// values are not JSON; `evolved` ones carry the fields the topic gained; `long` ones
-    /// a `region` of over 255 bytes once escaped (a partition folder's name).
-    Record { txn: Option<(i64, u32)>, bad: bool, evolved: bool, long: bool },
-    /// A transaction's end, committing or aborting it.
-    Marker { pid: i64, seq: u32, commit: bool },
+    /// A record: in a transaction or not; `bad` values are not JSON; `evolved` ones carry
+    /// the fields the topic gained; `long` ones a `region` of over 255 bytes once escaped
+    /// (a partition folder's name).
+    Record { txn: Option<Txn>, bad: bool, evolved: bool, long: bool, time: i64 },
+    /// A transaction's end, committing or aborting producer `pid`'s transaction `seq`,
+    /// written with the producer's epoch (bumped when the coordinator aborts).
+    Marker { pid: i64, seq: u32, epoch: i16, commit: bool, time: i64 },
+}
+
+/// A transactional producer of a log.
+#[derive(Clone, Debug, Default)]
+struct Producer {
+    epoch: i16,
+    /// Markers written for it so far (its next transaction's number).
+    ended: u32,
+    /// Its open transaction: its number and the broker time of its first record.
+    open: Option<(u32, i64)>,
 }
 
 /// A partition's log as the brokers wrote it: its entries from offset `start` on, cut
@@ -44,11 +75,16 @@ pub struct Log {
     pub start: i64,
     pub entries: Vec<Entry>,
     pub segments: Vec<(i64, i64)>,
-    /// Open transactions: producer id → its transaction's number.
-    open: BTreeMap<i64, u32>,
+    producers: BTreeMap<i64, Producer>,
     next_pid: i64,
     /// Whether some records have a long `region`.
     pub long_values: bool,
+    /// The broker's clock.
+    pub clock: i64,
+    /// Whether the topic's batches carry the broker's time (`LogAppendTime`).
+    pub log_append: bool,
+    /// The topic's transaction timeout τ.
+    pub timeout_ms: i64,
 }
 
 impl Log {
@@ -58,9 +94,12 @@ impl Log {
             start,
             entries: Vec::new(),
             segments: Vec::new(),
-            open: BTreeMap::new(),
+            producers: BTreeMap::new(),
             next_pid: 1000 * (partition as i64 + 1),
             long_values: false,
+            clock: T0,
+            log_append: false,
+            timeout_ms: 15 * MINUTE_MS,
         }
     }
 
@@ -72,19 +111,27 @@ impl Log {
         &self.entries[(offset - self.start) as usize]
     }
 
+    /// The producers with a transaction open.
     pub fn open_transactions(&self) -> Vec<i64> {
-        self.open.keys().copied().collect()
+        self.producers.iter().filter(|(_, p)| p.open.is_some()).map(|(pid, _)| *pid).collect()
+    }
+
+    /// The producers with no transaction open.
+    pub fn idle_producers(&self) -> Vec<i64> {
+        self.producers.iter().filter(|(_, p)| p.open.is_none()).map(|(pid, _)| *pid).collect()
     }
 
     /// Appends `n` records: in producer `pid`'s transaction (opened if need be), or plain.
     pub fn records(&mut self, n: usize, pid: Option<i64>, evolved: bool, bad_at: Option<usize>) {
+        let time = self.clock;
         let txn = pid.map(|pid| {
-            let next = self.entries.iter().filter(|e| matches!(e, Entry::Marker { pid: p, .. } if *p == pid)).count();
-            (pid, *self.open.entry(pid).or_insert(next as u32))
+            let p = self.producers.entry(pid).or_default();
+            let (seq, _) = *p.open.get_or_insert((p.ended, time));
+            Txn { pid, seq, epoch: p.epoch }
         });
         for i in 0..n {
             let long = self.long_values && (self.next_offset() % 37 == 5);
-            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i) && txn.is_none(), evolved, long });
+            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i) && txn.is_none(), evolved, long, time });
         }
     }
 
@@ -94,10 +141,48 @@ impl Log {
         self.next_pid
     }
 
-    /// Ends producer `pid`'s open transaction.
+    /// Ends producer `pid`'s open transaction now.
     pub fn end(&mut self, pid: i64, commit: bool) {
-        let seq = self.open.remove(&pid).expect("an open transaction");
-        self.entries.push(Entry::Marker { pid, seq, commit });
+        self.marker(pid, commit, self.clock, false);
+    }
+
+    /// The coordinator aborts producer `pid`'s open transaction at `time` (a new instance
+    /// of the producer fenced it, or its timeout passed), bumping its epoch.
+    pub fn fence(&mut self, pid: i64, time: i64) {
+        self.marker(pid, false, time, true);
+    }
+
+    /// A new instance of idle producer `pid` starts: its epoch is bumped (its next records
+    /// come in the new epoch, after its last marker of the old one).
+    pub fn restart(&mut self, pid: i64) {
+        let p = self.producers.get_mut(&pid).expect("a producer");
+        assert!(p.open.is_none(), "an idle producer");
+        p.epoch += 1;
+    }
+
+    fn marker(&mut self, pid: i64, commit: bool, time: i64, bump: bool) {
+        let p = self.producers.get_mut(&pid).expect("a producer");
+        let (seq, _) = p.open.take().expect("an open transaction");
+        p.epoch += i16::from(bump);
+        p.ended += 1;
+        self.entries.push(Entry::Marker { pid, seq, epoch: p.epoch, commit, time });
+    }
+
+    /// Moves the broker's clock `ms` forward; a transaction whose timeout passes meanwhile
+    /// is aborted by the coordinator then.
+    pub fn advance(&mut self, ms: i64) {
+        let to = self.clock + ms;
+        loop {
+            let due = self.producers.iter().filter_map(|(pid, p)| p.open.map(|(_, started)| (started, *pid))).min();
+            match due {
+                Some((started, pid)) if started + self.timeout_ms < to => {
+                    self.clock = self.clock.max(started + self.timeout_ms);
+                    self.fence(pid, self.clock);
+                }
+                _ => break,
+            }
+        }
+        self.clock = to;
     }
 
     /// Cuts what was appended since the last segment into one segment.
@@ -112,33 +197,41 @@ impl Log {
     /// How the transaction of the record at `offset` ended, once its marker and every
     /// offset between them are committed (before that, a reader cannot tell whether
     /// another marker of the producer lies between: DESIGN §3, table/state.rs).
-    fn outcome(&self, covered: &BTreeSet<i64>, txn: (i64, u32), offset: i64) -> Option<bool> {
+    fn outcome(&self, covered: &BTreeSet<i64>, txn: Txn, offset: i64) -> Option<bool> {
         let (marker, commit) = self.entries.iter().enumerate().find_map(|(i, e)| match e {
-            Entry::Marker { pid, seq, commit } if (*pid, *seq) == txn => Some((self.start + i as i64, *commit)),
+            Entry::Marker { pid, seq, commit, .. } if (*pid, *seq) == (txn.pid, txn.seq) => {
+                Some((self.start + i as i64, *commit))
+            }
             _ => None,
         })?;
         (offset..=marker).all(|o| covered.contains(&o)).then_some(commit)
     }
 
-    /// The segment's batches as tests/py/lifecycle_engine.py writes them (one batch per
-    /// run of records of the same producer; a batch per marker).
+    /// The segment's batches as tests/py/lifecycle_engine.py writes them: one batch per
+    /// run of records of the same producer and epoch appended at the same time (in a
+    /// `LogAppendTime` topic, stamped with it); a batch per marker.
     pub fn batches(&self, (first, last): (i64, i64)) -> Vec<Value> {
+        type Open = (Option<Txn>, i64, i64, Vec<Value>);
         let mut batches: Vec<Value> = Vec::new();
-        let mut current: Option<(Option<i64>, i64, Vec<Value>)> = None;
-        let flush = |current: &mut Option<(Option<i64>, i64, Vec<Value>)>, batches: &mut Vec<Value>| {
-            if let Some((pid, base, records)) = current.take() {
-                batches.push(json!({"base": base, "pid": pid, "records": records}));
+        let mut current: Option<Open> = None;
+        let log_append = self.log_append;
+        let flush = |current: &mut Option<Open>, batches: &mut Vec<Value>| {
+            if let Some((txn, base, time, records)) = current.take() {
+                batches.push(json!({"base": base, "pid": txn.map(|t| t.pid), "epoch": txn.map(|t| t.epoch),
+                    "log_append": log_append.then_some(time), "records": records}));
             }
         };
         for offset in first..=last {
             match self.entry(offset) {
-                Entry::Marker { pid, commit, .. } => {
+                Entry::Marker { pid, epoch, commit, time, .. } => {
                     flush(&mut current, &mut batches);
-                    batches.push(json!({"marker": offset, "pid": pid, "commit": commit, "ts": T0 + offset * 10}));
+                    batches.push(json!({"marker": offset, "pid": pid, "epoch": epoch, "commit": commit, "ts": time}));
                 }
-                Entry::Record { txn, bad, evolved, long } => {
-                    let pid = txn.map(|t| t.0);
-                    if current.as_ref().is_some_and(|c| c.0 != pid) {
+                Entry::Record { txn, bad, evolved, long, time } => {
+                    if current
+                        .as_ref()
+                        .is_some_and(|c| c.0.map(|t| (t.pid, t.epoch)) != txn.map(|t| (t.pid, t.epoch)) || c.2 != *time)
+                    {
                         flush(&mut current, &mut batches);
                     }
                     let value = if *bad {
@@ -146,13 +239,43 @@ impl Log {
                     } else {
                         floe_value(self.partition, offset, *evolved, *long)
                     };
-                    let record = json!([T0 + offset * 10, key(self.partition, offset), value]);
-                    current.get_or_insert_with(|| (pid, offset, Vec::new())).2.push(record);
+                    let record =
+                        json!([create_time(*time, offset), key(self.partition, offset), value, headers(offset)]);
+                    current.get_or_insert_with(|| (*txn, offset, *time, Vec::new())).3.push(record);
                 }
             }
         }
         flush(&mut current, &mut batches);
         batches
+    }
+
+    /// The `_kafka` metadata a reader sees of the record at `offset`: `__ts`, `__ts_type`,
+    /// `__headers` (and `__key`).
+    fn metadata(&self, offset: i64) -> Row {
+        let Entry::Record { time, .. } = self.entry(offset) else { unreachable!("rows are records") };
+        let (ts, ts_type) =
+            if self.log_append { (*time, "log_append") } else { (create_time(*time, offset), "create") };
+        Row::from([
+            ("__key".to_string(), json!(key(self.partition, offset))),
+            ("__ts".to_string(), json!(ts)),
+            ("__ts_type".to_string(), json!(ts_type)),
+            ("__headers".to_string(), headers(offset)),
+        ])
+    }
+}
+
+/// A record's `CreateTime`: its producer's clock, a little behind the broker's.
+fn create_time(broker_time: i64, offset: i64) -> i64 {
+    broker_time - offset % 7 - 1
+}
+
+/// A record's headers, `[key, value]` (value null or a string): none, one, or two with a
+/// null value.
+fn headers(offset: i64) -> Value {
+    match offset % 3 {
+        0 => json!([]),
+        1 => json!([["trace", format!("t{offset}")]]),
+        _ => json!([["trace", format!("t{offset}")], ["ünï", null]]),
     }
 }
 
@@ -232,6 +355,9 @@ pub struct Table {
     pub refs: BTreeMap<String, Rows>,
     /// The partition fields another engine added (`day(_kafka.timestamp)`).
     pub specs: BTreeSet<String>,
+    /// Kafka partitions another engine deleted Floe rows from (copy-on-write deletes leave
+    /// no trace the audit can read: it cannot tell those gaps from losses).
+    pub deleted_from: BTreeSet<i32>,
     next_foreign: i64,
 }
 
@@ -288,7 +414,8 @@ impl Table {
                         }
                     }
                     Entry::Record { evolved, long, .. } => {
-                        let row = self.floe_row(partition, offset, *evolved, *long);
+                        let mut row = self.floe_row(partition, offset, *evolved, *long);
+                        row.extend(log.metadata(offset));
                         self.pending.insert((partition, offset), row);
                     }
                     Entry::Marker { .. } => {}
@@ -319,15 +446,14 @@ impl Table {
     /// (never had, or renamed or dropped since) is a new column of its JSON name.
     fn floe_row(&mut self, partition: i32, offset: i64, evolved: bool, long: bool) -> Row {
         let Value::Object(fields) = floe_fields(partition, offset, evolved, long) else { unreachable!() };
-        let mut row: Row = fields.into_iter().collect();
+        let row: Row = fields.into_iter().collect();
         self.add_columns_of(&row);
-        row.insert("__key".into(), json!(key(partition, offset)));
         row
     }
 
     /// A new column for each field of a Floe row the table has no column of.
     fn add_columns_of(&mut self, row: &Row) {
-        for field in row.keys().filter(|f| *f != "__key") {
+        for field in row.keys().filter(|f| !is_metadata(f)) {
             if !self.columns.iter().any(|(name, _)| name == field) {
                 self.columns.push((field.clone(), Kind::of_json(field)));
             }
@@ -357,6 +483,11 @@ impl Table {
             request.extend([("partition".into(), json!(FOREIGN_PARTITION)), ("offset".into(), json!(uid))]);
             request.insert("ts".into(), json!(now_ms));
             out.push(Value::Object(request));
+            row.extend([
+                ("__ts".to_string(), json!(now_ms)),
+                ("__ts_type".to_string(), json!("create")),
+                ("__headers".to_string(), json!([])),
+            ]);
             self.rows.insert((FOREIGN_PARTITION, uid), row);
         }
         out
@@ -365,7 +496,47 @@ impl Table {
     /// The rows `lo <= id < hi` deleted.
     pub fn delete(&mut self, lo: i64, hi: i64) {
         let id_column = self.name_of(Kind::Id).unwrap_or("id").to_string();
-        self.rows.retain(|_, row| !row.get(&id_column).and_then(Value::as_i64).is_some_and(|id| lo <= id && id < hi));
+        let doomed = |row: &Row| row.get(&id_column).and_then(Value::as_i64).is_some_and(|id| lo <= id && id < hi);
+        let touched = self.rows.iter().filter(|(id, row)| id.0 != FOREIGN_PARTITION && doomed(row)).map(|(id, _)| id.0);
+        self.deleted_from.extend(touched.collect::<Vec<_>>());
+        self.rows.retain(|_, row| !doomed(row));
+    }
+
+    /// Each Kafka partition's committed offsets as `floe.offsets.<topic>.<partition>`
+    /// holds them: `first-last` ranges joined by `,`.
+    pub fn offsets(&self, topic: &str) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for (partition, covered) in self.covered.iter().filter(|(_, c)| !c.is_empty()) {
+            let mut ranges: Vec<(i64, i64)> = Vec::new();
+            for &o in covered {
+                match ranges.last_mut() {
+                    Some(last) if last.1 + 1 == o => last.1 = o,
+                    _ => ranges.push((o, o)),
+                }
+            }
+            let text: Vec<String> = ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+            out.insert(format!("floe.offsets.{topic}.{partition}"), text.join(","));
+        }
+        out
+    }
+
+    /// What `floe audit` must say of the table, when the model can tell: each Kafka
+    /// partition no other engine deleted from holds every committed record exactly once;
+    /// another engine's rows (never committed by Floe) make the table fail it.
+    pub fn audit_expected(&self, partition: i32) -> Option<bool> {
+        if partition == FOREIGN_PARTITION {
+            return Some(false);
+        }
+        (!self.deleted_from.contains(&partition)).then_some(true)
+    }
+
+    /// The table's verdict, when the model can tell.
+    pub fn audit_verdict(&self) -> Option<bool> {
+        if self.rows.keys().any(|id| id.0 == FOREIGN_PARTITION) {
+            Some(false)
+        } else {
+            self.deleted_from.is_empty().then_some(true)
+        }
     }
 
     pub fn name_of(&self, kind: Kind) -> Option<&str> {
@@ -422,6 +593,11 @@ pub fn diff(expected: &Rows, read: &[(RowId, Row)]) -> Vec<String> {
         expected.iter().filter(|(id, _)| !seen.contains_key(id)).map(|(id, r)| format!("missing {id:?}: {}", show(r))),
     );
     out
+}
+
+/// Whether a row's entry is `_kafka` metadata (`__key`, `__ts`, …), not a column.
+fn is_metadata(name: &str) -> bool {
+    name.starts_with("__")
 }
 
 fn show(row: &Row) -> String {

@@ -7,7 +7,7 @@
 //! | family | what |
 //! |---|---|
 //! | `floe` | a `floe local run` on new segments (always on) |
-//! | `txn`, `abort` | transactions open across segments; aborted ones |
+//! | `txn`, `abort` | transactions open across segments, their markers minutes to hours after their records, producers fenced (epoch bumped); aborted ones |
 //! | `dup`, `reorder` | segments delivered again (sometimes cut at other offsets); later segments first |
 //! | `evolve`, `bad` | the topic gains a top-level and a nested field; bad records (skip, dlq, suspend then resume) |
 //! | `long` | a `region` over 255 bytes once escaped, in one record of 37 (the table may be partitioned by it: `spec`) |
@@ -169,7 +169,8 @@ pub struct Scene<'a> {
     pub counter: usize,
 }
 
-const HOUR_MS: i64 = 60 * 60 * 1000;
+const MINUTE_MS: i64 = 60 * 1000;
+const HOUR_MS: i64 = 60 * MINUTE_MS;
 const DAY_MS: i64 = 24 * HOUR_MS;
 
 /// The next step: Floe's first run until the table exists, then a weighted choice among
@@ -278,9 +279,12 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
     let evolves = on("evolve") && !*evolved && scene.table.exists && rng.chance(15);
     *evolved |= evolves;
     for log in logs.iter_mut() {
-        for _ in 0..rng.range(1, 3) {
+        for _ in 0..rng.range(1, 4) {
             produce(rng, log, *evolved, &on);
-            log.cut();
+            // A segment rolls now and then: it may span hours of appends.
+            if rng.chance(50) {
+                log.cut();
+            }
         }
     }
     let mut segments = Vec::new();
@@ -312,22 +316,47 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
     Step::Floe { segments, mode, kill_after_ms, evolves }
 }
 
-/// Appends records to `log`: plain ones (a bad one sometimes), a transaction's, its end.
+/// Producers writing transactions to one partition, at most.
+const PRODUCERS: usize = 3;
+
+/// Appends records to `log`, over minutes to hours of broker time (a transaction open
+/// meanwhile past its timeout aborted then): plain ones (a bad one sometimes),
+/// transactions' (a producer's next one, its records, its end; a producer fenced by a new
+/// instance of it: its transaction aborted, its epoch bumped; an idle one restarted: its
+/// epoch bumped).
 fn produce(rng: &mut Rng, log: &mut Log, evolved: bool, on: &dyn Fn(&str) -> bool) {
+    let minutes = (log.timeout_ms / MINUTE_MS / 4).max(2) as u64;
+    let later = |rng: &mut Rng, log: &mut Log| {
+        log.advance(rng.range(0, minutes) as i64 * MINUTE_MS + rng.range(0, 60_000) as i64);
+    };
+    later(rng, log);
     let n = rng.range(3, 12) as usize;
     let bad_at = (on("bad") && rng.chance(15)).then(|| rng.range(0, n as u64) as usize);
     log.records(n, None, evolved, bad_at);
     if on("txn") {
         for pid in log.open_transactions() {
-            match rng.range(0, 3) {
-                0 => log.records(rng.range(1, 5) as usize, Some(pid), evolved, None),
-                1 => log.end(pid, !(on("abort") && rng.chance(30))),
+            later(rng, log);
+            if !log.open_transactions().contains(&pid) {
+                continue; // its timeout passed meanwhile
+            }
+            match rng.range(0, 7) {
+                0 | 1 => log.records(rng.range(1, 5) as usize, Some(pid), evolved, None),
+                2 | 3 => log.end(pid, !(on("abort") && rng.chance(30))),
+                4 if rng.chance(40) => log.fence(pid, log.clock),
                 _ => {}
             }
         }
-        if rng.chance(40) {
-            let pid = log.new_pid();
-            log.records(rng.range(1, 6) as usize, Some(pid), evolved, None);
+        if rng.chance(60) {
+            later(rng, log);
+            let idle = log.idle_producers();
+            let fresh = idle.len() + log.open_transactions().len() < PRODUCERS && (idle.is_empty() || rng.chance(40));
+            let pid = if fresh { Some(log.new_pid()) } else { (!idle.is_empty()).then(|| *rng.pick(&idle)) };
+            if let Some(pid) = pid {
+                if !fresh && rng.chance(25) {
+                    log.restart(pid);
+                }
+                log.records(rng.range(1, 6) as usize, Some(pid), evolved, None);
+            }
         }
         log.records(rng.range(0, 4) as usize, None, evolved, None);
     }
