@@ -57,3 +57,35 @@ async fn a_re_created_topic_lands_beside_the_old_one_and_the_audit_holds() {
     let again = local_run(input.path(), warehouse.path()).await;
     assert_eq!(read_local(warehouse.path(), "kafka.payments").rows, read.rows, "{:?}", again.failed);
 }
+
+#[tokio::test]
+async fn incarnations_arriving_interleaved_out_of_order_and_twice_each_land_once() {
+    let (topic, offsets, _) = payments();
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (old, new) = ("AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB");
+    // What the old topic's one segment holds, committed alone.
+    let (alone, alone_warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    tiered(topic.path(), SEGMENTS[0], alone.path(), old, RANGES[0]);
+    local_run(alone.path(), alone_warehouse.path()).await;
+    let old_offsets = read_local(alone_warehouse.path(), "kafka.payments").offsets["0"].clone();
+    // The new topic's first segment before the old topic's (the old one uploaded late),
+    // the new one's out of order, each delivered twice; each by its own run.
+    let arrivals = [(new, 0), (old, 0), (new, 2), (old, 0), (new, 1), (new, 2), (new, 0)];
+    for (id, k) in arrivals {
+        let input = input.path().join(format!("{id}-{k}"));
+        tiered(topic.path(), SEGMENTS[k], &input, id, RANGES[k]);
+        let report = local_run(&input, warehouse.path()).await;
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+    }
+    let read = read_local(warehouse.path(), "kafka.payments");
+    // The first id committed is the table's first incarnation, whichever topic it is.
+    assert_eq!(read.summary["floe.topic-id.payments"], new);
+    assert_eq!(read.summary["floe.offsets.payments.0"], "0-99");
+    assert_eq!(read.summary[&format!("floe.offsets.payments~{old}.0")], "0-54");
+    // Every committed record of the new topic once, beside the old segment's rows once.
+    let mut expected: Vec<i64> = old_offsets.iter().chain(&offsets).copied().collect();
+    expected.sort_unstable();
+    assert_eq!(read.offsets["0"], expected);
+    let report = floe_cli::audit::local(warehouse.path(), "kafka.payments").await.unwrap();
+    assert!(report.exactly_once, "{report:?}");
+}
