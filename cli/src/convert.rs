@@ -38,7 +38,10 @@ pub async fn run(
     let mut out = std::io::BufWriter::new(out);
     let files = done.files.iter().map(|f| (f, None, None));
     let dead = done.dead_letter_files.iter().map(|f| (f, Some(true), None));
-    let pending = done.pending_files.iter().flat_map(|(pid, fs)| fs.iter().map(move |f| (f, None, Some(*pid))));
+    let pending = done.open_parts.iter().flat_map(|(pid, part)| {
+        let dead = part.dead_letter_files.iter().map(move |f| (f, Some(true), Some(*pid)));
+        part.files.iter().map(move |f| (f, None, Some(*pid))).chain(dead)
+    });
     for (f, dead_letter, pending_producer_id) in files.chain(dead).chain(pending) {
         let line = FileLine {
             path: f.path(),

@@ -2,12 +2,14 @@
 //! as a commit reads it ([`read_table`]: its metadata, offsets and state file, and who
 //! holds its lease), the state ([`floe_core::maintenance::health`]) with times in RFC
 //! 3339, as JSON fields or as a readable table with a line of detail under each table
-//! that is not running, and one under any table for each warning (a clock ahead) and
-//! each transaction hanging (information: the table still runs).
+//! that is not running, and one under any table for each warning (a clock ahead), each
+//! transaction hanging and dead letters waiting for their table (information: the table
+//! still runs).
 
 use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::RecordAt;
 use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth};
+use floe_core::table::dead_letters::published_by;
 use floe_core::table::state::{HangingTransaction, STATE_KEY, TableState};
 use floe_core::table::{CatalogTables, TableError, TableName, committed_offsets, floe_summary};
 
@@ -58,6 +60,12 @@ pub async fn read_table(
                 let committed = committed_offsets(name, &loaded.metadata).unwrap_or_default();
                 read.readiness.stranded = state.stranded_reason(&committed);
                 read.facts.hanging = state.hanging(now_ms);
+                read.facts.dead_letters_waiting =
+                    match published_by(tables.catalog.as_ref(), &tables.file_io, &loaded, &state).await {
+                        Ok(published) => state.dead_letters_waiting(&published),
+                        // Their tables unreadable: none known to be added.
+                        Err(_) => state.dead_letters_waiting(&Default::default()),
+                    };
             }
             Err(e) => {
                 let location = location.unwrap_or_default();
@@ -93,6 +101,9 @@ pub struct HealthView {
     pub warnings: Vec<String>,
     /// Transactions waiting for their marker longer than their `transaction_timeout`.
     pub hanging_transactions: Vec<HangingView>,
+    /// Dead letters of committed transactions not yet in the dead-letter table (added
+    /// after the table's next commit).
+    pub dead_letters_waiting: u64,
 }
 
 /// A transaction hanging, as status shows it: its fields, and since when in RFC 3339.
@@ -124,6 +135,7 @@ impl From<&TableHealth> for HealthView {
             clock_ahead_ms: h.facts.clock_ahead_ms,
             warnings: h.warnings.clone(),
             hanging_transactions: h.facts.hanging.iter().map(HangingView::from).collect(),
+            dead_letters_waiting: h.facts.dead_letters_waiting,
         }
     }
 }
@@ -169,6 +181,13 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         }
         for warning in &h.warnings {
             out += &format!("  warning: {warning}\n");
+        }
+        if h.dead_letters_waiting > 0 {
+            out += &format!(
+                "  dead letters waiting: {} of committed transactions, added to the dead-letter table after the \
+                 table's next commit\n",
+                h.dead_letters_waiting
+            );
         }
         for view in &h.hanging_transactions {
             let t = &view.transaction;

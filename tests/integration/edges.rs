@@ -1,10 +1,16 @@
-//! Exactly once at the edges: a topic deleted and created again under its name.
+//! Exactly once at the edges: a topic deleted and created again under its name; bad
+//! records inside transactions, which count only once their transaction commits.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::Value;
+use floe_core::catalog::CatalogError;
+use floe_core::committer::{Committer, TaskResult};
+use floe_core::config::FloeConfig;
+use serde_json::{Value, json};
 
-use crate::committer::{SEGMENTS, local_run, payments, read_local};
+use crate::committer::{CatalogCall, Hooked, SEGMENTS, local_committer, local_run, materialize, payments, read_local};
 use crate::support;
 
 /// Lays `segment` (a broker log of topic `payments`, partition 0, `start..=end`) out under
@@ -88,4 +94,171 @@ async fn incarnations_arriving_interleaved_out_of_order_and_twice_each_land_once
     assert_eq!(read.offsets["0"], expected);
     let report = floe_cli::audit::local(warehouse.path(), "kafka.payments").await.unwrap();
     assert!(report.exactly_once, "{report:?}");
+}
+
+/// Segments of topic `events` (JSON values) written by tests/py/lifecycle_engine.py: the
+/// first ends with two transactions open, each with a bad record (producer 1: 3..=6, bad
+/// at 5; producer 2: 7..=9, bad at 8); the second holds producer 1's ABORT (10),
+/// producer 2's COMMIT (11) and two more records.
+fn transactions_with_bad_records(input: &Path) {
+    let engine_dir = tempfile::tempdir().unwrap();
+    let db = engine_dir.path().join("catalog.db");
+    let mut engine = support::JsonLines::start("lifecycle_engine.py", &[&db, engine_dir.path()]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let record = |offset: i64| {
+        let value =
+            if offset == 5 || offset == 8 { "{not json".to_string() } else { json!({ "id": offset }).to_string() };
+        json!([now, format!("k{offset}"), value, []])
+    };
+    let batch = |base: i64, last: i64, pid: Option<i64>| {
+        json!({"base": base, "pid": pid, "epoch": pid.map(|_| 0), "log_append": null,
+            "records": (base..=last).map(record).collect::<Vec<_>>()})
+    };
+    let marker = |offset: i64, pid: i64, commit: bool| json!({"marker": offset, "pid": pid, "epoch": 0, "commit": commit, "ts": now + 1000});
+    let segments = [
+        (0, vec![batch(0, 2, None), batch(3, 6, Some(1)), batch(7, 9, Some(2))]),
+        (10, vec![marker(10, 1, false), marker(11, 2, true), batch(12, 13, None)]),
+    ];
+    for (first, batches) in segments {
+        let path = input.join(format!("{first}/events-0/{first:020}.log"));
+        engine.call(&json!({"op": "segment", "path": path, "batches": batches})).unwrap();
+    }
+}
+
+/// `floe local run` of one segment of [`transactions_with_bad_records`] (by its first
+/// offset), bad records as `mode` says.
+async fn run_segment(input: &Path, first: i64, warehouse: &Path, mode: &str) -> floe_cli::local::LocalReport {
+    let mut out = Vec::new();
+    floe_cli::local::run(&input.join(first.to_string()), warehouse, config(mode), &mut out).await.unwrap()
+}
+
+/// A JSON topic's configuration with bad records as `mode` says.
+fn config(mode: &str) -> FloeConfig {
+    let text = format!("[defaults]\nenabled = true\nvalue_format = \"json\"\nbad_records = \"{mode}\"\n");
+    FloeConfig::parse(&text).unwrap()
+}
+
+/// The rows the committed records give: the records outside transactions and producer
+/// 2's, less its bad record (8).
+const COMMITTED_ROWS: [i64; 7] = [0, 1, 2, 7, 9, 12, 13];
+
+/// Mode `dlq`: the aborted transaction's bad record (5) never reaches the dead-letter
+/// table; the committed one's (8) does, once, when its COMMIT comes (before: both at once,
+/// with their segment).
+#[tokio::test]
+async fn a_bad_record_of_an_aborted_transaction_is_no_dead_letter() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    transactions_with_bad_records(input.path());
+    let report = run_segment(input.path(), 0, warehouse.path(), "dlq").await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(read_local(warehouse.path(), "kafka.events").offsets["0"], [0, 1, 2]);
+    let report = run_segment(input.path(), 10, warehouse.path(), "dlq").await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(read_local(warehouse.path(), "kafka.events").offsets["0"], COMMITTED_ROWS);
+    let dead_letters = read_local(warehouse.path(), "kafka.events_dlq");
+    assert_eq!(dead_letters.offsets["0"], [8]);
+    let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let events = status.iter().find(|t| t.table == "kafka.events").unwrap();
+    assert_eq!((events.health.state, events.health.dead_letters_waiting), ("running", 0));
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+    // Both segments again: nothing added to either table.
+    for first in [0, 10] {
+        let again = run_segment(input.path(), first, warehouse.path(), "dlq").await;
+        assert!(again.failed.is_empty(), "{:?}", again.failed);
+    }
+    assert_eq!(read_local(warehouse.path(), "kafka.events").offsets["0"], COMMITTED_ROWS);
+    assert_eq!(read_local(warehouse.path(), "kafka.events_dlq").rows, dead_letters.rows);
+}
+
+/// Mode `suspend`: a bad record inside an open transaction suspends nothing; its
+/// transaction aborted, never; committed, the table is suspended naming it once the
+/// transaction's rows are in (the record kept in the dead-letter table), and a resume
+/// goes on without suspending again (before: the first segment suspended the table, and
+/// every resume again).
+#[tokio::test]
+async fn a_bad_record_suspends_only_once_its_transaction_commits() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    transactions_with_bad_records(input.path());
+    let suspended = async |warehouse: &Path| {
+        let status = floe_cli::local::status(warehouse).await.unwrap();
+        status.into_iter().find(|t| t.table == "kafka.events").and_then(|t| Some((t.suspended?, t.health.record?)))
+    };
+    let report = run_segment(input.path(), 0, warehouse.path(), "suspend").await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(suspended(warehouse.path()).await, None);
+    let report = run_segment(input.path(), 10, warehouse.path(), "suspend").await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let (reason, record) = suspended(warehouse.path()).await.expect("suspended by the committed bad record");
+    assert_eq!((record.topic.as_str(), record.partition, record.offset), ("events", 0, 8), "{reason}");
+    assert_eq!(read_local(warehouse.path(), "kafka.events").offsets["0"], COMMITTED_ROWS);
+    assert_eq!(read_local(warehouse.path(), "kafka.events_dlq").offsets["0"], [8]);
+    floe_cli::local::resume(warehouse.path(), "kafka.events").await.unwrap();
+    for first in [0, 10] {
+        let again = run_segment(input.path(), first, warehouse.path(), "suspend").await;
+        assert!(again.failed.is_empty(), "{:?}", again.failed);
+    }
+    assert_eq!(suspended(warehouse.path()).await, None, "a resume goes on");
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+}
+
+/// The dead letters of a committed transaction wait in the table state while their table
+/// cannot be committed (shown in status), are added after the table's next commit, and
+/// once only: a swap of the dead-letter table reported failed after it was applied is
+/// found applied on the retry.
+#[tokio::test]
+async fn a_transaction_s_dead_letters_wait_through_an_outage_and_land_once() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    transactions_with_bad_records(input.path());
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let segment = |first: i64| format!("{first}/events-0/{first:020}.log");
+    let open = materialize(config("dlq"), input.path(), &w, &segment(0)).await;
+    let marker = materialize(config("dlq"), input.path(), &w, &segment(10)).await;
+    // Swaps of the dead-letter table: the first two fail (an outage); the third is applied
+    // and then reported as a conflict.
+    let local = local_committer(warehouse.path());
+    let swaps = Arc::new(AtomicUsize::new(0));
+    let counted = swaps.clone();
+    let catalog = Hooked::new(local.catalog.clone(), move |call, table, _| {
+        let n = match (call, table.name.ends_with("_dlq")) {
+            (CatalogCall::Swap, true) => counted.fetch_add(1, Ordering::SeqCst) + 1,
+            (CatalogCall::Swapped, true) => counted.load(Ordering::SeqCst),
+            _ => 0,
+        };
+        let failure = match (call, n) {
+            (CatalogCall::Swap, 1 | 2) => {
+                Some(CatalogError::Other { table: table.to_string(), detail: "outage".into(), retryable: true })
+            }
+            (CatalogCall::Swapped, 3) => {
+                Some(CatalogError::Conflict { table: table.to_string(), detail: "lost reply".into() })
+            }
+            _ => None,
+        };
+        Box::pin(async move { failure.map_or(Ok(()), Err) })
+    });
+    let committer = Committer { catalog: Arc::new(catalog), ..local };
+    let waiting = async || {
+        let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+        status.into_iter().find(|t| t.table == "kafka.events").unwrap().health.dead_letters_waiting
+    };
+    for (task, waits) in [(&open, 0), (&marker, 1)] {
+        let report = committer.commit(std::slice::from_ref(task), None).await;
+        assert_eq!(report.results[0].1, TaskResult::Committed);
+        assert_eq!(waiting().await, waits, "the dead letter waits while its table cannot be committed");
+    }
+    assert_eq!(read_local(warehouse.path(), "kafka.events").offsets["0"], COMMITTED_ROWS);
+    // The marker's segment again (a redelivery): nothing new for the table, the dead
+    // letter added (the second swap fails, the third is applied, its reply lost, the
+    // retry finds it in).
+    for _ in 0..2 {
+        let report = committer.commit(std::slice::from_ref(&marker), None).await;
+        assert_eq!(report.results[0].1, TaskResult::AlreadyCommitted);
+    }
+    assert!(swaps.load(Ordering::SeqCst) >= 3, "the dead-letter table's swaps: {swaps:?}");
+    assert_eq!(waiting().await, 0);
+    let dead_letters = read_local(warehouse.path(), "kafka.events_dlq");
+    assert_eq!((dead_letters.offsets["0"].clone(), dead_letters.duplicates), (vec![8], 0));
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
 }

@@ -191,6 +191,31 @@ pub struct PendingTransaction {
     /// Whether those are the broker's append times (`LogAppendTime`), not the producer's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub log_append_time: bool,
+    /// Its bad records (modes `dlq` and `suspend`) as dead letters, in the table's data
+    /// directory: added to the dead-letter table once a COMMIT resolves the transaction,
+    /// never on ABORT.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_letter_files: Vec<TaskFile>,
+    /// Mode `suspend`: its first bad record, which suspends the table once a COMMIT
+    /// resolves the transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspends_at: Option<BadRecord>,
+}
+
+impl PendingTransaction {
+    /// Its dead letters' count.
+    pub fn dead_letters(&self) -> u64 {
+        self.dead_letter_files.iter().map(|f| f.record_count).sum()
+    }
+}
+
+/// A record that could not be decoded: where it is, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadRecord {
+    pub offset: i64,
+    /// The segment holding it.
+    pub file: String,
+    pub error: String,
 }
 
 /// The schema the files were written with.

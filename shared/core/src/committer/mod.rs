@@ -41,6 +41,7 @@
 //! task delivered twice, a crash between the swap and the queue delete, or two
 //! committers racing all end with the second attempt finding its offsets covered.
 
+mod dead_letters;
 mod lanes;
 pub mod plan;
 
@@ -422,11 +423,25 @@ impl Committer {
             metrics::record_table(&metrics::COMMIT_FAILURES, &key, tasks.len() as f64);
         }
         self.note_outcome(table, Activity::Commit, &outcome).await;
-        if let Ok((results, _)) = &outcome {
-            self.note_refusals(table, results).await;
+        if let Ok(appended) = &outcome {
+            self.note_refusals(table, &appended.results).await;
         }
         match outcome {
-            Ok(done) => done,
+            Ok(appended) => {
+                if appended.dead_letters_queued {
+                    self.publish_dead_letters(table, deadline).await;
+                }
+                for s in &appended.suspensions {
+                    let (topic, bad) = (crate::table::offsets::topic_of(&s.topic), &s.record);
+                    let suspend =
+                        SuspendTask::new(table.clone(), topic, s.partition, bad.offset, &bad.file, &bad.error);
+                    if let TaskResult::Failed { error, .. } = self.suspend(&suspend).await {
+                        tracing::error!(table = %table, offset = bad.offset, %error,
+                            "a committed transaction's bad record could not suspend the table");
+                    }
+                }
+                (appended.results, appended.snapshot)
+            }
             Err(CommitError::Incompatible { table: t, reason }) => {
                 tracing::error!(table = %t, %reason, "incompatible schema: table suspended, its tasks kept");
                 if let Err(e) = self.locks.set_suspended(&key, Some(&reason)).await {
@@ -592,7 +607,9 @@ impl Committer {
         let state = TableState::load(&self.file_io, floe_summary(metadata).get(STATE_KEY))
             .await
             .map_err(TableError::iceberg(&loaded.name))?;
+        let published_dead_letters = self.published_dead_letters(loaded, &state).await?;
         Ok(TableRecord {
+            published_dead_letters,
             table: loaded.name.clone(),
             schema: metadata.current_schema().as_ref().clone(),
             last_column_id: metadata.last_column_id(),
@@ -609,12 +626,14 @@ impl Committer {
         table: &TableName,
         tasks: &[&CommitTask],
         lease: &mut Lease,
-    ) -> Result<(Vec<(String, TaskResult)>, Option<CommittedSnapshot>), CommitError> {
+    ) -> Result<Appended, CommitError> {
         let loaded = self.load_or_create(table, &tasks[0].schema).await?;
         let record = self.record(&loaded).await?;
         let mut plan = plan_append(&record, tasks)?;
         if !plan.commits() {
-            return Ok((plan.results, None));
+            // Dead letters a commit queued and could not publish: published now.
+            let dead_letters_queued = record.state.dead_letters_waiting(&record.published_dead_letters) > 0;
+            return Ok(Appended { results: plan.results, dead_letters_queued, ..Appended::default() });
         }
         if let Some(state) = &mut plan.state {
             // For status: how long each part has waited for its marker (wall clock).
@@ -629,7 +648,13 @@ impl Committer {
         tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
         record_commit(table, tasks, &plan.results, records, at_ms);
         let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: plan.tasks, files, records };
-        Ok((plan.results, Some(snapshot)))
+        let state = plan.state.as_ref().unwrap_or(&record.state);
+        Ok(Appended {
+            results: plan.results,
+            snapshot: Some(snapshot),
+            dead_letters_queued: !state.dead_letters.is_empty(),
+            suspensions: plan.suspensions,
+        })
     }
 
     /// Does what `plan` says short of the snapshot: rewrites the files it rewrites (under
@@ -684,6 +709,17 @@ impl Committer {
             new_schema: plan.schema.clone(),
         })
     }
+}
+
+/// What an append did, and what follows it once the table's lease is released.
+#[derive(Debug, Default)]
+struct Appended {
+    results: Vec<(String, TaskResult)>,
+    snapshot: Option<CommittedSnapshot>,
+    /// The table state queues dead letters for their table.
+    dead_letters_queued: bool,
+    /// Bad records of committed transactions that suspend the table (mode `suspend`).
+    suspensions: Vec<plan::Suspension>,
 }
 
 /// The metrics of an append committed at `at_ms`: its rows, the freshness lag of the

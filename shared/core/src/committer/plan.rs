@@ -22,7 +22,7 @@
 //!                            ABORT ⇒ never
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ use crate::schema::plan_above;
 use crate::table::offsets::CommittedOffsets;
 use crate::table::rowless::RowlessOffsets;
 use crate::table::state::{MarkerEntry, PendingEntry, TableState};
-use crate::task::{CommitTask, CompactionTask, TableName, TaskFile};
+use crate::task::{BadRecord, CommitTask, CompactionTask, TableName, TaskFile};
 
 /// What Floe's last snapshot of a table says, and the table's current schema and spec.
 #[derive(Debug, Clone)]
@@ -48,6 +48,9 @@ pub struct TableRecord {
     /// How many committed offsets have no row on purpose, and which are not counted.
     pub rowless: RowlessOffsets,
     pub state: TableState,
+    /// Per dead-letter table of the state's queued dead letters, the highest number it
+    /// holds ([`crate::table::dead_letters`]).
+    pub published_dead_letters: HashMap<TableName, u64>,
 }
 
 /// How a file was written: its schema, partition spec (`None`: unpartitioned), Kafka
@@ -64,7 +67,7 @@ pub struct Written {
 }
 
 impl Written {
-    fn new(
+    pub(super) fn new(
         schema: &Schema,
         spec: Option<&PartitionSpec>,
         partition: i32,
@@ -138,6 +141,17 @@ pub struct AppendPlan {
     pub skipped_records: u64,
     /// Transactions resolved by ABORT (for the log).
     pub aborted: Vec<PendingEntry>,
+    /// Bad records of transactions resolved by COMMIT in mode `suspend`: the table is
+    /// suspended once the snapshot is in.
+    pub suspensions: Vec<Suspension>,
+}
+
+/// A bad record that suspends the table: its log key, partition, and where and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suspension {
+    pub topic: String,
+    pub partition: i32,
+    pub record: BadRecord,
 }
 
 impl AppendPlan {
@@ -190,7 +204,8 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         schema_changed |= evolve(&mut schema, record, &task.schema.iceberg).map_err(|reason| {
             CommitError::Incompatible { table: table.clone(), reason: format!("task {}: {reason}", task.task_id) }
         })?;
-        for file in task.data_files.iter().chain(task.open_transactions.iter().flat_map(|t| &t.files)) {
+        let open = task.open_transactions.iter().flat_map(|t| t.files.iter().chain(&t.dead_letter_files));
+        for file in task.data_files.iter().chain(open) {
             if file.first_offset < range.first || file.last_offset > range.last || file.first_offset > file.last_offset
             {
                 return Err(CommitError::Task {
@@ -243,6 +258,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 // Marked by the commit that writes the state (plans read no clock).
                 pending_since_ms: None,
                 transaction_timeout_ms: task.transaction_timeout_ms,
+                dead_letter_table: task.dead_letter_table.clone().filter(|_| !txn.dead_letter_files.is_empty()),
             });
         }
         for marker in &task.transaction_markers {
@@ -266,7 +282,20 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         results.push((task.task_id.clone(), TaskResult::Committed));
     }
     let resolved = state.resolve(&offsets);
+    state.drop_published(&record.published_dead_letters);
+    let mut suspensions = Vec::new();
     for entry in &resolved.committed {
+        // Its bad records are dead letters now, on their way to their table; in mode
+        // `suspend`, the first also stops the table once this commit is in.
+        let dead_letter_table = entry.dead_letter_table.clone().unwrap_or_else(|| record.table.dead_letters());
+        state.queue_dead_letters(entry, dead_letter_table);
+        if let Some(bad) = &entry.transaction.suspends_at {
+            suspensions.push(Suspension {
+                topic: entry.topic.clone(),
+                partition: entry.partition,
+                record: bad.clone(),
+            });
+        }
         // Its records become rows now: new records, their fields into the table's
         // columns by name (one another engine dropped or renamed since comes back new).
         schema_changed |= evolve(&mut schema, record, &entry.schema).map_err(|reason| CommitError::Incompatible {
@@ -294,7 +323,11 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         if entry.keep.is_none()
             && !rowless.is_uncounted(&entry.topic, entry.partition, txn.first_offset, txn.last_offset)
         {
-            rowless.add(&entry.topic, entry.partition, txn.files.iter().map(|f| f.record_count).sum());
+            rowless.add(
+                &entry.topic,
+                entry.partition,
+                txn.files.iter().map(|f| f.record_count).sum::<u64>() + txn.dead_letters(),
+            );
         }
     }
     let state_changed = state != record.state;
@@ -308,6 +341,7 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         tasks: committed_tasks,
         skipped_records,
         aborted: resolved.aborted,
+        suspensions,
     })
 }
 
@@ -323,7 +357,7 @@ fn count_without_rows(rowless: &mut RowlessOffsets, log: &str, task: &CommitTask
 }
 
 /// The offsets of `first..=last` among `ranges` (sorted, disjoint).
-fn among(ranges: &[(i64, i64)], first: i64, last: i64) -> Vec<(i64, i64)> {
+pub(super) fn among(ranges: &[(i64, i64)], first: i64, last: i64) -> Vec<(i64, i64)> {
     ranges.iter().map(|&(a, b)| (a.max(first), b.min(last))).filter(|(a, b)| a <= b).collect()
 }
 
@@ -554,6 +588,7 @@ mod tests {
             offsets,
             rowless: RowlessOffsets::default(),
             state: TableState::default(),
+            published_dead_letters: HashMap::new(),
         }
     }
 
@@ -739,6 +774,55 @@ mod tests {
         assert_eq!((count(&plan).count, count(&plan).uncounted.encode()), (0, "10-14".to_string()));
         let plan = plan_append(&record(&[]), &[&task("s3", 0, 9)]).unwrap();
         assert_eq!(count(&plan).uncounted.encode(), "0-9");
+    }
+
+    /// Producer 7's transaction (5..=9) with a bad record at 7, written as a dead letter
+    /// (mode `dlq`, or `suspend` too), and its marker at 19.
+    fn with_bad_record(suspend: bool) -> (CommitTask, CommitTask) {
+        let mut open = with_open(task("s0", 0, 9), (5, 9));
+        open.dead_letter_table = Some(TableName { namespace: "kafka".into(), name: "orders_dlq".into() });
+        let txn = &mut open.open_transactions[0];
+        txn.files = vec![file(5, 9)];
+        txn.files[0].record_count = 4;
+        txn.dead_letter_files = vec![file(7, 7)];
+        txn.suspends_at = suspend.then(|| BadRecord { offset: 7, file: "s0.log".into(), error: "not Avro".into() });
+        (open, task("s1", 10, 19))
+    }
+
+    /// A bad record of a transaction is a dead letter only once it commits: queued for the
+    /// dead-letter table then (in mode `suspend`, the table suspended too), counted
+    /// without a row on ABORT, and out of the queue once its table holds it.
+    #[test]
+    fn a_transaction_s_dead_letters_count_only_once_it_commits() {
+        let count = |plan: &AppendPlan| plan.rowless.get("orders", 0).cloned().unwrap_or_default().count;
+        for (commit, suspend) in [(true, false), (true, true), (false, false), (false, true)] {
+            let (open, rest) = with_bad_record(suspend);
+            let first = plan_append(&record(&[]), &[&CommitTask { without_rows: Some(5), ..open }]).unwrap();
+            let pending = first.state.clone().unwrap();
+            assert!(pending.dead_letters.is_empty() && first.suspensions.is_empty(), "nothing before the marker");
+            let mut after = record(&[(0, 9)]);
+            (after.rowless, after.state) = (first.rowless.clone(), pending);
+            let marker = CommitTask { without_rows: Some(1), ..with_marker(rest.clone(), 19, commit) };
+            let plan = plan_append(&after, &[&marker]).unwrap();
+            let state = plan.state.clone().unwrap();
+            if !commit {
+                assert!(state.dead_letters.is_empty() && plan.suspensions.is_empty(), "suspend {suspend}");
+                assert_eq!(count(&plan), 5 + 1 + 4 + 1, "ABORT: its rows and its dead letter never are");
+                continue;
+            }
+            assert_eq!(count(&plan), 5 + 1, "the dead letter is explained by its row in orders_dlq");
+            let queued: Vec<_> =
+                state.dead_letters.iter().map(|d| (d.seq, d.table.name.as_str(), d.keep.clone())).collect();
+            assert_eq!(queued, [(1, "orders_dlq", vec![(5, 9)])], "suspend {suspend}");
+            let suspended: Vec<i64> = plan.suspensions.iter().map(|s| s.record.offset).collect();
+            assert_eq!(suspended, if suspend { vec![7] } else { vec![] });
+            // Published: out of the queue at the table's next commit.
+            let mut next = record(&[(0, 19)]);
+            next.state = state;
+            next.published_dead_letters.insert(TableName { namespace: "kafka".into(), name: "orders_dlq".into() }, 1);
+            let plan = plan_append(&next, &[&task("s2", 20, 29)]).unwrap();
+            assert!(plan.state.unwrap().dead_letters.is_empty());
+        }
     }
 
     #[test]

@@ -80,6 +80,10 @@ pub struct TableFacts {
     /// Transactions waiting for their marker longer than `transaction_timeout` (filled
     /// from the table state: [`crate::table::state::TableState::hanging`]).
     pub hanging: Vec<HangingTransaction>,
+    /// Dead letters of committed transactions waiting to be added to their dead-letter
+    /// table (filled from the table state: [`crate::table::dead_letters`]); added after
+    /// the table's next commit.
+    pub dead_letters_waiting: u64,
 }
 
 /// A table's latest time ahead of this host's clock by more than this is warned about.
@@ -109,6 +113,7 @@ impl TableFacts {
             bytes: count("total-files-size"),
             clock_ahead_ms,
             hanging: Vec::new(),
+            dead_letters_waiting: 0,
         })
     }
 }
@@ -255,6 +260,7 @@ mod tests {
             bytes: Some(2048),
             clock_ahead_ms: None,
             hanging: Vec::new(),
+            dead_letters_waiting: 0,
         }
     }
 

@@ -46,7 +46,9 @@ pub fn held_files(task: &Task) -> BTreeMap<TableName, Vec<String>> {
     };
     match task {
         Task::Data(t) => {
-            let files = t.data_files.iter().chain(t.open_transactions.iter().flat_map(|o| &o.files));
+            // An open transaction's dead letters wait in the table's data directory.
+            let open = t.open_transactions.iter().flat_map(|o| o.files.iter().chain(&o.dead_letter_files));
+            let files = t.data_files.iter().chain(open);
             add(&t.table, files.map(|f| f.path().to_string()).collect());
             // The committer commits dead letters under this table (none without it).
             if let Some(dlq) = &t.dead_letter_table {

@@ -10,6 +10,7 @@
 //!     the file itself, its metadata log, its statistics files,
 //!     every snapshot's manifest list ─▶ its manifests ─▶ their live entries' files
 //!     every snapshot's table state (summary `floe.state`) ─▶ its pending transactions' files
+//!                                                            and dead letters
 //!  each listed file: referenced, or metadata/version-hint.text ─▶ kept
 //!                    named by a held task ─▶ kept (kept_held)
 //!                    younger than the grace period, or of unknown age ─▶ kept (kept_young)
@@ -306,14 +307,15 @@ impl References {
 }
 
 impl References {
-    /// Floe's table state at `location` and the files of the transactions pending in it.
+    /// Floe's table state at `location` and the files it keeps (those of the transactions
+    /// pending in it, and dead letters on their way).
     async fn add_state(&mut self, file_io: &FileIO, table: &TableName, location: &str) -> Result<(), MaintenanceError> {
         if !self.first_read(location) {
             return Ok(());
         }
         let state =
             TableState::load(file_io, Some(&location.to_string())).await.map_err(read_error(table, location))?;
-        for file in state.pending.iter().flat_map(|e| &e.transaction.files) {
+        for file in state.files() {
             self.insert(file.path());
         }
         Ok(())
@@ -847,6 +849,7 @@ mod tests {
                 keep: None,
                 pending_since_ms: None,
                 transaction_timeout_ms: None,
+                dead_letter_table: None,
             }],
             ..TableState::default()
         };

@@ -390,7 +390,7 @@ impl Materializer {
         current: Option<TableView>,
     ) -> Result<CommitTask, MaterializerError> {
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
-        let dead_letter_table = TableName { namespace: topic.namespace.clone(), name: format!("{}_dlq", topic.table) };
+        let dead_letter_table = table.dead_letters();
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
         let data_location = self.table_files_location(&table).await?;
         let dead_letter_location = self.table_files_location(&dead_letter_table).await?;
@@ -441,7 +441,7 @@ fn format_name(format: Format) -> String {
 fn without_rows(range: OffsetRange, done: &Materialized) -> Option<u64> {
     let span = u64::try_from(range.last.checked_sub(range.first)?.checked_add(1)?).ok()?;
     let rows = |files: &[WrittenFile]| files.iter().map(WrittenFile::record_count).sum::<u64>();
-    let pending: u64 = done.pending_files.values().map(|f| rows(f)).sum();
+    let pending: u64 = done.open_parts.values().map(|p| rows(&p.files) + rows(&p.dead_letter_files)).sum();
     span.checked_sub(rows(&done.files))?.checked_sub(rows(&done.dead_letter_files))?.checked_sub(pending)
 }
 
@@ -465,14 +465,17 @@ fn build_task(
         }
         (m, b) => m.or(b),
     };
+    let no_partition = iceberg::spec::StructType::new(vec![]);
     let mut open_transactions = Vec::new();
     for txn in &summary.open_transactions {
-        let files = done
-            .pending_files
-            .get(&txn.producer_id)
-            .map(|f| task_files(f, &done.partition_type))
-            .transpose()?
-            .unwrap_or_default();
+        let part = done.open_parts.get(&txn.producer_id);
+        let files = task_files(part.map_or(&[][..], |p| &p.files), &done.partition_type)?;
+        let dead_letter_files = task_files(part.map_or(&[][..], |p| &p.dead_letter_files), &no_partition)?;
+        let suspends_at = part.and_then(|p| p.suspends_at.as_ref()).map(|bad| crate::task::BadRecord {
+            offset: bad.offset,
+            file: summary.file.clone(),
+            error: bad.error.clone(),
+        });
         open_transactions.push(PendingTransaction {
             producer_id: txn.producer_id,
             producer_epoch: txn.producer_epoch,
@@ -483,8 +486,15 @@ fn build_task(
             first_timestamp: Some(txn.first_timestamp).filter(|&t| t >= 0),
             max_timestamp: Some(txn.max_timestamp).filter(|&t| t >= 0),
             log_append_time: txn.log_append_time,
+            dead_letter_files,
+            suspends_at,
         });
     }
+    // Named when there are dead letters: the segment's, committed with it, or an open
+    // transaction's, added once it commits.
+    let any_dead_letters =
+        !done.dead_letter_files.is_empty() || open_transactions.iter().any(|t| !t.dead_letter_files.is_empty());
+    let dead_letter_table = any_dead_letters.then_some(dead_letter_table);
     let dead_letter_schema = match done.dead_letter_files.is_empty() {
         true => None,
         false => Some(
@@ -495,11 +505,10 @@ fn build_task(
     };
     let without_rows = offsets.and_then(|range| without_rows(range, &done));
     let partition_spec = partitioned(&done.partition_spec);
-    let no_partition = iceberg::spec::StructType::new(vec![]);
     Ok(CommitTask {
         version: task_version(partition_spec.as_ref()),
         task_id,
-        dead_letter_table: dead_letter_schema.as_ref().map(|_| dead_letter_table),
+        dead_letter_table,
         table,
         topic: topic.topic.clone(),
         partition: input.location.partition,

@@ -99,16 +99,43 @@ pub struct MaterializeOptions {
 pub struct Materialized {
     pub files: Vec<WrittenFile>,
     pub dead_letter_files: Vec<WrittenFile>,
-    /// Files of transactions still open at the end of the segment, by producer id.
-    pub pending_files: BTreeMap<i64, Vec<WrittenFile>>,
+    /// Transactions still open at the end of the segment, by producer id.
+    pub open_parts: BTreeMap<i64, OpenPart>,
     pub schema: Arc<Schema>,
-    /// The spec `files` and `pending_files` are laid out by, and the type of their partition values.
+    /// The spec `files` and the open parts' files are laid out by, and the type of their partition values.
     pub partition_spec: Arc<PartitionSpec>,
     pub partition_type: StructType,
     pub records: u64,
     pub skipped: u64,
     pub dead_letters: u64,
     pub summary: SegmentSummary,
+}
+
+/// What a segment wrote of a transaction it leaves open: its records' files, and its bad
+/// records (modes `dlq` and `suspend`) written as dead letters, in the table's data
+/// directory. None of it counts until a COMMIT marker resolves the transaction: a
+/// transaction that aborts never had those records, bad ones included.
+#[derive(Debug, Default)]
+pub struct OpenPart {
+    pub files: Vec<WrittenFile>,
+    pub dead_letter_files: Vec<WrittenFile>,
+    /// Mode `suspend`: its first bad record, which suspends the table once the
+    /// transaction commits.
+    pub suspends_at: Option<BadRecordAt>,
+}
+
+/// A record that could not be decoded: its offset, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadRecordAt {
+    pub offset: i64,
+    pub error: String,
+}
+
+/// The sinks of a transaction left open, as [`OpenPart`] once closed.
+struct OpenSinks {
+    data: Sink,
+    dead_letters: Option<Sink>,
+    suspends_at: Option<BadRecordAt>,
 }
 
 /// A converter and its writer, flushed every `BATCH_ROWS` rows (or sooner: at a share
@@ -181,21 +208,38 @@ pub async fn materialize_segment(
         let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec)?;
         let partition_type = main.writer.partition_type();
         let mut dead_letters: Option<Sink> = None;
-        let mut pending: BTreeMap<i64, Sink> = BTreeMap::new();
+        let mut open: BTreeMap<i64, OpenSinks> = BTreeMap::new();
         let (mut records, mut skipped, mut dead) = (0u64, 0u64, 0u64);
+        let dead_letter_schema = || -> Result<Arc<Schema>, iceberg::Error> {
+            crate::schema::plan(None, &dead_letter_struct())
+                .map(|planned| Arc::new(planned.schema))
+                .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
+        };
 
         while let Some(batch) = reader.next_batch().await? {
-            let target = match batch.txn {
-                BatchTxn::Committed => &mut main,
-                BatchTxn::Open { producer_id } => match pending.entry(producer_id) {
-                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(e) => e.insert(sink(
-                        &options.data_dir,
-                        format!("{}-txn{producer_id}", options.source_id),
-                        schema.clone(),
-                        spec,
-                    )?),
-                },
+            // Where the batch's rows and dead letters go: the segment's own sinks, or
+            // (a transaction left open) its producer's, in the table's data directory.
+            let (target, dlq_sink, mut suspends_at, dlq_dir, dlq_source) = match batch.txn {
+                BatchTxn::Committed => {
+                    (&mut main, &mut dead_letters, None, &options.dead_letter_dir, options.source_id.clone())
+                }
+                BatchTxn::Open { producer_id } => {
+                    let part = match open.entry(producer_id) {
+                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(e) => e.insert(OpenSinks {
+                            data: sink(
+                                &options.data_dir,
+                                format!("{}-txn{producer_id}", options.source_id),
+                                schema.clone(),
+                                spec,
+                            )?,
+                            dead_letters: None,
+                            suspends_at: None,
+                        }),
+                    };
+                    let source = format!("{}-txn{producer_id}-dlq", options.source_id);
+                    (&mut part.data, &mut part.dead_letters, Some(&mut part.suspends_at), &options.data_dir, source)
+                }
             };
             for record in &batch.records {
                 let mut outcome = target.converter.append(&record);
@@ -210,60 +254,67 @@ pub async fn materialize_segment(
                         }
                     };
                 }
-                match outcome {
+                let error = match outcome {
                     Ok(()) => {
                         records += 1;
                         target.flush_if_full().await?;
+                        continue;
                     }
-                    Err(error) => match options.topic.bad_records {
-                        BadRecordMode::Suspend => {
-                            return Err(MaterializeError::Suspended {
-                                file: reader.summary().file.clone(),
-                                partition: options.partition,
-                                offset: record.offset,
-                                error: error.to_string(),
-                            });
+                    Err(error) => error,
+                };
+                let mode = options.topic.bad_records;
+                match (mode, suspends_at.is_some()) {
+                    // A record of an open transaction suspends the table only once the
+                    // transaction commits: it waits as a dead letter of the part.
+                    (BadRecordMode::Suspend, false) => {
+                        return Err(MaterializeError::Suspended {
+                            file: reader.summary().file.clone(),
+                            partition: options.partition,
+                            offset: record.offset,
+                            error: error.to_string(),
+                        });
+                    }
+                    (BadRecordMode::Skip, _) => {
+                        skipped += 1;
+                        tracing::warn!(
+                            topic = %options.topic.topic,
+                            partition = options.partition,
+                            offset = record.offset,
+                            %error,
+                            "bad record skipped"
+                        );
+                    }
+                    (BadRecordMode::Dlq, _) | (BadRecordMode::Suspend, true) => {
+                        let dlq = match dlq_sink {
+                            Some(d) => d,
+                            None => dlq_sink.insert(sink(
+                                dlq_dir,
+                                dlq_source.clone(),
+                                dead_letter_schema()?,
+                                &unpartitioned,
+                            )?),
+                        };
+                        dlq.converter.append_dead_letter(&record, &error.to_string());
+                        dlq.flush_if_full().await?;
+                        match suspends_at.as_deref_mut() {
+                            None => dead += 1,
+                            Some(first) if mode == BadRecordMode::Suspend && first.is_none() => {
+                                *first = Some(BadRecordAt { offset: record.offset, error: error.to_string() });
+                            }
+                            Some(_) => {}
                         }
-                        BadRecordMode::Skip => {
-                            skipped += 1;
-                            tracing::warn!(
-                                topic = %options.topic.topic,
-                                partition = options.partition,
-                                offset = record.offset,
-                                %error,
-                                "bad record skipped"
-                            );
-                        }
-                        BadRecordMode::Dlq => {
-                            dead += 1;
-                            let dlq = match &mut dead_letters {
-                                Some(d) => d,
-                                None => {
-                                    let dlq_schema = Arc::new(
-                                        crate::schema::plan(None, &dead_letter_struct())
-                                            .map_err(|e| {
-                                                iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
-                                            })?
-                                            .schema,
-                                    );
-                                    dead_letters.insert(sink(
-                                        &options.dead_letter_dir,
-                                        options.source_id.clone(),
-                                        dlq_schema,
-                                        &unpartitioned,
-                                    )?)
-                                }
-                            };
-                            dlq.converter.append_dead_letter(&record, &error.to_string());
-                            dlq.flush_if_full().await?;
-                        }
-                    },
+                    }
                 }
             }
         }
-        let mut pending_files = BTreeMap::new();
-        for (pid, s) in pending {
-            pending_files.insert(pid, s.close().await?);
+        let mut open_parts = BTreeMap::new();
+        for (pid, part) in open {
+            let dead_letter_files = match part.dead_letters {
+                Some(d) => d.close().await?,
+                None => Vec::new(),
+            };
+            let files = part.data.close().await?;
+            open_parts.insert(pid, OpenPart { files, dead_letter_files, suspends_at: part.suspends_at });
         }
         Ok(Materialized {
             files: main.close().await?,
@@ -271,7 +322,7 @@ pub async fn materialize_segment(
                 Some(d) => d.close().await?,
                 None => Vec::new(),
             },
-            pending_files,
+            open_parts,
             schema,
             partition_spec: options.partition_spec.clone(),
             partition_type,

@@ -20,8 +20,7 @@ pub const KEY_COLUMN: &str = "key";
 pub const OFFSET_FIELD: &str = "offset";
 pub const VALUE_COLUMN: &str = "value";
 pub const ERROR_COLUMN: &str = "error";
-/// Suffix of a table's dead-letter table name.
-pub const DEAD_LETTER_SUFFIX: &str = "_dlq";
+pub use crate::table::name::DEAD_LETTER_SUFFIX;
 
 /// The Iceberg type a key or value decodes to.
 #[derive(Debug, Clone, PartialEq)]

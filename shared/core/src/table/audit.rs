@@ -50,7 +50,7 @@ use super::rowless::RowlessOffsets;
 use super::state::{STATE_KEY, TableState};
 use super::{LoadedTable, TableError, TableName, committed_offsets, floe_summary, load, rowless_offsets};
 use crate::catalog::Catalog;
-use crate::schema::layout::{DEAD_LETTER_SUFFIX, KAFKA_COLUMN, OFFSET_FIELD};
+use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
 
 /// The `_kafka` field holding the partition.
 const PARTITION_FIELD: &str = "partition";
@@ -387,8 +387,7 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
         .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
     // The data files as they are, when delete files may have removed rows from them.
     let raw = if deletes.is_empty() { None } else { Some(read(&loaded, file_io, false).await?) };
-    let dead_letter_name =
-        TableName { namespace: name.namespace.clone(), name: format!("{}{DEAD_LETTER_SUFFIX}", name.name) };
+    let dead_letter_name = name.dead_letters();
     let dead_letters = match load(catalog, file_io, &dead_letter_name).await? {
         Some(dlq) => read(&dlq, file_io, true).await?,
         None => Found::default(),
@@ -616,6 +615,7 @@ mod tests {
             keep: None,
             pending_since_ms: None,
             transaction_timeout_ms: None,
+            dead_letter_table: None,
         };
         let marker = TxnMarker { producer_id: 7, producer_epoch: 0, offset: 1090, commit: true, timestamp: None };
         let departed = Departed { topic: "t".into(), partition: 0, marker, below: Some(1050) };

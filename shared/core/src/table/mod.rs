@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod compaction;
+pub mod dead_letters;
 pub mod deletes;
 pub mod name;
 pub mod offsets;

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a table's name takes for its dead-letter table's.
+pub const DEAD_LETTER_SUFFIX: &str = "_dlq";
+
 /// An Iceberg table name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TableName {
@@ -22,6 +25,11 @@ impl TableName {
         let (namespace, name) = text.split_once('.')?;
         (!namespace.is_empty() && !name.is_empty())
             .then(|| TableName { namespace: namespace.to_string(), name: name.to_string() })
+    }
+
+    /// The dead-letter table beside this one: `<name>_dlq`, in the same namespace.
+    pub fn dead_letters(&self) -> TableName {
+        TableName { namespace: self.namespace.clone(), name: format!("{}{DEAD_LETTER_SUFFIX}", self.name) }
     }
 }
 

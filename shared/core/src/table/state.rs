@@ -77,9 +77,10 @@ use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema};
 use serde::{Deserialize, Serialize};
 
+use super::dead_letters::DueDeadLetters;
 use super::offsets::CommittedOffsets;
 use crate::segment::TxnMarker;
-use crate::task::PendingTransaction;
+use crate::task::{PendingTransaction, TableName, TaskFile};
 
 /// Summary key naming the state file.
 pub const STATE_KEY: &str = "floe.state";
@@ -117,6 +118,9 @@ pub struct PendingEntry {
     /// The topic's transaction timeout when the part came (older state files: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction_timeout_ms: Option<u64>,
+    /// Where its dead letters go once it commits (none: it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_table: Option<TableName>,
 }
 
 /// A transaction waiting for its marker longer than its topic's `transaction_timeout`,
@@ -221,6 +225,17 @@ pub struct TableState {
     /// Markers that left runs not starting at 0, per producer (older state files: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub departed: Vec<Departed>,
+    /// Dead letters of committed transactions, waiting for their dead-letter table
+    /// ([`super::dead_letters`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_letters: Vec<DueDeadLetters>,
+    /// The last number given to an entry of `dead_letters` (none is given twice).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dead_letter_seq: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An open transaction's part whose marker may have left before it came: its producer's
@@ -247,7 +262,20 @@ fn run_holding(committed: &CommittedOffsets, topic: &str, partition: i32, offset
 
 impl TableState {
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty() && self.markers.is_empty() && self.anchors.is_empty() && self.departed.is_empty()
+        self.pending.is_empty()
+            && self.markers.is_empty()
+            && self.anchors.is_empty()
+            && self.departed.is_empty()
+            && self.dead_letters.is_empty()
+            && self.dead_letter_seq == 0
+    }
+
+    /// Every file the state keeps: its parts' files and dead letters, and the dead letters
+    /// waiting for their table.
+    pub fn files(&self) -> impl Iterator<Item = &TaskFile> {
+        let parts =
+            self.pending.iter().flat_map(|e| e.transaction.files.iter().chain(&e.transaction.dead_letter_files));
+        parts.chain(self.dead_letters.iter().flat_map(|d| &d.files))
     }
 
     /// Marks the parts not yet marked as pending since `now_ms` (the commit writing them).
@@ -540,6 +568,7 @@ mod tests {
             keep: None,
             pending_since_ms: None,
             transaction_timeout_ms: None,
+            dead_letter_table: None,
         }
     }
 
@@ -598,6 +627,7 @@ mod tests {
             markers: vec![marker(7, 120, true), marker(8, 121, false), marker(9, 50, true)],
             anchors: vec![],
             departed: vec![],
+            ..Default::default()
         };
         let resolved = state.resolve(&offsets);
         // Producer 7's transaction spans two segments: both parts end at its marker.
@@ -616,8 +646,13 @@ mod tests {
         offsets.insert("t", 0, 0, 99);
         let mut part = pending(7, 50, 59);
         part.transaction.producer_epoch = 3;
-        let mut state =
-            TableState { pending: vec![part], markers: vec![marker(7, 60, true)], anchors: vec![], departed: vec![] };
+        let mut state = TableState {
+            pending: vec![part],
+            markers: vec![marker(7, 60, true)],
+            anchors: vec![],
+            departed: vec![],
+            ..Default::default()
+        };
         let resolved = state.resolve(&offsets);
         assert!(resolved.committed.is_empty() && resolved.aborted.is_empty());
         assert_eq!(state.pending.len(), 1);
@@ -627,8 +662,13 @@ mod tests {
     fn an_early_marker_waits_for_its_transaction() {
         let mut offsets = CommittedOffsets::default();
         offsets.insert("t", 0, 250, 299); // the marker's segment, first to arrive
-        let mut state =
-            TableState { pending: vec![], markers: vec![marker(7, 260, true)], anchors: vec![], departed: vec![] };
+        let mut state = TableState {
+            pending: vec![],
+            markers: vec![marker(7, 260, true)],
+            anchors: vec![],
+            departed: vec![],
+            ..Default::default()
+        };
         assert!(state.resolve(&offsets).committed.is_empty());
         assert_eq!(state.markers.len(), 1, "kept: the segment before may hold its transaction");
         state.pending.push(pending(7, 240, 249));
@@ -650,8 +690,13 @@ mod tests {
         let (mut old, mut late) = (marker(8, 1005, true), marker(7, 1090, true));
         at(&mut old, 100);
         at(&mut late, 121);
-        let mut state =
-            TableState { pending: vec![], markers: vec![old.clone(), late.clone()], anchors: vec![], departed: vec![] };
+        let mut state = TableState {
+            pending: vec![],
+            markers: vec![old.clone(), late.clone()],
+            anchors: vec![],
+            departed: vec![],
+            ..Default::default()
+        };
         state.resolve(&offsets);
         assert_eq!(state.markers, vec![old.clone()], "21 min apart: the later one's transaction is in");
         assert_eq!(state.anchors.len(), 1);
@@ -759,6 +804,7 @@ mod tests {
             markers: vec![old, late.clone()],
             anchors: vec![],
             departed: vec![],
+            ..Default::default()
         };
         state.resolve(&offsets);
         assert!(state.markers.contains(&late), "{:?}", state.markers);
