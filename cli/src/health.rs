@@ -2,9 +2,9 @@
 //! as a commit reads it ([`read_table`]: its metadata, offsets and state file, and who
 //! holds its lease), one [`TableStatus`] per table for both commands, the state
 //! ([`floe_core::maintenance::health`]) with times in RFC 3339, as JSON fields or as a
-//! readable table with a line of detail under each table
-//! that is not running, and one under any table for each warning (a clock ahead) and
-//! each transaction hanging (information: the table still runs).
+//! readable table with a line of detail under each table that is not running, and one
+//! under any table for each warning (a clock ahead) and each transaction hanging
+//! (information: the table still runs).
 
 use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth, health};
