@@ -13,36 +13,13 @@ use floe_aws::glue::GlueCatalog;
 use floe_aws::s3::warehouse_file_io;
 use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
-use floe_core::maintenance::health::health;
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
 use floe_core::table::{CatalogTables, TableName};
 
-use crate::compact::MaintenanceView;
-use crate::health::{HealthView, read_table};
+use crate::health::{TableStatus, read_table};
 
 fn locks(config: &SdkConfig, lock_table: &str) -> DynamoDbLocks {
     DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(config), lock_table)
-}
-
-/// One table of the stack as `floe aws status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TableStatus {
-    pub table: String,
-    /// Committed offset ranges per `topic-partition` (`0-99,120-200`).
-    pub offsets: std::collections::BTreeMap<String, String>,
-    /// Why the table is suspended, when it is.
-    pub suspended: Option<String>,
-    /// Why the table cannot be read as a commit reads it (metadata, offsets, state file).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
-    /// Its state (running, degraded, suspended, config issue) and why, last commit, files
-    /// and bytes.
-    #[serde(flatten)]
-    pub health: HealthView,
-    /// Its last compaction (time, files and bytes in and out), snapshots expired, orphans
-    /// removed, last sweep: as `floe local status` shows them.
-    #[serde(flatten)]
-    pub maintenance: MaintenanceView,
 }
 
 /// The S3 client of `floe aws`: path-style addressing when `path_style` (the functions'
@@ -94,15 +71,7 @@ pub async fn status_of(
         let read = read_table(tables, &locks, &name, now_ms).await?;
         let maintenance = locks.status(&name).await?;
         let resume = format!("floe aws resume {name} --lock-table {lock_table}");
-        let health = health(registered.suspended.as_deref(), &maintenance, read.facts, &read.readiness, &resume);
-        out.push(TableStatus {
-            table: name.to_string(),
-            offsets: health.facts.offsets.clone(),
-            suspended: registered.suspended,
-            problem: read.readiness.unreadable,
-            health: HealthView::from(&health),
-            maintenance: maintenance.into(),
-        });
+        out.push(TableStatus::new(name.to_string(), registered.suspended, maintenance, read, &resume));
     }
     Ok(out)
 }

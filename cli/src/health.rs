@@ -1,19 +1,19 @@
 //! Tables' health as `floe local status` and `floe aws status` show it: each table read
 //! as a commit reads it ([`read_table`]: its metadata, offsets and state file, and who
-//! holds its lease), the state ([`floe_core::maintenance::health`]) with times in RFC
-//! 3339, as JSON fields or as a readable table with a line of detail under each table
-//! that is not running, and one under any table for each warning (a clock ahead), each
-//! transaction hanging and dead letters waiting for their table (information: the table
-//! still runs).
+//! holds its lease), one [`TableStatus`] per table for both commands, the state
+//! ([`floe_core::maintenance::health`]) with times in RFC 3339, as JSON fields or as a
+//! readable table with a line of detail under each table that is not running, and one
+//! under any table for each warning (a clock ahead), each transaction hanging and dead
+//! letters waiting for their table (information: the table still runs).
 
 use floe_core::lock::{LockError, TableLocks};
-use floe_core::maintenance::RecordAt;
-use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth};
+use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth, health};
+use floe_core::maintenance::{MaintenanceStatus, RecordAt};
 use floe_core::table::dead_letters::published_by;
 use floe_core::table::state::{HangingTransaction, STATE_KEY, TableState};
 use floe_core::table::{CatalogTables, TableError, TableName, committed_offsets, floe_summary};
 
-use crate::compact::time;
+use crate::compact::{MaintenanceView, time};
 
 /// A table as status reads it.
 #[derive(Debug, Clone, Default)]
@@ -75,6 +75,51 @@ pub async fn read_table(
         }
     }
     Ok(read)
+}
+
+/// One table as `floe local status` and `floe aws status` show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableStatus {
+    pub table: String,
+    pub snapshots: usize,
+    /// Committed offset ranges per `topic-partition` (`0-99,120-200`).
+    pub offsets: std::collections::BTreeMap<String, String>,
+    /// Why the table is suspended, when it is.
+    pub suspended: Option<String>,
+    /// Why the table cannot be read as a commit reads it (metadata, offsets, state file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// Its state (running, degraded, suspended, config issue) and why, last commit, files
+    /// and bytes.
+    #[serde(flatten)]
+    pub health: HealthView,
+    /// Its last compaction (time, files and bytes in and out), snapshots expired, orphans
+    /// removed, last sweep.
+    #[serde(flatten)]
+    pub maintenance: MaintenanceView,
+}
+
+impl TableStatus {
+    /// The table's status from its suspension, maintenance record, what [`read_table`]
+    /// read, and the command that resumes it (`resume`, shown when it is suspended).
+    pub fn new(
+        table: String,
+        suspended: Option<String>,
+        maintenance: MaintenanceStatus,
+        read: TableRead,
+        resume: &str,
+    ) -> Self {
+        let health = health(suspended.as_deref(), &maintenance, read.facts, &read.readiness, resume);
+        TableStatus {
+            table,
+            snapshots: read.snapshots,
+            offsets: health.facts.offsets.clone(),
+            suspended,
+            problem: read.readiness.unreadable,
+            health: HealthView::from(&health),
+            maintenance: maintenance.into(),
+        }
+    }
 }
 
 /// A table's state and facts, as status shows them.
@@ -239,6 +284,30 @@ mod tests {
              record: topic t partition 1 offset 7 in f\n  \
              resume: floe local resume kafka.t --warehouse wh\n"
         );
+    }
+
+    /// `floe local status` and `floe aws status` print one kind of line: the same fields,
+    /// the resume command each gives, snapshots and offsets from what was read.
+    #[test]
+    fn a_status_line_carries_the_read_the_suspension_and_the_resume_command() {
+        let facts = TableFacts {
+            offsets: [("orders-0".to_string(), "0-99".to_string())].into(),
+            files: Some(2),
+            ..Default::default()
+        };
+        let read = TableRead { found: true, snapshots: 3, facts, readiness: Readiness::default() };
+        let resume = "floe aws resume kafka.orders --lock-table locks";
+        let status =
+            TableStatus::new("kafka.orders".into(), Some("bad record".into()), Default::default(), read, resume);
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["table"], "kafka.orders");
+        assert_eq!(json["snapshots"], 3);
+        assert_eq!(json["offsets"], serde_json::json!({"orders-0": "0-99"}));
+        assert_eq!((&json["state"], &json["reason"]), (&"suspended".into(), &"bad record".into()));
+        assert_eq!((&json["suspended"], &json["resume"]), (&"bad record".into(), &resume.into()));
+        assert_eq!(json["files"], 2);
+        assert!(json.get("problem").is_none(), "a readable table has no problem field: {json}");
+        assert_eq!(json["failing"], serde_json::json!([]), "the maintenance fields, flattened: {json}");
     }
 
     #[test]

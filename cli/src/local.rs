@@ -32,16 +32,15 @@ use floe_core::config::FloeConfig;
 use floe_core::formats::http_registry;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::lock::{Clock, TableLocks};
-use floe_core::maintenance::health::health;
 use floe_core::maintenance::holding::HoldingQueue;
-use floe_core::maintenance::{MaintenanceEvent, MaintenanceStatus, TableRegistry};
+use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome, TableLookup};
 use floe_core::segment::{FileSource, Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader};
 use floe_core::table::CatalogTables;
 use floe_core::task::TableName;
 
-use crate::compact::{MaintenanceView, TableCompaction};
-use crate::health::{HealthView, TableRead, read_table};
+use crate::compact::TableCompaction;
+use crate::health::{TableStatus, read_table};
 use crate::warehouse::{Warehouse, folder};
 
 /// What a run did, per table.
@@ -303,51 +302,6 @@ pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<Stri
     Ok(reason)
 }
 
-/// One table of the warehouse as `floe local status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TableStatus {
-    pub table: String,
-    pub snapshots: usize,
-    /// Committed offset ranges per `topic-partition` (`0-99,120-200`).
-    pub offsets: std::collections::BTreeMap<String, String>,
-    /// Why the table is suspended, when it is.
-    pub suspended: Option<String>,
-    /// Why the table cannot be read as a commit reads it (metadata, offsets, state file).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
-    /// Its state (running, degraded, suspended, config issue) and why, last commit, files
-    /// and bytes.
-    #[serde(flatten)]
-    pub health: HealthView,
-    /// Its last compaction, snapshots expired, orphans removed, last sweep.
-    #[serde(flatten)]
-    pub maintenance: MaintenanceView,
-}
-
-impl TableStatus {
-    /// The table's status from its suspension, maintenance record, snapshot's facts and
-    /// what stops its next commit.
-    fn new(
-        warehouse: &Path,
-        table: String,
-        suspended: Option<String>,
-        status: MaintenanceStatus,
-        read: TableRead,
-    ) -> Self {
-        let resume = format!("floe local resume {table} --warehouse {}", warehouse.display());
-        let health = health(suspended.as_deref(), &status, read.facts, &read.readiness, &resume);
-        TableStatus {
-            table,
-            snapshots: read.snapshots,
-            offsets: health.facts.offsets.clone(),
-            suspended,
-            problem: read.readiness.unreadable,
-            health: HealthView::from(&health),
-            maintenance: status.into(),
-        }
-    }
-}
-
 /// Every table of the warehouse (and every suspended one): its state, snapshots, the Kafka
 /// offsets it holds, whether it is suspended (and why), and what maintenance did.
 pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
@@ -368,7 +322,13 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
                 continue;
             }
             let (suspended, maintenance) = (locks.suspended(&name.to_string()).await?, locks.status(&name).await?);
-            out.push(TableStatus::new(warehouse, name.to_string(), suspended, maintenance, read));
+            out.push(TableStatus::new(
+                name.to_string(),
+                suspended,
+                maintenance,
+                read,
+                &resume_command(warehouse, &name),
+            ));
         }
     }
     // A table stopped before its first commit (suspended, or its topic's configuration
@@ -381,11 +341,17 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
         let maintenance = locks.status(&registered.table).await?;
         if registered.suspended.is_some() || !maintenance.failing.is_empty() {
             let read = read_table(&tables, &locks, &registered.table, now_ms).await?;
-            out.push(TableStatus::new(warehouse, table, registered.suspended, maintenance, read));
+            let resume = resume_command(warehouse, &registered.table);
+            out.push(TableStatus::new(table, registered.suspended, maintenance, read, &resume));
         }
     }
     out.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(out)
+}
+
+/// The command that resumes `table` of `warehouse`, as status shows it.
+fn resume_command(warehouse: &Path, table: &TableName) -> String {
+    format!("floe local resume {table} --warehouse {}", warehouse.display())
 }
 
 /// Tasks committed together (one snapshot per table per batch).

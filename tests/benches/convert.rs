@@ -1,6 +1,6 @@
 //! Segment → Parquet benchmark: the whole materializer core (decode, convert, encode,
 //! write) on one core, next to the Parquet encoder alone writing the same Arrow batches.
-//! Targets (DESIGN §7): the pipeline at ≥ 70% of the encoder's speed, and ≥ 10× a Python
+//! Targets (BENCHMARKS.md, Targets): the pipeline at ≥ 70% of the encoder's speed, and ≥ 10× a Python
 //! Lambda doing the same job per CPU second (user + system time of every thread, each side).
 //! Peak RSS per format, each side in a process of its own that reports its VmHWM: the
 //! Python Lambda, and the pipeline run once in this binary started again ([`CHILD`]),

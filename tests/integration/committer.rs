@@ -723,7 +723,7 @@ async fn a_suspend_task_through_sqs_stops_the_table_in_dynamodb() {
     let reason = locks.suspended(&aws.table().to_string()).await.unwrap().expect("suspended");
     assert_eq!(reason, "bad record: topic payments partition 0 offset 7 in payments-0/0.log: not JSON");
     // The operator's view and resume (`floe aws status`, `floe aws resume`).
-    let suspended = |listed: Vec<floe_cli::aws::TableStatus>| -> Vec<(String, Option<String>)> {
+    let suspended = |listed: Vec<floe_cli::health::TableStatus>| -> Vec<(String, Option<String>)> {
         listed.into_iter().map(|t| (t.table, t.suspended)).collect()
     };
     let listed = floe_cli::aws::status(&aws.config, &aws.locks, true).await.unwrap();

@@ -1,5 +1,5 @@
 """The job a hand-written Python Lambda does, as the convert benchmark's baseline
-(DESIGN §7: Floe ≥ 10× it per CPU second): read a segment with kafka-python, decode each
+(BENCHMARKS.md, Targets: Floe ≥ 10× it per CPU second): read a segment with kafka-python, decode each
 record's value (raw bytes; Confluent-framed Avro with fastavro; Confluent-framed Protobuf
 with Google's `protobuf` package, turned into Python values field by field from the
 descriptors; Confluent-framed JSON with the json module, typed by a JSON Schema), build

@@ -1161,7 +1161,7 @@ mod tests {
         std::fs::write(&toml, text.replace("/no/such.avsc", &toml.display().to_string())).unwrap();
         FloeConfig::from_file(&toml).unwrap();
         assert!(url_has_credentials("http://user@sr"));
-        // The README's example, word for word.
+        // docs/configuration.md's example, word for word.
         let err = FloeConfig::parse("[[topics]]\ntopic = \"a\"\n[[topics]]\ntopic = \"b\"\nvalue_format = \"avroo\"");
         assert!(err.unwrap_err().to_string().contains("topics[1].value_format: unknown variant `avroo`"));
     }

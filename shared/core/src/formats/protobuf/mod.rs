@@ -3,7 +3,7 @@
 //! in the Confluent wire format decoded into Arrow columns.
 //!
 //! The mapping to Iceberg and Arrow types, and which fields are null when unset, are
-//! documented in README.md ("Type mapping", Protobuf); `maps_every_type` and the
+//! documented in docs/types.md ("Type mapping", Protobuf); `maps_every_type` and the
 //! integration tests hold the code to it.
 //!
 //! Wire format: `[0][schema id: u32 BE][message indexes][message]`. The indexes are
