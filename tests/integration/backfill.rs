@@ -4,7 +4,8 @@
 //! handed (no invocation; the dry run counts it apart the same way), every record is
 //! committed once; an interrupted backfill of log-dir copies resumed from its state file,
 //! each segment handed once, and afterwards every log-dir segment but the folder's last
-//! found already in the table; a dry run that hands nothing.
+//! found already in the table; a dry run that hands nothing; a re-created topic's
+//! segments (another topic id, the same offsets) handed beside the old topic's.
 //!
 //! The materializer runs in-process behind the backfill's `Invoker` (its Lambda handler,
 //! [`handle_materializer_event`], on the same EventBridge event the deployed function
@@ -53,6 +54,12 @@ const RANGES: [(i64, i64); 3] = [(0, 54), (55, 65), (66, 99)];
 /// The three `payments` segments laid out as the tiered-storage plugin uploads them
 /// (make_tiered.py) and uploaded; their manifests' keys, which the live events name.
 async fn upload_tiered_payments(aws: &Aws, dir: &std::path::Path) -> Vec<String> {
+    upload_tiered_incarnation(aws, dir, "MWJ6FHTfRYy67jzwZdeqSQ").await
+}
+
+/// [`upload_tiered_payments`] for the topic of id `topic_id` (a topic deleted and created
+/// again under its name gets a new one).
+async fn upload_tiered_incarnation(aws: &Aws, dir: &std::path::Path, topic_id: &str) -> Vec<String> {
     let mut manifests = Vec::new();
     for (key, (start, end)) in SEGMENTS.iter().zip(RANGES) {
         let out = std::process::Command::new(support::python())
@@ -60,6 +67,7 @@ async fn upload_tiered_payments(aws: &Aws, dir: &std::path::Path) -> Vec<String>
             .arg(dir.join(key))
             .arg(dir.join("tiered"))
             .args(["--topic", "payments", "--partition", "0", "--start", &start.to_string(), "--end", &end.to_string()])
+            .args(["--topic-id", topic_id])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -222,4 +230,49 @@ async fn an_interrupted_backfill_resumes_and_a_dry_run_hands_nothing() {
     // are found in the table; the folder's last, whose end the listing does not tell, is
     // handed again (and ignored by the committer).
     assert_eq!(already_held(&aws, &segments).await, HashSet::from([SEGMENTS[0], SEGMENTS[1]].map(str::to_string)));
+}
+
+/// A topic deleted and created again: the backfill finds only the old topic's segment
+/// the table holds already, hands the new topic's (same offsets, another topic id), and
+/// each incarnation's records land once (before: the new topic's first segment was
+/// skipped as "already in the table").
+#[tokio::test]
+async fn a_backfill_of_a_re_created_topic_hands_the_new_topic_s_segments() {
+    let aws = setup_with("backfill_recreated", "").await;
+    let (topic, offsets, _) = payments();
+    let (old, new) = ("AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB");
+    let old_manifests = upload_tiered_incarnation(&aws, topic.path(), old).await;
+    let live = aws.materializer().await;
+    live.handle(&ObjectRef::new(&aws.segments, &old_manifests[0])).await.unwrap();
+    commit_until(&aws, &AtomicBool::new(true)).await;
+    let old_offsets = aws.read().offsets["0"].clone();
+    let new_manifests = upload_tiered_incarnation(&aws, topic.path(), new).await;
+
+    let segments = backfill::list_segments(&aws.s3, &aws.segments, "", Some("payments")).await.unwrap();
+    let mine: Vec<backfill::Segment> = segments.into_iter().filter(|s| new_manifests.contains(&s.key)).collect();
+    assert_eq!(mine.len(), 3);
+    assert!(already_held(&aws, &mine).await.is_empty(), "the new topic's segments are not the old one's");
+    let invoker = InProcess::new(aws.materializer().await);
+    let state = tempfile::tempdir().unwrap();
+    let mut progress = Progress::open(&state.path().join("state"), &aws.segments).unwrap();
+    let options = Options { concurrency: 2, limit: None };
+    let mut out = Vec::new();
+    let report =
+        backfill::backfill(&aws.segments, &mine, &Skip::default(), &invoker, &mut progress, &options, &mut out)
+            .await
+            .unwrap();
+    assert_eq!((report.handed, report.failed.len()), (3, 0), "{}", String::from_utf8_lossy(&out));
+    commit_until(&aws, &AtomicBool::new(true)).await;
+    let read = aws.read();
+    assert_eq!(read.summary["floe.offsets.payments.0"], "0-54");
+    assert_eq!(read.summary[&format!("floe.offsets.payments~{new}.0")], "0-99");
+    // Each incarnation's records once (the same offsets twice: one row of each topic).
+    let mut expected: Vec<i64> = old_offsets.iter().chain(&offsets).copied().collect();
+    expected.sort_unstable();
+    assert_eq!(read.offsets["0"], expected);
+    // Every segment of both topics again: all found in the table.
+    let all = backfill::list_segments(&aws.s3, &aws.segments, "", Some("payments")).await.unwrap();
+    let held = already_held(&aws, &all).await;
+    let expected: HashSet<String> = new_manifests.iter().chain(&old_manifests[..1]).cloned().collect();
+    assert_eq!(held, expected);
 }
