@@ -381,3 +381,43 @@ async fn status_shows_a_transaction_hanging_past_its_timeout_until_its_marker_co
     assert_eq!(shown[0].health.hanging_transactions, [], "{:?}", shown[0].health);
     assert_payments(&read_local(warehouse.path(), "kafka.payments"), &offsets, &values);
 }
+
+/// A table renamed in the catalog (`kafka.orders` → `kafka.orders_2025`, by PyIceberg),
+/// then a new `kafka.orders` created by Floe where a name-based catalog puts it: at the
+/// renamed table's location. Sweeping the new table keeps every file of the renamed one
+/// (before: once the new table's metadata versions caught up with the old one's, the
+/// sweep deleted the renamed table's metadata and data files, and it no longer loaded).
+#[tokio::test]
+async fn the_sweep_keeps_every_file_of_another_table_at_the_same_location() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&support::root().join("examples/segments"), input.path(), ORDERS_1);
+    local_run(input.path(), warehouse.path()).await;
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let rename = format!(
+        "from pyiceberg.catalog.sql import SqlCatalog\n\
+         c = SqlCatalog('floe', uri='sqlite:///{w}/catalog.db', warehouse='file://{w}')\n\
+         c.rename_table('kafka.orders', 'kafka.orders_2025')\n"
+    );
+    let out = std::process::Command::new(support::python()).args(["-c", &rename]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let renamed = read_local(warehouse.path(), "kafka.orders_2025");
+    assert_eq!(renamed.rows, 80);
+    // The new table at the same location, a few commits ahead of the renamed one.
+    local_run(input.path(), warehouse.path()).await;
+    let committer = local_committer(warehouse.path());
+    let template = materialize(FloeConfig::default(), input.path(), &committer.warehouse, ORDERS_1).await;
+    for i in 1..=3 {
+        assert_eq!(committer.commit(&[copy_of(&template, i)], None).await.results[0].1, TaskResult::Committed);
+    }
+    let renamed_location = |name: &str| {
+        let (catalog, _) = open(warehouse.path());
+        let table = TableName::parse(name).unwrap();
+        async move { floe_core::table::load(&catalog, &local_file_io(), &table).await.unwrap().unwrap() }
+    };
+    let (old, new) = (renamed_location("kafka.orders_2025").await, renamed_location("kafka.orders").await);
+    assert_eq!(old.metadata.location(), new.metadata.location(), "the two tables share a location");
+
+    let report = sweep(warehouse.path(), wall() + GRACE_MS + DAY_MS).await;
+    assert_eq!(read_local(warehouse.path(), "kafka.orders_2025"), renamed, "removed: {:?}", report.removed);
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").rows, 4 * 80);
+}

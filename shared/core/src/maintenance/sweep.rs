@@ -5,8 +5,10 @@
 //! ```text
 //!  held_tasks(table) ─▶ task ids and files still queued   (read first, see below)
 //!  list <location>/data/ and <location>/metadata/          (nothing else: never catalog.db)
-//!  referenced, from the current metadata file and every listed metadata file that may be
-//!  newer (a higher version, or younger than the grace period):
+//!  referenced, from the current metadata file, every listed metadata file that may be
+//!  newer (a higher version, or younger than the grace period) and every listed one of
+//!  another table (another UUID: a table renamed away from this location, or registered
+//!  at it):
 //!     the file itself, its metadata log, its statistics files,
 //!     every snapshot's manifest list ─▶ its manifests ─▶ their live entries' files
 //!     every snapshot's table state (summary `floe.state`) ─▶ its pending transactions' files
@@ -194,14 +196,15 @@ impl Sweep<'_> {
             }
             // A metadata file no known metadata names: committed since the caller loaded
             // the table, in flight, or a failed commit's. Only an old one provably older
-            // than the current is none of the first two.
+            // than the current is none of the first two. Or another table's (its UUID
+            // another): a table renamed away from this location, or registered at it —
+            // every file it references is that table's, whatever its version or age.
             let newer = match (metadata_version(&key), current) {
                 (Some(version), Some(current)) => version > current,
                 _ => true,
             };
-            if (newer || self.young(file, now_ms))
-                && let Some(other) = read_other_root(self.file_io, table, &file.path).await?
-            {
+            let Some(other) = read_other_root(self.file_io, table, &file.path).await? else { continue };
+            if newer || self.young(file, now_ms) || other.uuid() != metadata.uuid() {
                 refs.add_root(self.file_io, table, &file.path, &other).await?;
             }
         }
