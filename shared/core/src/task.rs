@@ -191,13 +191,13 @@ pub struct PendingTransaction {
     /// Whether those are the broker's append times (`LogAppendTime`), not the producer's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub log_append_time: bool,
-    /// Its bad records (modes `dlq` and `suspend`) as dead letters, in the table's data
-    /// directory: added to the dead-letter table once a COMMIT resolves the transaction,
-    /// never on ABORT.
+    /// Its bad records as dead letters (mode `dlq`), in the table's data directory: added
+    /// to the dead-letter table once a COMMIT resolves the transaction, never on ABORT.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dead_letter_files: Vec<TaskFile>,
     /// Mode `suspend`: its first bad record, which suspends the table once a COMMIT
-    /// resolves the transaction.
+    /// resolves the transaction (its bad records are written nowhere: offsets without a
+    /// row, counted with its segment's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspends_at: Option<BadRecord>,
 }

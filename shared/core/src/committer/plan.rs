@@ -285,8 +285,8 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     state.drop_published(&record.published_dead_letters);
     let mut suspensions = Vec::new();
     for entry in &resolved.committed {
-        // Its bad records are dead letters now, on their way to their table; in mode
-        // `suspend`, the first also stops the table once this commit is in.
+        // Its bad records are dead letters now, on their way to their table (mode `dlq`);
+        // in mode `suspend`, the first stops the table once this commit is in.
         let dead_letter_table = entry.dead_letter_table.clone().unwrap_or_else(|| record.table.dead_letters());
         state.queue_dead_letters(entry, dead_letter_table);
         if let Some(bad) = &entry.transaction.suspends_at {
@@ -776,28 +776,34 @@ mod tests {
         assert_eq!(count(&plan).uncounted.encode(), "0-9");
     }
 
-    /// Producer 7's transaction (5..=9) with a bad record at 7, written as a dead letter
-    /// (mode `dlq`, or `suspend` too), and its marker at 19.
+    /// Producer 7's transaction (5..=9) with a bad record at 7: written as a dead letter
+    /// (mode `dlq`), or remembered to suspend the table (mode `suspend`: written nowhere,
+    /// an offset without a row counted with its segment's); its marker at 19.
     fn with_bad_record(suspend: bool) -> (CommitTask, CommitTask) {
         let mut open = with_open(task("s0", 0, 9), (5, 9));
-        open.dead_letter_table = Some(TableName { namespace: "kafka".into(), name: "orders_dlq".into() });
         let txn = &mut open.open_transactions[0];
         txn.files = vec![file(5, 9)];
         txn.files[0].record_count = 4;
-        txn.dead_letter_files = vec![file(7, 7)];
-        txn.suspends_at = suspend.then(|| BadRecord { offset: 7, file: "s0.log".into(), error: "not Avro".into() });
-        (open, task("s1", 10, 19))
+        if suspend {
+            txn.suspends_at = Some(BadRecord { offset: 7, file: "s0.log".into(), error: "not Avro".into() });
+        } else {
+            txn.dead_letter_files = vec![file(7, 7)];
+            open.dead_letter_table = Some(TableName { namespace: "kafka".into(), name: "orders_dlq".into() });
+        }
+        let without_rows = if suspend { 6 } else { 5 };
+        (CommitTask { without_rows: Some(without_rows), ..open }, task("s1", 10, 19))
     }
 
-    /// A bad record of a transaction is a dead letter only once it commits: queued for the
-    /// dead-letter table then (in mode `suspend`, the table suspended too), counted
-    /// without a row on ABORT, and out of the queue once its table holds it.
+    /// A bad record of a transaction counts only once it commits: its dead letter queued
+    /// for the dead-letter table then (mode `dlq`) or the table suspended once the commit
+    /// is in (mode `suspend`); on ABORT, nothing but offsets without rows; a queued dead
+    /// letter leaves the queue once its table holds it.
     #[test]
-    fn a_transaction_s_dead_letters_count_only_once_it_commits() {
+    fn a_transaction_s_bad_records_count_only_once_it_commits() {
         let count = |plan: &AppendPlan| plan.rowless.get("orders", 0).cloned().unwrap_or_default().count;
         for (commit, suspend) in [(true, false), (true, true), (false, false), (false, true)] {
             let (open, rest) = with_bad_record(suspend);
-            let first = plan_append(&record(&[]), &[&CommitTask { without_rows: Some(5), ..open }]).unwrap();
+            let first = plan_append(&record(&[]), &[&open]).unwrap();
             let pending = first.state.clone().unwrap();
             assert!(pending.dead_letters.is_empty() && first.suspensions.is_empty(), "nothing before the marker");
             let mut after = record(&[(0, 9)]);
@@ -805,17 +811,21 @@ mod tests {
             let marker = CommitTask { without_rows: Some(1), ..with_marker(rest.clone(), 19, commit) };
             let plan = plan_append(&after, &[&marker]).unwrap();
             let state = plan.state.clone().unwrap();
+            let suspended: Vec<i64> = plan.suspensions.iter().map(|s| s.record.offset).collect();
             if !commit {
-                assert!(state.dead_letters.is_empty() && plan.suspensions.is_empty(), "suspend {suspend}");
-                assert_eq!(count(&plan), 5 + 1 + 4 + 1, "ABORT: its rows and its dead letter never are");
+                assert!(state.dead_letters.is_empty() && suspended.is_empty(), "suspend {suspend}");
+                assert_eq!(count(&plan), 5 + 1 + 4 + 1, "ABORT: its rows and its bad record never are");
+                continue;
+            }
+            if suspend {
+                assert_eq!((suspended, state.dead_letters.len()), (vec![7], 0));
+                assert_eq!(count(&plan), 6 + 1, "the bad record: without a row, counted with its segment");
                 continue;
             }
             assert_eq!(count(&plan), 5 + 1, "the dead letter is explained by its row in orders_dlq");
             let queued: Vec<_> =
                 state.dead_letters.iter().map(|d| (d.seq, d.table.name.as_str(), d.keep.clone())).collect();
-            assert_eq!(queued, [(1, "orders_dlq", vec![(5, 9)])], "suspend {suspend}");
-            let suspended: Vec<i64> = plan.suspensions.iter().map(|s| s.record.offset).collect();
-            assert_eq!(suspended, if suspend { vec![7] } else { vec![] });
+            assert_eq!((queued, suspended), (vec![(1, "orders_dlq", vec![(5, 9)])], vec![]));
             // Published: out of the queue at the table's next commit.
             let mut next = record(&[(0, 19)]);
             next.state = state;

@@ -112,15 +112,15 @@ pub struct Materialized {
 }
 
 /// What a segment wrote of a transaction it leaves open: its records' files, and its bad
-/// records (modes `dlq` and `suspend`) written as dead letters, in the table's data
-/// directory. None of it counts until a COMMIT marker resolves the transaction: a
-/// transaction that aborts never had those records, bad ones included.
+/// records written as dead letters (mode `dlq`) in the table's data directory. None of it
+/// counts until a COMMIT marker resolves the transaction: a transaction that aborts never
+/// had those records, bad ones included.
 #[derive(Debug, Default)]
 pub struct OpenPart {
     pub files: Vec<WrittenFile>,
     pub dead_letter_files: Vec<WrittenFile>,
-    /// Mode `suspend`: its first bad record, which suspends the table once the
-    /// transaction commits.
+    /// Mode `suspend`: its first bad record (written nowhere), which suspends the table
+    /// once the transaction commits.
     pub suspends_at: Option<BadRecordAt>,
 }
 
@@ -262,17 +262,23 @@ pub async fn materialize_segment(
                     }
                     Err(error) => error,
                 };
-                let mode = options.topic.bad_records;
-                match (mode, suspends_at.is_some()) {
-                    // A record of an open transaction suspends the table only once the
-                    // transaction commits: it waits as a dead letter of the part.
-                    (BadRecordMode::Suspend, false) => {
+                match (options.topic.bad_records, suspends_at.as_deref_mut()) {
+                    (BadRecordMode::Suspend, None) => {
                         return Err(MaterializeError::Suspended {
                             file: reader.summary().file.clone(),
                             partition: options.partition,
                             offset: record.offset,
                             error: error.to_string(),
                         });
+                    }
+                    // A record of an open transaction suspends the table only once the
+                    // transaction commits (none if it aborts): remembered with its part,
+                    // written nowhere.
+                    (BadRecordMode::Suspend, Some(first)) => {
+                        tracing::warn!(topic = %options.topic.topic, partition = options.partition,
+                            offset = record.offset, %error,
+                            "bad record in an open transaction: the table is suspended if the transaction commits");
+                        first.get_or_insert(BadRecordAt { offset: record.offset, error: error.to_string() });
                     }
                     (BadRecordMode::Skip, _) => {
                         skipped += 1;
@@ -284,7 +290,7 @@ pub async fn materialize_segment(
                             "bad record skipped"
                         );
                     }
-                    (BadRecordMode::Dlq, _) | (BadRecordMode::Suspend, true) => {
+                    (BadRecordMode::Dlq, open) => {
                         let dlq = match dlq_sink {
                             Some(d) => d,
                             None => dlq_sink.insert(sink(
@@ -296,12 +302,8 @@ pub async fn materialize_segment(
                         };
                         dlq.converter.append_dead_letter(&record, &error.to_string());
                         dlq.flush_if_full().await?;
-                        match suspends_at.as_deref_mut() {
-                            None => dead += 1,
-                            Some(first) if mode == BadRecordMode::Suspend && first.is_none() => {
-                                *first = Some(BadRecordAt { offset: record.offset, error: error.to_string() });
-                            }
-                            Some(_) => {}
+                        if open.is_none() {
+                            dead += 1;
                         }
                     }
                 }
