@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use iceberg::io::FileIO;
 
-use crate::config::{FloeConfig, Format, TopicConfig};
+use crate::config::{BadRecordMode, FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
 use crate::formats::json::infer;
 use crate::formats::{FormatError, Formats};
@@ -130,6 +130,7 @@ pub struct Destination {
     pub table: String,
     pub partition: i32,
     pub data_dir: String,
+    /// Where mode `dlq` writes a segment's dead letters (unused by the other modes).
     pub dead_letter_dir: String,
     pub source_id: String,
 }
@@ -393,12 +394,17 @@ impl Materializer {
         let dead_letter_table = table.dead_letters();
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
         let data_location = self.table_files_location(&table).await?;
-        let dead_letter_location = self.table_files_location(&dead_letter_table).await?;
+        // Only mode `dlq` writes there (a catalog that assigns locations makes the table to
+        // give one: none for the other modes).
+        let dead_letter_dir = match topic.bad_records {
+            BadRecordMode::Dlq => format!("{}/data", self.table_files_location(&dead_letter_table).await?),
+            BadRecordMode::Suspend | BadRecordMode::Skip => String::new(),
+        };
         let destination = Destination {
             table: table.to_string(),
             partition: input.location.partition,
             data_dir: format!("{data_location}/data"),
-            dead_letter_dir: format!("{dead_letter_location}/data"),
+            dead_letter_dir,
             source_id: task_id.clone(),
         };
         let Prepared { formats, options } =
