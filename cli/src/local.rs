@@ -25,10 +25,10 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+use floe_core::catalog::Access;
 use floe_core::catalog::sqlite::SqliteCatalog;
-use floe_core::catalog::{Access, Catalog};
 use floe_core::committer::{Committer, TaskResult};
-use floe_core::config::FloeConfig;
+use floe_core::config::{CatalogConfig, FloeConfig};
 use floe_core::formats::http_registry;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::lock::{Clock, TableLocks};
@@ -75,7 +75,7 @@ impl LocalReport {
     pub fn failure(&self) -> Option<String> {
         let commits = match self.failed.len() {
             0 => None,
-            n => Some(format!("{n} failure(s), listed above; nothing of them was committed")),
+            n => Some(format!("{n} failure(s), listed above; a rerun retries them, skipping what is committed")),
         };
         let maintenance = match self.maintenance_failed.len() {
             0 => None,
@@ -305,13 +305,27 @@ pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<Stri
 /// Every table of the warehouse (and every suspended one): its state, snapshots, the Kafka
 /// offsets it holds, whether it is suspended (and why), and what maintenance did.
 pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
+    status_in(warehouse, &FloeConfig::default()).await
+}
+
+/// [`status`] of the tables in the catalog `config` names (the warehouse's SQLite one by
+/// default): those of the catalog's namespaces that hold a table Floe registered or
+/// that `config` names, with the warehouse's leases and maintenance records.
+pub async fn status_in(warehouse: &Path, config: &FloeConfig) -> anyhow::Result<Vec<TableStatus>> {
     let path = warehouse.join("catalog.db");
     anyhow::ensure!(path.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
-    let catalog = SqliteCatalog::open(&path, "floe")?;
-    let locks = SqliteLocks::new(catalog.connection())?;
-    let namespaces = catalog.namespaces().await?;
-    let catalog: Arc<dyn Catalog> = Arc::new(catalog);
-    let tables = CatalogTables { catalog: catalog.clone(), file_io: floe_core::storage::local_file_io() };
+    let sqlite = SqliteCatalog::open(&path, "floe")?;
+    let locks = SqliteLocks::new(sqlite.connection())?;
+    let registered = TableRegistry::tables(&locks).await?;
+    let mut namespaces = std::collections::BTreeSet::new();
+    if matches!(config.catalog, None | Some(floe_core::config::CatalogConfig::Sql)) {
+        namespaces.extend(sqlite.namespaces().await?);
+    }
+    namespaces.extend(registered.iter().map(|r| r.table.namespace.clone()));
+    namespaces.extend(config.configured_tables().into_iter().map(|t| t.namespace));
+    let catalog = crate::warehouse::local_catalog(sqlite, config.catalog.as_ref()).await?;
+    let (file_io, _) = crate::warehouse::table_files(config.catalog.as_ref());
+    let tables = CatalogTables { catalog: catalog.clone(), file_io };
     let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();
     for namespace in namespaces {
@@ -333,7 +347,7 @@ pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {
     }
     // A table stopped before its first commit (suspended, or its topic's configuration
     // failing) has a status but no metadata yet.
-    for registered in TableRegistry::tables(&locks).await? {
+    for registered in registered {
         let table = registered.table.to_string();
         if out.iter().any(|t| t.table == table) {
             continue;
@@ -420,6 +434,7 @@ pub async fn run(
     config: FloeConfig,
     mut out: impl Write,
 ) -> anyhow::Result<LocalReport> {
+    let catalog = config.catalog.clone();
     let report = run_local(input, warehouse, config).await?;
     for t in &report.tables {
         writeln!(
@@ -446,8 +461,7 @@ pub async fn run(
     if report.tables.is_empty() {
         writeln!(out, "no segments found under {}", input.display())?;
     }
-    let catalog = folder("--warehouse", warehouse, false)?.join("catalog.db");
-    writeln!(out, "catalog: {} (SQLite, catalog name \"floe\")", catalog.display())?;
+    writeln!(out, "catalog: {}", catalog_line(warehouse, catalog.as_ref())?)?;
     for failed in &report.failed {
         writeln!(out, "failed: {failed}")?;
     }
@@ -458,6 +472,22 @@ pub async fn run(
         anyhow::bail!(failure);
     }
     Ok(report)
+}
+
+/// Where a run's tables are registered, as its `catalog:` line says.
+fn catalog_line(warehouse: &Path, catalog: Option<&CatalogConfig>) -> anyhow::Result<String> {
+    Ok(match catalog {
+        None | Some(CatalogConfig::Sql) => {
+            let file = folder("--warehouse", warehouse, false)?.join("catalog.db");
+            format!("{} (SQLite, catalog name \"floe\")", file.display())
+        }
+        Some(CatalogConfig::Rest(rest)) => match &rest.warehouse {
+            Some(name) => format!("{} (REST, warehouse \"{name}\")", rest.uri),
+            None => format!("{} (REST)", rest.uri),
+        },
+        Some(CatalogConfig::Glue) => "AWS Glue".to_string(),
+        Some(CatalogConfig::S3Tables(tables)) => format!("{} (S3 Tables)", tables.table_bucket_arn),
+    })
 }
 
 #[cfg(test)]
@@ -532,7 +562,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("(2 segment(s) of theirs left out)"), "{out}");
-        assert_eq!(err.to_string(), "1 failure(s), listed above; nothing of them was committed");
+        assert_eq!(err.to_string(), "1 failure(s), listed above; a rerun retries them, skipping what is committed");
     }
 
     #[test]
@@ -543,13 +573,16 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(report(0, 0).failure(), None);
-        assert_eq!(report(2, 0).failure().unwrap(), "2 failure(s), listed above; nothing of them was committed");
+        assert_eq!(
+            report(2, 0).failure().unwrap(),
+            "2 failure(s), listed above; a rerun retries them, skipping what is committed"
+        );
         let maintenance =
             "maintenance failed for 1 table(s), listed above; what the run committed (listed above) stands";
         assert_eq!(report(0, 1).failure().unwrap(), maintenance);
         assert_eq!(
             report(1, 1).failure().unwrap(),
-            format!("1 failure(s), listed above; nothing of them was committed; {maintenance}")
+            format!("1 failure(s), listed above; a rerun retries them, skipping what is committed; {maintenance}")
         );
     }
 }

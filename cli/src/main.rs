@@ -170,6 +170,10 @@ enum LocalCommand {
     Status {
         #[arg(long)]
         warehouse: PathBuf,
+        /// `floe.toml` of the run: the catalog its `[catalog]` names (REST) instead of the
+        /// warehouse's SQLite one.
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// One JSON object per line instead of the table.
         #[arg(long)]
         json: bool,
@@ -238,8 +242,12 @@ async fn main() -> ExitCode {
             }
             Err(e) => Err(e),
         },
-        Command::Local { command: LocalCommand::Status { warehouse, json } } => {
-            floe_cli::local::status(&warehouse).await.and_then(|tables| {
+        Command::Local { command: LocalCommand::Status { warehouse, config, json } } => {
+            let tables = match load_config(config.as_deref()) {
+                Ok(config) => floe_cli::local::status_in(&warehouse, &config).await,
+                Err(e) => Err(e),
+            };
+            tables.and_then(|tables| {
                 let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
                 print_status(&tables, &rows, json)
             })

@@ -91,7 +91,7 @@ impl Warehouse {
 
 /// Where the tables' files are read, written, listed and deleted: local paths; with a
 /// REST catalog also S3 (its tables may be there, with credentials it vends).
-fn table_files(catalog: Option<&CatalogConfig>) -> (iceberg::io::FileIO, Arc<dyn WarehouseFiles>) {
+pub(crate) fn table_files(catalog: Option<&CatalogConfig>) -> (iceberg::io::FileIO, Arc<dyn WarehouseFiles>) {
     match catalog {
         Some(CatalogConfig::Rest(_)) => {
             let clients = floe_aws::vended::S3Clients::lazy();
@@ -135,7 +135,6 @@ mod tests {
         let s3tables = CatalogConfig::S3Tables(floe_core::config::S3TablesConfig {
             table_bucket_arn: "arn:aws:s3tables:us-east-1:123456789012:bucket/floe".into(),
             compaction: false,
-            orphan_sweep: false,
         });
         let e = local_catalog(sqlite, Some(&s3tables)).await.err().unwrap().to_string();
         assert!(e.contains("`floe local` writes local files"), "{e}");

@@ -159,6 +159,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
         record_count: file.record_count(),
         skipped_records: 0,
         without_rows: Some(0),
+        table_location: None,
         data_files: vec![TaskFile::from_written(file, &StructType::new(vec![])).unwrap()],
         dead_letter_files: vec![],
         open_transactions: vec![],

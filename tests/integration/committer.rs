@@ -42,6 +42,9 @@ pub(crate) struct Read {
     /// Null count per top-level column.
     pub(crate) nulls: HashMap<String, usize>,
     pub(crate) values: HashMap<String, Option<String>>,
+    /// The table's location, and the data files the scan reads.
+    pub(crate) location: String,
+    pub(crate) files: Vec<String>,
 }
 
 pub(crate) fn pyiceberg(args: &[&str]) -> Read {

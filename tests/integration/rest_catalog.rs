@@ -399,3 +399,93 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// Every data file the table's current snapshot reads lies under the table's location.
+fn assert_files_under_location(read: &Read) {
+    let location = format!("{}/", read.location.trim_end_matches('/'));
+    let plain = |p: &str| p.strip_prefix("file://").unwrap_or(p).to_string();
+    assert!(!read.files.is_empty());
+    for file in &read.files {
+        assert!(plain(file).starts_with(&plain(&location)), "{file} is outside {location}");
+    }
+}
+
+#[tokio::test]
+async fn a_catalog_giving_each_create_a_new_location_gets_every_file_under_the_table_s() {
+    // Each segment of the first run asks where a new table's files go before the table
+    // exists, and this catalog answers each time elsewhere (as BigLake's does): the
+    // table is made where the first task's files are, and the other's are copied under it.
+    let server = RestServer::start_with(&["--location-per-create"]);
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run(orders_input(true).path(), &warehouse).await;
+    let read = server.read("kafka.orders");
+    assert_both_segments_once(&read, 1);
+    assert_files_under_location(&read);
+    // An existing table's new files go under its location straight away.
+    let more = orders_input(true);
+    copy(&support::root().join("examples/segments"), more.path(), "orders-1/00000000000000000000.log");
+    server.run(more.path(), &warehouse).await;
+    let read = server.read("kafka.orders");
+    assert_eq!((read.offsets["0"].len(), &read.offsets["1"], read.duplicates), (160, &(0..80).collect(), 0));
+    assert_files_under_location(&read);
+}
+
+#[tokio::test]
+async fn a_catalog_without_staged_create_or_register_gets_a_plain_create_then_the_commit() {
+    let server = RestServer::start_with(&["--no-stage-create"]);
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run(orders_input(false).path(), &warehouse).await;
+    server.run(orders_input(true).path(), &warehouse).await;
+    let read = server.read("kafka.orders");
+    assert_both_segments_once(&read, 2);
+    assert_files_under_location(&read);
+}
+
+#[tokio::test]
+async fn tokens_ended_early_are_fetched_again_and_refused_commits_are_replanned() {
+    // Tokens without `expires_in` that the server ends after 4 requests, and every
+    // second commit refused (409): a 401 fetches a new token once and sends again.
+    let server = RestServer::start_with(&["--token-uses", "4", "--conflict-every", "2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run(orders_input(false).path(), &warehouse).await;
+    server.run(orders_input(true).path(), &warehouse).await;
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
+    assert!(server.tokens_given().await >= 3, "{}", server.tokens_given().await);
+}
+
+#[tokio::test]
+async fn a_commit_applied_then_answered_500_is_checked_and_found_committed() {
+    // Every commit is applied, then answered 500: Floe loads the table again, finds its
+    // snapshot there, and counts the commit done (not a failure, not a second commit).
+    let server = RestServer::start_with(&["--apply-then-500", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    let first = server.run(orders_input(false).path(), &warehouse).await;
+    assert_eq!(first.tables.iter().map(|t| t.snapshots).sum::<usize>(), 1, "{:?}", first.tables);
+    server.run(orders_input(true).path(), &warehouse).await;
+    assert_both_segments_once(&server.read("kafka.orders"), 2);
+}
+
+#[tokio::test]
+async fn status_and_the_run_s_catalog_line_name_the_rest_catalog() {
+    let server = RestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    set_credential();
+    let file = dir.path().join("floe.toml");
+    std::fs::write(&file, server.config_toml()).unwrap();
+    let config = FloeConfig::from_file(&file).unwrap();
+    let mut out = Vec::new();
+    floe_cli::local::run(orders_input(false).path(), &warehouse, config.clone(), &mut out).await.unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains(&format!("catalog: {} (REST)", server.uri)), "{out}");
+    assert!(!out.contains("SQLite"), "{out}");
+    let status = floe_cli::local::status_in(&warehouse, &config).await.unwrap();
+    let tables: Vec<_> = status.iter().map(|t| t.table.as_str()).collect();
+    assert_eq!(tables, ["kafka.orders"]);
+    let shown = serde_json::to_value(&status[0]).unwrap();
+    assert_eq!((&shown["state"], &shown["snapshots"]), (&json!("running"), &json!(1)), "{shown}");
+}

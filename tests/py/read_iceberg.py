@@ -16,7 +16,8 @@ summary is then that snapshot's.
 Output: {"rows": N, "offsets": {"<topic>/<partition>": [sorted offsets]}, "duplicates": N,
          "columns": [...], "snapshots": N, "summary": {current snapshot summary},
          "values": {"<partition>/<offset>": value as text (the row as JSON, less _kafka,
-                    when the table has no `value` column)}}
+                    when the table has no `value` column)},
+         "location": the table's location, "files": [the data files the scan reads]}
 """
 import json
 import sys
@@ -94,6 +95,8 @@ def main():
                          snapshot_id=str(s.snapshot_id)) for s in table.metadata.snapshots],
         "values": values,
         "nulls": {name: data.column(name).null_count for name in data.column_names},
+        "location": table.metadata.location,
+        "files": sorted(task.file.file_path for task in scan.plan_files()),
     }))
 
 

@@ -22,8 +22,17 @@ fresh access key id each time ("vended-<n>"), a session token and its expiry (an
 Nothing else gives a client these keys, so a request signed with one was sent by a
 client that used what the catalog vended.
 
+Fault switches, each as some catalog behaves:
+  --token-uses N        tokens come without `expires_in` and die after N requests (401)
+  --apply-then-500 N    every Nth commit is applied, then answered 500
+  --conflict-every N    every Nth commit is refused with 409 (not applied)
+  --location-per-create each create or stage-create gets a location of its own
+                        (<ns>.db/<table>-<random>), as BigLake's catalog does
+  --no-stage-create     stage-create and register answer 501: tables are made by a plain
+                        create (schema, spec, location), then committed to
+
 Endpoints: GET /v1/config; POST /v1/oauth/tokens; GET|POST /v1/namespaces;
-GET|POST /v1/namespaces/{ns}/tables (POST: createTable, with stage-create);
+GET|POST /v1/namespaces/{ns}/tables (POST: createTable, plain or stage-create);
 POST /v1/namespaces/{ns}/register; GET|POST /v1/namespaces/{ns}/tables/{t} (loadTable,
 commit); and GET /test/tokens (how many tokens were given: for the tests).
 """
@@ -46,7 +55,7 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import new_table_metadata
@@ -63,12 +72,25 @@ catalog = SqlCatalog(
     **S3_SETTINGS,
     **({"s3.access-key-id": "rest-catalog", "s3.secret-access-key": "rest-catalog"} if vend else {}),
 )
+def option(name):
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else None
+
+
+token_uses = option("--token-uses")
+apply_then_500 = option("--apply-then-500")
+conflict_every = option("--conflict-every")
+location_per_create = "--location-per-create" in sys.argv
+no_stage_create = "--no-stage-create" in sys.argv
+commits = itertools.count(1)
 vended = itertools.count(1)
 # One request at a time: SQLite connections stay on one thread, and each commit's
 # check-then-apply is atomic (SqlCatalog's own UPDATE … WHERE metadata_location = old
 # would also refuse a lost race).
 lock = threading.Lock()
-tokens = set()
+# Each token given, and how many requests it has left (None: no limit).
+tokens = {}
+tokens_given = itertools.count(1)
+given = 0
 
 
 class Answer(Exception):
@@ -119,6 +141,8 @@ def route(method, parts, query, body, delegation=""):
         except NoSuchNamespaceError:
             raise error(404, "NoSuchNamespaceException", f"no namespace {parts[2]}")
     if len(parts) == 4 and parts[:2] == ["v1", "namespaces"] and parts[3] == "register":
+        if no_stage_create:
+            raise error(501, "NotImplementedException", "this catalog does not register metadata files")
         try:
             table = catalog.register_table((parts[2], body["name"]), body["metadata-location"])
         except TableAlreadyExistsError:
@@ -133,9 +157,21 @@ def route(method, parts, query, body, delegation=""):
             except NoSuchNamespaceError:
                 raise error(404, "NoSuchNamespaceException", f"no namespace {parts[2]}")
             return {"identifiers": [{"namespace": list(i[:-1]), "name": i[-1]} for i in identifiers]}
+        location = body.get("location") or catalog._resolve_table_location(None, parts[2], body["name"])
+        if location_per_create and not body.get("location"):
+            location = f"{location}-{uuid.uuid4().hex[:8]}"
         if not body.get("stage-create"):
-            raise error(400, "BadRequestException", "this test server creates tables by register or stage-create only")
-        location = catalog._resolve_table_location(body.get("location"), parts[2], body["name"])
+            spec = body.get("partition-spec")
+            try:
+                table = catalog.create_table(
+                    (parts[2], body["name"]), Schema.model_validate(body["schema"]), location=location,
+                    partition_spec=PartitionSpec.model_validate(spec) if spec else UNPARTITIONED_PARTITION_SPEC,
+                    properties=body.get("properties") or {})
+            except TableAlreadyExistsError:
+                raise error(409, "AlreadyExistsException", f"table {parts[2]}.{body['name']} exists")
+            return table_result(table, delegation)
+        if no_stage_create:
+            raise error(501, "NotImplementedException", "this catalog has no staged create")
         metadata = new_table_metadata(
             Schema(), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, body.get("properties") or {}
         )
@@ -153,10 +189,15 @@ def route(method, parts, query, body, delegation=""):
         # PyIceberg's model wants it.
         body.setdefault("identifier", {"namespace": [identifier[0]], "name": identifier[1]})
         request = CommitTableRequest.model_validate(body)
+        n = next(commits)
+        if conflict_every and n % conflict_every == 0:
+            raise error(409, "CommitFailedException", f"commit {n}: refused, as every {conflict_every}th is")
         try:
             response = catalog.commit_table(table, tuple(request.requirements), tuple(request.updates))
         except CommitFailedException as e:
             raise error(409, "CommitFailedException", str(e))
+        if apply_then_500 and n % apply_then_500 == 0:
+            raise error(500, "ServiceFailureException", f"commit {n}: applied, then this answer")
         return {
             "metadata-location": response.metadata_location,
             "metadata": json.loads(response.metadata.model_dump_json(by_alias=True, exclude_none=True)),
@@ -179,12 +220,15 @@ class Handler(BaseHTTPRequestHandler):
     def token(self, form):
         if credential is not None and f"{form.get('client_id', [''])[0]}:{form.get('client_secret', [''])[0]}" != credential:
             return self.answer(401, {"error": "invalid_client", "error_description": "unknown client credentials"})
+        global given
         token = f"token-{uuid.uuid4()}"
-        tokens.add(token)
-        return self.answer(
-            200, {"access_token": token, "token_type": "bearer", "expires_in": 3600,
+        tokens[token] = token_uses
+        given = next(tokens_given)
+        answer = {"access_token": token, "token_type": "bearer",
                   "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
-        )
+        if token_uses is None:
+            answer["expires_in"] = 3600
+        return self.answer(200, answer)
 
     def handle_request(self, method):
         url = urlparse(self.path)
@@ -194,10 +238,17 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["v1", "oauth", "tokens"] and method == "POST":
             return self.token(parse_qs(raw.decode()))
         if parts == ["test", "tokens"]:
-            return self.answer(200, {"tokens": len(tokens)})
+            return self.answer(200, {"tokens": given})
         if credential is not None:
             bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-            if bearer not in tokens:
+            with lock:
+                left = tokens.get(bearer, 0)
+                if left is not None:
+                    if left > 0:
+                        tokens[bearer] = left - 1
+                    else:
+                        tokens.pop(bearer, None)
+            if left == 0:
                 return self.answer(401, {"error": {"message": "no valid bearer token", "type": "NotAuthorizedException", "code": 401}})
         try:
             body = json.loads(raw) if raw else {}

@@ -378,7 +378,6 @@ mod tests {
             CatalogConfig::S3Tables(floe_core::config::S3TablesConfig {
                 table_bucket_arn: arn.into(),
                 compaction: false,
-                orphan_sweep: false,
             })
         };
         let tables = s3tables(bucket);

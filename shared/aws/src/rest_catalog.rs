@@ -4,12 +4,15 @@
 //! ```text
 //!  current  GET  {prefix}/namespaces/{ns}/tables/{t}            → metadata-location
 //!  create   POST {prefix}/namespaces/{ns}/register             (Floe's metadata file; 409 ⇒ Conflict)
+//!           (501: POST {prefix}/namespaces/{ns}/tables, a plain create of the same schema, spec, location)
 //!  swap     POST {prefix}/namespaces/{ns}/tables/{t}            requirements: assert-table-uuid,
 //!           assert-ref-snapshot-id (main, the expected snapshot) [+ schema / spec ids when they change];
 //!           updates: what Floe's new metadata changed (add-schema, add-snapshot, set-snapshot-ref, …)
 //!           409 ⇒ Conflict: reload and replan, as a Glue VersionId conflict
 //!  location GET  {prefix}/namespaces/{ns}/tables/{t}            (an existing table's location), else
-//!           POST {prefix}/namespaces/{ns}/tables  stage-create   (the location the catalog assigns)
+//!           POST {prefix}/namespaces/{ns}/tables  stage-create   (the location the catalog assigns;
+//!           501: none, Floe's warehouse)
+//!  tokens   POST oauth2_server_uri (client credentials)  again at 80% of expires_in, and once on a 401
 //!  loads and staged creates: X-Iceberg-Access-Delegation: vended-credentials ─▶ crate::vended
 //! ```
 //!
@@ -89,6 +92,8 @@ pub struct RestCatalog {
     /// Itself, for the storage to reload a table whose credentials are due; set by
     /// [`RestCatalog::shared`], which turns vended credentials on.
     me: Weak<RestCatalog>,
+    /// Vended storage endpoints may be plain `http://` to another host (`catalog.allow_insecure_http`).
+    allow_insecure_http: bool,
 }
 
 /// One failed request: its status (none when it never got an answer) and the catalog's message.
@@ -115,6 +120,7 @@ impl RestCatalog {
             token: Mutex::new(None),
             aws: aws.cloned(),
             me: Weak::new(),
+            allow_insecure_http: config.allow_insecure_http,
         };
         let query = config.warehouse.as_ref().map(|w| format!("?warehouse={}", encode(w))).unwrap_or_default();
         let overrides = catalog
@@ -224,7 +230,35 @@ impl RestCatalog {
         self.me.strong_count() > 0
     }
 
+    /// Sends one request; with OAuth2 client credentials, a 401 (a token the server ended
+    /// early, or whose life it did not say) fetches a new token once and sends again.
     async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        vended: bool,
+    ) -> Result<Option<Value>, Failure> {
+        match self.send_once(method.clone(), path, body, vended).await {
+            Err(f) if f.status == Some(StatusCode::UNAUTHORIZED) && self.forget_token().await => {
+                tracing::info!(path, "the catalog refused the token (401): sending again with a new one");
+                self.send_once(method, path, body, vended).await
+            }
+            other => other,
+        }
+    }
+
+    /// Drops the token in hand so that the next request fetches one; `false` when there
+    /// is none to fetch (no client credentials).
+    async fn forget_token(&self) -> bool {
+        let refetchable = matches!(self.auth, Auth::ClientCredentials { .. });
+        if refetchable {
+            *self.token.lock().await = None;
+        }
+        refetchable
+    }
+
+    async fn send_once(
         &self,
         method: Method,
         path: &str,
@@ -289,7 +323,7 @@ impl RestCatalog {
             serde_json::from_value(answer["metadata"].clone()).map_err(|e| invalid(table, e));
         match (location, metadata) {
             (Some(location), Ok(metadata)) => {
-                self.register_storage(table, metadata.location(), &answer);
+                self.register_storage(table, metadata.location(), &answer)?;
                 Ok(Some((location, metadata)))
             }
             (None, _) => Err(invalid(table, "loadTable answered without metadata-location")),
@@ -298,16 +332,27 @@ impl RestCatalog {
     }
 
     /// The storage credentials a table answer vended, for the files under `location`
-    /// (none: the process's own credentials again).
-    fn register_storage(&self, table: &TableName, location: &str, answer: &Value) {
+    /// (none: the process's own credentials again). Credentials for a plain `http://`
+    /// endpoint on another host are refused (their session token would cross the network
+    /// in clear text) unless `catalog.allow_insecure_http` is set.
+    fn register_storage(&self, table: &TableName, location: &str, answer: &Value) -> Result<(), CatalogError> {
         if !self.vending() {
-            return;
+            return Ok(());
         }
         let vended = VendedS3::from_load_result(location, answer);
+        if let Some(endpoint) = refused_endpoint(&vended, self.allow_insecure_http) {
+            return Err(invalid(
+                table,
+                format!(
+                    "the catalog vended storage credentials for {endpoint}: over http:// their session token would cross the network in clear text (use an https:// endpoint in the catalog, or set catalog.allow_insecure_http = true)"
+                ),
+            ));
+        }
         tracing::debug!(table = %table, credentials = vended.len(), "storage credentials vended");
         let me: Weak<dyn ReloadTable> = self.me.clone();
         let now = chrono::Utc::now().timestamp_millis();
         vended_routes().register(table, location, vended, self.aws.as_ref(), me, now);
+        Ok(())
     }
 }
 
@@ -369,6 +414,17 @@ fn encode(segment: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
+}
+
+/// The vended storage endpoint refused: a plain `http://` one on another host, unless allowed.
+fn refused_endpoint(vended: &[VendedS3], allow_insecure_http: bool) -> Option<&str> {
+    let mut endpoints = vended.iter().filter_map(|v| v.endpoint.as_deref());
+    endpoints.find(|e| floe_core::config::insecure(e)).filter(|_| !allow_insecure_http)
+}
+
+/// A request the catalog does not implement (501, or 405 for the method).
+fn unsupported(f: &Failure) -> bool {
+    matches!(f.status, Some(StatusCode::NOT_IMPLEMENTED | StatusCode::METHOD_NOT_ALLOWED))
 }
 
 fn transport(e: reqwest::Error) -> Failure {
@@ -521,11 +577,29 @@ impl Catalog for RestCatalog {
         Ok(self.load(table).await?.map(|(metadata_location, _)| TablePointer { metadata_location, version: None }))
     }
 
-    async fn create(&self, table: &TableName, _metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
+    /// Registers the metadata file Floe wrote; a catalog without `register` (501) makes
+    /// the table itself from the same schema, spec, location and properties (plain
+    /// create: its own UUID and field ids, which the commit then follows).
+    async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
         self.ensure_namespace(table).await?;
         let body = json!({"name": table.name, "metadata-location": location});
         let path = format!("/namespaces/{}/register", encode(&table.namespace));
-        self.request(Method::POST, &path, Some(&body)).await.map(drop).map_err(|f| failure(table, f))
+        match self.request(Method::POST, &path, Some(&body)).await {
+            Ok(_) => Ok(()),
+            Err(f) if unsupported(&f) => {
+                tracing::info!(table = %table, "the catalog registers no metadata files: creating the table instead");
+                let body = json!({
+                    "name": table.name,
+                    "location": metadata.location(),
+                    "schema": metadata.current_schema(),
+                    "partition-spec": metadata.default_partition_spec(),
+                    "properties": metadata.properties(),
+                });
+                let path = format!("/namespaces/{}/tables", encode(&table.namespace));
+                self.request(Method::POST, &path, Some(&body)).await.map(drop).map_err(|f| failure(table, f))
+            }
+            Err(f) => Err(failure(table, f)),
+        }
     }
 
     async fn swap(
@@ -589,10 +663,15 @@ impl Catalog for RestCatalog {
             "stage-create": true,
         });
         let path = format!("/namespaces/{}/tables", encode(&table.namespace));
-        let answer = self.table_request(Method::POST, &path, Some(&body)).await.map_err(|f| failure(table, f))?;
+        let answer = match self.table_request(Method::POST, &path, Some(&body)).await {
+            Ok(answer) => answer,
+            // No staged create: the files go under Floe's warehouse, where the table is then created.
+            Err(f) if unsupported(&f) => return Ok(None),
+            Err(f) => return Err(failure(table, f)),
+        };
         let Some(answer) = answer else { return Ok(None) };
         let Some(location) = answer["metadata"]["location"].as_str() else { return Ok(None) };
-        self.register_storage(table, location, &answer);
+        self.register_storage(table, location, &answer)?;
         Ok(Some(location.trim_end_matches('/').to_string()))
     }
 }
@@ -659,6 +738,18 @@ mod tests {
         assert_eq!(request["updates"][3]["removals"], json!(["floe.managed"]));
         // Nothing changed: the requirements alone.
         assert_eq!(commit_request(&new, &new)["updates"], json!([]));
+    }
+
+    #[test]
+    fn vended_credentials_for_a_plain_http_endpoint_elsewhere_are_refused_unless_allowed() {
+        let vended = |endpoint: &str| {
+            let config = json!({"s3.endpoint": endpoint, "s3.access-key-id": "k", "s3.secret-access-key": "s"});
+            VendedS3::from_load_result("s3://b/t", &json!({"config": config}))
+        };
+        assert_eq!(refused_endpoint(&vended("http://s3.example.com"), false), Some("http://s3.example.com"));
+        assert_eq!(refused_endpoint(&vended("http://s3.example.com"), true), None);
+        assert_eq!(refused_endpoint(&vended("https://s3.example.com"), false), None);
+        assert_eq!(refused_endpoint(&vended("http://127.0.0.1:5000"), false), None);
     }
 
     #[test]

@@ -160,6 +160,12 @@ const MIN_ORPHAN_GRACE_MS: u64 = 60 * 60 * 1000;
 /// Kafka's own floor for `transaction.timeout.ms` is 1 ms; below a second is a mistake.
 const MIN_TRANSACTION_TIMEOUT_MS: u64 = 1000;
 
+/// Whether a credential sent to `url` would cross the network in clear text: a plain
+/// `http://` URL whose host is not this machine.
+pub fn insecure(url: &str) -> bool {
+    url.get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://")) && leaves_the_machine(url)
+}
+
 /// Whether a plain `http://` URL leaves this machine: its host is not `localhost` or a
 /// loopback address (`127.0.0.0/8`, `[::1]`).
 fn leaves_the_machine(url: &str) -> bool {
@@ -458,10 +464,9 @@ impl FloeConfig {
             ));
         }
         if let Some(registry) = &schema_registry
-            && registry.url.starts_with("http://")
+            && insecure(&registry.url)
             && (registry.username.is_some() || registry.password_env.is_some() || registry.secret_arn.is_some())
             && !registry.allow_insecure_http
-            && leaves_the_machine(&registry.url)
         {
             return Err(ConfigError::invalid(
                 "schema_registry.url",
@@ -628,15 +633,13 @@ impl FloeConfig {
     }
 
     /// Which maintenance Floe runs itself: all of it, except on S3 Tables, which compacts
-    /// and removes unreferenced files on its own (`[catalog] compaction` / `orphan_sweep`
-    /// turn Floe's back on).
+    /// and removes unreferenced files on its own (`[catalog] compaction` turns Floe's
+    /// compaction back on; its sweep cannot run there).
     pub fn own_maintenance(&self) -> OwnMaintenance {
         match &self.catalog {
-            Some(CatalogConfig::S3Tables(s3tables)) => OwnMaintenance {
-                compaction: s3tables.compaction,
-                orphan_sweep: s3tables.orphan_sweep,
-                left_to: Some("S3 Tables"),
-            },
+            Some(CatalogConfig::S3Tables(s3tables)) => {
+                OwnMaintenance { compaction: s3tables.compaction, orphan_sweep: false, left_to: Some("S3 Tables") }
+            }
             _ => OwnMaintenance { compaction: true, orphan_sweep: true, left_to: None },
         }
     }

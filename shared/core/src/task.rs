@@ -272,6 +272,11 @@ pub struct CommitTask {
     /// unknown, their offsets uncounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub without_rows: Option<u64>,
+    /// The table location its data files were written under (`<location>/data/…`): the
+    /// table's own, or for a table not yet made the one its catalog assigned, where the
+    /// committer creates it. `None`: an older task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_location: Option<String>,
     pub data_files: Vec<TaskFile>,
     pub dead_letter_files: Vec<TaskFile>,
     pub open_transactions: Vec<PendingTransaction>,
@@ -483,6 +488,7 @@ pub(crate) mod tests {
             record_count: 10,
             skipped_records: 0,
             without_rows: None,
+            table_location: None,
             data_files: vec![file],
             dead_letter_files: vec![],
             open_transactions: vec![],

@@ -97,7 +97,7 @@ impl Committer {
             iceberg: written_schema.clone(),
             partition_spec: None,
         };
-        let loaded = self.load_or_create(table, &schema).await?;
+        let loaded = self.load_or_create(table, &schema, None).await?;
         let metadata = &loaded.metadata;
         let mut properties = floe_summary(metadata);
         let holds = published(&properties, main, main_uuid);

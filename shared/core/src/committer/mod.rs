@@ -479,10 +479,10 @@ impl Committer {
             new.write(&self.file_io).await.map_err(TableError::iceberg(&loaded.name))?;
         }
         *lease = self.locks.renew(lease, self.lease_ttl).await?;
-        self.catalog
-            .swap(&loaded.name, &loaded.pointer, &new.metadata, &new.location)
-            .await
-            .map_err(|e| CommitError::Table(e.into()))?;
+        let snapshot_id = new.metadata.current_snapshot_id().unwrap_or_default();
+        if let Err(e) = self.catalog.swap(&loaded.name, &loaded.pointer, &new.metadata, &new.location).await {
+            self.check_outcome(&loaded.name, snapshot_id, e).await?;
+        }
         if new.metadata.properties().get(METADATA_DELETE_AFTER_COMMIT).is_some_and(|v| v == "true") {
             Self::delete_metadata_files(&self.file_io, &loaded.name, &new.expired_metadata_files).await;
         }
@@ -494,6 +494,34 @@ impl Committer {
             self.note(&loaded.name, MaintenanceEvent::SnapshotsExpired(expired as u64)).await;
         }
         Ok((new.metadata.current_snapshot_id().unwrap_or_default(), now))
+    }
+
+    /// The outcome of a swap that failed without a verdict (its answer lost, or a 5xx the
+    /// catalog may have sent after applying it), found by loading the table again: it
+    /// holds `snapshot_id` (the commit happened: `Ok`), or it does not (nothing was
+    /// committed: a retryable error saying so). A refusal (a conflict, a non-retryable
+    /// error) is a verdict and is returned as it is.
+    async fn check_outcome(&self, table: &TableName, snapshot_id: i64, error: CatalogError) -> Result<(), CommitError> {
+        if error.is_conflict() || !error.retryable() {
+            return Err(CommitError::Table(error.into()));
+        }
+        let unknown = |detail: String| {
+            let detail = format!("commit outcome unknown ({error}); {detail}");
+            CommitError::Table(CatalogError::Other { table: table.to_string(), detail, retryable: true }.into())
+        };
+        match load(self.catalog.as_ref(), &self.file_io, table).await {
+            Ok(Some(now)) if now.metadata.snapshot_by_id(snapshot_id).is_some() => {
+                tracing::warn!(table = %table, snapshot_id, error = %error,
+                    "commit outcome unknown; checked: the table holds the snapshot, so it was committed");
+                Ok(())
+            }
+            Ok(_) => Err(unknown(format!(
+                "checked: the table does not hold snapshot {snapshot_id}, so nothing was committed"
+            ))),
+            Err(check) => {
+                Err(unknown(format!("checking it failed too ({check}): a retry finds out, skipping what is committed")))
+            }
+        }
     }
 
     /// Takes the table's lease; the error says why not and whether to retry. A lease held
@@ -584,12 +612,26 @@ impl Committer {
         }
     }
 
-    async fn load_or_create(&self, table: &TableName, schema: &TaskSchema) -> Result<LoadedTable, CommitError> {
+    /// The table, created when missing: at `written_at` (where the tasks' files were
+    /// written: the location the materializer's catalog assigned, which a catalog giving
+    /// a new location for each create would not give again), else where the catalog
+    /// assigns, else under the warehouse.
+    async fn load_or_create(
+        &self,
+        table: &TableName,
+        schema: &TaskSchema,
+        written_at: Option<&str>,
+    ) -> Result<LoadedTable, CommitError> {
         if let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? {
             return Ok(loaded);
         }
-        let assigned = self.catalog.create_location(table).await.map_err(TableError::from)?;
-        let location = assigned.unwrap_or_else(|| table_location(&self.warehouse, table));
+        let location = match written_at {
+            Some(location) => location.to_string(),
+            None => {
+                let assigned = self.catalog.create_location(table).await.map_err(TableError::from)?;
+                assigned.unwrap_or_else(|| table_location(&self.warehouse, table))
+            }
+        };
         let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
         if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec).await? {
             tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");
@@ -627,7 +669,8 @@ impl Committer {
         tasks: &[&CommitTask],
         lease: &mut Lease,
     ) -> Result<Appended, CommitError> {
-        let loaded = self.load_or_create(table, &tasks[0].schema).await?;
+        let written_at = tasks.iter().find_map(|t| t.table_location.as_deref());
+        let loaded = self.load_or_create(table, &tasks[0].schema, written_at).await?;
         let record = self.record(&loaded).await?;
         let mut plan = plan_append(&record, tasks)?;
         if !plan.commits() {
@@ -772,6 +815,9 @@ impl TableLayout<'_> {
     ) -> iceberg::Result<Vec<DataFile>> {
         let written = &planned.written;
         let (files, schema) = match &planned.action {
+            FileAction::Adopt if !self.holds(planned.file.path()) => {
+                (vec![self.relocate(planned).await?], &written.schema)
+            }
             FileAction::Adopt => {
                 (vec![planned.file.data_file(&written.schema, written.spec.as_ref())?], &written.schema)
             }
@@ -785,6 +831,29 @@ impl TableLayout<'_> {
             .into_iter()
             .map(|f| retype_partition(f, schema, self.spec.spec_id(), &written_type, &table_type))
             .collect()
+    }
+
+    /// Whether `path` lies under the table's location.
+    fn holds(&self, path: &str) -> bool {
+        let plain = |p: &str| p.strip_prefix("file://").unwrap_or(p).trim_end_matches('/').to_string();
+        let location = plain(self.data_dir.strip_suffix("/data").unwrap_or(&self.data_dir));
+        plain(path).strip_prefix(&location).is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// A file written outside the table's location (under the location a catalog
+    /// assigned another create, before the table was made) copied as it is into the
+    /// table's data directory: every file of a table lies under the location it is
+    /// registered with, where readers' credentials and the table's maintenance reach.
+    /// File names are unique in a table (partition, first offset, attempt, source).
+    async fn relocate(&self, planned: &PlannedFile) -> iceberg::Result<DataFile> {
+        let from = planned.file.path();
+        let to = format!("{}/{}", self.data_dir, from.rsplit('/').next().unwrap_or(from));
+        let bytes = self.file_io.new_input(from)?.read().await?;
+        self.file_io.new_output(&to)?.write(bytes).await?;
+        tracing::info!(task_id = %planned.written.task_id, from, to = %to, "file outside the table's location copied under it");
+        let mut file = planned.file.clone();
+        file.data_file["file_path"] = to.into();
+        file.data_file(&planned.written.schema, planned.written.spec.as_ref())
     }
 
     /// The planned file's rows (those in `keep`) written again under a name new to this
@@ -817,6 +886,8 @@ fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     }
     let mut dlq = task.clone();
     dlq.table = table;
+    // Written under the dead-letter table's location, not the main table's.
+    dlq.table_location = None;
     dlq.data_files = task.dead_letter_files.clone();
     dlq.dead_letter_files = Vec::new();
     dlq.open_transactions = Vec::new();

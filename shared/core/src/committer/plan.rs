@@ -528,6 +528,7 @@ mod tests {
             record_count: (last - first + 1) as u64,
             skipped_records: 0,
             without_rows: None,
+            table_location: None,
             data_files: vec![file(first, last)],
             dead_letter_files: vec![],
             open_transactions: vec![],

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::{ConfigError, leaves_the_machine, url_has_credentials};
+use super::{ConfigError, insecure, url_has_credentials};
 
 /// The catalog Floe commits to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,9 @@ pub struct RestCatalogConfig {
     pub oauth2_server_uri: Option<String>,
     /// Sign each request with AWS SigV4 (Glue's and S3 Tables' Iceberg REST endpoints).
     pub sigv4: Option<SigV4Config>,
+    /// Credentials may travel over plain `http://` to other hosts: the catalog URI, the
+    /// token endpoint, and storage endpoints the catalog vends (off: only loopback).
+    pub allow_insecure_http: bool,
 }
 
 /// How Floe authenticates to a REST catalog.
@@ -64,10 +67,10 @@ pub struct SigV4Config {
 pub struct S3TablesConfig {
     /// `arn:aws:s3tables:<region>:<account>:bucket/<name>`.
     pub table_bucket_arn: String,
-    /// Run Floe's own compaction (S3 Tables compacts by itself).
+    /// Run Floe's own compaction (S3 Tables compacts by itself). Floe's orphan sweep
+    /// never runs on S3 Tables: a table bucket refuses the listing it needs, and S3
+    /// Tables removes unreferenced files itself.
     pub compaction: bool,
-    /// Run Floe's own orphan sweep (S3 Tables removes unreferenced files by itself).
-    pub orphan_sweep: bool,
 }
 
 impl S3TablesConfig {
@@ -182,6 +185,13 @@ fn parse_rest(raw: RawCatalog) -> Result<RestCatalogConfig, ConfigError> {
     let uri = uri.trim_end_matches('/').to_string();
     if let Some(server) = &raw.oauth2_server_uri {
         check_http_url("oauth2_server_uri", server)?;
+        // Only set with client credentials (checked below): the secret goes there.
+        if insecure(server) && !raw.allow_insecure_http {
+            return Err(invalid(
+                "oauth2_server_uri",
+                "the client secret would cross the network in clear text over http://: use https://, or set catalog.allow_insecure_http = true",
+            ));
+        }
     }
     let sources =
         [("credential_env", &raw.credential_env), ("token_env", &raw.token_env), ("secret_arn", &raw.secret_arn)];
@@ -224,7 +234,7 @@ fn parse_rest(raw: RawCatalog) -> Result<RestCatalogConfig, ConfigError> {
             return Err(invalid("sigv4", "set both region and service (glue, s3tables, execute-api)"));
         }
     }
-    if uri.starts_with("http://") && auth != RestAuth::None && !raw.allow_insecure_http && leaves_the_machine(&uri) {
+    if insecure(&uri) && auth != RestAuth::None && !raw.allow_insecure_http {
         return Err(invalid(
             "uri",
             "a token over http:// crosses the network in clear text: use https://, or set catalog.allow_insecure_http = true",
@@ -237,6 +247,7 @@ fn parse_rest(raw: RawCatalog) -> Result<RestCatalogConfig, ConfigError> {
         scope: raw.scope,
         oauth2_server_uri: raw.oauth2_server_uri,
         sigv4: raw.sigv4,
+        allow_insecure_http: raw.allow_insecure_http,
     })
 }
 
@@ -259,11 +270,15 @@ fn parse_s3tables(raw: RawCatalog) -> Result<S3TablesConfig, ConfigError> {
             format!("{arn:?}: expected arn:aws:s3tables:<region>:<account>:bucket/<name>"),
         ));
     }
-    Ok(S3TablesConfig {
-        table_bucket_arn: arn,
-        compaction: raw.compaction.unwrap_or(false),
-        orphan_sweep: raw.orphan_sweep.unwrap_or(false),
-    })
+    if raw.orphan_sweep == Some(true) {
+        // A table bucket serves only the S3 Tables API: listing a table's files, which
+        // the sweep needs, is refused (MethodNotAllowed) on every compactor run.
+        return Err(invalid(
+            "orphan_sweep",
+            "S3 Tables cannot be swept by Floe (a table bucket refuses listing its files), and it removes unreferenced files itself: remove orphan_sweep, or set it to false",
+        ));
+    }
+    Ok(S3TablesConfig { table_bucket_arn: arn, compaction: raw.compaction.unwrap_or(false) })
 }
 
 #[cfg(test)]
@@ -310,7 +325,7 @@ mod tests {
         )
         .unwrap();
         let CatalogConfig::S3Tables(tables) = tables else { panic!("{tables:?}") };
-        assert!(!tables.compaction && !tables.orphan_sweep);
+        assert!(!tables.compaction);
         assert_eq!(tables.region(), "us-east-1");
     }
 
@@ -349,11 +364,31 @@ mod tests {
     }
 
     #[test]
+    fn an_orphan_sweep_on_s3_tables_is_refused_naming_why() {
+        let arn = "type = \"s3tables\"\ntable_bucket_arn = \"arn:aws:s3tables:us-east-1:123456789012:bucket/b\"";
+        let e = error(&format!("{arn}\norphan_sweep = true"));
+        assert!(e.starts_with("catalog.orphan_sweep: S3 Tables cannot be swept"), "{e}");
+        assert!(e.contains("removes unreferenced files itself"), "{e}");
+        assert!(parse(&format!("{arn}\norphan_sweep = false")).is_ok());
+    }
+
+    #[test]
     fn a_token_over_http_stays_on_this_machine_unless_allowed() {
         let remote = "type = \"rest\"\nuri = \"http://catalog.internal\"\ntoken_env = \"T\"";
         assert!(error(remote).starts_with("catalog.uri: a token over http://"));
         assert!(parse(&format!("{remote}\nallow_insecure_http = true")).is_ok());
         assert!(parse("type = \"rest\"\nuri = \"http://127.0.0.1:8181\"\ntoken_env = \"T\"").is_ok());
         assert!(parse("type = \"rest\"\nuri = \"http://catalog.internal\"").is_ok(), "no token, nothing to leak");
+        // The token endpoint receives the client secret, whatever the catalog's URI.
+        let token_elsewhere = "type = \"rest\"\nuri = \"https://catalog.example.com\"\ncredential_env = \"C\"\noauth2_server_uri = \"http://auth.example.com/token\"";
+        let e = error(token_elsewhere);
+        assert!(e.starts_with("catalog.oauth2_server_uri: the client secret would cross the network"), "{e}");
+        let CatalogConfig::Rest(allowed) = parse(&format!("{token_elsewhere}\nallow_insecure_http = true")).unwrap()
+        else {
+            panic!()
+        };
+        assert!(allowed.allow_insecure_http);
+        assert!(parse(&token_elsewhere.replace("http://auth.example.com", "http://127.0.0.1:9")).is_ok());
+        assert!(parse(&token_elsewhere.replace("http://", "https://")).is_ok());
     }
 }

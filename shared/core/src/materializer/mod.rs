@@ -393,7 +393,11 @@ impl Materializer {
         let table = TableName { namespace: topic.namespace.clone(), name: topic.table.clone() };
         let dead_letter_table = table.dead_letters();
         let task_id = source_id(&input.object.uri, input.object.etag.as_deref().unwrap_or_default());
-        let data_location = self.table_files_location(&table).await?;
+        // An existing table's files go under its own location, whoever made it.
+        let data_location = match &current {
+            Some(view) => view.location.clone(),
+            None => self.table_files_location(&table).await?,
+        };
         // Only mode `dlq` writes there (a catalog that assigns locations makes the table to
         // give one: none for the other modes).
         let dead_letter_dir = match topic.bad_records {
@@ -417,7 +421,7 @@ impl Materializer {
         let done =
             materialize_segment(reader, formats.schema.clone(), formats.key, formats.value, &options, &self.file_io)
                 .await?;
-        let task = build_task(topic, table, dead_letter_table, task_id, input, done)?;
+        let task = build_task(topic, table, dead_letter_table, task_id, input, done, data_location)?;
         tracing::info!(
             table = %task.table, partition = task.partition, task_id = %task.task_id,
             first_offset = task.offsets.map(|o| o.first), last_offset = task.offsets.map(|o| o.last),
@@ -458,6 +462,7 @@ fn build_task(
     task_id: String,
     input: SegmentInput,
     done: Materialized,
+    table_location: String,
 ) -> Result<CommitTask, MaterializerError> {
     let summary = &done.summary;
     let from_batches = summary.first_offset.zip(summary.last_offset).map(|(first, last)| OffsetRange { first, last });
@@ -523,6 +528,7 @@ fn build_task(
         skipped_records: done.skipped,
         max_timestamp: summary.max_timestamp,
         without_rows,
+        table_location: Some(table_location),
         data_files: task_files(&done.files, &done.partition_type)?,
         dead_letter_files: task_files(&done.dead_letter_files, &no_partition)?,
         open_transactions,

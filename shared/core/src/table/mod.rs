@@ -128,6 +128,8 @@ pub fn floe_summary(metadata: &TableMetadata) -> HashMap<String, String> {
 /// Floe committed (from [`floe_snapshot`]).
 #[derive(Debug, Clone)]
 pub struct TableView {
+    /// The table's location: its files go under it.
+    pub location: String,
     pub schema: Schema,
     /// The table's default partition spec.
     pub partition_spec: PartitionSpec,
@@ -137,6 +139,7 @@ pub struct TableView {
 impl TableView {
     pub fn of(loaded: &LoadedTable) -> Result<TableView, TableError> {
         Ok(TableView {
+            location: loaded.metadata.location().trim_end_matches('/').to_string(),
             schema: loaded.metadata.current_schema().as_ref().clone(),
             partition_spec: loaded.metadata.default_partition_spec().as_ref().clone(),
             committed: committed_offsets(&loaded.name, &loaded.metadata)?,
