@@ -61,20 +61,20 @@ impl Warehouse {
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
         let (file_io, files) = table_files(catalog);
         let catalog = local_catalog(sqlite, catalog).await?;
-        let committer = Committer {
-            catalog: catalog.clone(),
-            file_io: file_io.clone(),
-            locks: locks.clone(),
-            registry: locks.clone(),
-            warehouse: dir.display().to_string(),
-            owner: owner.clone(),
-            lease_ttl: std::time::Duration::from_secs(300),
-            retry: RetryPolicy::default(),
-            concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-            // Commits on the wall clock: `clock` is maintenance's, which a test moves to
-            // age files, not to stand for a host whose clock is wrong.
-            clock: Clock::Wall,
-        };
+        let committer = Committer::new(
+            catalog.clone(),
+            file_io.clone(),
+            locks.clone(),
+            locks.clone(),
+            dir.display().to_string(),
+            &owner,
+        )
+        .with_lease_ttl(std::time::Duration::from_secs(300))
+        .with_retry(RetryPolicy::default())
+        .with_concurrency(floe_core::committer::DEFAULT_CONCURRENCY)
+        // Commits on the wall clock: `clock` is maintenance's, which a test moves to
+        // age files, not to stand for a host whose clock is wrong.
+        .with_clock(Clock::Wall);
         Ok(Warehouse {
             dir,
             clock,

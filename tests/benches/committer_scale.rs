@@ -233,21 +233,19 @@ impl Warehouse {
 
     /// A committer on this warehouse; `slow`: behind AWS's latencies.
     fn committer(&self, slow: bool, concurrency: usize, owner: &str) -> Committer {
-        let base = Committer {
-            lease_ttl: Duration::from_secs(120),
-            retry: RetryPolicy { attempts: 8, ..Default::default() },
-            concurrency,
-            ..common::shared::committer::local_committer(self.dir.path(), owner)
-        };
+        let base = common::shared::committer::local_committer(self.dir.path(), owner)
+            .with_lease_ttl(Duration::from_secs(120))
+            .with_retry(RetryPolicy { attempts: 8, ..Default::default() })
+            .with_concurrency(concurrency);
         match slow {
             false => base,
-            true => Committer {
-                catalog: Arc::new(Hooked::new(base.catalog.clone(), behind_glue)),
-                locks: Arc::new(SlowLocks(base.locks.clone())),
-                registry: Arc::new(SlowLocks(base.registry.clone())),
-                file_io: FileIOBuilder::new(Arc::new(SlowStorageFactory)).build(),
-                ..base
-            },
+            true => {
+                let (catalog, locks, registry) = (base.catalog.clone(), base.locks.clone(), base.registry.clone());
+                base.with_catalog(Arc::new(Hooked::new(catalog, behind_glue)))
+                    .with_locks(Arc::new(SlowLocks(locks)))
+                    .with_registry(Arc::new(SlowLocks(registry)))
+                    .with_file_io(FileIOBuilder::new(Arc::new(SlowStorageFactory)).build())
+            }
         }
     }
 

@@ -191,7 +191,7 @@ fn now_ms() -> i64 {
 }
 
 fn committer(warehouse: &Path) -> Committer {
-    Committer { lease_ttl: Duration::from_secs(600), ..common::shared::committer::local_committer(warehouse, "bench") }
+    common::shared::committer::local_committer(warehouse, "bench").with_lease_ttl(Duration::from_secs(600))
 }
 
 /// Rows per file for about [`FILE_BYTES`], measured on a first file.

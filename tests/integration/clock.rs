@@ -12,7 +12,7 @@ use floe_core::lock::Clock;
 use floe_core::table::{CatalogTables, TableName};
 use serde_json::Value;
 
-use floe_core::committer::{Committer, TaskResult};
+use floe_core::committer::TaskResult;
 
 use crate::committer::{SEGMENTS, assert_payments, copy, local_committer, materialize, payments, read_local};
 
@@ -33,7 +33,7 @@ async fn a_commit_from_a_clock_30_days_ahead_neither_blocks_the_table_nor_turns_
     let (topic, offsets, values) = payments();
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     copy(topic.path(), input.path(), SEGMENTS[0]);
-    let ahead = Committer { clock: Clock::Shifted { by_ms: 30 * DAY_MS }, ..local_committer(warehouse.path()) };
+    let ahead = local_committer(warehouse.path()).with_clock(Clock::Shifted { by_ms: 30 * DAY_MS });
     let task = materialize(FloeConfig::default(), input.path(), &ahead.warehouse, SEGMENTS[0]).await;
     let report = ahead.commit(&[task], None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);

@@ -409,18 +409,9 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     // Through the task's JSON, as the queue carries it.
     let task = Task::from_json(Task::Compaction(Box::new(compaction.clone())).to_json().unwrap().as_bytes()).unwrap();
     let locks = Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap());
-    let committer = Committer {
-        locks: locks.clone(),
-        registry: locks,
-        catalog: Arc::new(catalog),
-        file_io,
-        warehouse: warehouse.path().canonicalize().unwrap().display().to_string(),
-        owner: "compaction-test".into(),
-        lease_ttl: std::time::Duration::from_secs(60),
-        retry: Default::default(),
-        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-        clock: Default::default(),
-    };
+    let path = warehouse.path().canonicalize().unwrap().display().to_string();
+    let committer = Committer::new(Arc::new(catalog), file_io, locks.clone(), locks, path, "compaction-test")
+        .with_lease_ttl(std::time::Duration::from_secs(60));
     let report = committer.commit_all(std::slice::from_ref(&task), None).await;
     assert_eq!(report.results[0].1, TaskResult::Committed);
     let after = read_local(warehouse.path(), "kafka.orders");
@@ -815,12 +806,8 @@ fn event_task_ids(event: &SqsEvent) -> Vec<String> {
 
 pub(crate) fn committer_with(aws: &Aws, catalog: Arc<dyn Catalog>, locks: &str, owner: &str) -> Committer {
     let service = aws.committer();
-    Committer {
-        catalog,
-        locks: Arc::new(DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&aws.config), locks)),
-        owner: owner.to_string(),
-        ..service.committer
-    }
+    let locks = Arc::new(DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(&aws.config), locks));
+    service.committer.with_catalog(catalog).with_locks(locks).with_owner(owner)
 }
 
 #[tokio::test]
@@ -1520,7 +1507,7 @@ async fn a_segment_is_done_only_when_its_dead_letters_are_committed_too() {
             }
         })
     });
-    let committer = Committer { catalog: Arc::new(catalog), ..local };
+    let committer = local.with_catalog(Arc::new(catalog));
     let main = TableName { namespace: "kafka".into(), name: "clicks".into() };
 
     // The dead-letter commit fails: the main table does not take the segment either, so
@@ -1577,7 +1564,7 @@ async fn a_commit_longer_than_its_lease_keeps_the_lease_and_commits() {
             Ok(())
         })
     });
-    let committer = Committer { catalog: Arc::new(slow), locks: Arc::new(locks), lease_ttl: ttl, ..local };
+    let committer = local.with_catalog(Arc::new(slow)).with_locks(Arc::new(locks)).with_lease_ttl(ttl);
     let start = tokio::time::Instant::now();
     let report = committer.commit(std::slice::from_ref(&task), None).await;
     assert!(start.elapsed() >= 3 * ttl, "the commit took {:?}", start.elapsed());

@@ -57,18 +57,10 @@ impl Clicks {
             floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
         let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
         let catalog: Arc<dyn Catalog> = Arc::new(catalog);
-        let committer = Committer {
-            catalog: catalog.clone(),
-            file_io: floe_core::storage::local_file_io(),
-            locks: locks.clone(),
-            registry: locks.clone(),
-            warehouse: warehouse.path().canonicalize().unwrap().display().to_string(),
-            owner: "compaction-test".into(),
-            lease_ttl: std::time::Duration::from_secs(60),
-            retry: Default::default(),
-            concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-            clock: Default::default(),
-        };
+        let path = warehouse.path().canonicalize().unwrap().display().to_string();
+        let file_io = floe_core::storage::local_file_io();
+        let committer = Committer::new(catalog.clone(), file_io, locks.clone(), locks.clone(), path, "compaction-test")
+            .with_lease_ttl(std::time::Duration::from_secs(60));
         Clicks { input, warehouse, config, catalog, locks, committer }
     }
 

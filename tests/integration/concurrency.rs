@@ -46,7 +46,7 @@ fn slow_committer(warehouse: &Path, latency: Duration, concurrency: usize) -> Co
             Ok(())
         })
     });
-    Committer { catalog: Arc::new(slow), concurrency, ..local }
+    local.with_catalog(Arc::new(slow)).with_concurrency(concurrency)
 }
 
 /// Commits `tasks` in one batch; the time it took on the (paused) clock.
@@ -122,7 +122,7 @@ async fn the_main_table_waits_for_its_dead_letters_while_other_tables_commit() {
             Ok(())
         })
     });
-    let committer = Committer { catalog: Arc::new(catalog), concurrency: 4, ..local };
+    let committer = local.with_catalog(Arc::new(catalog)).with_concurrency(4);
     let mut batch = vec![clicks];
     batch.extend(others.iter().cloned());
     let start = tokio::time::Instant::now();
@@ -163,17 +163,15 @@ async fn racing_concurrent_committers_with_duplicate_tasks_add_each_record_once(
     let mut batch: Vec<CommitTask> = tasks.iter().chain(&tasks).cloned().collect();
     batch.rotate_left(1);
 
-    let a = Committer { owner: "a".into(), concurrency: 4, ..local_committer(warehouse.path()) };
+    let a = local_committer(warehouse.path()).with_owner("a").with_concurrency(4);
     let other = SqliteCatalog::open(&warehouse.path().join("other-leases.db"), "floe").unwrap();
     let other_locks = Arc::new(SqliteLocks::new(other.connection()).unwrap());
-    let b = Committer {
-        catalog: a.catalog.clone(),
-        locks: other_locks.clone(),
-        registry: other_locks,
-        owner: "b".into(),
-        concurrency: 4,
-        ..local_committer(warehouse.path())
-    };
+    let b = local_committer(warehouse.path())
+        .with_catalog(a.catalog.clone())
+        .with_locks(other_locks.clone())
+        .with_registry(other_locks)
+        .with_owner("b")
+        .with_concurrency(4);
     let (ra, rb) = tokio::join!(a.commit(&batch, None), b.commit(&batch, None));
     for (_, result) in ra.results.iter().chain(&rb.results) {
         assert!(!matches!(result, TaskResult::Failed { .. }), "{:?} {:?}", ra.results, rb.results);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use floe_core::catalog::CatalogError;
-use floe_core::committer::{Committer, TaskResult};
+use floe_core::committer::TaskResult;
 use floe_core::config::FloeConfig;
 use serde_json::{Value, json};
 
@@ -239,7 +239,7 @@ async fn a_transaction_s_dead_letters_wait_through_an_outage_and_land_once() {
         };
         Box::pin(async move { failure.map_or(Ok(()), Err) })
     });
-    let committer = Committer { catalog: Arc::new(catalog), ..local };
+    let committer = local.with_catalog(Arc::new(catalog));
     let waiting = async || {
         let status = floe_cli::local::status(warehouse.path()).await.unwrap();
         status.into_iter().find(|t| t.table == "kafka.events").unwrap().health.dead_letters_waiting

@@ -174,18 +174,10 @@ fn local_committer(warehouse: &Path) -> (Committer, Arc<floe_core::catalog::sqli
     let catalog = floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
     let catalog = Arc::new(catalog);
     let locks = Arc::new(floe_core::lock::sqlite::SqliteLocks::new(catalog.connection()).unwrap());
-    let committer = Committer {
-        locks: locks.clone(),
-        registry: locks,
-        catalog: catalog.clone(),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.canonicalize().unwrap().display().to_string(),
-        owner: "partition-test".into(),
-        lease_ttl: std::time::Duration::from_secs(60),
-        retry: Default::default(),
-        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-        clock: Default::default(),
-    };
+    let warehouse = warehouse.canonicalize().unwrap().display().to_string();
+    let file_io = floe_core::storage::local_file_io();
+    let committer = Committer::new(catalog.clone(), file_io, locks.clone(), locks, warehouse, "partition-test")
+        .with_lease_ttl(std::time::Duration::from_secs(60));
     (committer, catalog)
 }
 

@@ -13,16 +13,7 @@ use floe_core::lock::sqlite::SqliteLocks;
 pub fn local_committer(warehouse: &Path, owner: &str) -> Committer {
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
     let locks = Arc::new(SqliteLocks::new(catalog.connection()).unwrap());
-    Committer {
-        locks: locks.clone(),
-        registry: locks,
-        catalog: Arc::new(catalog),
-        file_io: floe_core::storage::local_file_io(),
-        warehouse: warehouse.canonicalize().unwrap().display().to_string(),
-        owner: owner.into(),
-        lease_ttl: Duration::from_secs(60),
-        retry: Default::default(),
-        concurrency: floe_core::committer::DEFAULT_CONCURRENCY,
-        clock: Default::default(),
-    }
+    let warehouse = warehouse.canonicalize().unwrap().display().to_string();
+    Committer::new(Arc::new(catalog), floe_core::storage::local_file_io(), locks.clone(), locks, warehouse, owner)
+        .with_lease_ttl(Duration::from_secs(60))
 }

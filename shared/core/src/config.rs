@@ -62,7 +62,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::schema::layout::DEAD_LETTER_SUFFIX;
+use crate::vocabulary::{DEAD_LETTER_SUFFIX, TableName};
 
 pub mod catalog;
 pub use catalog::{CatalogConfig, RestAuth, RestCatalogConfig, S3TablesConfig, SigV4Config};
@@ -646,13 +646,12 @@ impl FloeConfig {
 
     /// The tables of the `[[topics]]` entries that name one topic (those of patterns are
     /// known only when their topics are met): what a start-up access check looks at.
-    pub fn configured_tables(&self) -> Vec<crate::table::TableName> {
+    pub fn configured_tables(&self) -> Vec<TableName> {
         let exact = self.entries.iter().filter_map(|e| match &e.matcher {
             Matcher::Exact(topic) => self.resolve(topic),
             Matcher::Pattern(_) => None,
         });
-        let mut tables: Vec<_> =
-            exact.map(|t| crate::table::TableName { namespace: t.namespace, name: t.table }).collect();
+        let mut tables: Vec<_> = exact.map(|t| TableName { namespace: t.namespace, name: t.table }).collect();
         tables.sort();
         tables.dedup();
         tables
@@ -1019,7 +1018,7 @@ mod tests {
     fn the_configured_tables_are_those_of_exact_topic_entries() {
         let text = "[[topics]]\ntopic = \"orders\"\nnamespace = \"sales\"\n[[topics]]\npattern = \"audit\\\\..*\"\n";
         let tables = FloeConfig::parse(text).unwrap().configured_tables();
-        let orders = crate::table::TableName { namespace: "sales".into(), name: "orders".into() };
+        let orders = TableName { namespace: "sales".into(), name: "orders".into() };
         assert_eq!(tables, vec![orders]);
     }
 

@@ -47,6 +47,8 @@ pub mod formats;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod guard;
+#[cfg(test)]
+mod layering;
 pub mod lock;
 pub mod maintenance;
 pub mod materializer;
@@ -62,4 +64,5 @@ pub mod table;
 pub mod task;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod vocabulary;
 pub use floe_segment::varint;

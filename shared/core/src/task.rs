@@ -56,7 +56,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
-pub use crate::table::TableName;
+use crate::vocabulary::ordered_partition_json;
+pub use crate::vocabulary::{BadRecord, OffsetRange, PendingTransaction, TableName, TaskFile};
 
 /// The CommitTask JSON version of unpartitioned tasks (and of the stored-task pointer).
 pub const TASK_VERSION: u32 = 1;
@@ -77,24 +78,6 @@ pub fn partitioned(spec: &PartitionSpec) -> Option<PartitionSpec> {
     (!spec.is_unpartitioned()).then(|| spec.clone())
 }
 
-/// An inclusive range of Kafka offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OffsetRange {
-    pub first: i64,
-    pub last: i64,
-}
-
-/// One data file of a task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskFile {
-    pub first_offset: i64,
-    pub last_offset: i64,
-    pub record_count: u64,
-    /// Iceberg's JSON form of the `DataFile` (format v2), its `partition` value of the
-    /// task's partition type.
-    pub data_file: serde_json::Value,
-}
-
 impl TaskFile {
     /// `partition_type`: the type of the file's partition value (empty: unpartitioned).
     pub fn from_written(file: &WrittenFile, partition_type: &StructType) -> Result<TaskFile, iceberg::Error> {
@@ -104,26 +87,6 @@ impl TaskFile {
             record_count: file.record_count(),
             data_file: file.data_file_json(partition_type)?,
         })
-    }
-
-    /// The `DataFile` back, read against the schema and partition spec (`None`:
-    /// unpartitioned) it was written with.
-    pub fn data_file(&self, schema: &Schema, spec: Option<&PartitionSpec>) -> Result<DataFile, iceberg::Error> {
-        let (spec_id, partition_type) = match spec {
-            Some(spec) => (spec.spec_id(), spec.partition_type(schema)?),
-            None => (0, StructType::new(vec![])),
-        };
-        let json = ordered_partition_json(&self.data_file, &partition_type);
-        iceberg::spec::deserialize_data_file_from_json(&json, spec_id, &partition_type, schema)
-    }
-
-    pub fn path(&self) -> &str {
-        self.data_file.get("file_path").and_then(|p| p.as_str()).unwrap_or_default()
-    }
-
-    /// Its size in bytes, as written.
-    pub fn size(&self) -> u64 {
-        self.data_file.get("file_size_in_bytes").and_then(|s| s.as_u64()).unwrap_or_default()
     }
 }
 
@@ -148,74 +111,6 @@ pub fn retype_partition(
     let value: serde_json::Value = serde_json::from_str(&json)
         .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("data file JSON: {e}")))?;
     iceberg::spec::deserialize_data_file_from_json(&ordered_partition_json(&value, table), spec_id, table, schema)
-}
-
-/// The DataFile JSON as text with its `partition` object's keys in the partition type's
-/// order (missing ones null). iceberg-rust 0.10.1 reads a partition object's values in
-/// the order of its keys, not by name, and `serde_json::Value` keeps keys sorted: two
-/// partition fields would otherwise come back swapped.
-fn ordered_partition_json(data_file: &serde_json::Value, partition_type: &StructType) -> String {
-    let mut rest = data_file.clone();
-    let partition = rest.as_object_mut().and_then(|o| o.remove("partition"));
-    let (Some(serde_json::Value::Object(values)), Some(object)) = (partition, rest.as_object()) else {
-        return data_file.to_string();
-    };
-    let null = serde_json::Value::Null;
-    let fields: Vec<String> = partition_type
-        .fields()
-        .iter()
-        .map(|f| format!("{}:{}", serde_json::Value::from(f.name.as_str()), values.get(&f.name).unwrap_or(&null)))
-        .collect();
-    let mut text = serde_json::Value::Object(object.clone()).to_string();
-    text.pop(); // the closing brace
-    if !object.is_empty() {
-        text.push(',');
-    }
-    format!("{text}\"partition\":{{{}}}}}", fields.join(","))
-}
-
-/// A transaction still open at the end of the segment, with the files of its records.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PendingTransaction {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub first_offset: i64,
-    pub last_offset: i64,
-    pub records: u64,
-    pub files: Vec<TaskFile>,
-    /// Its first record's timestamp and the greatest of its records' (older tasks: unknown).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_timestamp: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_timestamp: Option<i64>,
-    /// Whether those are the broker's append times (`LogAppendTime`), not the producer's.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub log_append_time: bool,
-    /// Its bad records as dead letters (mode `dlq`), in the table's data directory: added
-    /// to the dead-letter table once a COMMIT resolves the transaction, never on ABORT.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dead_letter_files: Vec<TaskFile>,
-    /// Mode `suspend`: its first bad record, which suspends the table once a COMMIT
-    /// resolves the transaction (its bad records are written nowhere: offsets without a
-    /// row, counted with its segment's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suspends_at: Option<BadRecord>,
-}
-
-impl PendingTransaction {
-    /// Its dead letters' count.
-    pub fn dead_letters(&self) -> u64 {
-        self.dead_letter_files.iter().map(|f| f.record_count).sum()
-    }
-}
-
-/// A record that could not be decoded: where it is, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BadRecord {
-    pub offset: i64,
-    /// The segment holding it.
-    pub file: String,
-    pub error: String,
 }
 
 /// The schema the files were written with.
@@ -464,6 +359,32 @@ impl Task {
             Task::Suspend(t) => &t.table,
         }
     }
+}
+
+/// The files `task` names, per table they belong to; tables it names no file of are left
+/// out (a suspension, a segment of control records only).
+pub fn held_files(task: &Task) -> BTreeMap<TableName, Vec<String>> {
+    let mut held: BTreeMap<TableName, Vec<String>> = BTreeMap::new();
+    let mut add = |table: &TableName, paths: Vec<String>| {
+        if !paths.is_empty() {
+            held.entry(table.clone()).or_default().extend(paths);
+        }
+    };
+    match task {
+        Task::Data(t) => {
+            // An open transaction's dead letters wait in the table's data directory.
+            let open = t.open_transactions.iter().flat_map(|o| o.files.iter().chain(&o.dead_letter_files));
+            let files = t.data_files.iter().chain(open);
+            add(&t.table, files.map(|f| f.path().to_string()).collect());
+            // The committer commits dead letters under this table (none without it).
+            if let Some(dlq) = &t.dead_letter_table {
+                add(dlq, t.dead_letter_files.iter().map(|f| f.path().to_string()).collect());
+            }
+        }
+        Task::Compaction(t) => add(&t.table, t.added.iter().map(|f| f.path().to_string()).collect()),
+        Task::Suspend(_) => {}
+    }
+    held
 }
 
 #[cfg(test)]

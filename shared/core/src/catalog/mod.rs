@@ -31,7 +31,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 
-use crate::table::name::TableName;
+use crate::vocabulary::TableName;
 
 /// A table's registered metadata file, and the catalog's version of that registration.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use iceberg::spec::TableMetadata;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Catalog, CatalogError, TablePointer, hint};
-use crate::table::name::TableName;
+use crate::vocabulary::TableName;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS iceberg_tables (

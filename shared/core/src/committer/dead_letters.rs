@@ -8,16 +8,17 @@ use std::time::Instant;
 
 use iceberg::spec::Operation;
 
+use super::layout::TableLayout;
 use super::plan::{FileAction, PlannedFile, Written, among};
-use super::{CommitError, Committer, TableLayout};
+use super::{CommitError, Committer};
 use crate::lock::Lease;
-use crate::maintenance::Activity;
+use crate::lock::registry::Activity;
 use crate::schema::layout::dead_letter_struct;
 use crate::table::dead_letters::{DueDeadLetters, published, published_by, published_entry};
 use crate::table::snapshot::SnapshotChange;
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, floe_summary, load};
-use crate::task::{TableName, TaskSchema};
+use crate::task::{CommitTask, TableName, TaskFile, TaskSchema};
 
 impl Committer {
     /// Per dead-letter table of `state`'s queue, the highest number it holds from `main`.
@@ -141,4 +142,28 @@ impl Committer {
             "dead letters of committed transactions published");
         Ok(())
     }
+}
+
+/// The part of a task for its dead-letter table, when it has dead letters.
+pub(super) fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
+    let (table, schema) = (task.dead_letter_table.clone()?, task.dead_letter_schema.clone()?);
+    if task.dead_letter_files.is_empty() {
+        return None;
+    }
+    let mut dlq = task.clone();
+    dlq.table = table;
+    // Written under the dead-letter table's location, not the main table's.
+    dlq.table_location = None;
+    dlq.data_files = task.dead_letter_files.clone();
+    dlq.dead_letter_files = Vec::new();
+    dlq.open_transactions = Vec::new();
+    dlq.transaction_markers = Vec::new();
+    dlq.schema.iceberg = schema;
+    dlq.schema.partition_spec = None;
+    dlq.record_count = task.dead_letter_files.iter().map(|f: &TaskFile| f.record_count).sum();
+    // The dead-letter table has rows for its dead letters only: every other offset of
+    // the segment is without a row there.
+    let span = task.offsets.and_then(|r| u64::try_from(r.last.checked_sub(r.first)?.checked_add(1)?).ok());
+    dlq.without_rows = span.and_then(|span| span.checked_sub(dlq.record_count));
+    Some(dlq)
 }

@@ -21,7 +21,8 @@ use std::time::Instant;
 use futures::future::{FutureExt, join_all};
 use tokio::sync::Semaphore;
 
-use super::{BatchReport, CommittedSnapshot, Committer, TaskResult, dead_letter_task};
+use super::dead_letters::dead_letter_task;
+use super::{BatchReport, CommittedSnapshot, Committer, TaskResult};
 use crate::task::{CommitTask, CompactionTask, TableName};
 
 /// Per-task results of one table commit, and its snapshot if it made one.
@@ -47,9 +48,9 @@ struct Front {
 
 /// The batch's lanes, in the order their tables first appear.
 fn lanes<'a>(
-    compactions: &'a [CompactionTask],
-    dead_letters: &'a [CommitTask],
-    data: &'a [CommitTask],
+    compactions: &[&'a CompactionTask],
+    dead_letters: &[&'a CommitTask],
+    data: &[&'a CommitTask],
 ) -> Vec<Lane<'a>> {
     let mut lanes: Vec<Lane<'a>> = Vec::new();
     let mut lane = |table: &TableName| -> usize {
@@ -62,9 +63,9 @@ fn lanes<'a>(
             }
         }
     };
-    let compactions: Vec<_> = compactions.iter().map(|c| (lane(&c.table), c)).collect();
-    let dead_letters: Vec<_> = dead_letters.iter().map(|d| (lane(&d.table), d)).collect();
-    let data: Vec<_> = data.iter().map(|t| (lane(&t.table), t)).collect();
+    let compactions: Vec<_> = compactions.iter().map(|&c| (lane(&c.table), c)).collect();
+    let dead_letters: Vec<_> = dead_letters.iter().map(|&d| (lane(&d.table), d)).collect();
+    let data: Vec<_> = data.iter().map(|&t| (lane(&t.table), t)).collect();
     for (i, c) in compactions {
         lanes[i].compactions.push(c);
     }
@@ -84,14 +85,14 @@ impl Committer {
     /// tasks' in their order.
     pub(super) async fn commit_lanes(
         &self,
-        compactions: &[CompactionTask],
-        data: &[CommitTask],
+        compactions: &[&CompactionTask],
+        data: &[&CommitTask],
         deadline: Option<Instant>,
     ) -> BatchReport {
-        let dead_letters: Vec<CommitTask> = data.iter().filter_map(dead_letter_task).collect();
+        let dead_letters: Vec<CommitTask> = data.iter().copied().filter_map(dead_letter_task).collect();
         let dead_letter_table: HashMap<&str, &TableName> =
             dead_letters.iter().map(|d| (d.task_id.as_str(), &d.table)).collect();
-        let lanes = lanes(compactions, &dead_letters, data);
+        let lanes = lanes(compactions, &dead_letters.iter().collect::<Vec<_>>(), data);
         let permits = Semaphore::new(self.concurrency.max(1));
         let fronts: HashMap<&TableName, _> =
             lanes.iter().map(|lane| (&lane.table, self.front(lane, &permits, deadline).shared())).collect();
@@ -141,7 +142,7 @@ fn is_failed(result: &TaskResult) -> bool {
 /// `data`'s order, its dead letters' result unless its main table's says more (a
 /// task committed to its dead-letter table and found already in its main table was
 /// committed).
-fn merge(data: &[CommitTask], lanes: Vec<(Arc<Front>, Outcome)>) -> BatchReport {
+fn merge(data: &[&CommitTask], lanes: Vec<(Arc<Front>, Outcome)>) -> BatchReport {
     let mut report = BatchReport::default();
     let mut results: HashMap<String, TaskResult> = HashMap::new();
     for (front, _) in &lanes {
@@ -166,4 +167,137 @@ fn merge(data: &[CommitTask], lanes: Vec<(Arc<Front>, Outcome)>) -> BatchReport 
     });
     report.results.extend(data_results);
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{CompactionKind, TASK_VERSION, TaskFile};
+
+    fn name(table: &str) -> TableName {
+        TableName { namespace: "kafka".into(), name: table.into() }
+    }
+
+    fn data(id: &str, table: &str) -> CommitTask {
+        let file = TaskFile {
+            first_offset: 0,
+            last_offset: 9,
+            record_count: 10,
+            data_file: serde_json::json!({"file_path": format!("/w/{id}.parquet")}),
+        };
+        let mut task = crate::task::tests::task(&crate::partition::tests::schema(), None, file);
+        (task.task_id, task.table) = (id.into(), name(table));
+        task
+    }
+
+    fn compaction(id: &str, table: &str) -> CompactionTask {
+        CompactionTask {
+            version: TASK_VERSION,
+            kind: CompactionKind::Compaction,
+            task_id: id.into(),
+            table: name(table),
+            removed: vec![],
+            added: vec![],
+            schema: crate::partition::tests::schema(),
+            partition_spec: None,
+            created_at_ms: 0,
+        }
+    }
+
+    /// A lane's table, and the ids of its compactions, dead letters and data tasks.
+    type Shape<'a> = (String, Vec<&'a str>, Vec<&'a str>, Vec<&'a str>);
+
+    /// Each lane's [`Shape`].
+    fn shape<'a>(lanes: &[Lane<'a>]) -> Vec<Shape<'a>> {
+        lanes
+            .iter()
+            .map(|l| {
+                (
+                    l.table.name.clone(),
+                    l.compactions.iter().map(|c| c.task_id.as_str()).collect(),
+                    l.dead_letters.iter().map(|d| d.task_id.as_str()).collect(),
+                    l.data.iter().map(|t| t.task_id.as_str()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_tasks_no_lanes() {
+        assert!(lanes(&[], &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn one_lane_per_table_its_tasks_in_the_batch_order() {
+        let (a1, b1, a2, a3) = (data("a1", "a"), data("b1", "b"), data("a2", "a"), data("a3", "a"));
+        let lanes = lanes(&[], &[], &[&a1, &b1, &a2, &a3]);
+        assert_eq!(
+            shape(&lanes),
+            vec![("a".into(), vec![], vec![], vec!["a1", "a2", "a3"]), ("b".into(), vec![], vec![], vec!["b1"])]
+        );
+    }
+
+    #[test]
+    fn a_tables_compactions_share_its_lane_and_its_tables_come_first() {
+        let (a1, b1) = (data("a1", "a"), data("b1", "b"));
+        let (cb, ca) = (compaction("cb", "b"), compaction("ca", "a"));
+        let lanes = lanes(&[&cb, &ca], &[], &[&a1, &b1]);
+        assert_eq!(
+            shape(&lanes),
+            vec![("b".into(), vec!["cb"], vec![], vec!["b1"]), ("a".into(), vec!["ca"], vec![], vec!["a1"])]
+        );
+    }
+
+    #[test]
+    fn dead_letters_go_to_their_tables_lane() {
+        let (a1, a2) = (data("a1", "a"), data("a2", "a"));
+        // The parts of a1 and a2 for their dead-letter table, and a task of that table's own.
+        let (d1, d2, own) = (data("a1", "a_dlq"), data("a2", "a_dlq"), data("x1", "a_dlq"));
+        let lanes = lanes(&[], &[&d1, &d2], &[&a1, &own, &a2]);
+        assert_eq!(
+            shape(&lanes),
+            vec![
+                ("a_dlq".into(), vec![], vec!["a1", "a2"], vec!["x1"]),
+                ("a".into(), vec![], vec![], vec!["a1", "a2"])
+            ]
+        );
+    }
+
+    #[test]
+    fn the_report_has_compactions_first_then_data_in_the_batch_order() {
+        let (a1, b1, a2) = (data("a1", "a"), data("b1", "b"), data("a2", "a"));
+        let failed = TaskResult::Failed { error: "x".into(), retryable: true };
+        let front = |compactions: Vec<(String, TaskResult)>| {
+            Arc::new(Front { compactions: (compactions, None), dead_letters: Outcome::default() })
+        };
+        let lanes = vec![
+            (front(vec![]), (vec![("a1".into(), TaskResult::Committed), ("a2".into(), failed.clone())], None)),
+            (
+                front(vec![("cb".into(), TaskResult::Committed)]),
+                (vec![("b1".into(), TaskResult::AlreadyCommitted)], None),
+            ),
+        ];
+        let report = merge(&[&a1, &b1, &a2], lanes);
+        let expected: Vec<(String, TaskResult)> = vec![
+            ("cb".into(), TaskResult::Committed),
+            ("a1".into(), TaskResult::Committed),
+            ("b1".into(), TaskResult::AlreadyCommitted),
+            ("a2".into(), failed),
+        ];
+        assert_eq!(report.results, expected);
+    }
+
+    #[test]
+    fn a_task_committed_to_its_dead_letter_table_and_found_in_its_main_table_was_committed() {
+        let (a1, a2) = (data("a1", "a"), data("a2", "a"));
+        let dlq = Arc::new(Front {
+            compactions: Outcome::default(),
+            dead_letters: (vec![("a1".into(), TaskResult::Committed), ("a2".into(), TaskResult::Committed)], None),
+        });
+        let failed = TaskResult::Failed { error: "x".into(), retryable: true };
+        let main = vec![("a1".into(), TaskResult::AlreadyCommitted), ("a2".into(), failed.clone())];
+        let report = merge(&[&a1, &a2], vec![(dlq, Outcome::default()), (Arc::new(Front::default()), (main, None))]);
+        let expected: Vec<(String, TaskResult)> = vec![("a1".into(), TaskResult::Committed), ("a2".into(), failed)];
+        assert_eq!(report.results, expected, "the main table's failure says more than its dead letters' commit");
+    }
 }

@@ -34,7 +34,7 @@ use crate::schema::plan_above;
 use crate::table::offsets::CommittedOffsets;
 use crate::table::rowless::RowlessOffsets;
 use crate::table::state::{MarkerEntry, PendingEntry, TableState};
-use crate::task::{BadRecord, CommitTask, CompactionTask, TableName, TaskFile};
+use crate::task::{BadRecord, CommitTask, CompactionTask, OffsetRange, TableName, TaskFile};
 
 /// What Floe's last snapshot of a table says, and the table's current schema and spec.
 #[derive(Debug, Clone)]
@@ -162,92 +162,156 @@ impl AppendPlan {
     }
 }
 
-/// Plans one append of `tasks` (one table's, in queue order) onto `record`.
+/// Plans one append of `tasks` (one table's, in queue order) onto `record`: each task
+/// refused (another topic's), dropped (its offsets all committed) or taken (its new
+/// offsets' files, open transactions and markers), then the table state's transactions
+/// resolved by what is committed now.
 pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<AppendPlan, CommitError> {
-    let table = record.table.to_string();
-    let mut offsets = record.offsets.clone();
-    let mut rowless = record.rowless.clone();
-    let mut state = record.state.clone();
-    let mut schema = record.schema.clone();
-    let mut schema_changed = false;
-    let (mut results, mut files) = (Vec::new(), Vec::new());
-    let (mut committed_tasks, mut skipped_records) = (0, 0);
+    let mut draft = Draft::new(record);
     // One table holds one topic (any number of its incarnations): the one it holds, or the batch's first.
-    let holder = offsets.topic().map(str::to_string).or_else(|| tasks.first().map(|t| t.topic.clone()));
-
+    let holder = draft.offsets.topic().map(str::to_string).or_else(|| tasks.first().map(|t| t.topic.clone()));
     for task in tasks {
-        if let Some(holds) = holder.as_ref().filter(|h| **h != task.topic) {
-            let error = crate::table::TableError::TopicClash {
-                table: table.clone(),
-                holds: holds.clone(),
-                topic: task.topic.clone(),
-            };
-            tracing::error!(table = %table, task_id = %task.task_id, topic = %task.topic, holds = %holds, "task refused: another topic's table");
-            results.push((task.task_id.clone(), TaskResult::Failed { error: error.to_string(), retryable: false }));
-            continue;
+        match holder.as_ref().filter(|h| **h != task.topic) {
+            Some(holds) => draft.refuse(task, holds),
+            None => draft.take(task)?,
         }
+    }
+    let aborted = draft.resolve_transactions()?;
+    Ok(draft.finish(aborted))
+}
+
+/// An append being planned: the table's record as the tasks taken so far leave it, and
+/// what the plan has decided.
+struct Draft<'a> {
+    record: &'a TableRecord,
+    table: String,
+    offsets: CommittedOffsets,
+    rowless: RowlessOffsets,
+    state: TableState,
+    schema: Schema,
+    schema_changed: bool,
+    results: Vec<(String, TaskResult)>,
+    files: Vec<PlannedFile>,
+    tasks: usize,
+    skipped_records: u64,
+    suspensions: Vec<Suspension>,
+}
+
+impl<'a> Draft<'a> {
+    fn new(record: &'a TableRecord) -> Draft<'a> {
+        Draft {
+            record,
+            table: record.table.to_string(),
+            offsets: record.offsets.clone(),
+            rowless: record.rowless.clone(),
+            state: record.state.clone(),
+            schema: record.schema.clone(),
+            schema_changed: false,
+            results: Vec::new(),
+            files: Vec::new(),
+            tasks: 0,
+            skipped_records: 0,
+            suspensions: Vec::new(),
+        }
+    }
+
+    /// A task of another topic than the one the table holds (`holds`): failed, for good.
+    fn refuse(&mut self, task: &CommitTask, holds: &str) {
+        let table = &self.table;
+        let error = crate::table::TableError::TopicClash {
+            table: table.clone(),
+            holds: holds.to_string(),
+            topic: task.topic.clone(),
+        };
+        tracing::error!(table = %table, task_id = %task.task_id, topic = %task.topic, holds = %holds, "task refused: another topic's table");
+        self.results.push((task.task_id.clone(), TaskResult::Failed { error: error.to_string(), retryable: false }));
+    }
+
+    /// A task of the table's topic: dropped when the table holds all its offsets; else
+    /// its files of the offsets the table does not hold added, its open transactions and
+    /// markers into the table state, those offsets committed.
+    fn take(&mut self, task: &CommitTask) -> Result<(), CommitError> {
         let Some(range) = task.offsets else {
-            results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
-            continue;
+            self.results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+            return Ok(());
         };
         // The topic's incarnation: a topic re-created under its name restarts at offset 0.
-        let log = offsets.log_of(&task.topic, task.source.topic_id.as_deref());
-        let missing = offsets
+        let log = self.offsets.log_of(&task.topic, task.source.topic_id.as_deref());
+        let missing = self
+            .offsets
             .get(&log, task.partition)
             .map_or_else(|| vec![(range.first, range.last)], |set| set.missing(range.first, range.last));
         if missing.is_empty() {
-            tracing::info!(table = %table, task_id = %task.task_id, partition = task.partition,
+            tracing::info!(table = %self.table, task_id = %task.task_id, partition = task.partition,
                 first_offset = range.first, last_offset = range.last, "already committed: dropped");
-            results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
-            continue;
+            self.results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+            return Ok(());
         }
-        schema_changed |= evolve(&mut schema, record, &task.schema.iceberg).map_err(|reason| {
-            CommitError::Incompatible { table: table.clone(), reason: format!("task {}: {reason}", task.task_id) }
+        let what = format!("task {}", task.task_id);
+        self.evolve(&task.schema.iceberg, &what)?;
+        check_file_offsets(&self.table, task, range)?;
+        let schema = &task.schema;
+        let written =
+            self.written(&schema.iceberg, schema.partition_spec.as_ref(), task.partition, &task.task_id, &what)?;
+        self.add_files(&task.data_files, &missing, &written);
+        self.wait_open_transactions(task, &log, range, &missing);
+        self.keep_markers(task, &log, range, &missing);
+        count_without_rows(&mut self.rowless, &log, task, &missing);
+        self.offsets.claim_log(&task.topic, task.source.topic_id.as_deref());
+        for (first, last) in missing {
+            self.offsets.insert(&log, task.partition, first, last);
+        }
+        self.tasks += 1;
+        self.skipped_records += task.skipped_records;
+        self.results.push((task.task_id.clone(), TaskResult::Committed));
+        Ok(())
+    }
+
+    /// The table's schema evolved by `written`'s columns (`what` wrote them, for the error).
+    fn evolve(&mut self, written: &Schema, what: &str) -> Result<(), CommitError> {
+        self.schema_changed |= evolve(&mut self.schema, self.record, written).map_err(|reason| {
+            CommitError::Incompatible { table: self.table.clone(), reason: format!("{what}: {reason}") }
         })?;
-        let open = task.open_transactions.iter().flat_map(|t| t.files.iter().chain(&t.dead_letter_files));
-        for file in task.data_files.iter().chain(open) {
-            if file.first_offset < range.first || file.last_offset > range.last || file.first_offset > file.last_offset
-            {
-                return Err(CommitError::Task {
-                    table: table.clone(),
-                    task_id: task.task_id.clone(),
-                    detail: format!(
-                        "{} holds offsets {}..={}, outside the task's {}..={}",
-                        file.path(),
-                        file.first_offset,
-                        file.last_offset,
-                        range.first,
-                        range.last
-                    ),
-                });
+        Ok(())
+    }
+
+    /// How `what`'s files were written, against the table's schema as planned so far.
+    fn written(
+        &self,
+        schema: &Schema,
+        spec: Option<&PartitionSpec>,
+        partition: i32,
+        task_id: &str,
+        what: &str,
+    ) -> Result<Written, CommitError> {
+        Written::new(schema, spec, partition, task_id, &self.schema).map_err(|reason| CommitError::Incompatible {
+            table: self.table.clone(),
+            reason: format!("{what}: {reason}"),
+        })
+    }
+
+    /// `files` (written as `written` says) added, each with its rows of the offsets `keep`.
+    fn add_files(&mut self, files: &[TaskFile], keep: &[(i64, i64)], written: &Written) {
+        let layout_action = written.action(&self.record.spec);
+        for file in files {
+            if let Some(action) = file_action(file, keep, &layout_action) {
+                self.files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
             }
         }
-        let written = Written::new(
-            &task.schema.iceberg,
-            task.schema.partition_spec.as_ref(),
-            task.partition,
-            &task.task_id,
-            &schema,
-        )
-        .map_err(|reason| CommitError::Incompatible {
-            table: table.clone(),
-            reason: format!("task {}: {reason}", task.task_id),
-        })?;
-        let layout_action = written.action(&record.spec);
-        for file in &task.data_files {
-            if let Some(action) = file_action(file, &missing, &layout_action) {
-                files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
-            }
-        }
+    }
+
+    /// The task's transactions still open at the end of its segment, waiting in the
+    /// table state (a part re-uploaded with other boundaries: only its new offsets).
+    fn wait_open_transactions(&mut self, task: &CommitTask, log: &str, range: OffsetRange, missing: &[(i64, i64)]) {
         for txn in &task.open_transactions {
             // Re-uploaded with other boundaries: the part keeps only its new offsets.
-            let new = among(&missing, txn.first_offset, txn.last_offset);
+            let new = among(missing, txn.first_offset, txn.last_offset);
             if new.is_empty() {
                 continue;
             }
             let whole = new == [(txn.first_offset, txn.last_offset)];
-            state.pending.push(PendingEntry {
-                topic: log.clone(),
+            self.state.pending.push(PendingEntry {
+                topic: log.to_string(),
                 partition: task.partition,
                 task_id: task.task_id.clone(),
                 segment_first: Some(range.first),
@@ -261,10 +325,14 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 dead_letter_table: task.dead_letter_table.clone().filter(|_| !txn.dead_letter_files.is_empty()),
             });
         }
+    }
+
+    /// The task's transaction markers at offsets the table does not hold, into the state.
+    fn keep_markers(&mut self, task: &CommitTask, log: &str, range: OffsetRange, missing: &[(i64, i64)]) {
         for marker in &task.transaction_markers {
-            if !among(&missing, marker.offset, marker.offset).is_empty() {
-                state.markers.push(MarkerEntry {
-                    topic: log.clone(),
+            if !among(missing, marker.offset, marker.offset).is_empty() {
+                self.state.markers.push(MarkerEntry {
+                    topic: log.to_string(),
                     partition: task.partition,
                     marker: *marker,
                     segment_first: range.first,
@@ -272,25 +340,31 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
                 });
             }
         }
-        count_without_rows(&mut rowless, &log, task, &missing);
-        offsets.claim_log(&task.topic, task.source.topic_id.as_deref());
-        for (first, last) in missing {
-            offsets.insert(&log, task.partition, first, last);
-        }
-        committed_tasks += 1;
-        skipped_records += task.skipped_records;
-        results.push((task.task_id.clone(), TaskResult::Committed));
     }
-    let resolved = state.resolve(&offsets);
-    state.drop_published(&record.published_dead_letters);
-    let mut suspensions = Vec::new();
-    for entry in &resolved.committed {
+
+    /// The state's transactions resolved by the offsets committed now: a COMMIT's files
+    /// added (its dead letters queued, its bad record suspending the table in mode
+    /// `suspend`), an ABORT's records counted without rows. Returns the aborted ones.
+    fn resolve_transactions(&mut self) -> Result<Vec<PendingEntry>, CommitError> {
+        let resolved = self.state.resolve(&self.offsets);
+        self.state.drop_published(&self.record.published_dead_letters);
+        for entry in &resolved.committed {
+            self.commit_pending(entry)?;
+        }
+        for entry in &resolved.aborted {
+            self.count_aborted(entry);
+        }
+        Ok(resolved.aborted)
+    }
+
+    /// A transaction resolved by COMMIT: its records become rows.
+    fn commit_pending(&mut self, entry: &PendingEntry) -> Result<(), CommitError> {
         // Its bad records are dead letters now, on their way to their table (mode `dlq`);
         // in mode `suspend`, the first stops the table once this commit is in.
-        let dead_letter_table = entry.dead_letter_table.clone().unwrap_or_else(|| record.table.dead_letters());
-        state.queue_dead_letters(entry, dead_letter_table);
+        let dead_letter_table = entry.dead_letter_table.clone().unwrap_or_else(|| self.record.table.dead_letters());
+        self.state.queue_dead_letters(entry, dead_letter_table);
         if let Some(bad) = &entry.transaction.suspends_at {
-            suspensions.push(Suspension {
+            self.suspensions.push(Suspension {
                 topic: entry.topic.clone(),
                 partition: entry.partition,
                 record: bad.clone(),
@@ -298,51 +372,70 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
         }
         // Its records become rows now: new records, their fields into the table's
         // columns by name (one another engine dropped or renamed since comes back new).
-        schema_changed |= evolve(&mut schema, record, &entry.schema).map_err(|reason| CommitError::Incompatible {
-            table: table.clone(),
-            reason: format!("pending transaction of task {}: {reason}", entry.task_id),
-        })?;
+        let what = format!("pending transaction of task {}", entry.task_id);
+        self.evolve(&entry.schema, &what)?;
         let written =
-            Written::new(&entry.schema, entry.partition_spec.as_ref(), entry.partition, &entry.task_id, &schema)
-                .map_err(|reason| CommitError::Incompatible {
-                    table: table.clone(),
-                    reason: format!("pending transaction of task {}: {reason}", entry.task_id),
-                })?;
-        let action = written.action(&record.spec);
+            self.written(&entry.schema, entry.partition_spec.as_ref(), entry.partition, &entry.task_id, &what)?;
         let txn = &entry.transaction;
         let keep = entry.keep.clone().unwrap_or_else(|| vec![(txn.first_offset, txn.last_offset)]);
-        for file in &txn.files {
-            if let Some(action) = file_action(file, &keep, &action) {
-                files.push(PlannedFile { file: file.clone(), written: written.clone(), action });
-            }
-        }
+        self.add_files(&txn.files, &keep, &written);
+        Ok(())
     }
-    for entry in &resolved.aborted {
-        // Its records will never be rows: counted now, unless its offsets are uncounted.
+
+    /// A transaction resolved by ABORT: its records will never be rows, counted now
+    /// unless its offsets are uncounted.
+    fn count_aborted(&mut self, entry: &PendingEntry) {
         let txn = &entry.transaction;
         if entry.keep.is_none()
-            && !rowless.is_uncounted(&entry.topic, entry.partition, txn.first_offset, txn.last_offset)
+            && !self.rowless.is_uncounted(&entry.topic, entry.partition, txn.first_offset, txn.last_offset)
         {
-            rowless.add(
+            self.rowless.add(
                 &entry.topic,
                 entry.partition,
                 txn.files.iter().map(|f| f.record_count).sum::<u64>() + txn.dead_letters(),
             );
         }
     }
-    let state_changed = state != record.state;
-    Ok(AppendPlan {
-        results,
-        files,
-        offsets,
-        rowless,
-        state: state_changed.then_some(state),
-        schema: schema_changed.then_some(schema),
-        tasks: committed_tasks,
-        skipped_records,
-        aborted: resolved.aborted,
-        suspensions,
-    })
+
+    /// The plan: the state and schema only when they changed.
+    fn finish(self, aborted: Vec<PendingEntry>) -> AppendPlan {
+        let state_changed = self.state != self.record.state;
+        AppendPlan {
+            results: self.results,
+            files: self.files,
+            offsets: self.offsets,
+            rowless: self.rowless,
+            state: state_changed.then_some(self.state),
+            schema: self.schema_changed.then_some(self.schema),
+            tasks: self.tasks,
+            skipped_records: self.skipped_records,
+            aborted,
+            suspensions: self.suspensions,
+        }
+    }
+}
+
+/// Checks that each of the task's files (and its open transactions') lies within the
+/// task's offsets `range`.
+fn check_file_offsets(table: &str, task: &CommitTask, range: OffsetRange) -> Result<(), CommitError> {
+    let open = task.open_transactions.iter().flat_map(|t| t.files.iter().chain(&t.dead_letter_files));
+    for file in task.data_files.iter().chain(open) {
+        if file.first_offset < range.first || file.last_offset > range.last || file.first_offset > file.last_offset {
+            return Err(CommitError::Task {
+                table: table.to_string(),
+                task_id: task.task_id.clone(),
+                detail: format!(
+                    "{} holds offsets {}..={}, outside the task's {}..={}",
+                    file.path(),
+                    file.first_offset,
+                    file.last_offset,
+                    range.first,
+                    range.last
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Counts the offsets `task` commits without rows in its `log` (`missing`: those it commits): its

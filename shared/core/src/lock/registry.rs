@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::LockError;
-use crate::table::TableName;
+use crate::vocabulary::TableName;
 
 /// A table the registry knows: one the committer has taken a lease on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::registry::{HeldTask, MaintenanceEvent, MaintenanceStatus, RegisteredTable, TableRegistry};
 use super::{Clock, Holder, Lease, LockError, TableLocks};
-use crate::table::TableName;
+use crate::vocabulary::TableName;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS floe_tables (
     table_name TEXT PRIMARY KEY,

@@ -24,7 +24,6 @@
 //! tasks it took dead letters from.) A CompactionTask's hold has no offsets and ends with
 //! its task only.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -33,33 +32,7 @@ use super::{HeldOffsets, HeldTask, TableRegistry};
 use crate::lock::LockError;
 use crate::queue::{QueueError, TaskQueue};
 use crate::table::offsets::CommittedOffsets;
-use crate::task::{TableName, Task};
-
-/// The files `task` names, per table they belong to; tables it names no file of are left
-/// out (a suspension, a segment of control records only).
-pub fn held_files(task: &Task) -> BTreeMap<TableName, Vec<String>> {
-    let mut held: BTreeMap<TableName, Vec<String>> = BTreeMap::new();
-    let mut add = |table: &TableName, paths: Vec<String>| {
-        if !paths.is_empty() {
-            held.entry(table.clone()).or_default().extend(paths);
-        }
-    };
-    match task {
-        Task::Data(t) => {
-            // An open transaction's dead letters wait in the table's data directory.
-            let open = t.open_transactions.iter().flat_map(|o| o.files.iter().chain(&o.dead_letter_files));
-            let files = t.data_files.iter().chain(open);
-            add(&t.table, files.map(|f| f.path().to_string()).collect());
-            // The committer commits dead letters under this table (none without it).
-            if let Some(dlq) = &t.dead_letter_table {
-                add(dlq, t.dead_letter_files.iter().map(|f| f.path().to_string()).collect());
-            }
-        }
-        Task::Compaction(t) => add(&t.table, t.added.iter().map(|f| f.path().to_string()).collect()),
-        Task::Suspend(_) => {}
-    }
-    held
-}
+use crate::task::{TableName, Task, held_files};
 
 /// The offsets a CommitTask brings to each table it is held under (its dead-letter table
 /// records the same ones); `None` for other tasks and a segment without batches.
@@ -135,6 +108,8 @@ impl TaskQueue for HoldingQueue {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::maintenance::{MaintenanceEvent, MaintenanceStatus, RegisteredTable};
     use crate::queue::InProcessQueue;

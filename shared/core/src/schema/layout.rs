@@ -20,7 +20,7 @@ pub const KEY_COLUMN: &str = "key";
 pub const OFFSET_FIELD: &str = "offset";
 pub const VALUE_COLUMN: &str = "value";
 pub const ERROR_COLUMN: &str = "error";
-pub use crate::table::name::DEAD_LETTER_SUFFIX;
+pub use crate::vocabulary::DEAD_LETTER_SUFFIX;
 
 /// The Iceberg type a key or value decodes to.
 #[derive(Debug, Clone, PartialEq)]

@@ -597,12 +597,12 @@ mod tests {
             partition: 0,
             task_id: "s".into(),
             segment_first: Some(1000),
-            transaction: crate::task::PendingTransaction {
+            transaction: crate::vocabulary::PendingTransaction {
                 producer_id: 7,
                 first_offset: 1005,
                 last_offset: 1009,
                 records: 5,
-                files: vec![crate::task::TaskFile {
+                files: vec![crate::vocabulary::TaskFile {
                     first_offset: 1005,
                     last_offset: 1009,
                     record_count: 5,

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::state::{PendingEntry, TableState};
 use super::{LoadedTable, TableError, floe_summary, load};
 use crate::catalog::Catalog;
-use crate::task::{TableName, TaskFile};
+use crate::vocabulary::{TableName, TaskFile};
 
 /// Summary key prefix, in a dead-letter table, of the highest entry number added from a
 /// table: `floe.dead-letters-from.<namespace>.<table>` = `<table uuid>:<number>`.
@@ -138,7 +138,7 @@ impl TableState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::PendingTransaction;
+    use crate::vocabulary::PendingTransaction;
 
     fn name(n: &str) -> TableName {
         TableName { namespace: "kafka".into(), name: n.into() }

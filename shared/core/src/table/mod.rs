@@ -12,7 +12,6 @@ pub mod audit;
 pub mod compaction;
 pub mod dead_letters;
 pub mod deletes;
-pub mod name;
 pub mod offsets;
 pub mod project;
 pub mod rewrite;
@@ -167,7 +166,7 @@ pub fn rowless_offsets(name: &TableName, metadata: &TableMetadata) -> Result<Row
     })
 }
 
-pub use name::{TableName, table_location};
+pub use crate::vocabulary::{TableName, table_location};
 
 /// What the materializer asks of the tables: the current schema (so new files keep its
 /// field ids), the current partition spec (so new files are laid out by it) and the

@@ -80,7 +80,7 @@ use serde::{Deserialize, Serialize};
 use super::dead_letters::DueDeadLetters;
 use super::offsets::CommittedOffsets;
 use crate::segment::TxnMarker;
-use crate::task::{PendingTransaction, TableName, TaskFile};
+use crate::vocabulary::{PendingTransaction, TableName, TaskFile};
 
 /// Summary key naming the state file.
 pub const STATE_KEY: &str = "floe.state";
