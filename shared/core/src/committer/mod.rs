@@ -40,6 +40,13 @@
 //! snapshot it replaces, and the swap only succeeds if that snapshot is still current. A
 //! task delivered twice, a crash between the swap and the queue delete, or two
 //! committers racing all end with the second attempt finding its offsets covered.
+//!
+//! One file per action, each under the table's lease (`lease.rs`) and ending in a
+//! snapshot and the pointer swap (`publish.rs`): `append.rs` (new data, planned by
+//! [`plan`]), `compaction.rs` (a `replace` snapshot), `dead_letters.rs` (a task's
+//! dead-letter part; committed transactions' dead letters published); `layout.rs` lays
+//! a planned file out as the table records it; `lanes.rs` runs a batch's tables at once;
+//! `status.rs` tells the registry and the locks what happened.
 
 mod append;
 mod compaction;
@@ -50,6 +57,8 @@ mod lease;
 pub mod plan;
 mod publish;
 mod status;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
