@@ -34,7 +34,7 @@ Fault switches, each as some catalog behaves:
 Endpoints: GET /v1/config; POST /v1/oauth/tokens; GET|POST /v1/namespaces;
 GET|POST /v1/namespaces/{ns}/tables (POST: createTable, plain or stage-create);
 POST /v1/namespaces/{ns}/register; GET|POST /v1/namespaces/{ns}/tables/{t} (loadTable,
-commit); and GET /test/tokens (how many tokens were given: for the tests).
+commit); POST /v1/tables/rename; and GET /test/tokens (how many tokens were given: for the tests).
 """
 
 import itertools
@@ -126,6 +126,10 @@ def route(method, parts, query, body, delegation=""):
     """The answer (a JSON value) to one request, or an Answer raised."""
     if parts == ["v1", "config"]:
         return {"defaults": {}, "overrides": {}}
+    if parts == ["v1", "tables", "rename"]:
+        source, destination = body["source"], body["destination"]
+        catalog.rename_table((*source["namespace"], source["name"]), (*destination["namespace"], destination["name"]))
+        return None
     if parts == ["v1", "namespaces"]:
         if method == "GET":
             return {"namespaces": [list(ns) for ns in catalog.list_namespaces()]}
