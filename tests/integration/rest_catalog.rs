@@ -25,14 +25,14 @@ const CREDENTIAL: &str = "floe-client:floe-secret";
 const CREDENTIAL_ENV: &str = "FLOE_TEST_REST_CATALOG_CREDENTIAL";
 
 /// A REST catalog server of this test, storing its tables under `dir`; stopped on drop.
-struct RestServer {
+pub(crate) struct RestServer {
     child: Child,
-    uri: String,
+    pub(crate) uri: String,
     _dir: tempfile::TempDir,
 }
 
 impl RestServer {
-    fn start() -> RestServer {
+    pub(crate) fn start() -> RestServer {
         RestServer::start_with(&[])
     }
 
@@ -77,7 +77,7 @@ impl RestServer {
         report
     }
 
-    async fn catalog(&self) -> RestCatalog {
+    pub(crate) async fn catalog(&self) -> RestCatalog {
         set_credential();
         let Some(CatalogConfig::Rest(rest)) = FloeConfig::parse(&self.config_toml()).unwrap().catalog else {
             panic!("not a REST catalog")
@@ -90,7 +90,7 @@ impl RestServer {
     }
 
     /// A token from the server's token endpoint (OAuth2 client credentials).
-    async fn token(&self) -> String {
+    pub(crate) async fn token(&self) -> String {
         let (id, secret) = CREDENTIAL.split_once(':').unwrap();
         let form = [("grant_type", "client_credentials"), ("client_id", id), ("client_secret", secret)];
         let answer = json(reqwest::Client::new().post(format!("{}/v1/oauth/tokens", self.uri)).form(&form)).await;
