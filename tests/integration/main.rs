@@ -6,6 +6,7 @@
 mod audit;
 mod avro;
 mod backfill;
+mod catalogs;
 mod clock;
 mod committer;
 mod compaction;

@@ -25,14 +25,14 @@ const CREDENTIAL: &str = "floe-client:floe-secret";
 const CREDENTIAL_ENV: &str = "FLOE_TEST_REST_CATALOG_CREDENTIAL";
 
 /// A REST catalog server of this test, storing its tables under `dir`; stopped on drop.
-struct RestServer {
+pub(crate) struct RestServer {
     child: Child,
-    uri: String,
+    pub(crate) uri: String,
     _dir: tempfile::TempDir,
 }
 
 impl RestServer {
-    fn start() -> RestServer {
+    pub(crate) fn start() -> RestServer {
         RestServer::start_with(&[])
     }
 
@@ -77,7 +77,7 @@ impl RestServer {
         report
     }
 
-    async fn catalog(&self) -> RestCatalog {
+    pub(crate) async fn catalog(&self) -> RestCatalog {
         set_credential();
         let Some(CatalogConfig::Rest(rest)) = FloeConfig::parse(&self.config_toml()).unwrap().catalog else {
             panic!("not a REST catalog")
@@ -90,7 +90,7 @@ impl RestServer {
     }
 
     /// A token from the server's token endpoint (OAuth2 client credentials).
-    async fn token(&self) -> String {
+    pub(crate) async fn token(&self) -> String {
         let (id, secret) = CREDENTIAL.split_once(':').unwrap();
         let form = [("grant_type", "client_credentials"), ("client_id", id), ("client_secret", secret)];
         let answer = json(reqwest::Client::new().post(format!("{}/v1/oauth/tokens", self.uri)).form(&form)).await;
@@ -488,4 +488,37 @@ async fn status_and_the_run_s_catalog_line_name_the_rest_catalog() {
     assert_eq!(tables, ["kafka.orders"]);
     let shown = serde_json::to_value(&status[0]).unwrap();
     assert_eq!((&shown["state"], &shown["snapshots"]), (&json!("running"), &json!(1)), "{shown}");
+}
+
+#[tokio::test]
+async fn the_sweep_keeps_the_files_of_a_table_renamed_away_from_the_location_floe_reuses() {
+    // `kafka.orders` renamed to `kafka.orders_2025` in the catalog; Floe's next run makes a
+    // new `kafka.orders`, which this name-based catalog places at the same location. Days
+    // later, compaction's sweep of the new table must leave the renamed one whole.
+    let server = RestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run(orders_input(false).path(), &warehouse).await;
+    let token = server.token().await;
+    let rename = json!({
+        "source": {"namespace": ["kafka"], "name": "orders"},
+        "destination": {"namespace": ["kafka"], "name": "orders_2025"},
+    });
+    let url = format!("{}/v1/tables/rename", server.uri);
+    let answer = reqwest::Client::new().post(url).bearer_auth(&token).json(&rename).send().await.unwrap();
+    assert!(answer.status().is_success(), "{}", answer.text().await.unwrap());
+    let renamed = server.read("kafka.orders_2025");
+    assert_eq!(renamed.offsets["0"], (0..100).collect::<Vec<_>>());
+
+    server.run(orders_input(true).path(), &warehouse).await;
+    let (old, new) = (server.load(&token, "orders_2025").await, server.load(&token, "orders").await);
+    assert_eq!(old.location(), new.location(), "the two tables share a location");
+    let config = FloeConfig::parse(&server.config_toml()).unwrap();
+    for by_ms in [15 * 60 * 1000, 30 * 24 * 3600 * 1000] {
+        let clock = floe_core::lock::Clock::Shifted { by_ms };
+        Box::pin(floe_cli::compact::compact(&warehouse, config.clone(), clock, Vec::new())).await.unwrap();
+    }
+    assert_eq!(server.read("kafka.orders_2025"), renamed);
+    let new = server.read("kafka.orders");
+    assert_eq!((new.offsets["0"].len(), new.duplicates), (160, 0));
 }

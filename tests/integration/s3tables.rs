@@ -120,9 +120,10 @@ async fn floe_toml_points_the_lambdas_at_a_table_bucket_and_leaves_compaction_to
     let config = support::aws_config().await;
     let arn = aws_sdk_s3tables::Client::new(&config).create_table_bucket().name("s3tconfig").send().await.unwrap().arn;
     // No compaction window: with Glue, the compactor compacts these small files at once
-    // (the Glue compactor test in maintenance.rs).
-    let sections =
-        format!("compaction_window = \"0s\"\n[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\n");
+    // (the Glue compactor test in maintenance.rs). Mode `dlq`, and no bad record.
+    let sections = format!(
+        "compaction_window = \"0s\"\nbad_records = \"dlq\"\n[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"{arn}\"\n"
+    );
     let aws = crate::committer::setup_with("s3tconfig", &sections).await;
     let (topic, offsets, values) = payments();
     let (m, committer) = (aws.materializer().await, aws.configured_committer().await);
@@ -148,6 +149,8 @@ async fn floe_toml_points_the_lambdas_at_a_table_bucket_and_leaves_compaction_to
     let (event, _) = aws.receive().await;
     assert!(event.records.is_empty(), "no CompactionTask queued");
     assert_eq!(read(&catalog, &aws.table()).await.snapshots, 3);
+    // In `dlq` mode, the dead-letter table is made by the first dead letter: none yet.
+    assert_eq!(catalog.list(&aws.namespace).await.unwrap(), vec![aws.table()]);
 
     floe_aws_status_and_audit_read_the_table_bucket_through_floe_toml(&aws, &catalog, offsets.len()).await;
 }

@@ -33,8 +33,8 @@ Fault switches, each as some catalog behaves:
 
 Endpoints: GET /v1/config; POST /v1/oauth/tokens; GET|POST /v1/namespaces;
 GET|POST /v1/namespaces/{ns}/tables (POST: createTable, plain or stage-create);
-POST /v1/namespaces/{ns}/register; GET|POST /v1/namespaces/{ns}/tables/{t} (loadTable,
-commit); and GET /test/tokens (how many tokens were given: for the tests).
+POST /v1/namespaces/{ns}/register; GET|POST|DELETE /v1/namespaces/{ns}/tables/{t}
+(loadTable, commit, dropTable); POST /v1/tables/rename; and GET /test/tokens (how many tokens were given: for the tests).
 """
 
 import itertools
@@ -126,6 +126,10 @@ def route(method, parts, query, body, delegation=""):
     """The answer (a JSON value) to one request, or an Answer raised."""
     if parts == ["v1", "config"]:
         return {"defaults": {}, "overrides": {}}
+    if parts == ["v1", "tables", "rename"]:
+        source, destination = body["source"], body["destination"]
+        catalog.rename_table((*source["namespace"], source["name"]), (*destination["namespace"], destination["name"]))
+        return None
     if parts == ["v1", "namespaces"]:
         if method == "GET":
             return {"namespaces": [list(ns) for ns in catalog.list_namespaces()]}
@@ -185,6 +189,9 @@ def route(method, parts, query, body, delegation=""):
             raise error(404, "NoSuchTableException", f"no table {'.'.join(identifier)}")
         if method == "GET":
             return table_result(table, delegation)
+        if method == "DELETE":
+            catalog.drop_table(identifier)
+            return None
         # The spec makes the identifier optional here (the path names the table);
         # PyIceberg's model wants it.
         body.setdefault("identifier", {"namespace": [identifier[0]], "name": identifier[1]})
@@ -266,6 +273,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.handle_request("POST")
+
+    def do_DELETE(self):
+        self.handle_request("DELETE")
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -113,6 +113,14 @@ impl Catalog for GlueCatalog {
     ) -> Result<(), CatalogError> {
         // Parameters others set on the table are kept: UpdateTable replaces the whole input.
         let existing = self.get(table).await?.and_then(|t| t.parameters).unwrap_or_default();
+        // The VersionId alone would not tell a table dropped and created again (its
+        // versions start over) from the one `expected` was read from: its pointer must be
+        // the same file too.
+        if existing.get("metadata_location") != Some(&expected.metadata_location) {
+            let now = existing.get("metadata_location").map_or("no table", String::as_str);
+            let detail = format!("the table points to {now}, not {} as read", expected.metadata_location);
+            return Err(CatalogError::Conflict { table: table.to_string(), detail });
+        }
         let input = Self::table_input(table, Some(metadata), existing, location, Some(&expected.metadata_location))?;
         let mut update =
             self.client.update_table().database_name(&table.namespace).table_input(input).skip_archive(true);

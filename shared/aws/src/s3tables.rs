@@ -165,8 +165,20 @@ impl S3TablesCatalog {
 }
 
 /// Refuses names S3 Tables would refuse: 1 to 255 lowercase letters, digits and `_`,
-/// beginning and ending with a letter or digit.
+/// beginning and ending with a letter or digit; a namespace not beginning with `aws`
+/// (reserved by S3 Tables).
 pub fn check_name(table: &TableName) -> Result<(), CatalogError> {
+    if table.namespace.starts_with("aws") {
+        return Err(CatalogError::Other {
+            table: table.to_string(),
+            detail: format!(
+                "the namespace `{}` is not an S3 Tables name: S3 Tables reserves namespaces beginning with `aws`; \
+                 set `namespace` of the topic in floe.toml to another name",
+                table.namespace
+            ),
+            retryable: false,
+        });
+    }
     for (what, name) in [("namespace", &table.namespace), ("table name", &table.name)] {
         let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
         let valid = (1..=255).contains(&name.len())
@@ -310,5 +322,8 @@ mod tests {
             assert!(e.to_string().contains("only lowercase letters, digits and `_`"), "{e}");
         }
         assert!(check_name(&name("kafka", &"a".repeat(256))).is_err());
+        let reserved = check_name(&name("aws_events", "orders")).unwrap_err().to_string();
+        assert!(reserved.contains("reserves namespaces beginning with `aws`"), "{reserved}");
+        assert!(check_name(&name("kafka", "aws_orders")).is_ok(), "only namespaces are reserved");
     }
 }

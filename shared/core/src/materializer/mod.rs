@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use iceberg::io::FileIO;
 
-use crate::config::{BadRecordMode, FloeConfig, Format, TopicConfig};
+use crate::config::{FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
 use crate::formats::json::infer;
 use crate::formats::{FormatError, Formats};
@@ -398,17 +398,15 @@ impl Materializer {
             Some(view) => view.location.clone(),
             None => self.table_files_location(&table).await?,
         };
-        // Only mode `dlq` writes there (a catalog that assigns locations makes the table to
-        // give one: none for the other modes).
-        let dead_letter_dir = match topic.bad_records {
-            BadRecordMode::Dlq => format!("{}/data", self.table_files_location(&dead_letter_table).await?),
-            BadRecordMode::Suspend | BadRecordMode::Skip => String::new(),
-        };
+        // Dead letters (mode `dlq`) are written beside the table's files; the committer
+        // copies them into the dead-letter table, which it creates only then: a catalog
+        // that makes a table to give its location (S3 Tables) gets no dead-letter table
+        // until the first dead letter.
         let destination = Destination {
             table: table.to_string(),
             partition: input.location.partition,
             data_dir: format!("{data_location}/data"),
-            dead_letter_dir,
+            dead_letter_dir: format!("{data_location}/data/dead-letters"),
             source_id: task_id.clone(),
         };
         let Prepared { formats, options } =
