@@ -7,10 +7,12 @@
 //! From the bottom up:
 //!
 //! - [`segment`]: Kafka log segments → committed records (`floe-segment`).
-//! - [`config`]: `floe.toml`, the typed configuration shared by the CLI and the Lambdas.
+//! - [`vocabulary`]: the words every layer shares (a table's name, offset ranges, a
+//!   task's files, a transaction left open); it imports nothing of Floe.
 //! - [`partition`]: the `partition_by` grammar, bound to a table schema as an Iceberg
 //!   partition spec; batches split by partition value.
 //! - [`schema`]: the table's columns (layout) and their evolution.
+//! - [`config`]: `floe.toml`, the typed configuration shared by the CLI and the Lambdas.
 //! - [`registry`]: Schema Registry client, local schema files, the wire format that names
 //!   a payload's schema.
 //! - [`formats`]: Avro, Protobuf, JSON Schema and plain JSON: schemas → Iceberg, payloads
@@ -22,21 +24,24 @@
 //!   the pointer compare-and-swap.
 //! - [`lock`]: one committer per table: leases with fencing, and each table's status.
 //! - [`queue`]: the task queue to the committer (in process here; FIFO SQS in `floe-aws`).
-//! - [`table`]: Iceberg tables as Floe commits them: names, snapshots, committed offsets,
+//! - [`table`]: Iceberg tables as Floe commits them: snapshots, committed offsets,
 //!   transaction state, rewrites, compaction planning.
 //! - [`task`]: the CommitTask, versioned JSON — where the materializer and the committer meet.
 //! - [`materializer`]: a segment object → data files ([`materializer::segment`], bad-record
 //!   modes applied) → a CommitTask on the queue.
 //! - [`committer`]: batches of tasks → one snapshot per table, exactly once
 //!   ([`committer::plan`] decides, as a pure function).
-//! - [`maintenance`]: the table registry, compaction runs, the orphan sweep, and what
-//!   they did, per table.
+//! - [`maintenance`]: compaction runs, the orphan sweep, files held while their task is
+//!   queued, a table's health (the registry they record in is [`lock::registry`]'s).
 //! - [`metrics`]: what an invocation counted, as CloudWatch Embedded Metric Format lines.
 //! - [`retry`]: bounded retries with backoff. [`guard`]: a dependency's panic turned into
 //!   an error.
 //! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target.
 //! - `testing` (feature `testing`): what the tests and benchmarks share (a seeded
 //!   generator).
+//!
+//! The layering (lower modules never import upper ones) is checked by a unit test,
+//! `layering.rs`.
 
 pub mod catalog;
 pub mod columns;
