@@ -99,10 +99,17 @@ async fn a_stale_version_token_is_refused_as_a_conflict_and_bad_names_are_refuse
     let moved = catalog.current(&table).await.unwrap().unwrap();
     assert_ne!(moved.version, now.version);
 
-    // A name S3 Tables would refuse: refused before any call, saying the rule.
+    // A name S3 Tables would refuse: no such table can exist, and making one is refused
+    // before any call, saying the rule.
     let bad = TableName { namespace: aws.namespace.clone(), name: "Payments-v2".into() };
-    let e = catalog.current(&bad).await.unwrap_err();
+    assert!(catalog.current(&bad).await.unwrap().is_none());
+    let e = catalog.create_location(&bad).await.unwrap_err();
     assert!(!e.retryable() && e.to_string().contains("only lowercase letters, digits and `_`"), "{e}");
+    // A valid name of 253 characters: its `<table>_dlq` (257) is asked for by the audit,
+    // and is no table rather than an error.
+    let long = TableName { namespace: aws.namespace.clone(), name: "p".repeat(253) };
+    assert!(catalog.create_location(&long).await.unwrap().is_some());
+    assert!(catalog.current(&long.dead_letters()).await.unwrap().is_none());
 
     // The start-up check refuses such a name too; every action Floe needs is allowed here
     // (moto does not enforce IAM), so the check passes for the table, and changes nothing.
