@@ -141,11 +141,7 @@ impl Committer {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
         let iceberg = TableError::iceberg(table);
         let schema = plan.schema.as_ref().unwrap_or(metadata.current_schema().as_ref());
-        let layout = TableLayout {
-            file_io: &self.file_io,
-            spec: metadata.default_partition_spec(),
-            data_dir: format!("{}/data", metadata.location()),
-        };
+        let layout = TableLayout::of(&self.file_io, metadata);
         let mut added: Vec<DataFile> = Vec::new();
         for planned in &plan.files {
             added.extend(layout.adopt(planned, schema).await.map_err(&iceberg)?);

@@ -104,11 +104,7 @@ impl Committer {
         let holds = published(&properties, main, main_uuid);
         let new: Vec<&DueDeadLetters> = entries.iter().filter(|d| d.seq > holds).collect();
         let Some(last) = new.iter().map(|d| d.seq).max() else { return Ok(()) };
-        let layout = TableLayout {
-            file_io: &self.file_io,
-            spec: metadata.default_partition_spec(),
-            data_dir: format!("{}/data", metadata.location()),
-        };
+        let layout = TableLayout::of(&self.file_io, metadata);
         let mut added = Vec::new();
         for d in &new {
             let written = Written::new(&written_schema, None, d.partition, &d.task_id, metadata.current_schema())

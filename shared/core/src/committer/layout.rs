@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, PartitionSpec};
+use iceberg::spec::{DataFile, PartitionSpec, TableMetadata};
 
 use super::plan::{FileAction, PlannedFile};
 use crate::datafile::WriterOptions;
@@ -13,12 +13,21 @@ use crate::task::retype_partition;
 
 /// Where and how a table records files: its partition spec and data directory.
 pub(super) struct TableLayout<'a> {
-    pub(super) file_io: &'a FileIO,
-    pub(super) spec: &'a PartitionSpec,
-    pub(super) data_dir: String,
+    file_io: &'a FileIO,
+    spec: &'a PartitionSpec,
+    data_dir: String,
 }
 
-impl TableLayout<'_> {
+impl<'a> TableLayout<'a> {
+    /// The layout of the table `metadata` describes: its default spec, its data directory.
+    pub(super) fn of(file_io: &'a FileIO, metadata: &'a TableMetadata) -> TableLayout<'a> {
+        TableLayout {
+            file_io,
+            spec: metadata.default_partition_spec(),
+            data_dir: format!("{}/data", metadata.location()),
+        }
+    }
+
     /// A planned file as the table records it: itself ([`FileAction::Adopt`]); else
     /// rewritten — its rows (those kept) with the table's field ids, laid out by the
     /// table's spec, each new file with its partition value — of the table's partition
