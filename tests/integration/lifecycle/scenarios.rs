@@ -10,7 +10,8 @@ use super::ops::Step;
 use super::{MINUTE_MS, Sequence, TABLE, on_own_thread};
 
 fn floe(partition: i32, segment: (i64, i64)) -> Step {
-    Step::Floe { segments: vec![(partition, segment)], mode: BadRecords::Skip, kill_after_ms: None, evolves: false }
+    let segments = vec![((0, partition), segment)];
+    Step::Floe { segments, mode: BadRecords::Skip, kill_after_ms: None, evolves: false, ahead_days: 0 }
 }
 
 /// Runs `scenario` (it writes the logs and returns the steps) as a sequence, then checks
