@@ -372,7 +372,8 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
     // the model cannot tell.
     let resolves_bad = scene.table.suspensions(logs, &segments, mode).1.any();
     let kill_after_ms = (on("kill") && rng.chance(25)).then(|| rng.range(0, 400)).filter(|_| !resolves_bad);
-    let ahead_days = if on("clock") && rng.chance(8) { *rng.pick(&[2, 9, 30]) } else { 0 };
+    let ahead = on("clock") && !segments.is_empty() && rng.chance(12);
+    let ahead_days = if ahead { *rng.pick(&[2, 9, 30]) } else { 0 };
     Step::Floe { segments, mode, kill_after_ms, evolves, ahead_days }
 }
 
