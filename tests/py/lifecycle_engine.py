@@ -16,9 +16,10 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
                                         marker {"marker": offset, "pid", "epoch", "commit", "ts"}
   append     {"table", "rows"}          appends rows (column name -> value; `_kafka` filled
                                         from "partition"/"offset" keys)
-  delete     {"table", "lo", "hi"}      copy-on-write delete of the rows lo <= id < hi;
+  delete     {"table", "lo", "hi", "every": 1}  copy-on-write delete of the rows lo <= id < hi;
                                         {"refused": why} while equality deletes are live
-  pos_delete / eq_delete {"table", "lo", "hi"}  merge-on-read deletes of those rows, written by
+  pos_delete / eq_delete {"table", "lo", "hi", "every"}  merge-on-read deletes of the rows
+                                        lo <= id < hi whose id is lo plus a multiple of every, written by
                                         tests/py/foreign_delete.py: position deletes, one file
                                         per partition (as Spark); equality deletes on `id`, one
                                         file per partition (global when unpartitioned)
@@ -106,33 +107,34 @@ class Engine:
             out.append(r)
         t.append(pa.Table.from_pylist(out, schema=t.schema().as_arrow()))
 
-    def delete(self, table, lo, hi):
+    def delete(self, table, lo, hi, every):
+        assert every == 1, "a copy-on-write delete of a range"
         from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
         t = self.table(table)
         if equality_deletes(t, t.current_snapshot()):
             return {"refused": "PyIceberg rewrites no files that equality deletes apply to"}
         t.delete(And(GreaterThanOrEqual("id", lo), LessThan("id", hi)))
 
-    def pos_delete(self, table, lo, hi):
+    def pos_delete(self, table, lo, hi, every):
         """Position deletes of the rows lo <= id < hi, one file per partition (as Spark)."""
         import foreign_delete
         t = self.table(table)
-        ids = self.between(t, lo, hi)
+        ids = self.between(t, lo, hi, every)
         ids_of = lambda arrow: arrow.column("id").to_pylist()  # noqa: E731
         self.commit_deletes(t, foreign_delete.position_deletes(t, ids, per="partition", keys_of=ids_of) if ids else [])
 
-    def eq_delete(self, table, lo, hi):
+    def eq_delete(self, table, lo, hi, every):
         """Equality deletes on `id` of the rows lo <= id < hi, one file per partition."""
         import foreign_delete
         t = self.table(table)
-        ids = self.between(t, lo, hi)
+        ids = self.between(t, lo, hi, every)
         self.commit_deletes(t, foreign_delete.equality_deletes(t, "id", sorted(ids), scoped=True) if ids else [])
 
     @staticmethod
-    def between(t, lo, hi):
-        """The ids lo <= id < hi the table holds now."""
+    def between(t, lo, hi, every):
+        """The ids lo <= id < hi, lo plus a multiple of `every`, the table holds now."""
         rows = spec_read(t, t.current_snapshot(), t.schema())
-        return {r["id"] for r in rows if r.get("id") is not None and lo <= r["id"] < hi}
+        return {r["id"] for r in rows if r.get("id") is not None and lo <= r["id"] < hi and (r["id"] - lo) % every == 0}
 
     @staticmethod
     def commit_deletes(t, files):

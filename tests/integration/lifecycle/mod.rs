@@ -165,12 +165,12 @@ impl Sequence {
                 let rows = self.table.foreign_rows(*rows, floe_core::lock::now_ms(), &columns);
                 self.call("append", json!({"table": table, "rows": rows}))?;
             }
-            Step::Delete { how, lo, hi } => {
-                let answer = self.call(how, json!({"table": table, "lo": lo, "hi": hi}));
+            Step::Delete { how, lo, hi, every } => {
+                let answer = self.call(how, json!({"table": table, "lo": lo, "hi": hi, "every": every}));
                 if self.refused(answer)? {
                     return Ok(());
                 }
-                self.table.delete(*lo, *hi);
+                self.table.delete(*lo, *hi, *every);
             }
             Step::AddColumn { name } => {
                 self.call("add_column", json!({"table": table, "name": name}))?;

@@ -595,10 +595,11 @@ impl Table {
         out
     }
 
-    /// The rows `lo <= id < hi` deleted.
-    pub fn delete(&mut self, lo: i64, hi: i64) {
+    /// The rows `lo <= id < hi` whose id is `lo` plus a multiple of `every` deleted.
+    pub fn delete(&mut self, lo: i64, hi: i64, every: i64) {
         let id_column = self.name_of(Kind::Id).unwrap_or("id").to_string();
-        let doomed = |row: &Row| row.get(&id_column).and_then(Value::as_i64).is_some_and(|id| lo <= id && id < hi);
+        let chosen = |id: i64| lo <= id && id < hi && (id - lo) % every == 0;
+        let doomed = |row: &Row| row.get(&id_column).and_then(Value::as_i64).is_some_and(chosen);
         let touched = self.rows.iter().filter(|(id, row)| id.1 != FOREIGN_PARTITION && doomed(row)).map(|(id, _)| id.1);
         self.deleted_from.extend(touched.collect::<Vec<_>>());
         self.rows.retain(|_, row| !doomed(row));

@@ -124,11 +124,13 @@ pub enum Step {
     Append {
         rows: usize,
     },
-    /// `how`: `delete` (copy-on-write), `pos_delete` or `eq_delete`, of the rows `lo <= id < hi`.
+    /// `how`: `delete` (copy-on-write), `pos_delete` or `eq_delete`, of the rows `lo <= id < hi`
+    /// whose id is `lo` plus a multiple of `every`.
     Delete {
         how: &'static str,
         lo: i64,
         hi: i64,
+        every: i64,
     },
     AddColumn {
         name: String,
@@ -273,7 +275,11 @@ fn of_family(
                 return None;
             }
             let lo = *rng.pick(&ids);
-            Step::Delete { how: family, lo, hi: lo + rng.range(1, 40) as i64 }
+            // Merge-on-read ones also every 7th id of a wide range: over several files of
+            // a partition at once (one delete file naming them all).
+            let wide = family != "delete" && rng.chance(50);
+            let (every, span) = if wide { (7, rng.range(100, 2000)) } else { (1, rng.range(1, 40)) };
+            Step::Delete { how: family, lo, hi: lo + span as i64, every }
         }
         "add_column" => Step::AddColumn { name: format!("note{n}") },
         "move" => {
@@ -471,7 +477,8 @@ impl std::fmt::Display for Step {
                 )
             }
             Step::Append { rows } => write!(f, "foreign append of {rows} rows"),
-            Step::Delete { how, lo, hi } => write!(f, "foreign {how} of {lo} <= id < {hi}"),
+            Step::Delete { how, lo, hi, every: 1 } => write!(f, "foreign {how} of {lo} <= id < {hi}"),
+            Step::Delete { how, lo, hi, every } => write!(f, "foreign {how} of {lo} <= id < {hi}, every {every}th"),
             Step::AddColumn { name } => write!(f, "foreign add column {name}"),
             Step::Move { column, before: Some(b) } => write!(f, "foreign move {column} before {b}"),
             Step::Move { column, before: None } => write!(f, "foreign move {column} first"),
