@@ -4,12 +4,26 @@
 //! and maintenance on a clock moved forward, runs killed and run again — and after every
 //! step the oracle: what PyIceberg reads from the table (every column, and every `_kafka`
 //! field), its refs and its dead-letter table must equal the model ([`model`]), so must
-//! the offsets Floe committed (`floe.offsets.*`) and the verdict of `floe local audit`
-//! (where the model can tell it), every file a retained snapshot references must exist,
-//! and `floe local status` must show no problem.
+//! the offsets Floe committed (`floe.offsets.*`, per incarnation of the topic) and the
+//! verdict of `floe local audit` (where the model can tell it), every Floe snapshot must
+//! be stamped after every earlier one, every file a retained snapshot references must
+//! exist, and `floe local status` must show no problem. Where another engine's equality
+//! deletes are live, the reader is the test's own (tests/py/lifecycle_engine.py
+//! `spec_read`: position and equality deletes applied by sequence number and partition,
+//! as the Iceberg spec says), as PyIceberg 0.12 reads none.
 //!
 //! Each seed's topic has a `transaction_timeout` of its own (15 min, 1 h or 4 h: seed
 //! modulo 3, set per topic in floe.toml), and even seeds' topic has `LogAppendTime`.
+//! Seeds 1 and 3 modulo 4 partition the table right after Floe's first run. Segments are
+//! laid out as Kafka's `LocalTieredStorage` uploads them, the path carrying the topic id
+//! (so that a re-created topic is a new log), except for seeds ≡ 0 modulo 4: a broker's
+//! log dir, without ids (no re-creation there).
+//!
+//! Bad records: one outside transactions counts when its segment is committed; one
+//! inside counts only if its transaction commits, as it was written (mode `dlq`: a dead
+//! letter; `suspend`: the table suspended once the commit is in). Each run expects as
+//! many suspensions as the model says (before any commit, after the commit), resumes
+//! the table after each and runs again in `skip` mode.
 //! Cases random sequences reach too seldom are written by hand in [`scenarios`], run by
 //! the same machinery and judged by the same oracle.
 //!
@@ -29,9 +43,15 @@
 //! of [`STACK`] bytes of stack with a runtime of their own: a Floe run's futures nest
 //! deep, and a test thread's 2 MiB overflow (SIGABRT, no report).
 //!
-//! Snapshots are stamped on the wall clock (iceberg-rust checks new metadata against it);
+//! Snapshots are stamped on the wall clock (iceberg-rust checks new metadata against it),
+//! except a `clock` run's, whose commits are days ahead ([`floe_cli::local::run_local_at`]);
 //! only maintenance runs on the moved clock, so expiry is driven by the table properties
-//! the `expire` step sets.
+//! the `expire` step sets. The other engine stamps its commits after the table's latest
+//! time, as Java's writers must (PyIceberg would write a snapshot log out of order after a
+//! clock ahead, which iceberg-rust refuses to read).
+//!
+//! `FLOE_LIFECYCLE_KNOWN_BUGS=1` lets the sequences reach bugs known and not fixed yet
+//! (ops.rs: `KNOWN_DLQ_RECUT`).
 
 mod model;
 mod ops;
