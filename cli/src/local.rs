@@ -191,7 +191,21 @@ pub async fn run_local_on(
     config: FloeConfig,
     clock: Clock,
 ) -> anyhow::Result<LocalReport> {
-    let warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock, config.catalog.as_ref()).await?;
+    run_local_at(input, warehouse, config, clock, Clock::Wall).await
+}
+
+/// [`run_local_on`], its commits stamped on `commits` (a host whose clock is wrong), never
+/// before the table's last commit.
+pub async fn run_local_at(
+    input: &Path,
+    warehouse: &Path,
+    config: FloeConfig,
+    clock: Clock,
+    commits: Clock,
+) -> anyhow::Result<LocalReport> {
+    let mut warehouse =
+        Warehouse::open(folder("--warehouse", warehouse, true)?, clock, config.catalog.as_ref()).await?;
+    warehouse.committer.clock = commits;
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
     warehouse.catalog.check_access(&config.configured_tables(), Access::Commit).await?;

@@ -10,6 +10,9 @@ Also an independent reader that applies them by the Iceberg spec's rules.
     foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE equality COLUMN VALUE...
         one equality delete file on the top-level COLUMN (a string or binary column; VALUE
         as text), of the unpartitioned spec: a global delete
+
+tests/py/lifecycle_engine.py also writes position deletes one per partition (as Spark
+does) and equality deletes on a long column, one per partition (as Flink does).
     foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE read
         every live row, position and equality deletes applied (PyIceberg 0.12 reads no
         equality deletes): {"rows", "offsets", "duplicates", "values", "data_files",
@@ -70,10 +73,11 @@ class _AddDeleteFiles(_FastAppendFiles):
         return manifests + self._existing_manifests()
 
 
-def live_entries(table):
-    """(data entries, delete entries) of the current snapshot, sequence numbers inherited."""
+def live_entries(table, snapshot=None):
+    """(data entries, delete entries) of `snapshot` (the current one by default), sequence
+    numbers inherited."""
     data, deletes = [], []
-    snapshot = table.current_snapshot()
+    snapshot = snapshot or table.current_snapshot()
     for manifest in snapshot.manifests(table.io) if snapshot else []:
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             (data if entry.data_file.content == DataFileContent.DATA else deletes).append(entry)
@@ -108,33 +112,68 @@ def field(name, type_, field_id):
     return pa.field(name, type_, nullable=False, metadata={b"PARQUET:field_id": str(field_id).encode()})
 
 
-def position_deletes(table, rows):
-    wanted = set(rows)
-    files = []
+def kafka_keys(arrow):
+    """A data file's rows as `PARTITION/OFFSET`."""
+    return ["%s/%s" % (k["partition"], k["offset"]) for k in arrow.column("_kafka").to_pylist()]
+
+
+def holding(table, wanted, keys_of):
+    """Per live data file holding any of the rows `wanted` (by `keys_of(file's arrow)`):
+    (its entry, the positions and keys of those rows)."""
     for entry in live_entries(table)[0]:
-        path = entry.data_file.file_path
-        kafka = read_parquet(table, path).column("_kafka").to_pylist()
-        positions = [i for i, k in enumerate(kafka) if "%s/%s" % (k["partition"], k["offset"]) in wanted]
-        if not positions:
-            continue
-        schema = pa.schema([field("file_path", pa.string(), FILE_PATH_ID), field("pos", pa.int64(), POS_ID)])
-        arrow = pa.table([[path] * len(positions), positions], schema=schema)
-        bound = {FILE_PATH_ID: path.encode()}
-        # Of the data file's partition and spec: a position delete applies within them.
-        files.append(write_delete_file(table, arrow, DataFileContent.POSITION_DELETES,
-                                       entry.data_file.spec_id, entry.data_file.partition,
-                                       lower_bounds=bound, upper_bounds=dict(bound)))
+        keys = keys_of(read_parquet(table, entry.data_file.file_path))
+        found = [(i, k) for i, k in enumerate(keys) if k in wanted]
+        if found:
+            yield entry, found
+
+
+def by_partition(table, wanted, keys_of):
+    """[`holding`] grouped by the data files' (spec id, partition), in order."""
+    groups = {}
+    for entry, found in holding(table, wanted, keys_of):
+        key = (entry.data_file.spec_id, repr(entry.data_file.partition))
+        groups.setdefault(key, (entry.data_file.partition, []))[1].append((entry, found))
+    return [(spec_id, partition, members) for (spec_id, _), (partition, members) in sorted(groups.items())]
+
+
+def position_deletes(table, rows, per="file", keys_of=kafka_keys):
+    """Position delete files of the rows `rows` (by `keys_of`): one per data file holding
+    any (`per="file"`), or one per partition (`per="partition"`, as Spark writes them:
+    the partition set, naming every file of it that holds any, sorted by path and position)."""
+    wanted = set(rows)
+    schema = pa.schema([field("file_path", pa.string(), FILE_PATH_ID), field("pos", pa.int64(), POS_ID)])
+    groups = by_partition(table, wanted, keys_of) if per == "partition" else \
+        [(e.data_file.spec_id, e.data_file.partition, [(e, found)]) for e, found in holding(table, wanted, keys_of)]
+    files = []
+    for spec_id, partition, members in groups:
+        pairs = sorted((e.data_file.file_path, i) for e, found in members for i, _ in found)
+        arrow = pa.table([[p for p, _ in pairs], [i for _, i in pairs]], schema=schema)
+        bounds = ({FILE_PATH_ID: pairs[0][0].encode()}, {FILE_PATH_ID: pairs[-1][0].encode()})
+        # Of the data files' partition and spec: a position delete applies within them.
+        files.append(write_delete_file(table, arrow, DataFileContent.POSITION_DELETES, spec_id, partition,
+                                       lower_bounds=bounds[0], upper_bounds=bounds[1]))
     return files
 
 
-def equality_deletes(table, column, values):
+def equality_deletes(table, column, values, scoped=False):
+    """One equality delete file on the top-level COLUMN (string, binary or long) of the
+    values `values`: global (of an unpartitioned spec), or, `scoped`, one per partition
+    holding any of them (of that partition, as Flink writes them)."""
     iceberg_field = table.schema().find_field(column)
-    binary = str(iceberg_field.field_type) == "binary"
-    type_ = pa.binary() if binary else pa.string()
-    data = [v.encode() for v in values] if binary else list(values)
-    arrow = pa.table([data], schema=pa.schema([field(column, type_, iceberg_field.field_id)]))
-    return [write_delete_file(table, arrow, DataFileContent.EQUALITY_DELETES, unpartitioned_spec_id(table), Record(),
-                              equality_ids=[iceberg_field.field_id])]
+    kind = str(iceberg_field.field_type)
+    type_ = {"binary": pa.binary(), "long": pa.int64()}.get(kind, pa.string())
+
+    def delete_file(values, spec_id, partition):
+        data = [v.encode() for v in values] if kind == "binary" else list(values)
+        arrow = pa.table([data], schema=pa.schema([field(column, type_, iceberg_field.field_id)]))
+        return write_delete_file(table, arrow, DataFileContent.EQUALITY_DELETES, spec_id, partition,
+                                 equality_ids=[iceberg_field.field_id])
+
+    if not scoped:
+        return [delete_file(values, unpartitioned_spec_id(table), Record())]
+    keys_of = lambda arrow: arrow.column(column).to_pylist()  # noqa: E731
+    return [delete_file(sorted({k for _, found in members for _, k in found}), spec_id, partition)
+            for spec_id, partition, members in by_partition(table, set(values), keys_of)]
 
 
 def as_text(value):

@@ -16,10 +16,13 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
                                         marker {"marker": offset, "pid", "epoch", "commit", "ts"}
   append     {"table", "rows"}          appends rows (column name -> value; `_kafka` filled
                                         from "partition"/"offset" keys)
-  delete     {"table", "lo", "hi"}      copy-on-write delete of the rows lo <= id < hi
-  pos_delete / eq_delete {"table", "lo", "hi"}  merge-on-read deletes of those rows (position
-                                        deletes; equality deletes on `name`), written by
-                                        tests/py/foreign_delete.py
+  delete     {"table", "lo", "hi", "every": 1}  copy-on-write delete of the rows lo <= id < hi;
+                                        {"refused": why} while equality deletes are live
+  pos_delete / eq_delete {"table", "lo", "hi", "every"}  merge-on-read deletes of the rows
+                                        lo <= id < hi whose id is lo plus a multiple of every, written by
+                                        tests/py/foreign_delete.py: position deletes, one file
+                                        per partition (as Spark); equality deletes on `id`, one
+                                        file per partition (global when unpartitioned)
   properties {"table", "set"}           table properties set
   add_column {"table", "name"}          a new optional string column
   move       {"table", "column", "before"}  before null: move_first
@@ -34,8 +37,11 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
                                         [[key, value]]}] with nulls left out; offsets: the
                                         `floe.offsets.*` of the newest snapshot in the read
                                         one's ancestry that has them; null when the table does
-                                        not exist
+                                        not exist. A snapshot with equality deletes is read by
+                                        spec_read (PyIceberg reads none)
   refs       {"table"}                  {name: snapshot id}
+  times      {"table"}                  each retained snapshot's [timestamp ms, written by Floe],
+                                        in commit (sequence number) order
   columns    {"table"}                  the top-level column names, in order
   state      {"table"}                  the table state (`floe.state`) of the newest snapshot
                                         Floe wrote, parsed; null when none
@@ -65,7 +71,9 @@ class Engine:
         self.planned = {}  # snapshot id -> the files it references (they never change)
 
     def table(self, name):
-        return self.catalog.load_table(name)
+        t = self.catalog.load_table(name)
+        stamp_after(t.metadata)
+        return t
 
     def segment(self, path, batches):
         parts = []
@@ -99,26 +107,34 @@ class Engine:
             out.append(r)
         t.append(pa.Table.from_pylist(out, schema=t.schema().as_arrow()))
 
-    def delete(self, table, lo, hi):
+    def delete(self, table, lo, hi, every):
+        assert every == 1, "a copy-on-write delete of a range"
         from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
-        self.table(table).delete(And(GreaterThanOrEqual("id", lo), LessThan("id", hi)))
+        t = self.table(table)
+        if equality_deletes(t, t.current_snapshot()):
+            return {"refused": "PyIceberg rewrites no files that equality deletes apply to"}
+        t.delete(And(GreaterThanOrEqual("id", lo), LessThan("id", hi)))
 
-    def pos_delete(self, table, lo, hi):
+    def pos_delete(self, table, lo, hi, every):
+        """Position deletes of the rows lo <= id < hi, one file per partition (as Spark)."""
         import foreign_delete
         t = self.table(table)
-        rows = ["%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in self.between(t, lo, hi)]
-        self.commit_deletes(t, foreign_delete.position_deletes(t, rows))
+        ids = self.between(t, lo, hi, every)
+        ids_of = lambda arrow: arrow.column("id").to_pylist()  # noqa: E731
+        self.commit_deletes(t, foreign_delete.position_deletes(t, ids, per="partition", keys_of=ids_of) if ids else [])
 
-    def eq_delete(self, table, lo, hi):
+    def eq_delete(self, table, lo, hi, every):
+        """Equality deletes on `id` of the rows lo <= id < hi, one file per partition."""
         import foreign_delete
         t = self.table(table)
-        names = sorted({r["name"] for r in self.between(t, lo, hi) if r.get("name") is not None})
-        self.commit_deletes(t, foreign_delete.equality_deletes(t, "name", names) if names else [])
+        ids = self.between(t, lo, hi, every)
+        self.commit_deletes(t, foreign_delete.equality_deletes(t, "id", sorted(ids), scoped=True) if ids else [])
 
     @staticmethod
-    def between(t, lo, hi):
-        from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
-        return t.scan(row_filter=And(GreaterThanOrEqual("id", lo), LessThan("id", hi))).to_arrow().to_pylist()
+    def between(t, lo, hi, every):
+        """The ids lo <= id < hi, lo plus a multiple of `every`, the table holds now."""
+        rows = spec_read(t, t.current_snapshot(), t.schema())
+        return {r["id"] for r in rows if r.get("id") is not None and lo <= r["id"] < hi and (r["id"] - lo) % every == 0}
 
     @staticmethod
     def commit_deletes(t, files):
@@ -181,18 +197,31 @@ class Engine:
         if snapshot is None:
             return {"snapshot": None, "rows": []}
         # The table read with its current schema; a ref as of its snapshot's schema.
-        scan = t.scan() if ref is None else t.scan(snapshot_id=snapshot.snapshot_id)
-        data = scan.to_arrow().to_pylist()
+        if equality_deletes(t, snapshot):
+            # PyIceberg reads no equality deletes: the spec's rules, applied here.
+            schema = t.schema() if ref is None else t.metadata.schema_by_id(snapshot.schema_id)
+            data = spec_read(t, snapshot, schema)
+        else:
+            scan = t.scan() if ref is None else t.scan(snapshot_id=snapshot.snapshot_id)
+            data = scan.to_arrow().to_pylist()
         rows = []
         for row in data:
             meta = row.pop("_kafka", None) or {}
             values = {k: v for k, v in ((k, clean(v)) for k, v in row.items()) if v is not None}
             values.update(metadata(meta))
+            if "__key" not in values and isinstance(row.get("key"), bytes):
+                values["__key"] = row["key"].decode("utf-8", "replace")  # a dead letter's key
             rows.append([meta.get("partition"), meta.get("offset"), values])
         return {"snapshot": str(snapshot.snapshot_id), "rows": rows, "offsets": floe_offsets(t, snapshot)}
 
     def columns(self, table):
         return [f.name for f in self.table(table).schema().fields]
+
+    def times(self, table):
+        """Each retained snapshot's [timestamp ms, whether Floe wrote it], in commit order."""
+        snapshots = sorted(self.table(table).metadata.snapshots, key=lambda s: s.sequence_number or 0)
+        return [[s.timestamp_ms, any(k.startswith("floe.") for k in (s.summary.additional_properties if s.summary else {}))]
+                for s in snapshots]
 
     def refs(self, table):
         return {name: str(ref.snapshot_id) for name, ref in self.table(table).metadata.refs.items()}
@@ -220,10 +249,10 @@ class Engine:
                 missing.append("%s (manifest list of %d)" % (snapshot.manifest_list, snapshot.snapshot_id))
                 continue
             if snapshot.snapshot_id not in self.planned:
+                import foreign_delete
                 paths = [m.manifest_path for m in snapshot.manifests(io)]
-                for task in t.scan(snapshot_id=snapshot.snapshot_id).plan_files():
-                    paths.append(task.file.file_path)
-                    paths.extend(d.file_path for d in task.delete_files)
+                data, deletes = foreign_delete.live_entries(t, snapshot)
+                paths.extend(e.data_file.file_path for e in data + deletes)
                 self.planned[snapshot.snapshot_id] = sorted(set(paths))
             missing.extend("%s (of snapshot %d)" % (p, snapshot.snapshot_id)
                            for p in self.planned[snapshot.snapshot_id] if not exists(p))
@@ -231,6 +260,87 @@ class Engine:
 
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+# The earliest time this engine stamps commits with (ms): after the table's latest.
+FLOOR_MS = [0]
+
+
+def stamp_after(metadata):
+    """This engine's next commits stamped after every time `metadata` logs: max(now,
+    last + 1 ms), as Java's writers must (they refuse a snapshot before the last) and as
+    Floe does. PyIceberg 0.12 stamps the wall clock, and after a commit from a clock
+    ahead writes a snapshot log out of order, which iceberg-rust refuses to read."""
+    times = [metadata.last_updated_ms] + [e.timestamp_ms for e in metadata.snapshot_log] + \
+        [e.timestamp_ms for e in metadata.metadata_log]
+    FLOOR_MS[0] = max(times) + 2
+
+
+def clock_with_floor():
+    """PyIceberg's clocks (snapshot times, metadata times) never before FLOOR_MS."""
+    import time
+    import pyiceberg.table.snapshots as snapshots
+    import pyiceberg.table.update as update
+
+    class Time:
+        @staticmethod
+        def time():
+            return max(time.time(), FLOOR_MS[0] / 1000)
+
+    class DateTime(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            floor = datetime.datetime.fromtimestamp(FLOOR_MS[0] / 1000, datetime.timezone.utc)
+            return max(datetime.datetime.now(datetime.timezone.utc), floor)
+
+    snapshots.time = Time
+    update.datetime = DateTime
+
+
+def equality_deletes(t, snapshot):
+    """Whether `snapshot` has live equality delete files."""
+    import foreign_delete
+    from pyiceberg.manifest import DataFileContent
+    deletes = foreign_delete.live_entries(t, snapshot)[1] if snapshot else []
+    return any(e.data_file.content == DataFileContent.EQUALITY_DELETES for e in deletes)
+
+
+def spec_read(t, snapshot, schema):
+    """Every live row of `snapshot` under `schema`, deletes applied by the Iceberg spec's
+    rules: a position delete to the data file it names, of a data sequence number at most
+    its own; an equality delete to data files strictly older, of its partition (spec and
+    values) unless its spec is unpartitioned. Each data file read by PyIceberg without
+    deletes (its projection by field id), rows in file order."""
+    import foreign_delete
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.manifest import DataFileContent
+    from pyiceberg.table import FileScanTask
+    data, deletes = foreign_delete.live_entries(t, snapshot)
+    specs = t.metadata.specs()
+    positions, equalities = {}, []
+    for entry in deletes:
+        f, seq = entry.data_file, entry.sequence_number
+        arrow = foreign_delete.read_parquet(t, f.file_path)
+        if f.content == DataFileContent.POSITION_DELETES:
+            for path, pos in zip(arrow.column("file_path").to_pylist(), arrow.column("pos").to_pylist()):
+                positions.setdefault(path, []).append((seq, pos))
+            continue
+        by_id = {int(c.metadata[b"PARQUET:field_id"]): i for i, c in enumerate(arrow.schema)}
+        columns = [arrow.column(by_id[i]).to_pylist() for i in f.equality_ids]
+        scope = None if specs[f.spec_id].is_unpartitioned() else (f.spec_id, f.partition)
+        equalities.append((seq, scope, f.equality_ids, set(zip(*columns))))
+    rows = []
+    for entry in data:
+        f, seq = entry.data_file, entry.sequence_number
+        gone = {pos for s, pos in positions.get(f.file_path, []) if seq <= s}
+        applying = [(ids, keys) for s, scope, ids, keys in equalities
+                    if seq < s and (scope is None or scope == (f.spec_id, f.partition))]
+        read = ArrowScan(t.metadata, t.io, schema, AlwaysTrue()).to_table([FileScanTask(f)]).to_pylist()
+        for i, row in enumerate(read):
+            if i in gone or any(tuple(row[schema.find_column_name(n)] for n in ids) in keys for ids, keys in applying):
+                continue
+            rows.append(row)
+    return rows
 
 
 def metadata(meta):
@@ -276,6 +386,7 @@ def clean(value):
 
 
 def main():
+    clock_with_floor()
     engine = Engine(*sys.argv[1:3])
     for line in sys.stdin:
         request = json.loads(line)

@@ -1,8 +1,10 @@
 //! The oracle's model: what the brokers wrote (each Kafka partition's log, cut into
 //! segments) and what a reader of the table must see, now and at each ref.
 //!
-//! Rows are identified by (Kafka partition, offset): Floe's by the record's, another
-//! engine's by [`FOREIGN_PARTITION`] and a unique id the test gives them. A row is its
+//! Rows are identified by (incarnation, Kafka partition, offset): Floe's by the record's
+//! (a topic deleted and created again is a new incarnation, its offsets from 0 again:
+//! [`Log::successor`]), another engine's by [`FOREIGN_PARTITION`] and a unique id the test
+//! gives them. A reader tells incarnations apart by the record's key ([`incarnation_of`]). A row is its
 //! columns by their current names (nulls left out) and its Kafka key as `__key`, so a
 //! rename moves a value to the new name and a drop removes it, in every row the table
 //! holds. A row still waiting for its transaction's marker is a new record when the
@@ -27,13 +29,18 @@ use serde_json::{Value, json};
 
 /// The Kafka partition column of another engine's rows (Floe never writes it).
 pub const FOREIGN_PARTITION: i32 = 99;
-/// Another engine's rows have ids from here on (Floe's: partition * 1e6 + offset).
+/// Another engine's rows have ids from here on (Floe's: incarnation * 1e8 + partition *
+/// 1e6 + offset).
 const FOREIGN_IDS: i64 = 900_000_000;
+const INCARNATION_IDS: i64 = 100_000_000;
 /// The brokers' clocks start here.
 const T0: i64 = 1_764_000_000_000;
 const MINUTE_MS: i64 = 60 * 1000;
 
-pub type RowId = (i32, i64);
+/// A row: (incarnation, Kafka partition, offset).
+pub type RowId = (u32, i32, i64);
+/// A Kafka log: (incarnation, partition).
+pub type LogId = (u32, i32);
 pub type Row = BTreeMap<String, Value>;
 pub type Rows = BTreeMap<RowId, Row>;
 
@@ -51,6 +58,8 @@ pub enum Entry {
     /// A record: in a transaction or not; `bad` values are not JSON; `evolved` ones carry
     /// the fields the topic gained; `long` ones a `region` of over 255 bytes once escaped
     /// (a partition folder's name).
+    /// A bad record inside a transaction counts only once its transaction commits: a dead
+    /// letter then (if written in mode `dlq`), or the table suspended (mode `suspend`).
     Record { txn: Option<Txn>, bad: bool, evolved: bool, long: bool, time: i64 },
     /// A transaction's end, committing or aborting producer `pid`'s transaction `seq`,
     /// written with the producer's epoch (bumped when the coordinator aborts).
@@ -71,6 +80,11 @@ struct Producer {
 /// into segments (offset ranges, inclusive).
 #[derive(Debug)]
 pub struct Log {
+    /// The topic's incarnation: 0, then one more each time it is deleted and created again.
+    pub incarnation: u32,
+    /// Its topic id, when the segments are laid out as tiered storage uploads them (the
+    /// path carries it); `None`: a broker's log dir.
+    pub topic_id: Option<String>,
     pub partition: i32,
     pub start: i64,
     pub entries: Vec<Entry>,
@@ -90,6 +104,8 @@ pub struct Log {
 impl Log {
     pub fn new(partition: i32, start: i64) -> Log {
         Log {
+            incarnation: 0,
+            topic_id: None,
             partition,
             start,
             entries: Vec::new(),
@@ -101,6 +117,27 @@ impl Log {
             log_append: false,
             timeout_ms: 15 * MINUTE_MS,
         }
+    }
+
+    pub fn id(&self) -> LogId {
+        (self.incarnation, self.partition)
+    }
+
+    /// The same partition of the topic deleted and created again (its producers' open
+    /// transactions aborted, its last records cut into a segment first): a new topic id,
+    /// offsets from 0 again, the broker's clock and the topic's settings kept.
+    pub fn successor(&mut self, topic_id: String) -> Log {
+        for pid in self.open_transactions() {
+            self.fence(pid, self.clock);
+        }
+        self.cut();
+        let mut next = Log::new(self.partition, 0);
+        next.incarnation = self.incarnation + 1;
+        next.topic_id = Some(topic_id);
+        next.next_pid = self.next_pid + 100;
+        (next.long_values, next.clock, next.log_append, next.timeout_ms) =
+            (self.long_values, self.clock, self.log_append, self.timeout_ms);
+        next
     }
 
     pub fn next_offset(&self) -> i64 {
@@ -131,7 +168,7 @@ impl Log {
         });
         for i in 0..n {
             let long = self.long_values && (self.next_offset() % 37 == 5);
-            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i) && txn.is_none(), evolved, long, time });
+            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i), evolved, long, time });
         }
     }
 
@@ -234,13 +271,8 @@ impl Log {
                     {
                         flush(&mut current, &mut batches);
                     }
-                    let value = if *bad {
-                        "{not json".to_string()
-                    } else {
-                        floe_value(self.partition, offset, *evolved, *long)
-                    };
-                    let record =
-                        json!([create_time(*time, offset), key(self.partition, offset), value, headers(offset)]);
+                    let value = if *bad { "{not json".to_string() } else { self.value(offset, *evolved, *long) };
+                    let record = json!([create_time(*time, offset), self.key(offset), value, headers(offset)]);
                     current.get_or_insert_with(|| (*txn, offset, *time, Vec::new())).3.push(record);
                 }
             }
@@ -256,12 +288,45 @@ impl Log {
         let (ts, ts_type) =
             if self.log_append { (*time, "log_append") } else { (create_time(*time, offset), "create") };
         Row::from([
-            ("__key".to_string(), json!(key(self.partition, offset))),
+            ("__key".to_string(), json!(self.key(offset))),
             ("__ts".to_string(), json!(ts)),
             ("__ts_type".to_string(), json!(ts_type)),
             ("__headers".to_string(), headers(offset)),
         ])
     }
+
+    /// A record's key: `k<partition>-<offset>`, then `~<incarnation>` past the first.
+    fn key(&self, offset: i64) -> String {
+        let incarnation = if self.incarnation == 0 { String::new() } else { format!("~{}", self.incarnation) };
+        format!("k{}-{offset}{incarnation}", self.partition)
+    }
+
+    fn value(&self, offset: i64, evolved: bool, long: bool) -> String {
+        self.fields(offset, evolved, long).to_string()
+    }
+
+    /// A record's value: `{"id", "name", "region", "meta": {"a"}}`, evolved with `extra`
+    /// and `meta.b`; its `id` is unique over every incarnation.
+    fn fields(&self, offset: i64, evolved: bool, long: bool) -> Value {
+        let id = self.incarnation as i64 * INCARNATION_IDS + self.partition as i64 * 1_000_000 + offset;
+        let region = if long {
+            format!("région-{}-{offset}", "é".repeat(140))
+        } else {
+            ["eu", "us", "ap"][offset as usize % 3].into()
+        };
+        let mut fields = json!({"id": id, "name": format!("n{offset}"), "region": region, "meta": {"a": offset}});
+        if evolved {
+            fields["meta"]["b"] = json!(format!("b{offset}"));
+            fields["extra"] = json!(format!("x{offset}"));
+        }
+        fields
+    }
+}
+
+/// The incarnation of a Floe row, from its key (`k0-7~2`: the third).
+pub fn incarnation_of(row: &Row) -> u32 {
+    let key = row.get("__key").and_then(Value::as_str).unwrap_or_default();
+    key.rsplit_once('~').and_then(|(_, n)| n.parse().ok()).unwrap_or(0)
 }
 
 /// A record's `CreateTime`: its producer's clock, a little behind the broker's.
@@ -277,35 +342,6 @@ fn headers(offset: i64) -> Value {
         1 => json!([["trace", format!("t{offset}")]]),
         _ => json!([["trace", format!("t{offset}")], ["ünï", null]]),
     }
-}
-
-fn key(partition: i32, offset: i64) -> String {
-    format!("k{partition}-{offset}")
-}
-
-fn floe_id(partition: i32, offset: i64) -> i64 {
-    partition as i64 * 1_000_000 + offset
-}
-
-/// A record's value: `{"id", "name", "region", "meta": {"a"}}`, evolved with `extra` and
-/// `meta.b`.
-fn floe_value(partition: i32, offset: i64, evolved: bool, long: bool) -> String {
-    floe_fields(partition, offset, evolved, long).to_string()
-}
-
-fn floe_fields(partition: i32, offset: i64, evolved: bool, long: bool) -> Value {
-    let id = floe_id(partition, offset);
-    let region = if long {
-        format!("région-{}-{offset}", "é".repeat(140))
-    } else {
-        ["eu", "us", "ap"][offset as usize % 3].into()
-    };
-    let mut fields = json!({"id": id, "name": format!("n{offset}"), "region": region, "meta": {"a": offset}});
-    if evolved {
-        fields["meta"]["b"] = json!(format!("b{offset}"));
-        fields["extra"] = json!(format!("x{offset}"));
-    }
-    fields
 }
 
 /// What the table columns hold, whatever they are called now.
@@ -334,7 +370,7 @@ impl Kind {
 }
 
 /// What a reader of the table (and of its dead-letter table) must see.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Table {
     /// Whether Floe created the table yet.
     pub exists: bool,
@@ -342,8 +378,13 @@ pub struct Table {
     pub rows: Rows,
     /// Rows written into files, waiting for their transaction's marker.
     pub pending: Rows,
-    /// Offsets committed per partition: those of every segment committed.
-    pub covered: BTreeMap<i32, BTreeSet<i64>>,
+    /// Bad records of transactions waiting for their marker, and the mode they were
+    /// written in.
+    pub pending_bad: BTreeMap<RowId, BadRecords>,
+    /// Offsets committed per log: those of every segment committed.
+    pub covered: BTreeMap<LogId, BTreeSet<i64>>,
+    /// The topic id of each incarnation committed (tiered storage's layout).
+    pub topic_ids: BTreeMap<u32, String>,
     /// Bad records committed to the dead-letter table.
     pub dead: BTreeSet<RowId>,
     /// The columns by their current names (`_kafka` aside).
@@ -359,6 +400,27 @@ pub struct Table {
     /// no trace the audit can read: it cannot tell those gaps from losses).
     pub deleted_from: BTreeSet<i32>,
     next_foreign: i64,
+}
+
+/// What a commit resolved of transactions' bad records: whether one written in mode
+/// `suspend` committed (the table is suspended once the commit is in), how many written
+/// in mode `dlq` became dead letters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resolved {
+    pub suspends: bool,
+    pub dead_letters: usize,
+}
+
+impl Resolved {
+    pub fn any(self) -> bool {
+        self.suspends || self.dead_letters > 0
+    }
+}
+
+/// The topic id of incarnation `incarnation` of seed `seed`'s topic (22 characters, as
+/// Kafka prints a `Uuid`).
+pub fn topic_id(seed: u64, incarnation: u32) -> String {
+    format!("lifecycle{seed:06}inc{incarnation:04}")
 }
 
 /// What to do with bad records.
@@ -380,56 +442,90 @@ impl BadRecords {
 }
 
 impl Table {
-    fn covered(&self, partition: i32) -> BTreeSet<i64> {
-        self.covered.get(&partition).cloned().unwrap_or_default()
+    fn covered(&self, log: LogId) -> BTreeSet<i64> {
+        self.covered.get(&log).cloned().unwrap_or_default()
     }
 
     /// Whether the segment holds an offset not committed yet.
     pub fn is_new(&self, log: &Log, segment: (i64, i64)) -> bool {
-        let covered = self.covered(log.partition);
+        let covered = self.covered(log.id());
         (segment.0..=segment.1).any(|o| !covered.contains(&o))
     }
 
-    /// Whether committing the segment meets a bad record (read even at offsets committed).
+    /// Whether committing the segment meets a bad record outside transactions (read even
+    /// at offsets committed): in mode `suspend`, the table is suspended before any commit.
     pub fn meets_bad_record(&self, log: &Log, segment: (i64, i64)) -> bool {
         self.is_new(log, segment)
-            && (segment.0..=segment.1).any(|o| matches!(log.entry(o), Entry::Record { bad: true, .. }))
+            && (segment.0..=segment.1).any(|o| matches!(log.entry(o), Entry::Record { bad: true, txn: None, .. }))
     }
 
-    /// The segments committed: their new records written (bad ones as `mode` says, a
-    /// suspension counting as `skip` once resumed), then every transaction whose marker
-    /// is committed now resolved.
-    pub fn commit(&mut self, log: &Log, segments: &[(i64, i64)], mode: BadRecords) {
-        let partition = log.partition;
+    /// Segments of any logs committed, each log's as [`Self::commit`] says.
+    pub fn commit_all(&mut self, logs: &[Log], segments: &[(LogId, (i64, i64))], mode: BadRecords) -> Resolved {
+        let mut resolved = Resolved::default();
+        for log in logs {
+            let mine: Vec<(i64, i64)> = segments.iter().filter(|(l, _)| *l == log.id()).map(|(_, s)| *s).collect();
+            let now = self.commit(log, &mine, mode);
+            resolved.suspends |= now.suspends;
+            resolved.dead_letters += now.dead_letters;
+        }
+        resolved
+    }
+
+    /// What a run of `segments` in `mode` meets: whether a bad record outside transactions
+    /// suspends the table before any commit (mode `suspend`; the run after the resume, in
+    /// `skip` mode, commits them), and what its commit resolves of transactions' bad records.
+    pub fn suspensions(&self, logs: &[Log], segments: &[(LogId, (i64, i64))], mode: BadRecords) -> (bool, Resolved) {
+        let meets = |(id, segment): &(LogId, (i64, i64))| {
+            logs.iter().any(|log| log.id() == *id && self.meets_bad_record(log, *segment))
+        };
+        let before = mode == BadRecords::Suspend && segments.iter().any(meets);
+        let committed_in = if before { BadRecords::Skip } else { mode };
+        (before, self.clone().commit_all(logs, segments, committed_in))
+    }
+
+    /// The segments committed: their new records written (bad ones as `mode` says: a bad
+    /// record outside transactions at once, one inside when its transaction commits),
+    /// then every transaction whose marker is committed now resolved.
+    pub fn commit(&mut self, log: &Log, segments: &[(i64, i64)], mode: BadRecords) -> Resolved {
+        let (incarnation, partition) = log.id();
+        if let Some(id) = &log.topic_id {
+            self.topic_ids.insert(incarnation, id.clone());
+        }
         for &(first, last) in segments {
             for offset in first..=last {
-                if !self.covered.entry(partition).or_default().insert(offset) {
+                if !self.covered.entry(log.id()).or_default().insert(offset) {
                     continue;
                 }
                 self.exists = true;
+                let id = (incarnation, partition, offset);
                 match log.entry(offset) {
-                    Entry::Record { bad: true, .. } => {
+                    Entry::Record { bad: true, txn: None, .. } => {
                         if mode == BadRecords::Dlq {
-                            self.dead.insert((partition, offset));
+                            self.dead.insert(id);
                         }
                     }
+                    Entry::Record { bad: true, .. } => drop(self.pending_bad.insert(id, mode)),
                     Entry::Record { evolved, long, .. } => {
-                        let mut row = self.floe_row(partition, offset, *evolved, *long);
+                        let Value::Object(fields) = log.fields(offset, *evolved, *long) else { unreachable!() };
+                        let mut row: Row = fields.into_iter().collect();
+                        self.add_columns_of(&row);
                         row.extend(log.metadata(offset));
-                        self.pending.insert((partition, offset), row);
+                        self.pending.insert(id, row);
                     }
                     Entry::Marker { .. } => {}
                 }
             }
         }
-        let covered = self.covered(partition);
-        let pending: Vec<RowId> = self.pending.keys().filter(|id| id.0 == partition).copied().collect();
-        for id in pending {
-            let Entry::Record { txn, .. } = log.entry(id.1) else { unreachable!("rows are records") };
-            let outcome = match txn {
-                None => Some(true),
-                Some(txn) => log.outcome(&covered, *txn, id.1),
-            };
+        let covered = self.covered(log.id());
+        let outcome = |id: &RowId| match log.entry(id.2) {
+            Entry::Record { txn: None, .. } => Some(true),
+            Entry::Record { txn: Some(txn), .. } => log.outcome(&covered, *txn, id.2),
+            Entry::Marker { .. } => unreachable!("rows are records"),
+        };
+        let mine = |id: &&RowId| (id.0, id.1) == log.id();
+        let pending: Vec<(RowId, Option<bool>)> =
+            self.pending.keys().filter(mine).map(|id| (*id, outcome(id))).collect();
+        for (id, outcome) in pending {
             match outcome {
                 Some(true) => {
                     let row = self.pending.remove(&id).unwrap();
@@ -440,15 +536,21 @@ impl Table {
                 None => {}
             }
         }
-    }
-
-    /// A Floe record's row under the current names: a field the table has no column of
-    /// (never had, or renamed or dropped since) is a new column of its JSON name.
-    fn floe_row(&mut self, partition: i32, offset: i64, evolved: bool, long: bool) -> Row {
-        let Value::Object(fields) = floe_fields(partition, offset, evolved, long) else { unreachable!() };
-        let row: Row = fields.into_iter().collect();
-        self.add_columns_of(&row);
-        row
+        let bad: Vec<(RowId, Option<bool>)> =
+            self.pending_bad.keys().filter(mine).map(|id| (*id, outcome(id))).collect();
+        let mut resolved = Resolved::default();
+        for (id, outcome) in bad.into_iter().filter(|(_, o)| o.is_some()) {
+            let mode = self.pending_bad.remove(&id).unwrap();
+            match (outcome, mode) {
+                (Some(true), BadRecords::Suspend) => resolved.suspends = true,
+                (Some(true), BadRecords::Dlq) => {
+                    self.dead.insert(id);
+                    resolved.dead_letters += 1;
+                }
+                _ => {}
+            }
+        }
+        resolved
     }
 
     /// A new column for each field of a Floe row the table has no column of.
@@ -488,25 +590,27 @@ impl Table {
                 ("__ts_type".to_string(), json!("create")),
                 ("__headers".to_string(), json!([])),
             ]);
-            self.rows.insert((FOREIGN_PARTITION, uid), row);
+            self.rows.insert((0, FOREIGN_PARTITION, uid), row);
         }
         out
     }
 
-    /// The rows `lo <= id < hi` deleted.
-    pub fn delete(&mut self, lo: i64, hi: i64) {
+    /// The rows `lo <= id < hi` whose id is `lo` plus a multiple of `every` deleted.
+    pub fn delete(&mut self, lo: i64, hi: i64, every: i64) {
         let id_column = self.name_of(Kind::Id).unwrap_or("id").to_string();
-        let doomed = |row: &Row| row.get(&id_column).and_then(Value::as_i64).is_some_and(|id| lo <= id && id < hi);
-        let touched = self.rows.iter().filter(|(id, row)| id.0 != FOREIGN_PARTITION && doomed(row)).map(|(id, _)| id.0);
+        let chosen = |id: i64| lo <= id && id < hi && (id - lo) % every == 0;
+        let doomed = |row: &Row| row.get(&id_column).and_then(Value::as_i64).is_some_and(chosen);
+        let touched = self.rows.iter().filter(|(id, row)| id.1 != FOREIGN_PARTITION && doomed(row)).map(|(id, _)| id.1);
         self.deleted_from.extend(touched.collect::<Vec<_>>());
         self.rows.retain(|_, row| !doomed(row));
     }
 
-    /// Each Kafka partition's committed offsets as `floe.offsets.<topic>.<partition>`
-    /// holds them: `first-last` ranges joined by `,`.
+    /// Each Kafka log's committed offsets as `floe.offsets.<topic>.<partition>` holds them
+    /// (`<topic>~<topic id>` for an incarnation past the first): `first-last` ranges
+    /// joined by `,`.
     pub fn offsets(&self, topic: &str) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for (partition, covered) in self.covered.iter().filter(|(_, c)| !c.is_empty()) {
+        for ((incarnation, partition), covered) in self.covered.iter().filter(|(_, c)| !c.is_empty()) {
             let mut ranges: Vec<(i64, i64)> = Vec::new();
             for &o in covered {
                 match ranges.last_mut() {
@@ -515,7 +619,11 @@ impl Table {
                 }
             }
             let text: Vec<String> = ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-            out.insert(format!("floe.offsets.{topic}.{partition}"), text.join(","));
+            let log = match (incarnation, self.topic_ids.get(incarnation)) {
+                (1.., Some(id)) => format!("{topic}~{id}"),
+                _ => topic.to_string(),
+            };
+            out.insert(format!("floe.offsets.{log}.{partition}"), text.join(","));
         }
         out
     }
@@ -532,7 +640,7 @@ impl Table {
 
     /// The table's verdict, when the model can tell.
     pub fn audit_verdict(&self) -> Option<bool> {
-        if self.rows.keys().any(|id| id.0 == FOREIGN_PARTITION) {
+        if self.rows.keys().any(|id| id.1 == FOREIGN_PARTITION) {
             Some(false)
         } else {
             self.deleted_from.is_empty().then_some(true)

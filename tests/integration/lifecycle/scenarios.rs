@@ -10,13 +10,23 @@ use super::ops::Step;
 use super::{MINUTE_MS, Sequence, TABLE, on_own_thread};
 
 fn floe(partition: i32, segment: (i64, i64)) -> Step {
-    Step::Floe { segments: vec![(partition, segment)], mode: BadRecords::Skip, kill_after_ms: None, evolves: false }
+    floe_in(partition, segment, BadRecords::Skip)
+}
+
+fn floe_in(partition: i32, segment: (i64, i64), mode: BadRecords) -> Step {
+    let segments = vec![((0, partition), segment)];
+    Step::Floe { segments, mode, kill_after_ms: None, evolves: false, ahead_days: 0 }
 }
 
 /// Runs `scenario` (it writes the logs and returns the steps) as a sequence, then checks
 /// that the table state holds no pending part and, of Kafka partition `partition`, the
-/// markers at `markers_left` alone.
-fn run_scenario(name: &str, scenario: fn(&mut [Log]) -> Vec<Step>, partition: i32, markers_left: &'static [i64]) {
+/// markers at `markers_left` alone (when given).
+fn run_scenario(
+    name: &str,
+    scenario: fn(&mut [Log]) -> Vec<Step>,
+    partition: i32,
+    markers_left: Option<&'static [i64]>,
+) {
     let thread_name = format!("lifecycle-{name}");
     let result = on_own_thread(thread_name, move || {
         Box::pin(async move {
@@ -31,12 +41,13 @@ fn run_scenario(name: &str, scenario: fn(&mut [Log]) -> Vec<Step>, partition: i3
     }
 }
 
-fn state_holds(sequence: &mut Sequence, partition: i32, markers_left: &[i64]) -> Result<(), String> {
+fn state_holds(sequence: &mut Sequence, partition: i32, markers_left: Option<&[i64]>) -> Result<(), String> {
     let state = sequence.call("state", json!({"table": TABLE}))?;
     let list = |key: &str| state.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
     if !list("pending").is_empty() {
         return Err(format!("the table state still holds pending parts: {state:#}"));
     }
+    let Some(markers_left) = markers_left else { return Ok(()) };
     let mut markers: Vec<i64> = list("markers")
         .iter()
         .filter(|m| m["partition"].as_i64() == Some(partition as i64))
@@ -97,5 +108,43 @@ fn late_marker(logs: &mut [Log]) -> Vec<Step> {
 
 #[test]
 fn a_marker_within_the_timeout_waits_for_its_records_and_one_past_it_leaves() {
-    run_scenario("late marker", late_marker, 1, &[5007, 5008]);
+    run_scenario("late marker", late_marker, 1, Some(&[5007, 5008]));
+}
+
+/// Partition 0 from 0, three segments, each run in its own mode:
+///
+/// ```text
+///  segment A  0 plain · 1-3 P's transaction, 2 bad            (mode suspend)
+///  segment B  4-5 Q's transaction, 4 bad                      (mode dlq)
+///  segment C  6 P's COMMIT · 7 Q's ABORT · 8-9 plain          (mode skip)
+/// ```
+///
+/// Neither A nor B suspends the table or writes a dead letter: their bad records wait
+/// with their transactions. C's commit resolves both: P's committed, so the table is
+/// suspended once the commit is in (the record written nowhere); Q's aborted, so its
+/// dead letter never is. Resumed, the table goes on; the state keeps no pending part.
+fn suspend_on_commit(logs: &mut [Log]) -> Vec<Step> {
+    let log = &mut logs[0];
+    let (p, q) = (log.new_pid(), log.new_pid());
+    log.records(1, None, false, None);
+    log.records(3, Some(p), false, Some(1));
+    log.cut();
+    log.records(2, Some(q), false, Some(0));
+    log.cut();
+    log.advance(MINUTE_MS);
+    log.end(p, true);
+    log.end(q, false);
+    log.records(2, None, false, None);
+    log.cut();
+    assert_eq!(log.segments, vec![(0, 3), (4, 5), (6, 9)]);
+    vec![
+        floe_in(0, (0, 3), BadRecords::Suspend),
+        floe_in(0, (4, 5), BadRecords::Dlq),
+        floe_in(0, (6, 9), BadRecords::Skip),
+    ]
+}
+
+#[test]
+fn a_committed_transaction_s_bad_record_suspends_after_the_commit_an_aborted_one_s_is_no_dead_letter() {
+    run_scenario("suspend on commit", suspend_on_commit, 0, None);
 }

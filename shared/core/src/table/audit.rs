@@ -463,7 +463,8 @@ impl Logs {
 }
 
 /// Rows of the transactions still waiting for their marker, in counted ranges: committed
-/// offsets without rows until the marker comes. A part stranded (its marker left before
+/// offsets without rows until the marker comes (their dead letters too, mode `dlq`: no
+/// row in either table until a COMMIT). A part stranded (its marker left before
 /// it came, [`TableState::stranded`]) waits for nothing: its rows are missing.
 fn pending_rows(
     state: &TableState,
@@ -479,7 +480,7 @@ fn pending_rows(
         .filter(|p| p.topic == topic && p.partition == partition && p.keep.is_none())
         .filter(|p| !stranded.iter().any(|s| std::ptr::eq(s.part, *p)))
         .filter(|p| !uncounted.overlaps(p.transaction.first_offset, p.transaction.last_offset))
-        .flat_map(|p| p.transaction.files.iter().map(|f| f.record_count))
+        .flat_map(|p| p.transaction.files.iter().chain(&p.transaction.dead_letter_files).map(|f| f.record_count))
         .sum()
 }
 
