@@ -14,6 +14,7 @@ use floe_aws::s3::warehouse_file_io;
 use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
+use floe_core::queue::TaskQueue;
 use floe_core::table::{CatalogTables, TableName};
 
 use crate::health::{TableStatus, read_table};
@@ -89,4 +90,21 @@ pub async fn resume(config: &SdkConfig, lock_table: &str, table: &str) -> anyhow
         tracing::info!(table, reason = reason.as_deref(), "table resumed");
     }
     Ok(reason)
+}
+
+/// Queues an operator's `decision` on a stranded transaction part of a table of `tables`
+/// for the stack's committer (`queue_url`: its task queue, the stack's `TaskQueueUrl`),
+/// once the table's state shows the part stranded.
+pub async fn resolve(
+    config: &SdkConfig,
+    s3: &aws_sdk_s3::Client,
+    tables: &CatalogTables,
+    queue_url: &str,
+    decision: &crate::resolve::Decision,
+) -> anyhow::Result<String> {
+    let task = decision.task(tables).await?;
+    // A decision is a few hundred bytes: never stored in S3, so no overflow location.
+    let queue = floe_aws::sqs::SqsTaskQueue::new(aws_sdk_sqs::Client::new(config), s3.clone(), queue_url, "");
+    queue.send(&floe_core::task::Task::Resolve(Box::new(task))).await?;
+    Ok(format!("{} (queued for the committer)", decision.done()))
 }

@@ -8,6 +8,7 @@ pub mod convert;
 pub mod health;
 pub mod inspect;
 pub mod local;
+pub mod resolve;
 pub mod table;
 pub mod warehouse;
 

@@ -316,6 +316,19 @@ pub async fn resume(warehouse: &Path, table: &str) -> anyhow::Result<Option<Stri
     Ok(reason)
 }
 
+/// Carries out an operator's `decision` on a stranded transaction part of a table of
+/// `warehouse` (in the catalog `config` names): one commit, now.
+pub async fn resolve(
+    warehouse: &Path,
+    config: &FloeConfig,
+    decision: &crate::resolve::Decision,
+) -> anyhow::Result<String> {
+    let dir = folder("--warehouse", warehouse, false)?;
+    let warehouse = Warehouse::open(dir, Clock::Wall, config.catalog.as_ref()).await?;
+    let tables = CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() };
+    crate::resolve::local(&warehouse.committer, &tables, decision).await
+}
+
 /// Every table of the warehouse (and every suspended one): its state, snapshots, the Kafka
 /// offsets it holds, whether it is suspended (and why), and what maintenance did.
 pub async fn status(warehouse: &Path) -> anyhow::Result<Vec<TableStatus>> {

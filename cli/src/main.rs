@@ -83,6 +83,21 @@ enum AwsCommand {
         #[arg(long)]
         lock_table: String,
     },
+    /// End a stranded transaction part (status: `degraded`, "transaction records wait
+    /// for a marker that came and left before them"): look its transaction up in Kafka,
+    /// then queue the decision for the committer: commit its records as rows (--commit)
+    /// or drop them (--abort).
+    Resolve {
+        #[command(flatten)]
+        decision: DecisionArgs,
+        /// The stack's task queue (its `TaskQueueUrl` output).
+        #[arg(long)]
+        queue_url: String,
+        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri): its
+        /// `[catalog]` is where the table is read (Glue without it).
+        #[arg(long)]
+        config: Option<String>,
+    },
     /// Prove from the table's data (through its catalog, files in S3) that it holds every
     /// committed Kafka record once: offsets per partition, gaps and what explains them,
     /// duplicates. Exit code 0: exactly once; 1: a duplicate, an unexplained gap or a row
@@ -137,6 +152,32 @@ enum AwsCommand {
         #[arg(long)]
         config: Option<String>,
     },
+}
+
+/// A decision on a stranded transaction part, as `floe … resolve` takes it.
+#[derive(clap::Args)]
+struct DecisionArgs {
+    /// The table, `namespace.name` (`kafka.orders`).
+    table: String,
+    /// The part's Kafka partition, as status names it.
+    #[arg(long)]
+    partition: i32,
+    /// The part's first offset, as status names it.
+    #[arg(long)]
+    offset: i64,
+    /// Its transaction committed in Kafka: its records become rows.
+    #[arg(long, conflicts_with = "abort", required_unless_present = "abort")]
+    commit: bool,
+    /// Its transaction aborted in Kafka: its records never become rows.
+    #[arg(long)]
+    abort: bool,
+}
+
+impl DecisionArgs {
+    fn decision(self) -> floe_cli::resolve::Decision {
+        let DecisionArgs { table, partition, offset, commit, .. } = self;
+        floe_cli::resolve::Decision { table, partition, first_offset: offset, commit }
+    }
 }
 
 #[derive(Subcommand)]
@@ -197,6 +238,18 @@ enum LocalCommand {
         table: String,
         #[arg(long)]
         warehouse: PathBuf,
+    },
+    /// End a stranded transaction part (status: `degraded`, "transaction records wait
+    /// for a marker that came and left before them"): look its transaction up in Kafka,
+    /// then commit its records as rows (--commit) or drop them (--abort).
+    Resolve {
+        #[command(flatten)]
+        decision: DecisionArgs,
+        #[arg(long)]
+        warehouse: PathBuf,
+        /// `floe.toml` of the run: the catalog its `[catalog]` names.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Prove from the table's data that it holds every committed Kafka record once:
     /// offsets per partition, gaps and what explains them, duplicates. Exit code 0:
@@ -263,6 +316,14 @@ async fn main() -> ExitCode {
         Command::Local { command: LocalCommand::Resume { table, warehouse } } => {
             floe_cli::local::resume(&warehouse, &table).await.map(|reason| resumed(&table, reason))
         }
+        Command::Local { command: LocalCommand::Resolve { decision, warehouse, config } } => {
+            match load_config(config.as_deref()) {
+                Ok(config) => floe_cli::local::resolve(&warehouse, &config, &decision.decision())
+                    .await
+                    .map(|done| println!("{done}")),
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -325,6 +386,12 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             let tables = floe_cli::aws::status_of(&config, &lock_table, &tables).await?;
             let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
             print_status(&tables, &rows, json)
+        }
+        AwsCommand::Resolve { decision, queue_url, config: config_uri } => {
+            let (_, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+            let done = floe_cli::aws::resolve(&config, &s3, &tables, &queue_url, &decision.decision()).await?;
+            println!("{done}");
+            Ok(())
         }
         AwsCommand::Resume { table, lock_table } => {
             let reason = floe_cli::aws::resume(&config, &lock_table, &table).await?;

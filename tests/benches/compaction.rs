@@ -183,6 +183,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
             leader_epochs: Default::default(),
         },
         created_at_ms: now_ms(),
+        dead_letters_of: None,
     }
 }
 

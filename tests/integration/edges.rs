@@ -264,3 +264,40 @@ async fn a_transaction_s_dead_letters_wait_through_an_outage_and_land_once() {
     let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
     assert!(audit.exactly_once, "{audit:?}");
 }
+
+/// Writes one segment of topic `events` partition 0 under `input/<first>/`: the records
+/// `first..=last`, plain JSON but for those at `bad` (not JSON).
+fn plain_segment(engine: &mut support::JsonLines, input: &Path, (first, last): (i64, i64), bad: &[i64]) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let record = |offset: i64| {
+        let value = if bad.contains(&offset) { "{not json".to_string() } else { json!({ "id": offset }).to_string() };
+        json!([now, format!("k{offset}"), value, []])
+    };
+    let batch = json!({"base": first, "pid": null, "epoch": null, "log_append": null,
+        "records": (first..=last).map(record).collect::<Vec<_>>()});
+    let path = input.join(format!("{first}/events-0/{first:020}.log"));
+    engine.call(&json!({"op": "segment", "path": path, "batches": [batch]})).unwrap();
+}
+
+/// A segment committed in mode `skip` (its bad record 5 skipped), then delivered again
+/// re-cut (3..=14, bad records 5 and 12) once the topic is in mode `dlq`: only 12 becomes
+/// a dead letter. 5 was decided when its offset was committed; a dead letter of it now
+/// would count it twice (before: both were added, and the audit found a surplus).
+#[tokio::test]
+async fn a_re_cut_segment_adds_dead_letters_only_for_offsets_its_table_had_not_decided() {
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let engine_dir = tempfile::tempdir().unwrap();
+    let db = engine_dir.path().join("catalog.db");
+    let mut engine = support::JsonLines::start("lifecycle_engine.py", &[&db, engine_dir.path()]);
+    plain_segment(&mut engine, input.path(), (0, 9), &[5]);
+    plain_segment(&mut engine, input.path(), (3, 14), &[5, 12]);
+    let report = run_segment(input.path(), 0, warehouse.path(), "skip").await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let report = run_segment(input.path(), 3, warehouse.path(), "dlq").await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let rows: Vec<i64> = (0..=14).filter(|o| *o != 5 && *o != 12).collect();
+    assert_eq!(read_local(warehouse.path(), "kafka.events").offsets["0"], rows);
+    assert_eq!(read_local(warehouse.path(), "kafka.events_dlq").offsets["0"], [12]);
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+}

@@ -184,6 +184,11 @@ pub struct CommitTask {
     pub dead_letter_schema: Option<Schema>,
     pub source: SourceObject,
     pub created_at_ms: i64,
+    /// Set only on the dead-letter part the committer derives from a task
+    /// (`committer::dead_letters`): the task's own table, whose committed offsets decide
+    /// which dead letters are still to add. Never sent.
+    #[serde(skip)]
+    pub dead_letters_of: Option<TableName>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -309,6 +314,59 @@ pub enum SuspendKind {
     Suspend,
 }
 
+/// An operator's decision on a stranded transaction part
+/// ([`crate::table::state::TableState::stranded`]: its records came after their
+/// producer's marker left the table state, and which marker was theirs cannot be told
+/// without a guess). The operator, who looked the outcome up in Kafka, sends it
+/// (`floe local resolve`, `floe aws resolve`); the committer, which owns the table state,
+/// commits the part's records (`commit`) or counts them aborted, in one snapshot. A part
+/// that is not stranded (it may still meet its marker) is refused; one no longer pending
+/// (decided already) is left alone.
+///
+/// ```json
+/// {"version": 1, "kind": "resolve", "task_id": "resolve-9b1e…", "table": {…},
+///  "topic": "orders", "partition": 0, "first_offset": 1005, "commit": true}
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolveTask {
+    pub version: u32,
+    pub kind: ResolveKind,
+    pub task_id: String,
+    pub table: TableName,
+    /// The part's log, as status names it: the topic (or `<topic>~<id>`, a later
+    /// incarnation of it).
+    pub topic: String,
+    pub partition: i32,
+    /// The part's first offset.
+    pub first_offset: i64,
+    /// Whether its transaction committed.
+    pub commit: bool,
+}
+
+impl ResolveTask {
+    pub fn new(table: TableName, topic: &str, partition: i32, first_offset: i64, commit: bool) -> ResolveTask {
+        let key = format!("{table}\0{topic}\0{partition}\0{first_offset}\0{commit}");
+        ResolveTask {
+            version: TASK_VERSION,
+            kind: ResolveKind::Resolve,
+            // The same decision gives the same id: sent twice, it is queued once.
+            task_id: format!("resolve-{:016x}", twox_hash::XxHash64::oneshot(0, key.as_bytes())),
+            table,
+            topic: topic.to_string(),
+            partition,
+            first_offset,
+            commit,
+        }
+    }
+}
+
+/// The `kind` of a resolve task's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolveKind {
+    Resolve,
+}
+
 /// Whatever a queue message carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Task {
@@ -316,10 +374,12 @@ pub enum Task {
     Data(Box<CommitTask>),
     Compaction(Box<CompactionTask>),
     Suspend(Box<SuspendTask>),
+    Resolve(Box<ResolveTask>),
 }
 
 impl Task {
-    /// Reads a task: a compaction or a suspension when `kind` says so, else a CommitTask.
+    /// Reads a task: a compaction, a suspension or a resolution when `kind` says so, else a
+    /// CommitTask.
     pub fn from_json(json: &[u8]) -> Result<Task, TaskError> {
         #[derive(Deserialize)]
         struct Head {
@@ -332,6 +392,7 @@ impl Task {
         match head.kind.as_deref() {
             Some("compaction") => Ok(Task::Compaction(serde_json::from_slice(json)?)),
             Some("suspend") => Ok(Task::Suspend(serde_json::from_slice(json)?)),
+            Some("resolve") => Ok(Task::Resolve(serde_json::from_slice(json)?)),
             _ => Ok(Task::Data(serde_json::from_slice(json)?)),
         }
     }
@@ -341,6 +402,7 @@ impl Task {
             Task::Data(t) => serde_json::to_string(t),
             Task::Compaction(t) => serde_json::to_string(t),
             Task::Suspend(t) => serde_json::to_string(t),
+            Task::Resolve(t) => serde_json::to_string(t),
         }
     }
 
@@ -349,6 +411,7 @@ impl Task {
             Task::Data(t) => &t.task_id,
             Task::Compaction(t) => &t.task_id,
             Task::Suspend(t) => &t.task_id,
+            Task::Resolve(t) => &t.task_id,
         }
     }
 
@@ -357,6 +420,7 @@ impl Task {
             Task::Data(t) => &t.table,
             Task::Compaction(t) => &t.table,
             Task::Suspend(t) => &t.table,
+            Task::Resolve(t) => &t.table,
         }
     }
 }
@@ -382,7 +446,7 @@ pub fn held_files(task: &Task) -> BTreeMap<TableName, Vec<String>> {
             }
         }
         Task::Compaction(t) => add(&t.table, t.added.iter().map(|f| f.path().to_string()).collect()),
-        Task::Suspend(_) => {}
+        Task::Suspend(_) | Task::Resolve(_) => {}
     }
     held
 }
@@ -433,6 +497,7 @@ pub(crate) mod tests {
                 leader_epochs: BTreeMap::new(),
             },
             created_at_ms: 0,
+            dead_letters_of: None,
         }
     }
 
@@ -570,5 +635,18 @@ pub(crate) mod tests {
         assert!(id(&"t".repeat(249), 6).len() <= 128);
         let Task::Suspend(s) = back else { panic!() };
         assert_eq!(s.reason(), "bad record: topic orders partition 2 offset 6 in orders-2/0.log: bad enum");
+    }
+
+    #[test]
+    fn a_resolve_task_round_trips_one_id_per_decision() {
+        let table = TableName { namespace: "kafka".into(), name: "orders".into() };
+        let task = Task::Resolve(Box::new(ResolveTask::new(table.clone(), "orders", 0, 1005, true)));
+        let json = task.to_json().unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((value["kind"].as_str(), value["commit"].as_bool()), (Some("resolve"), Some(true)));
+        assert_eq!(Task::from_json(json.as_bytes()).unwrap(), task);
+        let id = |offset, commit| ResolveTask::new(table.clone(), "orders", 0, offset, commit).task_id;
+        assert_eq!(task.task_id(), id(1005, true));
+        assert!(id(1005, true) != id(1005, false) && id(1005, true) != id(1006, true));
     }
 }

@@ -49,9 +49,6 @@
 //! the `expire` step sets. The other engine stamps its commits after the table's latest
 //! time, as Java's writers must (PyIceberg would write a snapshot log out of order after a
 //! clock ahead, which iceberg-rust refuses to read).
-//!
-//! `FLOE_LIFECYCLE_KNOWN_BUGS=1` lets the sequences reach bugs known and not fixed yet
-//! (ops.rs: `KNOWN_DLQ_RECUT`).
 
 mod model;
 mod ops;

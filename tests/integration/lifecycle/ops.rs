@@ -364,9 +364,8 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
         if on("dup") && rng.chance(30) && log.segments.len() > 1 {
             let k = rng.range(0, log.segments.len() as u64 - 1) as usize;
             let (a, b) = (log.segments[k], log.segments[k + 1]);
-            // Again as it was, or re-cut: from inside one to the end of the next. Not
-            // re-cut in mode `dlq`: a known bug (see KNOWN_DLQ_RECUT).
-            let recut = rng.chance(50) && (mode != BadRecords::Dlq || known_bugs());
+            // Again as it was, or re-cut: from inside one to the end of the next.
+            let recut = rng.chance(50);
             let again = if recut { (rng.range(a.0 as u64, a.1 as u64 + 1) as i64, b.1) } else { a };
             if !segments.iter().any(|(l, s)| *l == log.id() && s.0 == again.0) {
                 segments.push((log.id(), again));
@@ -381,16 +380,6 @@ fn floe(rng: &mut Rng, logs: &mut [Log], evolved: &mut bool, scene: &Scene) -> S
     let ahead = on("clock") && !segments.is_empty() && rng.chance(12);
     let ahead_days = if ahead { *rng.pick(&[2, 9, 30]) } else { 0 };
     Step::Floe { segments, mode, kill_after_ms, evolves, ahead_days }
-}
-
-/// KNOWN_DLQ_RECUT: a segment re-delivered re-cut in mode `dlq`, spanning offsets the
-/// table committed before in another mode, adds dead letters for the bad records at those
-/// offsets (the dead-letter table keeps offsets of its own, which had none of them): the
-/// dead-letter table then holds records the table counted already, and the audit finds a
-/// surplus. Left out of the sequences unless `FLOE_LIFECYCLE_KNOWN_BUGS=1` (found by seed
-/// 1 once `bad_txn` was added: a `skip` run, then a `dlq` one re-delivering 5000-5043).
-fn known_bugs() -> bool {
-    std::env::var_os("FLOE_LIFECYCLE_KNOWN_BUGS").is_some()
 }
 
 /// Producers writing transactions to one partition, at most.

@@ -206,6 +206,12 @@ pub async fn handle_committer_event(
     for (((task_id, result), (_, message, group)), task) in report.results.iter().zip(&message_of_task).zip(&tasks) {
         let group_failed = group.as_ref().and_then(|g| failed_groups.get(g)).copied();
         let failed = match result {
+            // A decision refused (the part not stranded, or its table gone) is done
+            // with: kept, it would hold the table's later tasks behind it.
+            TaskResult::Failed { error, retryable: false } if matches!(task, floe_core::task::Task::Resolve(_)) => {
+                tracing::error!(%task_id, %error, "an operator's decision refused: dropped");
+                None
+            }
             TaskResult::Failed { error, retryable } => {
                 tracing::error!(%task_id, message_id = ?message.message_id, %error, retryable,
                     "task not committed; it stays in the queue");

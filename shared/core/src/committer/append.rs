@@ -8,15 +8,15 @@ use std::time::Instant;
 use iceberg::spec::{DataFile, Operation};
 
 use super::layout::TableLayout;
-use super::plan::{self, AppendPlan, FileAction, plan_append};
+use super::plan::{self, AppendPlan, FileAction, TableRecord, plan_append};
 use super::{BatchReport, CommitError, CommittedSnapshot, Committer, TaskResult};
 use crate::lock::Lease;
 use crate::lock::registry::Activity;
 use crate::metrics;
 use crate::table::snapshot::SnapshotChange;
 use crate::table::state::STATE_KEY;
-use crate::table::{LoadedTable, TableError, floe_summary};
-use crate::task::{CommitTask, SuspendTask, TableName};
+use crate::table::{LoadedTable, TableError, floe_summary, load};
+use crate::task::{CommitTask, ResolveTask, SuspendTask, TableName};
 
 impl Committer {
     /// Commits a batch; one snapshot per table at most (plus one per dead-letter table),
@@ -32,11 +32,42 @@ impl Committer {
         tasks: &[&CommitTask],
         deadline: Option<Instant>,
     ) -> (Vec<(String, TaskResult)>, Option<CommittedSnapshot>) {
+        let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+        self.append(table, &ids, deadline, async |lease| self.try_commit(table, tasks, lease).await).await
+    }
+
+    /// An operator's decision on a stranded transaction part: one snapshot of the table,
+    /// under its lease ([`plan::plan_decision`]).
+    pub(super) async fn decide(&self, task: &ResolveTask, deadline: Option<Instant>) -> TaskResult {
+        let table = &task.table;
+        let attempt = async |lease: &mut Lease| {
+            let missing = || CommitError::Task {
+                table: table.to_string(),
+                task_id: task.task_id.clone(),
+                detail: "no such table".into(),
+            };
+            let loaded = load(self.catalog.as_ref(), &self.file_io, table).await?.ok_or_else(missing)?;
+            let record = self.record(&loaded).await?;
+            let plan = plan::plan_decision(&record, task)?;
+            self.append_planned(&loaded, &record, plan, &[], lease).await
+        };
+        let (mut results, _) = self.append(table, &[&task.task_id], deadline, attempt).await;
+        results.pop().map_or(TaskResult::AlreadyCommitted, |(_, result)| result)
+    }
+
+    /// Runs `attempt` (one append of `table` for the tasks `ids`) under the table's
+    /// lease, retried on conflicts, then what follows the commit: dead letters
+    /// published, suspensions. A failure fails every task.
+    async fn append(
+        &self,
+        table: &TableName,
+        ids: &[&str],
+        deadline: Option<Instant>,
+        attempt: impl AsyncFnMut(&mut Lease) -> Result<Appended, CommitError>,
+    ) -> (Vec<(String, TaskResult)>, Option<CommittedSnapshot>) {
         let fail_all = |error: String, retryable: bool| {
-            let results = tasks
-                .iter()
-                .map(|t| (t.task_id.clone(), TaskResult::Failed { error: error.clone(), retryable }))
-                .collect();
+            let results =
+                ids.iter().map(|id| (id.to_string(), TaskResult::Failed { error: error.clone(), retryable })).collect();
             (results, None)
         };
         let key = table.to_string();
@@ -50,13 +81,11 @@ impl Committer {
             Ok(lease) => lease,
             Err((error, retryable)) => return fail_all(error, retryable),
         };
-        let outcome = self
-            .guarded_attempts(table, &mut lease, deadline, async |lease| self.try_commit(table, tasks, lease).await)
-            .await;
+        let outcome = self.guarded_attempts(table, &mut lease, deadline, attempt).await;
         self.release(table, &lease).await;
         metrics::record_table(&metrics::COMMIT_LATENCY, &key, started.elapsed().as_secs_f64() * 1000.0);
         if outcome.is_err() {
-            metrics::record_table(&metrics::COMMIT_FAILURES, &key, tasks.len() as f64);
+            metrics::record_table(&metrics::COMMIT_FAILURES, &key, ids.len() as f64);
         }
         self.note_outcome(table, Activity::Commit, &outcome).await;
         if let Ok(appended) = &outcome {
@@ -101,8 +130,23 @@ impl Committer {
     ) -> Result<Appended, CommitError> {
         let written_at = tasks.iter().find_map(|t| t.table_location.as_deref());
         let loaded = self.load_or_create(table, &tasks[0].schema, written_at).await?;
-        let record = self.record(&loaded).await?;
-        let mut plan = plan_append(&record, tasks)?;
+        let mut record = self.record(&loaded).await?;
+        record.decided_by = self.decided_by(tasks).await?;
+        let plan = plan_append(&record, tasks)?;
+        self.append_planned(&loaded, &record, plan, tasks, lease).await
+    }
+
+    /// Applies and publishes `plan` (of `tasks`, none for an operator's decision), when it
+    /// commits anything.
+    async fn append_planned(
+        &self,
+        loaded: &LoadedTable,
+        record: &TableRecord,
+        mut plan: AppendPlan,
+        tasks: &[&CommitTask],
+        lease: &mut Lease,
+    ) -> Result<Appended, CommitError> {
+        let table = &loaded.name;
         if !plan.commits() {
             // Dead letters a commit queued and could not publish: published now.
             let dead_letters_queued = record.state.dead_letters_waiting(&record.published_dead_letters) > 0;
@@ -112,12 +156,12 @@ impl Committer {
             // For status: how long each part has waited for its marker (wall clock).
             state.mark_pending_since(crate::lock::now_ms());
         }
-        let mut change = self.apply(&loaded, &plan, lease).await?;
+        let mut change = self.apply(loaded, &plan, lease).await?;
         if let Some(newest) = newest_committed(tasks, &plan.results) {
             change.properties.insert(crate::table::MAX_TIMESTAMP_KEY.into(), newest.to_string());
         }
         let (files, records) = (change.added.len(), change.added.iter().map(|f| f.record_count()).sum::<u64>());
-        let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
+        let (snapshot_id, at_ms) = self.publish(loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
         record_commit(table, tasks, &plan.results, records, at_ms);
         let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: plan.tasks, files, records };

@@ -148,6 +148,7 @@ pub(super) fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     }
     let mut dlq = task.clone();
     dlq.table = table;
+    dlq.dead_letters_of = Some(task.table.clone());
     // Written under the dead-letter table's location, not the main table's.
     dlq.table_location = None;
     dlq.data_files = task.dead_letter_files.clone();

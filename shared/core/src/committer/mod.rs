@@ -72,6 +72,7 @@ use crate::lock::registry::TableRegistry;
 use crate::lock::{Clock, LockError, TableLocks};
 use crate::partition::describe;
 use crate::retry::RetryPolicy;
+use crate::table::offsets::CommittedOffsets;
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{
     LoadedTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
@@ -256,6 +257,12 @@ impl Committer {
                 suspended.push((s.task_id.clone(), self.suspend(s).await));
             }
         }
+        // Operators' decisions on stranded transaction parts: rare, one at a time.
+        for task in tasks {
+            if let Task::Resolve(r) = task {
+                suspended.push((r.task_id.clone(), self.decide(r, deadline).await));
+            }
+        }
         let compactions: Vec<&CompactionTask> =
             tasks.iter().filter_map(|t| if let Task::Compaction(c) = t { Some(&**c) } else { None }).collect();
         let data: Vec<&CommitTask> =
@@ -320,6 +327,24 @@ impl Committer {
             rowless: rowless_offsets(&loaded.name, metadata)?,
             offsets: committed_offsets(&loaded.name, metadata)?,
             state,
+            decided_by: HashMap::new(),
         })
+    }
+
+    /// For dead-letter parts: the offsets each of their own tables holds (none, for a
+    /// table not made yet).
+    async fn decided_by(&self, tasks: &[&CommitTask]) -> Result<HashMap<TableName, CommittedOffsets>, CommitError> {
+        let mut decided = HashMap::new();
+        for main in tasks.iter().filter_map(|t| t.dead_letters_of.as_ref()) {
+            if decided.contains_key(main) {
+                continue;
+            }
+            let offsets = match load(self.catalog.as_ref(), &self.file_io, main).await? {
+                Some(loaded) => committed_offsets(main, &loaded.metadata)?,
+                None => CommittedOffsets::default(),
+            };
+            decided.insert(main.clone(), offsets);
+        }
+        Ok(decided)
     }
 }

@@ -34,7 +34,7 @@ use crate::schema::plan_above;
 use crate::table::offsets::CommittedOffsets;
 use crate::table::rowless::RowlessOffsets;
 use crate::table::state::{MarkerEntry, PendingEntry, TableState};
-use crate::task::{BadRecord, CommitTask, CompactionTask, OffsetRange, TableName, TaskFile};
+use crate::task::{BadRecord, CommitTask, CompactionTask, OffsetRange, ResolveTask, TableName, TaskFile};
 
 /// What Floe's last snapshot of a table says, and the table's current schema and spec.
 #[derive(Debug, Clone)]
@@ -51,6 +51,11 @@ pub struct TableRecord {
     /// Per dead-letter table of the state's queued dead letters, the highest number it
     /// holds ([`crate::table::dead_letters`]).
     pub published_dead_letters: HashMap<TableName, u64>,
+    /// For a dead-letter table: the offsets its tasks' own tables hold
+    /// ([`CommitTask::dead_letters_of`]). A record at one of them was decided there
+    /// already (skipped, suspended or a dead letter), perhaps in another mode: its dead
+    /// letter is not added again.
+    pub decided_by: HashMap<TableName, CommittedOffsets>,
 }
 
 /// How a file was written: its schema, partition spec (`None`: unpartitioned), Kafka
@@ -180,6 +185,42 @@ pub fn plan_append(record: &TableRecord, tasks: &[&CommitTask]) -> Result<Append
     Ok(draft.finish(aborted))
 }
 
+/// Plans an operator's decision on a stranded transaction part ([`ResolveTask`]): its
+/// records added (COMMIT) or counted without rows (ABORT), as a marker would have; the
+/// rest of the table state resolved as any append resolves it. Refused, for good, when
+/// the part may still meet its marker; nothing to commit when it is decided already.
+pub fn plan_decision(record: &TableRecord, task: &ResolveTask) -> Result<AppendPlan, CommitError> {
+    let mut draft = Draft::new(record);
+    let part = draft.state.take_stranded(&draft.offsets, &task.topic, task.partition, task.first_offset);
+    let mut aborted = match part {
+        Err(refused) => {
+            let refused = TaskResult::Failed { error: refused, retryable: false };
+            draft.results.push((task.task_id.clone(), refused));
+            return Ok(draft.finish(Vec::new()));
+        }
+        Ok(None) => {
+            tracing::info!(table = %draft.table, task_id = %task.task_id, partition = task.partition,
+                first_offset = task.first_offset, "no stranded part there: decided already");
+            draft.results.push((task.task_id.clone(), TaskResult::AlreadyCommitted));
+            return Ok(draft.finish(Vec::new()));
+        }
+        Ok(Some(entry)) if task.commit => {
+            draft.commit_pending(&entry)?;
+            Vec::new()
+        }
+        Ok(Some(entry)) => {
+            draft.count_aborted(&entry);
+            vec![entry]
+        }
+    };
+    tracing::warn!(table = %draft.table, task_id = %task.task_id, partition = task.partition,
+        first_offset = task.first_offset, commit = task.commit, "a stranded transaction decided by an operator");
+    draft.tasks += 1;
+    draft.results.push((task.task_id.clone(), TaskResult::Committed));
+    aborted.extend(draft.resolve_transactions()?);
+    Ok(draft.finish(aborted))
+}
+
 /// An append being planned: the table's record as the tasks taken so far leave it, and
 /// what the plan has decided.
 struct Draft<'a> {
@@ -241,6 +282,7 @@ impl<'a> Draft<'a> {
             .offsets
             .get(&log, task.partition)
             .map_or_else(|| vec![(range.first, range.last)], |set| set.missing(range.first, range.last));
+        let missing = self.undecided(task, missing);
         if missing.is_empty() {
             tracing::info!(table = %self.table, task_id = %task.task_id, partition = task.partition,
                 first_offset = range.first, last_offset = range.last, "already committed: dropped");
@@ -265,6 +307,17 @@ impl<'a> Draft<'a> {
         self.skipped_records += task.skipped_records;
         self.results.push((task.task_id.clone(), TaskResult::Committed));
         Ok(())
+    }
+
+    /// Of a dead-letter part's `missing` offsets, those its own table does not hold.
+    fn undecided(&self, task: &CommitTask, missing: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+        let Some(main) = task.dead_letters_of.as_ref().and_then(|t| self.record.decided_by.get(t)) else {
+            return missing;
+        };
+        let Some(held) = main.get(&main.log_of(&task.topic, task.source.topic_id.as_deref()), task.partition) else {
+            return missing;
+        };
+        missing.into_iter().flat_map(|(first, last)| held.missing(first, last)).collect()
     }
 
     /// The table's schema evolved by `written`'s columns (`what` wrote them, for the error).
@@ -645,6 +698,7 @@ mod tests {
                 leader_epochs: BTreeMap::new(),
             },
             created_at_ms: 0,
+            dead_letters_of: None,
         }
     }
 
@@ -680,6 +734,7 @@ mod tests {
             last_column_id: schema(false).highest_field_id(),
             spec: PartitionSpec::unpartition_spec(),
             offsets,
+            decided_by: HashMap::new(),
             rowless: RowlessOffsets::default(),
             state: TableState::default(),
             published_dead_letters: HashMap::new(),
@@ -742,6 +797,34 @@ mod tests {
             assert_eq!(encoded(&plan), *after);
             assert_eq!(plan.commits(), *result == Committed);
         }
+    }
+
+    #[test]
+    fn a_dead_letter_part_adds_only_offsets_its_own_table_has_not_decided() {
+        use FileAction::*;
+        use TaskResult::*;
+        let main = TableName { namespace: "kafka".into(), name: "orders".into() };
+        // The dead-letter table holds 0-4; the main table 0-14 (5-14 in mode `skip`).
+        let mut dlq = record(&[(0, 4)]);
+        dlq.decided_by.insert(main.clone(), record(&[(0, 14)]).offsets);
+        let part = |first, last| CommitTask { dead_letters_of: Some(main.clone()), ..task("t", first, last) };
+        // (task offsets, result, files added, the dead-letter table's offsets after)
+        type Case<'a> = ((i64, i64), TaskResult, Vec<(&'a str, FileAction)>, &'a str);
+        let cases: &[Case] = &[
+            ((10, 19), Committed, vec![("10-19.parquet", Trim(vec![(15, 19)]))], "0-4,15-19"),
+            ((5, 14), AlreadyCommitted, vec![], "0-4"),
+            ((20, 29), Committed, vec![("20-29.parquet", Adopt)], "0-4,20-29"),
+        ];
+        for ((first, last), result, files, after) in cases {
+            let plan = plan_append(&dlq, &[&part(*first, *last)]).unwrap();
+            assert_eq!(results(&plan), vec![("t", result)], "{first}-{last}");
+            let expected: Vec<(String, FileAction)> = files.iter().map(|(p, a)| (p.to_string(), a.clone())).collect();
+            assert_eq!(actions(&plan), expected, "{first}-{last}");
+            assert_eq!(encoded(&plan), *after, "{first}-{last}");
+        }
+        // A task of the main table itself is not held back by what the main table holds.
+        let plan = plan_append(&dlq, &[&task("t", 10, 19)]).unwrap();
+        assert_eq!(actions(&plan), vec![("10-19.parquet".to_string(), Adopt)]);
     }
 
     #[test]
@@ -848,6 +931,55 @@ mod tests {
             assert_eq!(evolved.as_struct().field_by_name("note").map(|f| f.id), Some(4));
             assert_eq!(actions(&plan), [("5-9.parquet".to_string(), FileAction::Renumber)]);
         }
+    }
+
+    /// Producer 7's part 1005-1009 of a log starting at 1000, everything to 1099
+    /// committed, and two of its markers (1050, 1090) gone from the state: stranded.
+    fn stranded() -> TableRecord {
+        let open = with_open(task("s0", 1000, 1009), (1005, 1009));
+        let empty = record(&[]);
+        let mut record = record(&[(1000, 1099)]);
+        record.state = plan_append(&empty, &[&open]).unwrap().state.unwrap();
+        let marker = TxnMarker { producer_id: 7, producer_epoch: 0, offset: 1090, commit: true, timestamp: None };
+        let departed =
+            crate::table::state::Departed { topic: "orders".into(), partition: 0, marker, below: Some(1050) };
+        record.state.departed.push(departed);
+        assert_eq!(record.state.stranded(&record.offsets).len(), 1);
+        record
+    }
+
+    #[test]
+    fn an_operator_s_decision_ends_a_stranded_part_as_its_marker_would_have() {
+        let orders = TableName { namespace: "kafka".into(), name: "orders".into() };
+        let decide = |commit| ResolveTask::new(orders.clone(), "orders", 0, 1005, commit);
+        let (commit, abort) = (decide(true), decide(false));
+        // Committed: its file added, the part gone from the state.
+        let plan = plan_decision(&stranded(), &commit).unwrap();
+        assert_eq!(results(&plan), vec![(commit.task_id.as_str(), &TaskResult::Committed)]);
+        assert_eq!(actions(&plan), vec![("1005-1009.parquet".to_string(), FileAction::Adopt)]);
+        assert!(plan.commits() && plan.state.as_ref().unwrap().pending.is_empty());
+        // Aborted: no file, its records counted without rows.
+        let aborted = plan_decision(&stranded(), &abort).unwrap();
+        assert!(aborted.commits() && aborted.files.is_empty());
+        assert_eq!(aborted.aborted.len(), 1);
+        let mut rowless = stranded().rowless;
+        rowless.add("orders", 0, 5);
+        assert_eq!(aborted.rowless.to_summary().collect::<Vec<_>>(), rowless.to_summary().collect::<Vec<_>>());
+        assert_ne!(aborted.rowless.to_summary().count(), 0);
+        // Decided already: nothing to commit, and no error.
+        let mut after = stranded();
+        after.state = plan.state.unwrap();
+        let again = plan_decision(&after, &commit).unwrap();
+        assert_eq!(results(&again), vec![(commit.task_id.as_str(), &TaskResult::AlreadyCommitted)]);
+        assert!(!again.commits());
+        // A part that may still meet its marker: refused, for good.
+        let mut waiting = stranded();
+        waiting.state.departed.clear();
+        let refused = plan_decision(&waiting, &commit).unwrap();
+        assert!(!refused.commits());
+        assert!(
+            matches!(&refused.results[0].1, TaskResult::Failed { retryable: false, error } if error.contains("not stranded"))
+        );
     }
 
     #[test]

@@ -420,10 +420,37 @@ impl TableState {
             format!(
                 "transaction records wait for a marker that came and left before them: {}; their markers were \
                  written more than the topic's transaction_timeout after their records: raise transaction_timeout \
-                 to the brokers' transaction.max.timeout.ms",
+                 to the brokers' transaction.max.timeout.ms, and end each part as Kafka ended its transaction \
+                 (`floe local resolve` or `floe aws resolve`, its partition and first offset, --commit or --abort)",
                 parts.join("; ")
             )
         })
+    }
+
+    /// Takes out the [`Self::stranded`] part of log `topic`, `partition` starting at
+    /// `first_offset`, for an operator's decision on it: `Ok(None)` when no part starts
+    /// there (decided already, or never pending), an error when the part there is not
+    /// stranded (it may still meet its marker).
+    pub fn take_stranded(
+        &mut self,
+        committed: &CommittedOffsets,
+        topic: &str,
+        partition: i32,
+        first_offset: i64,
+    ) -> Result<Option<PendingEntry>, String> {
+        let at = |p: &PendingEntry| {
+            p.topic == topic && p.partition == partition && p.transaction.first_offset == first_offset
+        };
+        let Some(index) = self.pending.iter().position(at) else { return Ok(None) };
+        if self.departed_above(&self.pending[index], committed).is_none() {
+            let t = &self.pending[index].transaction;
+            return Err(format!(
+                "the transaction of producer {} at offsets {}-{} of {topic} partition {partition} is not stranded: \
+                 it waits for its marker, which may still come",
+                t.producer_id, t.first_offset, t.last_offset
+            ));
+        }
+        Ok(Some(self.pending.remove(index)))
     }
 
     /// Remembers `m`, leaving a run not starting at 0.
@@ -771,6 +798,19 @@ mod tests {
                 && reason.contains("transaction_timeout"),
             "{reason}"
         );
+        // An operator's decision takes it out; a part elsewhere is none, and one that may
+        // still meet its marker is refused.
+        let mut decided = state.clone();
+        assert_eq!(decided.take_stranded(&offsets, "t", 0, 1006), Ok(None));
+        let taken = decided.take_stranded(&offsets, "t", 0, 1005).unwrap().unwrap();
+        assert_eq!(taken.transaction.first_offset, 1005);
+        assert!(decided.pending.is_empty() && decided.stranded(&offsets).is_empty());
+        assert_eq!(decided.take_stranded(&offsets, "t", 0, 1005), Ok(None));
+        let mut waiting = state.clone();
+        waiting.pending = vec![pending(7, 1060, 1062)];
+        waiting.departed.clear();
+        let refused = waiting.take_stranded(&offsets, "t", 0, 1060).unwrap_err();
+        assert!(refused.contains("not stranded"), "{refused}");
         // A part above the older departed marker is the newer one's.
         state.pending = vec![pending(7, 1060, 1062)];
         assert_eq!(ranges(&state.resolve(&offsets).committed), vec![(1060, 1062)]);
