@@ -76,12 +76,7 @@ pub fn deployed_catalog_matches(
     deployed_bucket: Option<&str>,
 ) -> Result<(), String> {
     let Some(deployed) = deployed_type.filter(|t| !t.is_empty()) else { return Ok(()) };
-    let configured = match config.unwrap_or(&CatalogConfig::Glue) {
-        CatalogConfig::Glue => "glue",
-        CatalogConfig::Sql => "sql",
-        CatalogConfig::Rest(_) => "rest",
-        CatalogConfig::S3Tables(_) => "s3tables",
-    };
+    let configured = config.unwrap_or(&CatalogConfig::Glue).kind();
     if configured != deployed {
         return Err(format!(
             "floe.toml's catalog.type is \"{configured}\" but the stack was deployed with CatalogType={deployed}, \
