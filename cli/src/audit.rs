@@ -34,7 +34,7 @@ pub async fn local(warehouse: &Path, table: &str) -> anyhow::Result<AuditReport>
 /// Audits a table of a deployed stack in Glue, its files in S3 (path-style addressing
 /// with `path_style`: `FLOE_S3_PATH_STYLE=true`, as the functions read it).
 pub async fn aws(config: &SdkConfig, table: &str, path_style: bool) -> anyhow::Result<AuditReport> {
-    let tables = crate::aws::glue_tables(config, crate::aws::s3_client(config, path_style));
+    let tables = crate::aws::glue_tables(config, crate::aws::s3_client(config, path_style)).await?;
     stack_table(&tables, table).await
 }
 

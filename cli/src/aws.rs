@@ -5,12 +5,9 @@
 //! Credentials, region and endpoint come from the usual AWS environment (`AWS_PROFILE`,
 //! `AWS_REGION`, `AWS_ENDPOINT_URL`, …).
 
-use std::sync::Arc;
-
 use aws_config::SdkConfig;
+use floe_aws::catalogs::Host;
 use floe_aws::dynamodb::DynamoDbLocks;
-use floe_aws::glue::GlueCatalog;
-use floe_aws::s3::warehouse_file_io;
 use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::{MaintenanceEvent, TableRegistry};
@@ -29,12 +26,10 @@ pub fn s3_client(config: &SdkConfig, path_style: bool) -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(config).force_path_style(path_style).build())
 }
 
-/// The stack's tables, through Glue and, for their files, `s3`.
-pub fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> CatalogTables {
-    CatalogTables {
-        catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(config))),
-        file_io: warehouse_file_io(s3),
-    }
+/// The stack's tables, through Glue (the catalog without `[catalog]`) and, for their
+/// files, `s3`.
+pub async fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> anyhow::Result<CatalogTables> {
+    Ok(floe_aws::catalogs::open(None, Host::Aws { aws: config, s3 }).await?.tables())
 }
 
 /// The stack's floe.toml (`config_uri`: `s3://…` or a path, the stack's `ConfigUri`;
@@ -46,13 +41,14 @@ pub async fn stack_tables(
     config_uri: Option<&str>,
 ) -> anyhow::Result<(FloeConfig, CatalogTables)> {
     let floe_config = floe_aws::lambda::read_config(s3, config_uri).await?;
-    let catalog = floe_aws::catalogs::open(floe_config.catalog.as_ref(), config).await?;
-    Ok((floe_config, CatalogTables { catalog, file_io: warehouse_file_io(s3.clone()) }))
+    let opened =
+        floe_aws::catalogs::open(floe_config.catalog.as_ref(), Host::Aws { aws: config, s3: s3.clone() }).await?;
+    Ok((floe_config, opened.tables()))
 }
 
 /// [`status_of`] the stack's tables in Glue.
 pub async fn status(config: &SdkConfig, lock_table: &str, path_style: bool) -> anyhow::Result<Vec<TableStatus>> {
-    status_of(config, lock_table, &glue_tables(config, s3_client(config, path_style))).await
+    status_of(config, lock_table, &glue_tables(config, s3_client(config, path_style)).await?).await
 }
 
 /// Every table the stack commits to (dead-letter tables included), by name: its state

@@ -350,9 +350,8 @@ pub async fn status_in(warehouse: &Path, config: &FloeConfig) -> anyhow::Result<
     }
     namespaces.extend(registered.iter().map(|r| r.table.namespace.clone()));
     namespaces.extend(config.configured_tables().into_iter().map(|t| t.namespace));
-    let catalog = crate::warehouse::local_catalog(sqlite, config.catalog.as_ref()).await?;
-    let (file_io, _) = crate::warehouse::table_files(config.catalog.as_ref());
-    let tables = CatalogTables { catalog: catalog.clone(), file_io };
+    let opened = floe_aws::catalogs::open(config.catalog.as_ref(), floe_aws::catalogs::Host::Local { sqlite }).await?;
+    let (tables, catalog) = (opened.tables(), opened.catalog);
     let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();
     for namespace in namespaces {

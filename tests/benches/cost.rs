@@ -174,7 +174,7 @@ impl Stack {
             timeout: Duration::from_secs(300),
         };
         let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.aws));
-        committer(&self.aws, &env, std::sync::Arc::new(glue))
+        committer(&self.aws, &env, floe_aws::catalogs::OpenedCatalog::on_s3(std::sync::Arc::new(glue), self.s3.clone()))
     }
 
     fn compactor_env(&self) -> CompactorEnv {

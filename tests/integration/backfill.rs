@@ -93,7 +93,7 @@ async fn upload_payments(aws: &Aws, dir: &std::path::Path) {
 /// finds them before handing any (the functions' configuration, Glue and S3).
 async fn already_held(aws: &Aws, segments: &[backfill::Segment]) -> HashSet<String> {
     let config = FloeConfig::from_file(&aws.config_file).unwrap();
-    let tables = floe_cli::aws::glue_tables(&aws.config, aws.s3.clone());
+    let tables = floe_cli::aws::glue_tables(&aws.config, aws.s3.clone()).await.unwrap();
     backfill::already_held(&aws.s3, &aws.segments, segments, &config, &tables).await.unwrap()
 }
 

@@ -58,7 +58,7 @@ impl Subject {
 
     async fn rest(_case: &str) -> Subject {
         let server = RestServer::start();
-        let catalog = Arc::new(server.catalog().await);
+        let catalog = server.catalog().await;
         let file_io = floe_core::storage::local_file_io();
         Subject { backend: Backend::Rest(server), catalog, file_io, namespace: "kafka".into() }
     }

@@ -10,8 +10,8 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use floe_aws::rest_catalog::RestCatalog;
 use floe_core::catalog::Catalog;
+use floe_core::catalog::rest::{RestCatalog, RestHooks};
 use floe_core::config::{CatalogConfig, FloeConfig};
 use floe_core::table::TableName;
 use iceberg::spec::TableMetadata;
@@ -77,12 +77,12 @@ impl RestServer {
         report
     }
 
-    pub(crate) async fn catalog(&self) -> RestCatalog {
+    pub(crate) async fn catalog(&self) -> std::sync::Arc<RestCatalog> {
         set_credential();
         let Some(CatalogConfig::Rest(rest)) = FloeConfig::parse(&self.config_toml()).unwrap().catalog else {
             panic!("not a REST catalog")
         };
-        RestCatalog::connect(&rest, None).await.unwrap()
+        RestCatalog::connect(&rest, RestHooks::default()).await.unwrap()
     }
 
     fn read(&self, table: &str) -> Read {

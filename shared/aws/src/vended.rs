@@ -1,10 +1,11 @@
 //! The S3 clients of the warehouse's files: the process's own, and per location prefix
-//! the one a REST catalog vended for a table ([`S3Clients`]); and the vended credentials
-//! as a `loadTable` answer states them ([`VendedS3::from_load_result`]).
+//! the one a REST catalog vended for a table ([`S3Clients`], over [`VendedRoutes`]). The
+//! vended credentials themselves, as a `loadTable` answer states them, are the REST
+//! catalog's (`floe_core::catalog::rest::vended`).
 //!
 //! ```text
 //!  RestCatalog loadTable / stage-create  (X-Iceberg-Access-Delegation: vended-credentials)
-//!     └─ config + storage-credentials ─▶ VendedS3 per prefix ─▶ vended_routes().register(table, …)
+//!     └─ config + storage-credentials ─▶ VendedS3 per prefix ─▶ VendedRoutes::register(table, …)
 //!  FileIO (s3.rs) and the sweep's listing (files.rs), for each path:
 //!     S3Clients::client(path) ─▶ the longest registered prefix of the path: its vended client
 //!                                 (the table reloaded first when its credentials are due)
@@ -14,143 +15,37 @@
 //! Every read and write of a table's files goes through a `FileIO` or the sweep's
 //! listing with a path under the table's location, so routing by location prefix (as the
 //! spec's `storage-credentials` do) gives each table its credentials without the core
-//! knowing about them: the catalog registers, the storage looks up. The routes are one
-//! table per process ([`vended_routes`]): credentials are a fact about the files under a
-//! location, whichever catalog learnt them, so no `FileIO` (the committer's, the
-//! materializer's, the compactor's, the CLI's) needs to be built for its catalog.
+//! knowing about them: the catalog registers, the storage looks up. The routes are made
+//! with the catalog (`crate::catalogs::open`) and handed to both: the REST catalog
+//! registers into them, the `FileIO` and the sweep's listing of the same catalog read
+//! them. Nothing is process-global.
 //!
-//! Refresh: a credential with an expiry (`s3.session-token-expires-at-ms` or
-//! `expiration-time`, milliseconds since the epoch) is due at 80% of the life it had
-//! when received ([`refresh_at_ms`]); one that S3 refuses (403) is due at once. A due
-//! credential's table is loaded again from its catalog before the next use, which
+//! Refresh: a credential is due at 80% of its life (`refresh_at_ms`), or at once when S3
+//! refuses it (403). A due credential's table is loaded again from its catalog before the next use, which
 //! registers the new credentials; one caller reloads, the others go on with the keys in
 //! hand, and a reload that failed is tried again 5 seconds later.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::sync::{Arc, RwLock, Weak};
 
-use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
 use aws_sdk_s3::config::{
     BehaviorVersion, ConfigBag, Credentials, IdentityCache, Intercept, ProvideCredentials, Region, RuntimeComponents,
 };
 use aws_sdk_s3::error::BoxError;
-use serde_json::{Map, Value};
 
+use floe_core::catalog::rest::vended::{ReloadTable, StorageCredentials, VendedS3, refresh_at_ms};
 use floe_core::table::TableName;
 
-/// The shortest time a credential is used before it is due again (one received
-/// already expired is not reloaded for every request).
-const MIN_USE_MS: i64 = 1_000;
 /// After a reload is tried, the next waits this long, and requests meanwhile go on with
 /// the keys in hand: while the catalog is down, its requests do not multiply with S3's.
 const RELOAD_RETRY_MS: i64 = 5_000;
 
-/// S3 credentials and settings a catalog vended for the files under `prefix`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VendedS3 {
-    pub prefix: String,
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    pub session_token: Option<String>,
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    pub path_style: Option<bool>,
-    pub expires_at_ms: Option<i64>,
-}
-
-impl VendedS3 {
-    /// The vended S3 credentials of a `LoadTableResult` (or a stage-create's answer) of
-    /// a table at `location`: each `storage-credentials` entry of an S3 prefix holding S3 keys, its
-    /// `config` over the table's `config`, for its prefix; else the table's `config`
-    /// when it holds S3 keys, for the whole location. Empty: nothing vended.
-    pub fn from_load_result(location: &str, answer: &Value) -> Vec<VendedS3> {
-        let table = answer["config"].as_object().cloned().unwrap_or_default();
-        let entries: Vec<VendedS3> = answer["storage-credentials"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|entry| {
-                let prefix = entry["prefix"].as_str().filter(|p| is_s3(p))?;
-                let mut config = table.clone();
-                config.extend(entry["config"].as_object().cloned().unwrap_or_default());
-                VendedS3::from_config(prefix, &config)
-            })
-            .collect();
-        if !entries.is_empty() {
-            return entries;
-        }
-        VendedS3::from_config(location, &table).into_iter().collect()
-    }
-
-    /// `None` unless `config` holds an access key id and a secret.
-    fn from_config(prefix: &str, config: &Map<String, Value>) -> Option<VendedS3> {
-        let text = |key: &str| match config.get(key)? {
-            Value::String(s) if !s.is_empty() => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            _ => None,
-        };
-        let expires_at_ms = ["s3.session-token-expires-at-ms", "expiration-time"]
-            .iter()
-            .find_map(|key| text(key).and_then(|v| v.parse::<i64>().ok()));
-        Some(VendedS3 {
-            prefix: prefix.trim_end_matches('/').to_string(),
-            access_key_id: text("s3.access-key-id")?,
-            secret_access_key: text("s3.secret-access-key")?,
-            session_token: text("s3.session-token"),
-            endpoint: text("s3.endpoint"),
-            region: text("s3.region").or_else(|| text("client.region")),
-            path_style: text("s3.path-style-access").map(|v| v.eq_ignore_ascii_case("true")),
-            expires_at_ms,
-        })
-    }
-
-    /// Whether `path` is one of this credential's files.
-    fn covers(&self, path: &str) -> bool {
-        let (path, prefix) = (normal(path), normal(&self.prefix));
-        path.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    }
-
-    /// The same place and settings: the client made for them is kept, with new keys.
-    fn same_client(&self, other: &VendedS3) -> bool {
-        (&self.prefix, &self.endpoint, &self.region, self.path_style)
-            == (&other.prefix, &other.endpoint, &other.region, other.path_style)
-    }
-
-    fn credentials(&self) -> Credentials {
-        let (id, secret, token) = (&self.access_key_id, &self.secret_access_key, self.session_token.clone());
-        Credentials::new(id, secret, token, None, "rest-catalog-vended")
-    }
-}
-
-fn is_s3(path: &str) -> bool {
-    normal(path).starts_with("s3://")
-}
-
-/// `s3a://` and `s3n://` are `s3://` (as tables may name their files either way).
-fn normal(path: &str) -> String {
-    for scheme in ["s3a://", "s3n://"] {
-        if let Some(rest) = path.strip_prefix(scheme) {
-            return format!("s3://{rest}");
-        }
-    }
-    path.to_string()
-}
-
-/// When a credential received at `received_ms` is due for a reload: at 80% of its life
-/// (as the catalog's OAuth2 token), at least a second after it came; `None` (never)
-/// without an expiry.
-pub fn refresh_at_ms(received_ms: i64, expires_at_ms: Option<i64>) -> Option<i64> {
-    let life = expires_at_ms? - received_ms;
-    Some(received_ms + (life / 5 * 4).max(MIN_USE_MS))
-}
-
-/// What reloads a table, registering its new vended credentials (the REST catalog).
-#[async_trait]
-pub trait ReloadTable: Send + Sync {
-    async fn reload(&self, table: &TableName) -> Result<(), String>;
+/// The keys of a vended credential, as the SDK signs with them.
+fn credentials(v: &VendedS3) -> Credentials {
+    let (id, secret, token) = (&v.access_key_id, &v.secret_access_key, v.session_token.clone());
+    Credentials::new(id, secret, token, None, "rest-catalog-vended")
 }
 
 /// The client of one vended place, kept while the catalog vends it new keys: the keys
@@ -167,7 +62,7 @@ impl Signer {
     /// An S3 client signing with `v`'s keys, on its endpoint, region and addressing where
     /// given (else `base`'s; path-style with a vended endpoint).
     fn new(v: &VendedS3, base: Option<&aws_config::SdkConfig>) -> Signer {
-        let keys = Arc::new(RwLock::new(v.credentials()));
+        let keys = Arc::new(RwLock::new(credentials(v)));
         let refused = Arc::new(AtomicBool::new(false));
         let mut config = match base {
             Some(aws) => aws_sdk_s3::config::Builder::from(aws),
@@ -188,7 +83,7 @@ impl Signer {
 
     /// Signs with `v`'s keys from now on, no longer refused.
     fn rekey(&self, v: &VendedS3) {
-        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = v.credentials();
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = credentials(v);
         self.refused.store(false, Ordering::Relaxed);
     }
 }
@@ -239,31 +134,31 @@ impl Route {
     }
 }
 
-/// The vended credentials in use in this process, by location prefix: a fact about the
-/// files under a location, whichever catalog learnt it, so one table for the process
-/// ([`vended_routes`]) serves every `FileIO` and listing without plumbing.
+/// The vended credentials in use, by location prefix: a fact about the files under a
+/// location, whichever table of the catalog learnt it. Made with the catalog, shared by
+/// it (registering) and its storage ([`S3Clients`], looking up).
 #[derive(Default)]
 pub struct VendedRoutes {
     routes: RwLock<Vec<Route>>,
-}
-
-/// The process's [`VendedRoutes`].
-pub fn vended_routes() -> &'static VendedRoutes {
-    static ROUTES: OnceLock<VendedRoutes> = OnceLock::new();
-    ROUTES.get_or_init(VendedRoutes::default)
+    /// The configuration a new vended client starts from (the catalog's AWS one, if any).
+    base: Option<aws_config::SdkConfig>,
 }
 
 impl VendedRoutes {
-    /// Replaces the vended credentials of `table` at `location` by `vended` (none: the own
-    /// client again); `base` is the configuration a new client starts from (the catalog's
-    /// AWS one, if any); `reloader` loads the table again when a credential is due.
-    /// Registrations are by location: two catalogs' tables of one name do not meet.
-    pub fn register(
+    /// No routes yet; `base`: the configuration a new vended client starts from (the
+    /// catalog's AWS one; none: the SDK's defaults).
+    pub fn new(base: Option<aws_config::SdkConfig>) -> Arc<VendedRoutes> {
+        Arc::new(VendedRoutes { routes: RwLock::default(), base })
+    }
+}
+
+impl StorageCredentials for VendedRoutes {
+    /// Registrations are by location: two tables of one name in other places do not meet.
+    fn register(
         &self,
         table: &TableName,
         location: &str,
         vended: Vec<VendedS3>,
-        base: Option<&aws_config::SdkConfig>,
         reloader: Weak<dyn ReloadTable>,
         now_ms: i64,
     ) {
@@ -276,7 +171,7 @@ impl VendedRoutes {
                     signer.rekey(&v);
                     signer
                 }
-                None => Signer::new(&v, base),
+                None => Signer::new(&v, self.base.as_ref()),
             };
             let refresh_at_ms = refresh_at_ms(now_ms, v.expires_at_ms);
             let (table, location) = (table.clone(), location.to_string());
@@ -294,7 +189,9 @@ impl VendedRoutes {
         routes.retain(|r| r.location != location && !made.iter().any(|m| m.vended.prefix == r.vended.prefix));
         routes.extend(made);
     }
+}
 
+impl VendedRoutes {
     /// The vended client for `path`, its table reloaded first when due (at most once per
     /// 5 seconds); `None`: no catalog vended credentials for it.
     pub async fn client(&self, path: &str) -> Option<Client> {
@@ -324,31 +221,43 @@ impl VendedRoutes {
     }
 }
 
-/// The warehouse's S3 clients: the vended one of a path's table ([`vended_routes`]), else
-/// the process's own.
+/// The warehouse's S3 clients: the vended one of a path's table (its catalog's
+/// [`VendedRoutes`]), else the process's own.
 pub struct S3Clients {
     own: tokio::sync::OnceCell<Client>,
+    /// The catalog's vended credentials; none: it vends none.
+    routes: Option<Arc<VendedRoutes>>,
     /// For an own client made on first use (`floe local`): path-style addressing.
     path_style: bool,
 }
 
 impl S3Clients {
-    /// `own` for every path no catalog vended credentials for.
+    /// `own` for every path.
     pub fn new(own: Client) -> Arc<S3Clients> {
-        Arc::new(S3Clients { own: tokio::sync::OnceCell::new_with(Some(own)), path_style: false })
+        Arc::new(S3Clients { own: tokio::sync::OnceCell::new_with(Some(own)), routes: None, path_style: false })
+    }
+
+    /// The client `routes` holds for a path's table, else `own`.
+    pub fn vended(own: Client, routes: Arc<VendedRoutes>) -> Arc<S3Clients> {
+        Arc::new(S3Clients { own: tokio::sync::OnceCell::new_with(Some(own)), routes: Some(routes), path_style: false })
     }
 
     /// The own client made from the default AWS configuration on first use only (a
     /// `floe local` run whose catalog vends every table's credentials never loads it);
     /// `AWS_S3_FORCE_PATH_STYLE=true` for path-style addressing.
-    pub fn lazy() -> Arc<S3Clients> {
+    /// `routes` are the catalog's vended credentials.
+    pub fn lazy(routes: Arc<VendedRoutes>) -> Arc<S3Clients> {
         let path_style = std::env::var("AWS_S3_FORCE_PATH_STYLE").is_ok_and(|v| v == "true");
-        Arc::new(S3Clients { own: tokio::sync::OnceCell::new(), path_style })
+        Arc::new(S3Clients { own: tokio::sync::OnceCell::new(), routes: Some(routes), path_style })
     }
 
     /// The client for `path`: its table's vended one, else the own.
     pub async fn client(&self, path: &str) -> Client {
-        match vended_routes().client(path).await {
+        let vended = match &self.routes {
+            Some(routes) => routes.client(path).await,
+            None => None,
+        };
+        match vended {
             Some(client) => client,
             None => self.own().await,
         }
@@ -356,7 +265,7 @@ impl S3Clients {
 
     /// The registered prefix whose vended client `path` takes, if any.
     pub fn prefix_of(&self, path: &str) -> Option<String> {
-        vended_routes().prefix_of(path)
+        self.routes.as_ref().and_then(|routes| routes.prefix_of(path))
     }
 
     async fn own(&self) -> Client {
@@ -395,75 +304,11 @@ impl Intercept for RefusedMarksDue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use async_trait::async_trait;
     use serde_json::json;
+    use std::sync::OnceLock;
 
     const LOCATION: &str = "s3://bucket/wh/kafka/orders";
-
-    #[test]
-    fn table_config_keys_cover_the_whole_location() {
-        let answer = json!({"config": {
-            "s3.access-key-id": "AK", "s3.secret-access-key": "SK", "s3.session-token": "ST",
-            "s3.endpoint": "http://127.0.0.1:9000", "s3.region": "eu-west-1", "s3.path-style-access": "true",
-            "s3.session-token-expires-at-ms": "1700000060000",
-        }});
-        let vended = VendedS3::from_load_result(&format!("{LOCATION}/"), &answer);
-        assert_eq!(
-            vended,
-            [VendedS3 {
-                prefix: LOCATION.into(),
-                access_key_id: "AK".into(),
-                secret_access_key: "SK".into(),
-                session_token: Some("ST".into()),
-                endpoint: Some("http://127.0.0.1:9000".into()),
-                region: Some("eu-west-1".into()),
-                path_style: Some(true),
-                expires_at_ms: Some(1_700_000_060_000),
-            }]
-        );
-        let v = &vended[0];
-        assert!(v.covers(&format!("{LOCATION}/data/x.parquet")) && v.covers(LOCATION));
-        assert!(v.covers("s3a://bucket/wh/kafka/orders/metadata/m.avro"));
-        assert!(!v.covers("s3://bucket/wh/kafka/orders_dlq/data/x.parquet"));
-        assert!(!v.covers("s3://bucket/wh/kafka/other/data/x.parquet"));
-    }
-
-    #[test]
-    fn storage_credentials_take_their_prefix_and_the_table_config_beneath() {
-        let answer = json!({
-            "config": {"s3.endpoint": "http://e", "s3.region": "r", "s3.access-key-id": "table-key",
-                       "s3.secret-access-key": "table-secret"},
-            "storage-credentials": [
-                {"prefix": "s3://bucket/wh/kafka/orders/data", "config": {
-                    "s3.access-key-id": "data-key", "s3.secret-access-key": "data-secret",
-                    "expiration-time": 1700000060000u64}},
-                {"prefix": "gs://elsewhere", "config": {"gcs.oauth2.token": "t"}},
-            ],
-        });
-        let vended = VendedS3::from_load_result(LOCATION, &answer);
-        assert_eq!(vended.len(), 1);
-        let v = &vended[0];
-        assert_eq!((v.prefix.as_str(), v.access_key_id.as_str()), ("s3://bucket/wh/kafka/orders/data", "data-key"));
-        assert_eq!((v.endpoint.as_deref(), v.region.as_deref()), (Some("http://e"), Some("r")));
-        assert_eq!(v.expires_at_ms, Some(1_700_000_060_000));
-    }
-
-    #[test]
-    fn no_keys_no_vending() {
-        assert!(VendedS3::from_load_result(LOCATION, &json!({"config": {"s3.endpoint": "http://e"}})).is_empty());
-        assert!(VendedS3::from_load_result(LOCATION, &json!({"metadata": {}})).is_empty());
-        let half = json!({"config": {"s3.access-key-id": "AK"}});
-        assert!(VendedS3::from_load_result(LOCATION, &half).is_empty());
-    }
-
-    #[test]
-    fn credentials_are_due_at_four_fifths_of_their_life() {
-        assert_eq!(refresh_at_ms(1_000_000, None), None);
-        // An hour's credential: reloaded after 48 minutes.
-        assert_eq!(refresh_at_ms(0, Some(3_600_000)), Some(2_880_000));
-        // Received expired, or nearly: used for a second, not reloaded at every request.
-        assert_eq!(refresh_at_ms(10_000, Some(9_000)), Some(11_000));
-        assert_eq!(refresh_at_ms(10_000, Some(10_500)), Some(11_000));
-    }
 
     fn base() -> aws_config::SdkConfig {
         aws_config::SdkConfig::builder()
@@ -501,7 +346,7 @@ mod tests {
     impl Catalog {
         /// A catalog registering into its own routes; `down`: its reloads fail.
         fn new(down: bool) -> (Arc<VendedRoutes>, Arc<Catalog>) {
-            let routes = Arc::new(VendedRoutes::default());
+            let routes = VendedRoutes::new(Some(base()));
             let catalog = Arc::new(Catalog {
                 routes: routes.clone(),
                 reloads: Default::default(),
@@ -516,7 +361,7 @@ mod tests {
         fn register(&self, table: &TableName, key: &str, received_ms: i64, expires_at_ms: i64) {
             let me = self.me.get().unwrap().clone();
             let v = vec![vended(LOCATION, key, Some(expires_at_ms))];
-            self.routes.register(table, LOCATION, v, Some(&base()), me, received_ms);
+            self.routes.register(table, LOCATION, v, me, received_ms);
         }
     }
 
@@ -556,7 +401,7 @@ mod tests {
         assert_eq!(key_of(&routes, &data).await, "k2");
         assert_eq!(catalog.reloads.load(Ordering::SeqCst), 2);
         // Nothing vended any more: the own client.
-        routes.register(&table, LOCATION, Vec::new(), None, catalog.me.get().unwrap().clone(), now);
+        routes.register(&table, LOCATION, Vec::new(), catalog.me.get().unwrap().clone(), now);
         assert_eq!(key_of(&routes, &data).await, "own");
     }
 

@@ -20,7 +20,8 @@ const RULES: &[(&str, Rule)] = &[
     ("partition", Rule::Only(&[])),
     ("schema", Rule::Only(&["vocabulary"])),
     ("config", Rule::Only(&["vocabulary", "segment", "partition", "schema"])),
-    ("catalog", Rule::Only(&["vocabulary"])),
+    // A catalog is opened from its `[catalog]` settings (the REST catalog's).
+    ("catalog", Rule::Only(&["vocabulary", "config"])),
     ("lock", Rule::Only(&["vocabulary"])),
     // Tables do not know the tasks they are planned into, nor who plans them.
     ("table", Rule::Not(&["task", "materializer", "committer", "maintenance", "queue"])),

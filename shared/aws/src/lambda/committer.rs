@@ -5,14 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use floe_core::catalog::Catalog;
 use floe_core::metrics;
 
 use super::{
     COMMITTER_TIMEOUT_SECONDS, InitError, count, function_timeout, load_config, open_catalog, required, s3_client,
     seconds, table_registry,
 };
-use crate::s3::warehouse_file_io;
+use crate::catalogs::OpenedCatalog;
 
 /// The committer's environment.
 #[derive(Debug, Clone)]
@@ -69,19 +68,21 @@ pub struct CommitterService {
     pub retry_visibility: Duration,
 }
 
-/// The committer's catalog: `[catalog]` of `FLOE_CONFIG` (Glue without it).
-pub async fn committer_catalog(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> Result<Arc<dyn Catalog>, InitError> {
-    let config = load_config(&s3_client(aws, env.s3_path_style), env.config.as_deref()).await?;
-    open_catalog(aws, &config).await
+/// The committer's catalog and its files: `[catalog]` of `FLOE_CONFIG` (Glue without it).
+pub async fn committer_catalog(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> Result<OpenedCatalog, InitError> {
+    let s3 = s3_client(aws, env.s3_path_style);
+    let config = load_config(&s3, env.config.as_deref()).await?;
+    open_catalog(aws, &s3, &config).await
 }
 
 /// Builds the committer from the environment, the AWS clients and its catalog
 /// ([`committer_catalog`]), once per container.
-pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, catalog: Arc<dyn Catalog>) -> CommitterService {
+pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, opened: OpenedCatalog) -> CommitterService {
     let s3 = s3_client(aws, env.s3_path_style);
+    let OpenedCatalog { catalog, file_io, .. } = opened;
     let committer = floe_core::committer::Committer::new(
         catalog.clone(),
-        warehouse_file_io(s3.clone()),
+        file_io,
         Arc::new(crate::dynamodb::DynamoDbLocks::new(aws_sdk_dynamodb::Client::new(aws), &env.lock_table)),
         table_registry(aws, &env.lock_table),
         env.warehouse.trim_end_matches('/'),

@@ -10,7 +10,6 @@ use floe_core::metrics;
 
 use super::materializer::MaterializerEnv;
 use super::{COMPACTOR_TIMEOUT_SECONDS, InitError, function_timeout, load_config, open_catalog, table_registry};
-use crate::s3::warehouse_file_io;
 use crate::sqs::SqsTaskQueue;
 
 /// The compactor's environment: the materializer's variables (`FLOE_WAREHOUSE`,
@@ -64,12 +63,13 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
     // The plain queue: the compactor holds each CompactionTask's files in the registry
     // itself before sending it, so the sweep keeps them while it waits.
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &warehouse);
-    let catalog = open_catalog(aws, &config).await?;
+    let opened = open_catalog(aws, &s3, &config).await?;
+    let catalog = opened.catalog.clone();
     let compactor = floe_core::maintenance::compactor::Compactor {
         catalog: catalog.clone(),
-        file_io: warehouse_file_io(s3.clone()),
+        file_io: opened.file_io,
         registry: table_registry(aws, &env.lock_table),
-        files: Arc::new(crate::files::S3Files::new(s3)),
+        files: opened.files,
         queue: Arc::new(queue),
         config: Arc::new(config),
         task_store: Some(warehouse),

@@ -15,7 +15,6 @@ use floe_core::storage::split_s3_uri;
 
 use super::{InitError, load_config, open_catalog, registry_password, required, table_registry};
 use crate::events::objects_in_event;
-use crate::s3::warehouse_file_io;
 use crate::sqs::SqsTaskQueue;
 
 /// The materializer's environment.
@@ -65,9 +64,8 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
     let table_registry = table_registry(aws, &env.lock_table);
     let queue = HoldingQueue::new(Arc::new(queue), table_registry.clone());
-    let file_io = warehouse_file_io(s3.clone());
-    let catalog = open_catalog(aws, &config).await?;
-    let tables = floe_core::table::CatalogTables { catalog, file_io: file_io.clone() };
+    let opened = open_catalog(aws, &s3, &config).await?;
+    let (tables, file_io) = (opened.tables(), opened.file_io);
     Ok(Materializer {
         config: Arc::new(config),
         registry,

@@ -1,8 +1,8 @@
 //! What the Lambda functions share, and each function's part, one file a function:
 //! [`materializer`](mod@materializer), [`committer`](mod@committer) and
 //! [`compactor`](mod@compactor), each re-exported here. This file holds the runtime bits
-//! the three share: their errors at init, the catalog `floe.toml` names and the check
-//! that it is the one the stack grants, the environment's parsing, the `floe.toml` they
+//! the three share: their errors at init, the catalog `floe.toml` names (opened by
+//! [`crate::catalogs::open`]) and the check that it is the one the stack grants, the environment's parsing, the `floe.toml` they
 //! load (from S3 or a path); Schema Registry credentials from Secrets Manager; JSON logs;
 //! the metrics of an invocation (EMF lines, [`measured`], [`print_emf`]); and the
 //! committer's and the compactor's working deadline ([`stop_before`]: the invocation's,
@@ -21,13 +21,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use floe_core::catalog::Catalog;
 use floe_core::config::{CatalogConfig, FloeConfig};
 use floe_core::formats::password_from_env;
 use floe_core::maintenance::TableRegistry;
 use floe_core::metrics::{self, Recorder};
 use floe_core::storage::split_s3_uri;
 
+use crate::catalogs::{Host, OpenedCatalog};
 use crate::s3::read_s3_uri;
 
 pub use committer::{
@@ -55,15 +55,21 @@ pub enum InitError {
     Catalog(String),
 }
 
-/// The catalog `[catalog]` names (Glue without it), checked at start-up: against the
-/// catalog the stack was deployed for too (`FLOE_CATALOG_TYPE`, `FLOE_TABLE_BUCKET_ARN`,
-/// which infra/template.yaml sets from the parameters that grant its permissions).
-pub async fn open_catalog(aws: &aws_config::SdkConfig, config: &FloeConfig) -> Result<Arc<dyn Catalog>, InitError> {
+/// The catalog `[catalog]` names (Glue without it) with its files (the warehouse's in
+/// S3, through `s3`), checked at start-up: against the catalog the stack was deployed
+/// for too (`FLOE_CATALOG_TYPE`, `FLOE_TABLE_BUCKET_ARN`, which infra/template.yaml sets
+/// from the parameters that grant its permissions).
+pub async fn open_catalog(
+    aws: &aws_config::SdkConfig,
+    s3: &aws_sdk_s3::Client,
+    config: &FloeConfig,
+) -> Result<OpenedCatalog, InitError> {
     let deployed_type = std::env::var("FLOE_CATALOG_TYPE").ok();
     let deployed_bucket = std::env::var("FLOE_TABLE_BUCKET_ARN").ok();
     deployed_catalog_matches(config.catalog.as_ref(), deployed_type.as_deref(), deployed_bucket.as_deref())
         .map_err(InitError::Catalog)?;
-    crate::catalogs::open(config.catalog.as_ref(), aws).await.map_err(|e| InitError::Catalog(format!("{e:#}")))
+    let host = Host::Aws { aws, s3: s3.clone() };
+    crate::catalogs::open(config.catalog.as_ref(), host).await.map_err(|e| InitError::Catalog(e.to_string()))
 }
 
 /// Whether floe.toml's `[catalog]` is the catalog the stack grants (`deployed_type`, its
@@ -76,12 +82,7 @@ pub fn deployed_catalog_matches(
     deployed_bucket: Option<&str>,
 ) -> Result<(), String> {
     let Some(deployed) = deployed_type.filter(|t| !t.is_empty()) else { return Ok(()) };
-    let configured = match config.unwrap_or(&CatalogConfig::Glue) {
-        CatalogConfig::Glue => "glue",
-        CatalogConfig::Sql => "sql",
-        CatalogConfig::Rest(_) => "rest",
-        CatalogConfig::S3Tables(_) => "s3tables",
-    };
+    let configured = config.unwrap_or(&CatalogConfig::Glue).kind();
     if configured != deployed {
         return Err(format!(
             "floe.toml's catalog.type is \"{configured}\" but the stack was deployed with CatalogType={deployed}, \

@@ -9,7 +9,7 @@
 //!     SQLite: UPDATE iceberg_tables SET metadata_location = new
 //!             WHERE … AND metadata_location = expected     — 0 rows ⇒ Conflict
 //!     REST:   POST …/tables/{t} with assert-ref-snapshot-id — 409 ⇒ Conflict
-//!             (floe-aws `rest_catalog`; the catalog writes the metadata file itself,
+//!             ([`rest`]; the catalog writes the metadata file itself,
 //!             so Floe writes none: [`Catalog::writes_metadata`])
 //!     S3 Tables: UpdateTableMetadataLocation(versionToken = expected.version)
 //!                                                          — ConflictException ⇒ Conflict
@@ -26,6 +26,7 @@
 //! engines that open a local table from its folder.
 
 pub mod hint;
+pub mod rest;
 pub mod sqlite;
 
 use async_trait::async_trait;

@@ -21,6 +21,18 @@ pub enum CatalogConfig {
     S3Tables(S3TablesConfig),
 }
 
+impl CatalogConfig {
+    /// Its `type` in floe.toml.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CatalogConfig::Glue => "glue",
+            CatalogConfig::Sql => "sql",
+            CatalogConfig::Rest(_) => "rest",
+            CatalogConfig::S3Tables(_) => "s3tables",
+        }
+    }
+}
+
 /// An Iceberg REST catalog: where it is and how Floe authenticates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestCatalogConfig {
@@ -80,12 +92,46 @@ impl S3TablesConfig {
     }
 }
 
-/// The section as written: every type's keys, checked against `type` afterwards.
+/// The section as written, one variant a `type`: each type's keys are declared once, in
+/// its settings struct. A key of another type is refused naming that type (its keys are
+/// read from the struct, [`keys`]); a key of no type by serde, naming it.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum RawCatalog {
+    Glue(NoKeys),
+    Sql(NoKeys),
+    Rest(RestKeys),
+    S3Tables(S3TablesKeys),
+}
+
+impl RawCatalog {
+    /// Each type by name, with the keys its settings declare.
+    fn types() -> [(&'static str, &'static [&'static str]); 4] {
+        [
+            ("glue", keys::<NoKeys>()),
+            ("sql", keys::<NoKeys>()),
+            ("rest", keys::<RestKeys>()),
+            ("s3tables", keys::<S3TablesKeys>()),
+        ]
+    }
+
+    /// The types, as an error lists them: `glue, sql, rest or s3tables`.
+    fn listed() -> String {
+        let names: Vec<&str> = Self::types().iter().map(|(name, _)| *name).collect();
+        let (last, first) = names.split_last().unwrap_or((&"", &[]));
+        format!("{} or {last}", first.join(", "))
+    }
+}
+
+/// The settings of `glue` and `sql`: none.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawCatalog {
-    #[serde(rename = "type")]
-    kind: Option<String>,
+struct NoKeys {}
+
+/// The keys of `type = "rest"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestKeys {
     uri: Option<String>,
     warehouse: Option<String>,
     credential_env: Option<String>,
@@ -96,44 +142,50 @@ struct RawCatalog {
     sigv4: Option<SigV4Config>,
     #[serde(default)]
     allow_insecure_http: bool,
+}
+
+/// The keys of `type = "s3tables"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct S3TablesKeys {
     table_bucket_arn: Option<String>,
     compaction: Option<bool>,
     orphan_sweep: Option<bool>,
 }
 
-impl RawCatalog {
-    /// The keys set, by name (for "only for type = …" errors).
-    fn set_keys(&self) -> Vec<&'static str> {
-        let keys = [
-            ("uri", self.uri.is_some()),
-            ("warehouse", self.warehouse.is_some()),
-            ("credential_env", self.credential_env.is_some()),
-            ("token_env", self.token_env.is_some()),
-            ("secret_arn", self.secret_arn.is_some()),
-            ("scope", self.scope.is_some()),
-            ("oauth2_server_uri", self.oauth2_server_uri.is_some()),
-            ("sigv4", self.sigv4.is_some()),
-            ("allow_insecure_http", self.allow_insecure_http),
-            ("table_bucket_arn", self.table_bucket_arn.is_some()),
-            ("compaction", self.compaction.is_some()),
-            ("orphan_sweep", self.orphan_sweep.is_some()),
-        ];
-        keys.into_iter().filter(|(_, set)| *set).map(|(k, _)| k).collect()
-    }
+/// The keys a settings struct declares: serde's own list of its fields, read by a
+/// deserializer that stops at it.
+fn keys<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields
 }
 
-const REST_KEYS: [&str; 9] = [
-    "uri",
-    "warehouse",
-    "credential_env",
-    "token_env",
-    "secret_arn",
-    "scope",
-    "oauth2_server_uri",
-    "sigv4",
-    "allow_insecure_http",
-];
-const S3TABLES_KEYS: [&str; 3] = ["table_bucket_arn", "compaction", "orphan_sweep"];
+/// A deserializer that only records the field names of the struct asked of it.
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("field names read"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
 
 fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(format!("catalog.{field}"), message)
@@ -141,23 +193,25 @@ fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
 
 /// Parses and checks the `[catalog]` table.
 pub(super) fn parse_catalog(table: toml::Table) -> Result<CatalogConfig, ConfigError> {
-    let raw: RawCatalog = super::typed("catalog", table)?;
-    let kind = raw.kind.clone().ok_or_else(|| invalid("type", "missing: glue, sql, rest or s3tables"))?;
-    let allowed: &[&str] = match kind.as_str() {
-        "glue" | "sql" => &[],
-        "rest" => &REST_KEYS,
-        "s3tables" => &S3TABLES_KEYS,
-        other => return Err(invalid("type", format!("{other:?}: expected glue, sql, rest or s3tables"))),
+    let kind = match table.get("type") {
+        None => return Err(invalid("type", format!("missing: {}", RawCatalog::listed()))),
+        Some(toml::Value::String(kind)) => kind.clone(),
+        Some(other) => return Err(invalid("type", format!("{other}: expected {}", RawCatalog::listed()))),
     };
-    if let Some(key) = raw.set_keys().into_iter().find(|k| !allowed.contains(k)) {
-        let owner = if REST_KEYS.contains(&key) { "rest" } else { "s3tables" };
-        return Err(invalid(key, format!("only for type = \"{owner}\", not \"{kind}\"")));
+    let types = RawCatalog::types();
+    let Some((_, own)) = types.iter().find(|(name, _)| *name == kind) else {
+        return Err(invalid("type", format!("{kind:?}: expected {}", RawCatalog::listed())));
+    };
+    for key in table.keys().filter(|key| *key != "type" && !own.contains(&key.as_str())) {
+        if let Some((owner, _)) = types.iter().find(|(_, keys)| keys.contains(&key.as_str())) {
+            return Err(invalid(key, format!("only for type = \"{owner}\", not \"{kind}\"")));
+        }
     }
-    match kind.as_str() {
-        "glue" => Ok(CatalogConfig::Glue),
-        "sql" => Ok(CatalogConfig::Sql),
-        "rest" => parse_rest(raw).map(CatalogConfig::Rest),
-        _ => parse_s3tables(raw).map(CatalogConfig::S3Tables),
+    match super::typed::<RawCatalog>("catalog", table)? {
+        RawCatalog::Glue(NoKeys {}) => Ok(CatalogConfig::Glue),
+        RawCatalog::Sql(NoKeys {}) => Ok(CatalogConfig::Sql),
+        RawCatalog::Rest(keys) => parse_rest(keys).map(CatalogConfig::Rest),
+        RawCatalog::S3Tables(keys) => parse_s3tables(keys).map(CatalogConfig::S3Tables),
     }
 }
 
@@ -179,7 +233,7 @@ fn check_env_name(field: &str, name: &str) -> Result<(), ConfigError> {
     if valid { Ok(()) } else { Err(invalid(field, format!("{name:?}: not an environment variable name"))) }
 }
 
-fn parse_rest(raw: RawCatalog) -> Result<RestCatalogConfig, ConfigError> {
+fn parse_rest(raw: RestKeys) -> Result<RestCatalogConfig, ConfigError> {
     let uri = raw.uri.ok_or_else(|| invalid("uri", "missing: the catalog's base URI (endpoints are {uri}/v1/…)"))?;
     check_http_url("uri", &uri)?;
     let uri = uri.trim_end_matches('/').to_string();
@@ -251,7 +305,7 @@ fn parse_rest(raw: RawCatalog) -> Result<RestCatalogConfig, ConfigError> {
     })
 }
 
-fn parse_s3tables(raw: RawCatalog) -> Result<S3TablesConfig, ConfigError> {
+fn parse_s3tables(raw: S3TablesKeys) -> Result<S3TablesConfig, ConfigError> {
     let arn = raw
         .table_bucket_arn
         .ok_or_else(|| invalid("table_bucket_arn", "missing: arn:aws:s3tables:<region>:<account>:bucket/<name>"))?;
@@ -327,6 +381,26 @@ mod tests {
         let CatalogConfig::S3Tables(tables) = tables else { panic!("{tables:?}") };
         assert!(!tables.compaction);
         assert_eq!(tables.region(), "us-east-1");
+    }
+
+    #[test]
+    fn each_type_is_named_by_its_kind_and_declares_its_keys() {
+        for (kind, keys) in RawCatalog::types() {
+            let required = match kind {
+                "rest" => "uri = \"https://x\"",
+                "s3tables" => "table_bucket_arn = \"arn:aws:s3tables:r:123456789012:bucket/b\"",
+                _ => "",
+            };
+            assert_eq!(parse(&format!("type = \"{kind}\"\n{required}")).unwrap().kind(), kind);
+            assert_eq!(keys.is_empty(), kind == "glue" || kind == "sql", "{kind}: {keys:?}");
+        }
+        assert_eq!(RawCatalog::listed(), "glue, sql, rest or s3tables");
+        assert!(keys::<RestKeys>().contains(&"allow_insecure_http"));
+        assert!(keys::<S3TablesKeys>().contains(&"orphan_sweep"));
+        let e = error("type = \"sql\"\ncompaction = true");
+        assert!(e.starts_with("catalog.compaction: only for type = \"s3tables\", not \"sql\""), "{e}");
+        let e = error("type = \"glue\"\nport = 1");
+        assert!(e.starts_with("catalog: unknown field `port`"), "{e}");
     }
 
     #[test]

@@ -13,8 +13,13 @@
 //!           POST {prefix}/namespaces/{ns}/tables  stage-create   (the location the catalog assigns;
 //!           501: none, Floe's warehouse)
 //!  tokens   POST oauth2_server_uri (client credentials)  again at 80% of expires_in, and once on a 401
-//!  loads and staged creates: X-Iceberg-Access-Delegation: vended-credentials ─▶ crate::vended
+//!  loads and staged creates: X-Iceberg-Access-Delegation: vended-credentials ─▶ RestHooks::storage
 //! ```
+//!
+//! The catalog is the REST protocol's alone; what is its host's comes in [`RestHooks`]:
+//! a request signer (SigV4 on AWS: `catalog.sigv4`), a secret reader
+//! (`catalog.secret_arn`), and where vended storage credentials go ([`vended`]). floe-aws
+//! gives them (`floe_aws::catalogs`); `floe local` without AWS gives only the last.
 //!
 //! The catalog's requirement check is the compare-and-swap: it applies the updates only
 //! if `main` still points at the snapshot Floe planned on. The catalog writes its own
@@ -27,10 +32,10 @@
 //! Storage: a table's files are under the location the catalog gives it (an existing
 //! table's own, a new one's from a staged create, [`Catalog::create_location`]). Loads
 //! and staged creates ask for vended credentials (`X-Iceberg-Access-Delegation:
-//! vended-credentials`) once the catalog is [`RestCatalog::shared`]; those the catalog
-//! gives (`config` or `storage-credentials`) are registered for the table's location
-//! ([`crate::vended`]), so every read and write of its files signs with them, and the
-//! table is loaded again when they are due.
+//! vended-credentials`) when the host takes them ([`RestHooks::storage`]); those the
+//! catalog gives (`config` or `storage-credentials`) are registered for the table's
+//! location ([`vended::StorageCredentials`]), so every read and write of its files signs
+//! with them, and the table is loaded again when they are due.
 //!
 //! Why not `iceberg-catalog-rest` (iceberg-rust 0.10.1): its commits are built only by
 //! its `Transaction` actions (`TableCommit` cannot be built outside the crate), which
@@ -41,7 +46,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use iceberg::spec::{SnapshotReference, TableMetadata};
@@ -50,11 +55,13 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use floe_core::catalog::{Catalog, CatalogError, TablePointer};
-use floe_core::config::{RestAuth, RestCatalogConfig, SigV4Config};
-use floe_core::table::TableName;
+use crate::catalog::{Catalog, CatalogError, TablePointer};
+use crate::config::{RestAuth, RestCatalogConfig};
+use crate::vocabulary::TableName;
 
-use crate::vended::{ReloadTable, VendedS3, vended_routes};
+pub mod vended;
+
+use vended::{ReloadTable, StorageCredentials, VendedS3};
 
 const MAIN: &str = "main";
 /// The header asking a catalog for storage credentials with a table (REST spec).
@@ -68,12 +75,35 @@ pub struct RestSetupError {
     pub detail: String,
 }
 
+/// Signs a request with the host's credentials (SigV4 on AWS): the headers to add.
+#[async_trait]
+pub trait SignRequest: Send + Sync {
+    async fn sign(&self, method: &str, url: &str, body: &[u8]) -> Result<Vec<(String, String)>, String>;
+}
+
+/// Reads the secret string of `catalog.secret_arn` (Secrets Manager on AWS).
+#[async_trait]
+pub trait ReadSecret: Send + Sync {
+    async fn read(&self, arn: &str) -> Result<String, String>;
+}
+
+/// What a REST catalog takes from its host, for what is not the REST protocol's own.
+#[derive(Clone, Default)]
+pub struct RestHooks {
+    /// Signs each request: needed for `catalog.sigv4`.
+    pub signer: Option<Arc<dyn SignRequest>>,
+    /// Reads `catalog.secret_arn`.
+    pub secrets: Option<Arc<dyn ReadSecret>>,
+    /// Where vended storage credentials go; none: the catalog is not asked for them.
+    pub storage: Option<Arc<dyn StorageCredentials>>,
+}
+
 /// The token source of a REST catalog.
 enum Auth {
     None,
     Bearer(String),
     ClientCredentials { id: String, secret: String, scope: String, server: String },
-    SigV4 { config: SigV4Config, credentials: aws_credential_types::provider::SharedCredentialsProvider },
+    Signed(Arc<dyn SignRequest>),
 }
 
 struct Token {
@@ -87,10 +117,9 @@ pub struct RestCatalog {
     base: String,
     auth: Auth,
     token: Mutex<Option<Token>>,
-    /// The AWS configuration vended S3 clients start from (none: the SDK's defaults).
-    aws: Option<aws_config::SdkConfig>,
-    /// Itself, for the storage to reload a table whose credentials are due; set by
-    /// [`RestCatalog::shared`], which turns vended credentials on.
+    /// Where vended storage credentials go (none: not asked for).
+    storage: Option<Arc<dyn StorageCredentials>>,
+    /// Itself, for the storage to reload a table whose credentials are due.
     me: Weak<RestCatalog>,
     /// Vended storage endpoints may be plain `http://` to another host (`catalog.allow_insecure_http`).
     allow_insecure_http: bool,
@@ -104,21 +133,19 @@ struct Failure {
 
 impl RestCatalog {
     /// Connects: reads the credential, gets a token if needed, and the catalog's
-    /// `GET /v1/config` (its `prefix`). `aws` is needed for `sigv4` and `secret_arn`.
-    pub async fn connect(
-        config: &RestCatalogConfig,
-        aws: Option<&aws_config::SdkConfig>,
-    ) -> Result<RestCatalog, RestSetupError> {
+    /// `GET /v1/config` (its `prefix`). `hooks` sign (needed for `sigv4`), read secrets
+    /// (for `secret_arn`), and take vended storage credentials (asked for only then).
+    pub async fn connect(config: &RestCatalogConfig, hooks: RestHooks) -> Result<Arc<RestCatalog>, RestSetupError> {
         let setup = |detail: String| RestSetupError { uri: config.uri.clone(), detail };
         let http =
             reqwest::Client::builder().timeout(Duration::from_secs(30)).build().map_err(|e| setup(e.to_string()))?;
-        let auth = Self::auth(config, aws).await.map_err(setup)?;
+        let auth = Self::auth(config, &hooks).await.map_err(setup)?;
         let mut catalog = RestCatalog {
             http,
             base: format!("{}/v1", config.uri),
             auth,
             token: Mutex::new(None),
-            aws: aws.cloned(),
+            storage: hooks.storage,
             me: Weak::new(),
             allow_insecure_http: config.allow_insecure_http,
         };
@@ -132,29 +159,26 @@ impl RestCatalog {
         if let Some(prefix) = overrides.get("prefix").and_then(Value::as_str).filter(|p| !p.is_empty()) {
             catalog.base = format!("{}/{}", catalog.base, prefix.trim_matches('/'));
         }
-        Ok(catalog)
+        Ok(Arc::new_cyclic(|me| RestCatalog { me: me.clone(), ..catalog }))
     }
 
-    /// The catalog shared, with vended storage credentials on: its table loads ask for
-    /// them (`X-Iceberg-Access-Delegation: vended-credentials`) and register those it
-    /// gets for the table's files ([`vended_routes`]), reloading the table when they are due.
-    pub fn shared(self) -> Arc<RestCatalog> {
-        Arc::new_cyclic(|me| RestCatalog { me: me.clone(), ..self })
-    }
-
-    async fn auth(config: &RestCatalogConfig, aws: Option<&aws_config::SdkConfig>) -> Result<Auth, String> {
+    async fn auth(config: &RestCatalogConfig, hooks: &RestHooks) -> Result<Auth, String> {
         let env = |name: &str, field: &str| {
             std::env::var(name).map_err(|_| format!("catalog.{field}: the environment variable {name} is not set"))
         };
-        let need_aws = |field: &str| aws.ok_or_else(|| format!("catalog.{field} needs AWS credentials"));
+        let need_aws = |field: &str| format!("catalog.{field} needs AWS credentials");
         let credential = match &config.auth {
             RestAuth::None => None,
             RestAuth::TokenEnv(name) => return Ok(Auth::Bearer(env(name, "token_env")?)),
             RestAuth::CredentialEnv(name) => Some(env(name, "credential_env")?),
-            RestAuth::Secret(arn) => match read_secret(need_aws("secret_arn")?, arn).await? {
-                SecretValue::Token(token) => return Ok(Auth::Bearer(token)),
-                SecretValue::Credential(credential) => Some(credential),
-            },
+            RestAuth::Secret(arn) => {
+                let secrets = hooks.secrets.as_ref().ok_or_else(|| need_aws("secret_arn"))?;
+                let error = |message: String| format!("catalog.secret_arn {arn}: {message}");
+                match SecretValue::parse(&secrets.read(arn).await.map_err(error)?).map_err(error)? {
+                    SecretValue::Token(token) => return Ok(Auth::Bearer(token)),
+                    SecretValue::Credential(credential) => Some(credential),
+                }
+            }
         };
         if let Some(credential) = credential {
             let (id, secret) =
@@ -167,12 +191,7 @@ impl RestCatalog {
             });
         }
         match &config.sigv4 {
-            Some(sigv4) => {
-                let credentials = need_aws("sigv4")?
-                    .credentials_provider()
-                    .ok_or("catalog.sigv4: no AWS credentials provider configured")?;
-                Ok(Auth::SigV4 { config: sigv4.clone(), credentials })
-            }
+            Some(_) => Ok(Auth::Signed(hooks.signer.clone().ok_or_else(|| need_aws("sigv4"))?)),
             None => Ok(Auth::None),
         }
     }
@@ -180,7 +199,7 @@ impl RestCatalog {
     /// The bearer token to send, fetched (client credentials) when missing or old.
     async fn bearer(&self) -> Result<Option<String>, Failure> {
         match &self.auth {
-            Auth::None | Auth::SigV4 { .. } => Ok(None),
+            Auth::None | Auth::Signed(_) => Ok(None),
             Auth::Bearer(token) => Ok(Some(token.clone())),
             Auth::ClientCredentials { id, secret, scope, server } => {
                 let mut token = self.token.lock().await;
@@ -227,7 +246,7 @@ impl RestCatalog {
     }
 
     fn vending(&self) -> bool {
-        self.me.strong_count() > 0
+        self.storage.is_some()
     }
 
     /// Sends one request; with OAuth2 client credentials, a 401 (a token the server ended
@@ -277,8 +296,12 @@ impl RestCatalog {
         if let Some(token) = self.bearer().await? {
             request = request.bearer_auth(token);
         }
-        if let Auth::SigV4 { config, credentials } = &self.auth {
-            for (name, value) in sigv4_headers(config, credentials, method.as_str(), &url, &bytes).await? {
+        if let Auth::Signed(signer) = &self.auth {
+            let headers = signer
+                .sign(method.as_str(), &url, &bytes)
+                .await
+                .map_err(|message| Failure { status: None, message })?;
+            for (name, value) in headers {
                 request = request.header(name, value);
             }
         }
@@ -336,9 +359,9 @@ impl RestCatalog {
     /// endpoint on another host are refused (their session token would cross the network
     /// in clear text) unless `catalog.allow_insecure_http` is set.
     fn register_storage(&self, table: &TableName, location: &str, answer: &Value) -> Result<(), CatalogError> {
-        if !self.vending() {
+        let Some(storage) = &self.storage else {
             return Ok(());
-        }
+        };
         let vended = VendedS3::from_load_result(location, answer);
         if let Some(endpoint) = refused_endpoint(&vended, self.allow_insecure_http) {
             return Err(invalid(
@@ -351,7 +374,7 @@ impl RestCatalog {
         tracing::debug!(table = %table, credentials = vended.len(), "storage credentials vended");
         let me: Weak<dyn ReloadTable> = self.me.clone();
         let now = chrono::Utc::now().timestamp_millis();
-        vended_routes().register(table, location, vended, self.aws.as_ref(), me, now);
+        storage.register(table, location, vended, me, now);
         Ok(())
     }
 }
@@ -393,19 +416,6 @@ impl SecretValue {
     }
 }
 
-/// The secret of `catalog.secret_arn`.
-async fn read_secret(aws: &aws_config::SdkConfig, arn: &str) -> Result<SecretValue, String> {
-    let error = |message: String| format!("catalog.secret_arn {arn}: {message}");
-    let secret = aws_sdk_secretsmanager::Client::new(aws)
-        .get_secret_value()
-        .secret_id(arn)
-        .send()
-        .await
-        .map_err(|e| error(aws_sdk_secretsmanager::error::DisplayErrorContext(&e).to_string()))?;
-    let text = secret.secret_string().ok_or_else(|| error("the secret has no string value".into()))?;
-    SecretValue::parse(text).map_err(error)
-}
-
 fn encode(segment: &str) -> String {
     segment
         .bytes()
@@ -419,7 +429,7 @@ fn encode(segment: &str) -> String {
 /// The vended storage endpoint refused: a plain `http://` one on another host, unless allowed.
 fn refused_endpoint(vended: &[VendedS3], allow_insecure_http: bool) -> Option<&str> {
     let mut endpoints = vended.iter().filter_map(|v| v.endpoint.as_deref());
-    endpoints.find(|e| floe_core::config::insecure(e)).filter(|_| !allow_insecure_http)
+    endpoints.find(|e| crate::config::insecure(e)).filter(|_| !allow_insecure_http)
 }
 
 /// A request the catalog does not implement (501, or 405 for the method).
@@ -469,34 +479,6 @@ fn failure(table: &TableName, f: Failure) -> CatalogError {
         Some(_) => invalid(table, detail),
         None => CatalogError::Other { table: table.to_string(), detail, retryable: true },
     }
-}
-
-/// The SigV4 headers of one request (the AWS SDK's signer, with the default credentials).
-async fn sigv4_headers(
-    config: &SigV4Config,
-    credentials: &aws_credential_types::provider::SharedCredentialsProvider,
-    method: &str,
-    url: &str,
-    body: &[u8],
-) -> Result<Vec<(&'static str, String)>, Failure> {
-    use aws_credential_types::provider::ProvideCredentials;
-    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    let fail = |message: String| Failure { status: None, message: format!("SigV4: {message}") };
-    let identity = credentials.provide_credentials().await.map_err(|e| fail(e.to_string()))?.into();
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region(&config.region)
-        .name(&config.service)
-        .time(SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()
-        .map_err(|e| fail(e.to_string()))?
-        .into();
-    let signable = SignableRequest::new(method, url, std::iter::empty::<(&str, &str)>(), SignableBody::Bytes(body))
-        .map_err(|e| fail(e.to_string()))?;
-    let (instructions, _) = sign(signable, &params).map_err(|e| fail(e.to_string()))?.into_parts();
-    let (headers, _) = instructions.into_parts();
-    Ok(headers.into_iter().map(|h| (h.name(), h.value().to_string())).collect())
 }
 
 /// The requirements and updates that turn `base` into `new`: Floe's commit as the REST
@@ -706,7 +688,7 @@ mod tests {
         let field = |id, name: &str| Arc::new(NestedField::optional(id, name, Type::Primitive(PrimitiveType::Long)));
         let schema = Schema::builder().with_fields(vec![field(1, "a")]).build().unwrap();
         let (base, _) =
-            floe_core::table::new_table_metadata("file:///t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
+            crate::table::new_table_metadata("file:///t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
         let wider =
             Schema::builder().with_schema_id(1).with_fields(vec![field(1, "a"), field(2, "b")]).build().unwrap();
         let new = base
