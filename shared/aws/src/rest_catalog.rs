@@ -679,6 +679,7 @@ impl Catalog for RestCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_core::retry::Retryable;
 
     #[test]
     fn secrets_hold_a_credential_or_a_token() {

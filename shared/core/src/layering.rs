@@ -17,11 +17,13 @@ enum Rule {
 /// From the bottom up.
 const RULES: &[(&str, Rule)] = &[
     ("vocabulary", Rule::Only(&[])),
-    ("partition", Rule::Only(&[])),
+    // Every layer's errors implement its `Retryable`.
+    ("retry", Rule::Only(&[])),
+    ("partition", Rule::Only(&["retry"])),
     ("schema", Rule::Only(&["vocabulary"])),
     ("config", Rule::Only(&["vocabulary", "segment", "partition", "schema"])),
-    ("catalog", Rule::Only(&["vocabulary"])),
-    ("lock", Rule::Only(&["vocabulary"])),
+    ("catalog", Rule::Only(&["vocabulary", "retry"])),
+    ("lock", Rule::Only(&["vocabulary", "retry"])),
     // Tables do not know the tasks they are planned into, nor who plans them.
     ("table", Rule::Not(&["task", "materializer", "committer", "maintenance", "queue"])),
     ("task", Rule::Not(&["materializer", "committer", "maintenance", "queue"])),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use floe_core::catalog::Catalog;
 use floe_core::metrics;
+use floe_core::retry::Retryable;
 
 use super::{
     COMMITTER_TIMEOUT_SECONDS, InitError, count, function_timeout, load_config, open_catalog, required, s3_client,
