@@ -6,6 +6,7 @@ use std::path::Path;
 
 use floe_core::config::FloeConfig;
 use floe_core::materializer::segment::{MaterializeError, Materialized};
+use floe_core::retry::Retryable;
 
 use crate::convert::judge_typed;
 use crate::support;

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use floe_core::catalog::{Catalog, TablePointer};
+use floe_core::retry::Retryable;
 use floe_core::table::{LoadedTable, TableName, load};
 use iceberg::MetadataLocation;
 use iceberg::io::FileIO;

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use floe_core::config::FloeConfig;
+use floe_core::retry::Retryable;
 use serde_json::Value;
 
 use crate::support::{self, cases};

@@ -20,6 +20,7 @@ use floe_core::config::FloeConfig;
 use floe_core::lock::TableLocks;
 use floe_core::maintenance::TableRegistry;
 use floe_core::materializer::ObjectRef;
+use floe_core::retry::Retryable;
 use floe_core::task::TableName;
 use serde_json::Value;
 

@@ -13,6 +13,7 @@ use floe_core::maintenance::{
     Activity, CompactionRecord, Failure, HeldOffsets, HeldTask, MaintenanceEvent, MaintenanceStatus, RecordAt,
     RegisteredTable, TableRegistry,
 };
+use floe_core::retry::{Retryable, StorageError};
 use floe_core::storage::WarehouseFiles;
 use floe_core::table::TableName;
 
@@ -65,7 +66,8 @@ async fn s3_files_are_listed_under_a_directory_and_deleted_by_the_thousand() {
 
     // A bucket that does not exist: an error that says so, not retryable.
     let err = files.delete(&["s3://files-nowhere/k".to_string()]).await.unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    let refused = err.get_ref().and_then(|e| e.downcast_ref::<StorageError>());
+    assert!(matches!(refused, Some(StorageError::Refused(_))) && !err.retryable(), "{err}");
     assert!(err.to_string().contains("files-nowhere"), "{err}");
 }
 

@@ -10,6 +10,7 @@ use floe_aws::lambda::{MaterializerEnv, handle_materializer_event, materializer}
 use floe_aws::sqs::{SqsTaskQueue, task_from_message};
 use floe_core::materializer::{Materializer, ObjectRef};
 use floe_core::queue::TaskQueue;
+use floe_core::retry::Retryable;
 use floe_core::task::{CommitTask, Task};
 use serde_json::Value;
 

@@ -19,6 +19,7 @@ use floe_core::committer::{Committer, TaskResult};
 use floe_core::config::FloeConfig;
 use floe_core::materializer::{LocalObjects, Materializer, ObjectRef, Outcome};
 use floe_core::queue::InProcessQueue;
+use floe_core::retry::Retryable;
 use floe_core::segment::Limits;
 use floe_core::table::CatalogTables;
 use floe_core::task::{TableName, Task};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use floe_aws::s3tables::S3TablesCatalog;
 use floe_core::catalog::{Access, Catalog, TablePointer};
 use floe_core::materializer::Materializer;
+use floe_core::retry::Retryable;
 use floe_core::table::{CatalogTables, TableName};
 
 use crate::committer::{

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe_aws::segment_source::S3Source;
+use floe_core::retry::Retryable;
 use floe_core::segment::{
     BatchTxn, FileSource, Limits, MemorySource, SegmentError, SegmentErrorKind, SegmentReader, SegmentSummary,
     decode_bytes, parse_txn_index,

@@ -88,6 +88,7 @@ mod tests {
     use iceberg::spec::TableMetadata;
 
     use super::*;
+    use floe_core::retry::Retryable;
 
     /// A catalog that records its access checks and refuses them while `deny` is set.
     #[derive(Default)]

@@ -690,6 +690,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
+    use floe_core::retry::Retryable;
 
     #[test]
     fn files_are_cut_into_items_under_the_size_limit() {

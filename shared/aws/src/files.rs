@@ -9,9 +9,9 @@
 //!                                 ─▶ the keys S3 refused, reported together
 //! ```
 //!
-//! Errors are `io::Error`s: kind `Other` when a retry may help (throttling, 5xx, a
-//! connection), `InvalidData` when it will not (access denied, no such bucket),
-//! `InvalidInput` for a path that is not `s3://bucket/key`.
+//! Errors are `io::Error`s carrying a `StorageError`: transient when a retry may help
+//! (throttling, 5xx, a connection), refused when it will not (access denied, no such
+//! bucket); kind `InvalidInput` (not retryable) for a path that is not `s3://bucket/key`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -20,6 +20,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+use floe_core::retry::StorageError;
 use floe_core::storage::{LocalFiles, StoredFile, WarehouseFiles, split_s3_uri};
 
 use crate::retry::sdk_io_error;
@@ -149,9 +150,8 @@ impl WarehouseFiles for S3Files {
         if refused.is_empty() {
             return Ok(());
         }
-        let kind = if retryable { io::ErrorKind::Other } else { io::ErrorKind::InvalidData };
         let shown = refused.iter().take(10).cloned().collect::<Vec<_>>().join("; ");
-        Err(io::Error::new(kind, format!("{} file(s) not deleted: {shown}", refused.len())))
+        Err(StorageError::judged(format!("{} file(s) not deleted: {shown}", refused.len()), retryable).into())
     }
 }
 
@@ -171,5 +171,6 @@ mod tests {
         assert!(err.to_string().contains("/tmp/x"), "{err}");
         let err = files().list("/tmp/warehouse").await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        assert!(!floe_core::retry::Retryable::retryable(&err), "{err}");
     }
 }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use floe_core::materializer::{ObjectRef, ObjectStore, Opened};
 
 use crate::retry::sdk_io_error;
-use crate::segment_source::S3Source;
+use crate::segment_source::{S3Source, transient};
 
 /// Objects in S3, read with ranged GETs pinned to their ETag.
 pub struct S3Objects {
@@ -37,7 +37,7 @@ impl ObjectStore for S3Objects {
         let uri = format!("s3://{}/{}", object.bucket, object.key);
         match self.client.get_object().bucket(&object.bucket).key(&object.key).send().await {
             Ok(response) => {
-                let body = response.body.collect().await.map_err(|e| io::Error::other(format!("GET {uri}: {e}")))?;
+                let body = response.body.collect().await.map_err(|e| transient(format!("GET {uri}: {e}")))?;
                 Ok(Some(body.into_bytes()))
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),

@@ -1,4 +1,7 @@
-//! Which AWS SDK errors are worth retrying.
+//! Which AWS SDK errors are worth retrying, and an SDK error as the typed storage error
+//! the ports that speak `io::Error` carry.
+
+use floe_core::retry::StorageError;
 
 /// Whether an AWS SDK error is worth retrying: timeouts, connection failures, throttling, 5xx.
 pub fn sdk_error_retryable<E: aws_sdk_s3::error::ProvideErrorMetadata>(
@@ -22,12 +25,12 @@ pub fn sdk_error_retryable<E: aws_sdk_s3::error::ProvideErrorMetadata>(
     }
 }
 
-/// An SDK error as an `io::Error` saying what failed: kind `Other` when a retry may help,
-/// `InvalidData` when it will not (the ports that speak `io::Error` tell them apart by kind).
+/// An SDK error as an `io::Error` saying what failed, carrying a [`StorageError`]:
+/// transient when [`sdk_error_retryable`], refused otherwise.
 pub fn sdk_io_error<E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static>(
     what: String,
     error: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
 ) -> std::io::Error {
-    let kind = if sdk_error_retryable(error) { std::io::ErrorKind::Other } else { std::io::ErrorKind::InvalidData };
-    std::io::Error::new(kind, format!("{what}: {}", aws_sdk_s3::error::DisplayErrorContext(error)))
+    let message = format!("{what}: {}", aws_sdk_s3::error::DisplayErrorContext(error));
+    StorageError::judged(message, sdk_error_retryable(error)).into()
 }

@@ -313,6 +313,7 @@ impl Catalog for S3TablesCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_core::retry::Retryable;
 
     fn name(namespace: &str, name: &str) -> TableName {
         TableName { namespace: namespace.into(), name: name.into() }

@@ -1,6 +1,10 @@
 //! A segment in S3, streamed with ranged GETs: memory holds one range at a time, never
 //! the object, and every range is pinned to the object's ETag (`If-Match`), so a segment
 //! overwritten mid-read fails instead of mixing two versions.
+//!
+//! Every failure of these reads is a transient `StorageError` (`transient`): the
+//! materializer tries the segment again, and a segment overwritten mid-read is then read
+//! whole in its new version.
 
 use std::io;
 
@@ -11,6 +15,7 @@ use futures::TryStreamExt;
 use tokio::io::AsyncRead;
 use tokio_util::io::StreamReader;
 
+use floe_core::retry::StorageError;
 use floe_core::segment::SegmentSource;
 
 /// Bytes per ranged GET: large enough to amortise request latency, small enough for
@@ -33,7 +38,7 @@ impl S3Source {
     /// Looks the object up (HEAD) for its size and ETag.
     pub async fn open(client: Client, bucket: &str, key: &str) -> io::Result<S3Source> {
         let head = client.head_object().bucket(bucket).key(key).send().await.map_err(|e| {
-            io::Error::other(format!("HEAD s3://{bucket}/{key}: {}", aws_sdk_s3::error::DisplayErrorContext(e)))
+            transient(format!("HEAD s3://{bucket}/{key}: {}", aws_sdk_s3::error::DisplayErrorContext(e)))
         })?;
         let size = head.content_length().and_then(|l| u64::try_from(l).ok()).unwrap_or(0);
         Ok(S3Source {
@@ -78,7 +83,7 @@ impl S3Source {
             .send()
             .await
             .map_err(|e| {
-                io::Error::other(format!(
+                transient(format!(
                     "GET {} bytes {start}-{end}: {}",
                     self.name,
                     aws_sdk_s3::error::DisplayErrorContext(e)
@@ -88,16 +93,18 @@ impl S3Source {
             .body
             .collect()
             .await
-            .map_err(|e| io::Error::other(format!("reading {} bytes {start}-{end}: {e}", self.name)))?
+            .map_err(|e| transient(format!("reading {} bytes {start}-{end}: {e}", self.name)))?
             .into_bytes();
         if body.len() as u64 != end - start + 1 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{} bytes {start}-{end}: got {} bytes", self.name, body.len()),
-            ));
+            return Err(transient(format!("{} bytes {start}-{end}: got {} bytes", self.name, body.len())));
         }
         Ok(body)
     }
+}
+
+/// A failed read of a segment's object, as the materializer sees it: worth trying again.
+pub(crate) fn transient(message: String) -> io::Error {
+    StorageError::Transient(message).into()
 }
 
 #[async_trait]

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::retry::sdk_error_retryable;
 use crate::s3::read_s3_uri;
 use floe_core::queue::{QueueError, TaskQueue, message_group};
+use floe_core::retry::Retryable;
 use floe_core::storage::split_s3_uri;
 use floe_core::task::{TASK_VERSION, Task, TaskError};
 
@@ -90,8 +91,10 @@ pub enum MessageError {
     Fetch { location: String, message: String, retryable: bool },
 }
 
-impl MessageError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for MessageError {
+    /// A task that does not parse is not; a stored task that could not be fetched, as S3
+    /// answered.
+    fn retryable(&self) -> bool {
         matches!(self, MessageError::Fetch { retryable: true, .. })
     }
 }
@@ -123,4 +126,18 @@ pub async fn queued_messages(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Resu
     let attributes = got.attributes.unwrap_or_default();
     let count = |name| attributes.get(&name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     Ok(count(ApproximateNumberOfMessages) + count(ApproximateNumberOfMessagesNotVisible))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_task_that_could_not_be_fetched_is_retried_as_s3_answered_and_a_bad_task_never() {
+        let fetch =
+            |retryable| MessageError::Fetch { location: "s3://b/t.json".into(), message: "GET".into(), retryable };
+        assert!(fetch(true).retryable());
+        assert!(!fetch(false).retryable());
+        assert!(!MessageError::Task(TaskError::Version(99)).retryable());
+    }
 }

@@ -17,12 +17,14 @@ enum Rule {
 /// From the bottom up.
 const RULES: &[(&str, Rule)] = &[
     ("vocabulary", Rule::Only(&[])),
-    ("partition", Rule::Only(&[])),
+    // Every layer's errors implement its `Retryable`.
+    ("retry", Rule::Only(&[])),
+    ("partition", Rule::Only(&["retry"])),
     ("schema", Rule::Only(&["vocabulary"])),
     ("config", Rule::Only(&["vocabulary", "segment", "partition", "schema"])),
     // A catalog is opened from its `[catalog]` settings (the REST catalog's).
-    ("catalog", Rule::Only(&["vocabulary", "config"])),
-    ("lock", Rule::Only(&["vocabulary"])),
+    ("catalog", Rule::Only(&["vocabulary", "retry", "config"])),
+    ("lock", Rule::Only(&["vocabulary", "retry"])),
     // Tables do not know the tasks they are planned into, nor who plans them.
     ("table", Rule::Not(&["task", "materializer", "committer", "maintenance", "queue"])),
     ("task", Rule::Not(&["materializer", "committer", "maintenance", "queue"])),

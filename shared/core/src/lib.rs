@@ -34,7 +34,9 @@
 //! - [`maintenance`]: compaction runs, the orphan sweep, files held while their task is
 //!   queued, a table's health (the registry they record in is [`lock::registry`]'s).
 //! - [`metrics`]: what an invocation counted, as CloudWatch Embedded Metric Format lines.
-//! - [`retry`]: bounded retries with backoff. [`guard`]: a dependency's panic turned into
+//! - [`retry`]: [`Retryable`](retry::Retryable), the trait every error implements, and
+//!   bounded retries with backoff of the errors that answer true (imported by every
+//!   layer, it imports nothing of the crate). [`guard`]: a dependency's panic turned into
 //!   an error.
 //! - `fuzz` (feature `fuzzing`): the payload decoders' harness, for the fuzz target.
 //! - `testing` (feature `testing`): what the tests and benchmarks share (a seeded

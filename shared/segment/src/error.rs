@@ -2,10 +2,13 @@
 
 use std::fmt;
 
+use crate::retryable::Retryable;
+
 /// What went wrong while decoding a segment.
 #[derive(Debug, thiserror::Error)]
 pub enum SegmentErrorKind {
-    /// Reading the source failed (network, disk). The only retryable kind.
+    /// Reading the source failed (network, disk). The only kind that may be retryable
+    /// (as the `io::Error` answers, [`Retryable`]).
     #[error("read failed: {0}")]
     Io(#[from] std::io::Error),
     /// The file ends inside a batch.
@@ -93,23 +96,15 @@ impl SegmentError {
     pub fn new(file: impl Into<String>, position: u64, base_offset: Option<i64>, kind: SegmentErrorKind) -> Self {
         SegmentError { file: file.into(), position, base_offset, kind }
     }
-
-    /// True when trying again may succeed (the bytes could not be read); false when the
-    /// bytes themselves are bad and a retry would fail the same way.
-    pub fn retryable(&self) -> bool {
-        matches!(&self.kind, SegmentErrorKind::Io(e) if io_retryable(e))
-    }
 }
 
-/// Whether an I/O error may pass on its own (a throttle, a timeout, a dropped connection,
-/// a 5xx) rather than needing someone to act: the one reading of `io::Error` every part
-/// of Floe uses. Not retryable: the object is missing (`NotFound`), access is refused
-/// (`PermissionDenied`), the request itself is wrong (`InvalidInput`, `Unsupported`), or
-/// the bytes arrived and are bad (`InvalidData`: a corrupt chunk, an S3 error the SDK
-/// classed as permanent).
-pub fn io_retryable(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::*;
-    !matches!(e.kind(), NotFound | PermissionDenied | InvalidInput | InvalidData | Unsupported)
+impl Retryable for SegmentError {
+    /// True when trying again may succeed (the bytes could not be read, and the source
+    /// says a retry may help); false when the bytes themselves are bad and a retry would
+    /// fail the same way.
+    fn retryable(&self) -> bool {
+        matches!(&self.kind, SegmentErrorKind::Io(e) if e.retryable())
+    }
 }
 
 impl fmt::Display for SegmentError {
@@ -119,5 +114,24 @@ impl fmt::Display for SegmentError {
             write!(f, " (batch base offset {base})")?;
         }
         write!(f, ": {}", self.kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StorageError;
+
+    #[test]
+    fn only_a_read_that_may_pass_is_retryable() {
+        let at = |kind| SegmentError::new("s3://b/seg.log", 42, Some(7), kind);
+        let io = |e: std::io::Error| at(SegmentErrorKind::Io(e));
+        assert!(io(StorageError::Transient("GET: SlowDown".into()).into()).retryable());
+        assert!(io(std::io::ErrorKind::ConnectionReset.into()).retryable());
+        assert!(!io(StorageError::Refused("GET: AccessDenied".into()).into()).retryable());
+        assert!(!io(StorageError::Corrupt("chunk 1: not a zstd frame".into()).into()).retryable());
+        assert!(!io(std::io::ErrorKind::NotFound.into()).retryable());
+        assert!(!at(SegmentErrorKind::Checksum { algorithm: "CRC-32C", stored: 1, computed: 2 }).retryable());
+        assert!(!at(SegmentErrorKind::Truncated { needed: 61, available: 12 }).retryable());
     }
 }

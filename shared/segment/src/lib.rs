@@ -26,7 +26,9 @@
 //!
 //! Tiered-storage layouts that store the segment in chunks are read through [`tiered`].
 //!
-//! Every error names the file, the byte position of the batch and its base offset.
+//! Every error names the file, the byte position of the batch and its base offset, and
+//! answers [`Retryable`]: only a read that may pass on its own is worth trying again
+//! (the one reading of an `io::Error`, and [`StorageError`], are in `retryable.rs`).
 
 mod codec;
 mod cursor;
@@ -38,6 +40,7 @@ mod location;
 mod lz4;
 mod reader;
 mod record;
+mod retryable;
 mod source;
 #[cfg(test)]
 mod testing;
@@ -48,7 +51,7 @@ pub mod varint;
 
 pub use codec::Codec;
 pub use decode::decode_frame;
-pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind, io_retryable};
+pub use error::{MAX_OFFSET, OffsetError, SegmentError, SegmentErrorKind};
 pub use frame::{Frame, FrameReader};
 pub use location::{MAX_TOPIC_LEN, ObjectKind, SegmentLayout, SegmentLocation, topic_name_error};
 pub use reader::SegmentReader;
@@ -57,6 +60,7 @@ pub use record::encode_headers;
 pub use record::{
     Batch, BatchKind, BatchTxn, ControlType, Header, Headers, Record, RecordIter, Records, TimestampType,
 };
+pub use retryable::{Retryable, StorageError};
 pub use source::{FileSource, MemorySource, RangeRead, SegmentSource};
 pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
 

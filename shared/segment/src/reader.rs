@@ -224,7 +224,7 @@ mod tests {
 
     use super::super::error::OffsetError;
     use super::super::testing::{legacy_message, legacy_wrapper, v2_batch};
-    use super::super::{Limits, decode_bytes};
+    use super::super::{Limits, Retryable, decode_bytes};
     use super::*;
 
     fn decode(parts: &[Vec<u8>]) -> Result<SegmentSummary, SegmentError> {

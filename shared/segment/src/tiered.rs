@@ -26,6 +26,7 @@ use serde::Deserialize;
 use tokio::io::AsyncRead;
 use tokio_util::io::StreamReader;
 
+use super::retryable::{Retryable, StorageError};
 use super::source::{RangeRead, SegmentSource};
 
 /// Stored bytes fetched per GET when reading chunks.
@@ -43,13 +44,13 @@ pub enum TieredError {
         "{manifest}: the segment is encrypted (AES-GCM chunks); encrypted tiered-storage segments are not supported yet"
     )]
     Encrypted { manifest: String },
-    #[error("{0}")]
-    Io(#[from] io::Error),
 }
 
-impl TieredError {
-    pub fn retryable(&self) -> bool {
-        matches!(self, TieredError::Io(e) if e.kind() != io::ErrorKind::InvalidData)
+impl Retryable for TieredError {
+    /// Never: the manifest itself is the problem (reading its objects fails as their
+    /// `io::Error`, and a corrupt chunk as a [`StorageError::Corrupt`] in it).
+    fn retryable(&self) -> bool {
+        false
     }
 }
 
@@ -266,16 +267,13 @@ async fn next_group(
         let expected = (chunk.original.end - chunk.original.start) as usize;
         let original = if compressed {
             let bad = |detail: String| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: chunk {} (stored bytes {}..{}): {detail}",
-                        object.name(),
-                        first + i,
-                        chunk.stored.start,
-                        chunk.stored.end
-                    ),
-                )
+                io::Error::from(StorageError::Corrupt(format!(
+                    "{}: chunk {} (stored bytes {}..{}): {detail}",
+                    object.name(),
+                    first + i,
+                    chunk.stored.start,
+                    chunk.stored.end
+                )))
             };
             let decoded = zstd::bulk::decompress(&bytes, expected.min(MAX_CHUNK_BYTES))
                 .map_err(|e| bad(format!("not a zstd frame: {e}")))?;
@@ -284,15 +282,12 @@ async fn next_group(
             bytes
         };
         if original.len() != expected {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: chunk {} holds {} bytes, the chunk index says {expected}",
-                    object.name(),
-                    first + i,
-                    original.len()
-                ),
-            ));
+            return Err(io::Error::from(StorageError::Corrupt(format!(
+                "{}: chunk {} holds {} bytes, the chunk index says {expected}",
+                object.name(),
+                first + i,
+                original.len()
+            ))));
         }
         out.push(original);
     }
@@ -452,6 +447,7 @@ mod tests {
         let mut out = Vec::new();
         let err = source.open_at(0).await.unwrap().read_to_end(&mut out).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(!err.retryable(), "{err}");
         assert!(err.to_string().contains("seg.log: chunk 1"), "{err}");
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use floe_core::metrics;
+use floe_core::retry::Retryable;
 
 use super::{
     COMMITTER_TIMEOUT_SECONDS, InitError, count, function_timeout, load_config, open_catalog, required, s3_client,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use floe_core::metrics;
+use floe_core::retry::Retryable;
 
 use super::materializer::MaterializerEnv;
 use super::{COMPACTOR_TIMEOUT_SECONDS, InitError, function_timeout, load_config, open_catalog, table_registry};

@@ -10,6 +10,7 @@ use floe_core::maintenance::holding::HoldingQueue;
 use floe_core::materializer::segment::MaterializeError;
 use floe_core::materializer::{Materializer, MaterializerError, ObjectRef, Outcome};
 use floe_core::metrics::{self, MODE, TABLE};
+use floe_core::retry::Retryable;
 use floe_core::segment::Limits;
 use floe_core::storage::split_s3_uri;
 

@@ -32,6 +32,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 
+use crate::retry::Retryable;
 use crate::vocabulary::TableName;
 
 /// A table's registered metadata file, and the catalog's version of that registration.
@@ -54,15 +55,19 @@ pub enum CatalogError {
     Other { table: String, detail: String, retryable: bool },
 }
 
-impl CatalogError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for CatalogError {
+    /// A conflict is (reload and try again); a refused action is not; other failures as
+    /// the catalog's client judged them.
+    fn retryable(&self) -> bool {
         match self {
             CatalogError::Conflict { .. } => true,
             CatalogError::AccessDenied { .. } => false,
             CatalogError::Other { retryable, .. } => *retryable,
         }
     }
+}
 
+impl CatalogError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, CatalogError::Conflict { .. })
     }

@@ -13,6 +13,7 @@ use super::{BatchReport, CommitError, CommittedSnapshot, Committer, TaskResult};
 use crate::lock::Lease;
 use crate::lock::registry::Activity;
 use crate::metrics;
+use crate::retry::Retryable;
 use crate::table::snapshot::SnapshotChange;
 use crate::table::state::STATE_KEY;
 use crate::table::{LoadedTable, TableError, floe_summary, load};

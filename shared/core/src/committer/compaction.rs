@@ -10,6 +10,7 @@ use super::plan::{CompactionVerdict, plan_compactions};
 use super::{BatchReport, CommitError, CommittedSnapshot, Committer, TaskResult};
 use crate::lock::Lease;
 use crate::lock::registry::{Activity, CompactionRecord, MaintenanceEvent};
+use crate::retry::Retryable;
 use crate::table::deletes::rewritable_files;
 use crate::table::snapshot::{SnapshotChange, live_data_files};
 use crate::table::{TableError, floe_summary, load};

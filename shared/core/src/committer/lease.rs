@@ -8,6 +8,7 @@ use crate::guard::guarded;
 use crate::lock::registry::{Activity, Failure, MaintenanceEvent};
 use crate::lock::{Lease, hold};
 use crate::metrics;
+use crate::retry::Retryable;
 use crate::task::TableName;
 
 impl Committer {

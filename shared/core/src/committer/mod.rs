@@ -71,7 +71,7 @@ use crate::catalog::{Catalog, CatalogError};
 use crate::lock::registry::TableRegistry;
 use crate::lock::{Clock, LockError, TableLocks};
 use crate::partition::describe;
-use crate::retry::RetryPolicy;
+use crate::retry::{RetryPolicy, Retryable};
 use crate::table::offsets::CommittedOffsets;
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{
@@ -109,15 +109,17 @@ pub enum CommitError {
     Internal { table: String, detail: String },
 }
 
-impl CommitError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for CommitError {
+    fn retryable(&self) -> bool {
         match self {
             CommitError::Table(e) => e.retryable(),
             CommitError::Lock(e) => e.retryable(),
             CommitError::Incompatible { .. } | CommitError::Task { .. } | CommitError::Internal { .. } => false,
         }
     }
+}
 
+impl CommitError {
     fn is_conflict(&self) -> bool {
         matches!(self, CommitError::Table(TableError::Catalog(CatalogError::Conflict { .. })))
     }

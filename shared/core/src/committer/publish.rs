@@ -8,6 +8,7 @@ use crate::catalog::CatalogError;
 use crate::lock::Lease;
 use crate::lock::registry::MaintenanceEvent;
 use crate::metrics;
+use crate::retry::Retryable;
 use crate::table::snapshot::{METADATA_DELETE_AFTER_COMMIT, SnapshotChange, stage_snapshot};
 use crate::table::{LoadedTable, TableError, load};
 use crate::task::TableName;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{CommitError, Committer, TaskResult};
 use crate::lock::registry::{Activity, Failure, MaintenanceEvent, RecordAt};
+use crate::retry::Retryable;
 use crate::task::{SuspendTask, TableName, Task, held_files};
 
 impl Committer {

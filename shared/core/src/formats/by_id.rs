@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap;
 use crate::columns::{DecodeError, SchemaLoadError};
 use crate::registry::wire::{self, Framed, Payload, SchemaId};
 use crate::registry::{RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
+use crate::retry::Retryable;
 
 pub enum SchemaSet<T> {
     /// Every payload uses this schema; the id in the header is not checked.

@@ -8,6 +8,7 @@ use crate::columns::{PayloadDecoder, Shape};
 use crate::config::{SchemaSource, TopicConfig};
 use crate::formats::json::infer::Inferred;
 use crate::registry::{FileSchema, RegistryError, Resolved, SchemaRegistry, SchemaType, resolve};
+use crate::retry::Retryable;
 use crate::schema::Incompatible;
 use crate::schema::layout::PayloadType;
 
@@ -26,8 +27,8 @@ pub enum FormatError {
     Incompatible(#[from] Incompatible),
 }
 
-impl FormatError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for FormatError {
+    fn retryable(&self) -> bool {
         matches!(self, FormatError::Registry { source, .. } if source.retryable())
     }
 }

@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::retry::Retryable;
+
 /// A held lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -42,8 +44,10 @@ pub enum LockError {
     Store { detail: String, retryable: bool },
 }
 
-impl LockError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for LockError {
+    /// A lost lease is (another committer holds the table now; its tasks come back);
+    /// the store's failures as its client judged them.
+    fn retryable(&self) -> bool {
         match self {
             LockError::Lost { .. } => true,
             LockError::Store { retryable, .. } => *retryable,

@@ -37,6 +37,7 @@ use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceErr
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
 use crate::queue::TaskQueue;
+use crate::retry::Retryable;
 use crate::storage::WarehouseFiles;
 use crate::table::compaction::{Bin, CompactionPolicy, bins, task_id};
 use crate::table::{LoadedTable, TableError, TableName, committed_offsets, load};

@@ -31,6 +31,7 @@ use async_trait::async_trait;
 use super::{HeldOffsets, HeldTask, TableRegistry};
 use crate::lock::LockError;
 use crate::queue::{QueueError, TaskQueue};
+use crate::retry::Retryable;
 use crate::table::offsets::CommittedOffsets;
 use crate::task::{TableName, Task, held_files};
 

@@ -30,6 +30,7 @@ pub mod sweep;
 
 use crate::lock::LockError;
 use crate::queue::QueueError;
+use crate::retry::Retryable;
 use crate::table::TableError;
 
 pub use crate::config::DEFAULT_ORPHAN_GRACE_MS;
@@ -55,8 +56,8 @@ pub enum MaintenanceError {
     Internal { table: String, panic: String },
 }
 
-impl MaintenanceError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for MaintenanceError {
+    fn retryable(&self) -> bool {
         match self {
             MaintenanceError::Table(e) => e.retryable(),
             MaintenanceError::Registry(e) => e.retryable(),

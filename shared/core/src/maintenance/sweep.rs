@@ -56,7 +56,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{ManifestList, TableMetadata};
 
 use super::{HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
-use crate::segment::io_retryable;
+use crate::retry::Retryable;
 use crate::storage::{StoredFile, WarehouseFiles};
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{TableError, TableName};
@@ -130,8 +130,7 @@ impl Sweep<'_> {
         let mut failure = None;
         for batch in paths.chunks(DELETE_BATCH) {
             if let Err(e) = self.files.delete(batch).await {
-                failure =
-                    Some(storage_error(table, format!("deleting {} file(s): {e}", batch.len()), io_retryable(&e)));
+                failure = Some(storage_error(table, format!("deleting {} file(s): {e}", batch.len()), e.retryable()));
                 break;
             }
             report.removed.extend_from_slice(batch);
@@ -155,7 +154,7 @@ impl Sweep<'_> {
             .files
             .list(prefix)
             .await
-            .map_err(|e| storage_error(table, format!("listing {prefix}: {e}"), io_retryable(&e)))?;
+            .map_err(|e| storage_error(table, format!("listing {prefix}: {e}"), e.retryable()))?;
         let prefix = file_key(prefix);
         files.retain(|f| file_key(&f.path).starts_with(&prefix));
         Ok(files)

@@ -45,6 +45,7 @@ use crate::materializer::segment::{
 use crate::partition::{PartitionError, spec_for_table};
 use crate::queue::{QueueError, TaskQueue};
 use crate::registry::SchemaRegistry;
+use crate::retry::Retryable;
 use crate::segment::tiered::{ChunkedSource, Manifest, TieredError, transaction_index};
 use crate::segment::{
     Limits, ObjectKind, SegmentLayout, SegmentLocation, SegmentReader, SegmentSource, parse_txn_index,
@@ -81,12 +82,12 @@ pub enum MaterializerError {
     Partition(#[from] PartitionError),
 }
 
-impl MaterializerError {
+impl Retryable for MaterializerError {
     /// True when the same object may succeed later (throttling, 5xx, network); false when
     /// the object itself is the problem (corrupt, encrypted, undecodable).
-    pub fn retryable(&self) -> bool {
+    fn retryable(&self) -> bool {
         match self {
-            MaterializerError::Object { source, .. } => crate::segment::io_retryable(source),
+            MaterializerError::Object { source, .. } => source.retryable(),
             MaterializerError::Tiered(e) => e.retryable(),
             MaterializerError::TxnIndex { .. } | MaterializerError::Task(_) => false,
             MaterializerError::Format(e) => e.retryable(),
@@ -96,7 +97,9 @@ impl MaterializerError {
             MaterializerError::Partition(e) => e.retryable(),
         }
     }
+}
 
+impl MaterializerError {
     /// True when the topic's configuration is what fails, and fixing it is what helps: a
     /// schema reference that cannot be resolved (a schema file that does not parse, a
     /// Protobuf message not in its descriptor, a subject or schema the registry does not

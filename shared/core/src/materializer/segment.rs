@@ -21,6 +21,7 @@ use iceberg::spec::{PartitionSpec, Schema, StructType};
 use crate::columns::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
 use crate::config::{BadRecordMode, TopicConfig};
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
+use crate::retry::Retryable;
 use crate::schema::layout::dead_letter_struct;
 use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
 
@@ -66,15 +67,17 @@ impl MaterializeError {
             other => other,
         }
     }
+}
 
-    pub fn retryable(&self) -> bool {
+impl Retryable for MaterializeError {
+    fn retryable(&self) -> bool {
         match self {
             MaterializeError::Segment(e) => e.retryable(),
             MaterializeError::Suspended { .. } => false,
             MaterializeError::Write { source, .. } => {
                 source.retryable() || source.kind() == iceberg::ErrorKind::Unexpected
             }
-            MaterializeError::Schema(e) => e.retryable,
+            MaterializeError::Schema(e) => e.retryable(),
             MaterializeError::Internal { .. } => false,
         }
     }

@@ -35,6 +35,8 @@ use iceberg::spec::{
 };
 use iceberg::{Error, ErrorKind};
 
+use crate::retry::Retryable;
+
 /// A `partition_by` entry that does not fit the table: the field (`topics[0].partition_by[1]`)
 /// and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,9 +46,9 @@ pub struct PartitionError {
     pub message: String,
 }
 
-impl PartitionError {
+impl Retryable for PartitionError {
     /// A configuration error: retrying never helps.
-    pub fn retryable(&self) -> bool {
+    fn retryable(&self) -> bool {
         false
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use crate::retry::Retryable;
 use crate::task::{TableName, Task};
 
 /// A task could not be queued.
@@ -23,8 +24,8 @@ pub struct QueueError {
     pub retryable: bool,
 }
 
-impl QueueError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for QueueError {
+    fn retryable(&self) -> bool {
         self.retryable
     }
 }

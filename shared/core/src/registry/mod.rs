@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::retry::{RetryPolicy, Retryable, with_retries};
+
 /// The kind of a registered schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -69,10 +71,10 @@ pub enum RegistryError {
     Config { field: &'static str, message: String },
 }
 
-impl RegistryError {
+impl Retryable for RegistryError {
     /// True when the registry could not be reached or answered 5xx / 429: the same
     /// request may succeed later. An unknown id or a bad answer will not.
-    pub fn retryable(&self) -> bool {
+    fn retryable(&self) -> bool {
         matches!(self, RegistryError::Unavailable { .. })
     }
 }
@@ -265,41 +267,33 @@ impl HttpSchemaRegistry {
         schema
     }
 
+    /// `path`'s answer, the request tried again while the registry is unavailable.
     async fn get(&self, path: &str, what: &str) -> Result<SchemaAnswer, RegistryError> {
         let url = format!("{}{path}", self.base);
-        let unavailable = |message: String| RegistryError::Unavailable { url: url.clone(), message };
-        let mut last = None;
-        for attempt in 0..self.attempts {
-            if attempt > 0 {
-                tokio::time::sleep(self.backoff * 2u32.pow(attempt - 1)).await;
-            }
-            let mut request = self.client.get(&url).header("Accept", "application/vnd.schemaregistry.v1+json");
-            if let Some(c) = &self.credentials {
-                request = request.basic_auth(&c.username, Some(&c.password));
-            }
-            match request.send().await {
-                Err(e) => last = Some(unavailable(self.describe(e))),
-                Ok(response) => {
-                    let status = response.status();
-                    if status == reqwest::StatusCode::NOT_FOUND {
-                        return Err(RegistryError::NotFound(what.to_string()));
-                    }
-                    if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-                        last = Some(unavailable(format!("HTTP {status}")));
-                        continue;
-                    }
-                    if !status.is_success() {
-                        return Err(RegistryError::Invalid { url, message: format!("HTTP {status}") });
-                    }
-                    return response
-                        .json()
-                        .await
-                        .map_err(|e| RegistryError::Invalid { url, message: e.without_url().to_string() });
-                }
-            }
-            tracing::warn!(url = %url, attempt, "schema registry request failed, retrying");
+        let policy = RetryPolicy { attempts: self.attempts, base: self.backoff, max_wait: Duration::MAX };
+        with_retries(policy, "schema registry request", || self.get_once(&url, what)).await
+    }
+
+    /// One request: unavailable (retryable) when it fails or is answered 5xx or 429.
+    async fn get_once(&self, url: &str, what: &str) -> Result<SchemaAnswer, RegistryError> {
+        let unavailable = |message: String| RegistryError::Unavailable { url: url.to_string(), message };
+        let invalid = |message: String| RegistryError::Invalid { url: url.to_string(), message };
+        let mut request = self.client.get(url).header("Accept", "application/vnd.schemaregistry.v1+json");
+        if let Some(c) = &self.credentials {
+            request = request.basic_auth(&c.username, Some(&c.password));
         }
-        Err(last.unwrap_or_else(|| unavailable("no attempt made".into())))
+        let response = request.send().await.map_err(|e| unavailable(self.describe(e)))?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(RegistryError::NotFound(what.to_string()));
+        }
+        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return Err(unavailable(format!("HTTP {status}")));
+        }
+        if !status.is_success() {
+            return Err(invalid(format!("HTTP {status}")));
+        }
+        response.json().await.map_err(|e| invalid(e.without_url().to_string()))
     }
 }
 

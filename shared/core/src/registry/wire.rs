@@ -41,6 +41,12 @@ pub struct SchemaLoadError {
     pub retryable: bool,
 }
 
+impl crate::retry::Retryable for SchemaLoadError {
+    fn retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
 /// Length of the in-payload framing: magic byte 0 and a 4-byte id.
 const HEADER_LEN: usize = 5;
 

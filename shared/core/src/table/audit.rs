@@ -50,6 +50,7 @@ use super::rowless::RowlessOffsets;
 use super::state::{STATE_KEY, TableState};
 use super::{LoadedTable, TableError, TableName, committed_offsets, floe_summary, load, rowless_offsets};
 use crate::catalog::Catalog;
+use crate::retry::Retryable;
 use crate::schema::layout::{KAFKA_COLUMN, OFFSET_FIELD};
 
 /// The `_kafka` field holding the partition.
@@ -70,8 +71,8 @@ pub enum AuditError {
     Column { table: String, detail: String },
 }
 
-impl AuditError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for AuditError {
+    fn retryable(&self) -> bool {
         match self {
             AuditError::Table(e) => e.retryable(),
             AuditError::Read { source, .. } => source.retryable(),

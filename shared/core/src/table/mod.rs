@@ -30,6 +30,7 @@ use iceberg::spec::{
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
 use crate::catalog::{Catalog, CatalogError, TablePointer};
+use crate::retry::Retryable;
 use iceberg::spec::SnapshotRef;
 use offsets::CommittedOffsets;
 use rowless::RowlessOffsets;
@@ -58,15 +59,17 @@ pub enum TableError {
     TopicClash { table: String, holds: String, topic: String },
 }
 
-impl TableError {
-    pub fn retryable(&self) -> bool {
+impl Retryable for TableError {
+    fn retryable(&self) -> bool {
         match self {
             TableError::Catalog(e) => e.retryable(),
             TableError::Iceberg { source, .. } => source.retryable(),
             TableError::Summary { .. } | TableError::TopicClash { .. } => false,
         }
     }
+}
 
+impl TableError {
     pub fn iceberg(table: &TableName) -> impl Fn(Error) -> TableError + '_ {
         move |source| TableError::Iceberg { table: table.to_string(), source: Box::new(source) }
     }

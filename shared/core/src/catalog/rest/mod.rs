@@ -661,6 +661,7 @@ impl Catalog for RestCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retry::Retryable;
 
     #[test]
     fn secrets_hold_a_credential_or_a_token() {
