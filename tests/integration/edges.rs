@@ -301,3 +301,112 @@ async fn a_re_cut_segment_adds_dead_letters_only_for_offsets_its_table_had_not_d
     let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
     assert!(audit.exactly_once, "{audit:?}");
 }
+
+/// A log of topic `events` starting at 1000, as tests/py/lifecycle_engine.py writes it,
+/// in two segments. `1000/`: records 1000..=1004, then producer 7's transaction
+/// 1005..=1009. `1010/`: producer 8's transaction (1010, 1011) and its COMMIT (1012) at
+/// minute 0; producer 7's ABORT (1050) and, after another transaction of its
+/// (1060..=1069), its COMMIT (1090), both at minute 40: past the topic's 15-minute
+/// `transaction_timeout`, as brokers with a longer `transaction.max.timeout.ms` write them.
+/// The rest are records outside transactions.
+fn markers_past_the_time_bound(input: &Path) {
+    let engine_dir = tempfile::tempdir().unwrap();
+    let db = engine_dir.path().join("catalog.db");
+    let mut engine = support::JsonLines::start("lifecycle_engine.py", &[&db, engine_dir.path()]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let minute = |m: i64| now - 60 * 60_000 + m * 60_000;
+    let batch = |(base, last): (i64, i64), pid: Option<i64>| {
+        let records: Vec<Value> =
+            (base..=last).map(|o| json!([minute(0), format!("k{o}"), json!({ "id": o }).to_string(), []])).collect();
+        json!({"base": base, "pid": pid, "epoch": pid.map(|_| 0), "log_append": null, "records": records})
+    };
+    let marker = |offset: i64, pid: i64, commit: bool, at: i64| json!({"marker": offset, "pid": pid, "epoch": 0, "commit": commit, "ts": minute(at)});
+    let segments = [
+        (1000, vec![batch((1000, 1004), None), batch((1005, 1009), Some(7))]),
+        (
+            1010,
+            vec![
+                batch((1010, 1011), Some(8)),
+                marker(1012, 8, true, 0),
+                batch((1013, 1049), None),
+                marker(1050, 7, false, 40),
+                batch((1051, 1059), None),
+                batch((1060, 1069), Some(7)),
+                batch((1070, 1089), None),
+                marker(1090, 7, true, 40),
+                batch((1091, 1099), None),
+            ],
+        ),
+    ];
+    for (first, batches) in segments {
+        let path = input.join(format!("{first}/events-0/{first:020}.log"));
+        engine.call(&json!({"op": "segment", "path": path, "batches": batches})).unwrap();
+    }
+}
+
+/// Issue 40: producer 7's part 1005..=1009 comes after both of its producer's later markers
+/// left the table state, so which was its marker cannot be told: the table is `degraded`,
+/// naming the part and the command that ends it, and the audit fails. The operator looks
+/// the transaction up in Kafka and runs `floe local resolve`: aborted (as it was), its
+/// records never become rows; committed, they do. Either way the table is `running`
+/// again and the audit passes; a decision on a part that is not stranded is refused,
+/// naming those that are.
+#[tokio::test]
+async fn a_stranded_transaction_part_ends_by_the_operator_s_decision() {
+    let input = tempfile::tempdir().unwrap();
+    markers_past_the_time_bound(input.path());
+    let floe = crate::first_run::floe_binary();
+    for commit in [false, true] {
+        let warehouse = tempfile::tempdir().unwrap();
+        for first in [1010, 1000] {
+            let report = run_segment(input.path(), first, warehouse.path(), "skip").await;
+            assert!(report.failed.is_empty(), "{:?}", report.failed);
+        }
+        let health = async || {
+            let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+            status.into_iter().find(|t| t.table == "kafka.events").unwrap().health
+        };
+        let degraded = health().await;
+        let reason = degraded.reason.clone().unwrap_or_default();
+        assert_eq!(degraded.state, "degraded", "{degraded:?}");
+        assert!(
+            reason.contains("producer 7 at offsets 1005-1009 of events partition 0")
+                && reason.contains("floe local resolve"),
+            "{reason}"
+        );
+        let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
+        assert!(!audit.exactly_once, "the part's records are neither rows nor explained: {audit:?}");
+
+        let resolve = |offset: i64| {
+            let decision = if commit { "--commit" } else { "--abort" };
+            std::process::Command::new(&floe)
+                .args(["local", "resolve", "kafka.events", "--partition", "0", "--offset", &offset.to_string()])
+                .arg(decision)
+                .arg("--warehouse")
+                .arg(warehouse.path())
+                .current_dir(input.path())
+                .output()
+                .unwrap()
+        };
+        let refused = resolve(1000);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && said.contains("stranded parts: partition 0 offset 1005"), "{said}");
+        let done = resolve(1005);
+        assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+
+        let mut rows: Vec<i64> = (1000..=1099).filter(|o| ![1012, 1050, 1090].contains(o)).collect();
+        if !commit {
+            rows.retain(|o| !(1005..=1009).contains(o));
+        }
+        let read = read_local(warehouse.path(), "kafka.events");
+        assert_eq!((read.offsets["0"].clone(), read.duplicates), (rows, 0), "commit: {commit}");
+        let running = health().await;
+        assert_eq!((running.state, running.reason.as_deref()), ("running", None), "{running:?}");
+        let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
+        assert!(audit.exactly_once, "{audit:?}");
+        // Decided: the same decision again is refused, nothing stranded there.
+        let again = resolve(1005);
+        let said = String::from_utf8_lossy(&again.stderr);
+        assert!(!again.status.success() && said.contains("stranded parts: none"), "{said}");
+    }
+}
