@@ -37,8 +37,13 @@ pub struct TableCompaction {
     pub rejected: usize,
     /// Bins whose task an earlier run queued less than an hour ago: left alone.
     pub already_queued: usize,
-    /// Data files left out because another engine's delete file may apply to them.
+    /// Data files left out because another engine's deletion vector applies to them.
     pub with_deletes: usize,
+    /// Other engines' delete files the bins applied, the rows they left out, and how
+    /// many of those files the committed compactions removed (applied everywhere).
+    pub delete_files_applied: usize,
+    pub rows_deleted: u64,
+    pub delete_files_dropped: usize,
     /// Held tasks released because the table already holds their offsets.
     pub released: usize,
     pub orphans_removed: usize,
@@ -63,6 +68,8 @@ impl From<TableRun> for TableCompaction {
             bytes_out: run.bytes_out,
             already_queued: run.already_queued,
             with_deletes: run.with_deletes,
+            delete_files_applied: run.delete_files.len(),
+            rows_deleted: run.rows_deleted,
             released: run.released,
             orphans_removed: run.sweep.removed.len(),
             skipped: run.skipped,
@@ -80,7 +87,7 @@ impl TableCompaction {
         if self.failed.is_some() {
             return None;
         }
-        let with_deletes = format!("{} file(s) with deletes left alone", self.with_deletes);
+        let with_deletes = format!("{} file(s) with deletion vectors left alone", self.with_deletes);
         let mut line = match (&self.skipped, self.bins, self.with_deletes) {
             (Some(why), _, _) => format!("{}: not compacted: {why}", self.table),
             (None, 0, 0) => format!("{}: nothing to compact", self.table),
@@ -92,6 +99,12 @@ impl TableCompaction {
         };
         if self.rejected > 0 {
             line.push_str(&format!(", {} rejected (its files changed meanwhile)", self.rejected));
+        }
+        if self.delete_files_applied > 0 {
+            line.push_str(&format!(
+                "; {} delete file(s) applied ({} row(s) left out), {} dropped",
+                self.delete_files_applied, self.rows_deleted, self.delete_files_dropped
+            ));
         }
         if self.bins > 0 && self.with_deletes > 0 {
             line.push_str(&format!("; {with_deletes}"));
@@ -126,6 +139,12 @@ pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>) -> 
     let tasks = warehouse.queue.drain();
     let done = warehouse.committer.commit_all(&tasks, None).await;
     let mut tables: Vec<TableCompaction> = run.tables.into_iter().map(TableCompaction::from).collect();
+    for snapshot in &done.snapshots {
+        let name = snapshot.table.to_string();
+        if let Some(table) = tables.iter_mut().find(|t| t.table == name) {
+            table.delete_files_dropped += snapshot.delete_files_dropped;
+        }
+    }
     for (task, (_, result)) in tasks.iter().zip(&done.results) {
         let name = task.table().to_string();
         let Some(table) = tables.iter_mut().find(|t| t.table == name) else { continue };
@@ -196,6 +215,10 @@ pub struct CompactionView {
     pub bytes_in: u64,
     pub files_out: u64,
     pub bytes_out: u64,
+    /// Rows other engines' delete files removed that it left out, and the delete files
+    /// it removed (applied to every data file they applied to).
+    pub rows_deleted: u64,
+    pub delete_files_dropped: u64,
 }
 
 impl From<MaintenanceStatus> for MaintenanceView {
@@ -207,6 +230,8 @@ impl From<MaintenanceStatus> for MaintenanceView {
                 bytes_in: c.bytes_in,
                 files_out: c.files_out,
                 bytes_out: c.bytes_out,
+                rows_deleted: c.rows_deleted,
+                delete_files_dropped: c.delete_files_dropped,
             }),
             snapshots_expired: status.snapshots_expired,
             orphans_removed: status.orphans_removed,
@@ -254,17 +279,20 @@ mod tests {
             )
         );
         assert_eq!(t(|t| t.failed = Some("compaction of kafka.orders: x".into())), None);
-        // Files another engine's deletes apply to are counted, never "nothing to compact".
-        assert_eq!(t(|t| t.with_deletes = 12).as_deref(), Some("kafka.orders: 12 file(s) with deletes left alone"));
+        // Files another engine's deletion vectors apply to are counted, never "nothing to compact".
+        let vectors = t(|t| t.with_deletes = 12);
+        assert_eq!(vectors.as_deref(), Some("kafka.orders: 12 file(s) with deletion vectors left alone"));
         let both = |t: &mut TableCompaction| {
             (t.bins, t.files_in, t.bytes_in, t.files_out, t.bytes_out, t.committed) = (1, 2, 20, 1, 19, 1);
             (t.with_deletes, t.released) = (3, 1);
+            (t.delete_files_applied, t.rows_deleted, t.delete_files_dropped) = (2, 5, 1);
         };
         assert_eq!(
             t(both).as_deref(),
             Some(
                 "kafka.orders: 1 bin(s) compacted, 2 file(s) of 20 bytes into 1 of 19 bytes: 1 committed; \
-                 3 file(s) with deletes left alone; 1 held task(s) already in the table released"
+                 2 delete file(s) applied (5 row(s) left out), 1 dropped; 3 file(s) with deletion vectors left \
+                 alone; 1 held task(s) already in the table released"
             )
         );
     }

@@ -25,7 +25,7 @@ use crate::committer::{Read, materialize_with, read_local};
 use crate::support;
 
 /// The compaction target the tests configure (the smallest `compaction_target_size`).
-const TARGET: u64 = 1 << 20;
+pub(crate) const TARGET: u64 = 1 << 20;
 /// Records per generated segment (make_compaction.py).
 pub(crate) const RECORDS: i64 = 270;
 pub(crate) const MINUTE: i64 = 60 * 1000;

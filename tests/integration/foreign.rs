@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use floe_core::committer::TaskResult;
+use floe_core::table::audit::GapReason;
 use serde_json::Value;
 
-use crate::compaction::{Clicks, MINUTE, RECORDS, assert_same_rows, results};
+use crate::compaction::{Clicks, MINUTE, RECORDS, TARGET, assert_same_rows, results};
 use crate::support;
 
 /// Runs `script` (tests/py) on the table `kafka.clicks` of `clicks` with `args`; its output.
@@ -54,72 +55,101 @@ fn offsets(range: std::ops::Range<i64>, deleted: &[i64]) -> BTreeMap<String, Vec
 }
 
 /// A compaction past the window of the last commit, its tasks all committed: the
-/// table's run (how many tasks, how many files with deletes left alone).
+/// table's run.
 async fn compact_past_the_window(clicks: &Clicks) -> floe_core::maintenance::compactor::TableRun {
     let (run, report) = clicks.compact(clicks.committed_at().await + 16 * MINUTE).await;
     assert!(results(&report).iter().all(|r| *r == TaskResult::Committed), "{report:?}");
     run
 }
 
+/// `floe local compact` on the table's warehouse 16 minutes from now (past the window
+/// of what was just committed): its output.
+async fn compact_command(clicks: &Clicks) -> String {
+    let mut out = Vec::new();
+    let clock = floe_core::lock::Clock::Shifted { by_ms: 16 * MINUTE };
+    floe_cli::compact::compact(clicks.warehouse.path(), clicks.config.clone(), clock, &mut out).await.unwrap();
+    String::from_utf8(out).unwrap()
+}
+
 async fn live_paths(clicks: &Clicks) -> Vec<String> {
     clicks.live().await.iter().map(|f| f.file_path().to_string()).collect()
 }
 
-/// Asserts that the live files are `kept` (each still live) and compaction outputs (at
-/// least one; how many depends on the rows' size against the target, not on the rule).
-fn assert_kept_and_compacted(live: &[String], kept: &[String]) {
-    assert!(kept.iter().all(|f| live.contains(f)), "files to leave alone stay: {live:?}");
-    let outputs: Vec<&String> = live.iter().filter(|f| !kept.contains(f)).collect();
-    assert!(!outputs.is_empty() && outputs.iter().all(|f| f.contains("-compaction-")), "{live:?}");
+/// Asserts that every live file is a compaction's output (how many depends on the rows'
+/// size against the target).
+fn assert_compacted(live: &[String]) {
+    assert!(!live.is_empty() && live.iter().all(|f| f.contains("-compaction-")), "{live:?}");
+}
+
+/// `floe audit` of the table: exactly once, its gaps those `deleted` (as ranges) and
+/// labelled as rows another engine deleted.
+async fn assert_audit_explains(clicks: &Clicks, deleted: &[(i64, i64)]) {
+    let audit = floe_cli::audit::local(clicks.warehouse.path(), "kafka.clicks").await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+    let gaps: Vec<(i64, i64)> = audit.partitions[0].gaps.iter().map(|g| (g.first, g.last)).collect();
+    assert_eq!(gaps, deleted, "{audit:?}");
+    assert!(audit.partitions[0].gaps.iter().all(|g| g.reason == GapReason::Deleted), "{audit:?}");
 }
 
 /// Athena, Trino, Spark or Flink delete rows with delete files, not by rewriting data
-/// files. Compaction leaves alone every data file a delete file applies to: rewritten,
-/// its rows would come back (position deletes name the old path; equality deletes apply
-/// to older data files only). PyIceberg reads the position deletes; the equality delete
-/// (which PyIceberg 0.12 cannot read) is judged by foreign_delete.py's reader.
+/// files. Compaction applies them, as Iceberg's `rewrite_data_files` does: its outputs
+/// hold the live rows only, and a delete file goes once every data file it applies to
+/// is rewritten. PyIceberg reads the position deletes; the equality delete (which
+/// PyIceberg 0.12 cannot read) is judged by foreign_delete.py's reader; `floe audit`
+/// explains the deleted offsets once the delete files are gone.
 #[tokio::test]
-async fn rows_other_engines_delete_stay_deleted_through_compaction_and_appends() {
+async fn compaction_applies_other_engines_deletes_and_drops_the_delete_files() {
     let (clicks, before) = Clicks::committed("", &[6]).await;
-    let all = 0..6 * RECORDS;
     let named = delete(&clicks, &["position", "0/5", "0/300", "0/301"]);
     assert_eq!(named.len(), 2, "one position delete file for each of two data files");
-    let mut deleted = vec![5, 300, 301];
     let read = clicks.read();
-    assert_eq!(read.offsets, offsets(all.clone(), &deleted), "PyIceberg applies the position deletes");
-
-    // Past the window: the four files without deletes are compacted, the two with stay.
-    let run = compact_past_the_window(&clicks).await;
-    assert_eq!((run.compactions, run.with_deletes), (1, 2));
-    assert_kept_and_compacted(&live_paths(&clicks).await, &named);
-    // `floe local compact` counts the two it leaves alone, not "nothing to compact".
-    let mut out = Vec::new();
-    let wall = floe_core::lock::Clock::Wall;
-    floe_cli::compact::compact(clicks.warehouse.path(), clicks.config.clone(), wall, &mut out).await.unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), "kafka.clicks: 2 file(s) with deletes left alone\n");
-    let after = clicks.read();
-    assert_eq!((after.offsets.clone(), after.duplicates), (offsets(all.clone(), &deleted), 0));
-    assert!(after.values.iter().all(|(k, v)| before.values[k] == *v), "values unchanged");
-
-    // An equality delete (global: the table is unpartitioned) on rows of a file with
-    // position deletes and of the compaction's output; then Floe appends four segments.
-    // Only those (newer than the delete) may be compacted.
-    let older = live_paths(&clicks).await;
+    assert_eq!(read.offsets, offsets(0..6 * RECORDS, &[5, 300, 301]), "PyIceberg applies the position deletes");
     assert!(delete(&clicks, &["equality", "key", "k400", "k1000"]).is_empty());
-    deleted.extend([400, 1000]);
+    let mut deleted = vec![5, 300, 301, 400, 1000];
+
+    // Past the window: the six files are compacted, the five rows left out, and the
+    // three delete files dropped (each applied to every file it applies to).
+    let out = compact_command(&clicks).await;
+    let applied = "3 delete file(s) applied (5 row(s) left out), 3 dropped";
+    assert!(out.contains("6 file(s) of") && out.contains(applied), "{out}");
+    assert_compacted(&live_paths(&clicks).await);
+    let judged = judge(&clicks);
+    assert_eq!(judged.delete_files, 0);
+    assert_eq!((judged.offsets, judged.duplicates), (offsets(0..6 * RECORDS, &deleted), 0));
+    let after = clicks.read();
+    assert_eq!((after.offsets.clone(), after.duplicates), (offsets(0..6 * RECORDS, &deleted), 0));
+    assert!(after.values.iter().all(|(k, v)| before.values[k] == *v), "values unchanged");
+    let gaps = [(5, 5), (300, 301), (400, 400), (1000, 1000)];
+    assert_audit_explains(&clicks, &gaps).await;
+
+    // Another equality delete, on rows of the outputs; then Floe appends four segments,
+    // newer than the delete. The next compaction rewrites the new files (and the
+    // outputs' small tail, if any) but not the outputs of the target size, which the
+    // delete applies to: it stays, and keeps their rows deleted.
+    assert!(delete(&clicks, &["equality", "key", "k20", "k21"]).is_empty());
+    deleted.extend([20, 21]);
     let more = clicks.segments(0, 4, 6);
     clicks.commit(&more).await;
+    let large: Vec<String> = clicks
+        .live()
+        .await
+        .iter()
+        .filter(|f| f.file_size_in_bytes() >= TARGET / 4 * 3)
+        .map(|f| f.file_path().to_string())
+        .collect();
+    assert!(!large.is_empty());
     let run = compact_past_the_window(&clicks).await;
-    assert_eq!((run.compactions, run.with_deletes), (1, older.len()));
-    // Files older than the equality delete stay; the four new ones are compacted.
-    let live = live_paths(&clicks).await;
-    assert_kept_and_compacted(&live, &older);
+    assert_eq!(run.compactions, 1);
     let judged = judge(&clicks);
     assert_eq!((judged.offsets.clone(), judged.duplicates), (offsets(0..10 * RECORDS, &deleted), 0));
     assert_eq!(judged.rows, 10 * RECORDS as usize - deleted.len());
-    assert_eq!(judged.delete_files, 3, "the delete files are carried by every snapshot Floe wrote");
+    assert_eq!(judged.delete_files, 1, "it applies to the outputs left as they are");
+    let live = live_paths(&clicks).await;
+    assert!(large.iter().all(|f| live.contains(f)), "{live:?}");
     assert_eq!(judged.data_files, live, "sorted both");
     assert!(judged.values.iter().filter(|(k, _)| before.values.contains_key(*k)).all(|(k, v)| before.values[k] == *v));
+    let gaps = [(5, 5), (20, 21), (300, 301), (400, 400), (1000, 1000)];
+    assert_audit_explains(&clicks, &gaps).await;
 }
 
 /// Every row's top-level columns but `_kafka`, as PyIceberg reads them (by field id).
@@ -177,7 +207,7 @@ async fn columns_other_engines_move_rename_and_drop_keep_their_values_through_co
     let dropped = rows(&clicks);
     assert_keys_in(&dropped, old.clone(), "", &before.values);
     assert_eq!(compact_past_the_window(&clicks).await.compactions, 1);
-    assert_kept_and_compacted(&live_paths(&clicks).await, &[]);
+    assert_compacted(&live_paths(&clicks).await);
     assert_eq!(rows(&clicks), dropped, "every value in its column after the compaction");
 
     clicks.commit(&clicks.segments(0, 1, 4)).await;
@@ -271,9 +301,9 @@ async fn a_table_that_fails_to_compact_does_not_stop_the_others() {
     assert_eq!(queue.drain().len(), 1);
 }
 
-/// A compaction planned before another engine deleted rows of one of its inputs is
-/// rejected: committed, it would remove the file the position deletes name, and the
-/// rows would come back.
+/// A compaction planned before another engine deleted rows of one of its inputs by
+/// position is rejected: committed, it would remove the file the position deletes name,
+/// and the rows would come back. Planned again, it applies the delete.
 #[tokio::test]
 async fn a_compaction_planned_before_another_engine_deleted_rows_of_its_inputs_is_rejected() {
     let (clicks, _) = Clicks::committed("", &[4]).await;
@@ -287,9 +317,36 @@ async fn a_compaction_planned_before_another_engine_deleted_rows_of_its_inputs_i
     let report = clicks.committer.commit_all(&queue.drain(), None).await;
     let rejected = results(&report);
     assert!(
-        matches!(&rejected[..], [TaskResult::Rejected { reason }] if reason.contains("another engine's deletes")),
+        matches!(&rejected[..], [TaskResult::Rejected { reason }] if reason.contains("committed since the plan")),
         "{report:?}"
     );
     assert_eq!(clicks.live().await.len(), 4);
     assert_eq!(clicks.read().offsets, want, "the deleted row stays deleted");
+
+    let run = compact_past_the_window(&clicks).await;
+    assert_eq!((run.compactions, run.delete_files.len(), run.rows_deleted), (1, 1, 1));
+    assert_eq!((clicks.read().offsets, judge(&clicks).delete_files), (want, 0));
+    assert_audit_explains(&clicks, &[(5, 5)]).await;
+}
+
+/// A compaction planned before another engine's equality delete is taken: its outputs
+/// keep the sequence number of the snapshot it was planned from, under which the delete,
+/// newer, still applies to them (Iceberg's `use-starting-sequence-number`). The delete
+/// file stays: it applies to the outputs.
+#[tokio::test]
+async fn an_equality_delete_committed_after_the_plan_still_applies_to_the_compaction_s_outputs() {
+    let (clicks, _) = Clicks::committed("", &[4]).await;
+    let queue = std::sync::Arc::new(floe_core::queue::InProcessQueue::default());
+    let report = clicks.compactor(queue.clone()).run(clicks.committed_at().await + 16 * MINUTE, None).await;
+    assert_eq!(report.tables[0].compactions, 1, "{report:?}");
+    assert!(delete(&clicks, &["equality", "key", "k7", "k600"]).is_empty());
+    let want = offsets(0..4 * RECORDS, &[7, 600]);
+    assert_eq!(judge(&clicks).offsets, want);
+
+    let report = clicks.committer.commit_all(&queue.drain(), None).await;
+    assert_eq!(results(&report), [TaskResult::Committed], "{report:?}");
+    assert_compacted(&live_paths(&clicks).await);
+    let judged = judge(&clicks);
+    assert_eq!((judged.offsets, judged.delete_files), (want, 1), "the delete applies to the outputs");
+    assert_audit_explains(&clicks, &[(7, 7), (600, 600)]).await;
 }

@@ -141,8 +141,16 @@ async fn the_lock_table_registers_tables_holds_task_files_and_records_maintenanc
 
     // The maintenance record: counters add up, the last compaction and sweep replace.
     assert_eq!(locks.status(&orders).await.unwrap(), MaintenanceStatus::default());
-    let first = CompactionRecord { at_ms: 100, files_in: 40, bytes_in: 4000, files_out: 1, bytes_out: 3900 };
-    let second = CompactionRecord { at_ms: 200, files_in: 3, bytes_in: 300, files_out: 1, bytes_out: 290 };
+    let first = CompactionRecord {
+        at_ms: 100,
+        files_in: 40,
+        bytes_in: 4000,
+        files_out: 1,
+        bytes_out: 3900,
+        ..Default::default()
+    };
+    let second =
+        CompactionRecord { at_ms: 200, files_in: 3, bytes_in: 300, files_out: 1, bytes_out: 290, ..Default::default() };
     for event in [
         MaintenanceEvent::Compacted(first),
         MaintenanceEvent::SnapshotsExpired(4),

@@ -336,6 +336,8 @@ fn compaction_value(record: &CompactionRecord) -> AttributeValue {
         ("bytes_in".to_string(), n(record.bytes_in)),
         ("files_out".to_string(), n(record.files_out)),
         ("bytes_out".to_string(), n(record.bytes_out)),
+        ("rows_deleted".to_string(), n(record.rows_deleted)),
+        ("delete_files_dropped".to_string(), n(record.delete_files_dropped)),
     ]))
 }
 
@@ -397,6 +399,8 @@ fn compaction_record(value: &AttributeValue) -> Result<CompactionRecord, LockErr
         bytes_in: count("bytes_in")?,
         files_out: count("files_out")?,
         bytes_out: count("bytes_out")?,
+        rows_deleted: count("rows_deleted")?,
+        delete_files_dropped: count("delete_files_dropped")?,
     })
 }
 

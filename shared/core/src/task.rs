@@ -56,6 +56,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
+pub use crate::table::deletes::AppliedDelete;
 use crate::vocabulary::ordered_partition_json;
 pub use crate::vocabulary::{BadRecord, OffsetRange, PendingTransaction, TableName, TaskFile};
 
@@ -220,13 +221,17 @@ impl CommitTask {
     }
 }
 
-/// A compaction: small files of a table rewritten into larger ones, rows unchanged.
+/// A compaction: small files of a table rewritten into larger ones, rows unchanged but
+/// those other engines' delete files delete.
 ///
 /// ```json
 /// {"version": 1, "kind": "compaction", "task_id": "…", "table": {…},
 ///  "removed": ["s3://…/data/a.parquet", …], "added": [ {TaskFile}, … ],
 ///  "schema": { …the Iceberg schema the added files were written with… },
-///  "partition_spec": { …the table's spec, absent when unpartitioned… }, "created_at_ms": …}
+///  "partition_spec": { …the table's spec, absent when unpartitioned… }, "created_at_ms": …,
+///  "data_sequence_number": 41,
+///  "deletes": {"files": [{"path": "…/delete-1.parquet", "names": ["…/a.parquet"]}],
+///              "partition": 0, "offsets": [[5, 5], [300, 301]]}}
 /// ```
 ///
 /// The committer applies it only if every removed file is still live (else it is
@@ -245,6 +250,37 @@ pub struct CompactionTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_spec: Option<PartitionSpec>,
     pub created_at_ms: i64,
+    /// The data sequence number `added` keep: the snapshot planned from's, under which
+    /// delete files committed since the plan still apply to them (Iceberg's
+    /// `use-starting-sequence-number`); `None` (older tasks): the new snapshot's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_sequence_number: Option<i64>,
+    /// Other engines' deletes the rewrite applied (none: the rows are unchanged).
+    #[serde(default, skip_serializing_if = "AppliedDeletes::is_empty")]
+    pub deletes: AppliedDeletes,
+}
+
+/// Other engines' delete files a compaction applied to its inputs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppliedDeletes {
+    /// The delete files applied: the rows they delete are not in the outputs. The
+    /// committer takes the task only while no other delete file (committed since the
+    /// plan) deletes by position from its inputs, and drops each of these once it
+    /// applies to no live data file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<AppliedDelete>,
+    /// The inputs' Kafka partition, and the offsets of the rows left out: the table
+    /// state keeps them, for `floe audit` to explain those gaps.
+    #[serde(default)]
+    pub partition: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offsets: Vec<(i64, i64)>,
+}
+
+impl AppliedDeletes {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.offsets.is_empty()
+    }
 }
 
 /// The `kind` of a compaction task's JSON.

@@ -165,7 +165,14 @@ impl Committer {
         let (snapshot_id, at_ms) = self.publish(loaded, change, lease).await?;
         tracing::info!(table = %table, snapshot_id, tasks = plan.tasks, files, records, "committed");
         record_commit(table, tasks, &plan.results, records, at_ms);
-        let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: plan.tasks, files, records };
+        let snapshot = CommittedSnapshot {
+            table: table.clone(),
+            snapshot_id,
+            tasks: plan.tasks,
+            files,
+            records,
+            delete_files_dropped: 0,
+        };
         let state = plan.state.as_ref().unwrap_or(&record.state);
         Ok(Appended {
             results: plan.results,
@@ -218,6 +225,7 @@ impl Committer {
         Ok(SnapshotChange {
             operation: Operation::Append,
             added,
+            added_sequence: Default::default(),
             removed: Default::default(),
             properties,
             new_schema: plan.schema.clone(),

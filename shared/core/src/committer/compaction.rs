@@ -1,5 +1,8 @@
 //! Compaction: a table's compaction tasks → one `replace` snapshot, each task whose inputs
-//! are all still live (and no delete file applies to them) taken, the others rejected.
+//! are all still live (and no delete file committed since its plan deletes from them by
+//! position) taken, the others rejected; the delete files the taken ones applied that
+//! apply to no data file left removed in the same snapshot, and the offsets of the rows
+//! they left out added to the table state (for the audit).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -11,8 +14,9 @@ use super::{BatchReport, CommitError, CommittedSnapshot, Committer, TaskResult};
 use crate::lock::Lease;
 use crate::lock::registry::{Activity, CompactionRecord, MaintenanceEvent};
 use crate::retry::Retryable;
-use crate::table::deletes::rewritable_files;
-use crate::table::snapshot::{SnapshotChange, live_data_files};
+use crate::table::deletes::{ScopedFile, droppable, live_files, unapplied, unpartitioned};
+use crate::table::snapshot::SnapshotChange;
+use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{TableError, floe_summary, load};
 use crate::task::{CompactionTask, TableName, retype_partition};
 
@@ -68,20 +72,22 @@ impl Committer {
             detail: "compaction of a table that does not exist".into(),
         })?;
         let metadata = &loaded.metadata;
-        let sizes: HashMap<String, u64> = live_data_files(&self.file_io, metadata)
-            .await
-            .map_err(&iceberg)?
-            .iter()
-            .map(|f| (f.file_path().to_string(), f.file_size_in_bytes()))
-            .collect();
-        // An input another engine's delete file now applies to (deleted since the plan)
-        // counts as gone: rewritten, its deleted rows would come back.
-        let (rewritable, _) = rewritable_files(&self.file_io, metadata).await.map_err(&iceberg)?;
-        let live: HashSet<String> = rewritable.iter().map(|f| f.file.file_path().to_string()).collect();
+        let (data, deletes) = live_files(&self.file_io, metadata).await.map_err(&iceberg)?;
+        let by_path: HashMap<&str, &ScopedFile> = data.iter().map(|f| (f.path(), f)).collect();
+        let live: HashSet<String> = by_path.keys().map(|p| p.to_string()).collect();
+        let global = |spec_id| unpartitioned(metadata, spec_id);
+        // Another engine's delete since the plan, deleting by position from an input:
+        // rewritten without it, its rows would come back.
+        let since_plan = |task: &CompactionTask| {
+            let inputs: Vec<&ScopedFile> =
+                task.removed.iter().filter_map(|p| by_path.get(p.as_str()).copied()).collect();
+            unapplied(&inputs, &deletes, &task.deletes.files, task.data_sequence_number, global)
+        };
         let spec = metadata.default_partition_spec();
-        let verdicts = plan_compactions(&live, spec, tasks);
+        let verdicts = plan_compactions(&live, spec, tasks, since_plan);
         let mut results = Vec::new();
-        let (mut removed, mut added) = (HashSet::new(), Vec::new());
+        let (mut removed, mut added, mut added_sequence) = (HashSet::new(), Vec::new(), HashMap::new());
+        let (mut applied, mut deleted_rows) = (Vec::new(), Vec::new());
         // Planned before a promotion committed since: partition values of the new type.
         let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
         for (task, verdict) in tasks.iter().zip(verdicts) {
@@ -93,34 +99,90 @@ impl Committer {
             let written_type = spec.partition_type(&task.schema).map_err(&iceberg)?;
             for file in &task.added {
                 let file = file.data_file(&task.schema, task.partition_spec.as_ref()).map_err(&iceberg)?;
+                if let Some(sequence) = task.data_sequence_number {
+                    added_sequence.insert(file.file_path().to_string(), sequence);
+                }
                 added.push(
                     retype_partition(file, &task.schema, spec.spec_id(), &written_type, &table_type)
                         .map_err(&iceberg)?,
                 );
             }
             removed.extend(task.removed.iter().cloned());
+            applied.extend(task.deletes.files.iter().cloned());
+            if !task.deletes.offsets.is_empty() {
+                deleted_rows.push((task.deletes.partition, task.deletes.offsets.as_slice()));
+            }
             results.push((task.task_id.clone(), TaskResult::Committed));
         }
         if removed.is_empty() {
             return Ok((results, None));
         }
+        let data_files_in = removed.len() as u64;
+        let bytes_in =
+            removed.iter().filter_map(|p| by_path.get(p.as_str())).map(|f| f.live.file.file_size_in_bytes()).sum();
+        // The delete files applied that now apply to no data file left go too.
+        let remaining: Vec<&ScopedFile> = data.iter().filter(|f| !removed.contains(f.path())).collect();
+        let dropped = droppable(&applied, &deletes, &remaining, global);
+        removed.extend(dropped.iter().cloned());
+        let state_location = self.note_deleted(metadata, &deleted_rows).await.map_err(&iceberg)?;
         // Offsets, pending transactions and the rest of Floe's record carry forward unchanged.
         let mut properties = floe_summary(metadata);
+        properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
         let tasks_done = results.iter().filter(|(_, r)| *r == TaskResult::Committed).count();
         properties.insert("floe.compactions".into(), tasks_done.to_string());
         properties.insert("floe.committer".into(), self.owner.clone());
         properties.insert("floe.fencing".into(), lease.fencing.to_string());
         let (files, records) = (added.len(), added.iter().map(|f| f.record_count()).sum::<u64>());
         let bytes_out = added.iter().map(|f| f.file_size_in_bytes()).sum::<u64>();
-        let bytes_in = removed.iter().filter_map(|p| sizes.get(p)).sum::<u64>();
-        let files_in = removed.len() as u64;
-        let change = SnapshotChange { operation: Operation::Replace, added, removed, properties, new_schema: None };
+        let files_in = data_files_in;
+        let change = SnapshotChange {
+            operation: Operation::Replace,
+            added,
+            added_sequence,
+            removed,
+            properties,
+            new_schema: None,
+        };
         let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
+        let rows_deleted: u64 = deleted_rows.iter().flat_map(|(_, r)| r.iter()).map(|(a, b)| (b - a + 1) as u64).sum();
         tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files_in, bytes_in, files, bytes_out,
-            "compaction committed");
-        let record = CompactionRecord { at_ms, files_in, bytes_in, files_out: files as u64, bytes_out };
+            rows_deleted, delete_files_dropped = dropped.len(), "compaction committed");
+        let record = CompactionRecord {
+            at_ms,
+            files_in,
+            bytes_in,
+            files_out: files as u64,
+            bytes_out,
+            rows_deleted,
+            delete_files_dropped: dropped.len() as u64,
+        };
         self.note(table, MaintenanceEvent::Compacted(record)).await;
-        let snapshot = CommittedSnapshot { table: table.clone(), snapshot_id, tasks: tasks_done, files, records };
+        let snapshot = CommittedSnapshot {
+            table: table.clone(),
+            snapshot_id,
+            tasks: tasks_done,
+            files,
+            records,
+            delete_files_dropped: dropped.len(),
+        };
         Ok((results, Some(snapshot)))
+    }
+
+    /// Adds the offsets whose rows the compactions left out (Kafka partition, ranges) to
+    /// the table state, for the audit: the new state's location, `None` when there are
+    /// none (the state stays as it is).
+    async fn note_deleted(
+        &self,
+        metadata: &iceberg::spec::TableMetadata,
+        deleted: &[(i32, &[(i64, i64)])],
+    ) -> iceberg::Result<Option<String>> {
+        if deleted.is_empty() {
+            return Ok(None);
+        }
+        let mut state = TableState::load(&self.file_io, floe_summary(metadata).get(STATE_KEY)).await?;
+        for (partition, offsets) in deleted {
+            state.add_deleted(*partition, offsets);
+        }
+        state.save(&self.file_io, &format!("{}/metadata", metadata.location())).await.map(Some)
     }
 }

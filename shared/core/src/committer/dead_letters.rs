@@ -129,6 +129,7 @@ impl Committer {
         let change = SnapshotChange {
             operation: Operation::Append,
             added,
+            added_sequence: Default::default(),
             removed: Default::default(),
             properties,
             new_schema: None,

@@ -201,6 +201,8 @@ mod tests {
             schema: crate::partition::tests::schema(),
             partition_spec: None,
             created_at_ms: 0,
+            data_sequence_number: None,
+            deletes: Default::default(),
         }
     }
 

@@ -133,6 +133,8 @@ pub struct CommittedSnapshot {
     pub tasks: usize,
     pub files: usize,
     pub records: u64,
+    /// Other engines' delete files it removed (a compaction applied them everywhere).
+    pub delete_files_dropped: usize,
 }
 
 /// The outcome of a batch.

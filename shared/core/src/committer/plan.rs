@@ -543,12 +543,14 @@ pub enum CompactionVerdict {
 }
 
 /// Decides each compaction of a batch: accepted when all its inputs are in `live` (the
-/// live data files no other engine's delete file applies to) and not taken by an earlier
-/// one of the batch, and its files are laid out by the table's spec.
+/// live data files) and not taken by an earlier one of the batch, `deletes` finds no
+/// reason against it (another engine's delete file since its plan: see
+/// [`crate::table::deletes::unapplied`]), and its files are laid out by the table's spec.
 pub fn plan_compactions(
     live: &HashSet<String>,
     spec: &PartitionSpec,
     tasks: &[&CompactionTask],
+    deletes: impl Fn(&CompactionTask) -> Option<String>,
 ) -> Vec<CompactionVerdict> {
     let mut taken: HashSet<&String> = HashSet::new();
     tasks
@@ -556,10 +558,10 @@ pub fn plan_compactions(
         .map(|task| {
             let gone: Vec<&String> = task.removed.iter().filter(|p| !live.contains(*p) || taken.contains(p)).collect();
             if !gone.is_empty() {
-                return CompactionVerdict::Rejected(format!(
-                    "{} input file(s) no longer live, or with another engine's deletes: {gone:?}",
-                    gone.len()
-                ));
+                return CompactionVerdict::Rejected(format!("{} input file(s) no longer live: {gone:?}", gone.len()));
+            }
+            if let Some(reason) = deletes(task) {
+                return CompactionVerdict::Rejected(reason);
             }
             let task_spec = task.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
             if !same_layout(&task_spec, spec) {
@@ -1189,14 +1191,18 @@ mod tests {
             schema: schema(false),
             partition_spec: None,
             created_at_ms: 0,
+            data_sequence_number: None,
+            deletes: Default::default(),
         };
         let live: HashSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let spec = PartitionSpec::unpartition_spec();
         let (ok, gone, taken) = (compaction("1", &["a", "b"]), compaction("2", &["c", "d"]), compaction("3", &["b"]));
-        let verdicts = plan_compactions(&live, &spec, &[&ok, &gone, &taken]);
+        let verdicts = plan_compactions(&live, &spec, &[&ok, &gone, &taken], |_| None);
         assert_eq!(verdicts[0], CompactionVerdict::Accepted);
         assert!(matches!(&verdicts[1], CompactionVerdict::Rejected(r) if r.contains("\"d\"")));
         assert!(matches!(&verdicts[2], CompactionVerdict::Rejected(r) if r.contains("\"b\"")), "taken by the first");
+        let deleted = plan_compactions(&live, &spec, &[&ok], |t| (t.task_id == "1").then(|| "a delete since".into()));
+        assert_eq!(deleted, [CompactionVerdict::Rejected("a delete since".into())]);
     }
 
     /// `offset`, `items: list<long>`, [`meta: struct<tag>`,] `name`, numbered in order as a

@@ -50,6 +50,12 @@ pub struct CompactionRecord {
     pub bytes_in: u64,
     pub files_out: u64,
     pub bytes_out: u64,
+    /// Rows other engines' delete files removed, left out of the outputs.
+    #[serde(default)]
+    pub rows_deleted: u64,
+    /// Delete files removed from the table, applied to every data file they applied to.
+    #[serde(default)]
+    pub delete_files_dropped: u64,
 }
 
 /// What maintenance did to a table, as `floe local status` and `floe aws status` show it.

@@ -466,7 +466,14 @@ mod tests {
         locks.release_tasks(&t, &["4".into()]).await.unwrap();
 
         assert_eq!(locks.status(&t).await.unwrap(), MaintenanceStatus::default());
-        let compaction = CompactionRecord { at_ms: 5, files_in: 10, bytes_in: 100, files_out: 1, bytes_out: 90 };
+        let compaction = CompactionRecord {
+            at_ms: 5,
+            files_in: 10,
+            bytes_in: 100,
+            files_out: 1,
+            bytes_out: 90,
+            ..Default::default()
+        };
         for event in [
             MaintenanceEvent::SnapshotsExpired(3),
             MaintenanceEvent::SnapshotsExpired(2),

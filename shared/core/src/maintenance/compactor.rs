@@ -39,7 +39,7 @@ use crate::config::{FloeConfig, TopicConfig};
 use crate::queue::TaskQueue;
 use crate::retry::Retryable;
 use crate::storage::WarehouseFiles;
-use crate::table::compaction::{Bin, CompactionPolicy, bins, task_id};
+use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
 use crate::table::{LoadedTable, TableError, TableName, committed_offsets, load};
 use crate::task::Task;
 
@@ -81,9 +81,13 @@ pub struct TableRun {
     pub bytes_out: u64,
     /// Bins left alone because their task was queued a moment ago and is not done yet.
     pub already_queued: usize,
-    /// Data files left out of compaction because another engine's delete file may apply
-    /// to them (rewritten, their deleted rows would come back).
+    /// Data files left out of compaction because another engine's deletion vector
+    /// applies to them (Floe does not read those; rewritten, their deleted rows would
+    /// come back).
     pub with_deletes: usize,
+    /// Other engines' delete files the queued tasks apply, and the rows they leave out.
+    pub delete_files: Vec<String>,
+    pub rows_deleted: u64,
     /// Held CommitTasks released because the table holds all their offsets (a copy sent
     /// again after the commit, which SQS dropped as a duplicate).
     pub released: usize,
@@ -255,13 +259,13 @@ impl Compactor {
         let iceberg = TableError::iceberg(table);
         let planned = bins(&self.file_io, metadata, policy, now_ms).await.map_err(&iceberg)?;
         run.with_deletes = planned.with_deletes;
-        let bins = planned.bins;
+        let bins = &planned.bins;
         if bins.is_empty() {
             return Ok(());
         }
         let held: HashMap<String, HeldTask> =
             self.registry.held_tasks(table).await?.into_iter().map(|t| (t.task_id.clone(), t)).collect();
-        for bin in &bins {
+        for bin in bins {
             if past(deadline) {
                 tracing::info!(table = %table, left = bins.len() - run.compactions - run.already_queued,
                     "the run's time is up: the table's other bins wait for the next run");
@@ -272,7 +276,7 @@ impl Compactor {
                 run.already_queued += 1;
                 continue;
             }
-            self.queue_bin(loaded, policy, bin, earlier, now_ms, run).await?;
+            self.queue_bin(loaded, policy, &planned, bin, earlier, now_ms, run).await?;
         }
         tracing::info!(table = %table, compactions = run.compactions, files = run.files_in, bytes = run.bytes_in,
             already_queued = run.already_queued, "compaction queued");
@@ -287,16 +291,19 @@ impl Compactor {
         &self,
         loaded: &LoadedTable,
         policy: CompactionPolicy,
+        planned: &Planned,
         bin: &Bin,
         earlier: Option<&HeldTask>,
         now_ms: i64,
         run: &mut TableRun,
     ) -> Result<(), MaintenanceError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
-        let task = rewrite_bin(&self.file_io, table, metadata, policy, bin, now_ms)
+        let task = rewrite_bin(&self.file_io, table, metadata, policy, planned, bin, now_ms)
             .await
             .map_err(TableError::iceberg(table))?;
         let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
+        let delete_files: Vec<String> = task.deletes.files.iter().map(|d| d.path.clone()).collect();
+        let rows_deleted: u64 = task.deletes.offsets.iter().map(|(a, b)| (b - a + 1) as u64).sum();
         let task = Task::Compaction(Box::new(task));
         hold(self.registry.as_ref(), &task, now_ms).await?;
         if let Err(e) = self.queue.send(&task).await {
@@ -315,6 +322,10 @@ impl Compactor {
         run.bytes_in += bin.bytes();
         run.files_out += files_out;
         run.bytes_out += bytes_out;
+        run.delete_files.extend(delete_files);
+        run.delete_files.sort();
+        run.delete_files.dedup();
+        run.rows_deleted += rows_deleted;
         Ok(())
     }
 

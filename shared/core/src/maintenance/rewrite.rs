@@ -1,5 +1,6 @@
 //! A planned bin rewritten: its files read and written again into files of the target
-//! size (`table/rewrite.rs`), as the CompactionTask that replaces them — where the
+//! size (`table/rewrite.rs`), less the rows other engines' delete files remove from them,
+//! as the CompactionTask that replaces them — where the
 //! planner (`table/compaction.rs`, which knows tables, not tasks) meets the task contract.
 
 use std::sync::Arc;
@@ -9,18 +10,21 @@ use iceberg::spec::TableMetadata;
 
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
-use crate::table::compaction::{Bin, CompactionPolicy, bins, task_id};
-use crate::table::rewrite::rewrite_files;
-use crate::task::{CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
+use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
+use crate::table::deletes::read::FileDeletes;
+use crate::table::rewrite::rewrite_applying;
+use crate::task::{AppliedDeletes, CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
 
-/// Rewrites `bin` (planned from the table's current snapshot) into files of its partition
-/// under the table's data directory, the writer rolling at the target, named with the
-/// task's id: the CompactionTask replacing the bin's files with them.
+/// Rewrites `bin` (of `planned`, from the table's current snapshot) into files of its
+/// partition under the table's data directory, the writer rolling at the target, named
+/// with the task's id, leaving out the rows other engines' delete files remove from its
+/// files: the CompactionTask replacing the bin's files with them.
 pub async fn rewrite_bin(
     file_io: &FileIO,
     table: &TableName,
     metadata: &TableMetadata,
     policy: CompactionPolicy,
+    planned: &Planned,
     bin: &Bin,
     now_ms: i64,
 ) -> iceberg::Result<CompactionTask> {
@@ -28,7 +32,12 @@ pub async fn rewrite_bin(
     let spec = metadata.default_partition_spec().as_ref().clone();
     let partition_type = spec.partition_type(&schema)?;
     let task_id = task_id(table, metadata.current_snapshot_id(), bin);
-    let paths: Vec<&str> = bin.files.iter().map(|f| f.file_path()).collect();
+    let none = FileDeletes::default();
+    let inputs: Vec<(&str, &FileDeletes)> = bin
+        .files
+        .iter()
+        .map(|f| (f.file_path(), planned.deletes.get(f.file_path()).map_or(&none, |of| &of.deletes)))
+        .collect();
     let output = WriterOptions {
         file_io: file_io.clone(),
         dir: format!("{}/data", metadata.location()),
@@ -37,23 +46,31 @@ pub async fn rewrite_bin(
         schema: Arc::new(schema.clone()),
         target_size: policy.target,
     };
-    let written = rewrite_files(output, &spec, &paths, None, None).await?;
+    let (written, left_out) = rewrite_applying(output, &spec, &inputs).await?;
     let added =
         written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
-    tracing::info!(table = %table, task_id = %task_id, files = paths.len(), bytes = bin.bytes(),
+    let applied = bin.files.iter().filter_map(|f| planned.deletes.get(f.file_path())).flat_map(|of| of.files.clone());
+    let deletes = AppliedDeletes {
+        files: planned.table_deletes.applied(applied),
+        partition: bin.kafka_partition,
+        offsets: left_out.ranges().to_vec(),
+    };
+    tracing::info!(table = %table, task_id = %task_id, files = inputs.len(), bytes = bin.bytes(),
         outputs = added.len(), partition = ?bin.partition, kafka_partition = bin.kafka_partition,
-        trigger = ?bin.trigger, "bin compacted");
+        trigger = ?bin.trigger, delete_files = deletes.files.len(), rows_deleted = left_out.count(), "bin compacted");
     let partition_spec = partitioned(&spec);
     Ok(CompactionTask {
         version: task_version(partition_spec.as_ref()),
         kind: CompactionKind::Compaction,
         task_id,
         table: table.clone(),
-        removed: paths.iter().map(|p| p.to_string()).collect(),
+        removed: inputs.iter().map(|(p, _)| p.to_string()).collect(),
         added,
         schema,
         partition_spec,
         created_at_ms: now_ms,
+        data_sequence_number: planned.sequence_number,
+        deletes,
     })
 }
 
@@ -67,9 +84,10 @@ pub async fn compact(
     policy: CompactionPolicy,
     now_ms: i64,
 ) -> iceberg::Result<Vec<CompactionTask>> {
+    let planned = bins(file_io, metadata, policy, now_ms).await?;
     let mut tasks = Vec::new();
-    for bin in bins(file_io, metadata, policy, now_ms).await?.bins {
-        tasks.push(rewrite_bin(file_io, table, metadata, policy, &bin, now_ms).await?);
+    for bin in &planned.bins {
+        tasks.push(rewrite_bin(file_io, table, metadata, policy, &planned, bin, now_ms).await?);
     }
     Ok(tasks)
 }

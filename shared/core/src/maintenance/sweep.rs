@@ -522,6 +522,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: if removed.is_empty() { Operation::Append } else { Operation::Replace },
                 added,
+                added_sequence: Default::default(),
                 removed: removed.iter().map(|f| f.file_path().to_string()).collect(),
                 properties: self.summary.clone(),
                 new_schema: None,

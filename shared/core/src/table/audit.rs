@@ -9,7 +9,8 @@
 //! - a row at an offset Floe never committed is an **uncommitted row**;
 //! - a committed offset that no row holds is a **gap**, labelled by what explains it:
 //!   - `deleted`: a row another engine's delete file removed (the offset is in the data
-//!     files, read without their deletes);
+//!     files, read without their deletes; or, once a compaction applied the delete, in
+//!     the offsets the table state keeps of the rows it left out);
 //!   - `dead-letter`: its row is in the dead-letter table `<table>_dlq`;
 //!   - `without-rows`: Floe wrote no row for it on purpose — a control record, a record
 //!     of an aborted transaction, a compacted topic's hole, a bad record skipped, or a
@@ -414,7 +415,8 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
             deleted: raw
                 .as_ref()
                 .map(|r| r.present.get(&partition).unwrap_or(&empty).difference(present))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                .union(&state.deleted_offsets(partition)),
             dead_letters: dead_letters.present.get(&partition).cloned().unwrap_or_default(),
             counted: logs.counted,
             uncounted: logs.uncounted,

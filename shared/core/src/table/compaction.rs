@@ -45,11 +45,12 @@
 //! goes with two files at least). A new tail, added at its compaction's time, waits a
 //! window again unless new files fill a bin or are past the window.
 //!
-//! Other engines' row-level deletes: a data file that a live delete file may apply to
-//! (position deletes, equality deletes, deletion vectors; [`crate::table::deletes`]) is
-//! never planned — rewritten, its deleted rows would come back. It stays as it is until
-//! the engine that deleted rewrites it; files newer than the deletes are compacted. The
-//! rewrite reads each input's columns by field id into the current schema
+//! Other engines' row-level deletes ([`crate::table::deletes`]) are applied: a file's
+//! position and equality deletes are read at the plan, and its rewrite leaves their rows
+//! out. A file whose deletes remove many of its rows ([`worth_applying`]: 30% of them by
+//! position, or 10 delete files) is a candidate whatever its size, and makes its group
+//! go. A file a deletion vector applies to (not read) is left as it is. The rewrite
+//! reads each input's columns by field id into the current schema
 //! ([`crate::table::project`]): files of older schemas, or of columns another engine
 //! moved, renamed or dropped, compact into the table's columns.
 //!
@@ -58,12 +59,12 @@
 //! (output names carry the first offset, so they cannot collide) and its offset range
 //! meaningful.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
-use super::deletes::rewritable_files;
+use super::deletes::{OfFile, TableDeletes, live_files};
 use super::snapshot::LiveFile;
 use crate::config::{DEFAULT_COMPACTION_TARGET_SIZE, DEFAULT_COMPACTION_WINDOW_MS, TopicConfig};
 use crate::table::TableName;
@@ -119,6 +120,9 @@ pub enum Trigger {
     /// Under the target and young, rewritten along with its group's other bins (so the
     /// group is left with one small file, its tail).
     Along,
+    /// It holds a file whose deleted rows make rewriting it worth it, whatever its size
+    /// ([`worth_applying`]).
+    Deletes,
 }
 
 /// Files to rewrite together: all of one partition value and one Kafka partition, in
@@ -225,6 +229,18 @@ fn tumble(files: impl IntoIterator<Item = LiveFile>, density: Option<f64>, targe
 /// at most, and a plan right after finds nothing to do. Files whose Kafka partition or
 /// first offset is unknown (no bounds) are left alone.
 pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now_ms: i64) -> Vec<Bin> {
+    plan_with_deletes(files, schema, policy, now_ms, |_| false)
+}
+
+/// [`plan`], where a file for which `worth` holds (its deleted rows: [`worth_applying`])
+/// is a candidate whatever its size, and makes its group go.
+pub fn plan_with_deletes(
+    files: Vec<LiveFile>,
+    schema: &Schema,
+    policy: CompactionPolicy,
+    now_ms: i64,
+    worth: impl Fn(&DataFile) -> bool,
+) -> Vec<Bin> {
     let (Some(partition_field), Some(offset_field)) =
         (schema.field_by_name("_kafka.partition").map(|f| f.id), schema.field_by_name("_kafka.offset").map(|f| f.id))
     else {
@@ -234,7 +250,7 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
     let density = large_file_density(&files, policy.target / LARGE_DENOMINATOR);
     type Group = (Struct, Vec<(i64, LiveFile)>);
     let mut groups: BTreeMap<(String, i32), Group> = BTreeMap::new();
-    for live in files.into_iter().filter(|f| f.file.file_size_in_bytes() < small) {
+    for live in files.into_iter().filter(|f| f.file.file_size_in_bytes() < small || worth(&f.file)) {
         let (Some(kafka), Some(offset)) =
             (single_int(&live.file, partition_field), first_offset(&live.file, offset_field))
         else {
@@ -252,7 +268,9 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
         let group: Vec<Bin> = tumble(files, density, policy.target, policy.cap())
             .into_iter()
             .map(|Open { files, bytes, oldest_ms }| {
-                let trigger = if bytes >= policy.target {
+                let trigger = if files.iter().any(&worth) {
+                    Trigger::Deletes
+                } else if bytes >= policy.target {
                     Trigger::Full
                 } else if now_ms.saturating_sub(oldest_ms) >= window_ms {
                     Trigger::Window
@@ -274,7 +292,21 @@ pub fn plan(files: Vec<LiveFile>, schema: &Schema, policy: CompactionPolicy, now
 fn gains(bins: &[Bin], target: u64) -> bool {
     let files: usize = bins.iter().map(|b| b.files.len()).sum();
     let expected: u64 = bins.iter().map(|b| b.expected).sum();
-    files >= 2 && (bins.iter().any(|b| b.trigger == Trigger::Full) || expected.div_ceil(target.max(1)) < files as u64)
+    bins.iter().any(|b| b.trigger == Trigger::Deletes)
+        || files >= 2
+            && (bins.iter().any(|b| b.trigger == Trigger::Full) || expected.div_ceil(target.max(1)) < files as u64)
+}
+
+/// A data file's deleted rows make rewriting it worth it, whatever its size, once its
+/// position deletes remove this share of its rows (Iceberg's `delete-ratio-threshold`)…
+pub const DELETE_RATIO: f64 = 0.3;
+/// … or this many delete files apply to it (`delete-file-threshold`): each is read by
+/// every reader of the file.
+pub const DELETE_FILES: usize = 10;
+
+/// Whether the deletes `of` a data file of `records` rows make rewriting it worth it.
+pub fn worth_applying(records: u64, of: &OfFile) -> bool {
+    of.files.len() >= DELETE_FILES || (records > 0 && of.position_rows as f64 >= DELETE_RATIO * records as f64)
 }
 
 /// The id of the task compacting `bin`, planned from snapshot `snapshot_id` of `table`:
@@ -294,13 +326,21 @@ pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String
 #[derive(Debug, Default)]
 pub struct Planned {
     pub bins: Vec<Bin>,
-    /// Data files left out because another engine's delete file may apply to them.
+    /// Data files left out because a deletion vector applies to them (Floe does not
+    /// read those: rewritten, their deleted rows would come back).
     pub with_deletes: usize,
+    /// The sequence number of the snapshot planned from (the outputs keep it).
+    pub sequence_number: Option<i64>,
+    /// What other engines' delete files remove from each candidate file they apply to.
+    pub deletes: HashMap<String, OfFile>,
+    /// The table's delete files, read.
+    pub table_deletes: TableDeletes,
 }
 
-/// What to compact in the table's current snapshot at `now_ms`: the bins of [`plan`],
-/// those of one group made one ([`per_group`]), of the data files no other engine's
-/// delete file may apply to ([`rewritable_files`]); how many files that left out.
+/// What to compact in the table's current snapshot at `now_ms`: the bins of
+/// [`plan_with_deletes`], those of one group made one ([`per_group`]), with the deletes
+/// that apply to each file (read: [`TableDeletes`]); files a deletion vector applies to
+/// are left out, counted.
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
@@ -308,15 +348,33 @@ pub async fn bins(
     now_ms: i64,
 ) -> iceberg::Result<Planned> {
     let schema = metadata.current_schema();
-    let (files, with_deletes) = rewritable_files(file_io, metadata).await?;
-    if with_deletes > 0 {
+    let (data, deletes) = live_files(file_io, metadata).await?;
+    let table_deletes = TableDeletes::read(file_io, metadata, deletes).await?;
+    let mut planned =
+        Planned { sequence_number: metadata.current_snapshot().map(|s| s.sequence_number()), ..Default::default() };
+    let mut files = Vec::with_capacity(data.len());
+    for scoped in data {
+        match table_deletes.of(&scoped) {
+            None => planned.with_deletes += 1,
+            Some(of) if of.files.is_empty() => files.push(scoped.live),
+            Some(of) => {
+                planned.deletes.insert(scoped.path().to_string(), of);
+                files.push(scoped.live);
+            }
+        }
+    }
+    if planned.with_deletes > 0 {
         tracing::info!(
             location = metadata.location(),
-            files = with_deletes,
-            "data files with delete files of other engines left as they are"
+            files = planned.with_deletes,
+            "data files with deletion vectors of other engines left as they are"
         );
     }
-    Ok(Planned { bins: per_group(plan(files, schema, policy, now_ms)), with_deletes })
+    let worth =
+        |f: &DataFile| planned.deletes.get(f.file_path()).is_some_and(|of| worth_applying(f.record_count(), of));
+    planned.bins = per_group(plan_with_deletes(files, schema, policy, now_ms, worth));
+    planned.table_deletes = table_deletes;
+    Ok(planned)
 }
 
 /// The emitted bins of each group as one bin, files in the order of the plan (by first
@@ -330,8 +388,11 @@ pub fn per_group(bins: Vec<Bin>) -> Vec<Bin> {
                 last.files.extend(bin.files);
                 last.expected += bin.expected;
                 last.oldest_ms = last.oldest_ms.min(bin.oldest_ms);
-                // Full if any is, else what made the group go.
-                if bin.trigger == Trigger::Full || last.trigger == Trigger::Along {
+                // Deletes or full if any is, else what made the group go.
+                if bin.trigger == Trigger::Deletes
+                    || bin.trigger == Trigger::Full && last.trigger != Trigger::Deletes
+                    || last.trigger == Trigger::Along
+                {
                     last.trigger = bin.trigger;
                 }
             }
@@ -872,5 +933,24 @@ mod tests {
         // Denser small files than the large ones count for their sizes.
         let dense = file_of_rows("dense", Some(1), 0, 0, 40, OLD, 1000);
         assert_eq!(expected_bytes(&dense.file, Some(1.0)), 40);
+    }
+
+    #[test]
+    fn a_file_whose_deletes_make_it_worth_it_is_rewritten_whatever_its_size() {
+        // Of the target and young: left as it is, unless its deleted rows make it worth it.
+        let live = files(&[("big", 0, 100, 0), ("other", 10, 100, 0)]);
+        assert!(plan_with_deletes(live.clone(), &schema(), POLICY, NOW, |_| false).is_empty());
+        let bins = plan_with_deletes(live, &schema(), POLICY, NOW, |f| f.file_path().contains("big"));
+        let planned: Vec<_> = bins.iter().map(|b| (names(b), b.trigger)).collect();
+        assert_eq!(planned, [(v(&["big"]), Trigger::Deletes)]);
+    }
+
+    #[test]
+    fn worth_applying_by_the_share_of_deleted_rows_or_the_count_of_delete_files() {
+        let of = |position_rows, files| OfFile { position_rows, files: vec!["d".into(); files], ..Default::default() };
+        assert!(!worth_applying(100, &of(29, 1)));
+        assert!(worth_applying(100, &of(30, 1)));
+        assert!(worth_applying(100, &of(0, DELETE_FILES)));
+        assert!(!worth_applying(0, &of(0, DELETE_FILES - 1)));
     }
 }

@@ -34,6 +34,8 @@ use iceberg::spec::{PartitionSpec, Schema};
 use iceberg::{Error, ErrorKind, Result};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 
+use super::deletes::read::FileDeletes;
+use super::offsets::RangeSet;
 use super::project::project_batch;
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
 
@@ -60,6 +62,31 @@ pub async fn rewrite_files(
     keep: Option<&[(i64, i64)]>,
     files_ids: Option<&Schema>,
 ) -> Result<Vec<WrittenFile>> {
+    let inputs: Vec<(&str, Option<&FileDeletes>)> = paths.iter().map(|p| (*p, None)).collect();
+    Ok(rewrite(output, spec, &inputs, keep, files_ids).await?.0)
+}
+
+/// Writes the rows of the table's data files `inputs` as [`rewrite_files`] does, less
+/// those each one's deletes remove (compaction applying other engines' deletes); with
+/// the Kafka offsets of the rows left out.
+pub async fn rewrite_applying(
+    output: WriterOptions,
+    spec: &PartitionSpec,
+    inputs: &[(&str, &FileDeletes)],
+) -> Result<(Vec<WrittenFile>, RangeSet)> {
+    let inputs: Vec<(&str, Option<&FileDeletes>)> = inputs.iter().map(|(p, d)| (*p, Some(*d))).collect();
+    rewrite(output, spec, &inputs, None, None).await
+}
+
+/// Both: `keep` filters rows before `inputs`' deletes are applied, so the two are never
+/// given together (positions count the file's rows).
+async fn rewrite(
+    output: WriterOptions,
+    spec: &PartitionSpec,
+    inputs: &[(&str, Option<&FileDeletes>)],
+    keep: Option<&[(i64, i64)]>,
+    files_ids: Option<&Schema>,
+) -> Result<(Vec<WrittenFile>, RangeSet)> {
     let file_io = output.file_io.clone();
     let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
     let read = match files_ids {
@@ -67,17 +94,48 @@ pub async fn rewrite_files(
         None => target.clone(),
     };
     let mut writer = TableWriter::new(output, Arc::new(spec.clone()))?;
-    for path in paths {
+    let mut removed = RangeSet::default();
+    for (path, deletes) in inputs {
         let mut batches = row_groups(&file_io, path).await?;
+        // The position in the file of the batch's first row (position deletes count rows).
+        let mut first_row = 0i64;
         while let Some(batch) = batches.try_next().await.map_err(|e| invalid(path, e))? {
+            let rows = batch.num_rows() as i64;
             let batch = project_batch(&batch, &read).map_err(|e| invalid(path, e))?;
             let Some((batch, first, last)) = table_rows(path, batch, keep, &target)? else {
+                first_row += rows;
                 continue;
             };
-            writer.write(&batch, first, last).await?;
+            let mask = deletes.map(|d| d.keep(&batch, first_row)).transpose().map_err(|e| invalid(path, e))?.flatten();
+            first_row += rows;
+            let (live, first, last) = match mask {
+                None => (batch, first, last),
+                Some(mask) => {
+                    note_removed(&batch, &mask, &mut removed).map_err(|e| invalid(path, e))?;
+                    let live = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
+                    if live.num_rows() == 0 {
+                        continue;
+                    }
+                    let offsets = offset_column(&live).ok_or_else(|| invalid(path, "no _kafka.offset column"))?;
+                    let (first, last) = (arrow::compute::min(offsets), arrow::compute::max(offsets));
+                    (live, first.unwrap_or_default(), last.unwrap_or_default())
+                }
+            };
+            writer.write(&live, first, last).await?;
         }
     }
-    writer.close().await
+    Ok((writer.close().await?, removed))
+}
+
+/// Adds the offsets of the rows of `batch` that `keep` leaves out to `removed`.
+fn note_removed(batch: &RecordBatch, keep: &BooleanArray, removed: &mut RangeSet) -> std::result::Result<(), String> {
+    let offsets = offset_column(batch).ok_or("no _kafka.offset column")?;
+    for (offset, kept) in offsets.iter().zip(keep.iter()) {
+        if let (Some(offset), Some(false)) = (offset, kept) {
+            removed.insert(offset, offset);
+        }
+    }
+    Ok(())
 }
 
 /// The record batches of the Parquet file at `path`, read one row group at a time

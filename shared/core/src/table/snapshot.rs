@@ -31,9 +31,9 @@ use std::sync::Arc;
 use iceberg::compression::CompressionCodec;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriter,
-    ManifestWriterBuilder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention,
-    SnapshotSummaryCollector, Summary, TableMetadata,
+    DataContentType, DataFile, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter,
+    ManifestWriter, ManifestWriterBuilder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference,
+    SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
 };
 use iceberg::{Error, ErrorKind, MetadataLocation, Result};
 
@@ -262,12 +262,56 @@ fn branch_kept(ancestry: &[&SnapshotRef], retention: Retention, floe: Option<i64
     kept
 }
 
-/// What a snapshot removed.
+/// What a snapshot removed: data files, and delete files (by content).
 #[derive(Default)]
 struct Deleted {
     files: u64,
     records: u64,
     bytes: u64,
+    delete_files: u64,
+    position_deletes: u64,
+    equality_deletes: u64,
+}
+
+impl Deleted {
+    fn count(&mut self, file: &DataFile) {
+        match file.content_type() {
+            DataContentType::Data => {
+                self.files += 1;
+                self.records += file.record_count();
+                self.bytes += file.file_size_in_bytes();
+            }
+            DataContentType::PositionDeletes => {
+                self.delete_files += 1;
+                self.position_deletes += file.record_count();
+            }
+            DataContentType::EqualityDeletes => {
+                self.delete_files += 1;
+                self.equality_deletes += file.record_count();
+            }
+        }
+    }
+
+    /// The summary entries of the delete files removed: `removed-*`, and the parent's
+    /// `total-*` less them (when it has them).
+    fn delete_summary(&self, previous: Option<&HashMap<String, String>>) -> Vec<(String, String)> {
+        if self.delete_files == 0 {
+            return Vec::new();
+        }
+        let mut entries = Vec::new();
+        for (name, removed) in [
+            ("delete-files", self.delete_files),
+            ("position-deletes", self.position_deletes),
+            ("equality-deletes", self.equality_deletes),
+        ] {
+            entries.push((format!("removed-{name}"), removed.to_string()));
+            let total = previous.and_then(|p| p.get(&format!("total-{name}"))).and_then(|v| v.parse::<u64>().ok());
+            if let Some(total) = total {
+                entries.push((format!("total-{name}"), total.saturating_sub(removed).to_string()));
+            }
+        }
+        entries
+    }
 }
 
 /// Rewrites the manifests holding files of `removed`: those entries become DELETED, the
@@ -285,10 +329,6 @@ async fn remove_files(
     let mut found = HashSet::new();
     let mut out = Vec::with_capacity(manifests.len());
     for (i, manifest_file) in manifests.into_iter().enumerate() {
-        if manifest_file.content != iceberg::spec::ManifestContentType::Data {
-            out.push(manifest_file);
-            continue;
-        }
         let manifest = manifest_file.load_manifest(file_io).await?;
         let alive = |e: &&std::sync::Arc<iceberg::spec::ManifestEntry>| e.is_alive();
         if !manifest.entries().iter().filter(alive).any(|e| removed.contains(e.file_path())) {
@@ -297,15 +337,17 @@ async fn remove_files(
         }
         let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-r{i}.avro"))?;
         let (schema, spec) = (manifest.metadata().schema().clone(), manifest.metadata().partition_spec().clone());
-        let mut writer = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec).build_v2_data();
+        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec);
+        let mut writer = match manifest_file.content {
+            ManifestContentType::Data => builder.build_v2_data(),
+            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        };
         for entry in manifest.entries().iter().filter(alive) {
             let sequence = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
             let file_sequence = entry.file_sequence_number.or(Some(sequence));
             if removed.contains(entry.file_path()) {
                 found.insert(entry.file_path().to_string());
-                deleted.files += 1;
-                deleted.records += entry.record_count();
-                deleted.bytes += entry.file_size_in_bytes();
+                deleted.count(entry.data_file());
                 writer.add_delete_file(entry.data_file().clone(), sequence, file_sequence)?;
             } else {
                 let added_by = entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id);
@@ -329,11 +371,16 @@ async fn remove_files(
 const TOTALS: [&str; 3] = ["total-data-files", "total-records", "total-files-size"];
 
 /// What a new snapshot holds.
+#[derive(Default)]
 pub struct SnapshotChange {
     pub operation: Operation,
     pub added: Vec<DataFile>,
-    /// Paths of live data files this snapshot removes (compaction); each must be live,
-    /// else the write fails with `PreconditionFailed` naming those that are not.
+    /// Added files (by path) that keep an older data sequence number than the
+    /// snapshot's: a compaction's outputs keep that of the snapshot it was planned from.
+    pub added_sequence: HashMap<String, i64>,
+    /// Paths of live files this snapshot removes (compaction: data files, and delete
+    /// files that apply to none left); each must be live, else the write fails with
+    /// `PreconditionFailed` naming those that are not.
     pub removed: HashSet<String>,
     /// Summary entries of Floe (`floe.offsets.*`, task ids, …), merged with the totals.
     pub properties: HashMap<String, String>,
@@ -541,7 +588,8 @@ pub async fn stage_snapshot(
             .build_v2_data();
         for file in change.added {
             collector.add_file(&file, schema.clone(), spec.clone());
-            writer.add_file(file, sequence_number)?;
+            let data_sequence = change.added_sequence.get(file.file_path()).copied().unwrap_or(sequence_number);
+            writer.add_file(file, data_sequence)?;
         }
         manifests.push(writer.write_manifest_file().await?);
     }
@@ -570,6 +618,7 @@ pub async fn stage_snapshot(
         properties.insert("deleted-records".into(), deleted.records.to_string());
         properties.insert("removed-files-size".into(), deleted.bytes.to_string());
     }
+    properties.extend(deleted.delete_summary(previous));
     properties.extend(added);
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
@@ -640,6 +689,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: vec![file(i)],
+                added_sequence: Default::default(),
                 removed: HashSet::new(),
                 properties: HashMap::from([("floe.offsets.t.0".to_string(), format!("0-{i}"))]),
                 new_schema: None,
@@ -689,6 +739,7 @@ mod tests {
         let change = SnapshotChange {
             operation: Operation::Append,
             added: vec![file(0)],
+            added_sequence: Default::default(),
             removed: HashSet::new(),
             properties: HashMap::new(),
             new_schema: Some(wider),
@@ -738,6 +789,7 @@ mod tests {
         let change = SnapshotChange {
             operation: Operation::Append,
             added: Vec::new(),
+            added_sequence: Default::default(),
             removed: HashSet::new(),
             properties,
             new_schema: None,
@@ -945,6 +997,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: vec![file],
+                added_sequence: Default::default(),
                 removed: HashSet::new(),
                 properties: HashMap::new(),
                 new_schema: None,
@@ -1022,6 +1075,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: Vec::new(),
+                added_sequence: Default::default(),
                 removed: HashSet::new(),
                 properties: HashMap::new(),
                 new_schema: None,

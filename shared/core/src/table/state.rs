@@ -78,7 +78,7 @@ use iceberg::spec::{PartitionSpec, Schema};
 use serde::{Deserialize, Serialize};
 
 use super::dead_letters::DueDeadLetters;
-use super::offsets::CommittedOffsets;
+use super::offsets::{CommittedOffsets, RangeSet};
 use crate::segment::TxnMarker;
 use crate::vocabulary::{PendingTransaction, TableName, TaskFile};
 
@@ -232,6 +232,37 @@ pub struct TableState {
     /// The last number given to an entry of `dead_letters` (none is given twice).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dead_letter_seq: u64,
+    /// Offsets whose rows compaction left out, applying other engines' deletes, per
+    /// Kafka partition: what `floe audit` explains those gaps by, the delete files gone
+    /// (older state files: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<DeletedOffsets>,
+}
+
+/// A Kafka partition's offsets whose rows a compaction left out (`first-last,…`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletedOffsets {
+    pub partition: i32,
+    pub offsets: String,
+}
+
+impl TableState {
+    /// The offsets of `partition` whose rows compaction left out ([`Self::deleted`]).
+    pub fn deleted_offsets(&self, partition: i32) -> RangeSet {
+        let decoded = self.deleted.iter().filter(|d| d.partition == partition).map(|d| RangeSet::decode(&d.offsets));
+        decoded.filter_map(Result::ok).fold(RangeSet::default(), |all, set| all.union(&set))
+    }
+
+    /// Adds `offsets` of `partition` to [`Self::deleted`].
+    pub fn add_deleted(&mut self, partition: i32, offsets: &[(i64, i64)]) {
+        let mut set = self.deleted_offsets(partition);
+        for &(first, last) in offsets {
+            set.insert(first, last);
+        }
+        self.deleted.retain(|d| d.partition != partition);
+        self.deleted.push(DeletedOffsets { partition, offsets: set.encode() });
+        self.deleted.sort_by_key(|d| d.partition);
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -268,6 +299,7 @@ impl TableState {
             && self.departed.is_empty()
             && self.dead_letters.is_empty()
             && self.dead_letter_seq == 0
+            && self.deleted.is_empty()
     }
 
     /// Every file the state keeps: its parts' files and dead letters, and the dead letters
