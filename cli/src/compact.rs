@@ -44,6 +44,8 @@ pub struct TableCompaction {
     pub delete_files_applied: usize,
     pub rows_deleted: u64,
     pub delete_files_dropped: usize,
+    /// Rows past the topic's retention the bins left out.
+    pub rows_expired: u64,
     /// Held tasks released because the table already holds their offsets.
     pub released: usize,
     pub orphans_removed: usize,
@@ -70,6 +72,7 @@ impl From<TableRun> for TableCompaction {
             with_deletes: run.with_deletes,
             delete_files_applied: run.delete_files.len(),
             rows_deleted: run.rows_deleted,
+            rows_expired: run.rows_expired,
             released: run.released,
             orphans_removed: run.sweep.removed.len(),
             skipped: run.skipped,
@@ -105,6 +108,9 @@ impl TableCompaction {
                 "; {} delete file(s) applied ({} row(s) left out), {} dropped",
                 self.delete_files_applied, self.rows_deleted, self.delete_files_dropped
             ));
+        }
+        if self.rows_expired > 0 {
+            line.push_str(&format!("; {} row(s) past the retention removed", self.rows_expired));
         }
         if self.bins > 0 && self.with_deletes > 0 {
             line.push_str(&format!("; {with_deletes}"));
@@ -286,13 +292,14 @@ mod tests {
             (t.bins, t.files_in, t.bytes_in, t.files_out, t.bytes_out, t.committed) = (1, 2, 20, 1, 19, 1);
             (t.with_deletes, t.released) = (3, 1);
             (t.delete_files_applied, t.rows_deleted, t.delete_files_dropped) = (2, 5, 1);
+            t.rows_expired = 7;
         };
         assert_eq!(
             t(both).as_deref(),
             Some(
                 "kafka.orders: 1 bin(s) compacted, 2 file(s) of 20 bytes into 1 of 19 bytes: 1 committed; \
-                 2 delete file(s) applied (5 row(s) left out), 1 dropped; 3 file(s) with deletion vectors left \
-                 alone; 1 held task(s) already in the table released"
+                 2 delete file(s) applied (5 row(s) left out), 1 dropped; 7 row(s) past the retention removed; \
+                 3 file(s) with deletion vectors left alone; 1 held task(s) already in the table released"
             )
         );
     }

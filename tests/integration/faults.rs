@@ -419,6 +419,65 @@ async fn a_compactor_killed_mid_rewrite_loses_nothing_and_its_outputs_are_swept_
     assert_payments(&aws.read(), &offsets, &values);
 }
 
+/// A compaction applying another engine's position deletes (written through Glue),
+/// killed mid-rewrite, then its committer killed after the pointer swap: the rerun and
+/// the redelivery leave every row once but the deleted ones, which never come back; the
+/// delete files go with the files they named, and the audit explains the deleted
+/// offsets.
+#[tokio::test]
+async fn a_compaction_applying_deletes_killed_twice_loses_nothing_and_resurrects_nothing() {
+    use Boundary::AfterCatalogSwap;
+
+    let (aws, _, offsets, values) = crate::maintenance::small_files_on_moto("killdeletes").await;
+    let deleted = [offsets[1], offsets[offsets.len() - 2]];
+    let rows: Vec<String> = deleted.iter().map(|o| format!("0/{o}")).collect();
+    let args: Vec<&str> = ["position"].into_iter().chain(rows.iter().map(String::as_str)).collect();
+    crate::day::foreign(&aws.table().to_string(), "foreign_delete.py", &args);
+    let kept: Vec<i64> = offsets.iter().copied().filter(|o| !deleted.contains(o)).collect();
+    let assert_kept = |read: &crate::committer::Read| {
+        assert_eq!((&read.offsets["0"], read.duplicates), (&kept, 0));
+        for o in &kept {
+            assert_eq!(read.values[&format!("0/{o}")].as_deref(), Some(values[&o.to_string()].as_str()));
+        }
+    };
+    assert_kept(&aws.read());
+
+    let ran = Job::new(&aws, Function::Compactor, Some(Boundary::MidCompaction), scheduled()).run().await;
+    assert!(ran.killed);
+    assert_kept(&aws.read());
+    // An hour on, the bin is planned and rewritten again; its committer dies after the
+    // swap, and the redelivered task finds its inputs gone.
+    let service = aws.compactor().await;
+    let run = service.compactor.run(floe_core::lock::now_ms() + 61 * 60 * 1000, None).await;
+    let applied: Vec<(usize, usize, u64)> =
+        run.tables.iter().map(|t| (t.compactions, t.delete_files.len(), t.rows_deleted)).collect();
+    assert_eq!(applied, [(1, 2, 2)], "{:?}", run.tables);
+    let commit = |batch: SqsEvent, at| Job {
+        lease_ms: Some(LEASE.as_millis() as u64),
+        ..Job::new(&aws, Function::Committer, at, serde_json::to_value(batch).unwrap())
+    };
+    let (batch, _) = receive_n(&aws, 1).await;
+    assert!(commit(batch, Some(AfterCatalogSwap)).run().await.killed);
+    let after = aws.read();
+    assert_kept(&after);
+    assert_eq!(
+        (after.operation.as_deref(), after.summary.get("removed-delete-files")),
+        (Some("replace"), Some(&"2".into()))
+    );
+    tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
+    let (batch, receipts) = receive_n(&aws, 1).await;
+    let answer = commit(batch, None).run().await.answer.unwrap();
+    assert_eq!(failures(&answer), 0, "{answer}");
+    aws.delete(&receipts).await;
+    let read = aws.read();
+    assert_kept(&read);
+    assert_eq!(read.snapshots, after.snapshots, "the redelivered compaction committed nothing");
+    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+    let gaps = audit.partitions[0].gaps.iter().filter(|g| g.reason == floe_core::table::audit::GapReason::Deleted);
+    assert_eq!(gaps.map(|g| (g.first, g.last)).collect::<Vec<_>>(), deleted.map(|o| (o, o)), "{audit:?}");
+}
+
 #[tokio::test]
 async fn a_compactor_killed_between_two_output_files_loses_nothing_and_the_orphan_is_swept_later() {
     let (aws, before) = crate::maintenance::full_bin_on_moto("killoutputs").await;

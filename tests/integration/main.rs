@@ -31,6 +31,7 @@ mod partition;
 mod protobuf;
 mod querying;
 mod rest_catalog;
+mod retention;
 mod s3tables;
 mod segments;
 #[path = "../support/mod.rs"]

@@ -231,7 +231,8 @@ impl CommitTask {
 ///  "partition_spec": { …the table's spec, absent when unpartitioned… }, "created_at_ms": …,
 ///  "data_sequence_number": 41,
 ///  "deletes": {"files": [{"path": "…/delete-1.parquet", "names": ["…/a.parquet"]}],
-///              "partition": 0, "offsets": [[5, 5], [300, 301]]}}
+///              "partition": 0, "offsets": [[5, 5], [300, 301]]},
+///  "expired": {"partition": 0, "cutoff_ms": 1764547200000, "offsets": [[0, 4999]]}}
 /// ```
 ///
 /// The committer applies it only if every removed file is still live (else it is
@@ -258,6 +259,20 @@ pub struct CompactionTask {
     /// Other engines' deletes the rewrite applied (none: the rows are unchanged).
     #[serde(default, skip_serializing_if = "AppliedDeletes::is_empty")]
     pub deletes: AppliedDeletes,
+    /// The rows past the topic's retention the rewrite left out (none: no retention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired: Option<Expired>,
+}
+
+/// Rows past a topic's retention a compaction left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expired {
+    /// The inputs' Kafka partition.
+    pub partition: i32,
+    /// Rows whose age was below this (ms since the epoch) were left out.
+    pub cutoff_ms: i64,
+    /// Their offsets: the table state keeps them, for `floe audit` to explain those gaps.
+    pub offsets: Vec<(i64, i64)>,
 }
 
 /// Other engines' delete files a compaction applied to its inputs.

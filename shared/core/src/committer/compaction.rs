@@ -16,7 +16,7 @@ use crate::lock::registry::{Activity, CompactionRecord, MaintenanceEvent};
 use crate::retry::Retryable;
 use crate::table::deletes::{ScopedFile, droppable, live_files, unapplied, unpartitioned};
 use crate::table::snapshot::SnapshotChange;
-use crate::table::state::{STATE_KEY, TableState};
+use crate::table::state::{STATE_KEY, TableState, add_offsets};
 use crate::table::{TableError, floe_summary, load};
 use crate::task::{CompactionTask, TableName, retype_partition};
 
@@ -87,7 +87,7 @@ impl Committer {
         let verdicts = plan_compactions(&live, spec, tasks, since_plan);
         let mut results = Vec::new();
         let (mut removed, mut added, mut added_sequence) = (HashSet::new(), Vec::new(), HashMap::new());
-        let (mut applied, mut deleted_rows) = (Vec::new(), Vec::new());
+        let (mut applied, mut deleted_rows, mut expired_rows) = (Vec::new(), Vec::new(), Vec::new());
         // Planned before a promotion committed since: partition values of the new type.
         let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
         for (task, verdict) in tasks.iter().zip(verdicts) {
@@ -112,6 +112,9 @@ impl Committer {
             if !task.deletes.offsets.is_empty() {
                 deleted_rows.push((task.deletes.partition, task.deletes.offsets.as_slice()));
             }
+            if let Some(expired) = &task.expired {
+                expired_rows.push((expired.partition, expired.offsets.as_slice()));
+            }
             results.push((task.task_id.clone(), TaskResult::Committed));
         }
         if removed.is_empty() {
@@ -124,7 +127,7 @@ impl Committer {
         let remaining: Vec<&ScopedFile> = data.iter().filter(|f| !removed.contains(f.path())).collect();
         let dropped = droppable(&applied, &deletes, &remaining, global);
         removed.extend(dropped.iter().cloned());
-        let state_location = self.note_deleted(metadata, &deleted_rows).await.map_err(&iceberg)?;
+        let state_location = self.note_left_out(metadata, &deleted_rows, &expired_rows).await.map_err(&iceberg)?;
         // Offsets, pending transactions and the rest of Floe's record carry forward unchanged.
         let mut properties = floe_summary(metadata);
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
@@ -168,20 +171,24 @@ impl Committer {
         Ok((results, Some(snapshot)))
     }
 
-    /// Adds the offsets whose rows the compactions left out (Kafka partition, ranges) to
-    /// the table state, for the audit: the new state's location, `None` when there are
-    /// none (the state stays as it is).
-    async fn note_deleted(
+    /// Adds the offsets whose rows the compactions left out (Kafka partition, ranges:
+    /// those other engines deleted, those past the retention) to the table state, for the
+    /// audit: the new state's location, `None` when there are none (the state stays).
+    async fn note_left_out(
         &self,
         metadata: &iceberg::spec::TableMetadata,
         deleted: &[(i32, &[(i64, i64)])],
+        expired: &[(i32, &[(i64, i64)])],
     ) -> iceberg::Result<Option<String>> {
-        if deleted.is_empty() {
+        if deleted.is_empty() && expired.is_empty() {
             return Ok(None);
         }
         let mut state = TableState::load(&self.file_io, floe_summary(metadata).get(STATE_KEY)).await?;
         for (partition, offsets) in deleted {
-            state.add_deleted(*partition, offsets);
+            add_offsets(&mut state.deleted, *partition, offsets);
+        }
+        for (partition, offsets) in expired {
+            add_offsets(&mut state.expired, *partition, offsets);
         }
         state.save(&self.file_io, &format!("{}/metadata", metadata.location())).await.map(Some)
     }

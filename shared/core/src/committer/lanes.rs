@@ -203,6 +203,7 @@ mod tests {
             created_at_ms: 0,
             data_sequence_number: None,
             deletes: Default::default(),
+            expired: None,
         }
     }
 

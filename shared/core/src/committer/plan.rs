@@ -1193,6 +1193,7 @@ mod tests {
             created_at_ms: 0,
             data_sequence_number: None,
             deletes: Default::default(),
+            expired: None,
         };
         let live: HashSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let spec = PartitionSpec::unpartition_spec();

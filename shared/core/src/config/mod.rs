@@ -18,6 +18,8 @@
 //! compaction_window = "15m"   # small files older than this are compacted anyway
 //! orphan_grace = "3d"         # unreferenced files younger than this are never deleted
 //! transaction_timeout = "15m" # the brokers' transaction.max.timeout.ms (see table/state.rs)
+//! retention = "30d"            # rows older than this are removed (data TTL; none by default)
+//! retention_column = "_kafka.timestamp" # what a row's age is measured on
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -483,6 +485,12 @@ impl FloeConfig {
                 .transaction_timeout
                 .or(d.transaction_timeout)
                 .map_or(DEFAULT_TRANSACTION_TIMEOUT_MS, |t| t.0),
+            retention_ms: s.retention.or(d.retention).map(|r| r.0),
+            retention_column: s
+                .retention_column
+                .clone()
+                .or_else(|| d.retention_column.clone())
+                .unwrap_or_else(|| topic::DEFAULT_RETENTION_COLUMN.into()),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),

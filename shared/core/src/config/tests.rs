@@ -45,6 +45,8 @@ const EXAMPLE: &str = r#"
     compaction_target_size = "256MiB"
     orphan_grace = "7d"
     transaction_timeout = "1h"
+    retention = "30d"
+    retention_column = "event.at"
 
     [[topics]]
     pattern = "audit\\..*"
@@ -64,6 +66,7 @@ fn resolves_exact_then_pattern_then_defaults() {
     assert_eq!((orders.compaction_target_size, orders.compaction_window_ms), (256 << 20, 5 * 60 * 1000));
     assert_eq!(orders.orphan_grace_ms, 7 * 24 * 60 * 60 * 1000);
     assert_eq!(orders.transaction_timeout_ms, 60 * 60 * 1000);
+    assert_eq!((orders.retention_ms, orders.retention_column.as_str()), (Some(30 * 24 * 60 * 60 * 1000), "event.at"));
     assert_eq!(orders.partition_by[1], PartitionField { source: "key".into(), transform: Transform::Bucket(16) });
     let audit = c.resolve("audit.logins-eu").unwrap();
     assert_eq!(audit.table, "audit_logins_eu");
@@ -73,6 +76,7 @@ fn resolves_exact_then_pattern_then_defaults() {
     assert_eq!(audit.value_schema, SchemaSource::File("schemas/audit.json".into()));
     assert_eq!(audit.orphan_grace_ms, 3 * 24 * 60 * 60 * 1000, "the default: 3 days");
     assert_eq!(audit.transaction_timeout_ms, 15 * 60 * 1000, "the default: Kafka's 15 minutes");
+    assert_eq!((audit.retention_ms, audit.retention_column.as_str()), (None, "_kafka.timestamp"), "rows kept for good");
     assert_eq!(c.resolve("audit"), None, "pattern must match the whole name");
     assert_eq!(c.resolve("payments"), None, "unmatched topics are ignored unless enabled");
     assert!(format!("{:?}", c.schema_registry).contains("<set>"));
@@ -144,6 +148,8 @@ fn errors_name_the_field() {
         ("[[topics]]\ntopic = \"a\"\norphan_grace = \"59m\"", "topics[0].orphan_grace"),
         ("[defaults]\norphan_grace = \"3w\"", "orphan_grace"),
         ("[[topics]]\ntopic = \"a\"\ntransaction_timeout = \"500ms\"", "topics[0].transaction_timeout"),
+        ("[[topics]]\ntopic = \"a\"\nretention = \"59m\"", "topics[0].retention"),
+        ("[defaults]\nretention_column = \"a..b\"", "retention_column"),
         ("[[topics]]\ntopic = \"a\"\npartition_by = [\"week(ts)\"]", "topics[0].partition_by[0]"),
         ("[[topics]]\ntopic = \"a\"\npartition_by = [\"bucket(0, ts)\"]", "topics[0].partition_by[0]"),
         ("[[topics]]\ntopic = \"a\"\ntable = \"9x\"", "topics[0].table"),

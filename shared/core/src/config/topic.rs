@@ -22,6 +22,10 @@ const MAX_COMPACTION_WINDOW_MS: u64 = 24 * 60 * 60 * 1000;
 const MIN_ORPHAN_GRACE_MS: u64 = 60 * 60 * 1000;
 /// Kafka's own floor for `transaction.timeout.ms` is 1 ms; below a second is a mistake.
 const MIN_TRANSACTION_TIMEOUT_MS: u64 = 1000;
+/// The shortest row retention: rows younger than an hour are still arriving.
+const MIN_RETENTION_MS: u64 = 60 * 60 * 1000;
+/// The column a row's age is measured on unless `retention_column` names another.
+pub const DEFAULT_RETENTION_COLUMN: &str = "_kafka.timestamp";
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +45,11 @@ pub struct Settings {
     pub orphan_grace: Option<DurationMs>,
     /// The longest a transaction of the topic lasts: the brokers' `transaction.max.timeout.ms`.
     pub transaction_timeout: Option<DurationMs>,
+    /// Rows older than this are removed from the table (data TTL).
+    pub retention: Option<DurationMs>,
+    /// The timestamp or date column a row's age is measured on (default: the Kafka
+    /// record's timestamp, `_kafka.timestamp`).
+    pub retention_column: Option<String>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -70,6 +79,11 @@ pub struct TopicConfig {
     /// The longest a transaction lasts, from its first record to its marker (the brokers'
     /// `transaction.max.timeout.ms`): how far back a marker may end records.
     pub transaction_timeout_ms: u64,
+    /// Rows whose `retention_column` is older than this are removed by compaction;
+    /// `None`: kept for good.
+    pub retention_ms: Option<u64>,
+    /// The column a row's age is measured on (a dotted path): `_kafka.timestamp` unless set.
+    pub retention_column: String,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -134,6 +148,19 @@ pub(super) fn validate_settings(
         && timeout.0 < MIN_TRANSACTION_TIMEOUT_MS
     {
         return Err(ConfigError::invalid(format!("{at}.transaction_timeout"), format!("{}ms: at least 1s", timeout.0)));
+    }
+    if let Some(retention) = s.retention
+        && retention.0 < MIN_RETENTION_MS
+    {
+        return Err(ConfigError::invalid(format!("{at}.retention"), format!("{}ms: at least 1h", retention.0)));
+    }
+    if let Some(column) = &s.retention_column
+        && (column.is_empty() || column.split('.').any(str::is_empty))
+    {
+        return Err(ConfigError::invalid(
+            format!("{at}.retention_column"),
+            format!("{column:?}: a column's name, a dotted path for a nested one"),
+        ));
     }
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());

@@ -40,6 +40,7 @@ use crate::queue::TaskQueue;
 use crate::retry::Retryable;
 use crate::storage::WarehouseFiles;
 use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
+use crate::table::retention::Retention;
 use crate::table::{LoadedTable, TableError, TableName, committed_offsets, load};
 use crate::task::Task;
 
@@ -88,6 +89,8 @@ pub struct TableRun {
     /// Other engines' delete files the queued tasks apply, and the rows they leave out.
     pub delete_files: Vec<String>,
     pub rows_deleted: u64,
+    /// Rows past the topic's retention the queued tasks leave out.
+    pub rows_expired: u64,
     /// Held CommitTasks released because the table holds all their offsets (a copy sent
     /// again after the commit, which SQS dropped as a duplicate).
     pub released: usize,
@@ -173,7 +176,10 @@ impl Compactor {
         let compacted = match own.compaction {
             true => {
                 let policy = topic.as_ref().map(CompactionPolicy::from).unwrap_or_default();
-                let compacted = self.compact_table(&loaded, policy, now_ms, deadline, run).await;
+                let compacted = match retention(&loaded, topic.as_ref(), now_ms) {
+                    Ok(retention) => self.compact_table(&loaded, policy, retention, now_ms, deadline, run).await,
+                    Err(e) => Err(e),
+                };
                 self.note_outcome(table, Activity::Compaction, now_ms, &compacted).await;
                 compacted
             }
@@ -251,13 +257,14 @@ impl Compactor {
         &self,
         loaded: &LoadedTable,
         policy: CompactionPolicy,
+        retention: Option<Retention>,
         now_ms: i64,
         deadline: Option<Instant>,
         run: &mut TableRun,
     ) -> Result<(), MaintenanceError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
         let iceberg = TableError::iceberg(table);
-        let planned = bins(&self.file_io, metadata, policy, now_ms).await.map_err(&iceberg)?;
+        let planned = bins(&self.file_io, metadata, policy, retention, now_ms).await.map_err(&iceberg)?;
         run.with_deletes = planned.with_deletes;
         let bins = &planned.bins;
         if bins.is_empty() {
@@ -303,7 +310,9 @@ impl Compactor {
             .map_err(TableError::iceberg(table))?;
         let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
         let delete_files: Vec<String> = task.deletes.files.iter().map(|d| d.path.clone()).collect();
-        let rows_deleted: u64 = task.deletes.offsets.iter().map(|(a, b)| (b - a + 1) as u64).sum();
+        let count = |ranges: &[(i64, i64)]| ranges.iter().map(|(a, b)| (b - a + 1) as u64).sum::<u64>();
+        let rows_deleted = count(&task.deletes.offsets);
+        let rows_expired = task.expired.as_ref().map_or(0, |e| count(&e.offsets));
         let task = Task::Compaction(Box::new(task));
         hold(self.registry.as_ref(), &task, now_ms).await?;
         if let Err(e) = self.queue.send(&task).await {
@@ -326,6 +335,7 @@ impl Compactor {
         run.delete_files.sort();
         run.delete_files.dedup();
         run.rows_deleted += rows_deleted;
+        run.rows_expired += rows_expired;
         Ok(())
     }
 
@@ -345,6 +355,19 @@ impl Compactor {
         };
         sweep.table(&loaded.name, &loaded.metadata, &loaded.pointer.metadata_location, now_ms).await
     }
+}
+
+/// The topic's retention bound to the table at `now_ms` (none configured: `None`); a
+/// column that cannot measure a row's age fails the table's compaction, naming it.
+fn retention(
+    loaded: &LoadedTable,
+    topic: Option<&TopicConfig>,
+    now_ms: i64,
+) -> Result<Option<Retention>, MaintenanceError> {
+    let Some((topic, retention_ms)) = topic.and_then(|t| t.retention_ms.map(|ms| (t, ms))) else { return Ok(None) };
+    Retention::bind(loaded.metadata.current_schema(), &topic.retention_column, now_ms, retention_ms)
+        .map(Some)
+        .map_err(|detail| MaintenanceError::Config { table: loaded.name.to_string(), detail })
 }
 
 fn past(deadline: Option<Instant>) -> bool {

@@ -54,6 +54,10 @@ pub enum MaintenanceError {
     /// A library panicked on this table's files (caught: the other tables go on).
     #[error("{table}: internal error: {panic}")]
     Internal { table: String, panic: String },
+    /// The topic's configuration does not fit the table (a `retention_column` that is no
+    /// timestamp or date column of it): fixed in `floe.toml`, not by retrying.
+    #[error("{table}: {detail}")]
+    Config { table: String, detail: String },
 }
 
 impl Retryable for MaintenanceError {
@@ -63,7 +67,7 @@ impl Retryable for MaintenanceError {
             MaintenanceError::Registry(e) => e.retryable(),
             MaintenanceError::Queue(e) => e.retryable(),
             MaintenanceError::Storage { retryable, .. } => *retryable,
-            MaintenanceError::Internal { .. } => false,
+            MaintenanceError::Internal { .. } | MaintenanceError::Config { .. } => false,
         }
     }
 }

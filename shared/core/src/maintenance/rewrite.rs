@@ -1,6 +1,6 @@
 //! A planned bin rewritten: its files read and written again into files of the target
-//! size (`table/rewrite.rs`), less the rows other engines' delete files remove from them,
-//! as the CompactionTask that replaces them — where the
+//! size (`table/rewrite.rs`), less the rows other engines' delete files remove from them
+//! and those past the topic's retention, as the CompactionTask that replaces them — where the
 //! planner (`table/compaction.rs`, which knows tables, not tasks) meets the task contract.
 
 use std::sync::Arc;
@@ -11,9 +11,8 @@ use iceberg::spec::TableMetadata;
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
 use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
-use crate::table::deletes::read::FileDeletes;
-use crate::table::rewrite::rewrite_applying;
-use crate::task::{AppliedDeletes, CompactionKind, CompactionTask, TaskFile, partitioned, task_version};
+use crate::table::rewrite::{Input, rewrite_applying};
+use crate::task::{AppliedDeletes, CompactionKind, CompactionTask, Expired, TaskFile, partitioned, task_version};
 
 /// Rewrites `bin` (of `planned`, from the table's current snapshot) into files of its
 /// partition under the table's data directory, the writer rolling at the target, named
@@ -32,11 +31,14 @@ pub async fn rewrite_bin(
     let spec = metadata.default_partition_spec().as_ref().clone();
     let partition_type = spec.partition_type(&schema)?;
     let task_id = task_id(table, metadata.current_snapshot_id(), bin);
-    let none = FileDeletes::default();
-    let inputs: Vec<(&str, &FileDeletes)> = bin
+    let inputs: Vec<Input> = bin
         .files
         .iter()
-        .map(|f| (f.file_path(), planned.deletes.get(f.file_path()).map_or(&none, |of| &of.deletes)))
+        .map(|f| Input {
+            path: f.file_path(),
+            deletes: planned.deletes.get(f.file_path()).map(|of| &of.deletes),
+            expired: planned.expired.contains(f.file_path()),
+        })
         .collect();
     let output = WriterOptions {
         file_io: file_io.clone(),
@@ -46,35 +48,45 @@ pub async fn rewrite_bin(
         schema: Arc::new(schema.clone()),
         target_size: policy.target,
     };
-    let (written, left_out) = rewrite_applying(output, &spec, &inputs).await?;
-    let added =
-        written.iter().map(|f| TaskFile::from_written(f, &partition_type)).collect::<iceberg::Result<Vec<_>>>()?;
+    let rewritten = rewrite_applying(output, &spec, &inputs, planned.retention.as_ref()).await?;
+    let added = rewritten
+        .files
+        .iter()
+        .map(|f| TaskFile::from_written(f, &partition_type))
+        .collect::<iceberg::Result<Vec<_>>>()?;
     let applied = bin.files.iter().filter_map(|f| planned.deletes.get(f.file_path())).flat_map(|of| of.files.clone());
     let deletes = AppliedDeletes {
         files: planned.table_deletes.applied(applied),
         partition: bin.kafka_partition,
-        offsets: left_out.ranges().to_vec(),
+        offsets: rewritten.deleted.ranges().to_vec(),
     };
+    let expired = planned.retention.filter(|_| !rewritten.expired.is_empty()).map(|r| Expired {
+        partition: bin.kafka_partition,
+        cutoff_ms: r.cutoff_ms,
+        offsets: rewritten.expired.ranges().to_vec(),
+    });
     tracing::info!(table = %table, task_id = %task_id, files = inputs.len(), bytes = bin.bytes(),
         outputs = added.len(), partition = ?bin.partition, kafka_partition = bin.kafka_partition,
-        trigger = ?bin.trigger, delete_files = deletes.files.len(), rows_deleted = left_out.count(), "bin compacted");
+        trigger = ?bin.trigger, delete_files = deletes.files.len(), rows_deleted = rewritten.deleted.count(),
+        rows_expired = rewritten.expired.count(), "bin compacted");
     let partition_spec = partitioned(&spec);
     Ok(CompactionTask {
         version: task_version(partition_spec.as_ref()),
         kind: CompactionKind::Compaction,
         task_id,
         table: table.clone(),
-        removed: inputs.iter().map(|(p, _)| p.to_string()).collect(),
+        removed: inputs.iter().map(|i| i.path.to_string()).collect(),
         added,
         schema,
         partition_spec,
         created_at_ms: now_ms,
         data_sequence_number: planned.sequence_number,
         deletes,
+        expired,
     })
 }
 
-/// Plans the table's current snapshot at `now_ms` and rewrites every bin: one
+/// Plans the table's current snapshot at `now_ms` (no retention) and rewrites every bin: one
 /// CompactionTask per group's bins ([`bins`], [`rewrite_bin`]), none when there is
 /// nothing to compact.
 pub async fn compact(
@@ -84,7 +96,7 @@ pub async fn compact(
     policy: CompactionPolicy,
     now_ms: i64,
 ) -> iceberg::Result<Vec<CompactionTask>> {
-    let planned = bins(file_io, metadata, policy, now_ms).await?;
+    let planned = bins(file_io, metadata, policy, None, now_ms).await?;
     let mut tasks = Vec::new();
     for bin in &planned.bins {
         tasks.push(rewrite_bin(file_io, table, metadata, policy, &planned, bin, now_ms).await?);

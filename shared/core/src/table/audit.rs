@@ -11,6 +11,8 @@
 //!   - `deleted`: a row another engine's delete file removed (the offset is in the data
 //!     files, read without their deletes; or, once a compaction applied the delete, in
 //!     the offsets the table state keeps of the rows it left out);
+//!   - `expired`: a row compaction removed past the topic's `retention` (the table
+//!     state keeps the offsets, [`super::retention`]);
 //!   - `dead-letter`: its row is in the dead-letter table `<table>_dlq`;
 //!   - `without-rows`: Floe wrote no row for it on purpose — a control record, a record
 //!     of an aborted transaction, a compacted topic's hole, a bad record skipped, or a
@@ -48,7 +50,7 @@ use iceberg::{NamespaceIdent, TableIdent};
 
 use super::offsets::{CommittedOffsets, RangeSet};
 use super::rowless::RowlessOffsets;
-use super::state::{STATE_KEY, TableState};
+use super::state::{STATE_KEY, TableState, offsets_of};
 use super::{LoadedTable, TableError, TableName, committed_offsets, floe_summary, load, rowless_offsets};
 use crate::catalog::Catalog;
 use crate::retry::Retryable;
@@ -87,6 +89,7 @@ impl Retryable for AuditError {
 #[serde(rename_all = "kebab-case")]
 pub enum GapReason {
     Deleted,
+    Expired,
     DeadLetter,
     WithoutRows,
     Uncounted,
@@ -97,6 +100,7 @@ impl std::fmt::Display for GapReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             GapReason::Deleted => "deleted by another engine's delete file",
+            GapReason::Expired => "past the topic's retention: removed by compaction",
             GapReason::DeadLetter => "dead letters, in the dead-letter table",
             GapReason::WithoutRows => {
                 "no row on purpose, as Floe counted (control records, aborted transactions, \
@@ -312,6 +316,8 @@ async fn read(loaded: &LoadedTable, file_io: &FileIO, apply_deletes: bool) -> Re
 struct Explanations {
     /// Offsets in the data files that delete files removed.
     deleted: RangeSet,
+    /// Offsets whose rows compaction removed past the topic's retention.
+    expired: RangeSet,
     /// Offsets in the dead-letter table.
     dead_letters: RangeSet,
     /// Committed ranges Floe did not count.
@@ -337,6 +343,8 @@ fn audit_partition(
     let gaps = committed.difference(present);
     let deleted = gaps.intersection(&why.deleted);
     let rest = gaps.difference(&deleted);
+    let expired = rest.intersection(&why.expired);
+    let rest = rest.difference(&expired);
     let dead_letters = rest.intersection(&why.dead_letters);
     let rest = rest.difference(&dead_letters);
     let uncounted = rest.intersection(&why.uncounted);
@@ -348,6 +356,7 @@ fn audit_partition(
     let rest_reason = if unexplained == 0 && surplus == 0 { GapReason::WithoutRows } else { GapReason::Unexplained };
     let mut labelled: Vec<Gap> = [
         (deleted, GapReason::Deleted),
+        (expired, GapReason::Expired),
         (dead_letters, GapReason::DeadLetter),
         (uncounted, GapReason::Uncounted),
         (rest, rest_reason),
@@ -416,7 +425,8 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
                 .as_ref()
                 .map(|r| r.present.get(&partition).unwrap_or(&empty).difference(present))
                 .unwrap_or_default()
-                .union(&state.deleted_offsets(partition)),
+                .union(&offsets_of(&state.deleted, partition)),
+            expired: offsets_of(&state.expired, partition),
             dead_letters: dead_letters.present.get(&partition).cloned().unwrap_or_default(),
             counted: logs.counted,
             uncounted: logs.uncounted,

@@ -59,12 +59,13 @@
 //! (output names carry the first offset, so they cannot collide) and its offset range
 //! meaningful.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
 use super::deletes::{OfFile, TableDeletes, live_files};
+use super::retention::{Retention, Verdict};
 use super::snapshot::LiveFile;
 use crate::config::{DEFAULT_COMPACTION_TARGET_SIZE, DEFAULT_COMPACTION_WINDOW_MS, TopicConfig};
 use crate::table::TableName;
@@ -123,6 +124,9 @@ pub enum Trigger {
     /// It holds a file whose deleted rows make rewriting it worth it, whatever its size
     /// ([`worth_applying`]).
     Deletes,
+    /// Its files hold rows past the topic's retention ([`crate::table::retention`]),
+    /// whatever their sizes: rewritten without them, or removed.
+    Retention,
 }
 
 /// Files to rewrite together: all of one partition value and one Kafka partition, in
@@ -335,32 +339,45 @@ pub struct Planned {
     pub deletes: HashMap<String, OfFile>,
     /// The table's delete files, read.
     pub table_deletes: TableDeletes,
+    /// The retention the plan applied, and the files whose every row is past it
+    /// (removed without a rewrite).
+    pub retention: Option<Retention>,
+    pub expired: HashSet<String>,
 }
 
-/// What to compact in the table's current snapshot at `now_ms`: the bins of
-/// [`plan_with_deletes`], those of one group made one ([`per_group`]), with the deletes
-/// that apply to each file (read: [`TableDeletes`]); files a deletion vector applies to
-/// are left out, counted.
+/// What to compact in the table's current snapshot at `now_ms`: first the files holding
+/// rows past `retention` (bins of their own, `expiring_bins`), then the bins of
+/// [`plan_with_deletes`] of the others, those of one group made one ([`per_group`]); with
+/// the deletes that apply to each file (read: [`TableDeletes`]). Files a deletion vector
+/// applies to are left out, counted.
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
     policy: CompactionPolicy,
+    retention: Option<Retention>,
     now_ms: i64,
 ) -> iceberg::Result<Planned> {
     let schema = metadata.current_schema();
     let (data, deletes) = live_files(file_io, metadata).await?;
     let table_deletes = TableDeletes::read(file_io, metadata, deletes).await?;
-    let mut planned =
-        Planned { sequence_number: metadata.current_snapshot().map(|s| s.sequence_number()), ..Default::default() };
-    let mut files = Vec::with_capacity(data.len());
+    let sequence_number = metadata.current_snapshot().map(|s| s.sequence_number());
+    let mut planned = Planned { sequence_number, retention, ..Default::default() };
+    let (mut files, mut expiring) = (Vec::with_capacity(data.len()), Vec::new());
     for scoped in data {
-        match table_deletes.of(&scoped) {
-            None => planned.with_deletes += 1,
-            Some(of) if of.files.is_empty() => files.push(scoped.live),
-            Some(of) => {
-                planned.deletes.insert(scoped.path().to_string(), of);
-                files.push(scoped.live);
+        let Some(of) = table_deletes.of(&scoped) else {
+            planned.with_deletes += 1;
+            continue;
+        };
+        if !of.files.is_empty() {
+            planned.deletes.insert(scoped.path().to_string(), of);
+        }
+        match retention.map_or(Verdict::Kept, |r| r.of(&scoped.live.file)) {
+            Verdict::Kept => files.push(scoped.live),
+            Verdict::Whole => {
+                planned.expired.insert(scoped.path().to_string());
+                expiring.push(scoped.live);
             }
+            Verdict::Partly => expiring.push(scoped.live),
         }
     }
     if planned.with_deletes > 0 {
@@ -372,9 +389,49 @@ pub async fn bins(
     }
     let worth =
         |f: &DataFile| planned.deletes.get(f.file_path()).is_some_and(|of| worth_applying(f.record_count(), of));
-    planned.bins = per_group(plan_with_deletes(files, schema, policy, now_ms, worth));
+    let compacted = per_group(plan_with_deletes(files, schema, policy, now_ms, worth));
+    planned.bins = expiring_bins(expiring, schema);
+    planned.bins.extend(compacted);
     planned.table_deletes = table_deletes;
     Ok(planned)
+}
+
+/// The files holding rows past the retention, one bin per (partition value, Kafka
+/// partition), whatever their sizes, in the order of their first offset; files of no
+/// single Kafka partition (no bounds) are left as they are, with a warning.
+fn expiring_bins(files: Vec<LiveFile>, schema: &Schema) -> Vec<Bin> {
+    let (Some(partition_field), Some(offset_field)) =
+        (schema.field_by_name("_kafka.partition").map(|f| f.id), schema.field_by_name("_kafka.offset").map(|f| f.id))
+    else {
+        return Vec::new();
+    };
+    let mut groups: BTreeMap<(String, i32), Bin> = BTreeMap::new();
+    for live in files {
+        let Some(kafka_partition) = single_int(&live.file, partition_field) else {
+            tracing::warn!(
+                file = live.file.file_path(),
+                "rows past the retention in a file of no single Kafka partition: left"
+            );
+            continue;
+        };
+        let key = (format!("{:?}", live.file.partition()), kafka_partition);
+        let bin = groups.entry(key).or_insert_with(|| Bin {
+            partition: live.file.partition().clone(),
+            kafka_partition,
+            files: Vec::new(),
+            expected: 0,
+            oldest_ms: i64::MAX,
+            trigger: Trigger::Retention,
+        });
+        bin.expected = bin.expected.saturating_add(live.file.file_size_in_bytes());
+        bin.oldest_ms = bin.oldest_ms.min(live.added_at_ms);
+        bin.files.push(live.file);
+    }
+    let mut bins: Vec<Bin> = groups.into_values().collect();
+    for bin in &mut bins {
+        bin.files.sort_by_key(|f| (first_offset(f, offset_field), f.file_path().to_string()));
+    }
+    bins
 }
 
 /// The emitted bins of each group as one bin, files in the order of the plan (by first

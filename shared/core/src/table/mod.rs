@@ -14,6 +14,7 @@ pub mod dead_letters;
 pub mod deletes;
 pub mod offsets;
 pub mod project;
+pub mod retention;
 pub mod rewrite;
 pub mod rowless;
 pub mod snapshot;

@@ -37,6 +37,7 @@ use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use super::deletes::read::FileDeletes;
 use super::offsets::RangeSet;
 use super::project::project_batch;
+use super::retention::Retention;
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
 
 /// Rows per batch read: as many as the materializer writes per batch, so that the
@@ -62,80 +63,163 @@ pub async fn rewrite_files(
     keep: Option<&[(i64, i64)]>,
     files_ids: Option<&Schema>,
 ) -> Result<Vec<WrittenFile>> {
-    let inputs: Vec<(&str, Option<&FileDeletes>)> = paths.iter().map(|p| (*p, None)).collect();
-    Ok(rewrite(output, spec, &inputs, keep, files_ids).await?.0)
+    let mut writer = Rewriter::new(output, spec, files_ids)?;
+    let mut left_out = Rewritten::default();
+    for path in paths {
+        writer.file(path, keep, None, None, &mut left_out).await?;
+    }
+    writer.writer.close().await
+}
+
+/// A table's data file to rewrite, with what to leave out of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub path: &'a str,
+    /// Other engines' deletes that apply to it.
+    pub deletes: Option<&'a FileDeletes>,
+    /// Every row past the retention: none is written, only its offsets read.
+    pub expired: bool,
+}
+
+/// What [`rewrite_applying`] wrote, and the Kafka offsets of the rows it left out.
+#[derive(Debug, Default)]
+pub struct Rewritten {
+    pub files: Vec<WrittenFile>,
+    /// Rows other engines' delete files remove.
+    pub deleted: RangeSet,
+    /// Rows past the retention.
+    pub expired: RangeSet,
 }
 
 /// Writes the rows of the table's data files `inputs` as [`rewrite_files`] does, less
-/// those each one's deletes remove (compaction applying other engines' deletes); with
-/// the Kafka offsets of the rows left out.
+/// those each one's deletes remove and those past `retention` (compaction applying other
+/// engines' deletes, and row retention).
 pub async fn rewrite_applying(
     output: WriterOptions,
     spec: &PartitionSpec,
-    inputs: &[(&str, &FileDeletes)],
-) -> Result<(Vec<WrittenFile>, RangeSet)> {
-    let inputs: Vec<(&str, Option<&FileDeletes>)> = inputs.iter().map(|(p, d)| (*p, Some(*d))).collect();
-    rewrite(output, spec, &inputs, None, None).await
+    inputs: &[Input<'_>],
+    retention: Option<&Retention>,
+) -> Result<Rewritten> {
+    let mut rewritten = Rewritten::default();
+    let file_io = output.file_io.clone();
+    let (whole, partly): (Vec<&Input>, Vec<&Input>) = inputs.iter().partition(|i| i.expired);
+    for input in whole {
+        rewritten.expired = rewritten.expired.union(&offsets_of(&file_io, input.path).await?);
+    }
+    let mut writer = Rewriter::new(output, spec, None)?;
+    for input in partly {
+        writer.file(input.path, None, input.deletes, retention, &mut rewritten).await?;
+    }
+    rewritten.files = writer.writer.close().await?;
+    Ok(rewritten)
 }
 
-/// Both: `keep` filters rows before `inputs`' deletes are applied, so the two are never
-/// given together (positions count the file's rows).
-async fn rewrite(
-    output: WriterOptions,
-    spec: &PartitionSpec,
-    inputs: &[(&str, Option<&FileDeletes>)],
-    keep: Option<&[(i64, i64)]>,
-    files_ids: Option<&Schema>,
-) -> Result<(Vec<WrittenFile>, RangeSet)> {
-    let file_io = output.file_io.clone();
-    let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
-    let read = match files_ids {
-        Some(schema) => Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?),
-        None => target.clone(),
-    };
-    let mut writer = TableWriter::new(output, Arc::new(spec.clone()))?;
-    let mut removed = RangeSet::default();
-    for (path, deletes) in inputs {
-        let mut batches = row_groups(&file_io, path).await?;
+/// A writer of the table's rows, binding what it reads to the table's columns.
+struct Rewriter {
+    file_io: FileIO,
+    target: SchemaRef,
+    read: SchemaRef,
+    writer: TableWriter,
+}
+
+impl Rewriter {
+    fn new(output: WriterOptions, spec: &PartitionSpec, files_ids: Option<&Schema>) -> Result<Rewriter> {
+        let file_io = output.file_io.clone();
+        let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&output.schema)?);
+        let read = match files_ids {
+            Some(schema) => Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?),
+            None => target.clone(),
+        };
+        Ok(Rewriter { file_io, target, read, writer: TableWriter::new(output, Arc::new(spec.clone()))? })
+    }
+
+    /// Writes the rows of `path`: those whose offset lies in `keep` (all without it),
+    /// less those `deletes` remove and those past `retention` (noted in `left_out`).
+    /// `keep` filters rows before deletes would, so the two are never given together
+    /// (positions count the file's rows).
+    async fn file(
+        &mut self,
+        path: &str,
+        keep: Option<&[(i64, i64)]>,
+        deletes: Option<&FileDeletes>,
+        retention: Option<&Retention>,
+        left_out: &mut Rewritten,
+    ) -> Result<()> {
+        let mut batches = row_groups(&self.file_io, path).await?;
         // The position in the file of the batch's first row (position deletes count rows).
         let mut first_row = 0i64;
         while let Some(batch) = batches.try_next().await.map_err(|e| invalid(path, e))? {
             let rows = batch.num_rows() as i64;
-            let batch = project_batch(&batch, &read).map_err(|e| invalid(path, e))?;
-            let Some((batch, first, last)) = table_rows(path, batch, keep, &target)? else {
-                first_row += rows;
+            let batch = project_batch(&batch, &self.read).map_err(|e| invalid(path, e))?;
+            let at = first_row;
+            first_row += rows;
+            let Some((mut batch, first, last)) = table_rows(path, batch, keep, &self.target)? else {
                 continue;
             };
-            let mask = deletes.map(|d| d.keep(&batch, first_row)).transpose().map_err(|e| invalid(path, e))?.flatten();
-            first_row += rows;
-            let (live, first, last) = match mask {
-                None => (batch, first, last),
-                Some(mask) => {
-                    note_removed(&batch, &mask, &mut removed).map_err(|e| invalid(path, e))?;
-                    let live = arrow::compute::filter_record_batch(&batch, &mask).map_err(|e| invalid(path, e))?;
-                    if live.num_rows() == 0 {
-                        continue;
-                    }
-                    let offsets = offset_column(&live).ok_or_else(|| invalid(path, "no _kafka.offset column"))?;
-                    let (first, last) = (arrow::compute::min(offsets), arrow::compute::max(offsets));
-                    (live, first.unwrap_or_default(), last.unwrap_or_default())
+            let mut filtered = false;
+            let deleted = deletes.map(|d| d.keep(&batch, at)).transpose().map_err(|e| invalid(path, e))?.flatten();
+            if let Some(mask) = deleted {
+                batch = left_out_by(&batch, &mask, &mut left_out.deleted).map_err(|e| invalid(path, e))?;
+                filtered = true;
+            }
+            if let Some(retention) = retention {
+                let expired = retention.expired(&batch).map_err(|e| invalid(path, e))?;
+                let mask = arrow::compute::not(&expired).map_err(|e| invalid(path, e))?;
+                batch = left_out_by(&batch, &mask, &mut left_out.expired).map_err(|e| invalid(path, e))?;
+                filtered = true;
+            }
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let (first, last) = match filtered {
+                false => (first, last),
+                true => {
+                    let offsets = offset_column(&batch).ok_or_else(|| invalid(path, "no _kafka.offset column"))?;
+                    (arrow::compute::min(offsets).unwrap_or_default(), arrow::compute::max(offsets).unwrap_or_default())
                 }
             };
-            writer.write(&live, first, last).await?;
+            self.writer.write(&batch, first, last).await?;
         }
+        Ok(())
     }
-    Ok((writer.close().await?, removed))
 }
 
-/// Adds the offsets of the rows of `batch` that `keep` leaves out to `removed`.
-fn note_removed(batch: &RecordBatch, keep: &BooleanArray, removed: &mut RangeSet) -> std::result::Result<(), String> {
+/// The rows of `batch` that `keep` keeps; the offsets of the others added to `left_out`.
+fn left_out_by(
+    batch: &RecordBatch,
+    keep: &BooleanArray,
+    left_out: &mut RangeSet,
+) -> std::result::Result<RecordBatch, String> {
     let offsets = offset_column(batch).ok_or("no _kafka.offset column")?;
     for (offset, kept) in offsets.iter().zip(keep.iter()) {
         if let (Some(offset), Some(false)) = (offset, kept) {
-            removed.insert(offset, offset);
+            left_out.insert(offset, offset);
         }
     }
-    Ok(())
+    arrow::compute::filter_record_batch(batch, keep).map_err(|e| e.to_string())
+}
+
+/// The Kafka offsets of the rows of the Parquet file at `path`: its `_kafka.offset`
+/// column alone read.
+async fn offsets_of(file_io: &FileIO, path: &str) -> Result<RangeSet> {
+    let input = file_io.new_input(path)?;
+    let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await.map_err(|e| invalid(path, e))?;
+    let parquet = builder.parquet_schema();
+    let leaf = (0..parquet.num_columns())
+        .find(|&i| parquet.column(i).path().string() == "_kafka.offset")
+        .ok_or_else(|| invalid(path, "no _kafka.offset column"))?;
+    let mask = parquet::arrow::ProjectionMask::leaves(parquet, [leaf]);
+    let mut batches =
+        builder.with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(|e| invalid(path, e))?;
+    let mut offsets = RangeSet::default();
+    while let Some(batch) = batches.try_next().await.map_err(|e| invalid(path, e))? {
+        let column = offset_column(&batch).ok_or_else(|| invalid(path, "no _kafka.offset column"))?;
+        for offset in column.iter().flatten() {
+            offsets.insert(offset, offset);
+        }
+    }
+    Ok(offsets)
 }
 
 /// The record batches of the Parquet file at `path`, read one row group at a time

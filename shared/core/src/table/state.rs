@@ -236,33 +236,35 @@ pub struct TableState {
     /// Kafka partition: what `floe audit` explains those gaps by, the delete files gone
     /// (older state files: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deleted: Vec<DeletedOffsets>,
+    pub deleted: Vec<PartitionOffsets>,
+    /// Offsets whose rows compaction left out past the topic's retention, per Kafka
+    /// partition (older state files: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expired: Vec<PartitionOffsets>,
 }
 
-/// A Kafka partition's offsets whose rows a compaction left out (`first-last,…`).
+/// Offsets of a Kafka partition (`first-last,…`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeletedOffsets {
+pub struct PartitionOffsets {
     pub partition: i32,
     pub offsets: String,
 }
 
-impl TableState {
-    /// The offsets of `partition` whose rows compaction left out ([`Self::deleted`]).
-    pub fn deleted_offsets(&self, partition: i32) -> RangeSet {
-        let decoded = self.deleted.iter().filter(|d| d.partition == partition).map(|d| RangeSet::decode(&d.offsets));
-        decoded.filter_map(Result::ok).fold(RangeSet::default(), |all, set| all.union(&set))
-    }
+/// The offsets of `partition` in `list`.
+pub fn offsets_of(list: &[PartitionOffsets], partition: i32) -> RangeSet {
+    let decoded = list.iter().filter(|d| d.partition == partition).map(|d| RangeSet::decode(&d.offsets));
+    decoded.filter_map(Result::ok).fold(RangeSet::default(), |all, set| all.union(&set))
+}
 
-    /// Adds `offsets` of `partition` to [`Self::deleted`].
-    pub fn add_deleted(&mut self, partition: i32, offsets: &[(i64, i64)]) {
-        let mut set = self.deleted_offsets(partition);
-        for &(first, last) in offsets {
-            set.insert(first, last);
-        }
-        self.deleted.retain(|d| d.partition != partition);
-        self.deleted.push(DeletedOffsets { partition, offsets: set.encode() });
-        self.deleted.sort_by_key(|d| d.partition);
+/// Adds `offsets` of `partition` to `list`.
+pub fn add_offsets(list: &mut Vec<PartitionOffsets>, partition: i32, offsets: &[(i64, i64)]) {
+    let mut set = offsets_of(list, partition);
+    for &(first, last) in offsets {
+        set.insert(first, last);
     }
+    list.retain(|d| d.partition != partition);
+    list.push(PartitionOffsets { partition, offsets: set.encode() });
+    list.sort_by_key(|d| d.partition);
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -300,6 +302,7 @@ impl TableState {
             && self.dead_letters.is_empty()
             && self.dead_letter_seq == 0
             && self.deleted.is_empty()
+            && self.expired.is_empty()
     }
 
     /// Every file the state keeps: its parts' files and dead letters, and the dead letters
