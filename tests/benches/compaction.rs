@@ -7,7 +7,9 @@
 //!
 //! The compaction and the floor each run in a child process (this binary again, with
 //! `--compact` or `--floor`), so that each one's peak RSS (VmHWM) and CPU time are its
-//! own.
+//! own. Then another engine deletes a tenth of the rows of a new append's small files
+//! (position deletes, written by PyIceberg), and the compaction that applies them is
+//! measured beside the same floor.
 //!
 //! `cargo bench -p floe-tests --bench compaction` — writes its section into BENCHMARKS.md.
 //! `FLOE_BENCH_FILES=N` makes a smaller table (a partial run: BENCHMARKS.md is left
@@ -351,6 +353,35 @@ fn ms(seconds: &serde_json::Value) -> String {
     format!("{med:.0} ms ({min:.0}–{max:.0})")
 }
 
+/// `rounds` rounds of a compaction (a child: its task written to `task_json`, not
+/// committed) followed by its floor (a child) on the table at `warehouse`: each one's
+/// JSON, the floor's CPU over the compaction's per round, and the last round's task.
+fn measure(
+    rounds: usize,
+    warehouse: &Path,
+    task_json: &Path,
+) -> (Vec<serde_json::Value>, Vec<serde_json::Value>, Vec<f64>, floe_core::task::CompactionTask) {
+    let w = warehouse.display().to_string();
+    let (mut compaction, mut floor, mut per_round) = (Vec::new(), Vec::new(), Vec::new());
+    let mut task: Option<Task> = None;
+    for round in 0..rounds {
+        // The outputs of an earlier round are orphans: gone before the next.
+        if let Some(Task::Compaction(t)) = task.take() {
+            t.added.iter().for_each(|f| std::fs::remove_file(f.path().trim_start_matches("file://")).unwrap());
+        }
+        let c = child(&["--compact", &w, task_json.to_str().unwrap()]);
+        task = Some(Task::from_json(&std::fs::read(task_json).unwrap()).unwrap());
+        let f = child(&["--floor", &w, warehouse.join("floor").to_str().unwrap()]);
+        let (c_cpu, f_cpu) = (c["cpu"].as_f64().unwrap(), f["read"].as_f64().unwrap() + f["write"].as_f64().unwrap());
+        eprintln!("round {round}: compaction {c} floor {f}");
+        per_round.push(f_cpu / c_cpu);
+        compaction.push(c);
+        floor.push(f);
+    }
+    let Some(Task::Compaction(task)) = task else { panic!("no round") };
+    (compaction, floor, per_round, *task)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -377,23 +408,7 @@ fn main() {
     let files_in: usize = bins.iter().map(Vec::len).sum();
     let mib_in = bytes_in as f64 / MIB as f64;
     let (w, task_json) = (warehouse.display().to_string(), warehouse.join("task.json"));
-    let (mut compaction, mut floor, mut per_round) = (Vec::new(), Vec::new(), Vec::new());
-    let mut task: Option<Task> = None;
-    for round in 0..rounds {
-        // The outputs of an earlier round are orphans: gone before the next.
-        if let Some(Task::Compaction(t)) = task.take() {
-            t.added.iter().for_each(|f| std::fs::remove_file(f.path().trim_start_matches("file://")).unwrap());
-        }
-        let c = child(&["--compact", &w, task_json.to_str().unwrap()]);
-        task = Some(Task::from_json(&std::fs::read(&task_json).unwrap()).unwrap());
-        let f = child(&["--floor", &w, warehouse.join("floor").to_str().unwrap()]);
-        let (c_cpu, f_cpu) = (c["cpu"].as_f64().unwrap(), f["read"].as_f64().unwrap() + f["write"].as_f64().unwrap());
-        eprintln!("round {round}: compaction {c} floor {f}");
-        per_round.push(f_cpu / c_cpu);
-        compaction.push(c);
-        floor.push(f);
-    }
-    let Some(Task::Compaction(task)) = task else { unreachable!() };
+    let (compaction, floor, per_round, task) = measure(rounds, &warehouse, &task_json);
     let sizes = output_sizes(&task);
     let rss = compaction.iter().map(|c| c["rss_kib"].as_f64().unwrap() / 1024.0).collect::<Vec<_>>();
     let c_cpu: Vec<f64> = compaction.iter().map(|c| c["cpu"].as_f64().unwrap()).collect();
@@ -419,6 +434,20 @@ fn main() {
         .map(|p| std::fs::metadata(p.trim_start_matches("file://")).unwrap().len() as f64 / MIB as f64)
         .sum();
 
+    // Another engine deletes a tenth of the rows of each of the new small files (a
+    // position delete file each); a compaction applies them, beside the floor.
+    let db = warehouse.join("catalog.db");
+    let small = (4 * MIB).to_string();
+    let args = [db.to_str().unwrap(), &w, "kafka.orders", "position-every", "10", &small];
+    common::python_output("foreign_delete.py", &args);
+    let (deleting, deleting_floor, deleting_rounds, deleting_task) = measure(rounds, &warehouse, &task_json);
+    let deleted_rows: i64 = deleting_task.deletes.offsets.iter().map(|(a, b)| b - a + 1).sum();
+    let deleting_mib: f64 = deleting_task
+        .removed
+        .iter()
+        .map(|p| std::fs::metadata(p.trim_start_matches("file://")).unwrap().len() as f64 / MIB as f64)
+        .sum();
+
     let mibs = |cpu: &[f64]| {
         let (min, med, max) = spread(&cpu.iter().map(|s| mib_in / s).collect::<Vec<_>>());
         format!("{med:.1} ({min:.1}–{max:.1})")
@@ -434,7 +463,7 @@ fn main() {
          eight fields (ids, a customer of 100,000, region, amount, currency, status, a timestamp, a\n\
          note of words and a random reference), new values in every row, written by the core's writer\n\
          as the materializer does (zstd, 8,192-row batches), committed 100 tasks a commit. The\n\
-         compaction is `compact` (plan, then `rewrite_files` per group of bins) on a current-thread runtime in a\n\
+         compaction is `compact` (plan, then `rewrite_applying` per group of bins) on a current-thread runtime in a\n\
          child process, default policy (128 MiB target, cap +10%), the clock an hour on so every file\n\
          is past the window. The floor, in another child, on the same bins: the Parquet reader alone\n\
          (parquet's reader, every input file to record batches, dropped) plus the writer alone (the\n\
@@ -499,6 +528,33 @@ fn main() {
             ms(&a["seconds"])
         ));
     }
+    let (d_min, d_med, d_max) = spread(&deleting_rounds);
+    let d_cpu: Vec<f64> = deleting.iter().map(|c| c["cpu"].as_f64().unwrap()).collect();
+    let d_floor: Vec<f64> =
+        deleting_floor.iter().map(|f| f["read"].as_f64().unwrap() + f["write"].as_f64().unwrap()).collect();
+    let per_core = |cpu: &[f64]| {
+        let (min, med, max) = spread(&cpu.iter().map(|s| deleting_mib / s).collect::<Vec<_>>());
+        format!("{med:.1} ({min:.1}–{max:.1})")
+    };
+    body.push_str(&format!(
+        "\nApplying other engines' deletes: after the second compaction (not committed), PyIceberg adds\n\
+         a position delete file for each of the {} new small files, deleting every tenth row\n\
+         (`tests/py/foreign_delete.py position-every 10`); the compaction reads them and leaves\n\
+         those rows out, beside the same floor (reader + writer alone, no deletes) on the same bins.\n\
+         {rounds} rounds, median (min–max).\n\n\
+         | measure | value | target |\n|---|---|---|\n\
+         | rows left out, delete files applied | {deleted_rows}, {} | a tenth of the rows |\n\
+         | compaction applying deletes, MiB/s per core | {} | — |\n\
+         | floor, MiB/s per core | {} | — |\n\
+         | compaction applying deletes / floor, per round | **{:.0}%** ({:.0}–{:.0}%) | ≥ 60% |\n",
+        files(),
+        deleting_task.deletes.files.len(),
+        per_core(&d_cpu),
+        per_core(&d_floor),
+        d_med * 100.0,
+        d_min * 100.0,
+        d_max * 100.0,
+    ));
     print!("{body}");
     if files() == FILES {
         update_benchmarks("compaction", "Compaction", &body);

@@ -13,6 +13,9 @@ Also an independent reader that applies them by the Iceberg spec's rules.
 
 tests/py/lifecycle_engine.py also writes position deletes one per partition (as Spark
 does) and equality deletes on a long column, one per partition (as Flink does).
+    foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE position-every N MAX_BYTES
+        one position delete file per live data file under MAX_BYTES, of its rows at
+        positions 0, N, 2N, … (a tenth of them for N = 10; the compaction benchmark's)
     foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE read
         every live row, position and equality deletes applied (PyIceberg 0.12 reads no
         equality deletes): {"rows", "offsets", "duplicates", "values", "data_files",
@@ -155,6 +158,23 @@ def position_deletes(table, rows, per="file", keys_of=kafka_keys):
     return files
 
 
+def every_nth_position(table, n, max_bytes):
+    """A position delete file per live data file under `max_bytes`, of the rows at
+    positions 0, n, 2n, … (no data file read: its record count is in the manifest)."""
+    schema = pa.schema([field("file_path", pa.string(), FILE_PATH_ID), field("pos", pa.int64(), POS_ID)])
+    files = []
+    for entry in live_entries(table)[0]:
+        data = entry.data_file
+        if data.file_size_in_bytes >= max_bytes:
+            continue
+        positions = list(range(0, data.record_count, n))
+        arrow = pa.table([[data.file_path] * len(positions), positions], schema=schema)
+        bound = data.file_path.encode()
+        files.append(write_delete_file(table, arrow, DataFileContent.POSITION_DELETES, data.spec_id, data.partition,
+                                       lower_bounds={FILE_PATH_ID: bound}, upper_bounds={FILE_PATH_ID: bound}))
+    return files
+
+
 def equality_deletes(table, column, values, scoped=False):
     """One equality delete file on the top-level COLUMN (string, binary or long) of the
     values `values`: global (of an unpartitioned spec), or, `scoped`, one per partition
@@ -224,6 +244,8 @@ def main():
         return read(table)
     if action == "position":
         files = position_deletes(table, sys.argv[5:])
+    elif action == "position-every":
+        files = every_nth_position(table, int(sys.argv[5]), int(sys.argv[6]))
     elif action == "equality":
         files = equality_deletes(table, sys.argv[5], sys.argv[6:])
     else:
