@@ -441,7 +441,7 @@ fn main() {
     let args = [db.to_str().unwrap(), &w, "kafka.orders", "position-every", "10", &small];
     common::python_output("foreign_delete.py", &args);
     let (deleting, deleting_floor, deleting_rounds, deleting_task) = measure(rounds, &warehouse, &task_json);
-    let deleted_rows: i64 = deleting_task.deletes.offsets.iter().map(|(a, b)| b - a + 1).sum();
+    let deleted_rows = deleting_task.left_out.as_ref().map_or(0, |l| l.deleted);
     let deleting_mib: f64 = deleting_task
         .removed
         .iter()
@@ -548,7 +548,7 @@ fn main() {
          | floor, MiB/s per core | {} | — |\n\
          | compaction applying deletes / floor, per round | **{:.0}%** ({:.0}–{:.0}%) | ≥ 60% |\n",
         files(),
-        deleting_task.deletes.files.len(),
+        deleting_task.deletes_applied.len(),
         per_core(&d_cpu),
         per_core(&d_floor),
         d_med * 100.0,

@@ -406,8 +406,8 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         partition_spec: None,
         created_at_ms: 0,
         data_sequence_number: None,
-        deletes: Default::default(),
-        expired: None,
+        deletes_applied: Vec::new(),
+        left_out: None,
     };
     // Through the task's JSON, as the queue carries it.
     let task = Task::from_json(Task::Compaction(Box::new(compaction.clone())).to_json().unwrap().as_bytes()).unwrap();

@@ -230,9 +230,8 @@ impl CommitTask {
 ///  "schema": { …the Iceberg schema the added files were written with… },
 ///  "partition_spec": { …the table's spec, absent when unpartitioned… }, "created_at_ms": …,
 ///  "data_sequence_number": 41,
-///  "deletes": {"files": [{"path": "…/delete-1.parquet", "names": ["…/a.parquet"]}],
-///              "partition": 0, "offsets": [[5, 5], [300, 301]]},
-///  "expired": {"partition": 0, "cutoff_ms": 1764547200000, "offsets": [[0, 4999]]}}
+///  "deletes_applied": [{"path": "…/delete-1.parquet", "names": ["…/a.parquet"]}],
+///  "left_out": {"path": "…/metadata/floe-left-out-….parquet", "deleted": 3, "expired": 0}}
 /// ```
 ///
 /// The committer applies it only if every removed file is still live (else it is
@@ -256,46 +255,25 @@ pub struct CompactionTask {
     /// `use-starting-sequence-number`); `None` (older tasks): the new snapshot's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_sequence_number: Option<i64>,
-    /// Other engines' deletes the rewrite applied (none: the rows are unchanged).
-    #[serde(default, skip_serializing_if = "AppliedDeletes::is_empty")]
-    pub deletes: AppliedDeletes,
-    /// The rows past the topic's retention the rewrite left out (none: no retention).
+    /// Other engines' delete files the rewrite applied: the rows they delete are not in
+    /// `added`. The committer takes the task only while no other delete file (committed
+    /// since the plan) deletes by position from its inputs, and drops each of these once
+    /// it applies to no live data file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deletes_applied: Vec<AppliedDelete>,
+    /// The offsets of the rows the rewrite left out (deleted, or past the topic's
+    /// retention), in a file the committer folds into the table's
+    /// ([`crate::table::left_out`]); none when it left none out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expired: Option<Expired>,
+    pub left_out: Option<LeftOutFile>,
 }
 
-/// Rows past a topic's retention a compaction left out.
+/// A compaction's file of the offsets its rewrite left out, with how many.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Expired {
-    /// The inputs' Kafka partition.
-    pub partition: i32,
-    /// Rows whose age was below this (ms since the epoch) were left out.
-    pub cutoff_ms: i64,
-    /// Their offsets: the table state keeps them, for `floe audit` to explain those gaps.
-    pub offsets: Vec<(i64, i64)>,
-}
-
-/// Other engines' delete files a compaction applied to its inputs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AppliedDeletes {
-    /// The delete files applied: the rows they delete are not in the outputs. The
-    /// committer takes the task only while no other delete file (committed since the
-    /// plan) deletes by position from its inputs, and drops each of these once it
-    /// applies to no live data file.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<AppliedDelete>,
-    /// The inputs' Kafka partition, and the offsets of the rows left out: the table
-    /// state keeps them, for `floe audit` to explain those gaps.
-    #[serde(default)]
-    pub partition: i32,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub offsets: Vec<(i64, i64)>,
-}
-
-impl AppliedDeletes {
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.offsets.is_empty()
-    }
+pub struct LeftOutFile {
+    pub path: String,
+    pub deleted: u64,
+    pub expired: u64,
 }
 
 /// The `kind` of a compaction task's JSON.
@@ -496,7 +474,10 @@ pub fn held_files(task: &Task) -> BTreeMap<TableName, Vec<String>> {
                 add(dlq, t.dead_letter_files.iter().map(|f| f.path().to_string()).collect());
             }
         }
-        Task::Compaction(t) => add(&t.table, t.added.iter().map(|f| f.path().to_string()).collect()),
+        Task::Compaction(t) => {
+            let left_out = t.left_out.iter().map(|l| l.path.clone());
+            add(&t.table, t.added.iter().map(|f| f.path().to_string()).chain(left_out).collect())
+        }
         Task::Suspend(_) | Task::Resolve(_) => {}
     }
     held

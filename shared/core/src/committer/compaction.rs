@@ -15,10 +15,11 @@ use crate::lock::Lease;
 use crate::lock::registry::{Activity, CompactionRecord, MaintenanceEvent};
 use crate::retry::Retryable;
 use crate::table::deletes::{ScopedFile, droppable, live_files, unapplied, unpartitioned};
+use crate::table::left_out::LeftOut;
 use crate::table::snapshot::SnapshotChange;
-use crate::table::state::{STATE_KEY, TableState, add_offsets};
+use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{TableError, floe_summary, load};
-use crate::task::{CompactionTask, TableName, retype_partition};
+use crate::task::{CompactionTask, LeftOutFile, TableName, retype_partition};
 
 impl Committer {
     /// Applies compactions, per table in one `replace` snapshot: each whose inputs are all
@@ -81,13 +82,13 @@ impl Committer {
         let since_plan = |task: &CompactionTask| {
             let inputs: Vec<&ScopedFile> =
                 task.removed.iter().filter_map(|p| by_path.get(p.as_str()).copied()).collect();
-            unapplied(&inputs, &deletes, &task.deletes.files, task.data_sequence_number, global)
+            unapplied(&inputs, &deletes, &task.deletes_applied, task.data_sequence_number, global)
         };
         let spec = metadata.default_partition_spec();
         let verdicts = plan_compactions(&live, spec, tasks, since_plan);
         let mut results = Vec::new();
         let (mut removed, mut added, mut added_sequence) = (HashSet::new(), Vec::new(), HashMap::new());
-        let (mut applied, mut deleted_rows, mut expired_rows) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut applied, mut left_out) = (Vec::new(), Vec::new());
         // Planned before a promotion committed since: partition values of the new type.
         let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
         for (task, verdict) in tasks.iter().zip(verdicts) {
@@ -108,13 +109,8 @@ impl Committer {
                 );
             }
             removed.extend(task.removed.iter().cloned());
-            applied.extend(task.deletes.files.iter().cloned());
-            if !task.deletes.offsets.is_empty() {
-                deleted_rows.push((task.deletes.partition, task.deletes.offsets.as_slice()));
-            }
-            if let Some(expired) = &task.expired {
-                expired_rows.push((expired.partition, expired.offsets.as_slice()));
-            }
+            applied.extend(task.deletes_applied.iter().cloned());
+            left_out.extend(task.left_out.iter());
             results.push((task.task_id.clone(), TaskResult::Committed));
         }
         if removed.is_empty() {
@@ -127,7 +123,7 @@ impl Committer {
         let remaining: Vec<&ScopedFile> = data.iter().filter(|f| !removed.contains(f.path())).collect();
         let dropped = droppable(&applied, &deletes, &remaining, global);
         removed.extend(dropped.iter().cloned());
-        let state_location = self.note_left_out(metadata, &deleted_rows, &expired_rows).await.map_err(&iceberg)?;
+        let state_location = self.note_left_out(metadata, &left_out).await.map_err(&iceberg)?;
         // Offsets, pending transactions and the rest of Floe's record carry forward unchanged.
         let mut properties = floe_summary(metadata);
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
@@ -147,7 +143,7 @@ impl Committer {
             new_schema: None,
         };
         let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
-        let rows_deleted: u64 = deleted_rows.iter().flat_map(|(_, r)| r.iter()).map(|(a, b)| (b - a + 1) as u64).sum();
+        let rows_deleted: u64 = left_out.iter().map(|l| l.deleted).sum();
         tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files_in, bytes_in, files, bytes_out,
             rows_deleted, delete_files_dropped = dropped.len(), "compaction committed");
         let record = CompactionRecord {
@@ -171,25 +167,28 @@ impl Committer {
         Ok((results, Some(snapshot)))
     }
 
-    /// Adds the offsets whose rows the compactions left out (Kafka partition, ranges:
-    /// those other engines deleted, those past the retention) to the table state, for the
-    /// audit: the new state's location, `None` when there are none (the state stays).
+    /// Folds the files of the offsets the compactions left out (other engines' deletes
+    /// applied, rows past the retention) into the table's ([`crate::table::left_out`]),
+    /// which the table state names: the new state's location, `None` when they left none
+    /// out (the state stays as it is).
     async fn note_left_out(
         &self,
         metadata: &iceberg::spec::TableMetadata,
-        deleted: &[(i32, &[(i64, i64)])],
-        expired: &[(i32, &[(i64, i64)])],
+        files: &[&LeftOutFile],
     ) -> iceberg::Result<Option<String>> {
-        if deleted.is_empty() && expired.is_empty() {
+        if files.is_empty() {
             return Ok(None);
         }
         let mut state = TableState::load(&self.file_io, floe_summary(metadata).get(STATE_KEY)).await?;
-        for (partition, offsets) in deleted {
-            add_offsets(&mut state.deleted, *partition, offsets);
+        let mut left_out = match &state.left_out {
+            Some(path) => LeftOut::read(&self.file_io, path).await?,
+            None => LeftOut::default(),
+        };
+        for file in files {
+            left_out.add(&LeftOut::read(&self.file_io, &file.path).await?);
         }
-        for (partition, offsets) in expired {
-            add_offsets(&mut state.expired, *partition, offsets);
-        }
-        state.save(&self.file_io, &format!("{}/metadata", metadata.location())).await.map(Some)
+        let dir = format!("{}/metadata", metadata.location());
+        state.left_out = Some(left_out.write(&self.file_io, &dir).await?);
+        state.save(&self.file_io, &dir).await.map(Some)
     }
 }

@@ -202,8 +202,8 @@ mod tests {
             partition_spec: None,
             created_at_ms: 0,
             data_sequence_number: None,
-            deletes: Default::default(),
-            expired: None,
+            deletes_applied: Vec::new(),
+            left_out: None,
         }
     }
 

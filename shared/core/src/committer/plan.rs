@@ -1192,8 +1192,8 @@ mod tests {
             partition_spec: None,
             created_at_ms: 0,
             data_sequence_number: None,
-            deletes: Default::default(),
-            expired: None,
+            deletes_applied: Vec::new(),
+            left_out: None,
         };
         let live: HashSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let spec = PartitionSpec::unpartition_spec();

@@ -139,8 +139,8 @@ async fn a_compaction_replaces_live_files_and_one_whose_inputs_are_gone_is_rejec
         partition_spec: None,
         created_at_ms: 0,
         data_sequence_number: None,
-        deletes: Default::default(),
-        expired: None,
+        deletes_applied: Vec::new(),
+        left_out: None,
     };
     let merged = t.file("c1", 0, 9).await;
     let first = compaction("c1", inputs.clone(), merged);

@@ -309,10 +309,8 @@ impl Compactor {
             .await
             .map_err(TableError::iceberg(table))?;
         let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
-        let delete_files: Vec<String> = task.deletes.files.iter().map(|d| d.path.clone()).collect();
-        let count = |ranges: &[(i64, i64)]| ranges.iter().map(|(a, b)| (b - a + 1) as u64).sum::<u64>();
-        let rows_deleted = count(&task.deletes.offsets);
-        let rows_expired = task.expired.as_ref().map_or(0, |e| count(&e.offsets));
+        let delete_files: Vec<String> = task.deletes_applied.iter().map(|d| d.path.clone()).collect();
+        let (rows_deleted, rows_expired) = task.left_out.as_ref().map_or((0, 0), |l| (l.deleted, l.expired));
         let task = Task::Compaction(Box::new(task));
         hold(self.registry.as_ref(), &task, now_ms).await?;
         if let Err(e) = self.queue.send(&task).await {

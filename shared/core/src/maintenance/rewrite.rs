@@ -11,8 +11,9 @@ use iceberg::spec::TableMetadata;
 use crate::datafile::WriterOptions;
 use crate::table::TableName;
 use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
+use crate::table::left_out::{LeftOut, range_set};
 use crate::table::rewrite::{Input, rewrite_applying};
-use crate::task::{AppliedDeletes, CompactionKind, CompactionTask, Expired, TaskFile, partitioned, task_version};
+use crate::task::{CompactionKind, CompactionTask, LeftOutFile, TaskFile, partitioned, task_version};
 
 /// Rewrites `bin` (of `planned`, from the table's current snapshot) into files of its
 /// partition under the table's data directory, the writer rolling at the target, named
@@ -55,20 +56,25 @@ pub async fn rewrite_bin(
         .map(|f| TaskFile::from_written(f, &partition_type))
         .collect::<iceberg::Result<Vec<_>>>()?;
     let applied = bin.files.iter().filter_map(|f| planned.deletes.get(f.file_path())).flat_map(|of| of.files.clone());
-    let deletes = AppliedDeletes {
-        files: planned.table_deletes.applied(applied),
-        partition: bin.kafka_partition,
-        offsets: rewritten.deleted.ranges().to_vec(),
+    let deletes_applied = planned.table_deletes.applied(applied);
+    let mut left_out = LeftOut::default();
+    for (sets, offsets) in [(&mut left_out.deleted, rewritten.deleted), (&mut left_out.expired, rewritten.expired)] {
+        if !offsets.is_empty() {
+            sets.insert(bin.kafka_partition, range_set(offsets));
+        }
+    }
+    let (deleted, expired) = left_out.counts();
+    let left_out = match left_out.is_empty() {
+        true => None,
+        false => {
+            let path = left_out.write(file_io, &format!("{}/metadata", metadata.location())).await?;
+            Some(LeftOutFile { path, deleted, expired })
+        }
     };
-    let expired = planned.retention.filter(|_| !rewritten.expired.is_empty()).map(|r| Expired {
-        partition: bin.kafka_partition,
-        cutoff_ms: r.cutoff_ms,
-        offsets: rewritten.expired.ranges().to_vec(),
-    });
     tracing::info!(table = %table, task_id = %task_id, files = inputs.len(), bytes = bin.bytes(),
         outputs = added.len(), partition = ?bin.partition, kafka_partition = bin.kafka_partition,
-        trigger = ?bin.trigger, delete_files = deletes.files.len(), rows_deleted = rewritten.deleted.count(),
-        rows_expired = rewritten.expired.count(), "bin compacted");
+        trigger = ?bin.trigger, delete_files = deletes_applied.len(), rows_deleted = deleted, rows_expired = expired,
+        "bin compacted");
     let partition_spec = partitioned(&spec);
     Ok(CompactionTask {
         version: task_version(partition_spec.as_ref()),
@@ -81,8 +87,8 @@ pub async fn rewrite_bin(
         partition_spec,
         created_at_ms: now_ms,
         data_sequence_number: planned.sequence_number,
-        deletes,
-        expired,
+        deletes_applied,
+        left_out,
     })
 }
 

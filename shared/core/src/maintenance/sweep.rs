@@ -310,7 +310,7 @@ impl References {
 
 impl References {
     /// Floe's table state at `location` and the files it keeps (those of the transactions
-    /// pending in it, and dead letters on their way).
+    /// pending in it, dead letters on their way, and the offsets compaction left out).
     async fn add_state(&mut self, file_io: &FileIO, table: &TableName, location: &str) -> Result<(), MaintenanceError> {
         if !self.first_read(location) {
             return Ok(());
@@ -319,6 +319,9 @@ impl References {
             TableState::load(file_io, Some(&location.to_string())).await.map_err(read_error(table, location))?;
         for file in state.files() {
             self.insert(file.path());
+        }
+        if let Some(left_out) = &state.left_out {
+            self.insert(left_out);
         }
         Ok(())
     }

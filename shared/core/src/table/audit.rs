@@ -10,9 +10,9 @@
 //! - a committed offset that no row holds is a **gap**, labelled by what explains it:
 //!   - `deleted`: a row another engine's delete file removed (the offset is in the data
 //!     files, read without their deletes; or, once a compaction applied the delete, in
-//!     the offsets the table state keeps of the rows it left out);
-//!   - `expired`: a row compaction removed past the topic's `retention` (the table
-//!     state keeps the offsets, [`super::retention`]);
+//!     the offsets of the rows it left out, [`super::left_out`]);
+//!   - `expired`: a row compaction removed past the topic's `retention`
+//!     ([`super::retention`]; the offsets kept as [`super::left_out`] says);
 //!   - `dead-letter`: its row is in the dead-letter table `<table>_dlq`;
 //!   - `without-rows`: Floe wrote no row for it on purpose — a control record, a record
 //!     of an aborted transaction, a compacted topic's hole, a bad record skipped, or a
@@ -48,9 +48,10 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
 
+use super::left_out::LeftOut;
 use super::offsets::{CommittedOffsets, RangeSet};
 use super::rowless::RowlessOffsets;
-use super::state::{STATE_KEY, TableState, offsets_of};
+use super::state::{STATE_KEY, TableState};
 use super::{LoadedTable, TableError, TableName, committed_offsets, floe_summary, load, rowless_offsets};
 use crate::catalog::Catalog;
 use crate::retry::Retryable;
@@ -392,6 +393,13 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
     let state = TableState::load(file_io, floe_summary(&loaded.metadata).get(STATE_KEY))
         .await
         .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
+    // The offsets whose rows compaction left out (deleted, or past the retention).
+    let left_out = match &state.left_out {
+        Some(path) => LeftOut::read(file_io, path)
+            .await
+            .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?,
+        None => LeftOut::default(),
+    };
     let live = read(&loaded, file_io, true).await?;
     let (_, deletes) = super::deletes::live_files(file_io, &loaded.metadata)
         .await
@@ -425,8 +433,8 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
                 .as_ref()
                 .map(|r| r.present.get(&partition).unwrap_or(&empty).difference(present))
                 .unwrap_or_default()
-                .union(&offsets_of(&state.deleted, partition)),
-            expired: offsets_of(&state.expired, partition),
+                .union(&left_out.of(partition).0),
+            expired: left_out.of(partition).1,
             dead_letters: dead_letters.present.get(&partition).cloned().unwrap_or_default(),
             counted: logs.counted,
             uncounted: logs.uncounted,

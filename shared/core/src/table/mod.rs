@@ -12,6 +12,7 @@ pub mod audit;
 pub mod compaction;
 pub mod dead_letters;
 pub mod deletes;
+pub mod left_out;
 pub mod offsets;
 pub mod project;
 pub mod retention;

@@ -35,7 +35,6 @@ use iceberg::{Error, ErrorKind, Result};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 
 use super::deletes::read::FileDeletes;
-use super::offsets::RangeSet;
 use super::project::project_batch;
 use super::retention::Retention;
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile, offset_column};
@@ -81,14 +80,15 @@ pub struct Input<'a> {
     pub expired: bool,
 }
 
-/// What [`rewrite_applying`] wrote, and the Kafka offsets of the rows it left out.
+/// What [`rewrite_applying`] wrote, and the Kafka offsets of the rows it left out (in
+/// the order read: [`crate::table::left_out::range_set`] makes them a set).
 #[derive(Debug, Default)]
 pub struct Rewritten {
     pub files: Vec<WrittenFile>,
     /// Rows other engines' delete files remove.
-    pub deleted: RangeSet,
+    pub deleted: Vec<i64>,
     /// Rows past the retention.
-    pub expired: RangeSet,
+    pub expired: Vec<i64>,
 }
 
 /// Writes the rows of the table's data files `inputs` as [`rewrite_files`] does, less
@@ -104,7 +104,7 @@ pub async fn rewrite_applying(
     let file_io = output.file_io.clone();
     let (whole, partly): (Vec<&Input>, Vec<&Input>) = inputs.iter().partition(|i| i.expired);
     for input in whole {
-        rewritten.expired = rewritten.expired.union(&offsets_of(&file_io, input.path).await?);
+        offsets_of(&file_io, input.path, &mut rewritten.expired).await?;
     }
     let mut writer = Rewriter::new(output, spec, None)?;
     for input in partly {
@@ -188,20 +188,20 @@ impl Rewriter {
 fn left_out_by(
     batch: &RecordBatch,
     keep: &BooleanArray,
-    left_out: &mut RangeSet,
+    left_out: &mut Vec<i64>,
 ) -> std::result::Result<RecordBatch, String> {
     let offsets = offset_column(batch).ok_or("no _kafka.offset column")?;
     for (offset, kept) in offsets.iter().zip(keep.iter()) {
         if let (Some(offset), Some(false)) = (offset, kept) {
-            left_out.insert(offset, offset);
+            left_out.push(offset);
         }
     }
     arrow::compute::filter_record_batch(batch, keep).map_err(|e| e.to_string())
 }
 
-/// The Kafka offsets of the rows of the Parquet file at `path`: its `_kafka.offset`
-/// column alone read.
-async fn offsets_of(file_io: &FileIO, path: &str) -> Result<RangeSet> {
+/// Adds the Kafka offsets of the rows of the Parquet file at `path` to `offsets`: its
+/// `_kafka.offset` column alone read.
+async fn offsets_of(file_io: &FileIO, path: &str, offsets: &mut Vec<i64>) -> Result<()> {
     let input = file_io.new_input(path)?;
     let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
     let builder = ParquetRecordBatchStreamBuilder::new(reader).await.map_err(|e| invalid(path, e))?;
@@ -212,14 +212,11 @@ async fn offsets_of(file_io: &FileIO, path: &str) -> Result<RangeSet> {
     let mask = parquet::arrow::ProjectionMask::leaves(parquet, [leaf]);
     let mut batches =
         builder.with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(|e| invalid(path, e))?;
-    let mut offsets = RangeSet::default();
     while let Some(batch) = batches.try_next().await.map_err(|e| invalid(path, e))? {
         let column = offset_column(&batch).ok_or_else(|| invalid(path, "no _kafka.offset column"))?;
-        for offset in column.iter().flatten() {
-            offsets.insert(offset, offset);
-        }
+        offsets.extend(column.iter().flatten());
     }
-    Ok(offsets)
+    Ok(())
 }
 
 /// The record batches of the Parquet file at `path`, read one row group at a time

@@ -78,7 +78,7 @@ use iceberg::spec::{PartitionSpec, Schema};
 use serde::{Deserialize, Serialize};
 
 use super::dead_letters::DueDeadLetters;
-use super::offsets::{CommittedOffsets, RangeSet};
+use super::offsets::CommittedOffsets;
 use crate::segment::TxnMarker;
 use crate::vocabulary::{PendingTransaction, TableName, TaskFile};
 
@@ -232,39 +232,10 @@ pub struct TableState {
     /// The last number given to an entry of `dead_letters` (none is given twice).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dead_letter_seq: u64,
-    /// Offsets whose rows compaction left out, applying other engines' deletes, per
-    /// Kafka partition: what `floe audit` explains those gaps by, the delete files gone
-    /// (older state files: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deleted: Vec<PartitionOffsets>,
-    /// Offsets whose rows compaction left out past the topic's retention, per Kafka
-    /// partition (older state files: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expired: Vec<PartitionOffsets>,
-}
-
-/// Offsets of a Kafka partition (`first-last,…`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionOffsets {
-    pub partition: i32,
-    pub offsets: String,
-}
-
-/// The offsets of `partition` in `list`.
-pub fn offsets_of(list: &[PartitionOffsets], partition: i32) -> RangeSet {
-    let decoded = list.iter().filter(|d| d.partition == partition).map(|d| RangeSet::decode(&d.offsets));
-    decoded.filter_map(Result::ok).fold(RangeSet::default(), |all, set| all.union(&set))
-}
-
-/// Adds `offsets` of `partition` to `list`.
-pub fn add_offsets(list: &mut Vec<PartitionOffsets>, partition: i32, offsets: &[(i64, i64)]) {
-    let mut set = offsets_of(list, partition);
-    for &(first, last) in offsets {
-        set.insert(first, last);
-    }
-    list.retain(|d| d.partition != partition);
-    list.push(PartitionOffsets { partition, offsets: set.encode() });
-    list.sort_by_key(|d| d.partition);
+    /// The file of the offsets whose rows compaction left out (other engines' deletes
+    /// applied, rows past the retention): [`super::left_out`] (older state files: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -301,8 +272,7 @@ impl TableState {
             && self.departed.is_empty()
             && self.dead_letters.is_empty()
             && self.dead_letter_seq == 0
-            && self.deleted.is_empty()
-            && self.expired.is_empty()
+            && self.left_out.is_none()
     }
 
     /// Every file the state keeps: its parts' files and dead letters, and the dead letters
