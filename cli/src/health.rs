@@ -10,6 +10,7 @@ use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth, health};
 use floe_core::maintenance::{MaintenanceStatus, RecordAt};
 use floe_core::table::dead_letters::published_by;
+use floe_core::table::retention::oldest_row_ms;
 use floe_core::table::state::{HangingTransaction, STATE_KEY, TableState};
 use floe_core::table::{CatalogTables, TableError, TableName, committed_offsets, floe_summary};
 
@@ -54,6 +55,8 @@ pub async fn read_table(
         Err(e) => read.readiness.unreadable = Some(e.to_string()),
     }
     if read.readiness.unreadable.is_none() {
+        // Best effort: a manifest that cannot be read leaves it unknown.
+        read.facts.oldest_row_ms = oldest_row_ms(&tables.file_io, &loaded.metadata).await.ok().flatten();
         let location = floe_summary(&loaded.metadata).get(STATE_KEY).cloned();
         match TableState::load(&tables.file_io, location.as_ref()).await {
             Ok(state) => {
@@ -149,6 +152,10 @@ pub struct HealthView {
     /// Dead letters of committed transactions not yet in the dead-letter table (added
     /// after the table's next commit).
     pub dead_letters_waiting: u64,
+    /// The oldest Kafka timestamp of its rows (by its files' bounds): what row retention
+    /// has kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_row: Option<String>,
 }
 
 /// A transaction hanging, as status shows it: its fields, and since when in RFC 3339.
@@ -181,6 +188,7 @@ impl From<&TableHealth> for HealthView {
             warnings: h.warnings.clone(),
             hanging_transactions: h.facts.hanging.iter().map(HangingView::from).collect(),
             dead_letters_waiting: h.facts.dead_letters_waiting,
+            oldest_row: h.facts.oldest_row_ms.map(time),
         }
     }
 }

@@ -529,6 +529,7 @@ fn main() {
         ));
     }
     let (d_min, d_med, d_max) = spread(&deleting_rounds);
+    let d_rss = spread(&deleting.iter().map(|c| c["rss_kib"].as_f64().unwrap() / 1024.0).collect::<Vec<_>>());
     let d_cpu: Vec<f64> = deleting.iter().map(|c| c["cpu"].as_f64().unwrap()).collect();
     let d_floor: Vec<f64> =
         deleting_floor.iter().map(|f| f["read"].as_f64().unwrap() + f["write"].as_f64().unwrap()).collect();
@@ -546,7 +547,8 @@ fn main() {
          | rows left out, delete files applied | {deleted_rows}, {} | a tenth of the rows |\n\
          | compaction applying deletes, MiB/s per core | {} | — |\n\
          | floor, MiB/s per core | {} | — |\n\
-         | compaction applying deletes / floor, per round | **{:.0}%** ({:.0}–{:.0}%) | ≥ 60% |\n",
+         | compaction applying deletes / floor, per round | **{:.0}%** ({:.0}–{:.0}%) | ≥ 60% |\n\
+         | peak RSS of the compaction applying deletes | **{:.0} MiB** ({:.0}–{:.0}) | < 256 MiB |\n",
         files(),
         deleting_task.deletes_applied.len(),
         per_core(&d_cpu),
@@ -554,6 +556,9 @@ fn main() {
         d_med * 100.0,
         d_min * 100.0,
         d_max * 100.0,
+        d_rss.1,
+        d_rss.0,
+        d_rss.2,
     ));
     print!("{body}");
     if files() == FILES {

@@ -28,6 +28,12 @@ async fn compact_at(clicks: &Clicks, now_ms: i64) -> floe_core::maintenance::com
     run
 }
 
+/// The oldest row `floe local status` shows.
+async fn oldest_row(clicks: &Clicks) -> Option<String> {
+    let status = floe_cli::local::status(clicks.warehouse.path()).await.unwrap();
+    status.into_iter().find(|t| t.table == "kafka.clicks").unwrap().health.oldest_row
+}
+
 /// `floe audit`: exactly once, the even offsets of `range` its only gaps, each `expired`.
 async fn assert_expired_gaps(clicks: &Clicks, range: std::ops::Range<i64>) {
     let audit = floe_cli::audit::local(clicks.warehouse.path(), "kafka.clicks").await.unwrap();
@@ -50,6 +56,7 @@ async fn rows_past_the_retention_are_compacted_out_and_none_inside_it() {
     let run = compact_at(&clicks, T0 + 30 * DAY).await;
     assert_eq!(run.rows_expired, 0);
     assert_eq!(clicks.read().offsets, offsets(all.clone(), |_| true), "nothing inside the retention goes");
+    assert_eq!(oldest_row(&clicks).await.as_deref(), Some("2025-11-24T16:00:00.000Z"), "T0: offset 0's");
 
     let run = compact_at(&clicks, EVEN_EXPIRED).await;
     assert_eq!((run.compactions, run.rows_expired), (1, 2 * RECORDS as u64));
@@ -57,6 +64,7 @@ async fn rows_past_the_retention_are_compacted_out_and_none_inside_it() {
     assert_eq!((read.offsets.clone(), read.duplicates), (offsets(all.clone(), |o| o % 2 == 1), 0));
     assert!(read.values.iter().all(|(k, v)| before.values[k] == *v), "values unchanged");
     assert_expired_gaps(&clicks, all.clone()).await;
+    assert_eq!(oldest_row(&clicks).await.as_deref(), Some("2025-11-25T16:00:00.001Z"), "a day on: offset 1's");
 
     let run = compact_at(&clicks, EVEN_EXPIRED + 15 * 60 * 1000).await;
     assert_eq!((run.compactions, run.rows_expired), (0, 0), "{run:?}");

@@ -81,8 +81,8 @@ pub use catalog::{CatalogConfig, RestAuth, RestCatalogConfig, S3TablesConfig, Si
 pub use claims::{Claimant, ClashError, TableClaims};
 pub use registry::SchemaRegistryConfig;
 pub use topic::{
-    MAX_NAME_LEN, MAX_TOPIC_LEN, MAX_WIDTH, PartitionField, Settings, TopicConfig, Transform, table_name_for,
-    topic_name_error,
+    DEFAULT_RETENTION_COLUMN, MAX_NAME_LEN, MAX_TOPIC_LEN, MAX_WIDTH, PartitionField, Settings, TopicConfig, Transform,
+    table_name_for, topic_name_error,
 };
 use topic::{check_partition_layout, valid_identifier, validate_schemas, validate_settings};
 pub use url::insecure;
@@ -490,7 +490,7 @@ impl FloeConfig {
                 .retention_column
                 .clone()
                 .or_else(|| d.retention_column.clone())
-                .unwrap_or_else(|| topic::DEFAULT_RETENTION_COLUMN.into()),
+                .unwrap_or_else(|| DEFAULT_RETENTION_COLUMN.into()),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),

@@ -84,6 +84,10 @@ pub struct TableFacts {
     /// table (filled from the table state: [`crate::table::dead_letters`]); added after
     /// the table's next commit.
     pub dead_letters_waiting: u64,
+    /// The oldest Kafka timestamp of the table's rows (ms): the lowest `_kafka.timestamp`
+    /// bound of its live data files, what row retention has kept (filled by
+    /// [`crate::table::retention::oldest_row_ms`]).
+    pub oldest_row_ms: Option<i64>,
 }
 
 /// A table's latest time ahead of this host's clock by more than this is warned about.
@@ -114,6 +118,7 @@ impl TableFacts {
             clock_ahead_ms,
             hanging: Vec::new(),
             dead_letters_waiting: 0,
+            oldest_row_ms: None,
         })
     }
 }
@@ -261,6 +266,7 @@ mod tests {
             clock_ahead_ms: None,
             hanging: Vec::new(),
             dead_letters_waiting: 0,
+            oldest_row_ms: None,
         }
     }
 

@@ -25,9 +25,12 @@ use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::DataType;
 use std::collections::HashMap;
 
-use iceberg::spec::{DataFile, Datum, PrimitiveLiteral, PrimitiveType, Schema, Type};
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, Datum, PrimitiveLiteral, PrimitiveType, Schema, TableMetadata, Type};
 
 use super::deletes::read::column_by_id;
+use super::snapshot::live_data_files;
+use crate::config::DEFAULT_RETENTION_COLUMN;
 
 const MICROS_PER_MS: i64 = 1_000;
 const NANOS_PER_MS: i64 = 1_000_000;
@@ -105,6 +108,18 @@ impl Retention {
         let values: &Int64Array = values.as_primitive::<Int64Type>();
         Ok(values.iter().map(|v| Some(v.is_some_and(|v| v < self.cutoff))).collect())
     }
+}
+
+/// The oldest Kafka timestamp (ms) of the rows of `metadata`'s current snapshot, by the
+/// `_kafka.timestamp` lower bounds of its live data files (those without one are not
+/// counted); `None` for a table without rows or bounds.
+pub async fn oldest_row_ms(file_io: &FileIO, metadata: &TableMetadata) -> iceberg::Result<Option<i64>> {
+    let Some(field) = metadata.current_schema().field_by_name(DEFAULT_RETENTION_COLUMN) else {
+        return Ok(None);
+    };
+    let files = live_data_files(file_io, metadata).await?;
+    let oldest = files.iter().filter_map(|f| bound(f.lower_bounds(), field.id)).min();
+    Ok(oldest.map(|micros| micros.div_euclid(MICROS_PER_MS)))
 }
 
 /// A bound of field `id` as a number in the column's unit.
