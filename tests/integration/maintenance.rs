@@ -281,6 +281,44 @@ async fn committed_on_moto(
     (aws, read)
 }
 
+/// Row retention on AWS: the compactor Lambda's scheduled run removes the rows past the
+/// topic's retention, through the committer on Glue. make_topic.py's records were
+/// written on 2025-11-24, long past 30 days: PyIceberg reads none after, and `floe aws
+/// audit` explains each of their offsets as expired.
+#[tokio::test]
+async fn the_compactor_lambda_removes_rows_past_the_retention_on_glue() {
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    use floe_aws::lambda::{handle_committer_event, handle_compactor_event};
+    use floe_core::table::audit::GapReason;
+
+    let (topic, offsets, _) = crate::committer::payments();
+    let retention = "retention = \"30d\"\n";
+    let (aws, before) = committed_on_moto("retention", retention, topic.path(), &crate::committer::SEGMENTS).await;
+    assert_eq!(before.offsets["0"], offsets);
+    let text = std::fs::read_to_string(support::root().join(SCHEDULED_EVENT)).unwrap();
+    let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let response = handle_compactor_event(&aws.compactor().await, scheduled, None).await;
+    assert!(response.failed.is_empty() && response.compacted.len() == 1, "{response:?}");
+    let (event, receipts) = aws.receive().await;
+    assert!(handle_committer_event(&aws.committer(), event, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let after = aws.read();
+    assert_eq!((after.rows, after.operation.as_deref()), (0, Some("replace")));
+
+    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    assert!(audit.exactly_once, "{audit:?}");
+    let expired: Vec<(i64, i64)> =
+        audit.partitions[0].gaps.iter().filter(|g| g.reason == GapReason::Expired).map(|g| (g.first, g.last)).collect();
+    let mut runs: Vec<(i64, i64)> = Vec::new();
+    for &o in &offsets {
+        match runs.last_mut() {
+            Some(run) if run.1 + 1 == o => run.1 = o,
+            _ => runs.push((o, o)),
+        }
+    }
+    assert_eq!(expired, runs, "{audit:?}");
+}
+
 #[tokio::test]
 async fn the_compactor_lambda_on_a_scheduled_event_compacts_through_the_committer_on_glue() {
     use aws_lambda_events::event::eventbridge::EventBridgeEvent;

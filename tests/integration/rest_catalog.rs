@@ -68,9 +68,15 @@ impl RestServer {
     /// `floe local run --config floe.toml` with this catalog, the warehouse (leases,
     /// data files) in `warehouse`.
     async fn run(&self, input: &Path, warehouse: &Path) -> floe_cli::local::LocalReport {
+        self.run_with(input, warehouse, "").await
+    }
+
+    /// [`Self::run`], `defaults` added to the `[defaults]` section.
+    async fn run_with(&self, input: &Path, warehouse: &Path, defaults: &str) -> floe_cli::local::LocalReport {
         set_credential();
         let file = warehouse.parent().unwrap().join(format!("{}.toml", warehouse.file_name().unwrap().display()));
-        std::fs::write(&file, self.config_toml()).unwrap();
+        let toml = self.config_toml().replacen("enabled = true\n", &format!("enabled = true\n{defaults}"), 1);
+        std::fs::write(&file, toml).unwrap();
         let config = FloeConfig::from_file(&file).unwrap();
         let report = floe_cli::local::run_local(input, warehouse, config).await.unwrap();
         assert!(report.failed.is_empty(), "{:?}", report.failed);
@@ -266,6 +272,34 @@ async fn floe_aws_audit_with_config_reads_a_rest_catalogs_table() {
     let (code, out) = crate::s3tables::floe_aws(&["audit", "kafka.nothing", "--config", config], &env);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("no table kafka.nothing"), "{out}");
+}
+
+/// Row retention through a REST catalog: the sample segment's records were written on
+/// 2025-11-30. Under a ten-year `retention` the run's compaction keeps them all; under
+/// 30 days the next run's removes every one (its files whole, unrewritten), and
+/// `floe aws audit` explains each offset as expired.
+#[tokio::test]
+async fn rows_past_the_retention_are_removed_through_a_rest_catalog() {
+    let server = RestServer::start();
+    let (input, dir) = (orders_input(true), tempfile::tempdir().unwrap());
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run_with(input.path(), &warehouse, "retention = \"3650d\"\n").await;
+    assert_both_segments_once(&server.read("kafka.orders"), 1);
+
+    let run = server.run_with(input.path(), &warehouse, "retention = \"30d\"\n").await;
+    assert!(run.tables.iter().all(|t| t.snapshots == 0), "no segment committed again: {:?}", run.tables);
+    let read = server.read("kafka.orders");
+    assert_eq!((read.rows, read.operation.as_deref()), (0, Some("replace")));
+    let config = dir.path().join("floe.toml");
+    std::fs::write(&config, server.config_toml()).unwrap();
+    let env = [(CREDENTIAL_ENV, CREDENTIAL)];
+    let args = ["audit", "kafka.orders", "--json", "--config", config.to_str().unwrap()];
+    let (code, out) = crate::s3tables::floe_aws(&args, &env);
+    assert_eq!(code, Some(0), "{out}");
+    let report: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let gaps = report["partitions"][0]["gaps"].as_array().unwrap();
+    assert_eq!(gaps.len(), 1, "{report}");
+    assert_eq!((&gaps[0]["first"], &gaps[0]["last"], &gaps[0]["reason"]), (&json!(0), &json!(159), &json!("expired")));
 }
 
 #[tokio::test]
