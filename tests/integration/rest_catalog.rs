@@ -302,6 +302,45 @@ async fn rows_past_the_retention_are_removed_through_a_rest_catalog() {
     assert_eq!((&gaps[0]["first"], &gaps[0]["last"], &gaps[0]["reason"]), (&json!(0), &json!(159), &json!("expired")));
 }
 
+/// Another engine's position deletes through a REST catalog (PyIceberg), a third of the
+/// first file's rows: the next run's compaction rewrites that file without them, whatever
+/// its size, and drops the delete file; the audit labels the offsets deleted.
+#[tokio::test]
+async fn compaction_applies_another_engine_s_deletes_through_a_rest_catalog() {
+    let server = RestServer::start();
+    let (input, dir) = (orders_input(false), tempfile::tempdir().unwrap());
+    let warehouse = warehouse_in(&dir, "wh");
+    server.run(input.path(), &warehouse).await;
+    let rows: Vec<String> = (0..35).map(|o| format!("0/{o}")).collect();
+    let mut args = vec![server.uri.as_str(), CREDENTIAL, "kafka.orders", "position"];
+    args.extend(rows.iter().map(String::as_str));
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/foreign_delete.py"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "foreign_delete.py: {}", String::from_utf8_lossy(&out.stderr));
+    let kept: Vec<i64> = (35..100).collect();
+    assert_eq!(server.read("kafka.orders").offsets["0"], kept, "PyIceberg applies the deletes");
+
+    let run = server.run(input.path(), &warehouse).await;
+    let compacted: Vec<(usize, usize)> =
+        run.compactions.iter().map(|c| (c.delete_files_applied, c.delete_files_dropped)).collect();
+    assert_eq!(compacted, [(1, 1)], "{:?}", run.compactions);
+    let read = server.read("kafka.orders");
+    assert_eq!((&read.offsets["0"], read.operation.as_deref()), (&kept, Some("replace")));
+    assert_eq!(read.summary.get("removed-delete-files").map(String::as_str), Some("1"));
+    let config = dir.path().join("floe.toml");
+    std::fs::write(&config, server.config_toml()).unwrap();
+    let env = [(CREDENTIAL_ENV, CREDENTIAL)];
+    let (code, out) =
+        crate::s3tables::floe_aws(&["audit", "kafka.orders", "--json", "--config", config.to_str().unwrap()], &env);
+    assert_eq!(code, Some(0), "{out}");
+    let report: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let gaps = &report["partitions"][0]["gaps"];
+    assert_eq!(gaps, &json!([{"first": 0, "last": 34, "reason": "deleted"}]), "{report}");
+}
+
 #[tokio::test]
 async fn an_existing_table_s_new_files_go_under_its_own_location() {
     // A table made elsewhere (here: by Floe through another catalog) and registered with

@@ -22,7 +22,7 @@ does) and equality deletes on a long column, one per partition (as Flink does).
         "delete_files"} — offsets and values as read_iceberg.py prints them
 
 `glue ENDPOINT` in place of CATALOG_DB WAREHOUSE_DIR: the table through Glue and S3 at
-ENDPOINT (moto).
+ENDPOINT (moto); `http://… CREDENTIAL`: through a REST catalog.
 
 The write commands print {"snapshot_id", "operation", "data_files": the data files the
 position deletes name}.

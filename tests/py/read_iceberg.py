@@ -44,8 +44,13 @@ def s3_properties(endpoint):
 
 def open_catalog(first, second):
     """The catalog the other scripts name by their first two arguments: `glue ENDPOINT`
-    (Glue and S3 at ENDPOINT, moto), else `CATALOG_DB WAREHOUSE_DIR` (SQLite)."""
-    return catalog("glue", second, "-") if first == "glue" else catalog("sql", first, second)
+    (Glue and S3 at ENDPOINT, moto), `http://… CREDENTIAL` (a REST catalog), else
+    `CATALOG_DB WAREHOUSE_DIR` (SQLite)."""
+    if first == "glue":
+        return catalog("glue", second, "-")
+    if first.startswith(("http://", "https://")):
+        return catalog("rest", first, second)
+    return catalog("sql", first, second)
 
 
 def main():
