@@ -21,7 +21,8 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
   pos_delete / eq_delete {"table", "lo", "hi", "every"}  merge-on-read deletes of the rows
                                         lo <= id < hi whose id is lo plus a multiple of every, written by
                                         tests/py/foreign_delete.py: position deletes, one file
-                                        per partition (as Spark); equality deletes on `id`, one
+                                        per partition (as Spark; an even lo) or per data file
+                                        (as Trino; an odd lo); equality deletes on `id`, one
                                         file per partition (global when unpartitioned)
   properties {"table", "set"}           table properties set
   add_column {"table", "name"}          a new optional string column
@@ -116,12 +117,14 @@ class Engine:
         t.delete(And(GreaterThanOrEqual("id", lo), LessThan("id", hi)))
 
     def pos_delete(self, table, lo, hi, every):
-        """Position deletes of the rows lo <= id < hi, one file per partition (as Spark)."""
+        """Position deletes of the rows lo <= id < hi: one file per partition (as Spark)
+        for an even `lo`, one per data file (file-scoped, as Trino and Athena) for an odd."""
         import foreign_delete
         t = self.table(table)
         ids = self.between(t, lo, hi, every)
         ids_of = lambda arrow: arrow.column("id").to_pylist()  # noqa: E731
-        self.commit_deletes(t, foreign_delete.position_deletes(t, ids, per="partition", keys_of=ids_of) if ids else [])
+        per = "file" if lo % 2 else "partition"
+        self.commit_deletes(t, foreign_delete.position_deletes(t, ids, per=per, keys_of=ids_of) if ids else [])
 
     def eq_delete(self, table, lo, hi, every):
         """Equality deletes on `id` of the rows lo <= id < hi, one file per partition."""

@@ -12,7 +12,7 @@
 //! | `evolve`, `bad` | the topic gains a top-level and a nested field; bad records (skip, dlq, suspend then resume) |
 //! | `bad_txn` | bad records inside transactions: counted only once the transaction commits (a dead letter if written in `dlq` mode, the table suspended after the commit if in `suspend` mode), never if it aborts |
 //! | `long` | a `region` over 255 bytes once escaped, in one record of 37 (the table may be partitioned by it: `spec`) |
-//! | `append`, `delete`, `pos_delete`, `eq_delete` | another engine's append; copy-on-write deletes; position deletes one file per partition (as Spark writes them) and equality deletes on `id` one file per partition (as Flink; global when unpartitioned), read by the oracle's own reader by the spec's rules where PyIceberg cannot (tests/py/lifecycle_engine.py `spec_read`) |
+//! | `append`, `delete`, `pos_delete`, `eq_delete` | another engine's append; copy-on-write deletes; position deletes one file per partition (as Spark writes them) or one per data file (as Trino and Athena) and equality deletes on `id` one file per partition (as Flink; global when unpartitioned), read by the oracle's own reader by the spec's rules where PyIceberg cannot (tests/py/lifecycle_engine.py `spec_read`) |
 //! | `add_column`, `move`, `rename`, `drop`, `spec` | another engine's schema and partition-spec changes (seeds 1 and 3 modulo 4 partition the table right after Floe's first run: by `_kafka.partition`, by `region`) |
 //! | `tag`, `branch` | refs to the current snapshot |
 //! | `compact` | compaction at a random target (1–16 MiB) once its window has passed |
