@@ -205,6 +205,8 @@ impl FileDeletes {
 mod tests {
     use std::collections::HashMap as Map;
 
+    use crate::table::deletes::DELETE_FILE_PATH_ID;
+
     use arrow_array::{Int32Array, Int64Array, StructArray};
     use arrow_schema::Schema as ArrowSchema;
 
@@ -266,5 +268,46 @@ mod tests {
         assert_eq!(kept(&FileDeletes { positions: vec![], equality: vec![both] }, 0), [10, 12, 13, 14]);
         let missing = equality(vec![99], vec![Arc::new(Int32Array::from(vec![1]))]);
         assert!(missing.matches(&table_batch()).unwrap_err().contains("field id 99"));
+    }
+
+    /// A position delete file at `path` of `columns` (name, field id, values) as a
+    /// manifest names it.
+    fn delete_file(path: &std::path::Path, columns: Vec<(&str, i32, ArrayRef)>) -> DataFile {
+        let fields: Vec<Field> = columns.iter().map(|(n, id, a)| with_id(n, a.data_type().clone(), *id)).collect();
+        let batch =
+            RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns.into_iter().map(|c| c.2).collect())
+                .unwrap();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        iceberg::spec::DataFileBuilder::default()
+            .content(iceberg::spec::DataContentType::PositionDeletes)
+            .file_path(path.display().to_string())
+            .file_format(iceberg::spec::DataFileFormat::Parquet)
+            .partition(iceberg::spec::Struct::empty())
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_position_delete_file_is_read_by_data_file_and_a_bad_one_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file_io = crate::storage::local_file_io();
+        let paths: ArrayRef = Arc::new(arrow_array::StringArray::from(vec!["a", "b", "a", "a"]));
+        let pos: ArrayRef = Arc::new(Int64Array::from(vec![7, 1, 2, 7]));
+        let good = delete_file(
+            &dir.path().join("good.parquet"),
+            vec![("file_path", DELETE_FILE_PATH_ID, paths.clone()), ("pos", DELETE_FILE_POS_ID, pos)],
+        );
+        let named = positions(&file_io, &good).await.unwrap();
+        assert_eq!(named, HashMap::from([("a".to_string(), vec![2, 7]), ("b".to_string(), vec![1])]));
+        // No `pos` column: refused, naming the file (the table's compaction fails; nothing is removed).
+        let bad_path = dir.path().join("bad.parquet");
+        let bad = delete_file(&bad_path, vec![("file_path", DELETE_FILE_PATH_ID, paths)]);
+        let e = positions(&file_io, &bad).await.unwrap_err().to_string();
+        assert!(e.contains(&bad_path.display().to_string()) && e.contains("no `pos` column"), "{e}");
     }
 }
