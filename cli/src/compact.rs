@@ -225,6 +225,8 @@ pub struct CompactionView {
     /// it removed (applied to every data file they applied to).
     pub rows_deleted: u64,
     pub delete_files_dropped: u64,
+    /// Rows past the topic's retention it removed.
+    pub rows_expired: u64,
 }
 
 impl From<MaintenanceStatus> for MaintenanceView {
@@ -238,6 +240,7 @@ impl From<MaintenanceStatus> for MaintenanceView {
                 bytes_out: c.bytes_out,
                 rows_deleted: c.rows_deleted,
                 delete_files_dropped: c.delete_files_dropped,
+                rows_expired: c.rows_expired,
             }),
             snapshots_expired: status.snapshots_expired,
             orphans_removed: status.orphans_removed,

@@ -65,6 +65,9 @@ async fn rows_past_the_retention_are_compacted_out_and_none_inside_it() {
     assert!(read.values.iter().all(|(k, v)| before.values[k] == *v), "values unchanged");
     assert_expired_gaps(&clicks, all.clone()).await;
     assert_eq!(oldest_row(&clicks).await.as_deref(), Some("2025-11-25T16:00:00.001Z"), "a day on: offset 1's");
+    let status = floe_cli::local::status(clicks.warehouse.path()).await.unwrap();
+    let last = status.into_iter().find(|t| t.table == "kafka.clicks").unwrap().maintenance.last_compaction;
+    assert_eq!(last.map(|c| c.rows_expired), Some(2 * RECORDS as u64), "status: the rows the last compaction removed");
 
     let run = compact_at(&clicks, EVEN_EXPIRED + 15 * 60 * 1000).await;
     assert_eq!((run.compactions, run.rows_expired), (0, 0), "{run:?}");

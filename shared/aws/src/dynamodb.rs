@@ -337,6 +337,7 @@ fn compaction_value(record: &CompactionRecord) -> AttributeValue {
         ("files_out".to_string(), n(record.files_out)),
         ("bytes_out".to_string(), n(record.bytes_out)),
         ("rows_deleted".to_string(), n(record.rows_deleted)),
+        ("rows_expired".to_string(), n(record.rows_expired)),
         ("delete_files_dropped".to_string(), n(record.delete_files_dropped)),
     ]))
 }
@@ -400,6 +401,7 @@ fn compaction_record(value: &AttributeValue) -> Result<CompactionRecord, LockErr
         files_out: count("files_out")?,
         bytes_out: count("bytes_out")?,
         rows_deleted: count("rows_deleted")?,
+        rows_expired: count("rows_expired")?,
         delete_files_dropped: count("delete_files_dropped")?,
     })
 }

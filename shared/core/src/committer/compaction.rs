@@ -144,8 +144,9 @@ impl Committer {
         };
         let (snapshot_id, at_ms) = self.publish(&loaded, change, lease).await?;
         let rows_deleted: u64 = left_out.iter().map(|l| l.deleted).sum();
+        let rows_expired: u64 = left_out.iter().map(|l| l.expired).sum();
         tracing::info!(table = %table, snapshot_id, compactions = tasks_done, files_in, bytes_in, files, bytes_out,
-            rows_deleted, delete_files_dropped = dropped.len(), "compaction committed");
+            rows_deleted, rows_expired, delete_files_dropped = dropped.len(), "compaction committed");
         let record = CompactionRecord {
             at_ms,
             files_in,
@@ -153,6 +154,7 @@ impl Committer {
             files_out: files as u64,
             bytes_out,
             rows_deleted,
+            rows_expired,
             delete_files_dropped: dropped.len() as u64,
         };
         self.note(table, MaintenanceEvent::Compacted(record)).await;

@@ -53,6 +53,9 @@ pub struct CompactionRecord {
     /// Rows other engines' delete files removed, left out of the outputs.
     #[serde(default)]
     pub rows_deleted: u64,
+    /// Rows past the topic's retention, left out of the outputs or removed with their file.
+    #[serde(default)]
+    pub rows_expired: u64,
     /// Delete files removed from the table, applied to every data file they applied to.
     #[serde(default)]
     pub delete_files_dropped: u64,
