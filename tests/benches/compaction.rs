@@ -173,6 +173,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
             value_format: "json".into(),
             iceberg: schema.clone(),
             partition_spec: None,
+            format_version: None,
         },
         dead_letter_schema: None,
         source: SourceObject {

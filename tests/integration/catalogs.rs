@@ -96,8 +96,16 @@ impl Subject {
             .build()
             .unwrap();
         let spec = PartitionSpec::unpartition_spec();
-        let created =
-            floe_core::table::create(self.catalog.as_ref(), &self.file_io, table, &location, &schema, &spec).await;
+        let created = floe_core::table::create(
+            self.catalog.as_ref(),
+            &self.file_io,
+            table,
+            &location,
+            &schema,
+            &spec,
+            iceberg::spec::FormatVersion::V2,
+        )
+        .await;
         assert!(created.unwrap(), "{table} existed already");
         self.load(table).await.metadata
     }

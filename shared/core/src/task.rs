@@ -51,7 +51,7 @@
 
 use std::collections::BTreeMap;
 
-use iceberg::spec::{DataFile, PartitionSpec, Schema, StructType};
+use iceberg::spec::{DataFile, FormatVersion, PartitionSpec, Schema, StructType};
 use serde::{Deserialize, Serialize};
 
 use crate::datafile::WrittenFile;
@@ -123,6 +123,9 @@ pub struct TaskSchema {
     /// The partition spec the files are laid out by, bound to `iceberg`; `None`: unpartitioned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_spec: Option<PartitionSpec>,
+    /// The format version of the table, should the committer create it (`None`: 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<FormatVersion>,
 }
 
 /// The object the task was made from.
@@ -517,6 +520,7 @@ pub(crate) mod tests {
                 value_format: "raw".into(),
                 iceberg: schema.clone(),
                 partition_spec: spec,
+                format_version: None,
             },
             dead_letter_schema: None,
             source: SourceObject {

@@ -233,7 +233,14 @@ mod tests {
     fn metadata(location: &str) -> TableMetadata {
         let field = NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long));
         let schema = Schema::builder().with_fields(vec![field.into()]).build().unwrap();
-        crate::table::new_table_metadata(location, &schema, &PartitionSpec::unpartition_spec()).unwrap().0
+        crate::table::new_table_metadata(
+            location,
+            &schema,
+            &PartitionSpec::unpartition_spec(),
+            iceberg::spec::FormatVersion::V2,
+        )
+        .unwrap()
+        .0
     }
 
     #[tokio::test]

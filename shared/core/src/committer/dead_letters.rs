@@ -97,6 +97,7 @@ impl Committer {
             value_format: String::new(),
             iceberg: written_schema.clone(),
             partition_spec: None,
+            format_version: None,
         };
         let loaded = self.load_or_create(table, &schema, None).await?;
         let metadata = &loaded.metadata;

@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iceberg::io::FileIO;
-use iceberg::spec::PartitionSpec;
+use iceberg::spec::{FormatVersion, PartitionSpec};
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::lock::registry::TableRegistry;
@@ -305,7 +305,8 @@ impl Committer {
             }
         };
         let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
-        if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec).await? {
+        let format = schema.format_version.unwrap_or(FormatVersion::V2);
+        if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec, format).await? {
             tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");
         }
         load(self.catalog.as_ref(), &self.file_io, table).await?.ok_or_else(|| CommitError::Task {

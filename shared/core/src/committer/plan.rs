@@ -688,6 +688,7 @@ mod tests {
                 value_format: "raw".into(),
                 iceberg: schema(false),
                 partition_spec: None,
+                format_version: None,
             },
             dead_letter_schema: None,
             source: SourceObject {

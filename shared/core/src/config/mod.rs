@@ -20,6 +20,7 @@
 //! transaction_timeout = "15m" # the brokers' transaction.max.timeout.ms (see table/state.rs)
 //! retention = "30d"            # rows older than this are removed (data TTL; none by default)
 //! retention_column = "_kafka.timestamp" # what a row's age is measured on
+//! format_version = 2          # of the tables Floe creates: 2, or 3 (deletion vectors, row lineage)
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -67,6 +68,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use iceberg::spec::FormatVersion;
 
 use crate::vocabulary::{DEAD_LETTER_SUFFIX, TableName};
 
@@ -491,6 +494,10 @@ impl FloeConfig {
                 .clone()
                 .or_else(|| d.retention_column.clone())
                 .unwrap_or_else(|| DEFAULT_RETENTION_COLUMN.into()),
+            format_version: match s.format_version.or(d.format_version) {
+                Some(3) => FormatVersion::V3,
+                _ => FormatVersion::V2,
+            },
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),

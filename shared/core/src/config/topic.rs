@@ -2,6 +2,7 @@
 //! they resolve to ([`TopicConfig`]), and their checks: names, sizes, durations,
 //! `partition_by` against the table layout, schema sources against formats.
 
+use iceberg::spec::FormatVersion;
 use serde::Deserialize;
 
 use super::ConfigError;
@@ -50,6 +51,9 @@ pub struct Settings {
     /// The timestamp or date column a row's age is measured on (default: the Kafka
     /// record's timestamp, `_kafka.timestamp`).
     pub retention_column: Option<String>,
+    /// The Iceberg format version of the tables Floe creates: 2 (the default; every
+    /// engine reads it) or 3 (row lineage, deletion vectors). A table that exists keeps its own.
+    pub format_version: Option<u8>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -84,6 +88,8 @@ pub struct TopicConfig {
     pub retention_ms: Option<u64>,
     /// The column a row's age is measured on (a dotted path): `_kafka.timestamp` unless set.
     pub retention_column: String,
+    /// The format version a table Floe creates gets (`format_version`, 2 unless set).
+    pub format_version: FormatVersion,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -161,6 +167,11 @@ pub(super) fn validate_settings(
             format!("{at}.retention_column"),
             format!("{column:?}: a column's name, a dotted path for a nested one"),
         ));
+    }
+    if let Some(version) = s.format_version
+        && !(2..=3).contains(&version)
+    {
+        return Err(ConfigError::invalid(format!("{at}.format_version"), format!("{version}: 2 or 3")));
     }
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());

@@ -288,7 +288,8 @@ mod tests {
     fn a_table_stamped_ahead_of_this_clock_runs_with_a_warning() {
         let schema = iceberg::spec::Schema::builder().build().unwrap();
         let spec = iceberg::spec::PartitionSpec::unpartition_spec();
-        let (metadata, _) = crate::table::new_table_metadata("memory:///t", &schema, &spec).unwrap();
+        let (metadata, _) =
+            crate::table::new_table_metadata("memory:///t", &schema, &spec, iceberg::spec::FormatVersion::V2).unwrap();
         let name = TableName::parse("kafka.orders").unwrap();
         let latest = metadata.last_updated_ms();
         // 4 minutes ahead: skew, nothing to say; 30 days ahead: a warning, the table running.

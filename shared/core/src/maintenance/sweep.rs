@@ -458,9 +458,13 @@ mod tests {
             let locks = SqliteLocks::new(catalog.connection()).unwrap();
             let scheme = if uri { "file://" } else { "" };
             let table_location = format!("{scheme}{}/kafka.db/t", warehouse.display());
-            let (metadata, location) =
-                crate::table::new_table_metadata(&table_location, &schema(), &PartitionSpec::unpartition_spec())
-                    .unwrap();
+            let (metadata, location) = crate::table::new_table_metadata(
+                &table_location,
+                &schema(),
+                &PartitionSpec::unpartition_spec(),
+                iceberg::spec::FormatVersion::V2,
+            )
+            .unwrap();
             let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             let metadata = metadata.into_builder(None).set_properties(properties).unwrap().build().unwrap().metadata;
             let file_io = local_file_io();

@@ -33,6 +33,7 @@ use std::io;
 use std::sync::Arc;
 
 use iceberg::io::FileIO;
+use iceberg::spec::FormatVersion;
 
 use crate::config::{FloeConfig, Format, TopicConfig};
 use crate::datafile::WrittenFile;
@@ -540,6 +541,7 @@ fn build_task(
             value_format: format_name(topic.value_format),
             iceberg: done.schema.as_ref().clone(),
             partition_spec,
+            format_version: (topic.format_version != FormatVersion::V2).then_some(topic.format_version),
         },
         dead_letter_schema,
         source: input.object,

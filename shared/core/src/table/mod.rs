@@ -13,6 +13,7 @@ pub mod compaction;
 pub mod dead_letters;
 pub mod deletes;
 pub mod left_out;
+pub mod lineage;
 pub mod offsets;
 pub mod project;
 pub mod retention;
@@ -254,19 +255,21 @@ pub fn name_mapping(schema: &Schema) -> serde_json::Value {
     serde_json::Value::Array(fields(schema.as_struct().fields()))
 }
 
-/// Metadata of a new v2 table at `location` with exactly `schema`'s field ids, partitioned
-/// by `spec` (bound to `schema`; unpartitioned when it has no fields), and where to write it.
+/// Metadata of a new table of `format` (2, or 3 with row lineage and deletion vectors) at
+/// `location` with exactly `schema`'s field ids, partitioned by `spec` (bound to `schema`;
+/// unpartitioned when it has no fields), and where to write it.
 pub fn new_table_metadata(
     location: &str,
     schema: &Schema,
     spec: &PartitionSpec,
+    format: FormatVersion,
 ) -> iceberg::Result<(TableMetadata, MetadataLocation)> {
     let metadata = TableMetadataBuilder::new(
         schema.clone(),
         UnboundPartitionSpec::builder().build(),
         SortOrder::unsorted_order(),
         location.to_string(),
-        FormatVersion::V2,
+        format,
         table_properties(schema),
     )?
     .build()?
@@ -304,9 +307,10 @@ pub async fn create(
     location: &str,
     schema: &Schema,
     spec: &PartitionSpec,
+    format: FormatVersion,
 ) -> Result<bool, TableError> {
     let (metadata, metadata_location) =
-        new_table_metadata(location, schema, spec).map_err(TableError::iceberg(name))?;
+        new_table_metadata(location, schema, spec, format).map_err(TableError::iceberg(name))?;
     metadata.write_to(file_io, &metadata_location).await.map_err(TableError::iceberg(name))?;
     match catalog.create(name, &metadata, &metadata_location.to_string()).await {
         Ok(()) => Ok(true),
@@ -347,7 +351,8 @@ mod tests {
             .build()
             .unwrap();
         let (metadata, location) =
-            new_table_metadata("file:///tmp/t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
+            new_table_metadata("file:///tmp/t", &schema, &PartitionSpec::unpartition_spec(), FormatVersion::V2)
+                .unwrap();
         assert_eq!(metadata.current_schema().as_struct(), schema.as_struct());
         assert!(location.to_string().starts_with("file:///tmp/t/metadata/00000-"));
         // Partitioned: the spec binds to the files' ids, field ids from 1000, one spec.
@@ -357,7 +362,7 @@ mod tests {
             "p",
         )
         .unwrap();
-        let (partitioned, _) = new_table_metadata("file:///tmp/t", &schema, &spec).unwrap();
+        let (partitioned, _) = new_table_metadata("file:///tmp/t", &schema, &spec, FormatVersion::V2).unwrap();
         assert_eq!(partitioned.current_schema().as_struct(), schema.as_struct());
         let default = partitioned.default_partition_spec();
         assert!(crate::partition::same_layout(default, &spec), "{default:?}");

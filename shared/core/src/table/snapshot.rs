@@ -31,11 +31,13 @@ use std::sync::Arc;
 use iceberg::compression::CompressionCodec;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestWriter, ManifestWriterBuilder, Operation, Schema, Snapshot, SnapshotRef, SnapshotReference,
-    SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestList,
+    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation, Schema, Snapshot, SnapshotRef,
+    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
 };
 use iceberg::{Error, ErrorKind, MetadataLocation, Result};
+
+use super::lineage::{Inherited, manifest_writer};
 
 /// Manifests of the current snapshot merged into one once there are this many
 /// (Iceberg's `commit.manifest.min-count-to-merge`), so the manifest list stays short.
@@ -95,7 +97,8 @@ async fn merge_manifests(
                 let output = file_io.new_output(format!("{path_prefix}-merged-{i}.avro"))?;
                 let builder =
                     ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.as_ref().clone());
-                let writer = if deletes { builder.build_v2_deletes() } else { builder.build_v2_data() };
+                let content = if deletes { ManifestContentType::Deletes } else { ManifestContentType::Data };
+                let writer = manifest_writer(builder, metadata.format_version(), content);
                 out.push(merge_group(file_io, writer, &group).await?);
             }
             _ => kept.extend(group),
@@ -108,10 +111,17 @@ async fn merge_manifests(
 /// Writes the live entries of `manifests` into `writer`'s manifest, as EXISTING.
 async fn merge_group(file_io: &FileIO, mut writer: ManifestWriter, manifests: &[ManifestFile]) -> Result<ManifestFile> {
     for manifest in manifests {
-        for entry in manifest.load_manifest(file_io).await?.entries().iter().filter(|e| e.is_alive()) {
+        let loaded = manifest.load_manifest(file_io).await?;
+        let (schema, spec) = (loaded.metadata().schema(), loaded.metadata().partition_spec());
+        let mut inherited = Inherited::of(manifest)?;
+        for entry in loaded.entries() {
+            let file = inherited.explicit(entry, schema, spec)?;
+            if !entry.is_alive() {
+                continue;
+            }
             let sequence = entry.sequence_number().unwrap_or(manifest.sequence_number);
             writer.add_existing_file(
-                entry.data_file().clone(),
+                file,
                 entry.snapshot_id().unwrap_or(manifest.added_snapshot_id),
                 sequence,
                 entry.file_sequence_number.or(Some(sequence)),
@@ -319,6 +329,7 @@ impl Deleted {
 /// `PreconditionFailed` when a path of `removed` is not a live file of the snapshot.
 async fn remove_files(
     file_io: &FileIO,
+    version: FormatVersion,
     manifests: Vec<ManifestFile>,
     removed: &HashSet<String>,
     snapshot_id: i64,
@@ -337,21 +348,23 @@ async fn remove_files(
         }
         let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-r{i}.avro"))?;
         let (schema, spec) = (manifest.metadata().schema().clone(), manifest.metadata().partition_spec().clone());
-        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec);
-        let mut writer = match manifest_file.content {
-            ManifestContentType::Data => builder.build_v2_data(),
-            ManifestContentType::Deletes => builder.build_v2_deletes(),
-        };
-        for entry in manifest.entries().iter().filter(alive) {
+        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.clone());
+        let mut writer = manifest_writer(builder, version, manifest_file.content);
+        let mut inherited = Inherited::of(&manifest_file)?;
+        for entry in manifest.entries() {
+            let file = inherited.explicit(entry, &schema, &spec)?;
+            if !entry.is_alive() {
+                continue;
+            }
             let sequence = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
             let file_sequence = entry.file_sequence_number.or(Some(sequence));
             if removed.contains(entry.file_path()) {
                 found.insert(entry.file_path().to_string());
                 deleted.count(entry.data_file());
-                writer.add_delete_file(entry.data_file().clone(), sequence, file_sequence)?;
+                writer.add_delete_file(file, sequence, file_sequence)?;
             } else {
                 let added_by = entry.snapshot_id().unwrap_or(manifest_file.added_snapshot_id);
-                writer.add_existing_file(entry.data_file().clone(), added_by, sequence, file_sequence)?;
+                writer.add_existing_file(file, added_by, sequence, file_sequence)?;
             }
         }
         out.push(writer.write_manifest_file().await?);
@@ -572,20 +585,29 @@ pub async fn stage_snapshot(
     let metadata_dir = format!("{}/metadata", current.location());
     let commit_uuid = uuid::Uuid::new_v4();
 
+    let version = current.format_version();
     let mut manifests = current_manifests(file_io, current).await?;
     let mut deleted = Deleted::default();
     if !change.removed.is_empty() {
-        manifests =
-            remove_files(file_io, manifests, &change.removed, snapshot_id, &metadata_dir, commit_uuid, &mut deleted)
-                .await?;
+        manifests = remove_files(
+            file_io,
+            version,
+            manifests,
+            &change.removed,
+            snapshot_id,
+            &metadata_dir,
+            commit_uuid,
+            &mut deleted,
+        )
+        .await?;
     }
     let mut manifests =
         merge_manifests(file_io, current, manifests, snapshot_id, &format!("{metadata_dir}/{commit_uuid}")).await?;
     let mut collector = SnapshotSummaryCollector::default();
     if !change.added.is_empty() {
         let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-m0.avro"))?;
-        let mut writer = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.as_ref().clone())
-            .build_v2_data();
+        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.as_ref().clone());
+        let mut writer = manifest_writer(builder, version, ManifestContentType::Data);
         for file in change.added {
             collector.add_file(&file, schema.clone(), spec.clone());
             let data_sequence = change.added_sequence.get(file.file_path()).copied().unwrap_or(sequence_number);
@@ -594,13 +616,15 @@ pub async fn stage_snapshot(
         manifests.push(writer.write_manifest_file().await?);
     }
     let list_location = format!("{metadata_dir}/snap-{snapshot_id}-0-{commit_uuid}.avro");
-    let mut list = ManifestListWriter::v2(
-        file_io.new_output(&list_location)?.writer().await?,
-        snapshot_id,
-        parent,
-        sequence_number,
-    );
+    let list_output = file_io.new_output(&list_location)?.writer().await?;
+    let first_row_id = (version >= FormatVersion::V3).then(|| current.next_row_id());
+    let mut list = match first_row_id {
+        Some(first) => ManifestListWriter::v3(list_output, snapshot_id, parent, sequence_number, Some(first)),
+        None => ManifestListWriter::v2(list_output, snapshot_id, parent, sequence_number),
+    };
     list.add_manifests(manifests.into_iter())?;
+    // Row lineage (v3): the ids the list assigned to new manifests are the snapshot's.
+    let row_range = first_row_id.zip(list.next_row_id()).map(|(first, next)| (first, next - first));
     list.close().await?;
 
     let added = collector.build();
@@ -620,15 +644,18 @@ pub async fn stage_snapshot(
     }
     properties.extend(deleted.delete_summary(previous));
     properties.extend(added);
-    let snapshot = Snapshot::builder()
+    let builder = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(parent)
         .with_sequence_number(sequence_number)
         .with_timestamp_ms(commit_ms)
         .with_manifest_list(list_location)
         .with_summary(Summary { operation: change.operation, additional_properties: properties })
-        .with_schema_id(schema.schema_id())
-        .build();
+        .with_schema_id(schema.schema_id());
+    let snapshot = match row_range {
+        Some((first, added)) => builder.with_row_range(first, added).build(),
+        None => builder.build(),
+    };
     // Expiry looks at the history with the new snapshot current; one builder then adds it
     // and removes the expired (the metadata's last-updated stays the snapshot's time).
     let expiry = expiry(&with_snapshot(snapshot.clone())?.build()?.metadata, now_ms)?;
@@ -761,21 +788,79 @@ mod tests {
         assert_eq!(commit_timestamp_ms(&t.1, now + 31 * DAY), now + 31 * DAY);
     }
 
+    /// Each live data file's (first row id, record count), as a reader inherits them.
+    async fn row_ids(file_io: &FileIO, metadata: &TableMetadata) -> BTreeMap<String, (i64, u64)> {
+        let mut ids = BTreeMap::new();
+        for manifest in current_manifests(file_io, metadata).await.unwrap() {
+            let loaded = manifest.load_manifest(file_io).await.unwrap();
+            let (schema, spec) = (loaded.metadata().schema(), loaded.metadata().partition_spec());
+            let mut inherited = Inherited::of(&manifest).unwrap();
+            for entry in loaded.entries() {
+                let file = inherited.explicit(entry, schema, spec).unwrap();
+                if entry.is_alive() && manifest.content == ManifestContentType::Data {
+                    ids.insert(file.file_path().to_string(), (file.first_row_id().unwrap(), file.record_count()));
+                }
+            }
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_v3_table_keeps_each_row_s_id_through_merges_and_removals() {
+        let mut t = table_of(FormatVersion::V3, &[("commit.manifest.min-count-to-merge", "4")]).await;
+        let mut seen = BTreeMap::new();
+        let commit = |added: Vec<DataFile>, removed: HashSet<String>| SnapshotChange {
+            operation: if removed.is_empty() { Operation::Append } else { Operation::Replace },
+            added,
+            removed,
+            ..Default::default()
+        };
+        let changes: Vec<SnapshotChange> = (0..10)
+            .map(|i| commit(vec![file(i)], HashSet::new()))
+            .chain([commit(vec![file(20)], HashSet::from([file(0), file(5)].map(|f| f.file_path().to_string())))])
+            .collect();
+        for change in changes {
+            let next_row_id = t.1.next_row_id();
+            let new = write_snapshot(&t.0, &t.1, &t.2, change, chrono::Utc::now().timestamp_millis()).await.unwrap();
+            (t.1, t.2) = (new.metadata, new.location);
+            let snapshot = t.1.current_snapshot().unwrap();
+            let (first, added) = snapshot.row_range().expect("a v3 snapshot has a row range");
+            assert_eq!((first, first + added), (next_row_id, t.1.next_row_id()));
+            let ids = row_ids(&t.0, &t.1).await;
+            let mut ranges: Vec<(i64, i64)> = ids.values().map(|&(id, n)| (id, id + n as i64)).collect();
+            ranges.sort();
+            assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "row ids overlap: {ranges:?}");
+            assert!(ranges.last().unwrap().1 <= t.1.next_row_id() as i64);
+            for (path, id) in ids {
+                let before = seen.insert(path.clone(), id);
+                assert!(before.is_none_or(|b| b == id), "{path}: row id {before:?} became {id:?}");
+            }
+        }
+        assert!(current_manifests(&t.0, &t.1).await.unwrap().len() < 5, "manifests were merged");
+        let read = TableMetadata::read_from(&t.0, &t.2).await.unwrap();
+        assert_eq!((read.format_version(), read.next_row_id()), (FormatVersion::V3, t.1.next_row_id()));
+        assert_eq!(row_ids(&t.0, &read).await.len(), 9);
+    }
+
     /// The snapshots [`expiry`] expires at `now`, oldest first.
     fn expired(metadata: &TableMetadata, now: i64) -> Vec<i64> {
         expiry(metadata, now).unwrap().snapshots
     }
 
-    /// A table in memory with `properties`, its metadata and its location.
+    /// A v2 table in memory with `properties`, its metadata and its location.
     async fn table(properties: &[(&str, &str)]) -> (FileIO, TableMetadata, String) {
+        table_of(FormatVersion::V2, properties).await
+    }
+
+    async fn table_of(format: FormatVersion, properties: &[(&str, &str)]) -> (FileIO, TableMetadata, String) {
         let file_io = FileIO::new_with_memory();
         let schema = Schema::builder()
             .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
             .build()
             .unwrap();
+        let unpartitioned = iceberg::spec::PartitionSpec::unpartition_spec();
         let (metadata, location) =
-            crate::table::new_table_metadata("memory:///t", &schema, &iceberg::spec::PartitionSpec::unpartition_spec())
-                .unwrap();
+            crate::table::new_table_metadata("memory:///t", &schema, &unpartitioned, format).unwrap();
         let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let metadata = metadata.into_builder(None).set_properties(properties).unwrap().build().unwrap().metadata;
         metadata.write_to(&file_io, &location).await.unwrap();
@@ -815,9 +900,13 @@ mod tests {
             .with_fields(vec![Arc::new(NestedField::required(1, "x", Type::Primitive(PrimitiveType::Long)))])
             .build()
             .unwrap();
-        let (metadata, _) =
-            crate::table::new_table_metadata("memory:///t", &schema, &iceberg::spec::PartitionSpec::unpartition_spec())
-                .unwrap();
+        let (metadata, _) = crate::table::new_table_metadata(
+            "memory:///t",
+            &schema,
+            &iceberg::spec::PartitionSpec::unpartition_spec(),
+            iceberg::spec::FormatVersion::V2,
+        )
+        .unwrap();
         let properties = properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let mut builder = metadata.clone().into_builder(None).set_properties(properties).unwrap();
         let mut ids = Vec::new();

@@ -688,8 +688,13 @@ mod tests {
         use std::sync::Arc;
         let field = |id, name: &str| Arc::new(NestedField::optional(id, name, Type::Primitive(PrimitiveType::Long)));
         let schema = Schema::builder().with_fields(vec![field(1, "a")]).build().unwrap();
-        let (base, _) =
-            crate::table::new_table_metadata("file:///t", &schema, &PartitionSpec::unpartition_spec()).unwrap();
+        let (base, _) = crate::table::new_table_metadata(
+            "file:///t",
+            &schema,
+            &PartitionSpec::unpartition_spec(),
+            iceberg::spec::FormatVersion::V2,
+        )
+        .unwrap();
         let wider =
             Schema::builder().with_schema_id(1).with_fields(vec![field(1, "a"), field(2, "b")]).build().unwrap();
         let new = base
