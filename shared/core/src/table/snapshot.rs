@@ -333,8 +333,7 @@ async fn remove_files(
     manifests: Vec<ManifestFile>,
     removed: &HashSet<String>,
     snapshot_id: i64,
-    metadata_dir: &str,
-    commit_uuid: uuid::Uuid,
+    path_prefix: &str,
     deleted: &mut Deleted,
 ) -> Result<Vec<ManifestFile>> {
     let mut found = HashSet::new();
@@ -346,7 +345,7 @@ async fn remove_files(
             out.push(manifest_file);
             continue;
         }
-        let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-r{i}.avro"))?;
+        let output = file_io.new_output(format!("{path_prefix}-r{i}.avro"))?;
         let (schema, spec) = (manifest.metadata().schema().clone(), manifest.metadata().partition_spec().clone());
         let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.clone());
         let mut writer = manifest_writer(builder, version, manifest_file.content);
@@ -584,28 +583,19 @@ pub async fn stage_snapshot(
     let parent = current.current_snapshot_id();
     let metadata_dir = format!("{}/metadata", current.location());
     let commit_uuid = uuid::Uuid::new_v4();
+    let prefix = format!("{metadata_dir}/{commit_uuid}");
 
     let version = current.format_version();
     let mut manifests = current_manifests(file_io, current).await?;
     let mut deleted = Deleted::default();
     if !change.removed.is_empty() {
-        manifests = remove_files(
-            file_io,
-            version,
-            manifests,
-            &change.removed,
-            snapshot_id,
-            &metadata_dir,
-            commit_uuid,
-            &mut deleted,
-        )
-        .await?;
+        manifests =
+            remove_files(file_io, version, manifests, &change.removed, snapshot_id, &prefix, &mut deleted).await?;
     }
-    let mut manifests =
-        merge_manifests(file_io, current, manifests, snapshot_id, &format!("{metadata_dir}/{commit_uuid}")).await?;
+    let mut manifests = merge_manifests(file_io, current, manifests, snapshot_id, &prefix).await?;
     let mut collector = SnapshotSummaryCollector::default();
     if !change.added.is_empty() {
-        let output = file_io.new_output(format!("{metadata_dir}/{commit_uuid}-m0.avro"))?;
+        let output = file_io.new_output(format!("{prefix}-m0.avro"))?;
         let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.as_ref().clone());
         let mut writer = manifest_writer(builder, version, ManifestContentType::Data);
         for file in change.added {
