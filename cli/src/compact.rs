@@ -37,8 +37,6 @@ pub struct TableCompaction {
     pub rejected: usize,
     /// Bins whose task an earlier run queued less than an hour ago: left alone.
     pub already_queued: usize,
-    /// Data files left out because another engine's deletion vector applies to them.
-    pub with_deletes: usize,
     /// Other engines' delete files the bins applied, the rows they left out, and how
     /// many of those files the committed compactions removed (applied everywhere).
     pub delete_files_applied: usize,
@@ -69,7 +67,6 @@ impl From<TableRun> for TableCompaction {
             files_out: run.files_out,
             bytes_out: run.bytes_out,
             already_queued: run.already_queued,
-            with_deletes: run.with_deletes,
             delete_files_applied: run.delete_files.len(),
             rows_deleted: run.rows_deleted,
             rows_expired: run.rows_expired,
@@ -90,12 +87,10 @@ impl TableCompaction {
         if self.failed.is_some() {
             return None;
         }
-        let with_deletes = format!("{} file(s) with deletion vectors left alone", self.with_deletes);
-        let mut line = match (&self.skipped, self.bins, self.with_deletes) {
-            (Some(why), _, _) => format!("{}: not compacted: {why}", self.table),
-            (None, 0, 0) => format!("{}: nothing to compact", self.table),
-            (None, 0, _) => format!("{}: {with_deletes}", self.table),
-            (None, bins, _) => format!(
+        let mut line = match (&self.skipped, self.bins) {
+            (Some(why), _) => format!("{}: not compacted: {why}", self.table),
+            (None, 0) => format!("{}: nothing to compact", self.table),
+            (None, bins) => format!(
                 "{}: {bins} bin(s) compacted, {} file(s) of {} bytes into {} of {} bytes: {} committed",
                 self.table, self.files_in, self.bytes_in, self.files_out, self.bytes_out, self.committed
             ),
@@ -111,9 +106,6 @@ impl TableCompaction {
         }
         if self.rows_expired > 0 {
             line.push_str(&format!("; {} row(s) past the retention removed", self.rows_expired));
-        }
-        if self.bins > 0 && self.with_deletes > 0 {
-            line.push_str(&format!("; {with_deletes}"));
         }
         if self.already_queued > 0 {
             line.push_str(&format!("; {} bin(s) queued by an earlier run left alone", self.already_queued));
@@ -288,12 +280,9 @@ mod tests {
             )
         );
         assert_eq!(t(|t| t.failed = Some("compaction of kafka.orders: x".into())), None);
-        // Files another engine's deletion vectors apply to are counted, never "nothing to compact".
-        let vectors = t(|t| t.with_deletes = 12);
-        assert_eq!(vectors.as_deref(), Some("kafka.orders: 12 file(s) with deletion vectors left alone"));
         let both = |t: &mut TableCompaction| {
             (t.bins, t.files_in, t.bytes_in, t.files_out, t.bytes_out, t.committed) = (1, 2, 20, 1, 19, 1);
-            (t.with_deletes, t.released) = (3, 1);
+            t.released = 1;
             (t.delete_files_applied, t.rows_deleted, t.delete_files_dropped) = (2, 5, 1);
             t.rows_expired = 7;
         };
@@ -302,7 +291,7 @@ mod tests {
             Some(
                 "kafka.orders: 1 bin(s) compacted, 2 file(s) of 20 bytes into 1 of 19 bytes: 1 committed; \
                  2 delete file(s) applied (5 row(s) left out), 1 dropped; 7 row(s) past the retention removed; \
-                 3 file(s) with deletion vectors left alone; 1 held task(s) already in the table released"
+                 1 held task(s) already in the table released"
             )
         );
     }

@@ -82,10 +82,6 @@ pub struct TableRun {
     pub bytes_out: u64,
     /// Bins left alone because their task was queued a moment ago and is not done yet.
     pub already_queued: usize,
-    /// Data files left out of compaction because another engine's deletion vector
-    /// applies to them (Floe does not read those; rewritten, their deleted rows would
-    /// come back).
-    pub with_deletes: usize,
     /// Other engines' delete files the queued tasks apply, and the rows they leave out.
     pub delete_files: Vec<String>,
     pub rows_deleted: u64,
@@ -265,7 +261,6 @@ impl Compactor {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
         let iceberg = TableError::iceberg(table);
         let planned = bins(&self.file_io, metadata, policy, retention, now_ms).await.map_err(&iceberg)?;
-        run.with_deletes = planned.with_deletes;
         let bins = &planned.bins;
         if bins.is_empty() {
             return Ok(());

@@ -49,7 +49,7 @@
 //! position and equality deletes are read at the plan, and its rewrite leaves their rows
 //! out. A file whose deletes remove many of its rows ([`worth_applying`]: 30% of them by
 //! position, or 10 delete files) is a candidate whatever its size, and makes its group
-//! go. A file a deletion vector applies to (not read) is left as it is. The rewrite
+//! go. A deletion vector counts as a position delete file naming one data file. The rewrite
 //! reads each input's columns by field id into the current schema
 //! ([`crate::table::project`]): files of older schemas, or of columns another engine
 //! moved, renamed or dropped, compact into the table's columns.
@@ -330,9 +330,6 @@ pub fn task_id(table: &TableName, snapshot_id: Option<i64>, bin: &Bin) -> String
 #[derive(Debug, Default)]
 pub struct Planned {
     pub bins: Vec<Bin>,
-    /// Data files left out because a deletion vector applies to them (Floe does not
-    /// read those: rewritten, their deleted rows would come back).
-    pub with_deletes: usize,
     /// The sequence number of the snapshot planned from (the outputs keep it).
     pub sequence_number: Option<i64>,
     /// What other engines' delete files remove from each candidate file they apply to.
@@ -348,8 +345,7 @@ pub struct Planned {
 /// What to compact in the table's current snapshot at `now_ms`: first the files holding
 /// rows past `retention` (bins of their own, `expiring_bins`), then the bins of
 /// [`plan_with_deletes`] of the others, those of one group made one ([`per_group`]); with
-/// the deletes that apply to each file (read: [`TableDeletes`]). Files a deletion vector
-/// applies to are left out, counted.
+/// the deletes that apply to each file (read: [`TableDeletes`]).
 pub async fn bins(
     file_io: &FileIO,
     metadata: &TableMetadata,
@@ -364,10 +360,7 @@ pub async fn bins(
     let mut planned = Planned { sequence_number, retention, ..Default::default() };
     let (mut files, mut expiring) = (Vec::with_capacity(data.len()), Vec::new());
     for scoped in data {
-        let Some(of) = table_deletes.of(&scoped) else {
-            planned.with_deletes += 1;
-            continue;
-        };
+        let of = table_deletes.of(&scoped);
         if !of.files.is_empty() {
             planned.deletes.insert(scoped.path().to_string(), of);
         }
@@ -379,13 +372,6 @@ pub async fn bins(
             }
             Verdict::Partly => expiring.push(scoped.live),
         }
-    }
-    if planned.with_deletes > 0 {
-        tracing::info!(
-            location = metadata.location(),
-            files = planned.with_deletes,
-            "data files with deletion vectors of other engines left as they are"
-        );
     }
     let worth =
         |f: &DataFile| planned.deletes.get(f.file_path()).is_some_and(|of| worth_applying(f.record_count(), of));

@@ -66,7 +66,7 @@ impl LiveDelete {
         self.file.file_path()
     }
 
-    /// A deletion vector (a Puffin blob), which Floe does not read.
+    /// A deletion vector (a Puffin blob).
     pub fn is_vector(&self) -> bool {
         self.file.file_format() == DataFileFormat::Puffin
     }
@@ -160,14 +160,14 @@ pub struct OfFile {
 /// The live delete files of the current snapshot, read: what compaction applies.
 #[derive(Debug, Default)]
 pub struct TableDeletes {
+    /// Position delete files and deletion vectors, each with the rows it names by file.
     positions: Vec<(LiveDelete, HashMap<String, Vec<i64>>)>,
     equality: Vec<(LiveDelete, bool, Arc<EqualityDeletes>)>,
-    vectors: Vec<LiveDelete>,
 }
 
 impl TableDeletes {
     /// Reads `deletes` (of `metadata`'s current snapshot): position and equality delete
-    /// files; deletion vectors only noted.
+    /// files, and deletion vectors.
     pub async fn read(file_io: &FileIO, metadata: &TableMetadata, deletes: Vec<LiveDelete>) -> Result<TableDeletes> {
         let mut table = TableDeletes::default();
         if deletes.is_empty() {
@@ -176,7 +176,10 @@ impl TableDeletes {
         let fields = iceberg::arrow::schema_to_arrow_schema(metadata.current_schema())?.fields().clone();
         for delete in deletes {
             match delete.file.content_type() {
-                _ if delete.is_vector() => table.vectors.push(delete),
+                _ if delete.is_vector() => {
+                    let named = read::vector(file_io, &delete.file).await?;
+                    table.positions.push((delete, named));
+                }
                 DataContentType::EqualityDeletes => {
                     let rows = EqualityDeletes::read(file_io, &delete.file, &fields).await?;
                     let global = unpartitioned(metadata, delete.spec_id);
@@ -192,14 +195,11 @@ impl TableDeletes {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.positions.is_empty() && self.equality.is_empty() && self.vectors.is_empty()
+        self.positions.is_empty() && self.equality.is_empty()
     }
 
-    /// What applies to `data`; `None` when a deletion vector does (the file is left alone).
-    pub fn of(&self, data: &ScopedFile) -> Option<OfFile> {
-        if self.vectors.iter().any(|v| applies(v, data, false)) {
-            return None;
-        }
+    /// What applies to `data`.
+    pub fn of(&self, data: &ScopedFile) -> OfFile {
         let mut of = OfFile::default();
         for (delete, named) in &self.positions {
             let Some(positions) = named.get(data.path()).filter(|_| data.sequence_number <= delete.sequence_number)
@@ -218,7 +218,7 @@ impl TableDeletes {
                 of.files.push(delete.path().to_string());
             }
         }
-        Some(of)
+        of
     }
 
     /// The delete files of `paths` as a task carries them (a position delete file with

@@ -100,6 +100,61 @@ pub async fn positions(file_io: &FileIO, delete: &DataFile) -> Result<HashMap<St
     Ok(named)
 }
 
+/// The magic bytes a `deletion-vector-v1` blob's bitmap starts with.
+const VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+
+/// The rows a deletion vector deletes, as [`positions`] gives them: the one data file it
+/// names (`referenced_data_file`) and its positions. The vector is the Puffin blob at
+/// `content_offset`, `content_size_in_bytes` long (read alone, the footer is not needed),
+/// of type `deletion-vector-v1`:
+///
+/// ```text
+///  length (u32, big-endian: magic + bitmap) │ magic D1 D3 39 64 │ bitmap │ CRC-32 (big-endian) of magic + bitmap
+///  bitmap: 64-bit roaring, portable: count (u64 LE), then per key (u32 LE) a 32-bit roaring bitmap
+/// ```
+///
+/// Its cardinality must be the entry's `record_count`.
+pub async fn vector(file_io: &FileIO, delete: &DataFile) -> Result<HashMap<String, Vec<i64>>> {
+    let path = delete.file_path();
+    let referenced = delete.referenced_data_file().ok_or_else(|| invalid(path, "a deletion vector names no data file"))?;
+    let (Some(offset), Some(size)) = (delete.content_offset(), delete.content_size_in_bytes()) else {
+        return Err(invalid(path, "a deletion vector without content_offset and content_size_in_bytes"));
+    };
+    let range = u64::try_from(offset).ok().zip(u64::try_from(size).ok()).filter(|&(_, s)| s >= 12);
+    let (offset, size) = range.ok_or_else(|| invalid(path, format!("no deletion vector at {offset}, {size} bytes")))?;
+    let blob = file_io.new_input(path)?.reader().await?.read(offset..offset + size).await?;
+    let positions = parse_vector(&blob).map_err(|detail| invalid(path, format!("the deletion vector at byte {offset}: {detail}")))?;
+    if positions.len() as u64 != delete.record_count() {
+        return Err(invalid(
+            path,
+            format!(
+                "the deletion vector at byte {offset} holds {} positions, its entry says {}",
+                positions.len(),
+                delete.record_count()
+            ),
+        ));
+    }
+    Ok(HashMap::from([(referenced, positions)]))
+}
+
+/// The positions of a `deletion-vector-v1` blob, ascending ([`vector`]).
+fn parse_vector(blob: &[u8]) -> std::result::Result<Vec<i64>, String> {
+    let length = u32::from_be_bytes(blob[..4].try_into().expect("4 bytes")) as usize;
+    if length + 8 != blob.len() {
+        return Err(format!("its length says {length} bytes, the blob has {} for it", blob.len().saturating_sub(8)));
+    }
+    let (body, crc) = blob[4..].split_at(length);
+    if body[..4] != VECTOR_MAGIC {
+        return Err(format!("magic {:02X?}, not {:02X?}", &body[..4], VECTOR_MAGIC));
+    }
+    let expected = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
+    if crc32fast::hash(body) != expected {
+        return Err(format!("CRC-32 {:08x}, the blob says {expected:08x}", crc32fast::hash(body)));
+    }
+    let bitmap = roaring::RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| format!("its bitmap: {e}"))?;
+    bitmap.iter().map(|p| i64::try_from(p).map_err(|_| format!("position {p} out of range"))).collect()
+}
+
 /// The rows of one equality delete file: the values of its equality columns, each
 /// deleting every row of a data file in its scope with the same values.
 pub struct EqualityDeletes {
@@ -211,6 +266,44 @@ mod tests {
     use arrow_schema::Schema as ArrowSchema;
 
     use super::*;
+
+    /// A `deletion-vector-v1` blob of `positions`, written as the spec draws it.
+    fn vector_blob(positions: &[u64]) -> Vec<u8> {
+        let mut body = VECTOR_MAGIC.to_vec();
+        positions.iter().copied().collect::<roaring::RoaringTreemap>().serialize_into(&mut body).unwrap();
+        let mut blob = (body.len() as u32).to_be_bytes().to_vec();
+        blob.extend(&body);
+        blob.extend(crc32fast::hash(&body).to_be_bytes());
+        blob
+    }
+
+    #[test]
+    fn a_deletion_vector_gives_its_positions_across_the_32_bit_boundary() {
+        let positions = [0, 9, 70_000, (1 << 32) + 5];
+        let expected: Vec<i64> = positions.iter().map(|&p| p as i64).collect();
+        assert_eq!(parse_vector(&vector_blob(&positions)).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_damaged_deletion_vector_is_an_error_naming_what_is_wrong() {
+        let good = vector_blob(&[1, 2, 3]);
+        let mut magic = good.clone();
+        magic[4] = 0;
+        assert!(parse_vector(&magic).unwrap_err().contains("magic"));
+        let mut flipped = good.clone();
+        flipped[10] ^= 1;
+        assert!(parse_vector(&flipped).unwrap_err().contains("CRC-32"));
+        let short = &good[..good.len() - 1];
+        assert!(parse_vector(short).unwrap_err().contains("length"));
+        let mut garbage = good.clone();
+        let n = garbage.len();
+        garbage.truncate(12);
+        garbage[..4].copy_from_slice(&4u32.to_be_bytes());
+        let crc = crc32fast::hash(&VECTOR_MAGIC);
+        garbage[8..12].copy_from_slice(&crc.to_be_bytes());
+        assert!(n > 12);
+        assert!(parse_vector(&garbage).unwrap_err().contains("bitmap"));
+    }
 
     fn with_id(name: &str, ty: DataType, id: i32) -> Field {
         Field::new(name, ty, true)
