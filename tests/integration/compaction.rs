@@ -151,7 +151,7 @@ impl Clicks {
         read_local(self.warehouse.path(), "kafka.clicks")
     }
 
-    async fn metadata(&self) -> iceberg::spec::TableMetadata {
+    pub(crate) async fn metadata(&self) -> iceberg::spec::TableMetadata {
         let loaded = floe_core::table::load(self.catalog.as_ref(), &self.committer.file_io, &table()).await.unwrap();
         loaded.unwrap().metadata
     }

@@ -18,15 +18,15 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// What tests/py/read_folder.py reads.
 #[derive(serde::Deserialize, Debug, PartialEq)]
-struct Rows {
-    rows: usize,
-    offsets: BTreeMap<String, Vec<i64>>,
-    duplicates: usize,
-    values: HashMap<String, Option<String>>,
+pub(crate) struct Rows {
+    pub(crate) rows: usize,
+    pub(crate) offsets: BTreeMap<String, Vec<i64>>,
+    pub(crate) duplicates: usize,
+    pub(crate) values: HashMap<String, Option<String>>,
 }
 
 /// tests/py/read_folder.py `mode` `arg`: the rows, or the reader's error.
-fn read(mode: &str, arg: &str) -> Result<Rows, String> {
+pub(crate) fn read(mode: &str, arg: &str) -> Result<Rows, String> {
     let out = std::process::Command::new(support::python())
         .arg(support::root().join("tests/py/read_folder.py"))
         .args([mode, arg])

@@ -17,8 +17,8 @@ does) and equality deletes on a long column, one per partition (as Flink does).
         one position delete file per live data file under MAX_BYTES, of its rows at
         positions 0, N, 2N, … (a tenth of them for N = 10; the compaction benchmark's)
     foreign_delete.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE read
-        every live row, position and equality deletes applied (PyIceberg 0.12 reads no
-        equality deletes): {"rows", "offsets", "duplicates", "values", "data_files",
+        every live row, position and equality deletes and deletion vectors applied
+        (PyIceberg 0.12 reads no equality deletes; foreign_vector.py writes vectors): {"rows", "offsets", "duplicates", "values", "data_files",
         "delete_files"} — offsets and values as read_iceberg.py prints them
 
 `glue ENDPOINT` in place of CATALOG_DB WAREHOUSE_DIR: the table through Glue and S3 at
@@ -27,11 +27,15 @@ ENDPOINT (moto); `http://… CREDENTIAL`: through a REST catalog.
 The write commands print {"snapshot_id", "operation", "data_files": the data files the
 position deletes name}.
 """
+import io
 import json
+import struct
 import sys
 import uuid
+import zlib
 from collections import Counter, defaultdict
 
+import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.manifest import (DataFile, DataFileContent, FileFormat, ManifestContent, ManifestEntry,
@@ -39,6 +43,7 @@ from pyiceberg.manifest import (DataFile, DataFileContent, FileFormat, ManifestC
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
+from pyroaring import BitMap
 
 from read_iceberg import open_catalog
 
@@ -200,13 +205,64 @@ def as_text(value):
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
 
 
+def live_vectors(table):
+    """The deletion vectors (v3) of the current snapshot as their manifest entries give
+    them (read with fastavro: PyIceberg 0.12 reads no `referenced_data_file`,
+    `content_offset` or `content_size_in_bytes`): (sequence number, data file, Puffin
+    file, offset, length, cardinality)."""
+    snapshot = table.current_snapshot()
+    vectors = []
+    for manifest in snapshot.manifests(table.io) if snapshot else []:
+        if manifest.content != ManifestContent.DELETES:
+            continue
+        with table.io.new_input(manifest.manifest_path).open() as f:
+            entries = list(fastavro.reader(io.BytesIO(f.read())))
+        for entry in entries:
+            data_file = entry["data_file"]
+            if entry["status"] == 2 or data_file["file_format"].upper() != "PUFFIN":
+                continue
+            sequence = entry["sequence_number"]
+            vectors.append((manifest.sequence_number if sequence is None else sequence,
+                            data_file["referenced_data_file"], data_file["file_path"], data_file["content_offset"],
+                            data_file["content_size_in_bytes"], data_file["record_count"]))
+    return vectors
+
+
+def vector_positions(table, puffin_path, offset, length, cardinality):
+    """The positions of a deletion vector, decoded by the Puffin spec: the blob at
+    `offset` (`length` bytes, as the file's footer lists it), framed as length (BE) |
+    magic | portable 64-bit roaring bitmap | CRC-32 (BE)."""
+    with table.io.new_input(puffin_path).open() as f:
+        raw = f.read()
+    footer_size = struct.unpack("<i", raw[-12:-8])[0]
+    footer = json.loads(raw[-12 - footer_size:-12])
+    assert any(b["offset"] == offset and b["length"] == length for b in footer["blobs"]), footer
+    payload = raw[offset:offset + length]
+    body = payload[4:4 + struct.unpack(">I", payload[:4])[0]]
+    assert body[:4] == bytes([0xD1, 0xD3, 0x39, 0x64]), "deletion vector magic"
+    assert zlib.crc32(body) == struct.unpack(">I", payload[4 + len(body):8 + len(body)])[0], "deletion vector CRC"
+    bitmap, at, positions = body[4:], 8, []
+    for _ in range(struct.unpack("<Q", bitmap[:8])[0]):
+        key = struct.unpack("<I", bitmap[at:at + 4])[0]
+        lows = BitMap.deserialize(bitmap[at + 4:])
+        at += 4 + len(lows.serialize())
+        positions.extend((key << 32) + low for low in lows)
+    assert len(positions) == cardinality
+    return positions
+
+
 def read(table):
-    """Every live row with the deletes applied: a position delete to data files of a data
-    sequence number at most its own, an equality delete to those strictly older."""
+    """Every live row with the deletes applied: a position delete or deletion vector to
+    data files of a data sequence number at most its own, an equality delete to those
+    strictly older."""
     data, deletes = live_entries(table)
     positions = defaultdict(list)
     equalities = []
+    for sequence, path, *blob in live_vectors(table):
+        positions[path].extend((sequence, pos) for pos in vector_positions(table, *blob))
     for entry in deletes:
+        if entry.data_file.file_format == FileFormat.PUFFIN:
+            continue
         rows = read_parquet(table, entry.data_file.file_path)
         if entry.data_file.content == DataFileContent.POSITION_DELETES:
             for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist()):

@@ -37,6 +37,7 @@ use iceberg::spec::{
 };
 use iceberg::{Error, ErrorKind, MetadataLocation, Result};
 
+use super::deletes::delete_key;
 use super::lineage::{Inherited, manifest_writer};
 
 /// Manifests of the current snapshot merged into one once there are this many
@@ -341,7 +342,7 @@ async fn remove_files(
     for (i, manifest_file) in manifests.into_iter().enumerate() {
         let manifest = manifest_file.load_manifest(file_io).await?;
         let alive = |e: &&std::sync::Arc<iceberg::spec::ManifestEntry>| e.is_alive();
-        if !manifest.entries().iter().filter(alive).any(|e| removed.contains(e.file_path())) {
+        if !manifest.entries().iter().filter(alive).any(|e| removed.contains(&delete_key(e.data_file()))) {
             out.push(manifest_file);
             continue;
         }
@@ -357,8 +358,9 @@ async fn remove_files(
             }
             let sequence = entry.sequence_number().unwrap_or(manifest_file.sequence_number);
             let file_sequence = entry.file_sequence_number.or(Some(sequence));
-            if removed.contains(entry.file_path()) {
-                found.insert(entry.file_path().to_string());
+            let key = delete_key(entry.data_file());
+            if removed.contains(&key) {
+                found.insert(key);
                 deleted.count(entry.data_file());
                 writer.add_delete_file(file, sequence, file_sequence)?;
             } else {

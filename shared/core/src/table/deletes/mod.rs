@@ -53,17 +53,34 @@ impl ScopedFile {
     }
 }
 
-/// A live delete file of the current snapshot.
+/// What names one delete in a snapshot, a task and a removal: a delete file's path; a
+/// deletion vector's Puffin file path and blob offset (`…/x.puffin#4`), as one Puffin
+/// file holds the vectors of many data files, each its own manifest entry. A data file's
+/// is its path.
+pub fn delete_key(file: &DataFile) -> String {
+    match (file.file_format(), file.content_offset()) {
+        (DataFileFormat::Puffin, Some(offset)) => format!("{}#{offset}", file.file_path()),
+        _ => file.file_path().to_string(),
+    }
+}
+
+/// A live delete file (or deletion vector) of the current snapshot.
 #[derive(Debug, Clone)]
 pub struct LiveDelete {
     pub file: DataFile,
     pub sequence_number: i64,
     pub spec_id: i32,
+    key: String,
 }
 
 impl LiveDelete {
+    pub fn new(file: DataFile, sequence_number: i64, spec_id: i32) -> LiveDelete {
+        LiveDelete { key: delete_key(&file), file, sequence_number, spec_id }
+    }
+
+    /// Its [`delete_key`]: the path of a delete file, the path and offset of a vector.
     pub fn path(&self) -> &str {
-        self.file.file_path()
+        &self.key
     }
 
     /// A deletion vector (a Puffin blob).
@@ -122,7 +139,7 @@ pub async fn live_files(file_io: &FileIO, metadata: &TableMetadata) -> Result<(V
             let spec_id = manifest.partition_spec_id;
             let file = entry.data_file().clone();
             if manifest.content == ManifestContentType::Deletes || file.content_type() != DataContentType::Data {
-                deletes.push(LiveDelete { file, sequence_number, spec_id });
+                deletes.push(LiveDelete::new(file, sequence_number, spec_id));
                 continue;
             }
             let snapshot_id = entry.snapshot_id().unwrap_or(manifest.added_snapshot_id);
@@ -345,7 +362,7 @@ mod tests {
         if content == DataContentType::EqualityDeletes {
             builder.equality_ids(Some(vec![3]));
         }
-        LiveDelete { file: builder.build().unwrap(), sequence_number: seq, spec_id: if day.is_some() { 1 } else { 0 } }
+        LiveDelete::new(builder.build().unwrap(), seq, if day.is_some() { 1 } else { 0 })
     }
 
     /// Which of a, b (day 1, seq 1 and 3), c (day 2, seq 1) and d (day 1, seq 1, spec 2)
@@ -431,5 +448,36 @@ mod tests {
         assert_eq!(droppable(&done, &live, &[&b], global), [equality.path()]);
         // A delete another writer removed already is not removed again.
         assert_eq!(droppable(&done, &live[..1], &[&c], global), [position.path()]);
+    }
+
+    /// A deletion vector of `names` at `offset` of the Puffin file `puffin`.
+    fn vector(puffin: &str, offset: i64, names: &str) -> LiveDelete {
+        let file = DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(format!("memory:///t/data/{puffin}.puffin"))
+            .file_format(DataFileFormat::Puffin)
+            .partition(Struct::empty())
+            .record_count(1)
+            .file_size_in_bytes(100)
+            .referenced_data_file(Some(format!("memory:///t/data/{names}.parquet")))
+            .content_offset(Some(offset))
+            .content_size_in_bytes(Some(20))
+            .build()
+            .unwrap();
+        LiveDelete::new(file, 4, 0)
+    }
+
+    #[test]
+    fn the_vectors_of_one_puffin_file_are_told_apart_and_each_goes_with_its_data_file() {
+        let (of_a, of_b) = (vector("dv", 4, "a"), vector("dv", 24, "b"));
+        assert_eq!((of_a.path(), of_b.path()), ("memory:///t/data/dv.puffin#4", "memory:///t/data/dv.puffin#24"));
+        let live = [of_a.clone(), of_b.clone()];
+        let done = [applied(&of_a, &["a"])];
+        let (b, c) = (data("b", 1, 1, 0), data("c", 1, 1, 0));
+        // "a" rewritten, "b" still live: only a's vector goes, the file's other blob stays.
+        assert_eq!(droppable(&done, &live, &[&b, &c], |_| true), [of_a.path()]);
+        // b's vector, not applied by the compaction of "b", refuses it; a's does not.
+        assert!(unapplied(&[&b], &live, &done, Some(3), |_| true).unwrap().contains("dv.puffin#24"));
+        assert_eq!(unapplied(&[&c], &live, &done, Some(3), |_| true), None);
     }
 }

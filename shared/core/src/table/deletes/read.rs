@@ -116,14 +116,16 @@ const VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 /// Its cardinality must be the entry's `record_count`.
 pub async fn vector(file_io: &FileIO, delete: &DataFile) -> Result<HashMap<String, Vec<i64>>> {
     let path = delete.file_path();
-    let referenced = delete.referenced_data_file().ok_or_else(|| invalid(path, "a deletion vector names no data file"))?;
+    let referenced =
+        delete.referenced_data_file().ok_or_else(|| invalid(path, "a deletion vector names no data file"))?;
     let (Some(offset), Some(size)) = (delete.content_offset(), delete.content_size_in_bytes()) else {
         return Err(invalid(path, "a deletion vector without content_offset and content_size_in_bytes"));
     };
     let range = u64::try_from(offset).ok().zip(u64::try_from(size).ok()).filter(|&(_, s)| s >= 12);
     let (offset, size) = range.ok_or_else(|| invalid(path, format!("no deletion vector at {offset}, {size} bytes")))?;
     let blob = file_io.new_input(path)?.reader().await?.read(offset..offset + size).await?;
-    let positions = parse_vector(&blob).map_err(|detail| invalid(path, format!("the deletion vector at byte {offset}: {detail}")))?;
+    let positions = parse_vector(&blob)
+        .map_err(|detail| invalid(path, format!("the deletion vector at byte {offset}: {detail}")))?;
     if positions.len() as u64 != delete.record_count() {
         return Err(invalid(
             path,

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Another engine deletes rows of a format v3 Floe table with deletion vectors, as Spark,
+Trino and Snowflake do in v3: one Puffin file for the snapshot, a `deletion-vector-v1`
+blob per data file holding any of the rows (its positions as a 64-bit roaring bitmap),
+and a delete manifest entry per blob naming its data file (`referenced_data_file`) and
+the blob's bytes (`content_offset`, `content_size_in_bytes`).
+
+    foreign_vector.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE delete PARTITION/OFFSET...
+
+Prints {"snapshot_id", "operation", "data_files": the data files the vectors name}.
+
+Written from the specs (Puffin, and the table spec's deletion vectors and row lineage)
+with pyroaring and fastavro, not with PyIceberg's writers: PyIceberg 0.12 writes no v3
+manifest list, metadata or deletion vector. The snapshot (its first row id the table's
+next-row-id, no rows added) is committed by swapping the SQLite catalog's pointer. The
+table must be unpartitioned and in a SQLite catalog, and a data file that has a deletion
+vector already is refused (Spark would merge the two into one).
+"""
+import io
+import json
+import sqlite3
+import struct
+import sys
+import time
+import uuid
+import zlib
+
+import fastavro
+from pyroaring import BitMap
+
+from foreign_delete import holding, kafka_keys, live_entries
+from read_iceberg import open_catalog
+
+VECTOR_MAGIC = bytes([0xD1, 0xD3, 0x39, 0x64])
+PUFFIN_MAGIC = b"PFA1"
+ROW_POS_ID = 2147483645
+
+
+def vector_blob(positions):
+    """A `deletion-vector-v1` blob: length (BE) | magic | portable 64-bit roaring | CRC-32 (BE)."""
+    buckets = {}
+    for p in positions:
+        buckets.setdefault(p >> 32, []).append(p & 0xFFFFFFFF)
+    bitmap = struct.pack("<Q", len(buckets))
+    for key in sorted(buckets):
+        bitmap += struct.pack("<I", key) + BitMap(buckets[key]).serialize()
+    body = VECTOR_MAGIC + bitmap
+    return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def puffin(vectors):
+    """A Puffin file of `vectors` [(data file path, positions)]: its bytes, and each
+    blob's (offset, length)."""
+    out, blobs, places = bytearray(PUFFIN_MAGIC), [], []
+    for path, positions in vectors:
+        blob = vector_blob(positions)
+        places.append((len(out), len(blob)))
+        blobs.append({"type": "deletion-vector-v1", "fields": [ROW_POS_ID], "snapshot-id": -1,
+                      "sequence-number": -1, "offset": len(out), "length": len(blob),
+                      "properties": {"referenced-data-file": path, "cardinality": str(len(positions))}})
+        out += blob
+    footer = json.dumps({"blobs": blobs, "properties": {"created-by": "floe tests (Spark-style writer)"}}).encode()
+    out += PUFFIN_MAGIC + footer + struct.pack("<i", len(footer)) + bytes(4) + PUFFIN_MAGIC
+    return bytes(out), places
+
+
+def read_avro(table, path):
+    with table.io.new_input(path).open() as f:
+        reader = fastavro.reader(io.BytesIO(f.read()))
+        return reader.writer_schema, dict(reader.metadata), list(reader)
+
+
+def write_avro(table, path, schema, metadata, records):
+    buffer = io.BytesIO()
+    metadata = {k: v for k, v in metadata.items() if not k.startswith("avro.")}
+    fastavro.writer(buffer, schema, records, metadata=metadata, codec="deflate")
+    with table.io.new_output(path).create() as f:
+        f.write(buffer.getvalue())
+    return len(buffer.getvalue())
+
+
+def commit(db, table, snapshot):
+    """Adds `snapshot` to the table's metadata JSON as the new `main` and swaps the SQLite
+    catalog's pointer to it if no one committed meanwhile (PyIceberg 0.12 writes no v3
+    metadata). No rows are added, so `next-row-id` stays."""
+    old_location = table.metadata_location
+    with table.io.new_input(old_location).open() as f:
+        metadata = json.loads(f.read())
+    metadata["snapshots"].append(snapshot)
+    metadata["current-snapshot-id"] = snapshot["snapshot-id"]
+    metadata["refs"]["main"] = {"snapshot-id": snapshot["snapshot-id"], "type": "branch"}
+    metadata["last-sequence-number"] = snapshot["sequence-number"]
+    metadata["last-updated-ms"] = snapshot["timestamp-ms"]
+    metadata["snapshot-log"].append({"snapshot-id": snapshot["snapshot-id"], "timestamp-ms": snapshot["timestamp-ms"]})
+    metadata.setdefault("metadata-log", []).append({"metadata-file": old_location,
+                                                    "timestamp-ms": snapshot["timestamp-ms"]})
+    version = int(old_location.rsplit("/", 1)[1].split("-", 1)[0]) + 1
+    location = "%s/metadata/%05d-%s.metadata.json" % (table.location(), version, uuid.uuid4())
+    with table.io.new_output(location).create() as f:
+        f.write(json.dumps(metadata).encode())
+    namespace, name = table.name()[-2:]
+    with sqlite3.connect(db) as con:
+        swapped = con.execute(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
+            "WHERE table_namespace = ? AND table_name = ? AND metadata_location = ?",
+            (location, old_location, namespace, name, old_location)).rowcount
+    if swapped != 1:
+        sys.exit("the table changed while the deletion vectors were written")
+
+
+def delete(db, table, rows):
+    metadata = table.metadata
+    if metadata.format_version < 3:
+        sys.exit("deletion vectors are for format v3 tables; this one is v%d" % metadata.format_version)
+    if metadata.spec().fields:
+        sys.exit("this writer handles unpartitioned tables only")
+    data, deletes = live_entries(table)
+    vectored = {e.data_file.referenced_data_file for e in deletes if e.data_file.file_format.name == "PUFFIN"}
+    vectors = []
+    for entry, found in holding(table, set(rows), kafka_keys):
+        path = entry.data_file.file_path
+        if path in vectored:
+            sys.exit("%s has a deletion vector already" % path)
+        vectors.append((path, sorted(i for i, _ in found)))
+    if not vectors:
+        sys.exit("no row to delete")
+
+    current = table.current_snapshot()
+    snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
+    sequence_number = metadata.last_sequence_number + 1
+    location = table.location()
+    puffin_path = "%s/data/foreign-dv-%s.puffin" % (location, uuid.uuid4())
+    payload, places = puffin(vectors)
+    with table.io.new_output(puffin_path).create() as f:
+        f.write(payload)
+
+    # The delete manifest, in the table's v3 manifest schema (taken from a data manifest).
+    list_schema, list_meta, manifests = read_avro(table, current.manifest_list)
+    data_manifest = next(m for m in manifests if m["content"] == 0)
+    entry_schema, entry_meta, _ = read_avro(table, data_manifest["manifest_path"])
+    entries = [{
+        "status": 1, "snapshot_id": snapshot_id, "sequence_number": None, "file_sequence_number": None,
+        "data_file": {
+            "content": 1, "file_path": puffin_path, "file_format": "PUFFIN", "partition": {},
+            "record_count": len(positions), "file_size_in_bytes": len(payload),
+            "column_sizes": None, "value_counts": None, "null_value_counts": None, "nan_value_counts": None,
+            "lower_bounds": None, "upper_bounds": None, "key_metadata": None, "split_offsets": None,
+            "equality_ids": None, "sort_order_id": None, "first_row_id": None,
+            "referenced_data_file": path, "content_offset": offset, "content_size_in_bytes": length,
+        },
+    } for (path, positions), (offset, length) in zip(vectors, places)]
+    manifest_path = "%s/metadata/%s-dv-m0.avro" % (location, uuid.uuid4())
+    manifest_length = write_avro(table, manifest_path, entry_schema, {**entry_meta, "content": "deletes"}, entries)
+
+    cardinality = sum(len(p) for _, p in vectors)
+    manifests.append({
+        "manifest_path": manifest_path, "manifest_length": manifest_length, "partition_spec_id": metadata.default_spec_id,
+        "content": 1, "sequence_number": sequence_number, "min_sequence_number": sequence_number,
+        "added_snapshot_id": snapshot_id, "added_files_count": len(vectors), "existing_files_count": 0,
+        "deleted_files_count": 0, "added_rows_count": cardinality, "existing_rows_count": 0, "deleted_rows_count": 0,
+        "partitions": [], "key_metadata": None, "first_row_id": None,
+    })
+    list_path = "%s/metadata/snap-%d-0-%s.avro" % (location, snapshot_id, uuid.uuid4())
+    first_row_id = metadata.next_row_id
+    write_avro(table, list_path, list_schema, {
+        **list_meta, "snapshot-id": str(snapshot_id), "parent-snapshot-id": str(current.snapshot_id),
+        "sequence-number": str(sequence_number), "first-row-id": str(first_row_id), "format-version": "3",
+    }, manifests)
+
+    timestamp_ms = max(int(time.time() * 1000), metadata.last_updated_ms + 1)
+    commit(db, table, {
+        "snapshot-id": snapshot_id, "parent-snapshot-id": current.snapshot_id, "sequence-number": sequence_number,
+        "timestamp-ms": timestamp_ms, "manifest-list": list_path, "schema-id": metadata.current_schema_id,
+        "summary": {"operation": "delete", "added-delete-files": str(len(vectors)), "added-dvs": str(len(vectors)),
+                    "added-position-deletes": str(cardinality)},
+        "first-row-id": first_row_id, "added-rows": 0,
+    })
+    return [path for path, _ in vectors]
+
+
+def main():
+    db, warehouse, name, action = sys.argv[1:5]
+    table = open_catalog(db, warehouse).load_table(name)
+    if action != "delete":
+        sys.exit("unknown action " + action)
+    named = delete(db, table, sys.argv[5:])
+    snapshot = table.refresh().current_snapshot()
+    print(json.dumps({"snapshot_id": snapshot.snapshot_id, "operation": snapshot.summary.operation.value,
+                      "data_files": named}))
+
+
+if __name__ == "__main__":
+    main()
