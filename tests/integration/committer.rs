@@ -45,6 +45,8 @@ pub(crate) struct Read {
     /// The table's location, and the data files the scan reads.
     pub(crate) location: String,
     pub(crate) files: Vec<String>,
+    /// The table's format version (2, or 3).
+    pub(crate) format_version: u8,
 }
 
 pub(crate) fn pyiceberg(args: &[&str]) -> Read {

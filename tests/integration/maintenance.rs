@@ -284,7 +284,8 @@ async fn committed_on_moto(
 /// Row retention on AWS: the compactor Lambda's scheduled run removes the rows past the
 /// topic's retention, through the committer on Glue. make_topic.py's records were
 /// written on 2025-11-24, long past 30 days: PyIceberg reads none after, and `floe aws
-/// audit` explains each of their offsets as expired.
+/// audit` explains each of their offsets as expired. The table is of format v3
+/// (`format_version = 3`): its snapshots keep the row lineage on Glue too.
 #[tokio::test]
 async fn the_compactor_lambda_removes_rows_past_the_retention_on_glue() {
     use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -292,9 +293,9 @@ async fn the_compactor_lambda_removes_rows_past_the_retention_on_glue() {
     use floe_core::table::audit::GapReason;
 
     let (topic, offsets, _) = crate::committer::payments();
-    let retention = "retention = \"30d\"\n";
+    let retention = "retention = \"30d\"\nformat_version = 3\n";
     let (aws, before) = committed_on_moto("retention", retention, topic.path(), &crate::committer::SEGMENTS).await;
-    assert_eq!(before.offsets["0"], offsets);
+    assert_eq!((&before.offsets["0"], before.format_version), (&offsets, 3));
     let text = std::fs::read_to_string(support::root().join(SCHEDULED_EVENT)).unwrap();
     let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
     let response = handle_compactor_event(&aws.compactor().await, scheduled, None).await;
@@ -303,7 +304,7 @@ async fn the_compactor_lambda_removes_rows_past_the_retention_on_glue() {
     assert!(handle_committer_event(&aws.committer(), event, None).await.batch_item_failures.is_empty());
     aws.delete(&receipts).await;
     let after = aws.read();
-    assert_eq!((after.rows, after.operation.as_deref()), (0, Some("replace")));
+    assert_eq!((after.rows, after.operation.as_deref(), after.format_version), (0, Some("replace"), 3));
 
     let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
     assert!(audit.exactly_once, "{audit:?}");

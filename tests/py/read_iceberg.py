@@ -101,6 +101,7 @@ def main():
         "values": values,
         "nulls": {name: data.column(name).null_count for name in data.column_names},
         "location": table.metadata.location,
+        "format_version": table.metadata.format_version,
         "files": sorted(task.file.file_path for task in scan.plan_files()),
     }))
 

@@ -570,12 +570,18 @@ impl Catalog for RestCatalog {
             Ok(_) => Ok(()),
             Err(f) if unsupported(&f) => {
                 tracing::info!(table = %table, "the catalog registers no metadata files: creating the table instead");
+                // The format version goes as the reserved property `format-version` (the
+                // REST spec's create has no field of its own for it).
+                let mut properties = metadata.properties().clone();
+                if metadata.format_version() != iceberg::spec::FormatVersion::V2 {
+                    properties.insert("format-version".into(), (metadata.format_version() as u8).to_string());
+                }
                 let body = json!({
                     "name": table.name,
                     "location": metadata.location(),
                     "schema": metadata.current_schema(),
                     "partition-spec": metadata.default_partition_spec(),
-                    "properties": metadata.properties(),
+                    "properties": properties,
                 });
                 let path = format!("/namespaces/{}/tables", encode(&table.namespace));
                 self.request(Method::POST, &path, Some(&body)).await.map(drop).map_err(|f| failure(table, f))
