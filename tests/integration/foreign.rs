@@ -195,6 +195,29 @@ async fn compaction_applies_deletion_vectors_of_a_v3_table_and_drops_them() {
     let (first, added) = metadata.current_snapshot().unwrap().row_range().unwrap();
     assert_eq!(first + added, metadata.next_row_id());
     assert_audit_explains(&clicks, &[(5, 5), (300, 301)]).await;
+
+    // Two vectors in one Puffin file again: one on the output of the target size, one on
+    // the small tail. Four new segments, then compaction: the tail is rewritten with them,
+    // its vector applied and dropped; the other vector, on the file left as it is, stays.
+    let live = clicks.live().await;
+    let large: Vec<&str> =
+        live.iter().filter(|f| f.file_size_in_bytes() >= TARGET / 4 * 3).map(|f| f.file_path()).collect();
+    assert_eq!((live.len(), large.len()), (2, 1), "an output of the target size and a tail");
+    let last = 6 * RECORDS - 1;
+    let out: Value =
+        serde_json::from_str(&on_table(&clicks, "foreign_vector.py", &["delete", "0/20", &format!("0/{last}")]))
+            .unwrap();
+    assert_eq!(out["data_files"].as_array().unwrap().len(), 2);
+    clicks.commit(&clicks.segments(0, 4, 6)).await;
+    let run = compact_past_the_window(&clicks).await;
+    assert_eq!((run.compactions, run.delete_files.len(), run.rows_deleted), (1, 1, 1), "{run:?}");
+    let deleted = [5, 20, 300, 301, last];
+    let judged = judge(&clicks);
+    assert_eq!((judged.offsets.clone(), judged.duplicates), (offsets(0..10 * RECORDS, &deleted), 0));
+    assert_eq!(judged.delete_files, 1, "the vector of the file left as it is stays");
+    assert!(live_paths(&clicks).await.iter().any(|p| p == large[0]));
+    assert_eq!(clicks.read().offsets, judged.offsets, "PyIceberg agrees");
+    assert_eq!(duckdb(&clicks).await.offsets, judged.offsets, "DuckDB agrees");
 }
 
 /// Every row's top-level columns but `_kafka`, as PyIceberg reads them (by field id).
