@@ -141,6 +141,9 @@ pub async fn vector(file_io: &FileIO, delete: &DataFile) -> Result<HashMap<Strin
 
 /// The positions of a `deletion-vector-v1` blob, ascending ([`vector`]).
 fn parse_vector(blob: &[u8]) -> std::result::Result<Vec<i64>, String> {
+    if blob.len() < 12 {
+        return Err(format!("{} bytes, shorter than a blob's framing (12)", blob.len()));
+    }
     let length = u32::from_be_bytes(blob[..4].try_into().expect("4 bytes")) as usize;
     if length + 8 != blob.len() {
         return Err(format!("its length says {length} bytes, the blob has {} for it", blob.len().saturating_sub(8)));
@@ -297,6 +300,8 @@ mod tests {
         assert!(parse_vector(&flipped).unwrap_err().contains("CRC-32"));
         let short = &good[..good.len() - 1];
         assert!(parse_vector(short).unwrap_err().contains("length"));
+        let framing_only = [0u8, 0, 0, 0, 0, 0, 0, 0];
+        assert!(parse_vector(&framing_only).unwrap_err().contains("shorter"), "an error, never a panic");
         let mut garbage = good.clone();
         let n = garbage.len();
         garbage.truncate(12);
