@@ -174,6 +174,7 @@ fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
             iceberg: schema.clone(),
             partition_spec: None,
             format_version: None,
+            upsert_key: None,
         },
         dead_letter_schema: None,
         source: SourceObject {

@@ -101,9 +101,12 @@ impl Subject {
             &self.file_io,
             table,
             &location,
-            &schema,
-            &spec,
-            iceberg::spec::FormatVersion::V2,
+            &floe_core::table::NewTable {
+                schema: &schema,
+                spec: &spec,
+                format: iceberg::spec::FormatVersion::V2,
+                upsert_key: None,
+            },
         )
         .await;
         assert!(created.unwrap(), "{table} existed already");

@@ -38,3 +38,4 @@ mod segments;
 mod shared;
 mod support;
 mod sweep;
+mod upsert;

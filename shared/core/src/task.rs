@@ -126,6 +126,10 @@ pub struct TaskSchema {
     /// The format version of the table, should the committer create it (`None`: 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format_version: Option<FormatVersion>,
+    /// An upsert topic's key columns (dotted paths); `None`: an append topic. The table
+    /// is created with them, and a table keyed otherwise refuses the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upsert_key: Option<Vec<String>>,
 }
 
 /// The object the task was made from.
@@ -521,6 +525,7 @@ pub(crate) mod tests {
                 iceberg: schema.clone(),
                 partition_spec: spec,
                 format_version: None,
+                upsert_key: None,
             },
             dead_letter_schema: None,
             source: SourceObject {

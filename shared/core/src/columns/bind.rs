@@ -12,7 +12,7 @@
 use arrow_schema::{Fields, SchemaRef};
 
 use super::builder::{Column, StructColumn};
-use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, VALUE_COLUMN};
+use crate::schema::layout::{ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, TOMBSTONE_FIELD, VALUE_COLUMN};
 
 /// Positions of `_kafka`'s fields, and of a header's key and value.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +26,8 @@ pub(super) struct KafkaFields {
     pub header_value: usize,
     /// The key, in the value-as-payload layout.
     pub key: Option<usize>,
+    /// `tombstone` (upsert tables): whether the record deletes its key.
+    pub tombstone: Option<usize>,
 }
 
 /// The converter's columns: `_kafka` at 0, then the parts, then the others.
@@ -123,6 +125,7 @@ impl Bound {
             (matches!(c[k.timestamp], Column::TimestampMicros(_)), name("timestamp")),
             (matches!(c[k.timestamp_type], Column::String(_)), name("timestamp_type")),
             (header_columns(&c[k.headers], k), name("headers")),
+            (k.tombstone.is_none_or(|t| matches!(c[t], Column::Boolean(_))), name(TOMBSTONE_FIELD)),
         ];
         if let Some((_, what)) = checks.into_iter().find(|(ok, _)| !ok) {
             return Err(missing(&what));
@@ -166,5 +169,6 @@ fn kafka_positions(kafka: &Fields) -> Result<KafkaFields, iceberg::Error> {
         header_key: in_header("key")?,
         header_value: in_header("value")?,
         key: kafka.iter().position(|f| f.name() == KEY_COLUMN),
+        tombstone: kafka.iter().position(|f| f.name() == TOMBSTONE_FIELD),
     })
 }

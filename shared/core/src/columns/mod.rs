@@ -333,6 +333,10 @@ fn append_metadata(kafka: &mut StructColumn, k: &KafkaFields, partition: i32, re
         TimestampType::Create => "create",
         TimestampType::LogAppend => "log_append",
     });
+    if let Some(at) = k.tombstone {
+        let Column::Boolean(t) = &mut c[at] else { unreachable!("layout") };
+        t.append_value(record.value.is_none());
+    }
     let Column::List(headers) = &mut c[k.headers] else { unreachable!("layout") };
     let Column::Struct(header) = headers.child.as_mut() else { unreachable!("layout") };
     for h in record.headers.iter() {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use iceberg::spec::{DataFile, Operation};
+use iceberg::spec::{DataFile, Operation, Schema};
 
 use super::layout::TableLayout;
 use super::plan::{self, AppendPlan, FileAction, TableRecord, plan_append};
@@ -14,6 +14,7 @@ use crate::lock::Lease;
 use crate::lock::registry::Activity;
 use crate::metrics;
 use crate::retry::Retryable;
+use crate::table::keys;
 use crate::table::snapshot::SnapshotChange;
 use crate::table::state::STATE_KEY;
 use crate::table::{LoadedTable, TableError, floe_summary, load};
@@ -131,6 +132,7 @@ impl Committer {
     ) -> Result<Appended, CommitError> {
         let written_at = tasks.iter().find_map(|t| t.table_location.as_deref());
         let loaded = self.load_or_create(table, &tasks[0].schema, written_at).await?;
+        same_key(&loaded, tasks)?;
         let mut record = self.record(&loaded).await?;
         record.decided_by = self.decided_by(tasks).await?;
         let plan = plan_append(&record, tasks)?;
@@ -216,6 +218,10 @@ impl Committer {
             }
         };
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
+        let added_deletes = match keys::table_key(metadata).map_err(&iceberg)? {
+            Some(key) => self.upsert(loaded, schema, &added, &key, &mut properties).await?,
+            None => Vec::new(),
+        };
         properties.insert("floe.tasks".into(), plan.tasks.to_string());
         if plan.skipped_records > 0 {
             properties.insert("floe.skipped-records".into(), plan.skipped_records.to_string());
@@ -223,14 +229,59 @@ impl Committer {
         properties.insert("floe.committer".into(), self.owner.clone());
         properties.insert("floe.fencing".into(), lease.fencing.to_string());
         Ok(SnapshotChange {
-            operation: Operation::Append,
+            // Rows deleted with the rows added: an overwrite, as Iceberg names a
+            // merge-on-read upsert.
+            operation: if added_deletes.is_empty() { Operation::Append } else { Operation::Overwrite },
             added,
+            added_deletes,
             added_sequence: Default::default(),
             removed: Default::default(),
             properties,
             new_schema: plan.schema.clone(),
         })
     }
+
+    /// An append to an upsert table keyed on `key`: its rows resolved against the key
+    /// index (`table/keys`), the index after named in `properties`; returns the position
+    /// delete files to add with the data.
+    async fn upsert(
+        &self,
+        loaded: &LoadedTable,
+        schema: &Schema,
+        added: &[DataFile],
+        key: &[String],
+        properties: &mut HashMap<String, String>,
+    ) -> Result<Vec<(i32, DataFile)>, CommitError> {
+        let (table, metadata) = (&loaded.name, &loaded.metadata);
+        let previous = floe_summary(metadata).get(keys::KEYS_KEY).cloned();
+        if added.is_empty() {
+            properties.extend(previous.map(|root| (keys::KEYS_KEY.to_string(), root)));
+            return Ok(Vec::new());
+        }
+        let upserted = keys::upsert(&self.file_io, metadata, schema, added, key, previous.as_deref())
+            .await
+            .map_err(TableError::iceberg(table))?;
+        tracing::info!(table = %table, inserted = upserted.inserted, updated = upserted.updated,
+            deleted = upserted.deleted, rows_deleted = upserted.rows_deleted, live_keys = upserted.live_keys,
+            delete_files = upserted.deletes.len(), "upsert resolved");
+        properties.insert(keys::KEYS_KEY.into(), upserted.root);
+        properties.insert("floe.upsert.live-keys".into(), upserted.live_keys.to_string());
+        Ok(upserted.deletes)
+    }
+}
+
+/// Every task is keyed as the table is: an upsert table takes tasks of its key, an
+/// append table append tasks. Else the topic's `mode` or key changed under a table
+/// that exists, which no commit can reconcile: the table is suspended, saying so.
+fn same_key(loaded: &LoadedTable, tasks: &[&CommitTask]) -> Result<(), CommitError> {
+    let table_key = keys::table_key(&loaded.metadata).map_err(TableError::iceberg(&loaded.name))?;
+    let Some(task) = tasks.iter().find(|t| t.schema.upsert_key != table_key) else { return Ok(()) };
+    let reason = match (&table_key, &task.schema.upsert_key) {
+        (None, _) => "the table is an append table; mode = \"upsert\" needs a new table".to_string(),
+        (Some(key), None) => format!("the table is an upsert table keyed on {key:?}; its topic's tasks are append"),
+        (Some(key), Some(other)) => format!("the table is keyed on {key:?}, task {} on {other:?}", task.task_id),
+    };
+    Err(CommitError::Incompatible { table: loaded.name.to_string(), reason })
 }
 
 /// What an append did, and what follows it once the table's lease is released.

@@ -137,6 +137,7 @@ impl Committer {
         let change = SnapshotChange {
             operation: Operation::Replace,
             added,
+            added_deletes: Vec::new(),
             added_sequence,
             removed,
             properties,

@@ -98,6 +98,7 @@ impl Committer {
             iceberg: written_schema.clone(),
             partition_spec: None,
             format_version: None,
+            upsert_key: None,
         };
         let loaded = self.load_or_create(table, &schema, None).await?;
         let metadata = &loaded.metadata;
@@ -130,6 +131,7 @@ impl Committer {
         let change = SnapshotChange {
             operation: Operation::Append,
             added,
+            added_deletes: Vec::new(),
             added_sequence: Default::default(),
             removed: Default::default(),
             properties,

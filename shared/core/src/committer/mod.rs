@@ -75,7 +75,7 @@ use crate::retry::{RetryPolicy, Retryable};
 use crate::table::offsets::CommittedOffsets;
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{
-    LoadedTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
+    LoadedTable, NewTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
 };
 use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskSchema};
 use plan::TableRecord;
@@ -306,7 +306,8 @@ impl Committer {
         };
         let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
         let format = schema.format_version.unwrap_or(FormatVersion::V2);
-        if create(self.catalog.as_ref(), &self.file_io, table, &location, &schema.iceberg, &spec, format).await? {
+        let new = NewTable { schema: &schema.iceberg, spec: &spec, format, upsert_key: schema.upsert_key.as_deref() };
+        if create(self.catalog.as_ref(), &self.file_io, table, &location, &new).await? {
             tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");
         }
         load(self.catalog.as_ref(), &self.file_io, table).await?.ok_or_else(|| CommitError::Task {

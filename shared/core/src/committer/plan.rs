@@ -689,6 +689,7 @@ mod tests {
                 iceberg: schema(false),
                 partition_spec: None,
                 format_version: None,
+                upsert_key: None,
             },
             dead_letter_schema: None,
             source: SourceObject {

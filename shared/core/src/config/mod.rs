@@ -21,6 +21,8 @@
 //! retention = "30d"            # rows older than this are removed (data TTL; none by default)
 //! retention_column = "_kafka.timestamp" # what a row's age is measured on
 //! format_version = 2          # of the tables Floe creates: 2, or 3 (deletion vectors, row lineage)
+//! mode = "append"             # or "upsert": one row per key, its latest record's
+//! # key_columns = ["id"]      # upsert: the value's columns keying it (default: the message key)
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -90,7 +92,7 @@ pub use topic::{
 use topic::{check_partition_layout, valid_identifier, validate_schemas, validate_settings};
 pub use url::insecure;
 use url::url_has_credentials;
-pub use values::{BadRecordMode, ByteSize, DurationMs, Format, SchemaSource};
+pub use values::{BadRecordMode, ByteSize, DurationMs, Format, Mode, SchemaSource};
 
 /// The default output size of a compaction (`compaction_target_size`).
 pub const DEFAULT_COMPACTION_TARGET_SIZE: u64 = 128 << 20;
@@ -498,6 +500,8 @@ impl FloeConfig {
                 Some(3) => FormatVersion::V3,
                 _ => FormatVersion::V2,
             },
+            mode: s.mode.or(d.mode).unwrap_or_default(),
+            key_columns: s.key_columns.clone().or_else(|| d.key_columns.clone()).unwrap_or_default(),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),

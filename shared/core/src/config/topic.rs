@@ -6,7 +6,7 @@ use iceberg::spec::FormatVersion;
 use serde::Deserialize;
 
 use super::ConfigError;
-use super::values::{BadRecordMode, ByteSize, DurationMs, Format, SchemaSource};
+use super::values::{BadRecordMode, ByteSize, DurationMs, Format, Mode, SchemaSource};
 use crate::partition::grammar::parse_partition_field;
 pub use crate::partition::grammar::{MAX_WIDTH, PartitionField, Transform};
 pub use crate::segment::{MAX_TOPIC_LEN, topic_name_error};
@@ -54,6 +54,10 @@ pub struct Settings {
     /// The Iceberg format version of the tables Floe creates: 2 (the default; every
     /// engine reads it) or 3 (row lineage, deletion vectors). A table that exists keeps its own.
     pub format_version: Option<u8>,
+    /// `append` (every record a row, the default) or `upsert` (one row per key).
+    pub mode: Option<Mode>,
+    /// Upsert: the value's columns the key is made of (default: the message key).
+    pub key_columns: Option<Vec<String>>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -90,6 +94,9 @@ pub struct TopicConfig {
     pub retention_column: String,
     /// The format version a table Floe creates gets (`format_version`, 2 unless set).
     pub format_version: FormatVersion,
+    pub mode: Mode,
+    /// Upsert: the value's columns the key is made of (dotted paths); empty: the message key.
+    pub key_columns: Vec<String>,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -173,6 +180,7 @@ pub(super) fn validate_settings(
     {
         return Err(ConfigError::invalid(format!("{at}.format_version"), format!("{version}: 2 or 3")));
     }
+    validate_mode(at, s, defaults)?;
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
     for (i, f) in fields.iter().enumerate() {
@@ -182,6 +190,30 @@ pub(super) fn validate_settings(
     let value = s.value_format.or(defaults.value_format);
     check_partition_layout(&format!("{at}.partition_by"), &parsed, key, value)?;
     Ok(Some(parsed))
+}
+
+/// `key_columns` belongs to upsert tables, and names columns; upsert tables are format 2
+/// (Floe writes position deletes, not yet deletion vectors).
+fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
+    let mode = s.mode.or(defaults.mode).unwrap_or_default();
+    if let Some(columns) = &s.key_columns {
+        if mode != Mode::Upsert {
+            return Err(ConfigError::invalid(format!("{at}.key_columns"), "a key is for mode = \"upsert\" tables"));
+        }
+        if columns.is_empty() || columns.iter().any(|c| c.is_empty() || c.split('.').any(str::is_empty)) {
+            return Err(ConfigError::invalid(
+                format!("{at}.key_columns"),
+                format!("{columns:?}: one or more columns of the value, a dotted path for a nested one"),
+            ));
+        }
+    }
+    if mode == Mode::Upsert && s.format_version.or(defaults.format_version) == Some(3) {
+        return Err(ConfigError::invalid(
+            format!("{at}.format_version"),
+            "3: upsert tables are format 2 (Floe writes position deletes; deletion vectors are not written yet)",
+        ));
+    }
+    Ok(())
 }
 
 /// Binds what can be bound before any schema is known: `_kafka` columns (every table

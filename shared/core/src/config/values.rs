@@ -40,6 +40,17 @@ pub enum BadRecordMode {
     Dlq,
 }
 
+/// How a topic's records become rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Every record a row (the default).
+    #[default]
+    Append,
+    /// One row per key, its latest record's; a tombstone deletes the key's row.
+    Upsert,
+}
+
 /// Where a schema comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]

@@ -26,11 +26,13 @@ use iceberg::spec::Schema;
 
 use crate::columns::Shape;
 use crate::columns::{PayloadDecoder, RawDecoder};
-use crate::config::{FloeConfig, Format, SchemaSource, TopicConfig};
+use crate::config::{FloeConfig, Format, Mode, SchemaSource, TopicConfig};
 use crate::formats::json::infer::Inferred;
 pub use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
 use crate::registry::{Credentials, HttpSchemaRegistry, RegistryError, SchemaRegistry, SchemaType};
-use crate::schema::layout::{KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload};
+use crate::schema::layout::{
+    KAFKA_COLUMN, KEY_COLUMN, PayloadType, VALUE_COLUMN, table_struct, value_is_payload, with_tombstone,
+};
 use crate::schema::plan;
 
 /// The decoders of a topic and the schema of a new table for it.
@@ -126,6 +128,10 @@ impl Formats {
         let value = Self::part(value_context, topic.value_format).await?;
         let source = table_struct(&key.payload, &value.payload)
             .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?;
+        let source = match topic.mode {
+            Mode::Upsert => with_tombstone(source),
+            Mode::Append => source,
+        };
         let schema = match current.map(|c| plan(Some(c), &source)) {
             Some(Ok(evolution)) => match crate::columns::bind::writable(&evolution.schema) {
                 Ok(()) => evolution.schema,
@@ -142,6 +148,9 @@ impl Formats {
             }
             None => plan(None, &source)?.schema,
         };
+        if let Some(key) = upsert_key(topic, &schema) {
+            check_key(topic, &schema, &key)?;
+        }
         let schema = Arc::new(schema);
         let arrow = iceberg::arrow::schema_to_arrow_schema(&schema)
             .map_err(|e| FormatError::Schema { topic: topic.topic.clone(), message: e.to_string() })?;
@@ -210,4 +219,30 @@ impl Formats {
             Err(source) => Err(FormatError::Registry { topic: ctx.topic.topic.clone(), source }),
         }
     }
+}
+
+/// The key columns of an upsert topic's table of `schema` (dotted paths): its
+/// `key_columns`, else the message key's column (`_kafka.key` beside a record value,
+/// `key` otherwise). `None` for an append topic.
+pub fn upsert_key(topic: &TopicConfig, schema: &Schema) -> Option<Vec<String>> {
+    if topic.mode != Mode::Upsert {
+        return None;
+    }
+    if !topic.key_columns.is_empty() {
+        return Some(topic.key_columns.clone());
+    }
+    let in_kafka = format!("{KAFKA_COLUMN}.{KEY_COLUMN}");
+    Some(vec![if schema.field_by_name(&in_kafka).is_some() { in_kafka } else { KEY_COLUMN.to_string() }])
+}
+
+/// Each key column is one the table has, of a type a key can be (no list, no map).
+fn check_key(topic: &TopicConfig, schema: &Schema, key: &[String]) -> Result<(), FormatError> {
+    let error = |message: String| FormatError::Schema { topic: topic.topic.clone(), message };
+    for column in key {
+        let field = schema.field_by_name(column).ok_or_else(|| error(format!("key_columns: no column `{column}`")))?;
+        if matches!(*field.field_type, iceberg::spec::Type::List(_) | iceberg::spec::Type::Map(_)) {
+            return Err(error(format!("key_columns: `{column}` is a {}, which no key can be", field.field_type)));
+        }
+    }
+    Ok(())
 }

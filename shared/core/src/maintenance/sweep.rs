@@ -13,6 +13,7 @@
 //!     every snapshot's manifest list ─▶ its manifests ─▶ their live entries' files
 //!     every snapshot's table state (summary `floe.state`) ─▶ its pending transactions' files
 //!                                                            and dead letters
+//!     every snapshot's key index (summary `floe.keys`, upsert tables) ─▶ its bucket files
 //!  each listed file: referenced, or metadata/version-hint.text ─▶ kept
 //!                    named by a held task ─▶ kept (kept_held)
 //!                    younger than the grace period, or of unknown age ─▶ kept (kept_young)
@@ -33,7 +34,9 @@
 //! - Floe's table state (`table/state.rs`) is no Iceberg file: the snapshot summary names
 //!   it, and it names the files of transactions a segment left open (written, in no
 //!   manifest until their COMMIT marker comes, for as long as that takes). Both are
-//!   referenced for every retained snapshot whose summary names a state.
+//!   referenced for every retained snapshot whose summary names a state. So is an upsert
+//!   table's key index (`table/keys/`): its root and bucket files; an unreadable root
+//!   fails the sweep.
 //! - The caller's metadata may be stale (it planned compactions first). A task's files are
 //!   held until the committer is done with it, and the held tasks are read before the
 //!   listing: a task released after that read was committed in a metadata file written
@@ -58,6 +61,8 @@ use iceberg::spec::{ManifestList, TableMetadata};
 use super::{HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::retry::Retryable;
 use crate::storage::{StoredFile, WarehouseFiles};
+use crate::table::keys::KEYS_KEY;
+use crate::table::keys::index::IndexRoot;
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{TableError, TableName};
 
@@ -284,6 +289,9 @@ impl References {
             if let Some(state) = snapshot.summary().additional_properties.get(STATE_KEY) {
                 self.add_state(file_io, table, state).await?;
             }
+            if let Some(root) = snapshot.summary().additional_properties.get(KEYS_KEY) {
+                self.add_key_index(file_io, table, root).await?;
+            }
             let list_path = snapshot.manifest_list();
             if !self.first_read(list_path) {
                 continue;
@@ -322,6 +330,25 @@ impl References {
         }
         if let Some(left_out) = &state.left_out {
             self.insert(left_out);
+        }
+        Ok(())
+    }
+}
+
+impl References {
+    /// An upsert table's key index: its root and the bucket files it lists.
+    async fn add_key_index(
+        &mut self,
+        file_io: &FileIO,
+        table: &TableName,
+        location: &str,
+    ) -> Result<(), MaintenanceError> {
+        if !self.first_read(location) {
+            return Ok(());
+        }
+        let root = IndexRoot::load(file_io, location).await.map_err(read_error(table, location))?;
+        for bucket in &root.buckets {
+            self.insert(&bucket.path);
         }
         Ok(())
     }
@@ -529,6 +556,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: if removed.is_empty() { Operation::Append } else { Operation::Replace },
                 added,
+                added_deletes: Vec::new(),
                 added_sequence: Default::default(),
                 removed: removed.iter().map(|f| f.file_path().to_string()).collect(),
                 properties: self.summary.clone(),

@@ -542,6 +542,7 @@ fn build_task(
             iceberg: done.schema.as_ref().clone(),
             partition_spec,
             format_version: (topic.format_version != FormatVersion::V2).then_some(topic.format_version),
+            upsert_key: crate::formats::upsert_key(topic, &done.schema),
         },
         dead_letter_schema,
         source: input.object,

@@ -19,7 +19,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema, StructType};
 
 use crate::columns::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
-use crate::config::{BadRecordMode, TopicConfig};
+use crate::config::{BadRecordMode, Mode, TopicConfig};
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
 use crate::retry::Retryable;
 use crate::schema::layout::dead_letter_struct;
@@ -245,7 +245,10 @@ pub async fn materialize_segment(
                 }
             };
             for record in &batch.records {
-                let mut outcome = target.converter.append(&record);
+                let mut outcome = match keyless(&options.topic, &record) {
+                    Some(error) => Err(error),
+                    None => target.converter.append(&record),
+                };
                 if let Err(DecodeError { missing_schema: Some(id), part, position, .. }) = &outcome {
                     outcome = match target.converter.load_schema(part, *id).await {
                         Ok(()) => target.converter.append(&record),
@@ -341,6 +344,20 @@ pub async fn materialize_segment(
         Ok(done) => done.map_err(|e| e.at(&file)),
         Err(panic) => Err(MaterializeError::Internal { file, panic }),
     }
+}
+
+/// An upsert record that names no key, a bad record: a null message key when the table
+/// is keyed on it, a tombstone (no value) when it is keyed on the value's columns.
+fn keyless(topic: &TopicConfig, record: &crate::segment::Record) -> Option<DecodeError> {
+    if topic.mode != Mode::Upsert {
+        return None;
+    }
+    let (part, detail) = match (topic.key_columns.is_empty(), record.key, record.value) {
+        (true, None, _) => ("key", "an upsert record needs a key: this one has none"),
+        (false, _, None) => ("value", "a tombstone of a table keyed on value columns names no key"),
+        _ => return None,
+    };
+    Some(DecodeError { part, position: 0, detail: detail.into(), missing_schema: None })
 }
 
 /// A short stable identity of an input object: its name and version (ETag, size…).

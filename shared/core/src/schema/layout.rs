@@ -78,6 +78,28 @@ pub fn value_is_payload(value: &PayloadType) -> bool {
     matches!(value, PayloadType::Record(_))
 }
 
+/// The `_kafka` field of upsert tables marking a record that deletes its key (a
+/// tombstone: no value). Such rows are deleted as they are committed: readers never see
+/// one true.
+pub const TOMBSTONE_FIELD: &str = "tombstone";
+
+/// `table` (a [`table_struct`]) with `_kafka.tombstone`, the layout of upsert tables.
+pub fn with_tombstone(table: StructType) -> StructType {
+    let fields = table
+        .fields()
+        .iter()
+        .map(|field| match (&*field.name, &*field.field_type) {
+            (KAFKA_COLUMN, Type::Struct(kafka)) => {
+                let mut children = kafka.fields().to_vec();
+                children.push(f(TOMBSTONE_FIELD, PrimitiveType::Boolean, true));
+                Arc::new(NestedField::required(0, KAFKA_COLUMN, Type::Struct(StructType::new(children))))
+            }
+            _ => field.clone(),
+        })
+        .collect();
+    StructType::new(fields)
+}
+
 /// The source schema (placeholder ids) of a topic's table.
 pub fn table_struct(key: &PayloadType, value: &PayloadType) -> Result<StructType, ReservedName> {
     let mut fields = Vec::new();

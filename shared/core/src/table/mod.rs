@@ -12,6 +12,7 @@ pub mod audit;
 pub mod compaction;
 pub mod dead_letters;
 pub mod deletes;
+pub mod keys;
 pub mod left_out;
 pub mod lineage;
 pub mod offsets;
@@ -299,18 +300,39 @@ pub fn new_table_metadata(
     Ok((metadata, metadata_location))
 }
 
+/// What a new table is made of: its schema, partition spec (bound to it), format
+/// version, and for an upsert table its key columns.
+pub struct NewTable<'a> {
+    pub schema: &'a Schema,
+    pub spec: &'a PartitionSpec,
+    pub format: FormatVersion,
+    pub upsert_key: Option<&'a [String]>,
+}
+
 /// Creates the table in the catalog; `Ok(false)` when someone else created it first.
 pub async fn create(
     catalog: &dyn Catalog,
     file_io: &FileIO,
     name: &TableName,
     location: &str,
-    schema: &Schema,
-    spec: &PartitionSpec,
-    format: FormatVersion,
+    new: &NewTable<'_>,
 ) -> Result<bool, TableError> {
     let (metadata, metadata_location) =
-        new_table_metadata(location, schema, spec, format).map_err(TableError::iceberg(name))?;
+        new_table_metadata(location, new.schema, new.spec, new.format).map_err(TableError::iceberg(name))?;
+    let metadata = match new.upsert_key {
+        None => metadata,
+        Some(key) => {
+            let key = serde_json::to_string(key)
+                .map_err(|e| TableError::iceberg(name)(Error::new(ErrorKind::Unexpected, e.to_string())))?;
+            let properties = HashMap::from([(keys::UPSERT_KEY_PROPERTY.to_string(), key)]);
+            metadata
+                .into_builder(None)
+                .set_properties(properties)
+                .and_then(|b| b.build())
+                .map_err(TableError::iceberg(name))?
+                .metadata
+        }
+    };
     metadata.write_to(file_io, &metadata_location).await.map_err(TableError::iceberg(name))?;
     match catalog.create(name, &metadata, &metadata_location.to_string()).await {
         Ok(()) => Ok(true),

@@ -392,6 +392,10 @@ pub struct SnapshotChange {
     /// Added files (by path) that keep an older data sequence number than the
     /// snapshot's: a compaction's outputs keep that of the snapshot it was planned from.
     pub added_sequence: HashMap<String, i64>,
+    /// Delete files added (an upsert's position deletes), each with the id of the
+    /// partition spec of the data files it names; their data sequence number is the
+    /// snapshot's, so they apply to the files added with them too.
+    pub added_deletes: Vec<(i32, DataFile)>,
     /// Paths of live files this snapshot removes (compaction: data files, and delete
     /// files that apply to none left); each must be live, else the write fails with
     /// `PreconditionFailed` naming those that are not.
@@ -607,6 +611,26 @@ pub async fn stage_snapshot(
         }
         manifests.push(writer.write_manifest_file().await?);
     }
+    let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+    for (spec_id, file) in change.added_deletes {
+        by_spec.entry(spec_id).or_default().push(file);
+    }
+    for (spec_id, files) in by_spec {
+        let spec = current.partition_spec_by_id(spec_id).ok_or_else(|| {
+            Error::new(
+                ErrorKind::DataInvalid,
+                format!("delete files of partition spec {spec_id}, which the table lacks"),
+            )
+        })?;
+        let output = file_io.new_output(format!("{prefix}-d{spec_id}.avro"))?;
+        let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema.clone(), spec.as_ref().clone());
+        let mut writer = manifest_writer(builder, version, ManifestContentType::Deletes);
+        for file in files {
+            collector.add_file(&file, schema.clone(), spec.clone());
+            writer.add_file(file, sequence_number)?;
+        }
+        manifests.push(writer.write_manifest_file().await?);
+    }
     let list_location = format!("{metadata_dir}/snap-{snapshot_id}-0-{commit_uuid}.avro");
     let list_output = file_io.new_output(&list_location)?.writer().await?;
     let first_row_id = (version >= FormatVersion::V3).then(|| current.next_row_id());
@@ -708,6 +732,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: vec![file(i)],
+                added_deletes: Vec::new(),
                 added_sequence: Default::default(),
                 removed: HashSet::new(),
                 properties: HashMap::from([("floe.offsets.t.0".to_string(), format!("0-{i}"))]),
@@ -758,6 +783,7 @@ mod tests {
         let change = SnapshotChange {
             operation: Operation::Append,
             added: vec![file(0)],
+            added_deletes: Vec::new(),
             added_sequence: Default::default(),
             removed: HashSet::new(),
             properties: HashMap::new(),
@@ -866,6 +892,7 @@ mod tests {
         let change = SnapshotChange {
             operation: Operation::Append,
             added: Vec::new(),
+            added_deletes: Vec::new(),
             added_sequence: Default::default(),
             removed: HashSet::new(),
             properties,
@@ -1078,6 +1105,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: vec![file],
+                added_deletes: Vec::new(),
                 added_sequence: Default::default(),
                 removed: HashSet::new(),
                 properties: HashMap::new(),
@@ -1156,6 +1184,7 @@ mod tests {
             let change = SnapshotChange {
                 operation: Operation::Append,
                 added: Vec::new(),
+                added_deletes: Vec::new(),
                 added_sequence: Default::default(),
                 removed: HashSet::new(),
                 properties: HashMap::new(),

@@ -1,5 +1,6 @@
-//! Other engines' row-level deletes, the data files they apply to, and their rows read
-//! for compaction to apply ([`read`]).
+//! Row-level deletes: other engines', the data files they apply to, and their rows read
+//! for compaction to apply ([`read`]); and the position delete files an upsert table's
+//! commits write ([`write`](mod@write)).
 //!
 //! Athena, Trino, Spark and Flink delete rows without rewriting data files: they add
 //! delete files (merge-on-read) that readers apply to the data files at read time —
@@ -17,14 +18,14 @@
 //!   unpartitioned (a global delete).
 //!
 //! Compaction applies them ([`TableDeletes`]): a data file is rewritten without the rows
-//! its position and equality deletes remove. A deletion vector is not read: the data file
-//! it names is left alone, as it is (rewritten, its deleted rows would come back). The
-//! delete files themselves are never read as data: every listing of live data files
+//! its position deletes, deletion vectors and equality deletes remove. The delete files
+//! themselves are never read as data: every listing of live data files
 //! ([`crate::table::snapshot::live_data_files`]) takes data entries only, and snapshots
 //! Floe writes carry delete manifests forward, less the delete files a compaction
 //! applied that apply to no live data file any more.
 
 pub mod read;
+pub mod write;
 
 use std::collections::HashMap;
 use std::sync::Arc;

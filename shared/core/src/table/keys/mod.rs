@@ -1,0 +1,342 @@
+//! Upsert tables: one row per key, the key's latest record, kept by a key index and
+//! position deletes.
+//!
+//! The committer is a table's only writer, so it owns the index: key → the offset of the
+//! key's winning record (and whether that record is a tombstone), per Kafka partition,
+//! as Kafka sends a key to one partition. An offset names a row for good: compaction and
+//! retention move or drop rows, never change their offsets, so the index never changes
+//! when files are rewritten. An append to an upsert table goes:
+//!
+//! ```text
+//!  the files the append adds ─▶ read their key columns, `_kafka.partition`,
+//!                               `_kafka.offset`, `_kafka.tombstone` (nothing else)
+//!  per partition, per index bucket its keys fall in (index.rs):
+//!     bucket ⋈ the rows (resolve.rs) ─▶ rows of the append that lose or are tombstones
+//!                                      offsets of older rows superseded or tombstoned
+//!                                      the bucket after ─▶ written anew
+//!  offsets superseded ─▶ their rows (file, position) among the live data files, found
+//!                        by the files' offset bounds and their `_kafka.offset` column
+//!  ─▶ position delete files (deletes/write.rs) and the new index root, both named by
+//!     the same snapshot as the data: they commit, or fail, with it.
+//! ```
+//!
+//! Exactly once: the index is part of the snapshot (`floe.keys` names its root), so a
+//! replayed task, a retried commit or a crash at any step sees the index of the snapshot
+//! it builds on; the rows it adds were never indexed. The per-key rule (highest offset
+//! wins, a tombstone's offset kept) makes the result the same whatever order segments
+//! commit in.
+
+pub mod encode;
+pub mod index;
+pub mod resolve;
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use futures::TryStreamExt;
+use iceberg::arrow::ArrowFileReader;
+use iceberg::io::FileIO;
+use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, TableMetadata};
+use iceberg::{Error, ErrorKind, Result};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+
+use self::index::{IndexRoot, read_bucket, write_buckets};
+use self::resolve::{Change, Entry, merge};
+use super::deletes::live_files;
+use super::deletes::read::column_by_id;
+use super::deletes::write::{Doomed, write_position_deletes};
+
+pub use self::index::KEYS_KEY;
+
+/// The table property naming an upsert table's key columns (a JSON list of dotted paths).
+pub const UPSERT_KEY_PROPERTY: &str = "floe.upsert-key";
+/// The `_kafka` field marking a record that deletes its key (a tombstone: a null value).
+pub const TOMBSTONE_COLUMN: &str = "_kafka.tombstone";
+const PARTITION_COLUMN: &str = "_kafka.partition";
+const OFFSET_COLUMN: &str = "_kafka.offset";
+
+fn invalid(detail: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::DataInvalid, detail.to_string())
+}
+
+/// The key columns of an upsert table, from its properties (`None`: an append table).
+pub fn table_key(metadata: &TableMetadata) -> Result<Option<Vec<String>>> {
+    let Some(json) = metadata.properties().get(UPSERT_KEY_PROPERTY) else { return Ok(None) };
+    let key: Vec<String> = serde_json::from_str(json)
+        .map_err(|e| invalid(format!("table property {UPSERT_KEY_PROPERTY} = {json:?}: {e}")))?;
+    Ok(Some(key))
+}
+
+/// What an upsert append adds beside its data files.
+#[derive(Debug, Default)]
+pub struct Upserted {
+    /// Position delete files (with their partition spec's id): the rows superseded, and
+    /// the tombstones.
+    pub deletes: Vec<(i32, DataFile)>,
+    /// The index root the snapshot names ([`KEYS_KEY`]).
+    pub root: String,
+    /// Keys new to the table, keys given a newer row, keys deleted; rows deleted.
+    pub inserted: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    pub rows_deleted: u64,
+    /// Live keys after.
+    pub live_keys: u64,
+}
+
+/// The field ids the upsert reads, found in `schema`.
+struct Columns {
+    partition: i32,
+    offset: i32,
+    tombstone: i32,
+    key: Vec<i32>,
+}
+
+impl Columns {
+    fn of(schema: &Schema, key: &[String]) -> Result<Columns> {
+        let id = |name: &str| {
+            schema.field_by_name(name).map(|f| f.id).ok_or_else(|| invalid(format!("the table has no column `{name}`")))
+        };
+        Ok(Columns {
+            partition: id(PARTITION_COLUMN)?,
+            offset: id(OFFSET_COLUMN)?,
+            tombstone: id(TOMBSTONE_COLUMN)?,
+            key: key.iter().map(|k| id(k)).collect::<Result<_>>()?,
+        })
+    }
+}
+
+/// Resolves the rows `added` (the data files of an append to the upsert table of
+/// `metadata`, keyed on `key`, written with `schema`) against the index `previous` (the
+/// root the table's last Floe snapshot names): writes the position delete files and the
+/// index after, under the table's location.
+pub async fn upsert(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    schema: &Schema,
+    added: &[DataFile],
+    key: &[String],
+    previous: Option<&str>,
+) -> Result<Upserted> {
+    let columns = Columns::of(schema, key)?;
+    let mut root = match previous {
+        Some(location) => IndexRoot::load(file_io, location).await?,
+        None => IndexRoot::new(key.to_vec()),
+    };
+    if root.key != key {
+        return Err(invalid(format!("the key index is on {:?}, the table's key is {key:?}", root.key)));
+    }
+    // Every row added: where it is (file, position), and its change, per partition.
+    let mut rows: Vec<(usize, i64)> = Vec::new();
+    let mut changes: BTreeMap<i32, Vec<Change>> = BTreeMap::new();
+    for (file, data) in added.iter().enumerate() {
+        let path = data.file_path();
+        let ids: Vec<i32> =
+            [columns.partition, columns.offset, columns.tombstone].into_iter().chain(columns.key.clone()).collect();
+        let mut position = 0i64;
+        for batch in read_columns(file_io, path, &ids).await? {
+            let located = |e: String| invalid(format!("{path}: {e}"));
+            let column = |id: i32| column_by_id(batch.schema().fields(), batch.columns(), id);
+            let (Some(partitions), Some(offsets)) = (column(columns.partition), column(columns.offset)) else {
+                return Err(located("no _kafka.partition or _kafka.offset column".into()));
+            };
+            let partitions = partitions
+                .as_primitive_opt::<Int32Type>()
+                .ok_or_else(|| located("_kafka.partition is no int".into()))?;
+            let offsets =
+                offsets.as_primitive_opt::<Int64Type>().ok_or_else(|| located("_kafka.offset is no long".into()))?;
+            let tombstones = column(columns.tombstone);
+            let tombstones = tombstones.as_ref().and_then(|t| t.as_boolean_opt());
+            let key_columns: Vec<ArrayRef> = columns
+                .key
+                .iter()
+                .zip(key)
+                .map(|(&id, name)| column(id).ok_or_else(|| located(format!("no key column `{name}`"))))
+                .collect::<Result<_>>()?;
+            let keys = encode::keys(&key_columns, batch.num_rows()).map_err(located)?;
+            for (row, key) in keys.into_iter().enumerate() {
+                let offset = offsets.value(row);
+                let partition = partitions.value(row);
+                let key = key.ok_or_else(|| {
+                    located(format!(
+                        "the row of offset {offset} (partition {partition}) has no key: upsert rows need one"
+                    ))
+                })?;
+                let tombstone = tombstones.is_some_and(|t| t.is_valid(row) && t.value(row));
+                changes.entry(partition).or_default().push(Change {
+                    entry: Entry { hash: encode::hash(&key), key, offset, tombstone },
+                    row: rows.len(),
+                });
+                rows.push((file, position));
+                position += 1;
+            }
+        }
+    }
+    let metadata_dir = format!("{}/metadata", metadata.location());
+    let mut upserted = Upserted::default();
+    let mut dead_rows: Vec<usize> = Vec::new();
+    let mut dead_offsets: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for (partition, changes) in changes {
+        // The changes by the bucket they fall in (the whole space for a new partition).
+        let mut by_bucket: BTreeMap<(u32, u32), (Option<String>, Vec<Change>)> = BTreeMap::new();
+        for change in changes {
+            let (range, path) = match root.bucket(partition, change.entry.hash) {
+                Some(b) => ((b.low, b.high), Some(b.path.clone())),
+                None => ((0, u32::MAX), None),
+            };
+            by_bucket.entry(range).or_insert_with(|| (path, Vec::new())).1.push(change);
+        }
+        for ((low, high), (path, changes)) in by_bucket {
+            let existing = match &path {
+                Some(path) => read_bucket(file_io, path).await?,
+                None => Vec::new(),
+            };
+            let merged = merge(existing, changes);
+            (upserted.inserted, upserted.updated, upserted.deleted) = (
+                upserted.inserted + merged.inserted,
+                upserted.updated + merged.updated,
+                upserted.deleted + merged.deleted,
+            );
+            dead_rows.extend(merged.dead_rows);
+            dead_offsets.entry(partition).or_default().extend(merged.dead_offsets);
+            let buckets = write_buckets(file_io, &metadata_dir, partition, (low, high), &merged.entries).await?;
+            root.replace(partition, low, high, buckets);
+        }
+    }
+    let spec_id = metadata.default_partition_spec_id();
+    let mut doomed: HashMap<usize, Vec<i64>> = HashMap::new();
+    for row in dead_rows {
+        let (file, position) = rows[row];
+        doomed.entry(file).or_default().push(position);
+    }
+    let mut doomed: Vec<Doomed> = doomed
+        .into_iter()
+        .map(|(file, positions)| Doomed {
+            path: added[file].file_path().to_string(),
+            spec_id,
+            partition: added[file].partition().clone(),
+            positions,
+        })
+        .collect();
+    doomed.extend(locate(file_io, metadata, &columns, dead_offsets).await?);
+    upserted.rows_deleted = doomed.iter().map(|d| d.positions.len() as u64).sum();
+    upserted.deletes = write_position_deletes(file_io, &format!("{}/data", metadata.location()), doomed).await?;
+    upserted.live_keys = root.live_keys();
+    upserted.root = root.save(file_io, &metadata_dir).await?;
+    Ok(upserted)
+}
+
+/// The rows of `offsets` (per Kafka partition) among the table's live data files: each
+/// file whose `_kafka.partition` and `_kafka.offset` bounds may hold one is read (those
+/// two columns). An offset found nowhere is a row already gone (retention, another
+/// engine's delete applied by compaction): nothing to delete.
+async fn locate(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    columns: &Columns,
+    mut offsets: BTreeMap<i32, Vec<i64>>,
+) -> Result<Vec<Doomed>> {
+    offsets.retain(|_, o| !o.is_empty());
+    if offsets.is_empty() || metadata.current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    for o in offsets.values_mut() {
+        o.sort_unstable();
+    }
+    let (files, _) = live_files(file_io, metadata).await?;
+    let mut doomed = Vec::new();
+    for scoped in files {
+        let file = &scoped.live.file;
+        let int_bound =
+            |bounds: &HashMap<i32, iceberg::spec::Datum>, id: i32| match bounds.get(&id).map(|d| d.literal()) {
+                Some(PrimitiveLiteral::Int(v)) => Some(i64::from(*v)),
+                Some(PrimitiveLiteral::Long(v)) => Some(*v),
+                _ => None,
+            };
+        let may_hold = |partition: i32, wanted: &[i64]| {
+            let p =
+                (int_bound(file.lower_bounds(), columns.partition), int_bound(file.upper_bounds(), columns.partition));
+            let o = (int_bound(file.lower_bounds(), columns.offset), int_bound(file.upper_bounds(), columns.offset));
+            let partition_in = p.0.is_none_or(|l| l <= partition.into()) && p.1.is_none_or(|u| partition as i64 <= u);
+            let (low, high) = (o.0.unwrap_or(i64::MIN), o.1.unwrap_or(i64::MAX));
+            let first = wanted.partition_point(|&x| x < low);
+            partition_in && wanted.get(first).is_some_and(|&x| x <= high)
+        };
+        if !offsets.iter().any(|(&p, wanted)| may_hold(p, wanted)) {
+            continue;
+        }
+        let path = file.file_path();
+        let mut positions = Vec::new();
+        let mut position = 0i64;
+        for batch in read_columns(file_io, path, &[columns.partition, columns.offset]).await? {
+            let column = |id: i32| column_by_id(batch.schema().fields(), batch.columns(), id);
+            let (Some(p), Some(o)) = (column(columns.partition), column(columns.offset)) else {
+                return Err(invalid(format!("{path}: no _kafka.partition or _kafka.offset column")));
+            };
+            let (Some(p), Some(o)) = (p.as_primitive_opt::<Int32Type>(), o.as_primitive_opt::<Int64Type>()) else {
+                return Err(invalid(format!("{path}: _kafka.partition or _kafka.offset of another type")));
+            };
+            for row in 0..batch.num_rows() {
+                let wanted = (p.is_valid(row) && o.is_valid(row))
+                    .then(|| offsets.get(&p.value(row)))
+                    .flatten()
+                    .is_some_and(|w| w.binary_search(&o.value(row)).is_ok());
+                if wanted {
+                    positions.push(position);
+                }
+                position += 1;
+            }
+        }
+        if !positions.is_empty() {
+            doomed.push(Doomed {
+                path: path.to_string(),
+                spec_id: scoped.spec_id,
+                partition: file.partition().clone(),
+                positions,
+            });
+        }
+    }
+    Ok(doomed)
+}
+
+/// The record batches of the Parquet file at `path` with only the columns of field ids
+/// `ids` (a struct's id reads its every leaf), ids kept in the Arrow fields' metadata.
+async fn read_columns(file_io: &FileIO, path: &str, ids: &[i32]) -> Result<Vec<RecordBatch>> {
+    let error = |e: &dyn std::fmt::Display| invalid(format!("reading {path}: {e}"));
+    let input = file_io.new_input(path)?;
+    let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await.map_err(|e| error(&e))?;
+    let descriptor = builder.parquet_schema();
+    let mut leaves = Vec::new();
+    let mut next = 0;
+    for field in descriptor.root_schema().get_fields() {
+        collect_leaves(field, ids, false, &mut next, &mut leaves);
+    }
+    let mask = ProjectionMask::leaves(descriptor, leaves);
+    let stream = builder.with_projection(mask).build().map_err(|e| error(&e))?;
+    stream.try_collect().await.map_err(|e| error(&e))
+}
+
+/// The leaf indexes (depth first) under `node` that lie under a field of `ids`.
+fn collect_leaves(
+    node: &parquet::schema::types::TypePtr,
+    ids: &[i32],
+    under: bool,
+    next: &mut usize,
+    out: &mut Vec<usize>,
+) {
+    let info = node.get_basic_info();
+    let under = under || (info.has_id() && ids.contains(&info.id()));
+    if node.is_primitive() {
+        if under {
+            out.push(*next);
+        }
+        *next += 1;
+        return;
+    }
+    for child in node.get_fields() {
+        collect_leaves(child, ids, under, next, out);
+    }
+}
