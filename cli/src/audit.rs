@@ -113,6 +113,15 @@ fn print_partition(p: &PartitionAudit, out: &mut impl Write) -> anyhow::Result<(
             p.surplus
         )?;
     }
+    if let Some(upsert) = &p.upsert {
+        writeln!(out, "    upsert: {} live key(s), each one row", upsert.live_keys)?;
+        if !upsert.stale_rows.is_empty() {
+            writeln!(out, "    rows that are not their key's latest record: {}", ranges(&upsert.stale_rows))?;
+        }
+        if !upsert.missing_latest.is_empty() {
+            writeln!(out, "    latest records of live keys no row holds: {}", ranges(&upsert.missing_latest))?;
+        }
+    }
     Ok(())
 }
 
@@ -131,6 +140,12 @@ pub fn violations(report: &AuditReport) -> Vec<String> {
             let gaps: Vec<(i64, i64)> =
                 p.gaps.iter().filter(|g| g.reason == GapReason::Unexplained).map(|g| (g.first, g.last)).collect();
             out.push(format!("{at}: unexplained gap(s) at offset(s) {}", ranges(&gaps)));
+        }
+        if let Some(upsert) = p.upsert.as_ref().filter(|u| !u.stale_rows.is_empty()) {
+            out.push(format!("{at}: rows not their key's latest at offset(s) {}", ranges(&upsert.stale_rows)));
+        }
+        if let Some(upsert) = p.upsert.as_ref().filter(|u| !u.missing_latest.is_empty()) {
+            out.push(format!("{at}: keys' latest records missing at offset(s) {}", ranges(&upsert.missing_latest)));
         }
     }
     if report.rows_without_offset > 0 {

@@ -12,7 +12,7 @@ use crate::committer::{copy, local_run, payments, read_local};
 use crate::support;
 
 /// The audit of `table`, its verdict's exit code (0 exactly once) and message.
-async fn audit(warehouse: &Path, table: &str) -> (AuditReport, u8, String) {
+pub(crate) async fn audit(warehouse: &Path, table: &str) -> (AuditReport, u8, String) {
     let report = floe_cli::audit::local(warehouse, table).await.unwrap();
     let mut readable = Vec::new();
     let verdict = floe_cli::audit::verdict(Ok(report.clone()), false, &mut readable);

@@ -74,6 +74,18 @@ fn assert_model(read: &Read, model: &Model, what: &str) {
     assert_eq!(read.nulls.get("id"), Some(&0), "{what}: no tombstone row is visible");
 }
 
+/// `floe audit` finds every key's latest record, and only those, exactly once.
+async fn assert_audit(warehouse: &Path, model: &Model) {
+    let (report, code, text) = crate::audit::audit(warehouse, "kafka.accounts").await;
+    assert_eq!(code, 0, "{text}");
+    for p in &report.partitions {
+        let upsert = p.upsert.as_ref().expect("an upsert table is audited against its key index");
+        assert_eq!(upsert.live_keys as usize, model.live[&p.partition.to_string()].len(), "{text}");
+        let superseded = p.gaps.iter().all(|g| g.reason == floe_core::table::audit::GapReason::Deleted);
+        assert!(superseded, "every offset without a row is a superseded record: {:?}", p.gaps);
+    }
+}
+
 #[tokio::test]
 async fn an_upsert_table_holds_each_key_s_latest_record_whatever_order_segments_commit_in() {
     let model = model();
@@ -89,6 +101,7 @@ async fn an_upsert_table_holds_each_key_s_latest_record_whatever_order_segments_
         let read = read_local(warehouse.path(), "kafka.accounts");
         assert_model(&read, &model, &format!("order {order:?}"));
         assert_eq!(read.summary["floe.upsert.live-keys"], model.keys.to_string());
+        assert_audit(warehouse.path(), &model).await;
     }
 }
 
@@ -123,4 +136,5 @@ async fn an_upsert_table_survives_a_redelivered_segment_and_compaction_between_i
     run(input.path(), warehouse.path()).await;
     let last = read_local(warehouse.path(), "kafka.accounts");
     assert_model(&last, &model, "after compaction and more segments");
+    assert_audit(warehouse.path(), &model).await;
 }

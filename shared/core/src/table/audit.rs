@@ -29,6 +29,14 @@
 //! The table holds exactly once when there is no duplicate, no uncommitted row, no row
 //! without an offset, and no unexplained gap.
 //!
+//! An upsert table (`mode = "upsert"`, [`super::keys`]) holds one row per key: the rows
+//! its commits superseded (a later record of the key, a tombstone) are deleted, gaps
+//! labelled `deleted` like any delete file's. Its rows are also compared with its key
+//! index: each row must be the winning record of its key (**stale rows** otherwise: a
+//! superseded record or a tombstone visible), and each live key's winning record must
+//! be a row (**missing latest rows** otherwise), unless deleted by another engine or
+//! expired.
+//!
 //! A topic deleted and created again under its name ([`super::offsets`]) restarts at
 //! offset 0, and its rows name no incarnation: an offset both incarnations committed is
 //! expected once per incarnation that committed it. There, the audit checks that a row
@@ -100,7 +108,9 @@ pub enum GapReason {
 impl std::fmt::Display for GapReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            GapReason::Deleted => "deleted by another engine's delete file",
+            GapReason::Deleted => {
+                "deleted by a delete file (another engine's, or an upsert's: a later record of the key)"
+            }
             GapReason::Expired => "past the topic's retention: removed by compaction",
             GapReason::DeadLetter => "dead letters, in the dead-letter table",
             GapReason::WithoutRows => {
@@ -146,7 +156,36 @@ pub struct PartitionAudit {
     pub unexplained: u64,
     /// That count beyond the gaps: rows at offsets Floe wrote none for.
     pub surplus: u64,
+    /// An upsert table's rows against its key index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upsert: Option<UpsertAudit>,
     pub exactly_once: bool,
+}
+
+/// An upsert table's rows of one partition against its key index.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpsertAudit {
+    /// Keys with a row, by the index.
+    pub live_keys: u64,
+    /// Rows that are not their key's winning record.
+    pub stale_rows: Vec<(i64, i64)>,
+    /// Winning records of live keys that no row holds (nor a delete or retention explains).
+    pub missing_latest: Vec<(i64, i64)>,
+}
+
+impl UpsertAudit {
+    fn of(latest: &RangeSet, present: &RangeSet, why: &Explanations) -> UpsertAudit {
+        let missing = latest.difference(present).difference(&why.deleted).difference(&why.expired);
+        UpsertAudit {
+            live_keys: latest.count(),
+            stale_rows: present.difference(latest).ranges().to_vec(),
+            missing_latest: missing.ranges().to_vec(),
+        }
+    }
+
+    fn holds(&self) -> bool {
+        self.stale_rows.is_empty() && self.missing_latest.is_empty()
+    }
 }
 
 /// A table audited.
@@ -380,6 +419,7 @@ fn audit_partition(
         counted_without_rows: counted,
         unexplained,
         surplus,
+        upsert: None,
         exactly_once: duplicates.is_empty() && uncommitted.is_empty() && unexplained == 0 && surplus == 0,
     }
 }
@@ -401,6 +441,9 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
         None => LeftOut::default(),
     };
     let live = read(&loaded, file_io, true).await?;
+    let latest = super::keys::live_offsets(file_io, &loaded.metadata)
+        .await
+        .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
     let (_, deletes) = super::deletes::live_files(file_io, &loaded.metadata)
         .await
         .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
@@ -441,7 +484,7 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
             shared: logs.shared,
             repeated: logs.repeated,
         };
-        let audited = audit_partition(
+        let mut audited = audit_partition(
             &topic,
             partition,
             &logs.committed,
@@ -450,6 +493,11 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
             live.duplicates.get(&partition).unwrap_or(&empty),
             &why,
         );
+        if let Some(latest) = &latest {
+            let upsert = UpsertAudit::of(latest.get(&partition).unwrap_or(&empty), present, &why);
+            audited.exactly_once &= upsert.holds();
+            audited.upsert = Some(upsert);
+        }
         report.exactly_once &= audited.exactly_once;
         report.partitions.push(audited);
     }
@@ -511,6 +559,18 @@ mod tests {
 
     fn set(ranges: &[(i64, i64)]) -> RangeSet {
         RangeSet::from_ranges(ranges.to_vec())
+    }
+
+    #[test]
+    fn an_upsert_row_not_its_key_s_latest_is_stale_and_a_latest_without_a_row_missing_unless_deleted() {
+        let latest = set(&[(3, 3), (7, 7), (9, 9), (12, 12)]);
+        let present = set(&[(2, 3), (7, 7)]);
+        let why = Explanations { deleted: set(&[(12, 12)]), ..Explanations::default() };
+        let audit = UpsertAudit::of(&latest, &present, &why);
+        assert_eq!((audit.live_keys, audit.stale_rows.as_slice()), (4, &[(2, 2)][..]));
+        assert_eq!(audit.missing_latest, [(9, 9)], "12 was deleted by another engine");
+        assert!(!audit.holds());
+        assert!(UpsertAudit::of(&latest, &set(&[(3, 3), (7, 7), (9, 9)]), &why).holds());
     }
 
     #[test]

@@ -86,6 +86,23 @@ pub struct Upserted {
     pub live_keys: u64,
 }
 
+/// An upsert table's key index as the audit compares it with the rows: per Kafka
+/// partition, the offsets of each live key's winning record (`None`: no index, an
+/// append table or an upsert table without a commit yet).
+pub async fn live_offsets(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+) -> Result<Option<BTreeMap<i32, super::offsets::RangeSet>>> {
+    let Some(location) = super::floe_summary(metadata).remove(KEYS_KEY) else { return Ok(None) };
+    let root = IndexRoot::load(file_io, &location).await?;
+    let mut offsets: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
+    for bucket in &root.buckets {
+        let live = read_bucket(file_io, &bucket.path).await?.into_iter().filter(|e| !e.tombstone);
+        offsets.entry(bucket.partition).or_default().extend(live.map(|e| (e.offset, e.offset)));
+    }
+    Ok(Some(offsets.into_iter().map(|(p, o)| (p, super::offsets::RangeSet::from_ranges(o))).collect()))
+}
+
 /// The field ids the upsert reads, found in `schema`.
 struct Columns {
     partition: i32,
