@@ -26,15 +26,17 @@ fn data() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         support::run_python("make_upsert.py", &[dir.path()]);
+        support::run_python("make_debezium.py", &[dir.path()]);
         dir
     })
     .path()
 }
 
-fn model() -> Model {
-    serde_json::from_slice(&std::fs::read(data().join("accounts.json")).unwrap()).unwrap()
+fn model(name: &str) -> Model {
+    serde_json::from_slice(&std::fs::read(data().join(name)).unwrap()).unwrap()
 }
 
+/// `accounts`' segments: partitions 0 and 1, three each.
 fn segments() -> Vec<String> {
     let mut all = Vec::new();
     for partition in 0..2 {
@@ -52,6 +54,18 @@ fn config() -> FloeConfig {
         topic = "accounts"
         value_format = "json"
         mode = "upsert"
+
+        [[topics]]
+        topic = "ledger"
+        value_format = "json"
+        mode = "upsert"
+        key_columns = ["id", "region"]
+
+        [[topics]]
+        topic = "dbserver1.inventory.customers"
+        value_format = "json"
+        mode = "upsert"
+        envelope = "debezium"
         "#,
     )
     .unwrap()
@@ -75,8 +89,8 @@ fn assert_model(read: &Read, model: &Model, what: &str) {
 }
 
 /// `floe audit` finds every key's latest record, and only those, exactly once.
-async fn assert_audit(warehouse: &Path, model: &Model) {
-    let (report, code, text) = crate::audit::audit(warehouse, "kafka.accounts").await;
+async fn assert_audit(warehouse: &Path, table: &str, model: &Model) {
+    let (report, code, text) = crate::audit::audit(warehouse, table).await;
     assert_eq!(code, 0, "{text}");
     for p in &report.partitions {
         let upsert = p.upsert.as_ref().expect("an upsert table is audited against its key index");
@@ -88,7 +102,7 @@ async fn assert_audit(warehouse: &Path, model: &Model) {
 
 #[tokio::test]
 async fn an_upsert_table_holds_each_key_s_latest_record_whatever_order_segments_commit_in() {
-    let model = model();
+    let model = model("accounts.json");
     assert!(model.tombstones > 5 && model.keys > 10, "the data has updates and tombstones");
     let all = segments();
     // Each segment by its own run, in three orders (forward, backward, interleaved).
@@ -101,13 +115,13 @@ async fn an_upsert_table_holds_each_key_s_latest_record_whatever_order_segments_
         let read = read_local(warehouse.path(), "kafka.accounts");
         assert_model(&read, &model, &format!("order {order:?}"));
         assert_eq!(read.summary["floe.upsert.live-keys"], model.keys.to_string());
-        assert_audit(warehouse.path(), &model).await;
+        assert_audit(warehouse.path(), "kafka.accounts", &model).await;
     }
 }
 
 #[tokio::test]
 async fn an_upsert_table_survives_a_redelivered_segment_and_compaction_between_its_commits() {
-    let model = model();
+    let model = model("accounts.json");
     let all = segments();
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // The first two segments of each partition in one run: one commit resolves rows
@@ -136,5 +150,43 @@ async fn an_upsert_table_survives_a_redelivered_segment_and_compaction_between_i
     run(input.path(), warehouse.path()).await;
     let last = read_local(warehouse.path(), "kafka.accounts");
     assert_model(&last, &model, "after compaction and more segments");
-    assert_audit(warehouse.path(), &model).await;
+    assert_audit(warehouse.path(), "kafka.accounts", &model).await;
+}
+
+#[tokio::test]
+async fn debezium_change_events_keep_each_row_s_after_image_and_deletes_remove_it() {
+    let model = model("customers.json");
+    assert!(model.tombstones > 4, "the events delete rows");
+    let segments: Vec<String> =
+        [0, 30, 60].iter().map(|base| format!("dbserver1.inventory.customers-0/{base:020}.log")).collect();
+    let table = "kafka.dbserver1_inventory_customers";
+    for order in [[0, 1, 2], [2, 0, 1]] {
+        let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for i in order {
+            copy(data(), input.path(), &segments[i]);
+            run(input.path(), warehouse.path()).await;
+        }
+        let read = read_local(warehouse.path(), table);
+        assert_model(&read, &model, &format!("order {order:?}"));
+        assert!(
+            ["before", "source", "ts_ms"].iter().all(|c| !read.schema.contains(c)),
+            "the row is `after`: {}",
+            read.schema
+        );
+        assert_audit(warehouse.path(), table, &model).await;
+    }
+}
+
+#[tokio::test]
+async fn a_table_keyed_on_value_columns_keeps_each_key_s_latest_row() {
+    let model = model("ledger.json");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for base in [40, 0] {
+        copy(data(), input.path(), &format!("ledger-0/{base:020}.log"));
+        run(input.path(), warehouse.path()).await;
+    }
+    let read = read_local(warehouse.path(), "kafka.ledger");
+    assert_model(&read, &model, "keyed on id and region");
+    assert_audit(warehouse.path(), "kafka.ledger", &model).await;
+    assert_eq!(read.history.iter().filter(|h| h["operation"] == "overwrite").count(), 2);
 }

@@ -12,6 +12,8 @@ Writes OUT_DIR/accounts-<p>/<base>.log for partitions 0 and 1, three segments ea
     {"live": {"<p>": [the offsets whose rows the table holds]},
      "values": {"<p>/<offset>": the row's value as read_iceberg.py prints it},
      "keys": live keys, "tombstones": N, "records": N}
+
+and topic `ledger`, keyed by value columns (see `ledger`).
 """
 import json
 import os
@@ -59,5 +61,27 @@ def main():
         json.dump({"live": live, "values": kept, "keys": len(model), "tombstones": tombstones, "records": records}, f)
 
 
+def ledger(out):
+    """Topic `ledger` (partition 0, two segments of 40): JSON values {"id", "region",
+    "amount"} keyed by their columns `id` and `region` (`key_columns`), message keys
+    absent; OUT_DIR/ledger.json as accounts.json."""
+    rng = random.Random(45)
+    state, values = {}, {}
+    records = []
+    for offset in range(80):
+        key = (rng.randrange(8), rng.choice(["eu", "us"]))
+        value = {"id": key[0], "region": key[1], "amount": rng.randint(0, 99)}
+        records.append((T0 + offset, None, json.dumps(value).encode()))
+        state[key] = offset
+        values[f"0/{offset}"] = json.dumps(value, sort_keys=True)
+    for base in (0, 40):
+        write_segment(os.path.join(out, "ledger-0", f"{base:020d}.log"), records[base:base + 40], [9], base=base)
+    live = sorted(state.values())
+    kept = {k: v for k, v in values.items() if int(k.split("/")[1]) in live}
+    with open(os.path.join(out, "ledger.json"), "w") as f:
+        json.dump({"live": {"0": live}, "values": kept, "keys": len(live), "tombstones": 0, "records": 80}, f)
+
+
 if __name__ == "__main__":
+    ledger(sys.argv[1])
     main()

@@ -23,6 +23,7 @@
 //! format_version = 2          # of the tables Floe creates: 2, or 3 (deletion vectors, row lineage)
 //! mode = "append"             # or "upsert": one row per key, its latest record's
 //! # key_columns = ["id"]      # upsert: the value's columns keying it (default: the message key)
+//! # envelope = "debezium"     # upsert of JSON change events: the row is `after`, op d deletes
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]
@@ -92,7 +93,7 @@ pub use topic::{
 use topic::{check_partition_layout, valid_identifier, validate_schemas, validate_settings};
 pub use url::insecure;
 use url::url_has_credentials;
-pub use values::{BadRecordMode, ByteSize, DurationMs, Format, Mode, SchemaSource};
+pub use values::{BadRecordMode, ByteSize, DurationMs, Envelope, Format, Mode, SchemaSource};
 
 /// The default output size of a compaction (`compaction_target_size`).
 pub const DEFAULT_COMPACTION_TARGET_SIZE: u64 = 128 << 20;
@@ -502,6 +503,7 @@ impl FloeConfig {
             },
             mode: s.mode.or(d.mode).unwrap_or_default(),
             key_columns: s.key_columns.clone().or_else(|| d.key_columns.clone()).unwrap_or_default(),
+            envelope: s.envelope.or(d.envelope),
             partition_by,
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),

@@ -293,3 +293,32 @@ fn registry_credentials_over_plain_http_need_allow_insecure_http() {
     assert!(leaves_the_machine("http://localhost.example.com"));
     assert!(leaves_the_machine("http://10.0.0.1:8081"));
 }
+
+#[test]
+fn upsert_topics_name_their_key_and_envelope_and_each_setting_is_checked() {
+    let text = "[[topics]]\ntopic = \"c\"\nvalue_format = \"json\"\nmode = \"upsert\"\nenvelope = \"debezium\"\n\
+                [[topics]]\ntopic = \"o\"\nvalue_format = \"json\"\nmode = \"upsert\"\nkey_columns = [\"id\", \"a.b\"]\n";
+    let c = FloeConfig::parse(text).unwrap();
+    let changes = c.resolve("c").unwrap();
+    assert_eq!(
+        (changes.mode, changes.envelope, changes.key_columns.len()),
+        (Mode::Upsert, Some(Envelope::Debezium), 0)
+    );
+    let orders = c.resolve("o").unwrap();
+    assert_eq!((orders.mode, orders.key_columns.as_slice()), (Mode::Upsert, &["id".to_string(), "a.b".into()][..]));
+    assert_eq!(FloeConfig::default().resolve("x").unwrap().mode, Mode::Append);
+    let error =
+        |settings: &str| FloeConfig::parse(&format!("[[topics]]\ntopic = \"t\"\n{settings}")).unwrap_err().to_string();
+    let e = error("key_columns = [\"id\"]\n");
+    assert!(e.starts_with("topics[0].key_columns: a key is for mode = \"upsert\""), "{e}");
+    let e = error("mode = \"upsert\"\nkey_columns = [\"a..b\"]\n");
+    assert!(e.starts_with("topics[0].key_columns: [\"a..b\"]"), "{e}");
+    let e = error("value_format = \"json\"\nenvelope = \"debezium\"\n");
+    assert!(e.starts_with("topics[0].envelope: debezium change events"), "{e}");
+    let e = error("mode = \"upsert\"\nvalue_format = \"avro\"\nenvelope = \"debezium\"\n");
+    assert!(e.starts_with("topics[0].envelope: debezium envelopes are read from JSON values"), "{e}");
+    let e = error("mode = \"upsert\"\nformat_version = 3\n");
+    assert!(e.starts_with("topics[0].format_version: 3: upsert tables are format 2"), "{e}");
+    let e = error("mode = \"merge\"\n");
+    assert!(e.contains("merge"), "{e}");
+}

@@ -6,7 +6,7 @@ use iceberg::spec::FormatVersion;
 use serde::Deserialize;
 
 use super::ConfigError;
-use super::values::{BadRecordMode, ByteSize, DurationMs, Format, Mode, SchemaSource};
+use super::values::{BadRecordMode, ByteSize, DurationMs, Envelope, Format, Mode, SchemaSource};
 use crate::partition::grammar::parse_partition_field;
 pub use crate::partition::grammar::{MAX_WIDTH, PartitionField, Transform};
 pub use crate::segment::{MAX_TOPIC_LEN, topic_name_error};
@@ -58,6 +58,8 @@ pub struct Settings {
     pub mode: Option<Mode>,
     /// Upsert: the value's columns the key is made of (default: the message key).
     pub key_columns: Option<Vec<String>>,
+    /// `debezium`: values are change events, the row their `after` (upsert, JSON values).
+    pub envelope: Option<Envelope>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
     pub key_message: Option<String>,
@@ -97,6 +99,8 @@ pub struct TopicConfig {
     pub mode: Mode,
     /// Upsert: the value's columns the key is made of (dotted paths); empty: the message key.
     pub key_columns: Vec<String>,
+    /// What the values are wrapped in (`None`: nothing, the value is the row).
+    pub envelope: Option<Envelope>,
     pub partition_by: Vec<PartitionField>,
     /// Where `partition_by` was set (`topics[2].partition_by`, `defaults.partition_by`), for errors.
     pub partition_by_field: String,
@@ -204,6 +208,20 @@ fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), Conf
             return Err(ConfigError::invalid(
                 format!("{at}.key_columns"),
                 format!("{columns:?}: one or more columns of the value, a dotted path for a nested one"),
+            ));
+        }
+    }
+    if s.envelope.or(defaults.envelope) == Some(Envelope::Debezium) {
+        if mode != Mode::Upsert {
+            return Err(ConfigError::invalid(
+                format!("{at}.envelope"),
+                "debezium change events (updates, deletes) need mode = \"upsert\"",
+            ));
+        }
+        if s.value_format.or(defaults.value_format) != Some(Format::Json) {
+            return Err(ConfigError::invalid(
+                format!("{at}.envelope"),
+                "debezium envelopes are read from JSON values: value_format = \"json\"",
             ));
         }
     }

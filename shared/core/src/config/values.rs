@@ -51,6 +51,14 @@ pub enum Mode {
     Upsert,
 }
 
+/// What a topic's values are wrapped in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Envelope {
+    /// Debezium change events (`before`, `after`, `op`): the row is `after`, `op = d` a delete.
+    Debezium,
+}
+
 /// Where a schema comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]

@@ -11,6 +11,7 @@
 pub mod avro;
 pub mod by_id;
 pub mod date_text;
+pub mod debezium;
 pub mod json;
 pub mod json_schema;
 pub mod part;

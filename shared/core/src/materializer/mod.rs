@@ -159,7 +159,7 @@ pub async fn prepare_segment(
 ) -> Result<Prepared, MaterializerError> {
     let uses_json = [topic.key_format, topic.value_format].contains(&Format::Json);
     let inferred = match uses_json {
-        true => Some(infer(open().await?).await.map_err(MaterializeError::Segment)?),
+        true => Some(infer(open().await?, topic.envelope).await.map_err(MaterializeError::Segment)?),
         false => None,
     };
     let formats =

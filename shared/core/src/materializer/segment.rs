@@ -19,11 +19,11 @@ use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema, StructType};
 
 use crate::columns::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
-use crate::config::{BadRecordMode, Mode, TopicConfig};
+use crate::config::{BadRecordMode, Envelope, Mode, TopicConfig};
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
 use crate::retry::Retryable;
 use crate::schema::layout::dead_letter_struct;
-use crate::segment::{BatchTxn, SegmentError, SegmentReader, SegmentSummary};
+use crate::segment::{BatchTxn, Record, SegmentError, SegmentReader, SegmentSummary};
 
 /// A record batch goes to the Parquet writer at this many rows, or at a sixteenth of the
 /// target file size (so files roll close to the target).
@@ -245,9 +245,10 @@ pub async fn materialize_segment(
                 }
             };
             for record in &batch.records {
-                let mut outcome = match keyless(&options.topic, &record) {
-                    Some(error) => Err(error),
-                    None => target.converter.append(&record),
+                let (record, unwrapped) = unwrap_envelope(&options.topic, record);
+                let mut outcome = match unwrapped.and_then(|()| keyless(&options.topic, &record).map_or(Ok(()), Err)) {
+                    Err(error) => Err(error),
+                    Ok(()) => target.converter.append(&record),
                 };
                 if let Err(DecodeError { missing_schema: Some(id), part, position, .. }) = &outcome {
                     outcome = match target.converter.load_schema(part, *id).await {
@@ -346,9 +347,20 @@ pub async fn materialize_segment(
     }
 }
 
+/// The record as its table takes it: a Debezium change event (`envelope = "debezium"`)
+/// becomes its `after` image, or a tombstone for a delete; an event that is none of
+/// those is a bad record (the record, as it was, for the dead-letter table).
+fn unwrap_envelope<'r>(topic: &TopicConfig, record: Record<'r>) -> (Record<'r>, Result<(), DecodeError>) {
+    let (Some(Envelope::Debezium), Some(value)) = (topic.envelope, record.value) else { return (record, Ok(())) };
+    match crate::formats::debezium::unwrap(value) {
+        Ok(after) => (Record { value: after, ..record }, Ok(())),
+        Err(detail) => (record, Err(DecodeError { part: "value", position: 0, detail, missing_schema: None })),
+    }
+}
+
 /// An upsert record that names no key, a bad record: a null message key when the table
 /// is keyed on it, a tombstone (no value) when it is keyed on the value's columns.
-fn keyless(topic: &TopicConfig, record: &crate::segment::Record) -> Option<DecodeError> {
+fn keyless(topic: &TopicConfig, record: &Record) -> Option<DecodeError> {
     if topic.mode != Mode::Upsert {
         return None;
     }
@@ -367,4 +379,59 @@ pub fn source_id(name: &str, version: &str) -> String {
     bytes.push(0);
     bytes.extend_from_slice(version.as_bytes());
     format!("{:016x}", twox_hash::XxHash64::oneshot(0, &bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FloeConfig;
+    use crate::segment::{Headers, TimestampType};
+
+    fn record<'a>(key: Option<&'a [u8]>, value: Option<&'a [u8]>) -> Record<'a> {
+        Record {
+            offset: 9,
+            timestamp: 0,
+            timestamp_type: TimestampType::Create,
+            key,
+            value,
+            headers: Headers::default(),
+        }
+    }
+
+    fn topic(settings: &str) -> TopicConfig {
+        FloeConfig::parse(&format!("[[topics]]\ntopic = \"t\"\nvalue_format = \"json\"\n{settings}"))
+            .unwrap()
+            .resolve("t")
+            .unwrap()
+    }
+
+    #[test]
+    fn an_upsert_record_without_its_key_is_a_bad_record() {
+        let by_message_key = topic("mode = \"upsert\"");
+        assert!(keyless(&by_message_key, &record(Some(b"k"), None)).is_none(), "a tombstone of its key");
+        let e = keyless(&by_message_key, &record(None, Some(b"{}"))).unwrap();
+        assert_eq!((e.part, e.detail.as_str()), ("key", "an upsert record needs a key: this one has none"));
+        let by_columns = topic("mode = \"upsert\"\nkey_columns = [\"id\"]");
+        assert!(keyless(&by_columns, &record(None, Some(b"{\"id\": 1}"))).is_none(), "the key is in the value");
+        let e = keyless(&by_columns, &record(Some(b"k"), None)).unwrap();
+        assert!(e.detail.contains("tombstone of a table keyed on value columns"), "{}", e.detail);
+        assert!(keyless(&topic(""), &record(None, None)).is_none(), "append tables take any record");
+    }
+
+    #[test]
+    fn a_debezium_event_becomes_its_after_image_or_a_tombstone_and_a_bad_one_keeps_its_bytes() {
+        let debezium = topic("mode = \"upsert\"\nenvelope = \"debezium\"");
+        let event = br#"{"after": {"id": 1}, "op": "c"}"#;
+        let (unwrapped, ok) = unwrap_envelope(&debezium, record(Some(b"k"), Some(event)));
+        assert_eq!((unwrapped.value, ok.is_ok()), (Some(&br#"{"id": 1}"#[..]), true));
+        let (deleted, _) = unwrap_envelope(&debezium, record(Some(b"k"), Some(br#"{"after": null, "op": "d"}"#)));
+        assert_eq!(deleted.value, None);
+        let (tombstone, ok) = unwrap_envelope(&debezium, record(Some(b"k"), None));
+        assert_eq!((tombstone.value, ok.is_ok()), (None, true));
+        let (bad, error) = unwrap_envelope(&debezium, record(Some(b"k"), Some(b"{\"op\": \"t\"}")));
+        assert_eq!(bad.value, Some(&b"{\"op\": \"t\"}"[..]), "a dead letter keeps the record as it was");
+        assert!(error.unwrap_err().detail.contains("op \"t\""));
+        let plain = topic("mode = \"upsert\"");
+        assert_eq!(unwrap_envelope(&plain, record(None, Some(event))).0.value, Some(&event[..]));
+    }
 }

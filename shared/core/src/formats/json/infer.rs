@@ -7,16 +7,25 @@ use std::sync::Arc;
 use iceberg::spec::{ListType, NestedField, PrimitiveType, StructType, Type};
 use serde::de::{self, DeserializeSeed};
 
+use crate::config::Envelope;
 use crate::schema::layout::PayloadType;
 use crate::segment::{SegmentError, SegmentReader};
 
 /// Infers the key and value types of a segment's records (committed and open
 /// transactions alike); payloads that are not JSON are left to the decoding pass.
-pub async fn infer(mut reader: SegmentReader) -> Result<(Inferred, Inferred), SegmentError> {
+pub async fn infer(
+    mut reader: SegmentReader,
+    envelope: Option<Envelope>,
+) -> Result<(Inferred, Inferred), SegmentError> {
     let (mut key, mut value) = (Inferred::default(), Inferred::default());
     while let Some(batch) = reader.next_batch().await? {
         for r in &batch.records {
-            for (payload, inferred) in [(&r.key, &mut key), (&r.value, &mut value)] {
+            // A Debezium event's row is its `after` (an event that is none is a bad record).
+            let row = match (envelope, r.value) {
+                (Some(Envelope::Debezium), Some(v)) => crate::formats::debezium::unwrap(v).ok().flatten(),
+                _ => r.value,
+            };
+            for (payload, inferred) in [(&r.key, &mut key), (&row, &mut value)] {
                 if let Some(bytes) = payload.as_deref() {
                     inferred.observe(bytes);
                 }
