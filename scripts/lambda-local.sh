@@ -61,6 +61,10 @@ cat "$work/lambda-local.env" >&2
 
 step "2. The sample segments uploaded to the tiered-storage bucket"
 python scripts/lambda_local.py upload
+# A Debezium topic's change events, no event announces: the backfill (step 6) hands them
+# to the materializer, and floe.toml makes their table an upsert table.
+python tests/py/make_debezium.py "$work/debezium"
+python scripts/lambda_local.py upload --segments "$work/debezium"
 
 step "3. The three functions under cargo lambda watch (built first: cargo build --workspace --bins)"
 cargo build --workspace --bins --locked

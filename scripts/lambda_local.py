@@ -7,9 +7,10 @@
                              database and floe.toml, as infra/template.yaml makes them;
                              prints the functions' environment (an --env-file for
                              `cargo lambda watch`)
-    lambda_local.py upload   the sample segments of examples/segments into the
-                             tiered-storage bucket, as tiered storage and broker copies
-                             lay them out (the keys events/ names)
+    lambda_local.py upload [--segments DIR]
+                             the sample segments of examples/segments (or DIR's) into
+                             the tiered-storage bucket, as tiered storage and broker
+                             copies lay them out (the keys events/ names)
     lambda_local.py drain [--work DIR]
                              the task queue into the committer, as Lambda's SQS event
                              source does: up to 10 messages a batch, sent as an SQS event
@@ -48,9 +49,19 @@ NAMESPACE = "kafka"
 # Locally, a task the committer reported failed comes back after a minute (the
 # template's is longer: a committer's whole timeout and more).
 VISIBILITY_TIMEOUT_SECONDS = 60
-# What floe.toml holds: every topic a table of raw records, and compaction without
+# What floe.toml holds: every topic a table of raw records, but the Debezium topic of
+# tests/py/make_debezium.py, an upsert table of its rows; and compaction without
 # waiting for the window, so that the first scheduled run compacts the small files.
-FLOE_TOML = '[defaults]\nenabled = true\ncompaction_window = "0s"\n'
+FLOE_TOML = """[defaults]
+enabled = true
+compaction_window = "0s"
+
+[[topics]]
+topic = "dbserver1.inventory.customers"
+value_format = "json"
+mode = "upsert"
+envelope = "debezium"
+"""
 
 
 def endpoint():
@@ -123,17 +134,17 @@ def create(_args):
         print(f"{key}={value}")
 
 
-def segment_keys():
-    """Each sample file and its key: the tiered-storage plugin's files under `tiered/`,
-    the broker log-dir copies under `logs/`."""
-    for path in sorted(p for p in SEGMENTS.rglob("*") if p.is_file()):
-        rel = path.relative_to(SEGMENTS).as_posix()
+def segment_keys(folder):
+    """Each segment file of `folder` (the samples: examples/segments) and its key: the
+    tiered-storage plugin's files under `tiered/`, the broker log-dir copies under `logs/`."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".json"):
+        rel = path.relative_to(folder).as_posix()
         yield path, rel if rel.startswith("tiered/") else f"logs/{rel}"
 
 
-def upload(_args):
+def upload(args):
     s3 = client("s3")
-    for path, key in segment_keys():
+    for path, key in segment_keys(pathlib.Path(args.segments) if args.segments else SEGMENTS):
         s3.put_object(Bucket=TIERED_BUCKET, Key=key, Body=path.read_bytes())
         print(f"s3://{TIERED_BUCKET}/{key}", file=sys.stderr)
 
@@ -230,6 +241,9 @@ def read(args):
         snapshot = table.current_snapshot()
         tables[name] = {
             "rows": len(rows),
+            "values": {f"{r['_kafka']['partition']}/{r['_kafka']['offset']}":
+                       json.dumps({k: v for k, v in r.items() if k != "_kafka"}, sort_keys=True, default=text)
+                       for r in rows},
             "columns": [f.name for f in table.schema().fields],
             "offsets": {p: sorted(o) for p, o in offsets.items()},
             "snapshots": [s.summary.operation.value for s in table.metadata.snapshots],
@@ -247,7 +261,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("create").set_defaults(run=create)
-    commands.add_parser("upload").set_defaults(run=upload)
+    upload_parser = commands.add_parser("upload")
+    upload_parser.add_argument("--segments", help="a folder of segments to upload instead of examples/segments")
+    upload_parser.set_defaults(run=upload)
     drain_parser = commands.add_parser("drain")
     drain_parser.add_argument("--work", help="where the events sent and the responses are kept")
     drain_parser.set_defaults(run=drain)

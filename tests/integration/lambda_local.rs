@@ -44,9 +44,19 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
     assert_eq!(tables["kafka.shipments"]["rows"].as_u64(), Some(120));
     let backfill = log("backfill.out");
     assert!(
-        backfill.contains("backfill of s3://kafka-tiered: 3 handed, 2 already in the table"),
-        "the five segments of examples/segments:\n{backfill}"
+        backfill.contains("backfill of s3://kafka-tiered: 6 handed, 2 already in the table"),
+        "the five segments of examples/segments and the three Debezium ones:\n{backfill}"
     );
+    // The Debezium topic's upsert table: each live row's latest `after` image, once;
+    // deleted rows gone, through the three functions (and the compactor's rewrite).
+    let model: Value = serde_json::from_str(&log("debezium/customers.json")).unwrap();
+    let customers = &tables["kafka.dbserver1_inventory_customers"];
+    let live: Vec<i64> = model["live"]["0"].as_array().unwrap().iter().map(|o| o.as_i64().unwrap()).collect();
+    let read: Vec<i64> = customers["offsets"]["0"].as_array().unwrap().iter().map(|o| o.as_i64().unwrap()).collect();
+    assert_eq!(read, live, "{customers}");
+    assert_eq!(customers["values"], model["values"], "{customers}");
+    let operations = customers["snapshots"].as_array().unwrap();
+    assert!(operations.contains(&serde_json::json!("overwrite")), "{customers}");
 
     // The materializer queued one task per segment, and ignored the test event.
     let queued = |event: &str| json(&format!("materializer-{event}.response.json"))["queued"].as_array().unwrap().len();
@@ -55,35 +65,41 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
     assert_eq!(json("materializer-s3-test-event.response.json")["ignored"], serde_json::json!(["s3:TestEvent"]));
 
     // The compactor compacted partition 0 of orders (its two segments' files) into one
-    // file, and the committer committed its task: the table's last snapshot replaces.
+    // file, and the Debezium table's three files (applying its deletes) into one; the
+    // committer committed their tasks: each table's last snapshot replaces.
     let compactor = json("compactor.response.json");
     assert_eq!(compactor["failed"], serde_json::json!([]), "{compactor}");
-    assert_eq!(compactor["compacted"][0]["table"], "kafka.orders", "{compactor}");
-    assert_eq!(
-        (compactor["compacted"][0]["files_in"].as_u64(), compactor["compacted"][0]["files_out"].as_u64()),
-        (Some(2), Some(1))
-    );
+    let compacted = |table: &str| {
+        let run = compactor["compacted"].as_array().unwrap().iter().find(|c| c["table"] == table);
+        run.map(|c| (c["files_in"].as_u64().unwrap(), c["files_out"].as_u64().unwrap()))
+    };
+    assert_eq!(compacted("kafka.orders"), Some((2, 1)), "{compactor}");
+    assert_eq!(compacted("kafka.dbserver1_inventory_customers"), Some((3, 1)), "{compactor}");
     let orders = &tables["kafka.orders"];
     assert_eq!(orders["snapshots"].as_array().unwrap().last().unwrap(), "replace", "{orders}");
     assert_eq!(orders["data_files"], 2, "{orders}");
+    assert_eq!(customers["snapshots"].as_array().unwrap().last().unwrap(), "replace", "{customers}");
 
     // Every batch the committer took was committed whole (no batchItemFailures), within
-    // its timeout; the last one was the CompactionTask, as a real SQS event.
+    // its timeout; the last one was the two CompactionTasks, as a real SQS event.
     let batches = committer_batches(&work.path().join("floe-drain"));
     assert!(batches.len() >= 2, "{batches:?}");
     for batch in &batches {
         assert_eq!(batch.response["batchItemFailures"], serde_json::json!([]), "{batch:?}");
         assert!(batch.seconds < 300.0, "{batch:?}");
     }
-    let last = &batches.last().unwrap().event["Records"];
-    assert_eq!(last.as_array().unwrap().len(), 1);
-    assert_eq!(last[0]["eventSource"], "aws:sqs");
-    assert_eq!(last[0]["attributes"]["MessageGroupId"], "kafka.orders");
-    let body = last[0]["body"].as_str().unwrap();
-    assert!(
-        matches!(floe_core::task::Task::from_json(body.as_bytes()), Ok(floe_core::task::Task::Compaction(_))),
-        "{body}"
-    );
+    let last = batches.last().unwrap().event["Records"].as_array().unwrap();
+    let mut groups: Vec<&str> = last.iter().map(|r| r["attributes"]["MessageGroupId"].as_str().unwrap()).collect();
+    groups.sort_unstable();
+    assert_eq!(groups, ["kafka.dbserver1_inventory_customers", "kafka.orders"]);
+    for record in last {
+        assert_eq!(record["eventSource"], "aws:sqs");
+        let body = record["body"].as_str().unwrap();
+        assert!(
+            matches!(floe_core::task::Task::from_json(body.as_bytes()), Ok(floe_core::task::Task::Compaction(_))),
+            "{body}"
+        );
+    }
 
     // The functions ran under `cargo lambda watch`, each started by it through `cargo run`.
     let watch = log("watch.log");
