@@ -302,6 +302,26 @@ async fn rows_past_the_retention_are_removed_through_a_rest_catalog() {
     assert_eq!((&gaps[0]["first"], &gaps[0]["last"], &gaps[0]["reason"]), (&json!(0), &json!(159), &json!("expired")));
 }
 
+/// An upsert table through a REST catalog: created with its key, each commit's position
+/// deletes and key index committed with the data, shuffled segments resolved, PyIceberg
+/// reading one row per live key.
+#[tokio::test]
+async fn an_upsert_table_through_a_rest_catalog_holds_each_key_s_latest_record() {
+    let server = RestServer::start();
+    let model = crate::upsert::model("accounts.json");
+    let (input, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let warehouse = warehouse_in(&dir, "wh");
+    let segments = crate::upsert::segments();
+    for i in [4, 1, 0, 5, 2, 3] {
+        copy(crate::upsert::data(), input.path(), &segments[i]);
+        server.run_with(input.path(), &warehouse, "value_format = \"json\"\nmode = \"upsert\"\n").await;
+    }
+    let read = server.read("kafka.accounts");
+    crate::upsert::assert_model(&read, &model, "through a REST catalog");
+    let metadata = server.load(&server.token().await, "accounts").await;
+    assert_eq!(metadata.properties()["floe.upsert-key"], r#"["_kafka.key"]"#);
+}
+
 /// Another engine's position deletes through a REST catalog (PyIceberg), a third of the
 /// first file's rows: the next run's compaction rewrites that file without them, whatever
 /// its size, and drops the delete file; the audit labels the offsets deleted.

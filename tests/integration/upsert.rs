@@ -14,14 +14,14 @@ use crate::support;
 
 /// What the table must hold (make_upsert.py's accounts.json).
 #[derive(serde::Deserialize)]
-struct Model {
-    live: BTreeMap<String, Vec<i64>>,
-    values: BTreeMap<String, String>,
-    keys: usize,
-    tombstones: usize,
+pub(crate) struct Model {
+    pub(crate) live: BTreeMap<String, Vec<i64>>,
+    pub(crate) values: BTreeMap<String, String>,
+    pub(crate) keys: usize,
+    pub(crate) tombstones: usize,
 }
 
-fn data() -> &'static Path {
+pub(crate) fn data() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -32,12 +32,12 @@ fn data() -> &'static Path {
     .path()
 }
 
-fn model(name: &str) -> Model {
+pub(crate) fn model(name: &str) -> Model {
     serde_json::from_slice(&std::fs::read(data().join(name)).unwrap()).unwrap()
 }
 
 /// `accounts`' segments: partitions 0 and 1, three each.
-fn segments() -> Vec<String> {
+pub(crate) fn segments() -> Vec<String> {
     let mut all = Vec::new();
     for partition in 0..2 {
         for base in [0, 40, 80] {
@@ -78,7 +78,7 @@ async fn run(input: &Path, warehouse: &Path) {
 }
 
 /// The table holds exactly the model's rows: each live key's last record, no other.
-fn assert_model(read: &Read, model: &Model, what: &str) {
+pub(crate) fn assert_model(read: &Read, model: &Model, what: &str) {
     assert_eq!(read.duplicates, 0, "{what}");
     assert_eq!(read.offsets, model.live, "{what}: the offsets of the rows read");
     assert_eq!(read.rows, model.keys, "{what}");
