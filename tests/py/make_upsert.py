@@ -13,7 +13,8 @@ Writes OUT_DIR/accounts-<p>/<base>.log for partitions 0 and 1, three segments ea
      "values": {"<p>/<offset>": the row's value as read_iceberg.py prints it},
      "keys": live keys, "tombstones": N, "records": N}
 
-and topic `ledger`, keyed by value columns (see `ledger`).
+and topic `ledger`, keyed by value columns (see `ledger`), and topic `wallets`, in
+transactions (see `wallets`).
 """
 import json
 import os
@@ -82,6 +83,55 @@ def ledger(out):
         json.dump({"live": {"0": live}, "values": kept, "keys": len(live), "tombstones": 0, "records": 80}, f)
 
 
+def wallets(out):
+    """Topic `wallets` (partition 0): keyed JSON values in transactions that span
+    segments, laid out as make_topic.py's `ledger` (producer 7 commits at 65 what it
+    wrote from 10 on; producer 8 aborts at 45 what it wrote at 15..19 and 30..34), five
+    keys whose last records are the transactions' (below), four others at random, a
+    tenth of those tombstones; OUT_DIR/wallets.json as accounts.json, from the records a
+    read_committed consumer sees, in offset order."""
+    from make_segments import marker, v2_batch
+    rng = random.Random(46)
+    # Keys whose last records are in the transactions (key: [(offset, tombstone)]): w0's
+    # last is producer 7's (committed), w1's producer 8's (aborted: 5 stays), w2 is
+    # written by 7 then by a plain record, w3 tombstoned by 7, w4 by 8 (aborted: 8 stays).
+    planned = {0: [(3, False), (42, False)], 1: [(5, False), (31, False)], 2: [(12, False), (50, False)],
+               3: [(7, False), (43, True)], 4: [(8, False), (33, True)]}
+    at = {o: (i, t) for i, writes in planned.items() for o, t in writes}
+    records = {}
+    for offset in range(80):
+        i, tombstone = at.get(offset) or (rng.randrange(5, 9), rng.random() < 0.1)
+        value = None if tombstone else json.dumps({"id": i, "n": offset}).encode()
+        records[offset] = (T0 + offset, f"w{i}".encode(), value, [])
+
+    def batch(first, n, pid=-1):
+        return v2_batch(first, [records[o] for o in range(first, first + n)], txn=pid >= 0, pid=pid,
+                        epoch=0 if pid >= 0 else -1)[0]
+
+    segments = {
+        0: [batch(0, 10), batch(10, 5, 7), batch(15, 5, 8)],
+        20: [batch(20, 5, 7), batch(25, 5), batch(30, 5, 8), batch(35, 5)],
+        40: [batch(40, 5, 7), marker(45, 8, 0, False), batch(46, 14)],
+        60: [batch(60, 5), marker(65, 7, 0, True), batch(66, 14)],
+    }
+    folder = os.path.join(out, "wallets-0")
+    os.makedirs(folder, exist_ok=True)
+    for base, parts in segments.items():
+        with open(os.path.join(folder, f"{base:020d}.log"), "wb") as f:
+            f.write(b"".join(parts))
+    aborted = set(range(15, 20)) | set(range(30, 35)) | {45, 65}
+    state = {}
+    for offset in sorted(set(range(80)) - aborted):
+        _, key, value, _ = records[offset]
+        state[key] = None if value is None else offset
+    live = sorted(o for o in state.values() if o is not None)
+    values = {f"0/{o}": json.dumps(json.loads(records[o][2]), sort_keys=True) for o in live}
+    with open(os.path.join(out, "wallets.json"), "w") as f:
+        json.dump({"live": {"0": live}, "values": values, "keys": len(live),
+                   "tombstones": sum(1 for o in records if records[o][2] is None), "records": 80}, f)
+
+
 if __name__ == "__main__":
     ledger(sys.argv[1])
+    wallets(sys.argv[1])
     main()
