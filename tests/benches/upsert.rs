@@ -90,7 +90,9 @@ fn rows(arrow: &arrow::datatypes::SchemaRef, changes: &[Change], first: i64, rng
     let kafka_columns: Vec<ArrayRef> = vec![
         Arc::new(Int32Array::from(vec![0; n])),
         Arc::new(arrow_array::Int64Array::from(offsets.clone())),
-        Arc::new(TimestampMicrosecondArray::from(offsets.iter().map(|o| 1_767_225_600_000_000 + o).collect::<Vec<_>>())),
+        Arc::new(TimestampMicrosecondArray::from(
+            offsets.iter().map(|o| 1_767_225_600_000_000 + o).collect::<Vec<_>>(),
+        )),
         Arc::new(arrow_array::StringArray::from(vec!["create"; n])),
         arrow_array::new_null_array(kafka[4].data_type(), n),
         Arc::new(key.finish()),
@@ -223,8 +225,8 @@ fn child(keys: u64) {
     let rounds = std::env::var("FLOE_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(ROUNDS);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let committer = common::shared::committer::local_committer(warehouse, "bench")
-            .with_lease_ttl(Duration::from_secs(3600));
+        let committer =
+            common::shared::committer::local_committer(warehouse, "bench").with_lease_ttl(Duration::from_secs(3600));
         let location = floe_core::table::table_location(&warehouse.display().to_string(), &table());
         let mut driver = Driver {
             committer,
@@ -303,7 +305,8 @@ fn main() {
     body.push_str("| keys in the table | commit per batch, median (min–max) | CPU per batch | keys/s to the index | committer peak RSS | delete files / data files, before → after compaction |\n|---|---|---|---|---|---|\n");
     let mut medians = Vec::new();
     for r in &results {
-        let seconds: Vec<f64> = r["batches"].as_array().unwrap().iter().map(|b| b["seconds"].as_f64().unwrap()).collect();
+        let seconds: Vec<f64> =
+            r["batches"].as_array().unwrap().iter().map(|b| b["seconds"].as_f64().unwrap()).collect();
         let cpu: Vec<f64> = r["batches"].as_array().unwrap().iter().map(|b| b["cpu"].as_f64().unwrap()).collect();
         let (min, med, max) = spread(&seconds);
         medians.push(med);

@@ -212,3 +212,33 @@ async fn transactions_spanning_segments_upsert_only_their_committed_records_in_a
         assert_audit(warehouse.path(), "kafka.wallets", &model).await;
     }
 }
+
+/// An upsert commit lands between a compaction's plan and its commit, superseding rows
+/// of its inputs: the compaction is committed all the same, those deletes carried onto
+/// its outputs by the rows' offsets (table/deletes/carry.rs), and the table still holds
+/// each key's latest record.
+#[tokio::test]
+async fn a_compaction_planned_before_an_upsert_commit_carries_its_deletes_onto_the_outputs() {
+    use floe_core::committer::TaskResult;
+    let model = model("accounts.json");
+    let clicks = crate::compaction::Clicks::new("value_format = \"json\"\nmode = \"upsert\"");
+    let all = segments();
+    for segment in &all {
+        copy(data(), clicks.input.path(), segment);
+    }
+    let first: Vec<String> = [0, 1, 3, 4].iter().map(|&i| all[i].clone()).collect();
+    clicks.commit(&first).await;
+    let queue = std::sync::Arc::new(floe_core::queue::InProcessQueue::default());
+    let past_the_window = floe_core::lock::now_ms() + 16 * 60_000;
+    let planned = clicks.compactor(queue.clone()).run(past_the_window, None).await;
+    assert_eq!(planned.tables[0].compactions, 2, "one per Kafka partition: {planned:?}");
+    clicks.commit(&[all[2].clone(), all[5].clone()]).await;
+    let report = clicks.committer.commit_all(&queue.drain(), None).await;
+    let results: Vec<&TaskResult> = report.results.iter().map(|(_, r)| r).collect();
+    assert_eq!(results, [&TaskResult::Committed, &TaskResult::Committed], "{report:?}");
+    let read = read_local(clicks.warehouse.path(), "kafka.accounts");
+    assert_model(&read, &model, "compacted after the last segments' commit");
+    assert_eq!(read.operation.as_deref(), Some("replace"));
+    assert!(read.summary.get("added-position-deletes").is_some_and(|n| n != "0"), "{:?}", read.summary);
+    assert_audit(clicks.warehouse.path(), "kafka.accounts", &model).await;
+}

@@ -290,6 +290,7 @@ def read(table):
         "values": values,
         "data_files": sorted(e.data_file.file_path for e in data),
         "delete_files": len(deletes),
+        "delete_paths": sorted(e.data_file.file_path for e in deletes),
     }))
 
 

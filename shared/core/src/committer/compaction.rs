@@ -1,8 +1,9 @@
 //! Compaction: a table's compaction tasks → one `replace` snapshot, each task whose inputs
-//! are all still live (and no delete file committed since its plan deletes from them by
-//! position) taken, the others rejected; the delete files the taken ones applied that
-//! apply to no data file left removed in the same snapshot, and the offsets of the rows
-//! they left out added to the table state (for the audit).
+//! are all still live taken, the others rejected; position deletes committed since a
+//! task's plan on its inputs carried onto its outputs (`table/deletes/carry.rs`; a task
+//! whose cannot be is rejected); the delete files the taken ones applied that apply to
+//! no data file left removed in the same snapshot, and the offsets of the rows they left
+//! out added to the table state (for the audit).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -14,7 +15,8 @@ use super::{BatchReport, CommitError, CommittedSnapshot, Committer, TaskResult};
 use crate::lock::Lease;
 use crate::lock::registry::{Activity, CompactionRecord, MaintenanceEvent};
 use crate::retry::Retryable;
-use crate::table::deletes::{ScopedFile, droppable, live_files, unapplied, unpartitioned};
+use crate::table::deletes::carry::{Carried, carry};
+use crate::table::deletes::{LiveDelete, ScopedFile, droppable, live_files, since_plan, unpartitioned};
 use crate::table::left_out::LeftOut;
 use crate::table::snapshot::SnapshotChange;
 use crate::table::state::{STATE_KEY, TableState};
@@ -77,18 +79,34 @@ impl Committer {
         let by_path: HashMap<&str, &ScopedFile> = data.iter().map(|f| (f.path(), f)).collect();
         let live: HashSet<String> = by_path.keys().map(|p| p.to_string()).collect();
         let global = |spec_id| unpartitioned(metadata, spec_id);
-        // Another engine's delete since the plan, deleting by position from an input:
-        // rewritten without it, its rows would come back.
-        let since_plan = |task: &CompactionTask| {
+        // A delete committed since the plan, deleting by position from an input:
+        // rewritten without it, its rows would come back. It is carried onto the outputs,
+        // or the compaction is refused.
+        let mut refused: HashMap<String, String> = HashMap::new();
+        let mut carried: HashMap<String, Carried> = HashMap::new();
+        for task in tasks {
             let inputs: Vec<&ScopedFile> =
                 task.removed.iter().filter_map(|p| by_path.get(p.as_str()).copied()).collect();
-            unapplied(&inputs, &deletes, &task.deletes_applied, task.data_sequence_number, global)
-        };
+            let outcome = match since_plan(&inputs, &deletes, &task.deletes_applied, task.data_sequence_number, global)
+            {
+                Err(reason) => Err(reason),
+                Ok(new) if new.is_empty() => continue,
+                Ok(new) => self.carry(metadata, task, &inputs, &new).await,
+            };
+            match outcome {
+                Ok(c) => {
+                    carried.insert(task.task_id.clone(), c);
+                }
+                Err(reason) => {
+                    refused.insert(task.task_id.clone(), reason);
+                }
+            }
+        }
         let spec = metadata.default_partition_spec();
-        let verdicts = plan_compactions(&live, spec, tasks, since_plan);
+        let verdicts = plan_compactions(&live, spec, tasks, |task| refused.get(&task.task_id).cloned());
         let mut results = Vec::new();
         let (mut removed, mut added, mut added_sequence) = (HashSet::new(), Vec::new(), HashMap::new());
-        let (mut applied, mut left_out) = (Vec::new(), Vec::new());
+        let (mut applied, mut left_out, mut added_deletes) = (Vec::new(), Vec::new(), Vec::new());
         // Planned before a promotion committed since: partition values of the new type.
         let table_type = spec.partition_type(metadata.current_schema()).map_err(&iceberg)?;
         for (task, verdict) in tasks.iter().zip(verdicts) {
@@ -110,6 +128,12 @@ impl Committer {
             }
             removed.extend(task.removed.iter().cloned());
             applied.extend(task.deletes_applied.iter().cloned());
+            if let Some(c) = carried.remove(&task.task_id) {
+                tracing::info!(table = %table, task_id = %task.task_id, rows = c.rows, delete_files = c.applied.len(),
+                    "deletes committed since the plan carried onto the outputs");
+                applied.extend(c.applied);
+                added_deletes.extend(c.deletes);
+            }
             left_out.extend(task.left_out.iter());
             results.push((task.task_id.clone(), TaskResult::Committed));
         }
@@ -137,7 +161,7 @@ impl Committer {
         let change = SnapshotChange {
             operation: Operation::Replace,
             added,
-            added_deletes: Vec::new(),
+            added_deletes,
             added_sequence,
             removed,
             properties,
@@ -168,6 +192,43 @@ impl Committer {
             delete_files_dropped: dropped.len(),
         };
         Ok((results, Some(snapshot)))
+    }
+
+    /// Carries `new` (position deletes committed since `task`'s plan on its `inputs`)
+    /// onto its outputs ([`crate::table::deletes::carry`]); `Err` says why it cannot be: a
+    /// v3 table (it takes deletion vectors, not position delete files), a task without
+    /// its plan's sequence number, rows without Kafka offsets.
+    async fn carry(
+        &self,
+        metadata: &iceberg::spec::TableMetadata,
+        task: &CompactionTask,
+        inputs: &[&ScopedFile],
+        new: &[(&LiveDelete, String)],
+    ) -> Result<Carried, String> {
+        let refuse = || {
+            let (delete, input) = &new[0];
+            format!("the delete file {} committed since the plan may delete rows of its input {input}", delete.path())
+        };
+        let schema = metadata.current_schema();
+        let id = |name: &str| schema.field_by_name(name).map(|f| f.id);
+        let (Some(partition), Some(offset)) = (id("_kafka.partition"), id("_kafka.offset")) else {
+            return Err(refuse());
+        };
+        if metadata.format_version() >= iceberg::spec::FormatVersion::V3 || task.data_sequence_number.is_none() {
+            return Err(refuse());
+        }
+        let spec = metadata.default_partition_spec();
+        let outputs = task
+            .added
+            .iter()
+            .map(|f| f.data_file(&task.schema, task.partition_spec.as_ref()))
+            .collect::<iceberg::Result<Vec<_>>>()
+            .map_err(|e| format!("{}: {e}", refuse()))?;
+        let deletes: Vec<&LiveDelete> = new.iter().map(|(d, _)| *d).collect();
+        let data_dir = format!("{}/data", metadata.location());
+        carry(&self.file_io, (inputs, &outputs), &deletes, (partition, offset), spec.spec_id(), &data_dir)
+            .await
+            .map_err(|e| format!("{}, and carrying it onto the outputs failed: {e}", refuse()))
     }
 
     /// Folds the files of the offsets the compactions left out (other engines' deletes

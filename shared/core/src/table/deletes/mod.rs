@@ -24,6 +24,7 @@
 //! Floe writes carry delete manifests forward, less the delete files a compaction
 //! applied that apply to no live data file any more.
 
+pub mod carry;
 pub mod read;
 pub mod write;
 
@@ -273,24 +274,49 @@ pub fn unapplied(
     planned_at: Option<i64>,
     global: impl Fn(i32) -> bool,
 ) -> Option<String> {
+    match since_plan(inputs, live, applied, planned_at, global) {
+        Err(reason) => Some(reason),
+        Ok(new) => new.first().map(|(delete, input)| {
+            format!("the delete file {} committed since the plan may delete rows of its input {input}", delete.path())
+        }),
+    }
+}
+
+/// [`unapplied`], told apart: `Err` when the compaction cannot commit (a delete file it
+/// applied is gone), else the position deletes and deletion vectors committed since the
+/// plan that may delete rows of its inputs (each with one such input), which
+/// [`carry::carry`] may carry onto its outputs.
+pub fn since_plan<'a>(
+    inputs: &[&ScopedFile],
+    live: &'a [LiveDelete],
+    applied: &[AppliedDelete],
+    planned_at: Option<i64>,
+    global: impl Fn(i32) -> bool,
+) -> std::result::Result<Vec<(&'a LiveDelete, String)>, String> {
     if let Some(gone) = applied.iter().find(|a| !live.iter().any(|d| d.path() == a.path)) {
-        return Some(format!("the delete file {} it applied is no longer live", gone.path));
+        return Err(format!("the delete file {} it applied is no longer live", gone.path));
     }
     let new = |d: &&LiveDelete| planned_at.is_none_or(|s| d.sequence_number > s);
+    let mut found = Vec::new();
     for delete in live.iter().filter(new) {
         let carried = planned_at.is_some() && delete.file.content_type() == DataContentType::EqualityDeletes;
         if carried || applied.iter().any(|a| a.path == delete.path()) {
             continue;
         }
         if let Some(input) = inputs.iter().find(|f| applies(delete, f, global(delete.spec_id))) {
-            return Some(format!(
-                "the delete file {} committed since the plan may delete rows of its input {}",
-                delete.path(),
-                input.path()
-            ));
+            found.push((delete, input.path().to_string()));
         }
     }
-    None
+    Ok(found)
+}
+
+/// The rows a position delete file or deletion vector deletes, per data file it names.
+pub async fn rows_named(file_io: &FileIO, delete: &LiveDelete) -> Result<HashMap<String, Vec<i64>>> {
+    if delete.is_vector() {
+        read::vector(file_io, &delete.file).await
+    } else {
+        read::positions(file_io, &delete.file).await
+    }
 }
 
 /// The delete files of `applied` (live ones, of `live`) that apply to none of

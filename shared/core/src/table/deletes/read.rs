@@ -13,15 +13,15 @@ use std::sync::Arc;
 
 use arrow::row::{RowConverter, SortField};
 use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, Field, Fields};
 use futures::TryStreamExt;
 use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileIO;
 use iceberg::spec::DataFile;
 use iceberg::{Error, ErrorKind, Result};
-use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 
 use super::DELETE_FILE_PATH_ID;
 
@@ -30,6 +30,10 @@ pub const DELETE_FILE_POS_ID: i32 = 2_147_483_545;
 
 fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::DataInvalid, format!("reading delete file {path}: {detail}"))
+}
+
+fn unreadable(path: &str, detail: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::DataInvalid, format!("reading {path}: {detail}"))
 }
 
 /// The Iceberg field id of an Arrow field (its `PARQUET:field_id`).
@@ -258,6 +262,68 @@ impl FileDeletes {
             }
         }
         Ok(Some(BooleanArray::from(keep)))
+    }
+}
+
+/// The Kafka partition and offset of every row of the Parquet file at `path`, in row
+/// order (`None` where either is null): two columns read, by their field ids.
+pub async fn kafka_rows(
+    file_io: &FileIO,
+    path: &str,
+    partition_id: i32,
+    offset_id: i32,
+) -> Result<Vec<Option<(i32, i64)>>> {
+    let mut rows = Vec::new();
+    for batch in read_columns(file_io, path, &[partition_id, offset_id]).await? {
+        let column = |id: i32| column_by_id(batch.schema().fields(), batch.columns(), id);
+        let (Some(p), Some(o)) = (column(partition_id), column(offset_id)) else {
+            return Err(unreadable(path, "no _kafka.partition or _kafka.offset column"));
+        };
+        let (Some(p), Some(o)) = (p.as_primitive_opt::<Int32Type>(), o.as_primitive_opt::<Int64Type>()) else {
+            return Err(unreadable(path, "_kafka.partition or _kafka.offset of another type"));
+        };
+        rows.extend((0..batch.num_rows()).map(|i| (p.is_valid(i) && o.is_valid(i)).then(|| (p.value(i), o.value(i)))));
+    }
+    Ok(rows)
+}
+
+/// The record batches of the Parquet file at `path` with only the columns of field ids
+/// `ids` (a struct's id reads its every leaf), ids kept in the Arrow fields' metadata.
+pub async fn read_columns(file_io: &FileIO, path: &str, ids: &[i32]) -> Result<Vec<RecordBatch>> {
+    let error = |e: &dyn std::fmt::Display| unreadable(path, e);
+    let input = file_io.new_input(path)?;
+    let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await.map_err(|e| error(&e))?;
+    let descriptor = builder.parquet_schema();
+    let mut leaves = Vec::new();
+    let mut next = 0;
+    for field in descriptor.root_schema().get_fields() {
+        collect_leaves(field, ids, false, &mut next, &mut leaves);
+    }
+    let mask = ProjectionMask::leaves(descriptor, leaves);
+    let stream = builder.with_projection(mask).build().map_err(|e| error(&e))?;
+    stream.try_collect().await.map_err(|e| error(&e))
+}
+
+/// The leaf indexes (depth first) under `node` that lie under a field of `ids`.
+fn collect_leaves(
+    node: &parquet::schema::types::TypePtr,
+    ids: &[i32],
+    under: bool,
+    next: &mut usize,
+    out: &mut Vec<usize>,
+) {
+    let info = node.get_basic_info();
+    let under = under || (info.has_id() && ids.contains(&info.id()));
+    if node.is_primitive() {
+        if under {
+            out.push(*next);
+        }
+        *next += 1;
+        return;
+    }
+    for child in node.get_fields() {
+        collect_leaves(child, ids, under, next, out);
     }
 }
 

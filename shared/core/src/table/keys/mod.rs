@@ -34,18 +34,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
-use futures::TryStreamExt;
-use iceberg::arrow::ArrowFileReader;
+use arrow_array::{Array, ArrayRef};
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, TableMetadata};
 use iceberg::{Error, ErrorKind, Result};
-use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 
 use self::index::{IndexRoot, read_bucket, write_buckets};
 use self::resolve::{Change, Entry, merge};
 use super::deletes::live_files;
-use super::deletes::read::column_by_id;
+use super::deletes::read::{column_by_id, kafka_rows, read_columns};
 use super::deletes::write::{Doomed, write_position_deletes};
 
 pub use self::index::KEYS_KEY;
@@ -285,27 +282,11 @@ async fn locate(
             continue;
         }
         let path = file.file_path();
-        let mut positions = Vec::new();
-        let mut position = 0i64;
-        for batch in read_columns(file_io, path, &[columns.partition, columns.offset]).await? {
-            let column = |id: i32| column_by_id(batch.schema().fields(), batch.columns(), id);
-            let (Some(p), Some(o)) = (column(columns.partition), column(columns.offset)) else {
-                return Err(invalid(format!("{path}: no _kafka.partition or _kafka.offset column")));
-            };
-            let (Some(p), Some(o)) = (p.as_primitive_opt::<Int32Type>(), o.as_primitive_opt::<Int64Type>()) else {
-                return Err(invalid(format!("{path}: _kafka.partition or _kafka.offset of another type")));
-            };
-            for row in 0..batch.num_rows() {
-                let wanted = (p.is_valid(row) && o.is_valid(row))
-                    .then(|| offsets.get(&p.value(row)))
-                    .flatten()
-                    .is_some_and(|w| w.binary_search(&o.value(row)).is_ok());
-                if wanted {
-                    positions.push(position);
-                }
-                position += 1;
-            }
-        }
+        let rows = kafka_rows(file_io, path, columns.partition, columns.offset).await?;
+        let wanted = |row: &Option<(i32, i64)>| {
+            row.is_some_and(|(p, o)| offsets.get(&p).is_some_and(|w| w.binary_search(&o).is_ok()))
+        };
+        let positions: Vec<i64> = rows.iter().enumerate().filter(|(_, r)| wanted(r)).map(|(i, _)| i as i64).collect();
         if !positions.is_empty() {
             doomed.push(Doomed {
                 path: path.to_string(),
@@ -316,44 +297,4 @@ async fn locate(
         }
     }
     Ok(doomed)
-}
-
-/// The record batches of the Parquet file at `path` with only the columns of field ids
-/// `ids` (a struct's id reads its every leaf), ids kept in the Arrow fields' metadata.
-async fn read_columns(file_io: &FileIO, path: &str, ids: &[i32]) -> Result<Vec<RecordBatch>> {
-    let error = |e: &dyn std::fmt::Display| invalid(format!("reading {path}: {e}"));
-    let input = file_io.new_input(path)?;
-    let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader).await.map_err(|e| error(&e))?;
-    let descriptor = builder.parquet_schema();
-    let mut leaves = Vec::new();
-    let mut next = 0;
-    for field in descriptor.root_schema().get_fields() {
-        collect_leaves(field, ids, false, &mut next, &mut leaves);
-    }
-    let mask = ProjectionMask::leaves(descriptor, leaves);
-    let stream = builder.with_projection(mask).build().map_err(|e| error(&e))?;
-    stream.try_collect().await.map_err(|e| error(&e))
-}
-
-/// The leaf indexes (depth first) under `node` that lie under a field of `ids`.
-fn collect_leaves(
-    node: &parquet::schema::types::TypePtr,
-    ids: &[i32],
-    under: bool,
-    next: &mut usize,
-    out: &mut Vec<usize>,
-) {
-    let info = node.get_basic_info();
-    let under = under || (info.has_id() && ids.contains(&info.id()));
-    if node.is_primitive() {
-        if under {
-            out.push(*next);
-        }
-        *next += 1;
-        return;
-    }
-    for child in node.get_fields() {
-        collect_leaves(child, ids, under, next, out);
-    }
 }
