@@ -253,9 +253,13 @@ impl Committer {
         properties: &mut HashMap<String, String>,
     ) -> Result<Vec<(i32, DataFile)>, CommitError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
-        let previous = floe_summary(metadata).get(keys::KEYS_KEY).cloned();
+        let summary = floe_summary(metadata);
+        let previous = summary.get(keys::KEYS_KEY).cloned();
         if added.is_empty() {
-            properties.extend(previous.map(|root| (keys::KEYS_KEY.to_string(), root)));
+            // Nothing to resolve: the index and its count carry forward.
+            for key in [keys::KEYS_KEY, LIVE_KEYS] {
+                properties.extend(summary.get(key).map(|v| (key.to_string(), v.clone())));
+            }
             return Ok(Vec::new());
         }
         let upserted = keys::upsert(&self.file_io, metadata, schema, added, key, previous.as_deref())
@@ -265,10 +269,13 @@ impl Committer {
             deleted = upserted.deleted, rows_deleted = upserted.rows_deleted, live_keys = upserted.live_keys,
             delete_files = upserted.deletes.len(), "upsert resolved");
         properties.insert(keys::KEYS_KEY.into(), upserted.root);
-        properties.insert("floe.upsert.live-keys".into(), upserted.live_keys.to_string());
+        properties.insert(LIVE_KEYS.into(), upserted.live_keys.to_string());
         Ok(upserted.deletes)
     }
 }
+
+/// The snapshot summary's count of an upsert table's live keys.
+const LIVE_KEYS: &str = "floe.upsert.live-keys";
 
 /// Every task is keyed as the table is: an upsert table takes tasks of its key, an
 /// append table append tasks. Else the topic's `mode` or key changed under a table
