@@ -29,7 +29,8 @@ use iceberg::io::FileIO;
 use iceberg::{Error, ErrorKind, Result};
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
 use super::resolve::Entry;
@@ -39,6 +40,8 @@ pub const KEYS_KEY: &str = "floe.keys";
 /// A bucket holding more entries is split.
 pub const MAX_BUCKET_KEYS: usize = 1 << 20;
 const ROOT_VERSION: u32 = 1;
+/// Entries decoded at a time when a bucket is read.
+const READ_BATCH: usize = 1 << 16;
 
 fn invalid(path: &str, detail: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::DataInvalid, format!("key index {path}: {detail}"))
@@ -119,8 +122,10 @@ fn bucket_schema() -> Arc<Schema> {
 pub async fn read_bucket(file_io: &FileIO, path: &str) -> Result<Vec<Entry>> {
     let input = file_io.new_input(path)?;
     let reader = ArrowFileReader::new(input.metadata().await?, input.reader().await?);
-    let stream =
-        ParquetRecordBatchStreamBuilder::new(reader).await.and_then(|b| b.build()).map_err(|e| invalid(path, e))?;
+    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .and_then(|b| b.with_batch_size(READ_BATCH).build())
+        .map_err(|e| invalid(path, e))?;
     let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| invalid(path, e))?;
     let mut entries = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
     for batch in batches {
@@ -190,7 +195,14 @@ async fn write_bucket(file_io: &FileIO, path: &str, entries: &[Entry]) -> Result
     )
     .map_err(|e| invalid(path, e))?;
     let zstd = ZstdLevel::try_new(1).map_err(|e| invalid(path, e))?;
-    let properties = WriterProperties::builder().set_compression(Compression::ZSTD(zstd)).build();
+    // Keys are unique and hashes nearly so: a dictionary only costs (tried, then
+    // dropped), and the keys' min/max are never used.
+    let key = ColumnPath::from("key");
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(zstd))
+        .set_dictionary_enabled(false)
+        .set_column_statistics_enabled(key, EnabledStatistics::None)
+        .build();
     let mut bytes = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(properties)).map_err(|e| invalid(path, e))?;
     writer.write(&batch).map_err(|e| invalid(path, e))?;
