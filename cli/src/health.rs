@@ -156,6 +156,9 @@ pub struct HealthView {
     /// has kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oldest_row: Option<String>,
+    /// An upsert table's live keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_keys: Option<u64>,
 }
 
 /// A transaction hanging, as status shows it: its fields, and since when in RFC 3339.
@@ -189,6 +192,7 @@ impl From<&TableHealth> for HealthView {
             hanging_transactions: h.facts.hanging.iter().map(HangingView::from).collect(),
             dead_letters_waiting: h.facts.dead_letters_waiting,
             oldest_row: h.facts.oldest_row_ms.map(time),
+            live_keys: h.facts.live_keys,
         }
     }
 }
@@ -234,6 +238,9 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         }
         for warning in &h.warnings {
             out += &format!("  warning: {warning}\n");
+        }
+        if let Some(keys) = h.live_keys {
+            out += &format!("  upsert: {keys} live key(s), one row each\n");
         }
         if h.dead_letters_waiting > 0 {
             out += &format!(

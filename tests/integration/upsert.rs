@@ -121,6 +121,11 @@ async fn an_upsert_table_holds_each_key_s_latest_record_whatever_order_segments_
         let read = read_local(warehouse.path(), "kafka.accounts");
         assert_model(&read, &model, &format!("order {order:?}"));
         assert_eq!(read.summary["floe.upsert.live-keys"], model.keys.to_string());
+        let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+        let rows: Vec<(&str, &floe_cli::health::HealthView)> =
+            status.iter().map(|t| (t.table.as_str(), &t.health)).collect();
+        let shown = floe_cli::health::render(&rows);
+        assert!(shown.contains(&format!("upsert: {} live key(s), one row each", model.keys)), "{shown}");
         assert_audit(warehouse.path(), "kafka.accounts", &model).await;
     }
 }

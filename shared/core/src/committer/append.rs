@@ -15,6 +15,7 @@ use crate::lock::registry::Activity;
 use crate::metrics;
 use crate::retry::Retryable;
 use crate::table::keys;
+use crate::table::keys::LIVE_KEYS;
 use crate::table::snapshot::SnapshotChange;
 use crate::table::state::STATE_KEY;
 use crate::table::{LoadedTable, TableError, floe_summary, load};
@@ -273,9 +274,6 @@ impl Committer {
         Ok(upserted.deletes)
     }
 }
-
-/// The snapshot summary's count of an upsert table's live keys.
-const LIVE_KEYS: &str = "floe.upsert.live-keys";
 
 /// Every task is keyed as the table is: an upsert table takes tasks of its key, an
 /// append table append tasks. Else the topic's `mode` or key changed under a table

@@ -88,6 +88,8 @@ pub struct TableFacts {
     /// bound of its live data files, what row retention has kept (filled by
     /// [`crate::table::retention::oldest_row_ms`]).
     pub oldest_row_ms: Option<i64>,
+    /// An upsert table's live keys (its last Floe snapshot's `floe.upsert.live-keys`).
+    pub live_keys: Option<u64>,
 }
 
 /// A table's latest time ahead of this host's clock by more than this is warned about.
@@ -119,6 +121,9 @@ impl TableFacts {
             hanging: Vec::new(),
             dead_letters_waiting: 0,
             oldest_row_ms: None,
+            live_keys: crate::table::floe_summary(metadata)
+                .get(crate::table::keys::LIVE_KEYS)
+                .and_then(|v| v.parse().ok()),
         })
     }
 }
@@ -267,6 +272,7 @@ mod tests {
             hanging: Vec::new(),
             dead_letters_waiting: 0,
             oldest_row_ms: None,
+            live_keys: None,
         }
     }
 

@@ -49,6 +49,8 @@ pub use self::index::KEYS_KEY;
 
 /// The table property naming an upsert table's key columns (a JSON list of dotted paths).
 pub const UPSERT_KEY_PROPERTY: &str = "floe.upsert-key";
+/// The snapshot summary key of an upsert table's live keys.
+pub const LIVE_KEYS: &str = "floe.upsert.live-keys";
 /// The `_kafka` field marking a record that deletes its key (a tombstone: a null value).
 pub const TOMBSTONE_COLUMN: &str = "_kafka.tombstone";
 const PARTITION_COLUMN: &str = "_kafka.partition";
