@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use floe_core::committer::TaskResult;
 use floe_core::config::FloeConfig;
 
 use crate::committer::{Read, copy, read_local};
@@ -224,7 +225,6 @@ async fn transactions_spanning_segments_upsert_only_their_committed_records_in_a
 /// each key's latest record.
 #[tokio::test]
 async fn a_compaction_planned_before_an_upsert_commit_carries_its_deletes_onto_the_outputs() {
-    use floe_core::committer::TaskResult;
     let model = model("accounts.json");
     let clicks = crate::compaction::Clicks::new("value_format = \"json\"\nmode = \"upsert\"");
     let all = segments();
@@ -246,4 +246,67 @@ async fn a_compaction_planned_before_an_upsert_commit_carries_its_deletes_onto_t
     assert_eq!(read.operation.as_deref(), Some("replace"));
     assert!(read.summary.get("added-position-deletes").is_some_and(|n| n != "0"), "{:?}", read.summary);
     assert_audit(clicks.warehouse.path(), "kafka.accounts", &model).await;
+}
+
+/// `format_version = 3`: an upsert table's superseded rows and tombstones deleted by
+/// deletion vectors, one per data file, merged with the file's earlier vector and
+/// replacing it (three commits, no compaction between); PyIceberg, DuckDB and the spec
+/// reader (foreign_delete.py) each read one row per live key; compaction applies the
+/// vectors and drops them.
+#[tokio::test]
+async fn a_v3_upsert_table_deletes_with_one_deletion_vector_per_data_file() {
+    let model = model("accounts.json");
+    let clicks = crate::compaction::Clicks::new("value_format = \"json\"\nmode = \"upsert\"\nformat_version = 3");
+    let all = segments();
+    for segment in &all {
+        copy(data(), clicks.input.path(), segment);
+    }
+    let file_io = floe_core::storage::local_file_io();
+    let table = floe_core::table::TableName { namespace: "kafka".into(), name: "accounts".into() };
+    let catalog = floe_core::catalog::sqlite::SqliteCatalog::open(&clicks.warehouse.path().join("catalog.db"), "floe");
+    let catalog = catalog.unwrap();
+    let mut replaced = 0;
+    for pair in [[0, 3], [1, 4], [2, 5]] {
+        clicks.commit(&pair.map(|i| all[i].clone())).await;
+        let loaded = floe_core::table::load(&catalog, &file_io, &table).await.unwrap().unwrap();
+        let (_, deletes) = floe_core::table::deletes::live_files(&file_io, &loaded.metadata).await.unwrap();
+        assert!(deletes.iter().all(|d| d.is_vector()), "v3: deletion vectors only");
+        let mut named: Vec<String> = deletes.iter().filter_map(|d| d.file.referenced_data_file()).collect();
+        let count = named.len();
+        named.sort();
+        named.dedup();
+        assert_eq!(named.len(), count, "one vector per data file: {named:?}");
+        let summary = &loaded.metadata.current_snapshot().unwrap().summary().additional_properties;
+        replaced += summary.get("removed-delete-files").map_or(0, |n| n.parse::<usize>().unwrap());
+    }
+    assert!(replaced > 0, "later commits replaced earlier vectors of the same data files");
+    let read = read_local(clicks.warehouse.path(), "kafka.accounts");
+    assert_eq!(read.format_version, 3);
+    assert_model(&read, &model, "v3, read by PyIceberg");
+    let w = clicks.warehouse.path().canonicalize().unwrap().display().to_string();
+    let spec_reader = || {
+        let out = std::process::Command::new(support::python())
+            .arg(support::root().join("tests/py/foreign_delete.py"))
+            .args([format!("{w}/catalog.db"), w.clone(), "kafka.accounts".into(), "read".into()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let spec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        serde_json::from_value::<BTreeMap<String, Vec<i64>>>(spec["offsets"].clone()).unwrap()
+    };
+    assert_eq!(spec_reader(), model.live, "the spec reader");
+    let access = floe_cli::table::access(clicks.warehouse.path(), "kafka.accounts").await.unwrap();
+    let duckdb = crate::querying::read("duckdb-scan", &access.location).unwrap();
+    assert_eq!((duckdb.offsets, duckdb.duplicates), (model.live.clone(), 0), "DuckDB");
+    assert_audit(clicks.warehouse.path(), "kafka.accounts", &model).await;
+    // Compaction applies every vector and drops it.
+    let queue = std::sync::Arc::new(floe_core::queue::InProcessQueue::default());
+    clicks.compactor(queue.clone()).run(floe_core::lock::now_ms() + 16 * 60_000, None).await;
+    let report = clicks.committer.commit_all(&queue.drain(), None).await;
+    assert!(!report.results.is_empty() && report.results.iter().all(|(_, r)| *r == TaskResult::Committed));
+    let loaded = floe_core::table::load(&catalog, &file_io, &table).await.unwrap().unwrap();
+    let (_, deletes) = floe_core::table::deletes::live_files(&file_io, &loaded.metadata).await.unwrap();
+    assert!(deletes.is_empty(), "{deletes:?}");
+    assert_model(&read_local(clicks.warehouse.path(), "kafka.accounts"), &model, "v3, compacted");
+    assert_eq!(spec_reader(), model.live, "the spec reader, compacted");
 }

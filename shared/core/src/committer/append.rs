@@ -219,9 +219,9 @@ impl Committer {
             }
         };
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
-        let added_deletes = match keys::table_key(metadata).map_err(&iceberg)? {
+        let (added_deletes, replaced) = match keys::table_key(metadata).map_err(&iceberg)? {
             Some(key) => self.upsert(loaded, schema, &added, &key, &mut properties).await?,
-            None => Vec::new(),
+            None => Default::default(),
         };
         properties.insert("floe.tasks".into(), plan.tasks.to_string());
         if plan.skipped_records > 0 {
@@ -236,7 +236,7 @@ impl Committer {
             added,
             added_deletes,
             added_sequence: Default::default(),
-            removed: Default::default(),
+            removed: replaced.into_iter().collect(),
             properties,
             new_schema: plan.schema.clone(),
         })
@@ -244,7 +244,8 @@ impl Committer {
 
     /// An append to an upsert table keyed on `key`: its rows resolved against the key
     /// index (`table/keys`), the index after named in `properties`; returns the position
-    /// delete files to add with the data.
+    /// delete files (deletion vectors, v3) to add with the data, and the vectors they
+    /// replace.
     async fn upsert(
         &self,
         loaded: &LoadedTable,
@@ -252,7 +253,7 @@ impl Committer {
         added: &[DataFile],
         key: &[String],
         properties: &mut HashMap<String, String>,
-    ) -> Result<Vec<(i32, DataFile)>, CommitError> {
+    ) -> Result<(Vec<(i32, DataFile)>, Vec<String>), CommitError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
         let summary = floe_summary(metadata);
         let previous = summary.get(keys::KEYS_KEY).cloned();
@@ -261,7 +262,7 @@ impl Committer {
             for key in [keys::KEYS_KEY, LIVE_KEYS] {
                 properties.extend(summary.get(key).map(|v| (key.to_string(), v.clone())));
             }
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         let upserted = keys::upsert(&self.file_io, metadata, schema, added, key, previous.as_deref())
             .await
@@ -271,7 +272,7 @@ impl Committer {
             delete_files = upserted.deletes.len(), "upsert resolved");
         properties.insert(keys::KEYS_KEY.into(), upserted.root);
         properties.insert(LIVE_KEYS.into(), upserted.live_keys.to_string());
-        Ok(upserted.deletes)
+        Ok((upserted.deletes, upserted.replaced))
     }
 }
 

@@ -195,9 +195,9 @@ impl Committer {
     }
 
     /// Carries `new` (position deletes committed since `task`'s plan on its `inputs`)
-    /// onto its outputs ([`crate::table::deletes::carry`]); `Err` says why it cannot be: a
-    /// v3 table (it takes deletion vectors, not position delete files), a task without
-    /// its plan's sequence number, rows without Kafka offsets.
+    /// onto its outputs ([`crate::table::deletes::carry`]; deletion vectors on a v3
+    /// table); `Err` says why it cannot be: a task without its plan's sequence number,
+    /// rows without Kafka offsets.
     async fn carry(
         &self,
         metadata: &iceberg::spec::TableMetadata,
@@ -214,9 +214,10 @@ impl Committer {
         let (Some(partition), Some(offset)) = (id("_kafka.partition"), id("_kafka.offset")) else {
             return Err(refuse());
         };
-        if metadata.format_version() >= iceberg::spec::FormatVersion::V3 || task.data_sequence_number.is_none() {
+        if task.data_sequence_number.is_none() {
             return Err(refuse());
         }
+        let vectors = metadata.format_version() >= iceberg::spec::FormatVersion::V3;
         let spec = metadata.default_partition_spec();
         let outputs = task
             .added
@@ -226,7 +227,7 @@ impl Committer {
             .map_err(|e| format!("{}: {e}", refuse()))?;
         let deletes: Vec<&LiveDelete> = new.iter().map(|(d, _)| *d).collect();
         let data_dir = format!("{}/data", metadata.location());
-        carry(&self.file_io, (inputs, &outputs), &deletes, (partition, offset), spec.spec_id(), &data_dir)
+        carry(&self.file_io, (inputs, &outputs), &deletes, (partition, offset), (spec.spec_id(), vectors), &data_dir)
             .await
             .map_err(|e| format!("{}, and carrying it onto the outputs failed: {e}", refuse()))
     }

@@ -196,8 +196,8 @@ pub(super) fn validate_settings(
     Ok(Some(parsed))
 }
 
-/// `key_columns` belongs to upsert tables, and names columns; upsert tables are format 2
-/// (Floe writes position deletes, not yet deletion vectors).
+/// `key_columns` belongs to upsert tables, and names columns; a Debezium envelope is an
+/// upsert of JSON values.
 fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
     let mode = s.mode.or(defaults.mode).unwrap_or_default();
     if let Some(columns) = &s.key_columns {
@@ -224,12 +224,6 @@ fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), Conf
                 "debezium envelopes are read from JSON values: value_format = \"json\"",
             ));
         }
-    }
-    if mode == Mode::Upsert && s.format_version.or(defaults.format_version) == Some(3) {
-        return Err(ConfigError::invalid(
-            format!("{at}.format_version"),
-            "3: upsert tables are format 2 (Floe writes position deletes; deletion vectors are not written yet)",
-        ));
     }
     Ok(())
 }

@@ -16,8 +16,10 @@
 //! ```
 //!
 //! The delete file carried is then applied as far as the outputs go: it is recorded as
-//! applied, and dropped once no data file it names is live. Files without Kafka offsets
-//! (another engine's appends) cannot be carried: such a compaction is rejected, as before.
+//! applied, and dropped once no data file it names is live. On a v3 table the carried
+//! deletes are deletion vectors (the outputs are new: none has one yet). Files without
+//! Kafka offsets (another engine's appends) cannot be carried: such a compaction is
+//! rejected, as before.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -26,7 +28,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::DataFile;
 
 use super::read::kafka_rows;
-use super::write::{Doomed, write_position_deletes};
+use super::write::{Doomed, write_position_deletes, write_vectors};
 use super::{AppliedDelete, LiveDelete, ScopedFile, rows_named};
 
 /// What carrying gives the compaction's snapshot.
@@ -43,13 +45,13 @@ pub struct Carried {
 /// Carries `deletes` (position deletes or deletion vectors committed since the plan)
 /// from `inputs` onto `outputs` (of partition spec `spec_id`), by the rows' Kafka
 /// partition and offset (`partition_id`, `offset_id`): writes the delete files into
-/// `data_dir`.
+/// `data_dir`, deletion vectors when `vectors` (a v3 table).
 pub async fn carry(
     file_io: &FileIO,
     (inputs, outputs): (&[&ScopedFile], &[DataFile]),
     deletes: &[&LiveDelete],
     (partition_id, offset_id): (i32, i32),
-    spec_id: i32,
+    (spec_id, vectors): (i32, bool),
     data_dir: &str,
 ) -> Result<Carried> {
     let mut carried = Carried::default();
@@ -99,6 +101,9 @@ pub async fn carry(
             });
         }
     }
-    carried.deletes = write_position_deletes(file_io, data_dir, doomed).await?;
+    carried.deletes = match vectors {
+        true => write_vectors(file_io, data_dir, doomed).await?,
+        false => write_position_deletes(file_io, data_dir, doomed).await?,
+    };
     Ok(carried)
 }

@@ -105,7 +105,7 @@ pub async fn positions(file_io: &FileIO, delete: &DataFile) -> Result<HashMap<St
 }
 
 /// The magic bytes a `deletion-vector-v1` blob's bitmap starts with.
-const VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+pub(super) const VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
 /// The rows a deletion vector deletes, as [`positions`] gives them: the one data file it
 /// names (`referenced_data_file`) and its positions. The vector is the Puffin blob at

@@ -88,6 +88,73 @@ pub async fn write_position_deletes(
     Ok(written)
 }
 
+/// The magic bytes a Puffin file starts and ends with.
+const PUFFIN_MAGIC: &[u8; 4] = b"PFA1";
+/// Field id of `_pos`, the row position a deletion vector's blob names (the spec's reserved id).
+const ROW_POSITION_ID: i32 = 2_147_483_645;
+
+/// Writes deletion vectors (format v3) deleting `doomed`: one Puffin file in `data_dir`
+/// holding a `deletion-vector-v1` blob per data file, each blob every position of its
+/// file (the caller merges a file's earlier vector in: a data file has one vector at
+/// most); returns them as manifest entries name them, each with its spec's id.
+///
+/// ```text
+///  PFA1 │ blob … │ PFA1 │ footer JSON │ footer length (i32 LE) │ flags (4 × 0) │ PFA1
+///  blob: length (u32 BE: magic + bitmap) │ D1 D3 39 64 │ 64-bit roaring, portable │ CRC-32 (BE)
+/// ```
+pub async fn write_vectors(file_io: &FileIO, data_dir: &str, doomed: Vec<Doomed>) -> Result<Vec<(i32, DataFile)>> {
+    let error = |e: &dyn std::fmt::Display| Error::new(ErrorKind::Unexpected, format!("a deletion vector: {e}"));
+    let location = format!("{data_dir}/delete-{}.puffin", uuid::Uuid::new_v4());
+    let mut bytes = PUFFIN_MAGIC.to_vec();
+    let (mut blobs, mut placed) = (Vec::new(), Vec::new());
+    for file in doomed.into_iter().filter(|d| !d.positions.is_empty()) {
+        let bitmap: roaring::RoaringTreemap = file.positions.iter().map(|&p| p as u64).collect();
+        let mut body = super::read::VECTOR_MAGIC.to_vec();
+        bitmap.serialize_into(&mut body).map_err(|e| error(&e))?;
+        let offset = bytes.len();
+        bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&body);
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        let length = bytes.len() - offset;
+        blobs.push(serde_json::json!({
+            "type": "deletion-vector-v1", "fields": [ROW_POSITION_ID], "snapshot-id": -1, "sequence-number": -1,
+            "offset": offset, "length": length,
+            "properties": {"referenced-data-file": file.path, "cardinality": bitmap.len().to_string()},
+        }));
+        placed.push((file, offset, length, bitmap.len()));
+    }
+    if placed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let footer = serde_json::to_vec(&serde_json::json!({"blobs": blobs, "properties": {"created-by": "floe"}}))
+        .map_err(|e| error(&e))?;
+    bytes.extend_from_slice(PUFFIN_MAGIC);
+    bytes.extend_from_slice(&footer);
+    bytes.extend_from_slice(&(footer.len() as i32).to_le_bytes());
+    bytes.extend_from_slice(&[0; 4]);
+    bytes.extend_from_slice(PUFFIN_MAGIC);
+    let size = bytes.len() as u64;
+    file_io.new_output(&location)?.write(Bytes::from(bytes)).await?;
+    let mut written = Vec::with_capacity(placed.len());
+    for (file, offset, length, cardinality) in placed {
+        let data_file = DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(location.clone())
+            .file_format(DataFileFormat::Puffin)
+            .partition(file.partition)
+            .partition_spec_id(file.spec_id)
+            .record_count(cardinality)
+            .file_size_in_bytes(size)
+            .referenced_data_file(Some(file.path))
+            .content_offset(Some(offset as i64))
+            .content_size_in_bytes(Some(length as i64))
+            .build()
+            .map_err(|e| error(&e))?;
+        written.push((file.spec_id, data_file));
+    }
+    Ok(written)
+}
+
 async fn write_file(file_io: &FileIO, location: &str, paths: Vec<&str>, positions: Vec<i64>) -> Result<u64> {
     let error = |e: &dyn std::fmt::Display| Error::new(ErrorKind::Unexpected, format!("writing {location}: {e}"));
     let schema = Arc::new(Schema::new(vec![
@@ -115,7 +182,40 @@ mod tests {
     use iceberg::spec::Literal;
 
     use super::*;
-    use crate::table::deletes::read::positions;
+    use crate::table::deletes::read::{positions, vector};
+
+    #[tokio::test]
+    async fn deletion_vectors_are_one_puffin_file_each_blob_read_back_by_its_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let file_io = crate::storage::local_file_io();
+        let far = (1i64 << 32) + 7;
+        let doomed = vec![
+            Doomed {
+                path: "/w/a.parquet".into(),
+                spec_id: 0,
+                partition: Struct::empty(),
+                positions: vec![3, 1, 3, far],
+            },
+            Doomed { path: "/w/b.parquet".into(), spec_id: 0, partition: Struct::empty(), positions: vec![0] },
+            Doomed { path: "/w/c.parquet".into(), spec_id: 0, partition: Struct::empty(), positions: vec![] },
+        ];
+        let written = write_vectors(&file_io, &dir.path().display().to_string(), doomed).await.unwrap();
+        assert_eq!(written.len(), 2, "none for a file without positions");
+        let (a, b) = (&written[0].1, &written[1].1);
+        assert_eq!(a.file_path(), b.file_path(), "one Puffin file");
+        assert_eq!((a.file_format(), a.record_count()), (DataFileFormat::Puffin, 3));
+        let read = vector(&file_io, a).await.unwrap();
+        assert_eq!(read, HashMap::from([("/w/a.parquet".to_string(), vec![1, 3, far])]));
+        assert_eq!(vector(&file_io, b).await.unwrap()["/w/b.parquet"], [0]);
+        let bytes = std::fs::read(a.file_path()).unwrap();
+        assert_eq!((&bytes[..4], &bytes[bytes.len() - 4..]), (&b"PFA1"[..], &b"PFA1"[..]));
+        assert_eq!(a.file_size_in_bytes(), bytes.len() as u64);
+        let footer_len = i32::from_le_bytes(bytes[bytes.len() - 12..bytes.len() - 8].try_into().unwrap()) as usize;
+        let footer: serde_json::Value =
+            serde_json::from_slice(&bytes[bytes.len() - 12 - footer_len..bytes.len() - 12]).unwrap();
+        assert_eq!(footer["blobs"][0]["properties"]["referenced-data-file"], "/w/a.parquet");
+        assert_eq!(footer["blobs"][1]["offset"], b.content_offset().unwrap());
+    }
 
     #[tokio::test]
     async fn position_deletes_are_written_per_partition_and_read_back_by_the_spec_reader() {

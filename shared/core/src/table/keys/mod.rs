@@ -36,14 +36,14 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, TableMetadata};
+use iceberg::spec::{DataFile, FormatVersion, PrimitiveLiteral, Schema, TableMetadata};
 use iceberg::{Error, ErrorKind, Result};
 
 use self::index::{IndexRoot, read_bucket, write_buckets};
 use self::resolve::{Change, Entry, merge};
 use super::deletes::live_files;
 use super::deletes::read::{column_by_id, kafka_rows, read_columns};
-use super::deletes::write::{Doomed, write_position_deletes};
+use super::deletes::write::{Doomed, write_position_deletes, write_vectors};
 
 pub use self::index::KEYS_KEY;
 
@@ -71,9 +71,12 @@ pub fn table_key(metadata: &TableMetadata) -> Result<Option<Vec<String>>> {
 /// What an upsert append adds beside its data files.
 #[derive(Debug, Default)]
 pub struct Upserted {
-    /// Position delete files (with their partition spec's id): the rows superseded, and
-    /// the tombstones.
+    /// Position delete files, or on a v3 table deletion vectors (with their partition
+    /// spec's id): the rows superseded, and the tombstones.
     pub deletes: Vec<(i32, DataFile)>,
+    /// Deletion vectors the new ones replace (their delete keys): to remove in the same
+    /// snapshot.
+    pub replaced: Vec<String>,
     /// The index root the snapshot names ([`KEYS_KEY`]).
     pub root: String,
     /// Keys new to the table, keys given a newer row, keys deleted; rows deleted.
@@ -238,10 +241,42 @@ pub async fn upsert(
         .collect();
     doomed.extend(locate(file_io, metadata, &columns, dead_offsets).await?);
     upserted.rows_deleted = doomed.iter().map(|d| d.positions.len() as u64).sum();
-    upserted.deletes = write_position_deletes(file_io, &format!("{}/data", metadata.location()), doomed).await?;
+    let data_dir = format!("{}/data", metadata.location());
+    upserted.deletes = if metadata.format_version() >= FormatVersion::V3 {
+        // A data file has one deletion vector at most: its earlier one merged in, replaced.
+        let (doomed, replaced) = with_earlier_vectors(file_io, metadata, doomed).await?;
+        upserted.replaced = replaced;
+        write_vectors(file_io, &data_dir, doomed).await?
+    } else {
+        write_position_deletes(file_io, &data_dir, doomed).await?
+    };
     upserted.live_keys = root.live_keys();
     upserted.root = root.save(file_io, &metadata_dir).await?;
     Ok(upserted)
+}
+
+/// `doomed` with the positions of each file's live deletion vector added, and those
+/// vectors (by [`super::deletes::delete_key`]), which the new ones replace.
+async fn with_earlier_vectors(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    mut doomed: Vec<Doomed>,
+) -> Result<(Vec<Doomed>, Vec<String>)> {
+    let mut replaced = Vec::new();
+    if metadata.current_snapshot().is_none() {
+        return Ok((doomed, replaced));
+    }
+    let (_, deletes) = live_files(file_io, metadata).await?;
+    for file in &mut doomed {
+        let earlier =
+            deletes.iter().filter(|d| d.is_vector() && d.file.referenced_data_file().as_ref() == Some(&file.path));
+        for vector in earlier {
+            let named = super::deletes::read::vector(file_io, &vector.file).await?;
+            file.positions.extend(named.into_values().flatten());
+            replaced.push(vector.path().to_string());
+        }
+    }
+    Ok((doomed, replaced))
 }
 
 /// The rows of `offsets` (per Kafka partition) among the table's live data files: each
