@@ -410,3 +410,29 @@ async fn a_stranded_transaction_part_ends_by_the_operator_s_decision() {
         assert!(!again.status.success() && said.contains("stranded parts: none"), "{said}");
     }
 }
+
+/// An upsert table's topic deleted and created again: its new offsets restart at 0 and
+/// cannot be ordered against the old ones in the key index, so the table is suspended,
+/// saying why, with nothing of the old rows lost and nothing of the new ones deleted.
+#[tokio::test]
+async fn an_upsert_table_whose_topic_is_created_again_is_suspended_not_overwritten() {
+    let (topic, _, _) = payments();
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (old, new) = ("AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB");
+    let config = FloeConfig::parse("[defaults]\nenabled = true\nvalue_format = \"json\"\nmode = \"upsert\"\n").unwrap();
+    let run = async |input: &Path| floe_cli::local::run_local(input, warehouse.path(), config.clone()).await.unwrap();
+    tiered(topic.path(), SEGMENTS[0], input.path(), old, RANGES[0]);
+    let report = run(input.path()).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let first = read_local(warehouse.path(), "kafka.payments");
+    let next = tempfile::tempdir().unwrap();
+    tiered(topic.path(), SEGMENTS[0], next.path(), new, RANGES[0]);
+    let report = run(next.path()).await;
+    assert_eq!(report.failed.len(), 1, "{:?}", report.failed);
+    let status = floe_cli::local::status(warehouse.path()).await.unwrap();
+    let suspended = status.iter().find(|t| t.table == "kafka.payments").and_then(|t| t.suspended.clone());
+    let reason = suspended.expect("suspended");
+    assert!(reason.contains("deleted and created again") && reason.contains(new), "{reason}");
+    let read = read_local(warehouse.path(), "kafka.payments");
+    assert_eq!((read.offsets.clone(), read.snapshots), (first.offsets, first.snapshots), "nothing committed");
+}

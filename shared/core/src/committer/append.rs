@@ -2,7 +2,7 @@
 //! and transaction state ([`super::plan::plan_append`] decides; this applies), under the
 //! table's lease, after its tasks' dead-letter tables.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use iceberg::spec::{DataFile, Operation, Schema};
@@ -134,6 +134,12 @@ impl Committer {
         let written_at = tasks.iter().find_map(|t| t.table_location.as_deref());
         let loaded = self.load_or_create(table, &tasks[0].schema, written_at).await?;
         same_key(&loaded, tasks)?;
+        let ids: Vec<(i32, String)> = topic_ids(tasks).collect();
+        if let Some(reason) =
+            keys::recreated(&self.file_io, &loaded.metadata, &ids).await.map_err(TableError::iceberg(table))?
+        {
+            return Err(CommitError::Incompatible { table: table.to_string(), reason });
+        }
         let mut record = self.record(&loaded).await?;
         record.decided_by = self.decided_by(tasks).await?;
         let plan = plan_append(&record, tasks)?;
@@ -160,7 +166,7 @@ impl Committer {
             // For status: how long each part has waited for its marker (wall clock).
             state.mark_pending_since(crate::lock::now_ms());
         }
-        let mut change = self.apply(loaded, &plan, lease).await?;
+        let mut change = self.apply(loaded, &plan, &topic_ids(tasks).collect(), lease).await?;
         if let Some(newest) = newest_committed(tasks, &plan.results) {
             change.properties.insert(crate::table::MAX_TIMESTAMP_KEY.into(), newest.to_string());
         }
@@ -191,6 +197,7 @@ impl Committer {
         &self,
         loaded: &LoadedTable,
         plan: &AppendPlan,
+        topic_ids: &BTreeMap<i32, String>,
         lease: &Lease,
     ) -> Result<SnapshotChange, CommitError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
@@ -220,7 +227,7 @@ impl Committer {
         };
         properties.extend(state_location.map(|l| (STATE_KEY.to_string(), l)));
         let (added_deletes, replaced) = match keys::table_key(metadata).map_err(&iceberg)? {
-            Some(key) => self.upsert(loaded, schema, &added, &key, &mut properties).await?,
+            Some(key) => self.upsert(loaded, schema, (&added, topic_ids), &key, &mut properties).await?,
             None => Default::default(),
         };
         properties.insert("floe.tasks".into(), plan.tasks.to_string());
@@ -250,7 +257,7 @@ impl Committer {
         &self,
         loaded: &LoadedTable,
         schema: &Schema,
-        added: &[DataFile],
+        (added, topic_ids): (&[DataFile], &BTreeMap<i32, String>),
         key: &[String],
         properties: &mut HashMap<String, String>,
     ) -> Result<(Vec<(i32, DataFile)>, Vec<String>), CommitError> {
@@ -264,7 +271,7 @@ impl Committer {
             }
             return Ok(Default::default());
         }
-        let upserted = keys::upsert(&self.file_io, metadata, schema, added, key, previous.as_deref())
+        let upserted = keys::upsert(&self.file_io, metadata, schema, added, key, (previous.as_deref(), topic_ids))
             .await
             .map_err(TableError::iceberg(table))?;
         tracing::info!(table = %table, inserted = upserted.inserted, updated = upserted.updated,
@@ -274,6 +281,11 @@ impl Committer {
         properties.insert(LIVE_KEYS.into(), upserted.live_keys.to_string());
         Ok((upserted.deletes, upserted.replaced))
     }
+}
+
+/// The partition and topic id of each of `tasks`' segments (those whose layout carries one).
+fn topic_ids<'a>(tasks: &'a [&CommitTask]) -> impl Iterator<Item = (i32, String)> + 'a {
+    tasks.iter().filter_map(|t| Some((t.partition, t.source.topic_id.clone()?)))
 }
 
 /// Every task is keyed as the table is: an upsert table takes tasks of its key, an

@@ -16,6 +16,7 @@
 //! bucket past [`MAX_BUCKET_KEYS`] is split in two halves of its hash range, so memory
 //! holds one bucket at a time however large the table grows.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -55,6 +56,11 @@ pub struct IndexRoot {
     pub key: Vec<String>,
     /// Ordered by partition and hash range; a partition's ranges cover the whole space.
     pub buckets: Vec<Bucket>,
+    /// The topic's id (its incarnation) whose offsets each partition's entries are, where
+    /// segments carry one: a topic deleted and created again restarts its offsets, which
+    /// an index of offsets cannot tell from the old ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topic_ids: BTreeMap<i32, String>,
 }
 
 /// One bucket file: a Kafka partition's keys whose hash lies in `low..=high`.
@@ -71,7 +77,7 @@ pub struct Bucket {
 
 impl IndexRoot {
     pub fn new(key: Vec<String>) -> IndexRoot {
-        IndexRoot { version: ROOT_VERSION, key, buckets: Vec::new() }
+        IndexRoot { version: ROOT_VERSION, key, buckets: Vec::new(), topic_ids: BTreeMap::new() }
     }
 
     pub async fn load(file_io: &FileIO, location: &str) -> Result<IndexRoot> {

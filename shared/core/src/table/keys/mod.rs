@@ -105,6 +105,31 @@ pub async fn live_offsets(
     Ok(Some(offsets.into_iter().map(|(p, o)| (p, super::offsets::RangeSet::from_ranges(o))).collect()))
 }
 
+/// Why an upsert table cannot take segments of `topic_ids` (the topic's id and partition
+/// of each of a commit's segments): a partition its index (or another segment of the
+/// commit) holds offsets of another incarnation of the topic for, deleted and created
+/// again since. Its offsets restarted; by offset,
+/// the new records would lose to the old ones and be deleted. `None`: it can.
+pub async fn recreated(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    topic_ids: &[(i32, String)],
+) -> Result<Option<String>> {
+    let mut known = match super::floe_summary(metadata).remove(KEYS_KEY) {
+        Some(location) => IndexRoot::load(file_io, &location).await?.topic_ids,
+        None => BTreeMap::new(),
+    };
+    Ok(topic_ids.iter().find_map(|(partition, id)| {
+        let indexed = known.entry(*partition).or_insert_with(|| id.clone());
+        let indexed = Some(&*indexed).filter(|indexed| *indexed != id)?;
+        Some(format!(
+            "partition {partition} comes from topic id {id}, the key index holds offsets of topic id {indexed}: the \
+             topic was deleted and created again, and its new offsets cannot be ordered against the old ones; \
+             rebuild the table (docs/operating.md, upsert tables)"
+        ))
+    }))
+}
+
 /// The field ids the upsert reads, found in `schema`.
 struct Columns {
     partition: i32,
@@ -130,14 +155,15 @@ impl Columns {
 /// Resolves the rows `added` (the data files of an append to the upsert table of
 /// `metadata`, keyed on `key`, written with `schema`) against the index `previous` (the
 /// root the table's last Floe snapshot names): writes the position delete files and the
-/// index after, under the table's location.
+/// index after, under the table's location. `topic_ids`: the topic's id per partition of
+/// the segments committed (recorded for [`recreated`]).
 pub async fn upsert(
     file_io: &FileIO,
     metadata: &TableMetadata,
     schema: &Schema,
     added: &[DataFile],
     key: &[String],
-    previous: Option<&str>,
+    (previous, topic_ids): (Option<&str>, &BTreeMap<i32, String>),
 ) -> Result<Upserted> {
     let columns = Columns::of(schema, key)?;
     let mut root = match previous {
@@ -146,6 +172,9 @@ pub async fn upsert(
     };
     if root.key != key {
         return Err(invalid(format!("the key index is on {:?}, the table's key is {key:?}", root.key)));
+    }
+    for (partition, id) in topic_ids {
+        root.topic_ids.entry(*partition).or_insert_with(|| id.clone());
     }
     // Every row added: where it is (file, position), and its change, per partition.
     let mut rows: Vec<(usize, i64)> = Vec::new();
