@@ -31,11 +31,10 @@ use floe_core::committer::{Committer, TaskResult};
 use floe_core::datafile::{DataFileWriter, WrittenFile};
 use floe_core::maintenance::rewrite::compact;
 use floe_core::schema::{PayloadType, table_struct};
-use floe_core::segment::SegmentLayout;
 use floe_core::table::TableName;
 use floe_core::table::compaction::{CompactionPolicy, per_group, plan};
 use floe_core::table::snapshot::live_data_files_added;
-use floe_core::task::{CommitTask, OffsetRange, SourceObject, TASK_VERSION, Task, TaskFile, TaskSchema};
+use floe_core::task::Task;
 use floe_core::testing::Rng;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, StructType, Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -148,49 +147,6 @@ async fn small_file(dir: &str, schema: &Arc<Schema>, rng: &mut Rng, first: i64, 
     writer.close().await.unwrap().remove(0)
 }
 
-/// The commit task of one small file, as the materializer would queue it.
-fn commit_task(schema: &Schema, file: &WrittenFile, i: usize) -> CommitTask {
-    CommitTask {
-        version: TASK_VERSION,
-        task_id: format!("bench-{i}"),
-        table: table(),
-        dead_letter_table: None,
-        topic: TOPIC.into(),
-        partition: 0,
-        offsets: Some(OffsetRange { first: file.first_offset, last: file.last_offset }),
-        record_count: file.record_count(),
-        skipped_records: 0,
-        without_rows: Some(0),
-        table_location: None,
-        data_files: vec![TaskFile::from_written(file, &StructType::new(vec![])).unwrap()],
-        dead_letter_files: vec![],
-        open_transactions: vec![],
-        transaction_markers: vec![],
-        transaction_timeout_ms: None,
-        max_timestamp: None,
-        schema: TaskSchema {
-            key_format: "raw".into(),
-            value_format: "json".into(),
-            iceberg: schema.clone(),
-            partition_spec: None,
-            format_version: None,
-            upsert_key: None,
-        },
-        dead_letter_schema: None,
-        source: SourceObject {
-            uri: format!("file:///bench/{TOPIC}-0/{:020}.log", file.first_offset),
-            etag: None,
-            size: 1,
-            layout: SegmentLayout::BrokerLogDir,
-            segment_id: None,
-            topic_id: None,
-            leader_epochs: Default::default(),
-        },
-        created_at_ms: now_ms(),
-        dead_letters_of: None,
-    }
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
@@ -217,7 +173,7 @@ async fn append_files(warehouse: &Path, round: usize, rows: usize) {
     let mut tasks = Vec::new();
     for i in round * files()..(round + 1) * files() {
         let file = small_file(&dir, &schema, &mut rng, (i * rows) as i64, rows).await;
-        tasks.push(commit_task(&schema, &file, i));
+        tasks.push(common::file_task((&table(), TOPIC), &schema, &file, format!("bench-{i}"), None));
         if tasks.len() == 100 || i + 1 == (round + 1) * files() {
             let report = committer.commit(&tasks, None).await;
             assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{:?}", report.results);

@@ -26,9 +26,7 @@ use floe_core::committer::{Committer, TaskResult};
 use floe_core::datafile::{DataFileWriter, WrittenFile};
 use floe_core::schema::layout::with_tombstone;
 use floe_core::schema::{PayloadType, table_struct};
-use floe_core::segment::SegmentLayout;
 use floe_core::table::TableName;
-use floe_core::task::{CommitTask, OffsetRange, SourceObject, TASK_VERSION, TaskFile, TaskSchema};
 use floe_core::testing::Rng;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, StructType, Type};
 
@@ -118,48 +116,6 @@ async fn file(dir: &str, schema: &Arc<Schema>, changes: &[Change], first: i64, r
     writer.close().await.unwrap().remove(0)
 }
 
-fn task(schema: &Schema, file: &WrittenFile) -> CommitTask {
-    CommitTask {
-        version: TASK_VERSION,
-        task_id: format!("bench-{}", file.first_offset),
-        table: table(),
-        dead_letter_table: None,
-        topic: TOPIC.into(),
-        partition: 0,
-        offsets: Some(OffsetRange { first: file.first_offset, last: file.last_offset }),
-        record_count: file.record_count(),
-        skipped_records: 0,
-        without_rows: Some(0),
-        table_location: None,
-        data_files: vec![TaskFile::from_written(file, &StructType::new(vec![])).unwrap()],
-        dead_letter_files: vec![],
-        open_transactions: vec![],
-        transaction_markers: vec![],
-        transaction_timeout_ms: None,
-        max_timestamp: None,
-        schema: TaskSchema {
-            key_format: "raw".into(),
-            value_format: "json".into(),
-            iceberg: schema.clone(),
-            partition_spec: None,
-            format_version: None,
-            upsert_key: Some(vec!["_kafka.key".into()]),
-        },
-        dead_letter_schema: None,
-        source: SourceObject {
-            uri: format!("file:///bench/{TOPIC}-0/{:020}.log", file.first_offset),
-            etag: None,
-            size: 1,
-            layout: SegmentLayout::BrokerLogDir,
-            segment_id: None,
-            topic_id: None,
-            leader_epochs: Default::default(),
-        },
-        created_at_ms: 0,
-        dead_letters_of: None,
-    }
-}
-
 /// The table being driven: the next offset and key, and the committer.
 struct Driver {
     committer: Committer,
@@ -178,7 +134,14 @@ impl Driver {
         for chunk in changes.chunks(TASK_ROWS as usize) {
             let written = file(&self.dir, &self.schema, chunk, self.next_offset, &mut self.rng).await;
             self.next_offset += chunk.len() as i64;
-            tasks.push(task(&self.schema, &written));
+            let id = format!("bench-{}", written.first_offset);
+            tasks.push(common::file_task(
+                (&table(), TOPIC),
+                &self.schema,
+                &written,
+                id,
+                Some(vec!["_kafka.key".into()]),
+            ));
         }
         let (cpu, start) = (cpu_seconds(), Instant::now());
         let report = self.committer.commit(&tasks, None).await;

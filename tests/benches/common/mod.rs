@@ -65,6 +65,60 @@ pub fn task_at(template: &floe_core::task::CommitTask, first: i64, id: &str) -> 
     task
 }
 
+/// The commit task of one file `file` (written with `schema`, unpartitioned) of `topic`
+/// partition 0 into `table`, as the materializer would queue it; `upsert_key`: the key
+/// columns of an upsert topic.
+pub fn file_task(
+    (table, topic): (&floe_core::table::TableName, &str),
+    schema: &iceberg::spec::Schema,
+    file: &floe_core::datafile::WrittenFile,
+    task_id: String,
+    upsert_key: Option<Vec<String>>,
+) -> floe_core::task::CommitTask {
+    use floe_core::task::{CommitTask, OffsetRange, SourceObject, TASK_VERSION, TaskFile, TaskSchema};
+    CommitTask {
+        version: TASK_VERSION,
+        task_id,
+        table: table.clone(),
+        dead_letter_table: None,
+        topic: topic.into(),
+        partition: 0,
+        offsets: Some(OffsetRange { first: file.first_offset, last: file.last_offset }),
+        record_count: file.record_count(),
+        skipped_records: 0,
+        without_rows: Some(0),
+        table_location: None,
+        data_files: vec![TaskFile::from_written(file, &iceberg::spec::StructType::new(vec![])).unwrap()],
+        dead_letter_files: vec![],
+        open_transactions: vec![],
+        transaction_markers: vec![],
+        transaction_timeout_ms: None,
+        max_timestamp: None,
+        schema: TaskSchema {
+            key_format: "raw".into(),
+            value_format: "json".into(),
+            iceberg: schema.clone(),
+            partition_spec: None,
+            format_version: None,
+            upsert_key,
+        },
+        dead_letter_schema: None,
+        source: SourceObject {
+            uri: format!("file:///bench/{topic}-0/{:020}.log", file.first_offset),
+            etag: None,
+            size: 1,
+            layout: floe_core::segment::SegmentLayout::BrokerLogDir,
+            segment_id: None,
+            topic_id: None,
+            leader_epochs: Default::default(),
+        },
+        created_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
+        dead_letters_of: None,
+    }
+}
+
 /// Runs a generator in tests/py with the test virtualenv's Python.
 pub fn python(script: &str, args: &[&str]) {
     let status = python_command(script, args).status().expect(NO_VENV);
