@@ -101,6 +101,12 @@ impl Clicks {
     /// Materializes the segments (the table's schema looked up, as `floe local run` does)
     /// and commits them in one batch.
     pub(crate) async fn commit(&self, objects: &[String]) {
+        let report = self.commit_report(objects).await;
+        assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{report:?}");
+    }
+
+    /// [`Self::commit`], whatever each task's result: the committer's report.
+    pub(crate) async fn commit_report(&self, objects: &[String]) -> BatchReport {
         let tables: Arc<dyn floe_core::table::TableLookup> = Arc::new(floe_core::table::CatalogTables {
             catalog: self.catalog.clone(),
             file_io: self.committer.file_io.clone(),
@@ -111,8 +117,7 @@ impl Clicks {
             let task = materialize_with(config, input, &self.committer.warehouse, object, Some(tables.clone())).await;
             tasks.push(Task::Data(Box::new(task)));
         }
-        let report = self.committer.commit_all(&tasks, None).await;
-        assert!(report.results.iter().all(|(_, r)| *r == TaskResult::Committed), "{report:?}");
+        self.committer.commit_all(&tasks, None).await
     }
 
     /// The compactor `floe local` runs, queueing into `queue`.

@@ -310,3 +310,114 @@ async fn a_v3_upsert_table_deletes_with_one_deletion_vector_per_data_file() {
     assert_model(&read_local(clicks.warehouse.path(), "kafka.accounts"), &model, "v3, compacted");
     assert_eq!(spec_reader(), model.live, "the spec reader, compacted");
 }
+
+/// make_upsert.py `--random`'s topic: each segment's records.
+#[derive(serde::Deserialize)]
+struct Keyed {
+    segments: Vec<KeyedSegment>,
+}
+
+#[derive(serde::Deserialize)]
+struct KeyedSegment {
+    path: String,
+    partition: i32,
+    /// (offset, key, the row as read_iceberg.py prints it; `None`: a tombstone)
+    records: Vec<(i64, String, Option<String>)>,
+}
+
+/// What an upsert table of `segments` holds: per partition, each key's last record in
+/// offset order, unless a tombstone — its offsets, and each row's value by `p/offset`.
+fn upserted(segments: &[&KeyedSegment]) -> (BTreeMap<String, Vec<i64>>, BTreeMap<String, String>) {
+    let mut by_partition: BTreeMap<i32, Vec<&(i64, String, Option<String>)>> = BTreeMap::new();
+    for segment in segments {
+        by_partition.entry(segment.partition).or_default().extend(&segment.records);
+    }
+    let (mut offsets, mut values) = (BTreeMap::new(), BTreeMap::new());
+    for (partition, mut records) in by_partition {
+        records.sort_by_key(|r| r.0);
+        let mut last: BTreeMap<&str, Option<(i64, &String)>> = BTreeMap::new();
+        for (offset, key, value) in records {
+            last.insert(key, value.as_ref().map(|v| (*offset, v)));
+        }
+        let mut live: Vec<i64> = last.values().flatten().map(|(o, _)| *o).collect();
+        live.sort_unstable();
+        if !live.is_empty() {
+            offsets.insert(partition.to_string(), live);
+        }
+        values.extend(last.values().flatten().map(|(o, v)| (format!("{partition}/{o}"), (*v).clone())));
+    }
+    (offsets, values)
+}
+
+/// Random sequences over random keyed topics (make_upsert.py `--random`, seeded): batches
+/// of segments committed in random order, segments delivered again, compactions planned
+/// then committed after further commits (their deletes carried), on format 2 (even seeds)
+/// and 3 (odd seeds, deletion vectors); after every step PyIceberg reads exactly what a
+/// dict model of the committed records says, and at the end `floe audit` agrees.
+/// `FLOE_UPSERT_SEEDS` sets how many seeds (4).
+#[tokio::test]
+async fn random_upsert_sequences_read_as_the_model_says_after_every_step() {
+    let seeds: u64 = std::env::var("FLOE_UPSERT_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(4);
+    for seed in 0..seeds {
+        let dir = tempfile::tempdir().unwrap();
+        support::run_python("make_upsert.py", &[Path::new("--random"), Path::new(&seed.to_string()), dir.path()]);
+        let keyed: Keyed = serde_json::from_slice(&std::fs::read(dir.path().join("keyed.json")).unwrap()).unwrap();
+        let version = if seed % 2 == 1 { "\nformat_version = 3" } else { "" };
+        let clicks = crate::compaction::Clicks::new(&format!("value_format = \"json\"\nmode = \"upsert\"{version}"));
+        for segment in &keyed.segments {
+            copy(dir.path(), clicks.input.path(), &segment.path);
+        }
+        let mut rng = floe_core::testing::Rng(0x5eed ^ seed);
+        let mut pending: Vec<usize> = (0..keyed.segments.len()).collect();
+        let (mut committed, mut steps): (Vec<usize>, Vec<String>) = (Vec::new(), Vec::new());
+        let mut planned: Option<Vec<floe_core::task::Task>> = None;
+        while !pending.is_empty() || planned.is_some() {
+            let step = match rng.below(5) {
+                0 if planned.is_none() && !committed.is_empty() => {
+                    let queue = std::sync::Arc::new(floe_core::queue::InProcessQueue::default());
+                    clicks.compactor(queue.clone()).run(floe_core::lock::now_ms() + 16 * 60_000, None).await;
+                    planned = Some(queue.drain());
+                    "plan a compaction".to_string()
+                }
+                1 if planned.is_some() => {
+                    let tasks = planned.take().unwrap();
+                    let report = clicks.committer.commit_all(&tasks, None).await;
+                    let results: Vec<&TaskResult> = report.results.iter().map(|(_, r)| r).collect();
+                    assert!(results.iter().all(|r| **r == TaskResult::Committed), "seed {seed}: {steps:?} {report:?}");
+                    format!("commit {} compaction(s)", tasks.len())
+                }
+                2 if !committed.is_empty() => {
+                    let again = committed[rng.below(committed.len() as u64) as usize];
+                    let report = clicks.commit_report(std::slice::from_ref(&keyed.segments[again].path)).await;
+                    assert_eq!(report.results[0].1, TaskResult::AlreadyCommitted, "seed {seed}: {steps:?}");
+                    format!("deliver {} again", keyed.segments[again].path)
+                }
+                _ if !pending.is_empty() => {
+                    let n = (1 + rng.below(3) as usize).min(pending.len());
+                    let batch: Vec<usize> =
+                        (0..n).map(|_| pending.remove(rng.below(pending.len() as u64) as usize)).collect();
+                    let paths: Vec<String> = batch.iter().map(|&i| keyed.segments[i].path.clone()).collect();
+                    clicks.commit(&paths).await;
+                    committed.extend(batch);
+                    format!("commit {paths:?}")
+                }
+                _ => continue,
+            };
+            steps.push(step);
+            if committed.is_empty() {
+                continue;
+            }
+            let segments: Vec<&KeyedSegment> = committed.iter().map(|&i| &keyed.segments[i]).collect();
+            let (offsets, values) = upserted(&segments);
+            let read = read_local(clicks.warehouse.path(), "kafka.keyed");
+            assert_eq!(read.duplicates, 0, "seed {seed}: {steps:?}");
+            assert_eq!(read.offsets, offsets, "seed {seed}: {steps:?}");
+            for (at, value) in &values {
+                assert_eq!(read.values.get(at).cloned().flatten().as_ref(), Some(value), "seed {seed} {at}: {steps:?}");
+            }
+        }
+        let (report, code, text) = crate::audit::audit(clicks.warehouse.path(), "kafka.keyed").await;
+        assert_eq!(code, 0, "seed {seed}: {text}");
+        assert!(report.partitions.iter().all(|p| p.upsert.is_some()));
+    }
+}

@@ -3,6 +3,7 @@
 must hold after them, from a dict model applying the records in offset order.
 
     make_upsert.py OUT_DIR
+    make_upsert.py --random SEED OUT_DIR   (topic `keyed`, see `random_topic`)
 
 Writes OUT_DIR/accounts-<p>/<base>.log for partitions 0 and 1, three segments each
 (offsets 0.., 40.., 80..), of JSON values {"id", "balance", "note"} keyed by "k<id>"
@@ -131,7 +132,41 @@ def wallets(out):
                    "tombstones": sum(1 for o in records if records[o][2] is None), "records": 80}, f)
 
 
+def random_topic(out, seed):
+    """Topic `keyed` of seed `seed`: two partitions of 3 to 5 segments, 10 to 40 records
+    each, keys from a pool of 6 to 14 per partition, a sixth of the records tombstones;
+    OUT_DIR/keyed.json lists each segment's records, for a model of any committed subset:
+    {"segments": [{"path", "partition", "records": [[offset, key, row as read_iceberg.py
+    prints it, or null for a tombstone]]}]}."""
+    rng = random.Random(seed)
+    segments = []
+    for p in (0, 1):
+        pool = [f"s{seed}p{p}k{i}" for i in range(rng.randint(6, 14))]
+        offset = 0
+        for _ in range(rng.randint(3, 5)):
+            batch, listed = [], []
+            for _ in range(rng.randint(10, 40)):
+                key = rng.choice(pool)
+                if rng.random() < 1 / 6:
+                    batch.append((T0 + offset, key.encode(), None))
+                    listed.append([offset, key, None])
+                else:
+                    value = {"v": rng.randint(0, 10 ** 6), "at": offset}
+                    batch.append((T0 + offset, key.encode(), json.dumps(value).encode()))
+                    listed.append([offset, key, json.dumps(value, sort_keys=True)])
+                offset += 1
+            base = listed[0][0]
+            path = f"keyed-{p}/{base:020d}.log"
+            write_segment(os.path.join(out, path), batch, [5], codec=rng.choice([0, 1, 4]), base=base)
+            segments.append({"path": path, "partition": p, "records": listed})
+    with open(os.path.join(out, "keyed.json"), "w") as f:
+        json.dump({"segments": segments}, f)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--random":
+        random_topic(sys.argv[3], int(sys.argv[2]))
+        sys.exit(0)
     ledger(sys.argv[1])
     wallets(sys.argv[1])
     main()

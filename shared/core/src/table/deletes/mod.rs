@@ -66,6 +66,11 @@ pub fn delete_key(file: &DataFile) -> String {
     }
 }
 
+/// Whether a [`delete_key`] names a deletion vector (`<puffin path>#<offset>`).
+fn is_vector_key(key: &str) -> bool {
+    key.rsplit_once('#').is_some_and(|(_, offset)| !offset.is_empty() && offset.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// A live delete file (or deletion vector) of the current snapshot.
 #[derive(Debug, Clone)]
 pub struct LiveDelete {
@@ -293,7 +298,11 @@ pub fn since_plan<'a>(
     planned_at: Option<i64>,
     global: impl Fn(i32) -> bool,
 ) -> std::result::Result<Vec<(&'a LiveDelete, String)>, String> {
-    if let Some(gone) = applied.iter().find(|a| !live.iter().any(|d| d.path() == a.path)) {
+    // A deletion vector it applied that is gone was replaced: a data file has one vector,
+    // merged into the next (an upsert's commit); the new one, committed since the plan,
+    // is carried like any delete since then.
+    let gone = |a: &&AppliedDelete| !is_vector_key(&a.path) && !live.iter().any(|d| d.path() == a.path);
+    if let Some(gone) = applied.iter().find(gone) {
         return Err(format!("the delete file {} it applied is no longer live", gone.path));
     }
     let new = |d: &&LiveDelete| planned_at.is_none_or(|s| d.sequence_number > s);
