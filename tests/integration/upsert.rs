@@ -321,14 +321,16 @@ struct Keyed {
 struct KeyedSegment {
     path: String,
     partition: i32,
-    /// (offset, key, the row as read_iceberg.py prints it; `None`: a tombstone)
-    records: Vec<(i64, String, Option<String>)>,
+    records: Vec<KeyedRecord>,
 }
+
+/// (offset, key, the row as read_iceberg.py prints it; `None`: a tombstone)
+type KeyedRecord = (i64, String, Option<String>);
 
 /// What an upsert table of `segments` holds: per partition, each key's last record in
 /// offset order, unless a tombstone — its offsets, and each row's value by `p/offset`.
 fn upserted(segments: &[&KeyedSegment]) -> (BTreeMap<String, Vec<i64>>, BTreeMap<String, String>) {
-    let mut by_partition: BTreeMap<i32, Vec<&(i64, String, Option<String>)>> = BTreeMap::new();
+    let mut by_partition: BTreeMap<i32, Vec<&KeyedRecord>> = BTreeMap::new();
     for segment in segments {
         by_partition.entry(segment.partition).or_default().extend(&segment.records);
     }
