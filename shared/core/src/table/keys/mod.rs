@@ -105,7 +105,7 @@ pub async fn live_offsets(
     Ok(Some(offsets.into_iter().map(|(p, o)| (p, super::offsets::RangeSet::from_ranges(o))).collect()))
 }
 
-/// Why an upsert table cannot take segments of `topic_ids` (the topic's id and partition
+/// Why an upsert table (`None` for an append table) cannot take segments of `topic_ids` (the topic's id and partition
 /// of each of a commit's segments): a partition its index (or another segment of the
 /// commit) holds offsets of another incarnation of the topic for, deleted and created
 /// again since. Its offsets restarted; by offset,
@@ -115,6 +115,10 @@ pub async fn recreated(
     metadata: &TableMetadata,
     topic_ids: &[(i32, String)],
 ) -> Result<Option<String>> {
+    if table_key(metadata)?.is_none() {
+        // An append table keeps each incarnation's rows, its offsets apart (`offsets.rs`).
+        return Ok(None);
+    }
     let mut known = match super::floe_summary(metadata).remove(KEYS_KEY) {
         Some(location) => IndexRoot::load(file_io, &location).await?.topic_ids,
         None => BTreeMap::new(),
