@@ -354,7 +354,8 @@ fn upserted(segments: &[&KeyedSegment]) -> (BTreeMap<String, Vec<i64>>, BTreeMap
 /// Random sequences over random keyed topics (make_upsert.py `--random`, seeded): batches
 /// of segments committed in random order, segments delivered again, compactions planned
 /// then committed after further commits (their deletes carried), on format 2 (even seeds)
-/// and 3 (odd seeds, deletion vectors); after every step PyIceberg reads exactly what a
+/// and 3 (odd seeds, deletion vectors), unpartitioned and partitioned by a value updates
+/// change (seeds 2 and 3 modulo 4); after every step PyIceberg reads exactly what a
 /// dict model of the committed records says, and at the end `floe audit` agrees.
 /// `FLOE_UPSERT_SEEDS` sets how many seeds (4).
 #[tokio::test]
@@ -365,7 +366,11 @@ async fn random_upsert_sequences_read_as_the_model_says_after_every_step() {
         support::run_python("make_upsert.py", &[Path::new("--random"), Path::new(&seed.to_string()), dir.path()]);
         let keyed: Keyed = serde_json::from_slice(&std::fs::read(dir.path().join("keyed.json")).unwrap()).unwrap();
         let version = if seed % 2 == 1 { "\nformat_version = 3" } else { "" };
-        let clicks = crate::compaction::Clicks::new(&format!("value_format = \"json\"\nmode = \"upsert\"{version}"));
+        // Seeds 2 and 3 modulo 4 partition the table by the value, which updates change:
+        // a key's row moves between partitions, its old row deleted in the old one.
+        let partitioned = if seed % 4 >= 2 { "\npartition_by = [\"bucket(3, v)\"]" } else { "" };
+        let settings = format!("value_format = \"json\"\nmode = \"upsert\"{version}{partitioned}");
+        let clicks = crate::compaction::Clicks::new(&settings);
         for segment in &keyed.segments {
             copy(dir.path(), clicks.input.path(), &segment.path);
         }
@@ -418,6 +423,8 @@ async fn random_upsert_sequences_read_as_the_model_says_after_every_step() {
                 assert_eq!(read.values.get(at).cloned().flatten().as_ref(), Some(value), "seed {seed} {at}: {steps:?}");
             }
         }
+        let files = read_local(clicks.warehouse.path(), "kafka.keyed").files;
+        assert_eq!(files.iter().any(|f| f.contains("/v_bucket=")), !partitioned.is_empty(), "{files:?}");
         let (report, code, text) = crate::audit::audit(clicks.warehouse.path(), "kafka.keyed").await;
         assert_eq!(code, 0, "seed {seed}: {text}");
         assert!(report.partitions.iter().all(|p| p.upsert.is_some()));
