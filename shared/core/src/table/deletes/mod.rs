@@ -516,4 +516,23 @@ mod tests {
         assert!(unapplied(&[&b], &live, &done, Some(3), |_| true).unwrap().contains("dv.puffin#24"));
         assert_eq!(unapplied(&[&c], &live, &done, Some(3), |_| true), None);
     }
+
+    #[test]
+    fn a_vector_applied_then_replaced_since_the_plan_is_carried_a_delete_file_gone_is_not() {
+        let a = data("a", 1, 1, 0);
+        let (earlier, replacement) = (vector("dv1", 4, "a"), vector("dv2", 4, "a"));
+        let done = [applied(&earlier, &["a"])];
+        // The vector it applied was merged into a new one (seq 4, after the plan at 3):
+        // that one is what is new since the plan, to carry onto the outputs.
+        let new = since_plan(&[&a], std::slice::from_ref(&replacement), &done, Some(3), |_| true).unwrap();
+        assert_eq!(
+            new.iter().map(|(d, input)| (d.path(), input.as_str())).collect::<Vec<_>>(),
+            [(replacement.path(), a.path())]
+        );
+        // A position delete file it applied, gone: refused, as before.
+        let file = delete(DataContentType::PositionDeletes, Some(1), 2, Some("a"), false);
+        let gone = since_plan(&[&a], &[], &[applied(&file, &["a"])], Some(3), |_| true).unwrap_err();
+        assert!(gone.contains("no longer live"), "{gone}");
+        assert!(is_vector_key(earlier.path()) && !is_vector_key(file.path()));
+    }
 }
