@@ -56,6 +56,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::{NamespaceIdent, TableIdent};
 
+use super::deletes::LiveDelete;
 use super::left_out::LeftOut;
 use super::offsets::{CommittedOffsets, RangeSet};
 use super::rowless::RowlessOffsets;
@@ -306,18 +307,16 @@ struct Found {
     without_offset: u64,
 }
 
-/// Reads the `_kafka` column of the table's current rows: with its delete files applied,
-/// or the data files as they are.
+/// Reads the `_kafka` column of the table's current rows: with `deletes` (its live delete
+/// files, [`live_deletes`]) applied, or (`None`) the data files as they are.
 ///
 /// iceberg-rust 0.10.1 reads no deletion vector (it would open the Puffin file as
 /// Parquet): vectors are left out of its scan, and the rows they delete taken out of
 /// what it read afterwards, found by position in their data files.
-async fn read(loaded: &LoadedTable, file_io: &FileIO, apply_deletes: bool) -> Result<Found, AuditError> {
+async fn read(loaded: &LoadedTable, file_io: &FileIO, deletes: Option<&[LiveDelete]>) -> Result<Found, AuditError> {
     let error = |source: iceberg::Error| AuditError::Read { table: loaded.name.to_string(), source: Box::new(source) };
-    let deletes = match apply_deletes && loaded.metadata.current_snapshot().is_some() {
-        true => super::deletes::live_files(file_io, &loaded.metadata).await.map_err(error)?.1,
-        false => Vec::new(),
-    };
+    let apply_deletes = deletes.is_some();
+    let deletes = deletes.unwrap_or_default();
     let vectors: HashSet<String> =
         deletes.iter().filter(|d| d.is_vector()).map(|d| d.file.file_path().to_string()).collect();
     let mut found = scan(loaded, file_io, apply_deletes, vectors).await?;
@@ -347,6 +346,17 @@ async fn read(loaded: &LoadedTable, file_io: &FileIO, apply_deletes: bool) -> Re
         }
     }
     Ok(found)
+}
+
+/// The live delete files of `loaded`'s current snapshot (none without one).
+async fn live_deletes(loaded: &LoadedTable, file_io: &FileIO) -> Result<Vec<LiveDelete>, AuditError> {
+    if loaded.metadata.current_snapshot().is_none() {
+        return Ok(Vec::new());
+    }
+    let (_, deletes) = super::deletes::live_files(file_io, &loaded.metadata)
+        .await
+        .map_err(|e| AuditError::Read { table: loaded.name.to_string(), source: Box::new(e) })?;
+    Ok(deletes)
 }
 
 /// [`read`] through iceberg-rust's scan, the Puffin files of `vectors` left out.
@@ -488,18 +498,16 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
             .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?,
         None => LeftOut::default(),
     };
-    let live = read(&loaded, file_io, true).await?;
+    let deletes = live_deletes(&loaded, file_io).await?;
+    let live = read(&loaded, file_io, Some(&deletes)).await?;
     let latest = super::keys::live_offsets(file_io, &loaded.metadata)
         .await
         .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
-    let (_, deletes) = super::deletes::live_files(file_io, &loaded.metadata)
-        .await
-        .map_err(|e| AuditError::Read { table: name.to_string(), source: Box::new(e) })?;
     // The data files as they are, when delete files may have removed rows from them.
-    let raw = if deletes.is_empty() { None } else { Some(read(&loaded, file_io, false).await?) };
+    let raw = if deletes.is_empty() { None } else { Some(read(&loaded, file_io, None).await?) };
     let dead_letter_name = name.dead_letters();
     let dead_letters = match load(catalog, file_io, &dead_letter_name).await? {
-        Some(dlq) => read(&dlq, file_io, true).await?,
+        Some(dlq) => read(&dlq, file_io, Some(&live_deletes(&dlq, file_io).await?)).await?,
         None => Found::default(),
     };
     // One table holds one topic: the rows name no topic, the committed ranges do.

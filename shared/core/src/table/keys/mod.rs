@@ -41,9 +41,9 @@ use iceberg::{Error, ErrorKind, Result};
 
 use self::index::{IndexRoot, read_bucket, write_buckets};
 use self::resolve::{Change, Entry, merge};
-use super::deletes::live_files;
 use super::deletes::read::{column_by_id, kafka_rows, read_columns};
 use super::deletes::write::{Doomed, write_position_deletes, write_vectors};
+use super::deletes::{LiveDelete, ScopedFile, live_files};
 
 pub use self::index::KEYS_KEY;
 
@@ -272,12 +272,19 @@ pub async fn upsert(
             positions,
         })
         .collect();
-    doomed.extend(locate(file_io, metadata, &columns, dead_offsets).await?);
+    let v3 = metadata.format_version() >= FormatVersion::V3;
+    dead_offsets.retain(|_, o| !o.is_empty());
+    // The table's live files, listed once (every manifest read) when anything needs them.
+    let live = match metadata.current_snapshot().is_some() && (v3 || !dead_offsets.is_empty()) {
+        true => live_files(file_io, metadata).await?,
+        false => Default::default(),
+    };
+    doomed.extend(locate(file_io, &live.0, &columns, dead_offsets).await?);
     upserted.rows_deleted = doomed.iter().map(|d| d.positions.len() as u64).sum();
     let data_dir = format!("{}/data", metadata.location());
-    upserted.deletes = if metadata.format_version() >= FormatVersion::V3 {
+    upserted.deletes = if v3 {
         // A data file has one deletion vector at most: its earlier one merged in, replaced.
-        let (doomed, replaced) = with_earlier_vectors(file_io, metadata, doomed).await?;
+        let (doomed, replaced) = with_earlier_vectors(file_io, &live.1, doomed).await?;
         upserted.replaced = replaced;
         write_vectors(file_io, &data_dir, doomed).await?
     } else {
@@ -288,18 +295,14 @@ pub async fn upsert(
     Ok(upserted)
 }
 
-/// `doomed` with the positions of each file's live deletion vector added, and those
+/// `doomed` with the positions of each file's live deletion vector (of `deletes`) added, and those
 /// vectors (by [`super::deletes::delete_key`]), which the new ones replace.
 async fn with_earlier_vectors(
     file_io: &FileIO,
-    metadata: &TableMetadata,
+    deletes: &[LiveDelete],
     mut doomed: Vec<Doomed>,
 ) -> Result<(Vec<Doomed>, Vec<String>)> {
     let mut replaced = Vec::new();
-    if metadata.current_snapshot().is_none() {
-        return Ok((doomed, replaced));
-    }
-    let (_, deletes) = live_files(file_io, metadata).await?;
     for file in &mut doomed {
         let earlier =
             deletes.iter().filter(|d| d.is_vector() && d.file.referenced_data_file().as_ref() == Some(&file.path));
@@ -318,18 +321,16 @@ async fn with_earlier_vectors(
 /// engine's delete applied by compaction): nothing to delete.
 async fn locate(
     file_io: &FileIO,
-    metadata: &TableMetadata,
+    files: &[ScopedFile],
     columns: &Columns,
     mut offsets: BTreeMap<i32, Vec<i64>>,
 ) -> Result<Vec<Doomed>> {
-    offsets.retain(|_, o| !o.is_empty());
-    if offsets.is_empty() || metadata.current_snapshot().is_none() {
+    if offsets.is_empty() {
         return Ok(Vec::new());
     }
     for o in offsets.values_mut() {
         o.sort_unstable();
     }
-    let (files, _) = live_files(file_io, metadata).await?;
     let mut doomed = Vec::new();
     for scoped in files {
         let file = &scoped.live.file;
