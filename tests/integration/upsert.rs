@@ -430,3 +430,40 @@ async fn random_upsert_sequences_read_as_the_model_says_after_every_step() {
         assert!(report.partitions.iter().all(|p| p.upsert.is_some()));
     }
 }
+
+/// Another engine deletes a live key's row (a position delete, as Spark or Athena writes
+/// it) between two Floe commits: the row stays deleted until the key's next record,
+/// which comes back as its one row; no other key is touched, and `floe audit` explains
+/// the deleted latest record.
+#[tokio::test]
+async fn another_engine_s_delete_of_a_key_s_row_holds_until_the_key_s_next_record() {
+    let model = model("accounts.json");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let all = segments();
+    for i in [0, 3] {
+        copy(data(), input.path(), &all[i]);
+    }
+    run(input.path(), warehouse.path()).await;
+    let first = read_local(warehouse.path(), "kafka.accounts");
+    let deleted = first.offsets["0"][0];
+    let w = warehouse.path().canonicalize().unwrap().display().to_string();
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/foreign_delete.py"))
+        .args([format!("{w}/catalog.db"), w, "kafka.accounts".into(), "position".into(), format!("0/{deleted}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!read_local(warehouse.path(), "kafka.accounts").offsets["0"].contains(&deleted));
+    for i in [1, 2, 4, 5] {
+        copy(data(), input.path(), &all[i]);
+    }
+    run(input.path(), warehouse.path()).await;
+    // The model less the deleted row, where it is still its key's latest record.
+    let mut expected = model.live.clone();
+    expected.get_mut("0").unwrap().retain(|&o| o != deleted);
+    let read = read_local(warehouse.path(), "kafka.accounts");
+    assert_eq!((read.offsets, read.duplicates), (expected, 0));
+    let (report, code, text) = crate::audit::audit(warehouse.path(), "kafka.accounts").await;
+    assert_eq!(code, 0, "{text}");
+    assert!(report.partitions.iter().all(|p| p.upsert.as_ref().is_some_and(|u| u.missing_latest.is_empty())));
+}
