@@ -10,7 +10,8 @@ Each line on stdin is a request {"op": ..., ...}; each answer one line on stdout
   segment    {"path", "batches"}        writes a Kafka segment with kafka-python: batches
                                         of records {"base", "records": [[ts, key, value,
                                         headers]], "pid", "epoch", "log_append"} (pid null:
-                                        not transactional; value a string, written as UTF-8;
+                                        not transactional; value a string, written as UTF-8,
+                                        null: a tombstone;
                                         headers [[key, value or null]]; log_append: the
                                         broker's time, a LogAppendTime topic's, or null) or a
                                         marker {"marker": offset, "pid", "epoch", "commit", "ts"}
@@ -85,7 +86,7 @@ class Engine:
                 data, _ = v2_batch(b["marker"], [(b["ts"], key, value, [])], txn=True, pid=b["pid"],
                                    epoch=b["epoch"], control=True)
             else:
-                records = [(ts, None if k is None else k.encode(), v.encode(),
+                records = [(ts, None if k is None else k.encode(), None if v is None else v.encode(),
                             [(hk, None if hv is None else hv.encode()) for hk, hv in hs])
                            for ts, k, v, hs in b["records"]]
                 pid = b.get("pid")
@@ -99,12 +100,15 @@ class Engine:
     def append(self, table, rows):
         import pyarrow as pa
         t = self.table(table)
+        keyed = "_kafka.tombstone" in t.schema().column_names  # an upsert table's (required)
         out = []
         for r in rows:
             r = dict(r)
             ts = EPOCH + datetime.timedelta(milliseconds=r.pop("ts"))
             r["_kafka"] = {"partition": r.pop("partition"), "offset": r.pop("offset"), "timestamp": ts,
                            "timestamp_type": "create", "headers": [], "key": None}
+            if keyed:
+                r["_kafka"]["tombstone"] = False
             out.append(r)
         t.append(pa.Table.from_pylist(out, schema=t.schema().as_arrow()))
 

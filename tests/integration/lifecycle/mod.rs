@@ -19,6 +19,11 @@
 //! (so that a re-created topic is a new log), except for seeds ≡ 0 modulo 4: a broker's
 //! log dir, without ids (no re-creation there).
 //!
+//! Seeds ≡ 2 modulo 4 are an upsert topic's (`mode = "upsert"`, on the message key): a few
+//! keys a partition written again and again, some records tombstones, judged against the
+//! model's one row per key (model.rs); its topic is never re-created, which suspends an
+//! upsert table (its offsets restart).
+//!
 //! Bad records: one outside transactions counts when its segment is committed; one
 //! inside counts only if its transaction commits, as it was written (mode `dlq`: a dead
 //! letter; `suspend`: the table suspended once the commit is in). Each run expects as
@@ -108,7 +113,10 @@ impl Sequence {
             log.timeout_ms = timeout_ms;
             // Laid out as tiered storage uploads them (the path carries the topic id).
             log.topic_id = (families.contains("recreate") && !seed.is_multiple_of(4)).then(|| model::topic_id(seed, 0));
+            log.upsert = upsert(seed);
         }
+        let mut table = Table::default();
+        table.upsert = upsert(seed);
         Sequence {
             dir,
             warehouse,
@@ -117,7 +125,7 @@ impl Sequence {
             rng: Rng::new(seed),
             logs,
             evolved: false,
-            table: Table::default(),
+            table,
             families,
             by_ms: 0,
             steps: Vec::new(),
@@ -332,10 +340,14 @@ impl Sequence {
             mode.name(),
             std::env::var("FLOE_LIFECYCLE_GRACE").unwrap_or_else(|_| "1h".into()),
         );
-        // The topic's transaction timeout: the default's (15 min) left unset.
+        // The topic's transaction timeout (the default's, 15 min, left unset) and mode.
+        text.push_str(&format!("\n[[topics]]\ntopic = \"{TOPIC}\"\n"));
         let timeout_min = self.logs[0].timeout_ms / MINUTE_MS;
         if timeout_min != 15 {
-            text.push_str(&format!("\n[[topics]]\ntopic = \"{TOPIC}\"\ntransaction_timeout = \"{timeout_min}m\"\n"));
+            text.push_str(&format!("transaction_timeout = \"{timeout_min}m\"\n"));
+        }
+        if self.table.upsert {
+            text.push_str("mode = \"upsert\"\n");
         }
         std::fs::write(&path, text).unwrap();
         path
@@ -446,6 +458,11 @@ impl Sequence {
         }
         Ok(())
     }
+}
+
+/// Whether seed `seed`'s topic is an upsert topic.
+fn upsert(seed: u64) -> bool {
+    seed % 4 == 2
 }
 
 /// The rows of a read answer: (incarnation, partition, offset) and the row.

@@ -22,11 +22,18 @@
 //! records come in the new epoch), as a producer fenced by a new instance is (an idle
 //! producer restarted gets a new epoch too, without a marker). So every
 //! marker comes within τ of its records, minutes to hours after them.
+//!
+//! An upsert topic's table ([`Table::upsert`]) holds one row per key: the key's committed
+//! record of the highest offset, none if that is a tombstone (a null value), whatever
+//! order segments and transactions' markers are committed in. Another engine's delete of
+//! a key's row holds until a record of the key with a higher offset is committed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
+/// A pending row's mark: a tombstone (no row once committed).
+const TOMBSTONE: &str = "__tombstone";
 /// The Kafka partition column of another engine's rows (Floe never writes it).
 pub const FOREIGN_PARTITION: i32 = 99;
 /// Another engine's rows have ids from here on (Floe's: incarnation * 1e8 + partition *
@@ -57,10 +64,10 @@ pub struct Txn {
 pub enum Entry {
     /// A record: in a transaction or not; `bad` values are not JSON; `evolved` ones carry
     /// the fields the topic gained; `long` ones a `region` of over 255 bytes once escaped
-    /// (a partition folder's name).
+    /// (a partition folder's name); a `tombstone` (an upsert topic's) has a null value.
     /// A bad record inside a transaction counts only once its transaction commits: a dead
     /// letter then (if written in mode `dlq`), or the table suspended (mode `suspend`).
-    Record { txn: Option<Txn>, bad: bool, evolved: bool, long: bool, time: i64 },
+    Record { txn: Option<Txn>, bad: bool, evolved: bool, long: bool, tombstone: bool, time: i64 },
     /// A transaction's end, committing or aborting producer `pid`'s transaction `seq`,
     /// written with the producer's epoch (bumped when the coordinator aborts).
     Marker { pid: i64, seq: u32, epoch: i16, commit: bool, time: i64 },
@@ -99,7 +106,13 @@ pub struct Log {
     pub log_append: bool,
     /// The topic's transaction timeout τ.
     pub timeout_ms: i64,
+    /// An upsert topic's: a few keys written again and again ([`UPSERT_KEYS`] a
+    /// partition), some records tombstones.
+    pub upsert: bool,
 }
+
+/// The keys of a partition of an upsert topic.
+const UPSERT_KEYS: i64 = 13;
 
 impl Log {
     pub fn new(partition: i32, start: i64) -> Log {
@@ -116,6 +129,7 @@ impl Log {
             clock: T0,
             log_append: false,
             timeout_ms: 15 * MINUTE_MS,
+            upsert: false,
         }
     }
 
@@ -135,8 +149,8 @@ impl Log {
         next.incarnation = self.incarnation + 1;
         next.topic_id = Some(topic_id);
         next.next_pid = self.next_pid + 100;
-        (next.long_values, next.clock, next.log_append, next.timeout_ms) =
-            (self.long_values, self.clock, self.log_append, self.timeout_ms);
+        (next.long_values, next.clock, next.log_append, next.timeout_ms, next.upsert) =
+            (self.long_values, self.clock, self.log_append, self.timeout_ms, self.upsert);
         next
     }
 
@@ -167,8 +181,11 @@ impl Log {
             Txn { pid, seq, epoch: p.epoch }
         });
         for i in 0..n {
-            let long = self.long_values && (self.next_offset() % 37 == 5);
-            self.entries.push(Entry::Record { txn, bad: bad_at == Some(i), evolved, long, time });
+            let offset = self.next_offset();
+            let long = self.long_values && (offset % 37 == 5);
+            let bad = bad_at == Some(i);
+            let tombstone = self.upsert && !bad && offset % 9 == 4;
+            self.entries.push(Entry::Record { txn, bad, evolved, long, tombstone, time });
         }
     }
 
@@ -264,14 +281,18 @@ impl Log {
                     flush(&mut current, &mut batches);
                     batches.push(json!({"marker": offset, "pid": pid, "epoch": epoch, "commit": commit, "ts": time}));
                 }
-                Entry::Record { txn, bad, evolved, long, time } => {
+                Entry::Record { txn, bad, evolved, long, tombstone, time } => {
                     if current
                         .as_ref()
                         .is_some_and(|c| c.0.map(|t| (t.pid, t.epoch)) != txn.map(|t| (t.pid, t.epoch)) || c.2 != *time)
                     {
                         flush(&mut current, &mut batches);
                     }
-                    let value = if *bad { "{not json".to_string() } else { self.value(offset, *evolved, *long) };
+                    let value = match (bad, tombstone) {
+                        (true, _) => json!("{not json"),
+                        (_, true) => Value::Null,
+                        _ => json!(self.value(offset, *evolved, *long)),
+                    };
                     let record = json!([create_time(*time, offset), self.key(offset), value, headers(offset)]);
                     current.get_or_insert_with(|| (*txn, offset, *time, Vec::new())).3.push(record);
                 }
@@ -295,10 +316,14 @@ impl Log {
         ])
     }
 
-    /// A record's key: `k<partition>-<offset>`, then `~<incarnation>` past the first.
+    /// A record's key: `k<partition>-<offset>` (an upsert topic's: `k<partition>-u<n>`, one
+    /// of [`UPSERT_KEYS`]), then `~<incarnation>` past the first.
     fn key(&self, offset: i64) -> String {
         let incarnation = if self.incarnation == 0 { String::new() } else { format!("~{}", self.incarnation) };
-        format!("k{}-{offset}{incarnation}", self.partition)
+        match self.upsert {
+            true => format!("k{}-u{}{incarnation}", self.partition, offset % UPSERT_KEYS),
+            false => format!("k{}-{offset}{incarnation}", self.partition),
+        }
     }
 
     fn value(&self, offset: i64, evolved: bool, long: bool) -> String {
@@ -396,6 +421,11 @@ pub struct Table {
     pub refs: BTreeMap<String, Rows>,
     /// The partition fields another engine added (`day(_kafka.timestamp)`).
     pub specs: BTreeSet<String>,
+    /// An upsert table's: one row per key, the key's committed record of the highest
+    /// offset ([`Table::land`]).
+    pub upsert: bool,
+    /// An upsert table's winning offset per key (a tombstone's too), per log.
+    winners: BTreeMap<(LogId, String), i64>,
     /// Kafka partitions another engine deleted Floe rows from (copy-on-write deletes leave
     /// no trace the audit can read: it cannot tell those gaps from losses).
     pub deleted_from: BTreeSet<i32>,
@@ -505,6 +535,11 @@ impl Table {
                         }
                     }
                     Entry::Record { bad: true, .. } => drop(self.pending_bad.insert(id, mode)),
+                    Entry::Record { tombstone: true, .. } => {
+                        let mut row = log.metadata(offset);
+                        row.insert(TOMBSTONE.into(), json!(true));
+                        self.pending.insert(id, row);
+                    }
                     Entry::Record { evolved, long, .. } => {
                         let Value::Object(fields) = log.fields(offset, *evolved, *long) else { unreachable!() };
                         let mut row: Row = fields.into_iter().collect();
@@ -529,8 +564,7 @@ impl Table {
             match outcome {
                 Some(true) => {
                     let row = self.pending.remove(&id).unwrap();
-                    self.add_columns_of(&row);
-                    self.rows.insert(id, row);
+                    self.land(id, row);
                 }
                 Some(false) => drop(self.pending.remove(&id)),
                 None => {}
@@ -551,6 +585,31 @@ impl Table {
             }
         }
         resolved
+    }
+
+    /// A committed record's row into the table. In an upsert table the row is its key's
+    /// only if no record of the key with a higher offset was committed before (in any
+    /// order): the key's earlier row is deleted then (wherever it is: gone already if
+    /// another engine deleted it), and a tombstone leaves none.
+    fn land(&mut self, id: RowId, mut row: Row) {
+        let tombstone = row.remove(TOMBSTONE).is_some();
+        if !tombstone {
+            self.add_columns_of(&row);
+        }
+        if !self.upsert {
+            self.rows.insert(id, row);
+            return;
+        }
+        let key = ((id.0, id.1), row["__key"].as_str().expect("a key").to_string());
+        match self.winners.get(&key) {
+            Some(&winner) if winner >= id.2 => return,
+            Some(&winner) => drop(self.rows.remove(&(id.0, id.1, winner))),
+            None => {}
+        }
+        self.winners.insert(key, id.2);
+        if !tombstone {
+            self.rows.insert(id, row);
+        }
     }
 
     /// A new column for each field of a Floe row the table has no column of.

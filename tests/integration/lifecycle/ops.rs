@@ -18,7 +18,7 @@
 //! | `compact` | compaction at a random target (1–16 MiB) once its window has passed |
 //! | `expire` | the clock past `orphan_grace` (or the snapshots' age), then maintenance: expiry and sweep |
 //! | `kill` | a run or a compaction killed (SIGKILL) at a random moment, then run again |
-//! | `recreate` | the topic deleted and created again: a new topic id (segments laid out as `LocalTieredStorage` uploads them, the path carrying it: every seed but those ≡ 0 modulo 4), offsets from 0; the old incarnation's last segments may still come |
+//! | `recreate` | (not an upsert topic's) the topic deleted and created again: a new topic id (segments laid out as `LocalTieredStorage` uploads them, the path carrying it: every seed but those ≡ 0 modulo 4), offsets from 0; the old incarnation's last segments may still come |
 //! | `clock` | a run whose commits' clock is days ahead; the next ones on the right time again (snapshot times never go back, commits go on) |
 
 use std::collections::BTreeSet;
@@ -306,7 +306,8 @@ fn of_family(
             Step::Spec { source: source.into(), transform: transform.into(), name: format!("spec{n}") }
         }
         // Only where the layout gives topic ids (without, a re-created topic is the same log).
-        "recreate" if logs.iter().all(|l| l.topic_id.is_some()) => {
+        // Not an upsert topic's: its table suspends (its offsets would restart).
+        "recreate" if logs.iter().all(|l| l.topic_id.is_some() && !l.upsert) => {
             let incarnation = current(logs) + 1;
             let id = super::model::topic_id(scene.seed, incarnation);
             let next: Vec<Log> =

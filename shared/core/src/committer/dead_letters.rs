@@ -161,10 +161,34 @@ pub(super) fn dead_letter_task(task: &CommitTask) -> Option<CommitTask> {
     dlq.transaction_markers = Vec::new();
     dlq.schema.iceberg = schema;
     dlq.schema.partition_spec = None;
+    // Dead letters are an append table's rows, whatever the topic's mode.
+    dlq.schema.upsert_key = None;
     dlq.record_count = task.dead_letter_files.iter().map(|f: &TaskFile| f.record_count).sum();
     // The dead-letter table has rows for its dead letters only: every other offset of
     // the segment is without a row there.
     let span = task.offsets.and_then(|r| u64::try_from(r.last.checked_sub(r.first)?.checked_add(1)?).ok());
     dlq.without_rows = span.and_then(|span| span.checked_sub(dlq.record_count));
     Some(dlq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::tests::task;
+
+    /// An upsert topic's dead letters go to an append table: the part for the
+    /// dead-letter table is keyed on nothing (keyed, its commit would look for
+    /// `_kafka.tombstone` there and fail).
+    #[test]
+    fn an_upsert_topic_s_dead_letters_are_an_append_table_s() {
+        let schema = crate::partition::tests::schema();
+        let file = TaskFile { first_offset: 0, last_offset: 9, record_count: 1, data_file: serde_json::json!({}) };
+        let mut main = task(&schema, None, file);
+        main.schema.upsert_key = Some(vec!["_kafka.key".into()]);
+        main.dead_letter_table = Some(TableName { namespace: "kafka".into(), name: "orders_dlq".into() });
+        main.dead_letter_schema = Some(schema.clone());
+        main.dead_letter_files = main.data_files.clone();
+        let dlq = dead_letter_task(&main).expect("a part for the dead-letter table");
+        assert_eq!((dlq.table.name.as_str(), dlq.schema.upsert_key), ("orders_dlq", None));
+    }
 }
