@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::TaskResult;
 use floe_core::config::FloeConfig;
+use floe_core::table::keys::KEYS_KEY;
+use floe_core::table::keys::index::IndexRoot;
 
 use crate::committer::{Read, copy, read_local};
 use crate::support;
@@ -361,6 +364,7 @@ fn upserted(segments: &[&KeyedSegment]) -> (BTreeMap<String, Vec<i64>>, BTreeMap
 #[tokio::test]
 async fn random_upsert_sequences_read_as_the_model_says_after_every_step() {
     let seeds: u64 = std::env::var("FLOE_UPSERT_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(4);
+    let mut deltas = false;
     for seed in 0..seeds {
         let dir = tempfile::tempdir().unwrap();
         support::run_python("make_upsert.py", &[Path::new("--random"), Path::new(&seed.to_string()), dir.path()]);
@@ -428,7 +432,29 @@ async fn random_upsert_sequences_read_as_the_model_says_after_every_step() {
         let (report, code, text) = crate::audit::audit(clicks.warehouse.path(), "kafka.keyed").await;
         assert_eq!(code, 0, "seed {seed}: {text}");
         assert!(report.partitions.iter().all(|p| p.upsert.is_some()));
+        // The key index as its files hold it (no view kept from the commits), before
+        // and after maintenance a month later: the sweep keeps every run of it.
+        let root = key_index(clicks.warehouse.path(), "kafka.keyed").await;
+        deltas |= root.buckets.iter().any(|b| !b.deltas.is_empty());
+        floe_core::table::keys::cache::clear();
+        let (_, code, text) = crate::audit::audit(clicks.warehouse.path(), "kafka.keyed").await;
+        assert_eq!(code, 0, "seed {seed}, the index read from its files: {text}");
+        let clock = floe_core::lock::Clock::Shifted { by_ms: 30 * 24 * 3_600_000 };
+        floe_cli::compact::compact(clicks.warehouse.path(), clicks.config.clone(), clock, Vec::new()).await.unwrap();
+        let gone: Vec<&str> = root.buckets.iter().flat_map(|b| b.files()).filter(|f| !Path::new(f).exists()).collect();
+        assert!(gone.is_empty(), "seed {seed}: the sweep deleted runs of the key index: {gone:?}");
     }
+    assert!(deltas, "no seed's key index took a delta: the test misses them");
+}
+
+/// The key index the table's last Floe snapshot names.
+async fn key_index(warehouse: &Path, table: &str) -> IndexRoot {
+    let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
+    let file_io = floe_core::storage::local_file_io();
+    let name = floe_core::table::TableName::parse(table).unwrap();
+    let loaded = floe_core::table::load(&catalog, &file_io, &name).await.unwrap().unwrap();
+    let location = floe_core::table::floe_summary(&loaded.metadata).remove(KEYS_KEY).expect("a key index");
+    IndexRoot::load(&file_io, &location).await.unwrap()
 }
 
 /// Another engine deletes a live key's row (a position delete, as Spark or Athena writes

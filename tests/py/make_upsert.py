@@ -134,7 +134,8 @@ def wallets(out):
 
 def random_topic(out, seed):
     """Topic `keyed` of seed `seed`: two partitions of 3 to 5 segments, 10 to 40 records
-    each, keys from a pool of 6 to 14 per partition, a sixth of the records tombstones;
+    each, keys from a pool of 6 to 14 per partition or written once, a sixth of the
+    records tombstones;
     OUT_DIR/keyed.json lists each segment's records, for a model of any committed subset:
     {"segments": [{"path", "partition", "records": [[offset, key, row as read_iceberg.py
     prints it, or null for a tombstone]]}]}."""
@@ -146,7 +147,9 @@ def random_topic(out, seed):
         for _ in range(rng.randint(3, 5)):
             batch, listed = [], []
             for _ in range(rng.randint(10, 40)):
-                key = rng.choice(pool)
+                # A hot key, or a key written once (the index grows, a commit changes a
+                # part of it: the key index takes deltas).
+                key = rng.choice(pool) if rng.random() < 0.65 else f"s{seed}p{p}c{offset}"
                 if rng.random() < 1 / 6:
                     batch.append((T0 + offset, key.encode(), None))
                     listed.append([offset, key, None])

@@ -347,8 +347,8 @@ impl References {
             return Ok(());
         }
         let root = IndexRoot::load(file_io, location).await.map_err(read_error(table, location))?;
-        for bucket in &root.buckets {
-            self.insert(&bucket.path);
+        for path in root.buckets.iter().flat_map(|b| b.files()) {
+            self.insert(path);
         }
         Ok(())
     }

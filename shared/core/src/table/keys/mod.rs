@@ -26,9 +26,11 @@
 //! wins, a tombstone's offset kept) makes the result the same whatever order segments
 //! commit in.
 
+pub mod cache;
 pub mod encode;
 pub mod index;
 pub mod resolve;
+pub mod view;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,7 +41,8 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion, PrimitiveLiteral, Schema, TableMetadata};
 use iceberg::{Error, ErrorKind, Result};
 
-use self::index::{IndexRoot, read_bucket, write_buckets};
+use self::index::Bucket;
+use self::index::{IndexRoot, MAX_DELTAS, read_view, write_buckets, write_delta};
 use self::resolve::{Change, Entry, merge};
 use super::deletes::read::{column_by_id, kafka_rows, read_columns};
 use super::deletes::write::{Doomed, write_position_deletes, write_vectors};
@@ -99,8 +102,9 @@ pub async fn live_offsets(
     let root = IndexRoot::load(file_io, &location).await?;
     let mut offsets: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
     for bucket in &root.buckets {
-        let live = read_bucket(file_io, &bucket.path).await?.into_iter().filter(|e| !e.tombstone);
-        offsets.entry(bucket.partition).or_default().extend(live.map(|e| (e.offset, e.offset)));
+        let view = read_view(file_io, bucket).await?;
+        let live = (0..view.len()).filter(|&i| !view.tombstone(i)).map(|i| (view.offset(i), view.offset(i)));
+        offsets.entry(bucket.partition).or_default().extend(live);
     }
     Ok(Some(offsets.into_iter().map(|(p, o)| (p, super::offsets::RangeSet::from_ranges(o))).collect()))
 }
@@ -232,20 +236,22 @@ pub async fn upsert(
     let mut dead_offsets: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for (partition, changes) in changes {
         // The changes by the bucket they fall in (the whole space for a new partition).
-        let mut by_bucket: BTreeMap<(u32, u32), (Option<String>, Vec<Change>)> = BTreeMap::new();
+        let mut by_bucket: BTreeMap<(u32, u32), (Option<Bucket>, Vec<Change>)> = BTreeMap::new();
         for change in changes {
-            let (range, path) = match root.bucket(partition, change.entry.hash) {
-                Some(b) => ((b.low, b.high), Some(b.path.clone())),
+            let (range, bucket) = match root.bucket(partition, change.entry.hash) {
+                Some(b) => ((b.low, b.high), Some(b.clone())),
                 None => ((0, u32::MAX), None),
             };
-            by_bucket.entry(range).or_insert_with(|| (path, Vec::new())).1.push(change);
+            by_bucket.entry(range).or_insert_with(|| (bucket, Vec::new())).1.push(change);
         }
-        for ((low, high), (path, changes)) in by_bucket {
-            let existing = match &path {
-                Some(path) => read_bucket(file_io, path).await?,
-                None => Vec::new(),
+        let consolidated = due(by_bucket.values().filter_map(|(b, _)| b.as_ref()));
+        for ((low, high), (bucket, changes)) in by_bucket {
+            let existing = match &bucket {
+                Some(bucket) => read_view(file_io, bucket).await?,
+                None => Default::default(),
             };
-            let merged = merge(existing, changes);
+            let merged = merge(&existing, changes);
+            drop(existing);
             (upserted.inserted, upserted.updated, upserted.deleted) = (
                 upserted.inserted + merged.inserted,
                 upserted.updated + merged.updated,
@@ -253,7 +259,17 @@ pub async fn upsert(
             );
             dead_rows.extend(merged.dead_rows);
             dead_offsets.entry(partition).or_default().extend(merged.dead_offsets);
-            let buckets = write_buckets(file_io, &metadata_dir, partition, (low, high), &merged.entries).await?;
+            let buckets = match &bucket {
+                // Every change lost (a replay): the bucket stays as it is.
+                Some(_) if merged.changed.is_empty() => continue,
+                Some(b) if !consolidated.contains(&b.path) && !b.full(merged.changed.len(), merged.entries.len()) => {
+                    vec![write_delta(file_io, &metadata_dir, b, &merged.changed, merged.entries).await?]
+                }
+                _ => write_buckets(file_io, &metadata_dir, partition, (low, high), merged.entries).await?,
+            };
+            if let Some(b) = &bucket {
+                cache::forget(&b.identity());
+            }
             root.replace(partition, low, high, buckets);
         }
     }
@@ -293,6 +309,18 @@ pub async fn upsert(
     upserted.live_keys = root.live_keys();
     upserted.root = root.save(file_io, &metadata_dir).await?;
     Ok(upserted)
+}
+
+/// The buckets (of those a commit touches) consolidated before their deltas reach
+/// [`MAX_DELTAS`]: one in [`MAX_DELTAS`], of those with half as many or more, the most
+/// first, so that a table whose commits touch every bucket consolidates a few each
+/// commit instead of all of them every [`MAX_DELTAS`] commits.
+fn due<'a>(touched: impl Iterator<Item = &'a Bucket>) -> std::collections::HashSet<String> {
+    let mut touched: Vec<&Bucket> = touched.collect();
+    let quota = touched.len().div_ceil(MAX_DELTAS);
+    touched.retain(|b| b.deltas.len() >= MAX_DELTAS / 2);
+    touched.sort_by_key(|b| (std::cmp::Reverse(b.deltas.len()), b.low));
+    touched.into_iter().take(quota).map(|b| b.path.clone()).collect()
 }
 
 /// `doomed` with the positions of each file's live deletion vector (of `deletes`) added, and those

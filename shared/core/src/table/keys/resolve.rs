@@ -9,6 +9,8 @@
 
 use std::cmp::Ordering;
 
+use super::view::View;
+
 /// A key's entry in the index: the offset of its winning record, and whether that record
 /// is a tombstone (the key has no row).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +22,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn order(&self) -> (u32, &[u8]) {
+    pub fn order(&self) -> (u32, &[u8]) {
         (self.hash, &self.key)
     }
 }
@@ -36,7 +38,9 @@ pub struct Change {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Merged {
     /// The bucket after, ordered by hash and key.
-    pub entries: Vec<Entry>,
+    pub entries: View,
+    /// The entries the changes gave a new offset (ordered): a delta of the bucket.
+    pub changed: View,
     /// Changes whose rows are deleted: superseded, or tombstones.
     pub dead_rows: Vec<usize>,
     /// Offsets of rows already in the table that the changes supersede or tombstone.
@@ -47,43 +51,48 @@ pub struct Merged {
     pub deleted: u64,
 }
 
-/// Merges `changes` into `existing` (ordered by hash and key, one entry a key).
-pub fn merge(existing: Vec<Entry>, mut changes: Vec<Change>) -> Merged {
+/// Merges `changes` into `existing`: the entries between changed keys are copied in bulk.
+pub fn merge(existing: &View, mut changes: Vec<Change>) -> Merged {
     changes.sort_by(|a, b| a.entry.order().cmp(&b.entry.order()).then(a.entry.offset.cmp(&b.entry.offset)));
-    let mut merged = Merged { entries: Vec::with_capacity(existing.len() + changes.len()), ..Merged::default() };
-    let mut existing = existing.into_iter().peekable();
+    let mut merged = Merged {
+        entries: View::with_capacity(existing.len() + changes.len(), existing.key_bytes()),
+        ..Merged::default()
+    };
+    let mut at = 0;
     let mut changes = changes.into_iter().peekable();
     while let Some(first) = changes.next() {
-        while let Some(e) = existing.next_if(|e| e.order() < first.entry.order()) {
-            merged.entries.push(e);
-        }
-        let old = existing.next_if(|e| e.order() == first.entry.order());
+        let before = existing.seek(at, first.entry.order());
+        merged.entries.extend_from(existing, at..before);
+        at = before;
+        let old = (at < existing.len() && existing.order(at) == first.entry.order()).then(|| {
+            at += 1;
+            at - 1
+        });
         let mut group = vec![first];
         while let Some(next) = changes.next_if(|c| c.entry.order() == group[0].entry.order()) {
             group.push(next);
         }
-        merged.resolve(old, group);
+        merged.resolve(existing, old, group);
     }
-    merged.entries.extend(existing);
+    merged.entries.extend_from(existing, at..existing.len());
     merged
 }
 
 impl Merged {
-    /// One key: its entry in the index (if any) against its changes, ordered by offset.
-    fn resolve(&mut self, old: Option<Entry>, mut group: Vec<Change>) {
+    /// One key: its entry in the index (`old`, of `existing`) against its changes,
+    /// ordered by offset.
+    fn resolve(&mut self, existing: &View, old: Option<usize>, mut group: Vec<Change>) {
         let last = group.pop().expect("a group has a change");
-        let newer = old.as_ref().is_none_or(|o| last.entry.offset.cmp(&o.offset) == Ordering::Greater);
         self.dead_rows.extend(group.iter().map(|c| c.row));
-        if !newer {
+        if let Some(old) = old.filter(|&o| last.entry.offset.cmp(&existing.offset(o)) != Ordering::Greater) {
             self.dead_rows.push(last.row);
-            self.entries.push(old.expect("an older change loses to an entry"));
+            self.entries.extend_from(existing, old..old + 1);
             return;
         }
-        match &old {
-            Some(o) if !o.tombstone => self.dead_offsets.push(o.offset),
-            _ => {}
+        let was_live = old.is_some_and(|o| !existing.tombstone(o));
+        if let Some(o) = old.filter(|_| was_live) {
+            self.dead_offsets.push(existing.offset(o));
         }
-        let was_live = old.as_ref().is_some_and(|o| !o.tombstone);
         match (last.entry.tombstone, was_live) {
             (true, true) => self.deleted += 1,
             (true, false) => {}
@@ -93,7 +102,8 @@ impl Merged {
         if last.entry.tombstone {
             self.dead_rows.push(last.row);
         }
-        self.entries.push(last.entry);
+        self.entries.push(&last.entry);
+        self.changed.push(&last.entry);
     }
 }
 
@@ -106,10 +116,14 @@ mod tests {
         Entry { hash: hash(key.as_bytes()), key: key.as_bytes().to_vec(), offset, tombstone }
     }
 
-    fn bucket(entries: Vec<Entry>) -> Vec<Entry> {
+    fn bucket(entries: Vec<Entry>) -> View {
         let mut entries = entries;
         entries.sort_by(|a, b| a.order().cmp(&b.order()));
-        entries
+        View::from_entries(&entries)
+    }
+
+    fn all(view: &View) -> Vec<Entry> {
+        (0..view.len()).map(|i| view.entry(i)).collect()
     }
 
     fn change(key: &str, offset: i64, tombstone: bool) -> Change {
@@ -132,33 +146,42 @@ mod tests {
             change("d", 31, false),
             change("d", 32, true), // written and deleted in one commit
         ];
-        let m = merge(existing, changes);
+        let m = merge(&existing, changes);
         assert_eq!(sorted(m.dead_rows), [5, 20, 31, 32]);
         assert_eq!(m.dead_offsets, [10]);
-        let by_key: Vec<(String, i64, bool)> =
-            m.entries.iter().map(|e| (String::from_utf8(e.key.clone()).unwrap(), e.offset, e.tombstone)).collect();
+        let by_key: Vec<(String, i64, bool)> = all(&m.entries)
+            .iter()
+            .map(|e| (String::from_utf8(e.key.clone()).unwrap(), e.offset, e.tombstone))
+            .collect();
         let mut by_key = by_key;
         by_key.sort();
         let expected = [("a", 25, false), ("b", 11, false), ("c", 30, false), ("d", 32, true)];
         assert_eq!(by_key, expected.map(|(k, o, t)| (k.to_string(), o, t)));
         assert_eq!((m.inserted, m.updated, m.deleted), (1, 1, 0));
+        // The delta: the keys given a new offset, and only those.
+        let changed: Vec<(Vec<u8>, i64)> = all(&m.changed).into_iter().map(|e| (e.key, e.offset)).collect();
+        let mut changed = changed;
+        changed.sort();
+        assert_eq!(changed, [(b"a".to_vec(), 25), (b"c".to_vec(), 30), (b"d".to_vec(), 32)]);
     }
 
     #[test]
     fn a_tombstone_deletes_the_live_row_and_outlives_a_late_update() {
-        let m = merge(bucket(vec![entry("k", 10, false)]), vec![change("k", 50, true)]);
+        let m = merge(&bucket(vec![entry("k", 10, false)]), vec![change("k", 50, true)]);
         assert_eq!((m.dead_rows.as_slice(), m.dead_offsets.as_slice(), m.deleted), (&[50][..], &[10][..], 1));
         // An update older than the tombstone arrives afterwards: it stays deleted.
-        let m = merge(m.entries, vec![change("k", 40, false)]);
+        let m = merge(&m.entries, vec![change("k", 40, false)]);
         assert_eq!((m.dead_rows, m.dead_offsets), (vec![40], vec![]));
-        assert_eq!(m.entries, [entry("k", 50, true)]);
+        assert_eq!(all(&m.entries), [entry("k", 50, true)]);
+        assert!(m.changed.is_empty());
     }
 
     #[test]
     fn a_replayed_row_loses_to_its_own_entry_and_untouched_entries_stay() {
         let existing = bucket((0..50).map(|i| entry(&format!("k{i}"), i, false)).collect());
-        let m = merge(existing.clone(), vec![change("k7", 7, false)]);
+        let m = merge(&existing, vec![change("k7", 7, false)]);
         assert_eq!((m.dead_rows, m.dead_offsets), (vec![7], vec![]));
         assert_eq!(m.entries, existing);
+        assert!(m.changed.is_empty(), "a replay changes nothing");
     }
 }
