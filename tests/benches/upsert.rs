@@ -34,7 +34,7 @@ const TOPIC: &str = "accounts";
 /// Records per update batch, and per task (one segment's file).
 const BATCH: u64 = 1_000_000;
 const TASK_ROWS: u64 = 100_000;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 10;
 /// Rows per Arrow batch, as the materializer writes them.
 const BATCH_ROWS: u64 = 8192;
 
@@ -213,6 +213,14 @@ fn child(keys: u64) {
             eprintln!("{keys} keys: batch committed in {seconds:.2} s ({cpu:.2} CPU s)");
             batches.push(serde_json::json!({"seconds": seconds, "cpu": cpu}));
         }
+        // A committer started cold (a Lambda's first invocation): the index read from its files.
+        floe_core::table::keys::cache::clear();
+        let changes = driver.updates();
+        let (cold, _) = driver.commit(changes).await;
+        eprintln!("{keys} keys: batch committed cold in {cold:.2} s");
+        // The committer's peak: loading the table and every batch (the compaction after
+        // is the compactor's work, another process).
+        let rss_kib = common::peak_rss_kib();
         let before = amplification(warehouse).await;
         let compaction = floe_core::maintenance::rewrite::compact;
         let catalog = floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
@@ -228,8 +236,8 @@ fn child(keys: u64) {
         println!(
             "{}",
             serde_json::json!({
-                "keys": keys, "load_seconds": load_seconds, "batches": batches,
-                "rss_kib": common::peak_rss_kib(),
+                "keys": keys, "load_seconds": load_seconds, "batches": batches, "cold": cold,
+                "rss_kib": rss_kib,
                 "before": {"data": before.0, "deletes": before.1}, "after": {"data": after.0, "deletes": after.1},
             })
         );
@@ -265,20 +273,28 @@ fn main() {
          (key index resolved, position deletes written, one snapshot). Release build, {}, one thread.\n\n",
         cpu()
     ));
-    body.push_str("| keys in the table | commit per batch, median (min–max) | CPU per batch | keys/s to the index | committer peak RSS | delete files / data files, before → after compaction |\n|---|---|---|---|---|---|\n");
-    let mut medians = Vec::new();
+    body.push_str(&format!(
+        "{ROUNDS} batches a table, the committer warm (the key index kept in memory from its earlier commits, as a \
+         warm Lambda or `floe local run` keeps it); the mean counts the buckets consolidated (their deltas merged) \
+         along the way. Then one batch on a cold committer: the index read from its files.\n\n"
+    ));
+    body.push_str("| keys in the table | commit per batch, median (min–max) | mean | CPU per batch | keys/s to the index | cold committer | committer peak RSS | delete files / data files, before → after compaction |\n|---|---|---|---|---|---|---|---|\n");
+    let (mut medians, mut means) = (Vec::new(), Vec::new());
     for r in &results {
         let seconds: Vec<f64> =
             r["batches"].as_array().unwrap().iter().map(|b| b["seconds"].as_f64().unwrap()).collect();
         let cpu: Vec<f64> = r["batches"].as_array().unwrap().iter().map(|b| b["cpu"].as_f64().unwrap()).collect();
         let (min, med, max) = spread(&seconds);
+        let mean = seconds.iter().sum::<f64>() / seconds.len() as f64;
         medians.push(med);
+        means.push(mean);
         let (before, after) = (&r["before"], &r["after"]);
         body.push_str(&format!(
-            "| {} | {med:.2} s ({min:.2}–{max:.2}) | {:.2} s | {:.0} | {:.0} MiB | {} / {} → {} / {} |\n",
+            "| {} | {med:.2} s ({min:.2}–{max:.2}) | {mean:.2} s | {:.2} s | {:.0} | {:.2} s | {:.0} MiB | {} / {} → {} / {} |\n",
             r["keys"],
             spread(&cpu).1,
-            BATCH as f64 / med,
+            BATCH as f64 / mean,
+            r["cold"].as_f64().unwrap(),
             r["rss_kib"].as_f64().unwrap() / 1024.0,
             before["deletes"],
             before["data"],
@@ -288,9 +304,10 @@ fn main() {
     }
     if medians.len() == 2 {
         body.push_str(&format!(
-            "\nCommit time at 10M keys over 1M: {:.2}× (target ≤ 1.5×). Targets: ≥ 50,000 updated keys/s by one \
-             committer, ≤ 1 GiB RSS.\n\nReproduce: `cargo bench -p floe-tests --bench upsert`.\n",
-            medians[1] / medians[0]
+            "\nCommit time at 10M keys over 1M: {:.2}× by the median, {:.2}× by the mean (target ≤ 1.5×). Targets: \
+             ≥ 50,000 updated keys/s by one committer, ≤ 1 GiB RSS.\n\nReproduce: `cargo bench -p floe-tests --bench upsert`.\n",
+            medians[1] / medians[0],
+            means[1] / means[0]
         ));
     }
     println!("{body}");

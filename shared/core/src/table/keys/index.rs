@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
 use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -170,7 +171,9 @@ async fn read_run(file_io: &FileIO, path: &str) -> Result<View> {
         .map_err(|e| invalid(path, e))?;
     let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| invalid(path, e))?;
     let rows = batches.iter().map(RecordBatch::num_rows).sum();
-    let mut view = View::with_capacity(rows, 0);
+    let key_bytes =
+        batches.iter().filter_map(|b| b.column_by_name("key")?.as_binary_opt::<i32>()).map(|k| k.value_data().len());
+    let mut view = View::with_capacity(rows, key_bytes.sum());
     for batch in &batches {
         view.append_batch(batch).map_err(|e| invalid(path, e))?;
     }
@@ -226,13 +229,7 @@ pub async fn write_buckets(
     for (low, high, rows) in parts {
         let path = run_path(metadata_dir, partition, low);
         write_run(file_io, &path, &view, rows.clone()).await?;
-        let part = if whole {
-            view.clone()
-        } else {
-            let mut part = View::default();
-            part.extend_from(&view, rows);
-            Arc::new(part)
-        };
+        let part = if whole { view.clone() } else { Arc::new(view.slice(rows)) };
         let (keys, tombstones) = (part.len() as u64, part.tombstone_count());
         let bucket = Bucket { partition, low, high, path, keys, tombstones, deltas: Vec::new() };
         cache::put(bucket.identity(), part);

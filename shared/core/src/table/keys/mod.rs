@@ -29,6 +29,7 @@
 pub mod cache;
 pub mod encode;
 pub mod index;
+pub mod locate;
 pub mod resolve;
 pub mod view;
 
@@ -38,15 +39,16 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFile, FormatVersion, PrimitiveLiteral, Schema, TableMetadata};
+use iceberg::spec::{DataFile, FormatVersion, Schema, TableMetadata};
 use iceberg::{Error, ErrorKind, Result};
 
 use self::index::Bucket;
 use self::index::{IndexRoot, MAX_DELTAS, read_view, write_buckets, write_delta};
+use self::locate::locate;
 use self::resolve::{Change, Entry, merge};
-use super::deletes::read::{column_by_id, kafka_rows, read_columns};
+use super::deletes::read::{column_by_id, read_columns};
 use super::deletes::write::{Doomed, write_position_deletes, write_vectors};
-use super::deletes::{LiveDelete, ScopedFile, live_files};
+use super::deletes::{LiveDelete, live_files};
 
 pub use self::index::KEYS_KEY;
 
@@ -295,7 +297,7 @@ pub async fn upsert(
         true => live_files(file_io, metadata).await?,
         false => Default::default(),
     };
-    doomed.extend(locate(file_io, &live.0, &columns, dead_offsets).await?);
+    doomed.extend(locate(file_io, &live.0, (columns.partition, columns.offset), dead_offsets).await?);
     upserted.rows_deleted = doomed.iter().map(|d| d.positions.len() as u64).sum();
     let data_dir = format!("{}/data", metadata.location());
     upserted.deletes = if v3 {
@@ -341,59 +343,4 @@ async fn with_earlier_vectors(
         }
     }
     Ok((doomed, replaced))
-}
-
-/// The rows of `offsets` (per Kafka partition) among the table's live data files: each
-/// file whose `_kafka.partition` and `_kafka.offset` bounds may hold one is read (those
-/// two columns). An offset found nowhere is a row already gone (retention, another
-/// engine's delete applied by compaction): nothing to delete.
-async fn locate(
-    file_io: &FileIO,
-    files: &[ScopedFile],
-    columns: &Columns,
-    mut offsets: BTreeMap<i32, Vec<i64>>,
-) -> Result<Vec<Doomed>> {
-    if offsets.is_empty() {
-        return Ok(Vec::new());
-    }
-    for o in offsets.values_mut() {
-        o.sort_unstable();
-    }
-    let mut doomed = Vec::new();
-    for scoped in files {
-        let file = &scoped.live.file;
-        let int_bound =
-            |bounds: &HashMap<i32, iceberg::spec::Datum>, id: i32| match bounds.get(&id).map(|d| d.literal()) {
-                Some(PrimitiveLiteral::Int(v)) => Some(i64::from(*v)),
-                Some(PrimitiveLiteral::Long(v)) => Some(*v),
-                _ => None,
-            };
-        let may_hold = |partition: i32, wanted: &[i64]| {
-            let p =
-                (int_bound(file.lower_bounds(), columns.partition), int_bound(file.upper_bounds(), columns.partition));
-            let o = (int_bound(file.lower_bounds(), columns.offset), int_bound(file.upper_bounds(), columns.offset));
-            let partition_in = p.0.is_none_or(|l| l <= partition.into()) && p.1.is_none_or(|u| partition as i64 <= u);
-            let (low, high) = (o.0.unwrap_or(i64::MIN), o.1.unwrap_or(i64::MAX));
-            let first = wanted.partition_point(|&x| x < low);
-            partition_in && wanted.get(first).is_some_and(|&x| x <= high)
-        };
-        if !offsets.iter().any(|(&p, wanted)| may_hold(p, wanted)) {
-            continue;
-        }
-        let path = file.file_path();
-        let rows = kafka_rows(file_io, path, columns.partition, columns.offset).await?;
-        let wanted = |row: &Option<(i32, i64)>| {
-            row.is_some_and(|(p, o)| offsets.get(&p).is_some_and(|w| w.binary_search(&o).is_ok()))
-        };
-        let positions: Vec<i64> = rows.iter().enumerate().filter(|(_, r)| wanted(r)).map(|(i, _)| i as i64).collect();
-        if !positions.is_empty() {
-            doomed.push(Doomed {
-                path: path.to_string(),
-                spec_id: scoped.spec_id,
-                partition: file.partition().clone(),
-                positions,
-            });
-        }
-    }
-    Ok(doomed)
 }

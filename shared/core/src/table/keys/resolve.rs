@@ -54,8 +54,12 @@ pub struct Merged {
 /// Merges `changes` into `existing`: the entries between changed keys are copied in bulk.
 pub fn merge(existing: &View, mut changes: Vec<Change>) -> Merged {
     changes.sort_by(|a, b| a.entry.order().cmp(&b.entry.order()).then(a.entry.offset.cmp(&b.entry.offset)));
+    // Room for every change: the views grow no further (a doubling would hold twice
+    // the bucket's memory while it is kept).
+    let change_bytes = changes.iter().map(|c| c.entry.key.len()).sum::<usize>();
     let mut merged = Merged {
-        entries: View::with_capacity(existing.len() + changes.len(), existing.key_bytes()),
+        entries: View::with_capacity(existing.len() + changes.len(), existing.key_bytes() + change_bytes),
+        changed: View::with_capacity(changes.len(), change_bytes),
         ..Merged::default()
     };
     let mut at = 0;

@@ -122,6 +122,14 @@ impl View {
         self.tombstones.extend_from_slice(&other.tombstones[range]);
     }
 
+    /// Entries `range`, as a view of their own.
+    pub fn slice(&self, range: Range<usize>) -> View {
+        let bytes = if range.is_empty() { 0 } else { self.ends[range.end - 1] - self.start(range.start) };
+        let mut part = View::with_capacity(range.len(), bytes);
+        part.extend_from(self, range);
+        part
+    }
+
     /// The first entry at or after `from` not ordered before `order`.
     pub fn seek(&self, from: usize, order: (u32, &[u8])) -> usize {
         let (mut low, mut high) = (from, self.len());
