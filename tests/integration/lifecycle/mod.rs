@@ -22,7 +22,9 @@
 //! Seeds ≡ 2 modulo 4 are an upsert topic's (`mode = "upsert"`, on the message key): a few
 //! keys a partition written again and again, some records tombstones, judged against the
 //! model's one row per key (model.rs); its topic is never re-created, which suspends an
-//! upsert table (its offsets restart).
+//! upsert table (its offsets restart). Seeds ≡ 6 modulo 8 make it a format v3 table
+//! (deletion vectors, read by PyIceberg), with Floe's own families only
+//! ([`ops::V3_FAMILIES`]): PyIceberg 0.12 writes no v3 metadata.
 //!
 //! Bad records: one outside transactions counts when its segment is committed; one
 //! inside counts only if its transaction commits, as it was written (mode `dlq`: a dead
@@ -104,7 +106,11 @@ impl Sequence {
         let warehouse = warehouse.canonicalize().unwrap();
         let engine = JsonLines::start("lifecycle_engine.py", &[&warehouse.join("catalog.db"), &warehouse]);
         // Partition 1's log starts past 0, as after retention.
-        let families = ops::families();
+        let mut families = ops::families();
+        if v3(seed) {
+            // PyIceberg 0.12 writes no format v3 metadata: no other engine on these.
+            families.retain(|f| ops::V3_FAMILIES.contains(f));
+        }
         let mut logs = vec![Log::new(0, 0), Log::new(1, 5000)];
         let timeout_ms = [15, 60, 240][seed as usize % 3] * MINUTE_MS;
         for log in &mut logs {
@@ -231,7 +237,10 @@ impl Sequence {
             Step::Expire { advance_ms, max_age_ms, keep } => {
                 let properties = json!({"history.expire.max-snapshot-age-ms": max_age_ms.to_string(),
                     "history.expire.min-snapshots-to-keep": keep.to_string()});
-                self.call("properties", json!({"table": table, "set": properties}))?;
+                // A v3 table keeps the default policy (PyIceberg writes no v3 metadata).
+                if !v3(self.seed) {
+                    self.call("properties", json!({"table": table, "set": properties}))?;
+                }
                 self.by_ms += advance_ms;
                 let config = self.config(i, BadRecords::Skip, 16, 15);
                 self.maintain(&config, None).await?;
@@ -349,6 +358,9 @@ impl Sequence {
         if self.table.upsert {
             text.push_str("mode = \"upsert\"\n");
         }
+        if v3(self.seed) {
+            text.push_str("format_version = 3\n");
+        }
         std::fs::write(&path, text).unwrap();
         path
     }
@@ -463,6 +475,11 @@ impl Sequence {
 /// Whether seed `seed`'s topic is an upsert topic.
 fn upsert(seed: u64) -> bool {
     seed % 4 == 2
+}
+
+/// Whether seed `seed`'s table is of format v3 (an upsert topic's: deletion vectors).
+fn v3(seed: u64) -> bool {
+    seed % 8 == 6
 }
 
 /// The rows of a read answer: (incarnation, partition, offset) and the row.

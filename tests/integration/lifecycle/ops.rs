@@ -55,6 +55,12 @@ pub const FAMILIES: [&str; 25] = [
     "clock",
 ];
 
+/// The families of a format v3 table's sequence: Floe's runs and maintenance, kills
+/// (PyIceberg 0.12, the other engine, writes no v3 metadata).
+pub const V3_FAMILIES: [&str; 13] = [
+    "floe", "txn", "abort", "dup", "reorder", "evolve", "bad", "bad_txn", "long", "compact", "expire", "kill", "clock",
+];
+
 /// The families switched on: `FLOE_LIFECYCLE_OPS` (default: all), less `FLOE_LIFECYCLE_SKIP`.
 pub fn families() -> BTreeSet<&'static str> {
     let list = |var: &str| std::env::var(var).ok().map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
