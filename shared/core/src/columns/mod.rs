@@ -42,6 +42,7 @@ pub trait PayloadDecoder: Send + Sync {
             position: 0,
             detail: "internal: this format has no record layout".into(),
             missing_schema: None,
+            deletes_key: false,
         })
     }
     /// Loads the schema `id` that a payload named ([`DecodeError::missing_schema`]).
@@ -74,6 +75,7 @@ impl PayloadDecoder for RawDecoder {
                 position: 0,
                 detail: "internal: raw bytes into a non-binary column".into(),
                 missing_schema: None,
+                deletes_key: false,
             }),
         }
     }

@@ -23,7 +23,7 @@
 //! format_version = 2          # of the tables Floe creates: 2, or 3 (deletion vectors, row lineage)
 //! mode = "append"             # or "upsert": one row per key, its latest record's
 //! # key_columns = ["id"]      # upsert: the value's columns keying it (default: the message key)
-//! # envelope = "debezium"     # upsert of JSON change events: the row is `after`, op d deletes
+//! # envelope = "debezium"     # upsert of JSON or Avro change events: the row is `after`, op d deletes
 //! partition_by = []           # Iceberg transforms, see below
 //!
 //! [schema_registry]

@@ -315,8 +315,8 @@ fn upsert_topics_name_their_key_and_envelope_and_each_setting_is_checked() {
     assert!(e.starts_with("topics[0].key_columns: [\"a..b\"]"), "{e}");
     let e = error("value_format = \"json\"\nenvelope = \"debezium\"\n");
     assert!(e.starts_with("topics[0].envelope: debezium change events"), "{e}");
-    let e = error("mode = \"upsert\"\nvalue_format = \"avro\"\nenvelope = \"debezium\"\n");
-    assert!(e.starts_with("topics[0].envelope: debezium envelopes are read from JSON values"), "{e}");
+    let e = error("mode = \"upsert\"\nvalue_format = \"protobuf\"\nenvelope = \"debezium\"\n");
+    assert!(e.starts_with("topics[0].envelope: debezium envelopes are read from JSON or Avro values"), "{e}");
     let v3 = FloeConfig::parse("[[topics]]\ntopic = \"t\"\nmode = \"upsert\"\nformat_version = 3\n").unwrap();
     assert_eq!(v3.resolve("t").unwrap().format_version, iceberg::spec::FormatVersion::V3, "deletion vectors");
     let e = error("mode = \"merge\"\n");

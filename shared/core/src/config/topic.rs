@@ -58,7 +58,8 @@ pub struct Settings {
     pub mode: Option<Mode>,
     /// Upsert: the value's columns the key is made of (default: the message key).
     pub key_columns: Option<Vec<String>>,
-    /// `debezium`: values are change events, the row their `after` (upsert, JSON values).
+    /// `debezium`: values are change events, the row their `after` (upsert, JSON or Avro
+    /// values).
     pub envelope: Option<Envelope>,
     pub partition_by: Option<Vec<String>>,
     /// Protobuf: full name of the key's message (default: the first message of the schema).
@@ -197,7 +198,7 @@ pub(super) fn validate_settings(
 }
 
 /// `key_columns` belongs to upsert tables, and names columns; a Debezium envelope is an
-/// upsert of JSON values.
+/// upsert of JSON or Avro values.
 fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
     let mode = s.mode.or(defaults.mode).unwrap_or_default();
     if let Some(columns) = &s.key_columns {
@@ -218,10 +219,10 @@ fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), Conf
                 "debezium change events (updates, deletes) need mode = \"upsert\"",
             ));
         }
-        if s.value_format.or(defaults.value_format) != Some(Format::Json) {
+        if !matches!(s.value_format.or(defaults.value_format), Some(Format::Json | Format::Avro)) {
             return Err(ConfigError::invalid(
                 format!("{at}.envelope"),
-                "debezium envelopes are read from JSON values: value_format = \"json\"",
+                "debezium envelopes are read from JSON or Avro values: value_format = \"json\" or \"avro\"",
             ));
         }
     }

@@ -42,7 +42,8 @@ impl<T> SchemaSet<T> {
         let framed = wire::frame(payload, part)?;
         // The id is in the payload's bytes 1..5, or in the header.
         let position = if framed.header_rest.is_some() { 0 } else { 1 };
-        let error = |detail: String, missing_schema| DecodeError { part, position, detail, missing_schema };
+        let error =
+            |detail: String, missing_schema| DecodeError { part, position, detail, missing_schema, deletes_key: false };
         match self {
             SchemaSet::Fixed(c) => decode(c, framed),
             SchemaSet::Registry(_, compiled) => {

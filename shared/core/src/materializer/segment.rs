@@ -19,7 +19,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{PartitionSpec, Schema, StructType};
 
 use crate::columns::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
-use crate::config::{BadRecordMode, Envelope, Mode, TopicConfig};
+use crate::config::{BadRecordMode, Envelope, Format, Mode, TopicConfig};
 use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
 use crate::retry::Retryable;
 use crate::schema::layout::dead_letter_struct;
@@ -250,16 +250,29 @@ pub async fn materialize_segment(
                     Err(error) => Err(error),
                     Ok(()) => target.converter.append(&record),
                 };
-                if let Err(DecodeError { missing_schema: Some(id), part, position, .. }) = &outcome {
+                // A record may name two schemas not loaded yet: its key's and its value's.
+                let mut loads = 0;
+                while let Err(DecodeError { missing_schema: Some(id), part, position, .. }) = &outcome
+                    && loads < 2
+                {
+                    loads += 1;
                     outcome = match target.converter.load_schema(part, *id).await {
                         Ok(()) => target.converter.append(&record),
                         Err(e) if e.retryable => return Err(MaterializeError::Schema(e)),
                         // Located where the id is: the payload's byte 1, or 0 when a record
                         // header holds it.
-                        Err(e) => {
-                            Err(DecodeError { part, position: *position, detail: e.to_string(), missing_schema: None })
-                        }
+                        Err(e) => Err(DecodeError {
+                            part,
+                            position: *position,
+                            detail: e.to_string(),
+                            missing_schema: None,
+                            deletes_key: false,
+                        }),
                     };
+                }
+                // A change event deleting its key (an Avro Debezium delete): its tombstone.
+                if let Err(DecodeError { deletes_key: true, .. }) = &outcome {
+                    outcome = target.converter.append(&Record { value: None, ..record });
                 }
                 let error = match outcome {
                     Ok(()) => {
@@ -347,14 +360,20 @@ pub async fn materialize_segment(
     }
 }
 
-/// The record as its table takes it: a Debezium change event (`envelope = "debezium"`)
-/// becomes its `after` image, or a tombstone for a delete; an event that is none of
-/// those is a bad record (the record, as it was, for the dead-letter table).
+/// The record as its table takes it: a Debezium change event of JSON
+/// (`envelope = "debezium"`) becomes its `after` image, or a tombstone for a delete; an
+/// event that is none of those is a bad record (the record, as it was, for the
+/// dead-letter table). Avro events are unwrapped as they are decoded (formats/avro).
 fn unwrap_envelope<'r>(topic: &TopicConfig, record: Record<'r>) -> (Record<'r>, Result<(), DecodeError>) {
-    let (Some(Envelope::Debezium), Some(value)) = (topic.envelope, record.value) else { return (record, Ok(())) };
+    let (Some(Envelope::Debezium), Format::Json, Some(value)) = (topic.envelope, topic.value_format, record.value)
+    else {
+        return (record, Ok(()));
+    };
     match crate::formats::debezium::unwrap(value) {
         Ok(after) => (Record { value: after, ..record }, Ok(())),
-        Err(detail) => (record, Err(DecodeError { part: "value", position: 0, detail, missing_schema: None })),
+        Err(detail) => {
+            (record, Err(DecodeError { part: "value", position: 0, detail, missing_schema: None, deletes_key: false }))
+        }
     }
 }
 
@@ -369,7 +388,7 @@ fn keyless(topic: &TopicConfig, record: &Record) -> Option<DecodeError> {
         (false, _, None) => ("value", "a tombstone of a table keyed on value columns names no key"),
         _ => return None,
     };
-    Some(DecodeError { part, position: 0, detail: detail.into(), missing_schema: None })
+    Some(DecodeError { part, position: 0, detail: detail.into(), missing_schema: None, deletes_key: false })
 }
 
 /// A short stable identity of an input object: its name and version (ETag, size…).

@@ -27,6 +27,9 @@ pub struct DecodeError {
     /// Set when the payload names a schema the decoder has not loaded yet: the caller
     /// loads it (`PayloadDecoder::load_schema`) and tries again.
     pub missing_schema: Option<SchemaId>,
+    /// Set when the payload is no row but deletes its key (a Debezium delete): not a bad
+    /// record; the caller takes the record as its key's tombstone.
+    pub deletes_key: bool,
 }
 
 /// A schema a payload named could not be loaded.
@@ -166,7 +169,7 @@ fn split<'a>(payload: &'a [u8], part: &'static str) -> Result<(u32, &'a [u8]), D
 }
 
 fn error(part: &'static str, position: usize, detail: &str) -> DecodeError {
-    DecodeError { part, position, detail: detail.to_string(), missing_schema: None }
+    DecodeError { part, position, detail: detail.to_string(), missing_schema: None, deletes_key: false }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use apache_avro::Schema as Avro;
+use apache_avro::schema::RecordSchema;
 use arrow_array::types::{Decimal128Type, DecimalType};
 use arrow_schema::{DECIMAL128_MAX_PRECISION, DataType, Fields, TimeUnit};
 
@@ -218,7 +219,7 @@ fn compile<'a>(
 }
 
 fn compile_record<'a>(
-    r: &'a apache_avro::schema::RecordSchema,
+    r: &'a RecordSchema,
     names: &Names<'a>,
     target: Option<&Fields>,
     depth: usize,
@@ -694,6 +695,43 @@ pub enum AvroTarget<'a> {
 /// A writer schema ready to decode payloads into the table's columns.
 pub struct CompiledAvro {
     step: Step,
+    /// A Debezium envelope's fields, when the payloads are change events.
+    envelope: Option<Vec<EnvelopeField>>,
+}
+
+/// A field of a Debezium change event (`envelope = "debezium"`), in writer order: the
+/// `after` image goes into the table's columns, `op` is read, the rest is skipped.
+enum EnvelopeField {
+    Skip(Step),
+    /// `after`: a union of null (branch `null_branch`) and the row (branch 1 - it).
+    After {
+        null_branch: i64,
+    },
+    /// `op`: c, r, u (the row is `after`), d (the key deleted).
+    Op,
+}
+
+/// A Debezium envelope's `after` record: the schema of the table's rows. The envelope is
+/// a record with `after` (a union of null and a record) and `op` (a string).
+pub(super) fn debezium_after<'a>(writer: &'a Avro, names: &Names<'a>) -> Result<&'a RecordSchema, AvroSchemaError> {
+    let not = |what: &str| AvroSchemaError(format!("not a Debezium envelope: {what}"));
+    let Avro::Record(envelope) = names.resolve(writer)? else {
+        return Err(not("a record has the fields after and op"));
+    };
+    let field = |name: &str| envelope.fields.iter().find(|f| f.name == name);
+    match field("op").map(|f| names.resolve(&f.schema)) {
+        Some(Ok(Avro::String)) => {}
+        _ => return Err(not("no `op` string")),
+    }
+    let after = field("after").ok_or_else(|| not("no `after` field"))?;
+    let Avro::Union(union) = names.resolve(&after.schema)? else { return Err(not("`after` is no union with null")) };
+    match union.variants() {
+        [Avro::Null, row] | [row, Avro::Null] => match names.resolve(row)? {
+            Avro::Record(r) => Ok(r),
+            _ => Err(not("`after` is no record")),
+        },
+        _ => Err(not("`after` is no union of null and a record")),
+    }
 }
 
 impl CompiledAvro {
@@ -708,7 +746,30 @@ impl CompiledAvro {
                 _ => return err("the value layout needs a record schema"),
             },
         };
-        Ok(CompiledAvro { step })
+        Ok(CompiledAvro { step, envelope: None })
+    }
+
+    /// Compiles `writer`, a Debezium envelope, for its `after` image into the table's
+    /// record columns `target`.
+    pub fn debezium(writer: &Avro, references: &[Avro], target: &Fields) -> Result<CompiledAvro, AvroSchemaError> {
+        let names = Names::collect(writer, references);
+        let row = debezium_after(writer, &names)?;
+        let step = compile_record(row, &names, Some(target), 0)?;
+        let Avro::Record(envelope) = names.resolve(writer)? else { unreachable!("checked by debezium_after") };
+        let mut fields = Vec::with_capacity(envelope.fields.len());
+        for f in &envelope.fields {
+            fields.push(match f.name.as_str() {
+                "op" => EnvelopeField::Op,
+                "after" => match names.resolve(&f.schema)? {
+                    Avro::Union(u) => {
+                        EnvelopeField::After { null_branch: i64::from(!matches!(u.variants()[0], Avro::Null)) }
+                    }
+                    _ => unreachable!("checked by debezium_after"),
+                },
+                _ => EnvelopeField::Skip(compile(&f.schema, &names, None, 0)?),
+            });
+        }
+        Ok(CompiledAvro { step, envelope: Some(fields) })
     }
 
     /// Appends `payload` to `col` (an `Err` may leave the column half-written: the
@@ -736,13 +797,63 @@ impl CompiledAvro {
     ) -> Result<(), DecodeError> {
         let Step::Record { fields: plan, missing } = &self.step else { unreachable!("checked in new") };
         let mut r = Reader { buf: payload, pos: 0 };
-        let result = put_fields(plan, missing, &mut r, fields).and_then(|()| r.finished());
-        result.map_err(|f| decode_error(*f, part, offset))
+        let Some(envelope) = &self.envelope else {
+            let result = put_fields(plan, missing, &mut r, fields).and_then(|()| r.finished());
+            return result.map_err(|f| decode_error(*f, part, offset));
+        };
+        match read_envelope(envelope, &mut r, |r| put_fields(plan, missing, r, fields)).and_then(|row| {
+            r.finished()?;
+            Ok(row)
+        }) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(DecodeError {
+                part,
+                position: offset,
+                detail: "a Debezium delete (op d): its key's tombstone".into(),
+                missing_schema: None,
+                deletes_key: true,
+            }),
+            Err(f) => Err(decode_error(*f, part, offset)),
+        }
+    }
+}
+
+/// Reads a change event: its `after` image by `put_row`, its `op`. `Ok(true)`: the row
+/// (op c, r or u); `Ok(false)`: the key deleted (op d, no `after`).
+fn read_envelope(fields: &[EnvelopeField], r: &mut Reader, mut put_row: impl FnMut(&mut Reader) -> R<()>) -> R<bool> {
+    let (mut row, mut op) = (None, None);
+    for field in fields {
+        match field {
+            EnvelopeField::Skip(step) => skip(step, r)?,
+            EnvelopeField::After { null_branch } => {
+                let at = r.pos;
+                row = match r.long()? {
+                    b if b == *null_branch => Some((at, false)),
+                    b if b == 1 - null_branch => {
+                        put_row(r)?;
+                        Some((at, true))
+                    }
+                    b => return Err(fail(at, format_args!("union branch {b} of `after`"))),
+                };
+            }
+            EnvelopeField::Op => {
+                let at = r.pos;
+                op = Some((at, r.str()?));
+            }
+        }
+    }
+    let (Some((after_at, row)), Some((at, op))) = (row, op) else { unreachable!("compiled with both fields") };
+    match (op, row) {
+        ("c" | "r" | "u", true) => Ok(true),
+        ("d", false) => Ok(false),
+        ("c" | "r" | "u", false) => Err(fail(after_at, format_args!("a Debezium event of op {op} without `after`"))),
+        ("d", true) => Err(fail(after_at, format_args!("a Debezium delete (op d) with an `after` image"))),
+        _ => Err(fail(at, format_args!("Debezium op {op:?}: not a row change (c, r, u or d)"))),
     }
 }
 
 fn decode_error(fail: Fail, part: &'static str, offset: usize) -> DecodeError {
-    DecodeError { part, position: fail.at + offset, detail: fail.detail, missing_schema: None }
+    DecodeError { part, position: fail.at + offset, detail: fail.detail, missing_schema: None, deletes_key: false }
 }
 
 #[cfg(test)]
@@ -754,6 +865,8 @@ mod tests {
     use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
     use arrow_array::{Array, StructArray};
     use arrow_schema::Field;
+
+    use crate::schema::layout::PayloadType;
 
     fn reader(bytes: &[u8]) -> Reader<'_> {
         Reader { buf: bytes, pos: 0 }
@@ -811,6 +924,75 @@ mod tests {
         root.append_valid();
         compiled.append_fields(&payload, &mut root.children, "value", 5)?;
         Ok(root.finish())
+    }
+
+    /// A Debezium envelope (its row record defined in `before`, named in `after`): c, r
+    /// and u decode `after` into the row's columns; d (no `after`) deletes the key; any
+    /// other op, or an op and an image that do not go together, is a bad record.
+    #[test]
+    fn a_debezium_envelope_decodes_its_after_image_and_a_delete_deletes_its_key() {
+        use apache_avro::types::Value as V;
+        let writer = r#"{"type": "record", "name": "Envelope", "namespace": "db", "fields": [
+            {"name": "before", "type": ["null", {"type": "record", "name": "Value", "fields": [
+                {"name": "id", "type": "int"}, {"name": "email", "type": ["null", "string"]}]}]},
+            {"name": "after", "type": ["null", "db.Value"]},
+            {"name": "source", "type": {"type": "record", "name": "Source", "fields": [
+                {"name": "lsn", "type": "long"}, {"name": "table", "type": "string"}]}},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"]}]}"#;
+        let avro = Avro::parse_str(writer).unwrap();
+        let PayloadType::Record(row) = super::super::debezium_payload_type(&avro, &[]).unwrap() else {
+            panic!("a record")
+        };
+        assert_eq!(row.fields().iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["id", "email"]);
+        let table =
+            Fields::from(vec![Field::new("id", DataType::Int32, true), Field::new("email", DataType::Utf8, true)]);
+        let image = |id: i32| {
+            V::Union(
+                1,
+                Box::new(V::Record(vec![
+                    ("id".into(), V::Int(id)),
+                    ("email".into(), V::Union(1, Box::new(V::String(format!("{id}@x"))))),
+                ])),
+            )
+        };
+        let event = |before: V, after: V, op: &str| {
+            let source = V::Record(vec![("lsn".into(), V::Long(9)), ("table".into(), V::String("t".into()))]);
+            let fields = vec![
+                ("before".into(), before),
+                ("after".into(), after),
+                ("source".into(), source),
+                ("op".into(), V::String(op.into())),
+                ("ts_ms".into(), V::Union(1, Box::new(V::Long(3)))),
+            ];
+            apache_avro::to_avro_datum(&avro, V::Record(fields)).unwrap()
+        };
+        let null = || V::Union(0, Box::new(V::Null));
+        let compiled = CompiledAvro::debezium(&avro, &[], &table).unwrap();
+        let decode = |payload: &[u8]| {
+            let mut root = StructColumn::new(&table).unwrap();
+            root.append_valid();
+            compiled.append_fields(payload, &mut root.children, "value", 5).map(|()| root.finish())
+        };
+        for (before, op) in [(null(), "c"), (null(), "r"), (image(6), "u")] {
+            let row = decode(&event(before, image(7), op)).unwrap();
+            assert_eq!(row.column(0).as_primitive::<arrow_array::types::Int32Type>().value(0), 7, "op {op}");
+            assert_eq!(row.column(1).as_string::<i32>().value(0), "7@x", "op {op}");
+        }
+        let deleted = decode(&event(image(7), null(), "d")).unwrap_err();
+        assert!(deleted.deletes_key && deleted.detail.contains("op d"), "{deleted:?}");
+        for (after, op, why) in [
+            (null(), "c", "op c without `after`"),
+            (image(7), "d", "delete (op d) with an `after`"),
+            (null(), "t", "op \"t\": not a row change"),
+        ] {
+            let e = decode(&event(null(), after, op)).unwrap_err();
+            assert!(!e.deletes_key && e.detail.contains(why), "op {op}: {e:?}");
+        }
+        let plain =
+            Avro::parse_str(r#"{"type": "record", "name": "r", "fields": [{"name": "after", "type": "string"}]}"#);
+        let e = CompiledAvro::debezium(&plain.unwrap(), &[], &table).err().unwrap();
+        assert!(e.0.contains("not a Debezium envelope"), "{e}");
     }
 
     #[test]

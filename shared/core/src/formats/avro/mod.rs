@@ -38,6 +38,7 @@ use apache_avro::Schema as Avro;
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, StructType, Type};
 
 use crate::columns::{Column, DecodeError, PayloadDecoder, SchemaLoadError, Shape};
+use crate::config::Envelope;
 use crate::formats::by_id::SchemaSet;
 use crate::formats::part::{FormatError, MakeDecoder, Part, PartContext};
 use crate::registry::wire::{Payload, SchemaId, no_header_rest};
@@ -118,6 +119,17 @@ pub fn to_payload_type(schema: &Avro, references: &[Avro]) -> Result<PayloadType
     match to_type(schema, &names, &mut stack)? {
         (Type::Struct(s), _) if matches!(schema, Avro::Record(_)) => Ok(PayloadType::Record(s)),
         (t, _) => Ok(PayloadType::Other(t)),
+    }
+}
+
+/// The Iceberg type of the rows of a Debezium envelope schema: its `after` record.
+pub fn debezium_payload_type(envelope: &Avro, references: &[Avro]) -> Result<PayloadType, AvroSchemaError> {
+    let names = Names::collect(envelope, references);
+    let after = decode::debezium_after(envelope, &names)?;
+    let record = Avro::Record(after.clone());
+    match to_type(&record, &names, &mut Vec::new())? {
+        (Type::Struct(s), _) => Ok(PayloadType::Record(s)),
+        (t, _) => Err(AvroSchemaError(format!("a Debezium `after` of type {t}, not a record"))),
     }
 }
 
@@ -213,19 +225,43 @@ impl Shape {
 pub struct AvroDecoder {
     part: &'static str,
     shape: Shape,
+    /// Payloads are Debezium change events, the rows their `after` images.
+    debezium: bool,
     schemas: SchemaSet<CompiledAvro>,
 }
 
 impl AvroDecoder {
     /// Every payload decoded with `writer` (a local schema file).
-    pub fn fixed(part: &'static str, writer: &Avro, shape: Shape) -> Result<AvroDecoder, AvroSchemaError> {
-        let compiled = CompiledAvro::new(writer, &[], shape.target())?;
-        Ok(AvroDecoder { part, shape, schemas: SchemaSet::fixed(compiled) })
+    pub fn fixed(
+        part: &'static str,
+        writer: &Avro,
+        shape: Shape,
+        debezium: bool,
+    ) -> Result<AvroDecoder, AvroSchemaError> {
+        let compiled = compile(writer, &[], &shape, debezium)?;
+        Ok(AvroDecoder { part, shape, debezium, schemas: SchemaSet::fixed(compiled) })
     }
 
     /// Writer schemas by the id in each payload, loaded from `registry` on first sight.
-    pub fn registry(part: &'static str, registry: Arc<dyn SchemaRegistry>, shape: Shape) -> AvroDecoder {
-        AvroDecoder { part, shape, schemas: SchemaSet::registry(registry) }
+    pub fn registry(
+        part: &'static str,
+        registry: Arc<dyn SchemaRegistry>,
+        shape: Shape,
+        debezium: bool,
+    ) -> AvroDecoder {
+        AvroDecoder { part, shape, debezium, schemas: SchemaSet::registry(registry) }
+    }
+}
+
+/// `writer` compiled for the table's columns `shape`: as a Debezium envelope (`debezium`),
+/// its `after` record into the table's record columns.
+fn compile(writer: &Avro, references: &[Avro], shape: &Shape, debezium: bool) -> Result<CompiledAvro, AvroSchemaError> {
+    match (debezium, shape) {
+        (false, _) => CompiledAvro::new(writer, references, shape.target()),
+        (true, Shape::Fields(fields)) => CompiledAvro::debezium(writer, references, fields),
+        (true, Shape::Column(_)) => {
+            err("a Debezium envelope's rows are records: the value must be laid out as columns")
+        }
     }
 }
 
@@ -249,7 +285,7 @@ impl PayloadDecoder for AvroDecoder {
         self.schemas
             .load(id, SchemaType::Avro, |resolved| {
                 let (writer, references) = parse_registered(resolved).map_err(|e| e.to_string())?;
-                CompiledAvro::new(&writer, &references, self.shape.target()).map_err(|e| e.to_string())
+                compile(&writer, &references, &self.shape, self.debezium).map_err(|e| e.to_string())
             })
             .await
     }
@@ -260,14 +296,20 @@ impl PayloadDecoder for AvroDecoder {
 pub async fn part(ctx: &PartContext<'_>) -> Result<Part, FormatError> {
     let (resolved, registry) = ctx.table_schema(SchemaType::Avro).await?;
     let (avro, references) = parse_registered(&resolved).map_err(|e| ctx.schema_error(e))?;
-    let payload = to_payload_type(&avro, &references).map_err(|e| ctx.schema_error(e))?;
+    // A Debezium topic's values are change events; its rows, their `after` images.
+    let debezium = ctx.name == "value" && ctx.topic.envelope == Some(Envelope::Debezium);
+    let payload = match debezium {
+        true => debezium_payload_type(&avro, &references),
+        false => to_payload_type(&avro, &references),
+    }
+    .map_err(|e| ctx.schema_error(e))?;
     let name = ctx.name;
     let make: MakeDecoder = match registry {
-        Some(registry) => {
-            Box::new(move |shape| Ok(Arc::new(AvroDecoder::registry(name, registry, shape)) as Arc<dyn PayloadDecoder>))
-        }
+        Some(registry) => Box::new(move |shape| {
+            Ok(Arc::new(AvroDecoder::registry(name, registry, shape, debezium)) as Arc<dyn PayloadDecoder>)
+        }),
         None => Box::new(move |shape| {
-            AvroDecoder::fixed(name, &avro, shape)
+            AvroDecoder::fixed(name, &avro, shape, debezium)
                 .map(|d| Arc::new(d) as Arc<dyn PayloadDecoder>)
                 .map_err(|e| e.to_string())
         }),

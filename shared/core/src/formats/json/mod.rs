@@ -60,11 +60,18 @@ impl JsonDecoder {
             position: offset + f.at,
             detail: if f.syntax { format!("not JSON: {}", f.detail) } else { f.detail },
             missing_schema: None,
+            deletes_key: false,
         })
     }
 
     fn internal(&self, detail: &str) -> DecodeError {
-        DecodeError { part: self.part, position: 0, detail: format!("internal: {detail}"), missing_schema: None }
+        DecodeError {
+            part: self.part,
+            position: 0,
+            detail: format!("internal: {detail}"),
+            missing_schema: None,
+            deletes_key: false,
+        }
     }
 }
 

@@ -1548,6 +1548,7 @@ mod tests {
                 position: f.at,
                 detail: f.detail,
                 missing_schema: None,
+                deletes_key: false,
             })
         });
         assert!(ok > 1000 && failed > 1000, "{ok} decoded, {failed} failed");

@@ -396,6 +396,7 @@ impl CompiledProtobuf {
             position: offset + position,
             detail,
             missing_schema: None,
+            deletes_key: false,
         };
         let (path, used) = match framed.header_rest {
             // The common `[0]` (one zero byte): the first message, compiled first.
@@ -481,6 +482,7 @@ impl ProtobufDecoder {
                 position: framed.offset + position,
                 detail,
                 missing_schema: None,
+                deletes_key: false,
             };
             let columns = match (column, fields) {
                 (Some(Column::Struct(s)), None) => {
