@@ -204,8 +204,9 @@ class Engine:
         if snapshot is None:
             return {"snapshot": None, "rows": []}
         # The table read with its current schema; a ref as of its snapshot's schema.
-        if equality_deletes(t, snapshot):
-            # PyIceberg reads no equality deletes: the spec's rules, applied here.
+        if equality_deletes(t, snapshot) or (t.metadata.format_version >= 3 and ref is None):
+            # PyIceberg reads no equality deletes: the spec's rules, applied here; and a
+            # v3 table's deletion vectors by the spec's rules too (not PyIceberg's reader).
             schema = t.schema() if ref is None else t.metadata.schema_by_id(snapshot.schema_id)
             data = spec_read(t, snapshot, schema)
         else:
@@ -313,10 +314,11 @@ def equality_deletes(t, snapshot):
 
 def spec_read(t, snapshot, schema):
     """Every live row of `snapshot` under `schema`, deletes applied by the Iceberg spec's
-    rules: a position delete to the data file it names, of a data sequence number at most
-    its own; an equality delete to data files strictly older, of its partition (spec and
-    values) unless its spec is unpartitioned. Each data file read by PyIceberg without
-    deletes (its projection by field id), rows in file order."""
+    rules: a position delete (or, of the current snapshot, a deletion vector: Puffin,
+    decoded by tests/py/foreign_delete.py) to the data file it names, of a data sequence
+    number at most its own; an equality delete to data files strictly older, of its
+    partition (spec and values) unless its spec is unpartitioned. Each data file read by
+    PyIceberg without deletes (its projection by field id), rows in file order."""
     import foreign_delete
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
@@ -325,8 +327,15 @@ def spec_read(t, snapshot, schema):
     data, deletes = foreign_delete.live_entries(t, snapshot)
     specs = t.metadata.specs()
     positions, equalities = {}, []
+    if t.current_snapshot() is not None and snapshot.snapshot_id == t.current_snapshot().snapshot_id:
+        for seq, data_file, puffin, offset, length, count in foreign_delete.live_vectors(t):
+            vector = foreign_delete.vector_positions(t, puffin, offset, length, count)
+            positions.setdefault(data_file, []).extend((seq, pos) for pos in vector)
     for entry in deletes:
         f, seq = entry.data_file, entry.sequence_number
+        if f.file_format.name == "PUFFIN":
+            assert snapshot.snapshot_id == t.current_snapshot().snapshot_id, "deletion vectors of the current snapshot only"
+            continue
         arrow = foreign_delete.read_parquet(t, f.file_path)
         if f.content == DataFileContent.POSITION_DELETES:
             for path, pos in zip(arrow.column("file_path").to_pylist(), arrow.column("pos").to_pylist()):
