@@ -178,10 +178,21 @@ async fn compaction_applies_deletion_vectors_of_a_v3_table_and_drops_them() {
     assert_eq!(clicks.read().offsets, expected, "PyIceberg applies the deletion vectors");
     assert_eq!(duckdb(&clicks).await.offsets, expected, "DuckDB applies them");
     assert_eq!((judge(&clicks).offsets, judge(&clicks).delete_files), (expected.clone(), 2));
+    // Another row of a file that has a vector: one vector of both replaces it in the same
+    // snapshot, as Spark writes it (a data file has one vector at most).
+    on_table(&clicks, "foreign_vector.py", &["delete", "0/6"]);
+    let metadata = clicks.metadata().await;
+    let summary = &metadata.current_snapshot().unwrap().summary().additional_properties;
+    assert_eq!(summary.get("removed-dvs").map(String::as_str), Some("1"), "{summary:?}");
+    let deleted = [5, 6, 300, 301];
+    let expected = offsets(0..6 * RECORDS, &deleted);
+    assert_eq!(clicks.read().offsets, expected, "PyIceberg applies the merged vector");
+    assert_eq!(duckdb(&clicks).await.offsets, expected, "DuckDB applies it");
+    assert_eq!((judge(&clicks).offsets, judge(&clicks).delete_files), (expected.clone(), 2));
 
     let out = compact_command(&clicks).await;
     assert!(
-        out.contains("6 file(s) of") && out.contains("2 delete file(s) applied (3 row(s) left out), 2 dropped"),
+        out.contains("6 file(s) of") && out.contains("2 delete file(s) applied (4 row(s) left out), 2 dropped"),
         "{out}"
     );
     assert_compacted(&live_paths(&clicks).await);
@@ -196,7 +207,7 @@ async fn compaction_applies_deletion_vectors_of_a_v3_table_and_drops_them() {
     assert_eq!(metadata.format_version(), iceberg::spec::FormatVersion::V3);
     let (first, added) = metadata.current_snapshot().unwrap().row_range().unwrap();
     assert_eq!(first + added, metadata.next_row_id());
-    assert_audit_explains(&clicks, &[(5, 5), (300, 301)]).await;
+    assert_audit_explains(&clicks, &[(5, 6), (300, 301)]).await;
 
     // Two vectors in one Puffin file again: one on the output of the target size, one on
     // the small tail. Four new segments, then compaction: the tail is rewritten with them,
@@ -213,7 +224,7 @@ async fn compaction_applies_deletion_vectors_of_a_v3_table_and_drops_them() {
     clicks.commit(&clicks.segments(0, 4, 6)).await;
     let run = compact_past_the_window(&clicks).await;
     assert_eq!((run.compactions, run.delete_files.len(), run.rows_deleted), (1, 1, 1), "{run:?}");
-    let deleted = [5, 20, 300, 301, last];
+    let deleted = [5, 6, 20, 300, 301, last];
     let judged = judge(&clicks);
     assert_eq!((judged.offsets.clone(), judged.duplicates), (offsets(0..10 * RECORDS, &deleted), 0));
     assert_eq!(judged.delete_files, 1, "the vector of the file left as it is stays");

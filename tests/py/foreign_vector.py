@@ -3,7 +3,9 @@
 Trino and Snowflake do in v3: one Puffin file for the snapshot, a `deletion-vector-v1`
 blob per data file holding any of the rows (its positions as a 64-bit roaring bitmap),
 and a delete manifest entry per blob naming its data file (`referenced_data_file`) and
-the blob's bytes (`content_offset`, `content_size_in_bytes`).
+the blob's bytes (`content_offset`, `content_size_in_bytes`). A data file that has a
+vector already gets one vector of both (the old positions merged in), the old one
+removed in the same snapshot, as Spark does: a data file has one vector at most.
 
     foreign_vector.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE delete PARTITION/OFFSET...
 
@@ -13,8 +15,7 @@ Written from the specs (Puffin, and the table spec's deletion vectors and row li
 with pyroaring and fastavro, not with PyIceberg's writers: PyIceberg 0.12 writes no v3
 manifest list, metadata or deletion vector. The snapshot (its first row id the table's
 next-row-id, no rows added) is committed by swapping the SQLite catalog's pointer. The
-table must be unpartitioned and in a SQLite catalog, and a data file that has a deletion
-vector already is refused (Spark would merge the two into one).
+table must be unpartitioned and in a SQLite catalog.
 """
 import io
 import json
@@ -28,7 +29,7 @@ import zlib
 import fastavro
 from pyroaring import BitMap
 
-from foreign_delete import holding, kafka_keys, live_entries
+from foreign_delete import holding, kafka_keys, vector_positions
 from read_iceberg import open_catalog
 
 VECTOR_MAGIC = bytes([0xD1, 0xD3, 0x39, 0x64])
@@ -108,34 +109,78 @@ def commit(db, table, snapshot):
         sys.exit("the table changed while the deletion vectors were written")
 
 
+def rewrite_manifest(table, manifest, read, removed, snapshot_id, sequence_number):
+    """`manifest` (as the manifest list names it; `read`: its schema, metadata and entries)
+    written anew by snapshot `snapshot_id`: the entries `removed` deleted (status 2), the
+    others existing (status 0) with their sequence numbers written out (inherited from the
+    old manifest's, which the new one does not carry); returns its manifest list entry."""
+    schema, meta, entries = read
+    gone = {(r["data_file"]["file_path"], r["data_file"]["content_offset"]) for r in removed}
+    out = []
+    for e in entries:
+        if e["status"] == 2:
+            continue
+        e = dict(e)
+        for field, inherited in (("sequence_number", manifest["sequence_number"]),
+                                 ("file_sequence_number", manifest["sequence_number"]),
+                                 ("snapshot_id", manifest["added_snapshot_id"])):
+            if e[field] is None:
+                e[field] = inherited
+        if (e["data_file"]["file_path"], e["data_file"]["content_offset"]) in gone:
+            e["status"], e["snapshot_id"] = 2, snapshot_id
+        else:
+            e["status"] = 0
+        out.append(e)
+    path = "%s/metadata/%s-dv-m1.avro" % (table.location(), uuid.uuid4())
+    length = write_avro(table, path, schema, meta, out)
+    kept = [e for e in out if e["status"] == 0]
+    dropped = [e for e in out if e["status"] == 2]
+    return {**manifest, "manifest_path": path, "manifest_length": length, "sequence_number": sequence_number,
+            "min_sequence_number": min((e["sequence_number"] for e in kept), default=sequence_number),
+            "added_snapshot_id": snapshot_id, "added_files_count": 0, "existing_files_count": len(kept),
+            "deleted_files_count": len(dropped), "added_rows_count": 0,
+            "existing_rows_count": sum(e["data_file"]["record_count"] for e in kept),
+            "deleted_rows_count": sum(e["data_file"]["record_count"] for e in dropped)}
+
+
 def delete(db, table, rows):
     metadata = table.metadata
     if metadata.format_version < 3:
         sys.exit("deletion vectors are for format v3 tables; this one is v%d" % metadata.format_version)
     if metadata.spec().fields:
         sys.exit("this writer handles unpartitioned tables only")
-    data, deletes = live_entries(table)
-    vectored = {e.data_file.referenced_data_file for e in deletes if e.data_file.file_format.name == "PUFFIN"}
-    vectors = []
-    for entry, found in holding(table, set(rows), kafka_keys):
-        path = entry.data_file.file_path
-        if path in vectored:
-            sys.exit("%s has a deletion vector already" % path)
-        vectors.append((path, sorted(i for i, _ in found)))
-    if not vectors:
-        sys.exit("no row to delete")
-
     current = table.current_snapshot()
     snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
     sequence_number = metadata.last_sequence_number + 1
     location = table.location()
+    list_schema, list_meta, manifests = read_avro(table, current.manifest_list)
+    targets = {entry.data_file.file_path: found for entry, found in holding(table, set(rows), kafka_keys)}
+    if not targets:
+        sys.exit("no row to delete")
+    # The vectors the new ones replace: their positions merged in, their entries removed.
+    earlier = {}
+    for i, manifest in enumerate(manifests):
+        if manifest["content"] != 1:
+            continue
+        schema, meta, entries = read_avro(table, manifest["manifest_path"])
+        named = [e for e in entries if e["status"] != 2 and e["data_file"]["file_format"].upper() == "PUFFIN"
+                 and e["data_file"]["referenced_data_file"] in targets]
+        if not named:
+            continue
+        for e in named:
+            d = e["data_file"]
+            earlier[d["referenced_data_file"]] = vector_positions(
+                table, d["file_path"], d["content_offset"], d["content_size_in_bytes"], d["record_count"])
+        manifests[i] = rewrite_manifest(table, manifest, (schema, meta, entries), named, snapshot_id, sequence_number)
+    vectors = [(path, sorted({i for i, _ in found} | set(earlier.get(path, []))))
+               for path, found in sorted(targets.items())]
+
     puffin_path = "%s/data/foreign-dv-%s.puffin" % (location, uuid.uuid4())
     payload, places = puffin(vectors)
     with table.io.new_output(puffin_path).create() as f:
         f.write(payload)
 
     # The delete manifest, in the table's v3 manifest schema (taken from a data manifest).
-    list_schema, list_meta, manifests = read_avro(table, current.manifest_list)
     data_manifest = next(m for m in manifests if m["content"] == 0)
     entry_schema, entry_meta, _ = read_avro(table, data_manifest["manifest_path"])
     entries = [{
@@ -172,7 +217,7 @@ def delete(db, table, rows):
         "snapshot-id": snapshot_id, "parent-snapshot-id": current.snapshot_id, "sequence-number": sequence_number,
         "timestamp-ms": timestamp_ms, "manifest-list": list_path, "schema-id": metadata.current_schema_id,
         "summary": {"operation": "delete", "added-delete-files": str(len(vectors)), "added-dvs": str(len(vectors)),
-                    "added-position-deletes": str(cardinality)},
+                    "added-position-deletes": str(cardinality), "removed-dvs": str(len(earlier))},
         "first-row-id": first_row_id, "added-rows": 0,
     })
     return [path for path, _ in vectors]

@@ -69,6 +69,7 @@ def catalog(db, warehouse):
 
 class Engine:
     def __init__(self, db, warehouse):
+        self.db = db
         self.catalog = catalog(db, warehouse)
         self.planned = {}  # snapshot id -> the files it references (they never change)
 
@@ -122,9 +123,13 @@ class Engine:
 
     def pos_delete(self, table, lo, hi, every):
         """Position deletes of the rows lo <= id < hi: one file per partition (as Spark)
-        for an even `lo`, one per data file (file-scoped, as Trino and Athena) for an odd."""
+        for an even `lo`, one per data file (file-scoped, as Trino and Athena) for an odd;
+        on a v3 table, deletion vectors as Spark writes them (tests/py/foreign_vector.py:
+        a file's earlier vector merged into its new one)."""
         import foreign_delete
         t = self.table(table)
+        if t.metadata.format_version >= 3:
+            return self.vector_delete(t, lo, hi, every)
         ids = self.between(t, lo, hi, every)
         ids_of = lambda arrow: arrow.column("id").to_pylist()  # noqa: E731
         per = "file" if lo % 2 else "partition"
@@ -136,6 +141,19 @@ class Engine:
         t = self.table(table)
         ids = self.between(t, lo, hi, every)
         self.commit_deletes(t, foreign_delete.equality_deletes(t, "id", sorted(ids), scoped=True) if ids else [])
+
+    def vector_delete(self, t, lo, hi, every):
+        import foreign_vector
+        chosen = lambda i: i is not None and lo <= i < hi and (i - lo) % every == 0  # noqa: E731
+        rows = {"%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"])
+                for r in spec_read(t, t.current_snapshot(), t.schema()) if chosen(r.get("id"))}
+        if not rows:
+            return None
+        try:
+            foreign_vector.delete(self.db, t, sorted(rows))
+        except SystemExit as e:
+            return {"refused": str(e)}
+        return None
 
     @staticmethod
     def between(t, lo, hi, every):

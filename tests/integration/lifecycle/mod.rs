@@ -23,8 +23,9 @@
 //! keys a partition written again and again, some records tombstones, judged against the
 //! model's one row per key (model.rs); its topic is never re-created, which suspends an
 //! upsert table (its offsets restart). Seeds ≡ 2 modulo 8 make it a format v3 table
-//! (deletion vectors, applied by the oracle's spec reader), with Floe's own families only
-//! ([`ops::V3_FAMILIES`]): PyIceberg 0.12 writes no v3 metadata.
+//! (deletion vectors, applied by the oracle's spec reader), with Floe's own families and
+//! another engine's deletion vectors only ([`ops::V3_FAMILIES`]): PyIceberg 0.12 writes
+//! no v3 metadata.
 //!
 //! Bad records: one outside transactions counts when its segment is committed; one
 //! inside counts only if its transaction commits, as it was written (mode `dlq`: a dead

@@ -55,10 +55,24 @@ pub const FAMILIES: [&str; 25] = [
     "clock",
 ];
 
-/// The families of a format v3 table's sequence: Floe's runs and maintenance, kills
-/// (PyIceberg 0.12, the other engine, writes no v3 metadata).
-pub const V3_FAMILIES: [&str; 13] = [
-    "floe", "txn", "abort", "dup", "reorder", "evolve", "bad", "bad_txn", "long", "compact", "expire", "kill", "clock",
+/// The families of a format v3 table's sequence: Floe's runs and maintenance, kills,
+/// and another engine's deletion vectors (tests/py/foreign_vector.py, as `pos_delete`):
+/// PyIceberg 0.12, the other engine otherwise, writes no v3 metadata.
+pub const V3_FAMILIES: [&str; 14] = [
+    "floe",
+    "txn",
+    "abort",
+    "dup",
+    "reorder",
+    "evolve",
+    "bad",
+    "bad_txn",
+    "long",
+    "pos_delete",
+    "compact",
+    "expire",
+    "kill",
+    "clock",
 ];
 
 /// The families switched on: `FLOE_LIFECYCLE_OPS` (default: all), less `FLOE_LIFECYCLE_SKIP`.
