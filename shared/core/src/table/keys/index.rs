@@ -24,7 +24,7 @@
 //! file a snapshot names is never written again), which lets the views decoded from them
 //! be kept across commits (cache.rs).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -42,6 +42,7 @@ use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
 use super::cache;
+use super::resolve::{Change, merge};
 use super::view::View;
 
 /// The snapshot summary key naming the index root.
@@ -159,6 +160,81 @@ impl IndexRoot {
         self.buckets.extend(new);
         self.buckets.sort_by_key(|b| (b.partition, b.low));
     }
+}
+
+/// What a commit's changes of one Kafka partition did to the index.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Keys new to the index, keys given a newer row, keys deleted.
+    pub inserted: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    /// Changes whose rows are deleted: superseded, or tombstones (their `row`s).
+    pub dead_rows: Vec<usize>,
+    /// Offsets of rows already in the table that the changes supersede or tombstone.
+    pub dead_offsets: Vec<i64>,
+}
+
+impl IndexRoot {
+    /// Merges `changes` (rows of Kafka partition `partition`) into the buckets they fall
+    /// in (the whole hash space for a partition new to the index): each gets a delta, or
+    /// is consolidated (written anew, split if full); written under `metadata_dir`.
+    pub async fn apply(
+        &mut self,
+        file_io: &FileIO,
+        metadata_dir: &str,
+        partition: i32,
+        changes: Vec<Change>,
+    ) -> Result<Applied> {
+        let mut by_bucket: BTreeMap<(u32, u32), (Option<Bucket>, Vec<Change>)> = BTreeMap::new();
+        for change in changes {
+            let (range, bucket) = match self.bucket(partition, change.entry.hash) {
+                Some(b) => ((b.low, b.high), Some(b.clone())),
+                None => ((0, u32::MAX), None),
+            };
+            by_bucket.entry(range).or_insert_with(|| (bucket, Vec::new())).1.push(change);
+        }
+        let consolidated = due(by_bucket.values().filter_map(|(b, _)| b.as_ref()));
+        let mut applied = Applied::default();
+        for ((low, high), (bucket, changes)) in by_bucket {
+            let existing = match &bucket {
+                Some(bucket) => read_view(file_io, bucket).await?,
+                None => Default::default(),
+            };
+            let merged = merge(&existing, changes);
+            drop(existing);
+            applied.inserted += merged.inserted;
+            applied.updated += merged.updated;
+            applied.deleted += merged.deleted;
+            applied.dead_rows.extend(merged.dead_rows);
+            applied.dead_offsets.extend(merged.dead_offsets);
+            let buckets = match &bucket {
+                // Every change lost (a replay): the bucket stays as it is.
+                Some(_) if merged.changed.is_empty() => continue,
+                Some(b) if !consolidated.contains(&b.path) && !b.full(merged.changed.len(), merged.entries.len()) => {
+                    vec![write_delta(file_io, metadata_dir, b, &merged.changed, merged.entries).await?]
+                }
+                _ => write_buckets(file_io, metadata_dir, partition, (low, high), merged.entries).await?,
+            };
+            if let Some(b) = &bucket {
+                cache::forget(&b.identity());
+            }
+            self.replace(partition, low, high, buckets);
+        }
+        Ok(applied)
+    }
+}
+
+/// The buckets (of those a commit touches) consolidated before their deltas reach
+/// [`MAX_DELTAS`]: one in [`MAX_DELTAS`], of those with half as many or more, the most
+/// first, so that a table whose commits touch every bucket consolidates a few each
+/// commit instead of all of them every [`MAX_DELTAS`] commits.
+fn due<'a>(touched: impl Iterator<Item = &'a Bucket>) -> HashSet<String> {
+    let mut touched: Vec<&Bucket> = touched.collect();
+    let quota = touched.len().div_ceil(MAX_DELTAS);
+    touched.retain(|b| b.deltas.len() >= MAX_DELTAS / 2);
+    touched.sort_by_key(|b| (std::cmp::Reverse(b.deltas.len()), b.low));
+    touched.into_iter().take(quota).map(|b| b.path.clone()).collect()
 }
 
 /// The entries of the run file at `path`.
@@ -340,6 +416,27 @@ mod tests {
         assert!(root.bucket(1, 5).is_none());
         let location = root.save(&file_io, &dir).await.unwrap();
         assert_eq!(IndexRoot::load(&file_io, &location).await.unwrap(), root);
+    }
+
+    /// Of the buckets a commit touches, one in [`MAX_DELTAS`] is consolidated early: of
+    /// those with half as many deltas or more, the ones with the most.
+    #[test]
+    fn consolidations_spread_over_commits_the_most_deltas_first() {
+        let bucket = |low: u32, deltas: usize| Bucket {
+            partition: 0,
+            low,
+            high: low,
+            path: format!("b{low}"),
+            keys: 100,
+            tombstones: 0,
+            deltas: (0..deltas).map(|i| Delta { path: format!("b{low}-{i}"), keys: 1 }).collect(),
+        };
+        let touched: Vec<Bucket> = (0..16).map(|i| bucket(i, [5, 7, 3, 6][i as usize % 4])).collect();
+        let mut chosen: Vec<String> = due(touched.iter()).into_iter().collect();
+        chosen.sort();
+        assert_eq!(chosen, ["b1", "b5"], "two of sixteen: those of seven deltas, lowest first");
+        assert!(due(touched.iter().filter(|b| b.deltas.len() < MAX_DELTAS / 2)).is_empty());
+        assert_eq!(due([bucket(0, 4)].iter()).len(), 1, "one of one, with half the deltas");
     }
 
     /// A bucket with deltas reads back (from its files) as the view its last commit

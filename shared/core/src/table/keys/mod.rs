@@ -42,10 +42,9 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion, Schema, TableMetadata};
 use iceberg::{Error, ErrorKind, Result};
 
-use self::index::Bucket;
-use self::index::{IndexRoot, MAX_DELTAS, read_view, write_buckets, write_delta};
+use self::index::{IndexRoot, read_view};
 use self::locate::locate;
-use self::resolve::{Change, Entry, merge};
+use self::resolve::{Change, Entry};
 use super::deletes::read::{column_by_id, read_columns};
 use super::deletes::write::{Doomed, write_position_deletes, write_vectors};
 use super::deletes::{LiveDelete, live_files};
@@ -186,13 +185,72 @@ pub async fn upsert(
     for (partition, id) in topic_ids {
         root.topic_ids.entry(*partition).or_insert_with(|| id.clone());
     }
-    // Every row added: where it is (file, position), and its change, per partition.
+    let (rows, changes) = read_added(file_io, added, &columns, key).await?;
+    let metadata_dir = format!("{}/metadata", metadata.location());
+    let mut upserted = Upserted::default();
+    let mut dead_rows: Vec<usize> = Vec::new();
+    let mut dead_offsets: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for (partition, changes) in changes {
+        let applied = root.apply(file_io, &metadata_dir, partition, changes).await?;
+        upserted.inserted += applied.inserted;
+        upserted.updated += applied.updated;
+        upserted.deleted += applied.deleted;
+        dead_rows.extend(applied.dead_rows);
+        dead_offsets.entry(partition).or_default().extend(applied.dead_offsets);
+    }
+    // The rows of the append that lose, by file.
+    let spec_id = metadata.default_partition_spec_id();
+    let mut doomed: HashMap<usize, Vec<i64>> = HashMap::new();
+    for row in dead_rows {
+        let (file, position) = rows[row];
+        doomed.entry(file).or_default().push(position);
+    }
+    let mut doomed: Vec<Doomed> = doomed
+        .into_iter()
+        .map(|(file, positions)| Doomed {
+            path: added[file].file_path().to_string(),
+            spec_id,
+            partition: added[file].partition().clone(),
+            positions,
+        })
+        .collect();
+    let v3 = metadata.format_version() >= FormatVersion::V3;
+    dead_offsets.retain(|_, o| !o.is_empty());
+    // The table's live files, listed once (every manifest read) when anything needs them.
+    let live = match metadata.current_snapshot().is_some() && (v3 || !dead_offsets.is_empty()) {
+        true => live_files(file_io, metadata).await?,
+        false => Default::default(),
+    };
+    doomed.extend(locate(file_io, &live.0, (columns.partition, columns.offset), dead_offsets).await?);
+    upserted.rows_deleted = doomed.iter().map(|d| d.positions.len() as u64).sum();
+    let data_dir = format!("{}/data", metadata.location());
+    upserted.deletes = if v3 {
+        // A data file has one deletion vector at most: its earlier one merged in, replaced.
+        let (doomed, replaced) = with_earlier_vectors(file_io, &live.1, doomed).await?;
+        upserted.replaced = replaced;
+        write_vectors(file_io, &data_dir, doomed).await?
+    } else {
+        write_position_deletes(file_io, &data_dir, doomed).await?
+    };
+    upserted.live_keys = root.live_keys();
+    upserted.root = root.save(file_io, &metadata_dir).await?;
+    Ok(upserted)
+}
+
+/// The rows of the files `added`: where each is (file index, position), and its change
+/// (key, offset, tombstone), per Kafka partition, named by its index in the first.
+async fn read_added(
+    file_io: &FileIO,
+    added: &[DataFile],
+    columns: &Columns,
+    key: &[String],
+) -> Result<(Vec<(usize, i64)>, BTreeMap<i32, Vec<Change>>)> {
     let mut rows: Vec<(usize, i64)> = Vec::new();
     let mut changes: BTreeMap<i32, Vec<Change>> = BTreeMap::new();
+    let ids: Vec<i32> =
+        [columns.partition, columns.offset, columns.tombstone].into_iter().chain(columns.key.clone()).collect();
     for (file, data) in added.iter().enumerate() {
         let path = data.file_path();
-        let ids: Vec<i32> =
-            [columns.partition, columns.offset, columns.tombstone].into_iter().chain(columns.key.clone()).collect();
         let mut position = 0i64;
         for batch in read_columns(file_io, path, &ids).await? {
             let located = |e: String| invalid(format!("{path}: {e}"));
@@ -232,97 +290,7 @@ pub async fn upsert(
             }
         }
     }
-    let metadata_dir = format!("{}/metadata", metadata.location());
-    let mut upserted = Upserted::default();
-    let mut dead_rows: Vec<usize> = Vec::new();
-    let mut dead_offsets: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
-    for (partition, changes) in changes {
-        // The changes by the bucket they fall in (the whole space for a new partition).
-        let mut by_bucket: BTreeMap<(u32, u32), (Option<Bucket>, Vec<Change>)> = BTreeMap::new();
-        for change in changes {
-            let (range, bucket) = match root.bucket(partition, change.entry.hash) {
-                Some(b) => ((b.low, b.high), Some(b.clone())),
-                None => ((0, u32::MAX), None),
-            };
-            by_bucket.entry(range).or_insert_with(|| (bucket, Vec::new())).1.push(change);
-        }
-        let consolidated = due(by_bucket.values().filter_map(|(b, _)| b.as_ref()));
-        for ((low, high), (bucket, changes)) in by_bucket {
-            let existing = match &bucket {
-                Some(bucket) => read_view(file_io, bucket).await?,
-                None => Default::default(),
-            };
-            let merged = merge(&existing, changes);
-            drop(existing);
-            (upserted.inserted, upserted.updated, upserted.deleted) = (
-                upserted.inserted + merged.inserted,
-                upserted.updated + merged.updated,
-                upserted.deleted + merged.deleted,
-            );
-            dead_rows.extend(merged.dead_rows);
-            dead_offsets.entry(partition).or_default().extend(merged.dead_offsets);
-            let buckets = match &bucket {
-                // Every change lost (a replay): the bucket stays as it is.
-                Some(_) if merged.changed.is_empty() => continue,
-                Some(b) if !consolidated.contains(&b.path) && !b.full(merged.changed.len(), merged.entries.len()) => {
-                    vec![write_delta(file_io, &metadata_dir, b, &merged.changed, merged.entries).await?]
-                }
-                _ => write_buckets(file_io, &metadata_dir, partition, (low, high), merged.entries).await?,
-            };
-            if let Some(b) = &bucket {
-                cache::forget(&b.identity());
-            }
-            root.replace(partition, low, high, buckets);
-        }
-    }
-    let spec_id = metadata.default_partition_spec_id();
-    let mut doomed: HashMap<usize, Vec<i64>> = HashMap::new();
-    for row in dead_rows {
-        let (file, position) = rows[row];
-        doomed.entry(file).or_default().push(position);
-    }
-    let mut doomed: Vec<Doomed> = doomed
-        .into_iter()
-        .map(|(file, positions)| Doomed {
-            path: added[file].file_path().to_string(),
-            spec_id,
-            partition: added[file].partition().clone(),
-            positions,
-        })
-        .collect();
-    let v3 = metadata.format_version() >= FormatVersion::V3;
-    dead_offsets.retain(|_, o| !o.is_empty());
-    // The table's live files, listed once (every manifest read) when anything needs them.
-    let live = match metadata.current_snapshot().is_some() && (v3 || !dead_offsets.is_empty()) {
-        true => live_files(file_io, metadata).await?,
-        false => Default::default(),
-    };
-    doomed.extend(locate(file_io, &live.0, (columns.partition, columns.offset), dead_offsets).await?);
-    upserted.rows_deleted = doomed.iter().map(|d| d.positions.len() as u64).sum();
-    let data_dir = format!("{}/data", metadata.location());
-    upserted.deletes = if v3 {
-        // A data file has one deletion vector at most: its earlier one merged in, replaced.
-        let (doomed, replaced) = with_earlier_vectors(file_io, &live.1, doomed).await?;
-        upserted.replaced = replaced;
-        write_vectors(file_io, &data_dir, doomed).await?
-    } else {
-        write_position_deletes(file_io, &data_dir, doomed).await?
-    };
-    upserted.live_keys = root.live_keys();
-    upserted.root = root.save(file_io, &metadata_dir).await?;
-    Ok(upserted)
-}
-
-/// The buckets (of those a commit touches) consolidated before their deltas reach
-/// [`MAX_DELTAS`]: one in [`MAX_DELTAS`], of those with half as many or more, the most
-/// first, so that a table whose commits touch every bucket consolidates a few each
-/// commit instead of all of them every [`MAX_DELTAS`] commits.
-fn due<'a>(touched: impl Iterator<Item = &'a Bucket>) -> std::collections::HashSet<String> {
-    let mut touched: Vec<&Bucket> = touched.collect();
-    let quota = touched.len().div_ceil(MAX_DELTAS);
-    touched.retain(|b| b.deltas.len() >= MAX_DELTAS / 2);
-    touched.sort_by_key(|b| (std::cmp::Reverse(b.deltas.len()), b.low));
-    touched.into_iter().take(quota).map(|b| b.path.clone()).collect()
+    Ok((rows, changes))
 }
 
 /// `doomed` with the positions of each file's live deletion vector (of `deletes`) added, and those
