@@ -73,9 +73,10 @@ def usd(value, digits):
     return "—" if value is None else f"${value:.{digits}f}"
 
 
-def convert_rows(body):
-    """Per format: the first row of the convert table whose input starts with its name."""
-    rows = [r for t in tables(body) for r in t if "input" in r]
+def convert_rows(body, *words):
+    """Per format: the first row of the convert tables whose input starts with its name
+    (of the table with a header holding all `words`, when given)."""
+    rows = [r for t in tables(body) for r in t if "input" in r and (not words or cell(r, *words) is not None)]
     formats = [("Avro", "Avro"), ("Protobuf", "Protobuf"), ("JSON", "JSON"), ("raw", "raw")]
     out = []
     for label, prefix in formats:
@@ -108,6 +109,14 @@ def format_lines(body):
         if floe_rss is not None:
             lines.append(f"| {label}: peak RSS, Floe's materializer (in brackets: on the Python Lambda's segment) "
                          f"vs a Python Lambda, MiB | {floe_rss} | {fmt(python_rss, '', 0)} | | — | — | {link} |")
+        both = dict(convert_rows(body, "floe / python", "compaction")).get(label)
+        if both is not None:
+            ratio = number(cell(both, "floe / python", "compaction"))
+            floe = number(cell(both, "floe materializer + compaction"))
+            python = number(cell(both, "python lambda + compaction"))
+            lines.append(f"| {label}: materializer + compaction (segment → zstd table), MiB per CPU second: Floe vs "
+                         f"a Python Lambda and pyarrow | {fmt(floe)} | {fmt(python)} | **{fmt(ratio, '×', 0)}** | "
+                         f"≥ 10× | {stands(ratio, TARGETS['python'])} | {link} |")
     return lines
 
 

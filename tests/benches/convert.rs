@@ -1,5 +1,8 @@
 //! Segment → Parquet benchmark: the whole materializer core (decode, convert, encode,
-//! write) on one core, next to the Parquet encoder alone writing the same Arrow batches.
+//! write) on one core, next to the Parquet encoder alone writing the same Arrow batches,
+//! and the compaction of its files (read, rewritten with zstd) after it. The Python
+//! Lambda writes the same codec as the materializer's fresh files and is compacted the
+//! same way, by pyarrow.
 //! Targets (BENCHMARKS.md, Targets): the pipeline at ≥ 70% of the encoder's speed, and ≥ 10× a Python
 //! Lambda doing the same job per CPU second (user + system time of every thread, each side).
 //! Peak RSS per format, each side in a process of its own that reports its VmHWM: the
@@ -19,10 +22,12 @@ use arrow_array::RecordBatch;
 use common::{MIB, cpu, cpu_seconds, tile, update_benchmarks};
 use floe_core::columns::RecordConverter;
 use floe_core::config::FloeConfig;
-use floe_core::datafile::DataFileWriter;
+use floe_core::datafile::{DataFileWriter, FRESH_CODEC, Pages, WriterOptions};
 use floe_core::formats::Formats;
 use floe_core::materializer::segment::{BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment};
 use floe_core::segment::{FileSource, Limits, SegmentReader};
+use floe_core::table::compaction::CompactionPolicy;
+use floe_core::table::rewrite::rewrite_files;
 
 const SEGMENT: u64 = 128 * MIB;
 
@@ -45,10 +50,14 @@ enum Python<'a> {
     Raw,
 }
 
-/// What a run measured of itself: CPU seconds (user + system, every thread) and peak RSS.
+/// What a run measured of itself: CPU seconds (user + system, every thread) and peak
+/// RSS; the compaction of its file: CPU seconds, and the bytes before and after.
 struct Run {
     cpu_seconds: f64,
     peak_rss_mib: f64,
+    compact_cpu_seconds: f64,
+    bytes: f64,
+    compacted_bytes: f64,
 }
 
 /// The same job by a hand-written Python Lambda (tests/py/python_lambda.py: kafka-python,
@@ -56,7 +65,8 @@ struct Run {
 /// from reading the file to the Parquet written (interpreter start-up and imports not
 /// counted), and the process's peak RSS (imports included).
 fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> Run {
-    let mut args = vec![segment.to_str().unwrap(), out.to_str().unwrap()];
+    let codec = FRESH_CODEC.to_string().to_lowercase();
+    let mut args = vec!["--codec", &codec, "--compact", segment.to_str().unwrap(), out.to_str().unwrap()];
     match lambda {
         Python::Avro(schema) => args.push(schema.to_str().unwrap()),
         Python::Protobuf(descriptors) => args.extend(["--protobuf", descriptors.to_str().unwrap(), "shop.Order"]),
@@ -66,7 +76,13 @@ fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> Run {
     let printed = common::python_output("python_lambda.py", &args);
     let report: serde_json::Value = serde_json::from_str(printed.trim()).expect("python_lambda.py prints JSON");
     let number = |name: &str| report[name].as_f64().unwrap_or_else(|| panic!("{name} in {report}"));
-    Run { cpu_seconds: number("cpu_seconds"), peak_rss_mib: number("peak_rss_mib") }
+    Run {
+        cpu_seconds: number("cpu_seconds"),
+        peak_rss_mib: number("peak_rss_mib"),
+        compact_cpu_seconds: number("compact_cpu_seconds"),
+        bytes: number("bytes"),
+        compacted_bytes: number("compacted_bytes"),
+    }
 }
 
 /// The variable that makes this binary the pipeline's process: a [`ChildJob`] (JSON).
@@ -112,8 +128,23 @@ async fn reader(path: &Path) -> SegmentReader {
     SegmentReader::open(Arc::new(FileSource::new(path)), Limits::default()).await.unwrap()
 }
 
-/// The whole pipeline; returns seconds, CPU seconds (every thread) and rows.
-async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> (f64, f64, u64) {
+/// What a pipeline run did: seconds, CPU seconds (every thread), rows, and its files
+/// (their paths and the table schema, for the compaction after it).
+struct Piped {
+    seconds: f64,
+    cpu: f64,
+    records: u64,
+    files: Vec<(String, u64)>,
+    schema: Arc<iceberg::spec::Schema>,
+}
+
+/// The pages the materializer writes for the bench topic (fresh files).
+fn pages(config: &FloeConfig) -> Pages {
+    Pages::Fresh { small: CompactionPolicy::from(&config.resolve("bench").unwrap()).small() }
+}
+
+/// The whole pipeline.
+async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> Piped {
     let f = formats(config).await;
     let options = MaterializeOptions {
         topic: config.resolve("bench").unwrap(),
@@ -126,7 +157,29 @@ async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> (f64, f64, u6
     let file_io = iceberg::io::FileIO::new_with_fs();
     let (start, cpu) = (Instant::now(), cpu_seconds());
     let done = materialize_segment(reader(path).await, f.schema, f.key, f.value, &options, &file_io).await.unwrap();
-    (start.elapsed().as_secs_f64(), cpu_seconds() - cpu, done.records)
+    let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+    let files = done.files.iter().map(|f| (f.path().to_string(), f.data_file.file_size_in_bytes())).collect();
+    Piped { seconds, cpu, records: done.records, files, schema: done.schema }
+}
+
+/// The compactor's work on a pipeline's files: every row read and written again into
+/// zstd files of the compaction target (`rewrite_files`, what a compaction's rewrite
+/// runs). Returns CPU seconds and the bytes written.
+async fn compaction(piped: &Piped, config: &FloeConfig, out: &Path) -> (f64, u64) {
+    let output = WriterOptions {
+        file_io: iceberg::io::FileIO::new_with_fs(),
+        dir: out.join("compacted").display().to_string(),
+        partition: 0,
+        source_id: "compacted".into(),
+        schema: piped.schema.clone(),
+        target_size: CompactionPolicy::from(&config.resolve("bench").unwrap()).target,
+        pages: Pages::Zstd,
+    };
+    let paths: Vec<&str> = piped.files.iter().map(|(p, _)| p.as_str()).collect();
+    let spec = iceberg::spec::PartitionSpec::unpartition_spec();
+    let cpu = cpu_seconds();
+    let written = rewrite_files(output, &spec, &paths, None, None).await.unwrap();
+    (cpu_seconds() - cpu, written.iter().map(|f| f.data_file.file_size_in_bytes()).sum())
 }
 
 /// Decodes and converts the segment into the Arrow batches the pipeline makes, each
@@ -164,10 +217,16 @@ async fn batches(path: &Path, config: &FloeConfig) -> (Arc<iceberg::spec::Schema
     (schema, out)
 }
 
-/// The Parquet encoder (and file write) alone on prepared batches.
-async fn encoder(schema: Arc<iceberg::spec::Schema>, batches: &[(RecordBatch, i64, i64)], out: &Path) -> f64 {
+/// The Parquet encoder (and file write) alone on prepared batches, with the pipeline's pages.
+async fn encoder(
+    schema: Arc<iceberg::spec::Schema>,
+    batches: &[(RecordBatch, i64, i64)],
+    pages: Pages,
+    out: &Path,
+) -> f64 {
     let file_io = iceberg::io::FileIO::new_with_fs();
-    let mut writer = DataFileWriter::new(file_io, out.join("enc").display().to_string(), 0, "enc", schema, TARGET_FILE);
+    let mut writer = DataFileWriter::new(file_io, out.join("enc").display().to_string(), 0, "enc", schema, TARGET_FILE)
+        .with_pages(pages);
     let start = Instant::now();
     for (b, first, last) in batches {
         writer.write(b, *first, *last).await.unwrap();
@@ -256,7 +315,7 @@ fn main() {
         ),
         ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, raw_lambda),
     ];
-    let mut rows = Vec::new();
+    let (mut rows, mut compacting_rows) = (Vec::new(), Vec::new());
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
     let only = std::env::var("FLOE_BENCH_ONLY").unwrap_or_default();
     for (label, seed, toml, lambda) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
@@ -282,7 +341,9 @@ fn main() {
                 match phase.as_str() {
                     "decode" => drop(rt.block_on(convert(&path, &config, |b, _, _| drop(b)))),
                     "pipeline" => drop(rt.block_on(pipeline(&path, &config, &dir.path().join("profile")))),
-                    "encoder" => drop(rt.block_on(encoder(schema.clone(), &prepared, &dir.path().join("profile")))),
+                    "encoder" => {
+                        rt.block_on(encoder(schema.clone(), &prepared, pages(&config), &dir.path().join("profile")));
+                    }
                     _ => drop(rt.block_on(batches(&path, &config))),
                 }
                 let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
@@ -291,8 +352,9 @@ fn main() {
             return;
         }
         let (mut best_pipe, mut best_enc, mut best_dec, mut records) = (f64::MAX, f64::MAX, f64::MAX, 0);
-        // The pipeline's MiB per CPU second, each round.
-        let mut per_cpu = Vec::new();
+        // The pipeline's MiB per CPU second, each round; and with the compaction of its
+        // files; its files' bytes and the compaction's.
+        let (mut per_cpu, mut with_compaction, mut fresh_bytes, mut compacted_bytes) = (Vec::new(), Vec::new(), 0, 0);
         // Each round's encoder time over its pipeline time: measured back to back, so a
         // slower or faster phase of the shared machine touches both.
         let mut paired = Vec::new();
@@ -301,11 +363,16 @@ fn main() {
             drop(rt.block_on(batches(&path, &config)));
             best_dec = best_dec.min(start.elapsed().as_secs_f64());
             let out = dir.path().join(format!("out{round}"));
-            let (t, cpu, n) = rt.block_on(pipeline(&path, &config, &out));
+            let piped = rt.block_on(pipeline(&path, &config, &out));
+            let t = piped.seconds;
             best_pipe = best_pipe.min(t);
-            per_cpu.push(bytes / cpu);
-            records = n;
-            let e = rt.block_on(encoder(schema.clone(), &prepared, &out));
+            per_cpu.push(bytes / piped.cpu);
+            records = piped.records;
+            let (compact_cpu, compacted) = rt.block_on(compaction(&piped, &config, &out));
+            with_compaction.push(bytes / (piped.cpu + compact_cpu));
+            fresh_bytes = piped.files.iter().map(|(_, b)| b).sum();
+            compacted_bytes = compacted;
+            let e = rt.block_on(encoder(schema.clone(), &prepared, pages(&config), &out));
             best_enc = best_enc.min(e);
             paired.push(e / t * 100.0);
             std::fs::remove_dir_all(&out).unwrap();
@@ -314,6 +381,7 @@ fn main() {
         paired.sort_by(f64::total_cmp);
         let (median, low, high) = (paired[paired.len() / 2], paired[0], paired[paired.len() - 1]);
         per_cpu.sort_by(f64::total_cmp);
+        with_compaction.sort_by(f64::total_cmp);
         // The Python Lambda's MiB per CPU second, each of 3 runs.
         let small = dir.path().join("python.log");
         tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
@@ -322,6 +390,12 @@ fn main() {
             (0..3).map(|_| python_lambda(&small, &dir.path().join("python.parquet"), *lambda)).collect();
         let mut python: Vec<f64> = python_runs.iter().map(|r| small_mib / r.cpu_seconds).collect();
         python.sort_by(f64::total_cmp);
+        let mut python_compacting: Vec<f64> =
+            python_runs.iter().map(|r| small_mib / (r.cpu_seconds + r.compact_cpu_seconds)).collect();
+        python_compacting.sort_by(f64::total_cmp);
+        // Bytes per MiB of segment: the fresh files, and once compacted.
+        let python_sizes =
+            (python_runs[0].bytes / MIB as f64 / small_mib, python_runs[0].compacted_bytes / MIB as f64 / small_mib);
         let python_rss = python_runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
         // The pipeline's peak RSS on the whole segment, and on the Python Lambda's.
         let job = |segment: &Path| ChildJob {
@@ -336,11 +410,24 @@ fn main() {
         let (floe_cpu, python_cpu) = (mid(&per_cpu), mid(&python));
         // The ratio of the medians, and its range: the slowest Floe round against the
         // fastest Python run, and the other way round.
-        let (versus, versus_low, versus_high) =
-            (floe_cpu / python_cpu, per_cpu[0] / python[python.len() - 1], per_cpu[per_cpu.len() - 1] / python[0]);
+        let spread = |floe: &[f64], python: &[f64]| {
+            (mid(floe) / mid(python), floe[0] / python[python.len() - 1], floe[floe.len() - 1] / python[0])
+        };
+        let (versus, versus_low, versus_high) = spread(&per_cpu, &python);
+        let (both, both_low, both_high) = spread(&with_compaction, &python_compacting);
+        let floe_sizes = (fresh_bytes as f64 / MIB as f64 / bytes, compacted_bytes as f64 / MIB as f64 / bytes);
         println!(
             "{label}: pipeline {best_pipe:.2}s, encoder alone {best_enc:.2}s → {ratio:.0}% (rounds {median:.0}%, {low:.0}–{high:.0}%; decode + convert alone {best_dec:.2}s); per CPU second: pipeline {floe_cpu:.1} MiB, Python Lambda {python_cpu:.1} MiB → {versus:.1}× ({versus_low:.1}–{versus_high:.1}×); peak RSS: pipeline {floe_rss:.0} MiB ({floe_rss_small:.0} MiB on Python's segment), Python Lambda {python_rss:.0} MiB"
         );
+        compacting_rows.push(format!(
+            "| {label} | {:.1} | {:.1} | **{both:.1}×** ({both_low:.1}–{both_high:.1}×) | {:.2} → {:.2} | {:.2} → {:.2} |",
+            mid(&with_compaction),
+            mid(&python_compacting),
+            floe_sizes.0,
+            floe_sizes.1,
+            python_sizes.0,
+            python_sizes.1,
+        ));
         rows.push(format!(
             "| {label} | {bytes:.0} | {records} | {:.1} | {:.1} | {:.1} | **{ratio:.0}%** | {median:.0}% ({low:.0}–{high:.0}%) | {floe_cpu:.1} | {python_cpu:.1} | **{versus:.1}×** ({versus_low:.1}–{versus_high:.1}×) | {floe_rss:.0} ({floe_rss_small:.0}) | {python_rss:.0} |",
             bytes / best_pipe,
@@ -348,12 +435,16 @@ fn main() {
             bytes / best_dec,
         ));
     }
+    let fresh_mib = match pages(&FloeConfig::parse(&raw_config).unwrap()) {
+        Pages::Fresh { small } => Pages::fresh_limit(small) / MIB,
+        Pages::Zstd => 0,
+    };
     let section = format!(
         "Measured by `cargo bench -p floe-tests --bench convert` (release, files in\n\
          /dev/shm; CPU: {}; a shared 2-core VM, so wall-clock runs vary by ±20%). A {} MiB\n\
          segment through the whole materializer core on one thread — decode, convert to\n\
-         Arrow, Parquet (zstd) encode, write — next to the Parquet encoder alone writing\n\
-         the same Arrow batches, built beforehand, and next to decode + convert alone\n\
+         Arrow, Parquet encode, write — next to the Parquet encoder alone writing\n\
+         the same Arrow batches, built beforehand, with the same pages, and next to decode + convert alone\n\
          (segment → Arrow batches kept in memory, no Parquet). MiB/s are of segment bytes\n\
          per wall second, best of 5, and the ratio of the bests. As the machine's speed\n\
          drifts, the ratio is also given per round (the encoder right after the pipeline):\n\
@@ -368,7 +459,7 @@ fn main() {
          kafka-python reads the batches, fastavro decodes Avro, Google's `protobuf` package\n\
          Protobuf (its values turned into Python ones field by field), the `json` module\n\
          JSON (date-times, dates and UUIDs parsed as the schema types them), pyarrow builds\n\
-         8192-row tables with a declared schema and writes zstd Parquet) on the first {} MiB\n\
+         8192-row tables with a declared schema and writes {} Parquet) on the first {} MiB\n\
          of the same segment, 3 runs, its CPU time taken by the script from reading the file\n\
          to the file written (interpreter start-up and imports not counted). The Protobuf\n\
          row's payloads are encoded by Google's `protobuf` package (every record new).\n\
@@ -382,13 +473,31 @@ fn main() {
          Lambda's includes the interpreter and its imports, the largest of its runs. Each\n\
          process reports its own VmHWM. The Python Lambda reads its segment into memory\n\
          whole, as a Lambda handed the object would.\n\n\
+         Pages: as the materializer writes them by default, a segment's first file is fresh\n\
+         ({}, for compaction to rewrite with zstd) and closes under {} MiB (compaction's\n\
+         small-file size less an eighth); what follows goes into zstd files of the target.\n\
+         The Python Lambda writes {} too.\n\n\
          | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | pipeline MiB per CPU s | Python Lambda MiB per CPU s | pipeline / Python per CPU s (target ≥ 10×) | pipeline peak RSS MiB (on Python's segment) | Python Lambda peak RSS MiB |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n",
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n\n\
+         Materializer + compaction: the job is segment → table, so each pipeline round's\n\
+         files are then compacted as the compactor rewrites a bin (`rewrite_files`: every row\n\
+         read and written again into zstd files of the 128 MiB target), and each Python run's\n\
+         file is compacted by pyarrow (read, written again with zstd, level 1 as pyarrow's\n\
+         default and Floe's). MiB of segment per CPU second of both jobs, median of the rounds\n\
+         (5 of Floe, 3 of Python), and the ratio with its range as above. Bytes: the files'\n\
+         MiB per MiB of segment, fresh → compacted (what S3 holds after the window), each side.\n\n\
+         | input | Floe materializer + compaction MiB per CPU s | Python Lambda + compaction MiB per CPU s | Floe / Python, materializer + compaction | Floe MiB per MiB of segment, fresh → compacted | Python MiB per MiB of segment, fresh → compacted |\n\
+         |---|---|---|---|---|---|\n{}\n",
         cpu(),
         segment_bytes() / MIB,
+        FRESH_CODEC,
         PYTHON_SEGMENT.min(segment_bytes()) / MIB,
         PYTHON_SEGMENT.min(segment_bytes()) / MIB,
-        rows.join("\n")
+        FRESH_CODEC,
+        fresh_mib,
+        FRESH_CODEC,
+        rows.join("\n"),
+        compacting_rows.join("\n")
     );
     if only.is_empty() && segment_bytes() == SEGMENT {
         update_benchmarks("convert", "Segment → Parquet", &section);

@@ -96,9 +96,10 @@ fn main() {
         "CPU: {}. One 1 GiB broker segment (lz4 batches of ~64 KiB, JSON-ish values, tiled from\n\
          kafka-python seeds) in moto's S3 → Parquet (raw layout) in moto's S3 → one CommitTask in\n\
          moto's FIFO SQS, through the Lambda's init and handler in one child process. The emulator\n\
-         runs on the same 2 cores, and moto answers a ranged GET by reading the whole object\n\
-         (its keys are spooled files read in full), so the run's MiB/s is the emulator's; the\n\
-         conversion itself is measured on one core in the convert benchmark above.\n\n\
+         runs on the same 2 cores and serves each ranged GET (4 MiB, four in flight while the\n\
+         materializer decodes) by reading those bytes only, as S3 does (tests/py/moto_server.py;\n\
+         moto itself reads the whole object for every range); the conversion itself is measured\n\
+         on one core in the convert benchmark above.\n\n\
          | measure | value | target |\n|---|---|---|\n\
          | segment size | {:.0} MiB | 1 GiB |\n\
          | segment → Parquet → task | {:.1} s, {:.1} MiB/s of segment | — |\n\

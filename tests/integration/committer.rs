@@ -392,6 +392,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
         source_id: "compacted".into(),
         schema: Arc::new(schema.clone()),
         target_size: 128 << 20,
+        pages: floe_core::datafile::Pages::Zstd,
     };
     let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None, None).await.unwrap();
     let compaction = CompactionTask {

@@ -4,8 +4,9 @@
 //! table, and the races: new appends before the compaction commits, two compactions
 //! planned from one snapshot.
 //!
-//! Segments come from tests/py/make_compaction.py: 270 records of incompressible values
-//! each, a Parquet file of about 270 KB, so four of them fill a bin of the 1 MiB target.
+//! Segments come from tests/py/make_compaction.py: 270 records of random base64 values
+//! each, a fresh Parquet file (Snappy) of about 270 KB, so four of them fill a bin of the
+//! 1 MiB target; compaction's zstd output takes about a quarter off.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -183,6 +184,25 @@ impl Clicks {
     }
 }
 
+/// The codec of each file's column chunks (one each), as its name says (a fresh file's
+/// ends `.snappy.parquet`) and as its Parquet footer says, checked to agree.
+pub(crate) fn codecs(files: &[DataFile]) -> Vec<String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let mut out = Vec::new();
+    for file in files {
+        let path = file.file_path().strip_prefix("file://").unwrap_or(file.file_path());
+        let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        let groups = reader.metadata().row_groups();
+        let codecs: std::collections::BTreeSet<String> =
+            groups.iter().flat_map(|g| g.columns().iter().map(|c| format!("{:?}", c.compression()))).collect();
+        assert_eq!(codecs.len(), 1, "{path}: {codecs:?}");
+        let codec = codecs.into_iter().next().unwrap();
+        assert_eq!(codec == "SNAPPY", floe_core::datafile::is_fresh(path), "{path}: {codec}");
+        out.push(codec);
+    }
+    out
+}
+
 /// The Kafka partition a data file's name starts with (`00001-…`).
 fn kafka_partition(path: &str) -> i32 {
     path.rsplit('/').next().unwrap().split('-').next().unwrap().parse().unwrap()
@@ -207,6 +227,7 @@ async fn a_full_bin_takes_its_partition_s_files_at_once_the_rest_go_once_the_win
     let t0 = clicks.committed_at().await;
     let sizes = clicks.sizes().await;
     assert_eq!((sizes[&0].len(), sizes[&1].len()), (6, 2));
+    assert_eq!(codecs(&clicks.live().await), vec!["SNAPPY"; 8], "the materializer's files are fresh");
 
     // A minute after the commit: the first four files of partition 0 reach the target, the
     // other two go along (one writer: a file of the target and one tail).
@@ -245,6 +266,7 @@ async fn a_full_bin_takes_its_partition_s_files_at_once_the_rest_go_once_the_win
     assert_eq!((last[&0].len(), last[&1].len()), (2, 1));
     assert_eq!(last[&0], vec![compacted, tail], "a compacted file is not compacted again");
     assert_same_rows(&before, &clicks.read());
+    assert_eq!(codecs(&clicks.live().await), vec!["ZSTD(ZstdLevel(1))"; 3], "compaction's files are zstd");
     let status = clicks.locks.status(&table()).await.unwrap();
     assert_eq!(status.last_compaction.map(|c| (c.files_in, c.files_out)), Some((2, 1)));
 }
@@ -323,10 +345,10 @@ async fn a_compaction_committed_after_new_appends_keeps_them() {
     assert_eq!(read.offsets["0"], (0..6 * RECORDS).collect::<Vec<_>>());
     assert_eq!((read.rows, read.duplicates), (6 * RECORDS as usize, 0));
     assert_eq!(read.summary["floe.offsets.clicks.0"], format!("0-{}", 6 * RECORDS - 1), "offsets carried forward");
-    // The four inputs hold a little more than the target: a file of the target and a
-    // small tail.
-    assert_eq!(run.files_out, 2);
-    assert_eq!(clicks.sizes().await[&0].len(), 4, "the compacted files and the two new ones");
+    // The four inputs (fresh, Snappy) hold a little more than the target, which zstd
+    // takes a quarter off: one file.
+    assert_eq!(run.files_out, 1);
+    assert_eq!(clicks.sizes().await[&0].len(), 3, "the compacted file and the two new ones");
 }
 
 #[tokio::test]

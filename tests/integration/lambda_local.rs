@@ -66,40 +66,49 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
 
     // The compactor compacted partition 0 of orders (its two segments' files) into one
     // file, and the Debezium table's three files (applying its deletes) into one; the
-    // committer committed their tasks: each table's last snapshot replaces.
+    // lone fresh files (Snappy: orders' partition 1, page_views, shipments) each into a
+    // zstd file; the committer committed their tasks: each table's last snapshot replaces.
     let compactor = json("compactor.response.json");
     assert_eq!(compactor["failed"], serde_json::json!([]), "{compactor}");
     let compacted = |table: &str| {
         let run = compactor["compacted"].as_array().unwrap().iter().find(|c| c["table"] == table);
         run.map(|c| (c["files_in"].as_u64().unwrap(), c["files_out"].as_u64().unwrap()))
     };
-    assert_eq!(compacted("kafka.orders"), Some((2, 1)), "{compactor}");
+    assert_eq!(compacted("kafka.orders"), Some((3, 2)), "{compactor}");
     assert_eq!(compacted("kafka.dbserver1_inventory_customers"), Some((3, 1)), "{compactor}");
+    assert_eq!(compacted("kafka.page_views"), Some((1, 1)), "{compactor}");
+    assert_eq!(compacted("kafka.shipments"), Some((1, 1)), "{compactor}");
     let orders = &tables["kafka.orders"];
     assert_eq!(orders["snapshots"].as_array().unwrap().last().unwrap(), "replace", "{orders}");
     assert_eq!(orders["data_files"], 2, "{orders}");
     assert_eq!(customers["snapshots"].as_array().unwrap().last().unwrap(), "replace", "{customers}");
 
     // Every batch the committer took was committed whole (no batchItemFailures), within
-    // its timeout; the last one was the two CompactionTasks, as a real SQS event.
+    // its timeout; the last ones were the five CompactionTasks, as real SQS events.
     let batches = committer_batches(&work.path().join("floe-drain"));
     assert!(batches.len() >= 2, "{batches:?}");
     for batch in &batches {
         assert_eq!(batch.response["batchItemFailures"], serde_json::json!([]), "{batch:?}");
         assert!(batch.seconds < 300.0, "{batch:?}");
     }
-    let last = batches.last().unwrap().event["Records"].as_array().unwrap();
-    let mut groups: Vec<&str> = last.iter().map(|r| r["attributes"]["MessageGroupId"].as_str().unwrap()).collect();
-    groups.sort_unstable();
-    assert_eq!(groups, ["kafka.dbserver1_inventory_customers", "kafka.orders"]);
-    for record in last {
+    let compaction = |record: &serde_json::Value| {
         assert_eq!(record["eventSource"], "aws:sqs");
         let body = record["body"].as_str().unwrap();
-        assert!(
-            matches!(floe_core::task::Task::from_json(body.as_bytes()), Ok(floe_core::task::Task::Compaction(_))),
-            "{body}"
-        );
-    }
+        matches!(floe_core::task::Task::from_json(body.as_bytes()), Ok(floe_core::task::Task::Compaction(_)))
+    };
+    let records = |batch: &Batch| batch.event["Records"].as_array().unwrap().clone();
+    let last = records(batches.last().unwrap());
+    assert!(last.iter().all(compaction), "{last:?}");
+    let mut groups: Vec<String> = batches
+        .iter()
+        .flat_map(records)
+        .filter(compaction)
+        .map(|r| r["attributes"]["MessageGroupId"].as_str().unwrap().to_string())
+        .collect();
+    groups.sort_unstable();
+    let expected =
+        ["kafka.dbserver1_inventory_customers", "kafka.orders", "kafka.orders", "kafka.page_views", "kafka.shipments"];
+    assert_eq!(groups, expected);
 
     // The functions ran under `cargo lambda watch`, each started by it through `cargo run`.
     let watch = log("watch.log");

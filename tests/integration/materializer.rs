@@ -112,7 +112,8 @@ impl Aws {
         for (i, file) in task.data_files.iter().enumerate() {
             let (bucket, key) = floe_core::storage::split_s3_uri(file.path()).unwrap();
             let body = self.s3.get_object().bucket(bucket).key(key).send().await.unwrap().body.collect().await;
-            let path = dir.path().join(format!("{i}.parquet"));
+            // Named as in S3 (its codec is in its name), numbered (names may repeat).
+            let path = dir.path().join(format!("{i}-{}", key.rsplit('/').next().unwrap()));
             std::fs::write(&path, body.unwrap().into_bytes()).unwrap();
             paths.push(path.display().to_string());
         }
@@ -327,6 +328,49 @@ async fn multipart_upload_of_a_large_file() {
     let input = file_io.new_input(&location).unwrap();
     let range = input.reader().await.unwrap().read(100..200).await.unwrap();
     assert_eq!(range.as_ref(), &data[100..200]);
+}
+
+/// A part that fails to upload in the background (past the SDK's retries) fails the
+/// write that follows it, or the close, and the upload is aborted: no object, no
+/// upload left open.
+#[tokio::test]
+async fn a_part_failing_in_the_background_fails_the_file_and_aborts_its_upload() {
+    use crate::fault_proxy::{Fault, FaultProxy};
+    let aws = setup("multipart-fails").await;
+    let proxy = FaultProxy::start(&support::moto().endpoint).await;
+    let config = support::aws_config_at(&proxy.endpoint).await;
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
+    let file_io = floe_aws::s3::warehouse_file_io(s3);
+    let part = floe_aws::s3::MULTIPART_PART_BYTES;
+    let piece = bytes::Bytes::from(vec![7u8; 1 << 20]);
+    // Three parts' worth: the first part's failure is seen when the second is full;
+    // one part and a tail: at the close.
+    for (name, mib) in [("written", (3 * part) >> 20), ("closed", (part >> 20) + 1)] {
+        proxy.fail_next(1000, "S3.PUT", Fault::ServerError);
+        let location = format!("s3://{}/failing/{name}.bin", aws.warehouse);
+        let mut writer = file_io.new_output(&location).unwrap().writer().await.unwrap();
+        let mut failed = None;
+        for _ in 0..mib {
+            if let Err(e) = writer.write(piece.clone()).await {
+                failed = Some(e);
+                break;
+            }
+        }
+        let failed = match failed {
+            Some(e) => {
+                assert_eq!(name, "written", "{e}");
+                e
+            }
+            None => writer.close().await.unwrap_err(),
+        };
+        assert!(failed.to_string().contains("UploadPart"), "{name}: {failed}");
+        proxy.clear();
+        let listed = aws.s3.list_objects_v2().bucket(&aws.warehouse).prefix("failing/").send().await.unwrap();
+        assert_eq!(listed.key_count(), Some(0), "{name}: {:?}", listed.contents());
+        let open = aws.s3.list_multipart_uploads().bucket(&aws.warehouse).send().await.unwrap();
+        assert!(open.uploads().is_empty(), "{name}: {:?}", open.uploads());
+    }
+    assert!(proxy.injected("S3.PUT") >= 2);
 }
 
 #[tokio::test]

@@ -17,7 +17,10 @@ those gaps before it starts:
   - a FIFO message whose visibility timed out is delivered again before later messages
     of its group (moto may deliver the later ones first);
   - S3 Tables' UpdateTableMetadataLocation answers `namespace` as a list, as the API
-    says (moto answers a string, which the AWS SDKs refuse to parse).
+    says (moto answers a string, which the AWS SDKs refuse to parse);
+  - a ranged GET (`Range: bytes=A-B`) reads only those bytes of the object, as S3 serves
+    it (moto reads the whole object for every range and slices it, so reading an object
+    in N ranges cost N times the object: the materializer's time was moto's).
 
 It also counts the requests it serves, per service and operation ("s3 GetObject",
 "dynamodb PutItem", ...; and "dynamodb BatchWriteItem items", the items of the batch
@@ -31,6 +34,7 @@ import collections
 import io
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -40,6 +44,8 @@ from urllib.parse import parse_qs
 from moto.glue import responses as glue_responses
 from moto.glue.exceptions import GlueClientError
 from moto.moto_server import threaded_moto_server
+from moto.s3 import models as s3_models
+from moto.s3 import responses as s3_responses
 from moto.s3tables import responses as s3tables_responses
 from moto.server import ThreadedMotoServer
 from moto.sqs import models as sqs_models
@@ -85,6 +91,50 @@ def redeliver_in_order(receive_message):
         for message in [m for m in queue.pending_messages if m.visible]:
             queue.pending_messages.remove(message)
         return receive_message(backend, queue_name, *args, **kwargs)
+    return patched
+
+
+class Window:
+    """An object's bytes as moto's range handling uses them (its length, a slice), read
+    from the object's buffer only where sliced."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def __len__(self):
+        return self.key.size
+
+    def __bool__(self):
+        return self.key.size > 0
+
+    def __getitem__(self, part):
+        start, stop, _ = part.indices(self.key.size)
+        with self.key.lock:
+            self.key._value_buffer.seek(start)
+            return self.key._value_buffer.read(max(0, stop - start))
+
+
+RANGED = threading.local()
+WHOLE_VALUE = s3_models.FakeKey.value
+
+
+def value_or_window(key):
+    """The key's value; a Window on it while a single-range GET is served."""
+    return Window(key) if getattr(RANGED, "on", False) else WHOLE_VALUE.fget(key)
+
+
+def ranged_reads(get_object):
+    def patched(self):
+        bounds = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("range") or "")
+        # Only `A-B` with A <= B, not a part number: moto then slices the body (a
+        # reversed or open range it may answer whole, which needs the bytes).
+        if bounds is None or int(bounds[1]) > int(bounds[2]) or "partNumber" in self.querystring:
+            return get_object(self)
+        RANGED.on = True
+        try:
+            return get_object(self)
+        finally:
+            RANGED.on = False
     return patched
 
 
@@ -203,6 +253,8 @@ s3tables_responses.S3TablesResponse.update_table_metadata_location = namespace_a
 glue_responses.GlueResponse.update_table = enforce_version_id(glue_responses.GlueResponse.update_table)
 sqs_models.Queue.add_message = remember_dedup_ids(sqs_models.Queue.add_message)
 sqs_models.SQSBackend.receive_message = redeliver_in_order(sqs_models.SQSBackend.receive_message)
+s3_models.FakeKey.value = property(value_or_window, WHOLE_VALUE.fset)
+s3_responses.S3Response.get_object = ranged_reads(s3_responses.S3Response.get_object)
 
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 port = int(sys.argv[1]) if len(sys.argv) > 1 else 0

@@ -4,19 +4,23 @@ record's value (raw bytes; Confluent-framed Avro with fastavro; Confluent-framed
 with Google's `protobuf` package, turned into Python values field by field from the
 descriptors; Confluent-framed JSON with the json module, typed by a JSON Schema), build
 Arrow tables with pyarrow (partition, offset, timestamp and key beside the value) 8192
-rows at a time, and write them as one zstd Parquet file.
+rows at a time, and write them as one Parquet file (zstd, or `--codec CODEC`).
 
-  python_lambda.py SEGMENT OUT.parquet [AVRO_SCHEMA.avsc]
-  python_lambda.py SEGMENT OUT.parquet --protobuf DESCRIPTOR_SET MESSAGE
-  python_lambda.py SEGMENT OUT.parquet --json SCHEMA.json
+  python_lambda.py [--codec CODEC] [--compact] SEGMENT OUT.parquet [AVRO_SCHEMA.avsc]
+  python_lambda.py [--codec CODEC] [--compact] SEGMENT OUT.parquet --protobuf DESCRIPTOR_SET MESSAGE
+  python_lambda.py [--codec CODEC] [--compact] SEGMENT OUT.parquet --json SCHEMA.json
 
-Prints {"seconds": …, "cpu_seconds": …, "records": …, "peak_rss_mib": …}: the time from
-reading the file to the Parquet written, as the Lambda would spend it, the CPU time of the
-process in it (user + system, every thread), and the process's peak RSS (interpreter and
-imports included, as in a Lambda)."""
+Prints {"seconds": …, "cpu_seconds": …, "records": …, "bytes": …, "peak_rss_mib": …}: the
+time from reading the file to the Parquet written, as the Lambda would spend it, the CPU
+time of the process in it (user + system, every thread), the file's size, and the
+process's peak RSS (interpreter and imports included, as in a Lambda). With `--compact`,
+also what a compaction of that file costs, as a Python compactor would do it (pyarrow
+reads it and writes it again with zstd, level 1 as pyarrow's default):
+"compact_cpu_seconds" and "compacted_bytes"."""
 import datetime
 import io
 import json
+import os
 import resource
 import sys
 import time
@@ -197,7 +201,7 @@ def json_object(t):
     return pa.struct([(name, arrow) for name, (arrow, _) in fields.items()]), convert
 
 
-def main(segment, out, schema_path=None, *protobuf):
+def main(segment, out, schema_path=None, *protobuf, codec="zstd", compact=False):
     meta = [("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.binary())]
     proto = typed_json = None
     if schema_path == "--json":
@@ -230,7 +234,7 @@ def main(segment, out, schema_path=None, *protobuf):
         nonlocal writer, rows
         table = pa.Table.from_pylist(rows, schema=arrow_schema)
         if writer is None:
-            writer = pq.ParquetWriter(out, arrow_schema, compression="zstd")
+            writer = pq.ParquetWriter(out, arrow_schema, compression=codec)
         writer.write_table(table)
         rows = []
 
@@ -259,9 +263,18 @@ def main(segment, out, schema_path=None, *protobuf):
     if rows:
         flush()
     writer.close()
-    print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
-                      "records": records,
-                      "peak_rss_mib": peak_rss_mib()}))
+    report = {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+              "records": records, "bytes": os.path.getsize(out)}
+    if compact:
+        compacted = out + ".compacted.parquet"
+        cpu = time.process_time()
+        source = pq.ParquetFile(out)
+        with pq.ParquetWriter(compacted, source.schema_arrow, compression="zstd") as rewritten:
+            for batch in source.iter_batches(batch_size=ROWS):
+                rewritten.write_batch(batch)
+        report.update(compact_cpu_seconds=time.process_time() - cpu, compacted_bytes=os.path.getsize(compacted))
+    report["peak_rss_mib"] = peak_rss_mib()
+    print(json.dumps(report))
 
 
 def peak_rss_mib():
@@ -278,4 +291,10 @@ def peak_rss_mib():
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    args, options = sys.argv[1:], {}
+    while args and args[0].startswith("--") and args[0] in ("--codec", "--compact"):
+        if args[0] == "--codec":
+            options["codec"], args = args[1], args[2:]
+        else:
+            options["compact"], args = True, args[1:]
+    main(*args, **options)

@@ -1,5 +1,6 @@
-//! A segment in S3, streamed with ranged GETs: memory holds one range at a time, never
-//! the object, and every range is pinned to the object's ETag (`If-Match`), so a segment
+//! A segment in S3, streamed with ranged GETs, [`READ_AHEAD`](floe_core::segment::READ_AHEAD)
+//! of them in flight while the decoder reads the one before: memory holds those ranges,
+//! never the object, and every range is pinned to the object's ETag (`If-Match`), so a segment
 //! overwritten mid-read fails instead of mixing two versions.
 //!
 //! Every failure of these reads is a transient `StorageError` (`transient`): the
@@ -11,16 +12,15 @@ use std::io;
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use bytes::Bytes;
-use futures::TryStreamExt;
 use tokio::io::AsyncRead;
 use tokio_util::io::StreamReader;
 
 use floe_core::retry::StorageError;
-use floe_core::segment::SegmentSource;
+use floe_core::segment::{SegmentSource, read_ahead};
 
-/// Bytes per ranged GET: large enough to amortise request latency, small enough for
-/// the memory budget (the reader holds at most one range plus one batch).
-pub const DEFAULT_RANGE_BYTES: u64 = 8 * 1024 * 1024;
+/// Bytes per ranged GET: large enough to amortise a request's latency, small enough
+/// that the ranges read ahead fit the memory budget (16 MiB in flight).
+pub const DEFAULT_RANGE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// An S3 object read as a segment.
 #[derive(Clone)]
@@ -64,10 +64,6 @@ impl S3Source {
 
     pub fn etag(&self) -> Option<&str> {
         self.etag.as_deref()
-    }
-
-    async fn get_range(&self, start: u64) -> io::Result<Bytes> {
-        self.read_range(start..(start + self.range_bytes).min(self.size)).await
     }
 
     /// Bytes `range` of the object (not empty, within the object), pinned to its ETag.
@@ -114,20 +110,23 @@ impl SegmentSource for S3Source {
     }
 
     async fn open_at(&self, position: u64) -> io::Result<Box<dyn AsyncRead + Send + Unpin>> {
+        let ranges = split(position..self.size, self.range_bytes);
         let this = self.clone();
-        let ranges = futures::stream::try_unfold(position, move |pos| {
+        let bytes = read_ahead(ranges, move |range| {
             let this = this.clone();
-            async move {
-                if pos >= this.size {
-                    return Ok(None);
-                }
-                let bytes = this.get_range(pos).await?;
-                let next = pos + bytes.len() as u64;
-                Ok::<_, io::Error>(Some((bytes, next)))
-            }
+            async move { this.read_range(range).await }
         });
-        Ok(Box::new(StreamReader::new(Box::pin(ranges.into_stream()))))
+        Ok(Box::new(StreamReader::new(Box::pin(bytes))))
     }
+}
+
+/// `range` cut into consecutive ranges of `step` bytes (the last one shorter).
+fn split(range: std::ops::Range<u64>, step: u64) -> Vec<std::ops::Range<u64>> {
+    let step = step.max(1);
+    (range.start..range.end)
+        .step_by(usize::try_from(step).unwrap_or(usize::MAX))
+        .map(|start| start..(start + step).min(range.end))
+        .collect()
 }
 
 #[async_trait]

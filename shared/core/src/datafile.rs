@@ -8,11 +8,15 @@
 //! one closed (or on a sample of the first rows), never from the Parquet writer's
 //! estimate, which counts open pages before compression ([`DataFileWriter::write`]).
 //!
-//! Pages are zstd level 1 (pyarrow's default). The sample of a writer's first rows also
-//! picks the leaf columns that go without a dictionary: those whose dictionary would
-//! hold most of their bytes (values that hardly repeat: offsets, ids, free text).
+//! Pages are zstd level 1 (pyarrow's default), but in fresh files ([`Pages::Fresh`]):
+//! a file that compaction will rewrite within its window is written with a fast codec
+//! ([`FRESH_CODEC`]) and rewritten with zstd, so the rows are zstd-compressed once, by
+//! compaction, not twice. The sample of a writer's first rows also picks the leaf
+//! columns that go without a dictionary: those whose dictionary would hold most of
+//! their bytes (values that hardly repeat: offsets, ids, free text).
 //!
-//! Files are named `{dir}/{partition:05}-{first offset:020}-{attempt}-{source id}.parquet`,
+//! Files are named `{dir}/{partition:05}-{first offset:020}-{attempt}-{source id}.parquet`
+//! (`….snappy.parquet` for a fresh file, as Spark names files by codec),
 //! `attempt` being random per writer: a path a snapshot may reference is never written
 //! twice — a retry, a late duplicate event or a second run writes new files (duplicates
 //! are decided by offsets, never by names; the files no snapshot takes are orphans for
@@ -66,6 +70,41 @@ const SAMPLE_BYTES: usize = 1 << 20;
 /// quarter to a third of what the materializer spends on a segment.
 const ZSTD_LEVEL: i32 = 1;
 
+/// The codec of fresh files: Snappy, which every Parquet reader reads (LZ4_RAW, a little
+/// faster, needs parquet-mr 1.13 or later: Spark 3.4, Athena's engine 3), at about a
+/// fifth of zstd's cost per byte here.
+pub const FRESH_CODEC: Compression = Compression::SNAPPY;
+/// How a fresh file's name ends: the codec before the extension, as Spark names files.
+pub const FRESH_SUFFIX: &str = ".snappy.parquet";
+
+/// Whether `path` is a fresh file of Floe's (written with [`FRESH_CODEC`], for
+/// compaction to rewrite with zstd).
+pub fn is_fresh(path: &str) -> bool {
+    path.ends_with(FRESH_SUFFIX)
+}
+
+/// How a writer compresses its files' pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pages {
+    /// zstd: files that stay as they are written (compaction's outputs, dead letters).
+    #[default]
+    Zstd,
+    /// A materializer's files, which compaction takes when they are small: the writer's
+    /// first file is [`FRESH_CODEC`], closed under `small` bytes (compaction's
+    /// small-file size) so that compaction rewrites it. Most segments fit in it. When
+    /// one does not, its rows go on into files of the target, which compaction leaves as
+    /// they are, so those are zstd.
+    Fresh { small: u64 },
+}
+
+impl Pages {
+    /// A fresh file's size limit, under compaction's small-file size by more than a
+    /// writer's overshoot (a slice of the target).
+    pub fn fresh_limit(small: u64) -> u64 {
+        small - small / 8
+    }
+}
+
 /// A finished data file and the Kafka offsets it holds.
 #[derive(Debug, Clone)]
 pub struct WrittenFile {
@@ -94,6 +133,8 @@ impl WrittenFile {
 
 struct OpenFile {
     writer: ParquetWriter,
+    /// What the file rolls at: the writer's target, or less for a fresh file.
+    limit: u64,
     first_offset: i64,
     last_offset: i64,
     /// The file's rows per row group: its Parquet writer closes a row group at exactly
@@ -121,6 +162,7 @@ pub struct DataFileWriter {
     partition_value: Struct,
     spec_id: i32,
     row_group_bytes: usize,
+    pages: Pages,
     /// What rows take in its files, once it has seen rows.
     rates: Option<Rates>,
     current: Option<OpenFile>,
@@ -149,6 +191,7 @@ impl DataFileWriter {
             partition_value: Struct::empty(),
             spec_id: 0,
             row_group_bytes: ROW_GROUP_BYTES,
+            pages: Pages::Zstd,
             rates: None,
             current: None,
             written: Vec::new(),
@@ -161,6 +204,12 @@ impl DataFileWriter {
         self.spec_id = spec_id;
         self.partition_value = value;
         self.row_group_bytes = FANOUT_ROW_GROUP_BYTES;
+        self
+    }
+
+    /// Compresses its files' pages as `pages` says (zstd unless told).
+    pub fn with_pages(mut self, pages: Pages) -> Self {
+        self.pages = pages;
         self
     }
 
@@ -231,14 +280,14 @@ impl DataFileWriter {
         rest.min(most).min(group_left)
     }
 
-    /// The Parquet settings of every file: zstd pages, row groups of `group_rows`, exact
-    /// statistics, and a dictionary for every leaf column but those in `plain`.
-    fn properties(group_rows: Option<usize>, plain: &[ColumnPath]) -> WriterProperties {
+    /// The Parquet settings of every file: `codec` pages, row groups of `group_rows`,
+    /// exact statistics, and a dictionary for every leaf column but those in `plain`.
+    fn properties(codec: Compression, group_rows: Option<usize>, plain: &[ColumnPath]) -> WriterProperties {
         let builder = plain
             .iter()
             .fold(WriterProperties::builder(), |b, column| b.set_column_dictionary_enabled(column.clone(), false));
         builder
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("valid level")))
+            .set_compression(codec)
             // Row groups close at a row count only (see `write`).
             .set_max_row_group_row_count(group_rows)
             .set_max_row_group_bytes(None)
@@ -251,17 +300,24 @@ impl DataFileWriter {
 
     async fn open(&mut self, first_offset: i64) -> Result<(), iceberg::Error> {
         let group_rows = self.group_rows();
+        let (codec, suffix, limit) = match self.pages {
+            Pages::Fresh { small } if self.written.is_empty() => {
+                (FRESH_CODEC, FRESH_SUFFIX, self.target_size.min(Pages::fresh_limit(small)))
+            }
+            _ => (zstd(), ".parquet", self.target_size),
+        };
         let path = format!(
-            "{}/{:05}-{first_offset:020}-{}-{}.parquet",
+            "{}/{:05}-{first_offset:020}-{}-{}{suffix}",
             self.dir, self.partition, self.attempt, self.source_id
         );
         let output = self.file_io.new_output(&path)?;
         let plain = self.rates.as_ref().map_or(&[][..], |r| &r.plain);
-        let writer = ParquetWriterBuilder::new(Self::properties(Some(group_rows), plain), self.schema.clone())
+        let writer = ParquetWriterBuilder::new(Self::properties(codec, Some(group_rows), plain), self.schema.clone())
             .build(output)
             .await?;
         self.current = Some(OpenFile {
             writer,
+            limit,
             first_offset,
             last_offset: first_offset,
             group_rows,
@@ -303,7 +359,7 @@ impl DataFileWriter {
         let footer = (open.groups + 1) as f64 * self.rates.as_ref().map_or(0.0, |r| r.footer_per_group);
         let projected = open.flushed as f64 + open.group_open as f64 * self.bytes_per_row() + footer;
         let buffered = (open.writer.current_written_size() as u64).saturating_sub(open.flushed);
-        projected >= self.target_size as f64 || buffered > 2 * self.row_group_bytes as u64
+        projected >= open.limit as f64 || buffered > 2 * self.row_group_bytes as u64
     }
 
     async fn roll(&mut self) -> Result<(), iceberg::Error> {
@@ -377,7 +433,7 @@ impl Rates {
         let err = |e: parquet::errors::ParquetError| {
             iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("sampling rows: {e}"))
         };
-        let properties = DataFileWriter::properties(None, &plain);
+        let properties = DataFileWriter::properties(zstd(), None, &plain);
         let mut sink = ArrowWriter::try_new(std::io::sink(), sample.schema(), Some(properties)).map_err(err)?;
         sink.write(sample).map_err(err)?;
         sink.flush().map_err(err)?;
@@ -504,6 +560,7 @@ pub struct WriterOptions {
     pub source_id: String,
     pub schema: Arc<Schema>,
     pub target_size: u64,
+    pub pages: Pages,
 }
 
 /// A table's rows into rolling Parquet files: one writer when the table is
@@ -516,16 +573,11 @@ pub enum TableWriter {
 impl TableWriter {
     /// Files laid out by `spec` (bound to `options.schema`).
     pub fn new(options: WriterOptions, spec: Arc<PartitionSpec>) -> Result<TableWriter, iceberg::Error> {
-        let WriterOptions { file_io, dir, partition, source_id, schema, target_size } = options.clone();
+        let WriterOptions { file_io, dir, partition, source_id, schema, target_size, pages } = options.clone();
         match Partitioner::new(spec, schema.clone())? {
-            None => Ok(TableWriter::Unpartitioned(Box::new(DataFileWriter::new(
-                file_io,
-                dir,
-                partition,
-                source_id,
-                schema,
-                target_size,
-            )))),
+            None => Ok(TableWriter::Unpartitioned(Box::new(
+                DataFileWriter::new(file_io, dir, partition, source_id, schema, target_size).with_pages(pages),
+            ))),
             Some(partitioner) => Ok(TableWriter::Partitioned(Box::new(FanoutWriter {
                 options,
                 partitioner,
@@ -608,6 +660,7 @@ impl FanoutWriter {
                         o.target_size,
                     )
                     .with_partition(self.partitioner.spec().spec_id(), e.key().clone())
+                    .with_pages(o.pages)
                     .with_rates(self.rates.clone());
                     e.insert((writer, 0))
                 }
@@ -637,6 +690,11 @@ impl FanoutWriter {
         self.written.sort_by_key(|f| f.first_offset);
         Ok(self.written)
     }
+}
+
+/// zstd pages at [`ZSTD_LEVEL`].
+fn zstd() -> Compression {
+    Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("valid level"))
 }
 
 /// Format of the files this module writes.
@@ -685,6 +743,7 @@ pub(crate) mod tests {
             source_id: "src".into(),
             schema: Arc::new(schema()),
             target_size: 1 << 20,
+            pages: Pages::Zstd,
         }
     }
 
@@ -1002,6 +1061,56 @@ pub(crate) mod tests {
         assert_eq!(on_disk, written.iter().map(|f| f.data_file.file_size_in_bytes()).collect::<Vec<_>>());
         assert_eq!(written.iter().map(|f| f.record_count()).sum::<u64>(), offset as u64, "every row once");
         on_disk
+    }
+
+    /// The codecs of `path`'s column chunks.
+    fn codecs(path: &str) -> std::collections::BTreeSet<String> {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        let groups = reader.metadata().row_groups();
+        groups.iter().flat_map(|g| g.columns().iter().map(|c| format!("{:?}", c.compression()))).collect()
+    }
+
+    /// A fresh writer's rows that fit in one small file go in one Snappy file, named as
+    /// one; past compaction's small size, its first file closes under that size (so that
+    /// compaction takes it), and the rest are zstd files of the target. A writer for
+    /// files that stay as written is zstd throughout.
+    #[tokio::test]
+    async fn a_fresh_writer_s_first_file_is_snappy_and_small_and_the_rest_zstd() {
+        let schema = schema();
+        let (target, small) = (256 << 10, 192 << 10);
+        for (pages, rows, expected) in [
+            (Pages::Fresh { small }, 500, vec![true]),
+            (Pages::Fresh { small }, 6_000, vec![true, false, false, false, false]),
+            (Pages::Zstd, 500, vec![false]),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let options = WriterOptions { target_size: target, pages, ..options(dir.path()) };
+            let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
+            let mut rng = Rng(11);
+            for first in (0..rows).step_by(250) {
+                let batch = payload_rows(&schema, first, 250, Payload::Random, &mut rng);
+                writer.write(&batch, first, first + 249).await.unwrap();
+            }
+            let written = writer.close().await.unwrap();
+            let fresh: Vec<bool> = written.iter().map(|f| is_fresh(f.path())).collect();
+            assert_eq!(fresh, expected, "{pages:?}, {rows} rows");
+            assert_eq!(written.iter().map(|f| f.record_count()).sum::<u64>(), rows as u64);
+            for (i, file) in written.iter().enumerate() {
+                let size = file.data_file.file_size_in_bytes();
+                if fresh[i] {
+                    assert!(file.path().ends_with(".snappy.parquet"), "{}", file.path());
+                    assert_eq!(codecs(file.path()), ["SNAPPY".to_string()].into());
+                    assert!(size < small, "a fresh file of {size} bytes: compaction would leave it");
+                } else {
+                    assert!(!file.path().ends_with(".snappy.parquet"), "{}", file.path());
+                    assert_eq!(codecs(file.path()), ["ZSTD(ZstdLevel(1))".to_string()].into());
+                    if i + 1 < written.len() {
+                        assert!(size > target * 9 / 10, "a zstd file of {size} bytes under the target {target}");
+                    }
+                }
+            }
+        }
     }
 
     /// Writes `payload` at each target in batches of each size: every file but the last

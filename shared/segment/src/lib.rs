@@ -61,7 +61,7 @@ pub use record::{
     Batch, BatchKind, BatchTxn, ControlType, Header, Headers, Record, RecordIter, Records, TimestampType,
 };
 pub use retryable::{Retryable, StorageError};
-pub use source::{FileSource, MemorySource, RangeRead, SegmentSource};
+pub use source::{FileSource, MemorySource, READ_AHEAD, RangeRead, SegmentSource, read_ahead};
 pub use txn::{AbortedTxn, OpenTxn, TxnMarker, parse_txn_index};
 
 pub use reader::SegmentSummary;

@@ -1,12 +1,16 @@
 //! Where segment bytes come from: anything that can be read as a stream from a given
 //! byte position (a local file, bytes in memory, an S3 object read with ranged GETs).
 
+use std::future::Future;
 use std::io;
+use std::ops::Range;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncSeekExt};
+use tokio_util::task::AbortOnDropHandle;
 
 /// A segment's bytes, readable as a stream from any position. Reopening lets the
 /// reader look ahead (transaction markers) without holding the segment in memory.
@@ -119,6 +123,30 @@ impl SegmentSource for MemorySource {
     }
 }
 
+/// Ranged reads a remote segment keeps in flight ahead of its decoder: the next ranges
+/// download while the current one is decoded, so a segment takes about the longer of
+/// its download and its decoding rather than their sum. Memory holds this many ranges
+/// (and the one being decoded).
+pub const READ_AHEAD: usize = 4;
+
+/// The results of `fetch` over `ranges`, in their order, up to [`READ_AHEAD`] of them
+/// running at once, each as a task of its own: a download goes on while the reader of
+/// the stream decodes (a future that is not polled would not download). Dropping the
+/// stream (an error, the reader done early) aborts the reads still running.
+pub fn read_ahead<T, F, Fut>(ranges: Vec<Range<u64>>, mut fetch: F) -> impl Stream<Item = io::Result<T>> + Send
+where
+    T: Send + 'static,
+    F: FnMut(Range<u64>) -> Fut + Send,
+    Fut: Future<Output = io::Result<T>> + Send + 'static,
+{
+    futures::stream::iter(ranges)
+        .map(move |range| {
+            let task = AbortOnDropHandle::new(tokio::spawn(fetch(range)));
+            async move { task.await.map_err(io::Error::other)? }
+        })
+        .buffered(READ_AHEAD)
+}
+
 /// Random access to an object's bytes, for layouts that locate data through an index
 /// (the tiered-storage chunk index, the `.indexes` blob).
 #[async_trait]
@@ -190,6 +218,40 @@ mod tests {
             }
             assert_eq!(read, bytes[(position as usize).min(bytes.len())..], "from {position}");
         }
+    }
+
+    /// Reads ahead run as tasks of their own, at most [`READ_AHEAD`] at once, go on
+    /// while the reader is busy elsewhere (not polling), and come out in the order of
+    /// their ranges whatever order they finish in.
+    #[tokio::test(start_paused = true)]
+    async fn reads_ahead_a_bounded_number_at_once_in_order() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let counter = || Arc::new(AtomicUsize::new(0));
+        let (running, most, done) = (counter(), counter(), counter());
+        let ranges: Vec<Range<u64>> = (0..10).map(|i| i * 10..i * 10 + 10).collect();
+        let (r, m, d) = (running.clone(), most.clone(), done.clone());
+        let reads = read_ahead(ranges.clone(), move |range| {
+            let (running, most, done) = (r.clone(), m.clone(), d.clone());
+            async move {
+                most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                // The first range finishes first; of the others, later ones first.
+                let i = range.start / 10;
+                tokio::time::sleep(std::time::Duration::from_millis(if i == 0 { 10 } else { 100 - 10 * i })).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                done.fetch_add(1, Ordering::SeqCst);
+                Ok(range)
+            }
+        });
+        futures::pin_mut!(reads);
+        assert_eq!(reads.next().await.unwrap().unwrap(), ranges[0]);
+        assert_eq!(done.load(Ordering::SeqCst), 1);
+        // The reader busy (not polling): the reads ahead of it finish meanwhile.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        assert_eq!(done.load(Ordering::SeqCst), READ_AHEAD);
+        let rest: Vec<Range<u64>> = reads.map(Result::unwrap).collect().await;
+        assert_eq!(rest, ranges[1..]);
+        assert_eq!(most.load(Ordering::SeqCst), READ_AHEAD);
     }
 
     /// A read the system refuses (here: a directory) is an error, not an empty segment.

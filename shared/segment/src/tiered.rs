@@ -12,7 +12,8 @@
 //!
 //! [`ChunkedSource`] serves the original segment bytes from any position by fetching the
 //! stored chunks in groups (one ranged GET per group of about [`GROUP_BYTES`]) and
-//! decompressing them one by one, so memory holds one group, never the segment.
+//! decompressing them one by one, [`READ_AHEAD`](super::source::READ_AHEAD) groups in flight ahead of the decoder,
+//! so memory holds those groups, never the segment.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -22,15 +23,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use base64::Engine;
 use bytes::{Buf, Bytes};
+use futures::TryStreamExt;
 use serde::Deserialize;
 use tokio::io::AsyncRead;
 use tokio_util::io::StreamReader;
 
 use super::retryable::{Retryable, StorageError};
-use super::source::{RangeRead, SegmentSource};
+use super::source::{RangeRead, SegmentSource, read_ahead};
 
-/// Stored bytes fetched per GET when reading chunks.
-pub const GROUP_BYTES: u64 = 8 * 1024 * 1024;
+/// Stored bytes fetched per GET when reading chunks ([`READ_AHEAD`](super::source::READ_AHEAD) groups in flight).
+pub const GROUP_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Largest decoded chunk accepted (the plugin's chunks are a few MiB at most).
 const MAX_CHUNK_BYTES: usize = 256 * 1024 * 1024;
@@ -248,18 +250,32 @@ impl ChunkedSource {
     }
 }
 
-/// Fetches chunks `first..` in groups and yields their original bytes.
-async fn next_group(
+/// Chunks `first..` in groups of consecutive chunks, each group about [`GROUP_BYTES`]
+/// of stored bytes (one chunk at least): one ranged GET each.
+fn groups(chunks: &[Chunk], first: usize) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut start = first;
+    while start < chunks.len() {
+        let mut end = start + 1;
+        while end < chunks.len() && chunks[end].stored.end - chunks[start].stored.start <= GROUP_BYTES {
+            end += 1;
+        }
+        out.push(start as u64..end as u64);
+        start = end;
+    }
+    out
+}
+
+/// The original bytes of the chunks of `group` (indexes into `chunks`), read with one
+/// ranged GET and decompressed one by one.
+async fn read_group(
     object: &dyn RangeRead,
     chunks: &[Chunk],
     compressed: bool,
-    first: usize,
-) -> io::Result<(Vec<Bytes>, usize)> {
+    group: Range<u64>,
+) -> io::Result<Vec<Bytes>> {
+    let (first, end) = (group.start as usize, group.end as usize);
     let start = chunks[first].stored.start;
-    let mut end = first + 1;
-    while end < chunks.len() && chunks[end].stored.end - start <= GROUP_BYTES {
-        end += 1;
-    }
     let stored = object.read_range(start..chunks[end - 1].stored.end).await?;
     let mut out = Vec::with_capacity(end - first);
     for (i, chunk) in chunks[first..end].iter().enumerate() {
@@ -291,7 +307,7 @@ async fn next_group(
         }
         out.push(original);
     }
-    Ok((out, end))
+    Ok(out)
 }
 
 #[async_trait]
@@ -300,25 +316,26 @@ impl SegmentSource for ChunkedSource {
         &self.name
     }
 
+    /// The groups from the one holding `position` on, [`read_ahead`]: the next groups
+    /// download and decompress while the decoder reads the current one.
     async fn open_at(&self, position: u64) -> io::Result<Box<dyn AsyncRead + Send + Unpin>> {
         let Some(first) = self.chunks.iter().position(|c| c.original.end > position) else {
             return Ok(Box::new(io::Cursor::new(Bytes::new())));
         };
         let skip = (position - self.chunks[first].original.start) as usize;
         let (object, chunks, compressed) = (self.object.clone(), self.chunks.clone(), self.compressed);
-        let groups = futures::stream::try_unfold((first, skip), move |(next, skip)| {
+        let groups = read_ahead(groups(&chunks, first), move |group| {
             let (object, chunks) = (object.clone(), chunks.clone());
-            async move {
-                if next >= chunks.len() {
-                    return Ok(None);
-                }
-                let (mut parts, end) = next_group(object.as_ref(), &chunks, compressed, next).await?;
-                parts[0].advance(skip);
-                Ok::<_, io::Error>(Some((futures::stream::iter(parts.into_iter().map(Ok::<_, io::Error>)), (end, 0))))
-            }
+            async move { read_group(object.as_ref(), &chunks, compressed, group).await }
         });
-        use futures::TryStreamExt;
-        Ok(Box::new(StreamReader::new(Box::pin(groups.try_flatten()))))
+        let mut skip = Some(skip);
+        let parts = groups.map_ok(move |mut parts| {
+            if let Some(skip) = skip.take() {
+                parts[0].advance(skip);
+            }
+            futures::stream::iter(parts.into_iter().map(Ok::<_, io::Error>))
+        });
+        Ok(Box::new(StreamReader::new(Box::pin(parts.try_flatten()))))
     }
 }
 

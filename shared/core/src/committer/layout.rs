@@ -7,7 +7,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PartitionSpec, TableMetadata};
 
 use super::plan::{FileAction, PlannedFile};
-use crate::datafile::WriterOptions;
+use crate::datafile::{Pages, WriterOptions};
 use crate::table::rewrite::rewrite_files;
 use crate::task::retype_partition;
 
@@ -96,6 +96,7 @@ impl<'a> TableLayout<'a> {
             source_id: format!("{}-{tag}", written.task_id),
             schema: Arc::new(written.rewrite_schema().clone()),
             target_size: u64::MAX,
+            pages: Pages::Zstd,
         };
         let files = rewrite_files(output, self.spec, &[planned.file.path()], keep, Some(&written.schema)).await?;
         Ok(files.into_iter().map(|f| f.data_file).collect())

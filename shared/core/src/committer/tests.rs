@@ -7,7 +7,7 @@ use iceberg::spec::{Operation, PartitionSpec, StructType};
 
 use super::{Committer, TaskResult};
 use crate::catalog::sqlite::SqliteCatalog;
-use crate::datafile::{TableWriter, WriterOptions};
+use crate::datafile::{Pages, TableWriter, WriterOptions};
 use crate::lock::sqlite::SqliteLocks;
 use crate::partition::tests::{batch, schema};
 use crate::table::{LoadedTable, committed_offsets, load, table_location};
@@ -47,6 +47,7 @@ impl Fixture {
             source_id: source.into(),
             schema: Arc::new(schema()),
             target_size: 1 << 30,
+            pages: Pages::Zstd,
         };
         let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
         let values: Vec<(i64, Option<i64>, Option<&str>)> = (first..=last).map(|o| (o, None, None)).collect();

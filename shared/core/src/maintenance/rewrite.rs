@@ -8,7 +8,7 @@ use std::sync::Arc;
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 
-use crate::datafile::WriterOptions;
+use crate::datafile::{Pages, WriterOptions};
 use crate::table::TableName;
 use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
 use crate::table::left_out::{LeftOut, range_set};
@@ -48,6 +48,7 @@ pub async fn rewrite_bin(
         source_id: task_id.clone(),
         schema: Arc::new(schema.clone()),
         target_size: policy.target,
+        pages: Pages::Zstd,
     };
     let rewritten = rewrite_applying(output, &spec, &inputs, planned.retention.as_ref()).await?;
     let added = rewritten

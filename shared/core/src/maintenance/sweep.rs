@@ -430,7 +430,7 @@ mod tests {
 
     use super::*;
     use crate::catalog::sqlite::SqliteCatalog;
-    use crate::datafile::{TableWriter, WriterOptions};
+    use crate::datafile::{Pages, TableWriter, WriterOptions};
     use crate::lock::TableLocks;
     use crate::lock::sqlite::SqliteLocks;
     use crate::maintenance::rewrite::compact;
@@ -523,6 +523,7 @@ mod tests {
                 source_id: format!("s{}", self.next_offset),
                 schema: Arc::new(schema.clone()),
                 target_size: 1 << 30,
+                pages: Pages::Zstd,
             };
             let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
             let (first, last) = (self.next_offset, self.next_offset + rows - 1);

@@ -20,10 +20,11 @@ use iceberg::spec::{PartitionSpec, Schema, StructType};
 
 use crate::columns::{DecodeError, PayloadDecoder, RecordConverter, SchemaLoadError};
 use crate::config::{BadRecordMode, Envelope, Format, Mode, TopicConfig};
-use crate::datafile::{TableWriter, WriterOptions, WrittenFile};
+use crate::datafile::{Pages, TableWriter, WriterOptions, WrittenFile};
 use crate::retry::Retryable;
 use crate::schema::layout::dead_letter_struct;
 use crate::segment::{BatchTxn, Record, SegmentError, SegmentReader, SegmentSummary};
+use crate::table::compaction::CompactionPolicy;
 
 /// A record batch goes to the Parquet writer at this many rows, or at a sixteenth of the
 /// target file size (so files roll close to the target).
@@ -191,7 +192,8 @@ pub async fn materialize_segment(
         let sink = |dir: &str,
                     source_id: String,
                     schema: Arc<Schema>,
-                    spec: &Arc<PartitionSpec>|
+                    spec: &Arc<PartitionSpec>,
+                    pages: Pages|
          -> Result<Sink, iceberg::Error> {
             let writer_options = WriterOptions {
                 file_io: file_io.clone(),
@@ -200,6 +202,7 @@ pub async fn materialize_segment(
                 source_id,
                 schema: schema.clone(),
                 target_size: target,
+                pages,
             };
             Ok(Sink {
                 converter: RecordConverter::new(schema, options.partition, key.clone(), value.clone())?,
@@ -208,7 +211,10 @@ pub async fn materialize_segment(
             })
         };
         let spec = &options.partition_spec;
-        let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec)?;
+        // The table's files are fresh (compaction rewrites them with zstd); dead letters,
+        // rare and never compacted early, are zstd.
+        let fresh = Pages::Fresh { small: CompactionPolicy::from(&options.topic).small() };
+        let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec, fresh)?;
         let partition_type = main.writer.partition_type();
         let mut dead_letters: Option<Sink> = None;
         let mut open: BTreeMap<i64, OpenSinks> = BTreeMap::new();
@@ -235,6 +241,7 @@ pub async fn materialize_segment(
                                 format!("{}-txn{producer_id}", options.source_id),
                                 schema.clone(),
                                 spec,
+                                fresh,
                             )?,
                             dead_letters: None,
                             suspends_at: None,
@@ -318,6 +325,7 @@ pub async fn materialize_segment(
                                 dlq_source.clone(),
                                 dead_letter_schema()?,
                                 &unpartitioned,
+                                Pages::Zstd,
                             )?),
                         };
                         dlq.converter.append_dead_letter(&record, &error.to_string());

@@ -40,6 +40,11 @@
 //! do, and the compactor commits (and competes with other writers for the table) only
 //! when new small files came.
 //!
+//! Fresh files (the materializer's first file of a segment, written with a fast codec:
+//! [`crate::datafile::Pages::Fresh`]) are small, and their rewrite always gains: it
+//! compresses them with zstd. So a group holding one goes once its window is past, even
+//! alone, and its outputs are zstd: compaction is where the rows get compressed well.
+//!
 //! A tail is a small file like the others, the first of the files written after it (by
 //! offset): new small files are packed with it, and it is never rewritten alone (a group
 //! goes with two files at least). A new tail, added at its compaction's time, waits a
@@ -68,6 +73,7 @@ use super::deletes::{OfFile, TableDeletes, live_files};
 use super::retention::{Retention, Verdict};
 use super::snapshot::LiveFile;
 use crate::config::{DEFAULT_COMPACTION_TARGET_SIZE, DEFAULT_COMPACTION_WINDOW_MS, TopicConfig};
+use crate::datafile::is_fresh;
 use crate::table::TableName;
 
 /// Files at least this fraction of the target (¾, Iceberg's `min-file-size-bytes`
@@ -168,14 +174,15 @@ fn first_offset(file: &DataFile, field_id: i32) -> Option<i64> {
 }
 
 /// Bytes per row of the table's large files (a quarter of the target or more: row
-/// groups as large as a compaction writes); `None` until the table has one. Small files
+/// groups as large as a compaction writes; fresh files, of another codec, left out);
+/// `None` until the table has one. Small files
 /// take more per row (a dictionary and a footer per file, compression over short pages:
 /// a third more in the compaction benchmark), so bins filled by their sizes would be
 /// rewritten into files well under the target.
 fn large_file_density(files: &[LiveFile], large: u64) -> Option<f64> {
     let (bytes, rows) = files
         .iter()
-        .filter(|f| f.file.file_size_in_bytes() >= large)
+        .filter(|f| f.file.file_size_in_bytes() >= large && !is_fresh(f.file.file_path()))
         .fold((0u64, 0u64), |(b, r), f| (b.saturating_add(f.file.file_size_in_bytes()), r + f.file.record_count()));
     (rows > 0).then(|| bytes as f64 / rows as f64)
 }
@@ -254,7 +261,8 @@ pub fn plan_with_deletes(
     let density = large_file_density(&files, policy.target / LARGE_DENOMINATOR);
     type Group = (Struct, Vec<(i64, LiveFile)>);
     let mut groups: BTreeMap<(String, i32), Group> = BTreeMap::new();
-    for live in files.into_iter().filter(|f| f.file.file_size_in_bytes() < small || worth(&f.file)) {
+    let candidate = |f: &DataFile| f.file_size_in_bytes() < small || is_fresh(f.file_path()) || worth(f);
+    for live in files.into_iter().filter(|f| candidate(&f.file)) {
         let (Some(kafka), Some(offset)) =
             (single_int(&live.file, partition_field), first_offset(&live.file, offset_field))
         else {
@@ -291,12 +299,14 @@ pub fn plan_with_deletes(
     bins
 }
 
-/// Whether rewriting a group's bins gains anything: a bin reaches the target, or the rows
-/// take fewer files of the target than they are in now.
+/// Whether rewriting a group's bins gains anything: deletes to apply, a fresh file to
+/// compress with zstd ([`crate::datafile::Pages::Fresh`]), a bin that reaches the
+/// target, or rows that take fewer files of the target than they are in now.
 fn gains(bins: &[Bin], target: u64) -> bool {
     let files: usize = bins.iter().map(|b| b.files.len()).sum();
     let expected: u64 = bins.iter().map(|b| b.expected).sum();
     bins.iter().any(|b| b.trigger == Trigger::Deletes)
+        || bins.iter().flat_map(|b| &b.files).any(|f| is_fresh(f.file_path()))
         || files >= 2
             && (bins.iter().any(|b| b.trigger == Trigger::Full) || expected.div_ceil(target.max(1)) < files as u64)
 }
@@ -455,7 +465,7 @@ mod tests {
 
     use super::*;
     use crate::datafile::tests::{Payload, Rng, payload_rows};
-    use crate::datafile::{TableWriter, WriterOptions};
+    use crate::datafile::{Pages, TableWriter, WriterOptions};
     use crate::partition::tests::schema;
     use crate::table::rewrite::rewrite_files;
 
@@ -522,6 +532,25 @@ mod tests {
         assert_eq!(planned(young(), NOW + MINUTE), vec![(v(&["a", "b"]), Trigger::Window)]);
         // A single old small file is not rewritten: nothing gained.
         assert!(planned(files(&[("a", 0, 20, 60 * MINUTE)]), NOW).is_empty());
+    }
+
+    /// A fresh file (Snappy, named so) is rewritten once past its window, so that its
+    /// rows end up zstd-compressed: alone, beside a file that would not gain otherwise,
+    /// and when larger than compaction's small size.
+    #[test]
+    fn fresh_files_are_rewritten_past_their_window_even_alone() {
+        let old = 20 * MINUTE;
+        assert!(planned(files(&[("a.snappy", 0, 20, MINUTE)]), NOW).is_empty(), "young: waiting");
+        assert_eq!(planned(files(&[("a.snappy", 0, 20, old)]), NOW), vec![(v(&["a.snappy"]), Trigger::Window)]);
+        assert!(planned(files(&[("a", 0, 20, old)]), NOW).is_empty(), "not fresh: nothing gained");
+        // Two files of 60: two files of the target either way, so only a fresh one makes them go.
+        let two = |first: &str| files(&[(first, 0, 60, old), ("b", 10, 60, old)]);
+        assert!(planned(two("a"), NOW).is_empty());
+        assert_eq!(
+            planned(two("a.snappy"), NOW),
+            vec![(v(&["a.snappy"]), Trigger::Window), (v(&["b"]), Trigger::Window)]
+        );
+        assert_eq!(planned(files(&[("a.snappy", 0, 80, old)]), NOW), vec![(v(&["a.snappy"]), Trigger::Window)]);
     }
 
     #[test]
@@ -873,6 +902,7 @@ mod tests {
             source_id: "segment".into(),
             schema: schema.clone(),
             target_size: target / 4,
+            pages: Pages::Zstd,
         };
         let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
         let (mut rng, mut offset, rows) = (Rng(11), 0, 1000);
@@ -907,6 +937,7 @@ mod tests {
                     source_id: "compaction".into(),
                     schema: Arc::new(schema()),
                     target_size: target,
+                    pages: Pages::Zstd,
                 };
                 let paths: Vec<&str> = groups[0].files.iter().map(|f| f.file_path()).collect();
                 let written =

@@ -332,6 +332,7 @@ mod tests {
             source_id: "t".into(),
             schema: Arc::new(schema()),
             target_size: 1 << 30,
+            pages: crate::datafile::Pages::Zstd,
         };
         let spec = PartitionSpec::unpartition_spec();
         let all = rewrite_files(output(), &spec, &paths, None, None).await.unwrap();
