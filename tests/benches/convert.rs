@@ -24,7 +24,9 @@ use floe_core::columns::RecordConverter;
 use floe_core::config::FloeConfig;
 use floe_core::datafile::{DataFileWriter, FRESH_CODEC, Pages, WriterOptions};
 use floe_core::formats::Formats;
-use floe_core::materializer::segment::{BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment};
+use floe_core::materializer::segment::{
+    BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment, table_pages,
+};
 use floe_core::segment::{FileSource, Limits, SegmentReader};
 use floe_core::table::compaction::CompactionPolicy;
 use floe_core::table::rewrite::rewrite_files;
@@ -140,7 +142,7 @@ struct Piped {
 
 /// The pages the materializer writes for the bench topic (fresh files).
 fn pages(config: &FloeConfig) -> Pages {
-    Pages::Fresh { small: CompactionPolicy::from(&config.resolve("bench").unwrap()).small() }
+    table_pages(&config.resolve("bench").unwrap(), config.own_maintenance().compaction)
 }
 
 /// The whole pipeline.
@@ -153,6 +155,7 @@ async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> Piped {
         dead_letter_dir: out.join("dlq").display().to_string(),
         source_id: "bench".into(),
         partition_spec: Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+        pages: pages(config),
     };
     let file_io = iceberg::io::FileIO::new_with_fs();
     let (start, cpu) = (Instant::now(), cpu_seconds());

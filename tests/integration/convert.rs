@@ -179,6 +179,7 @@ async fn a_panic_while_converting_is_an_error_naming_the_segment_not_a_crash() {
         dead_letter_dir: out.path().join("dead_letter").display().to_string(),
         source_id: "test".into(),
         partition_spec: Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+        pages: floe_core::datafile::Pages::Zstd,
     };
     let file_io = iceberg::io::FileIO::new_with_fs();
     let (key, value) = (Arc::new(Panics), Arc::new(Panics));

@@ -41,7 +41,7 @@ use crate::formats::json::infer;
 use crate::formats::{FormatError, Formats};
 use crate::lock::registry::{Activity, Failure, MaintenanceEvent, TableRegistry};
 use crate::materializer::segment::{
-    MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id,
+    MaterializeError, MaterializeOptions, Materialized, materialize_segment, source_id, table_pages,
 };
 use crate::partition::{PartitionError, spec_for_table};
 use crate::queue::{QueueError, TaskQueue};
@@ -178,6 +178,7 @@ pub async fn prepare_segment(
         dead_letter_dir: destination.dead_letter_dir,
         source_id: destination.source_id,
         partition_spec: Arc::new(spec),
+        pages: table_pages(topic, config.own_maintenance().compaction),
     };
     Ok(Prepared { formats, options })
 }

@@ -96,6 +96,18 @@ pub struct MaterializeOptions {
     pub source_id: String,
     /// How the table's files are partitioned (bound to the schema the files are written with).
     pub partition_spec: Arc<PartitionSpec>,
+    /// How the table's files are compressed ([`table_pages`]).
+    pub pages: Pages,
+}
+
+/// The pages of a table's new files: fresh when Floe compacts the table, which then
+/// rewrites them with zstd; zstd when the catalog compacts it (S3 Tables, unless told
+/// otherwise), whose rewrite Floe does not control.
+pub fn table_pages(topic: &TopicConfig, floe_compacts: bool) -> Pages {
+    match floe_compacts {
+        true => Pages::Fresh { small: CompactionPolicy::from(topic).small() },
+        false => Pages::Zstd,
+    }
 }
 
 /// Files written for one segment.
@@ -211,9 +223,8 @@ pub async fn materialize_segment(
             })
         };
         let spec = &options.partition_spec;
-        // The table's files are fresh (compaction rewrites them with zstd); dead letters,
-        // rare and never compacted early, are zstd.
-        let fresh = Pages::Fresh { small: CompactionPolicy::from(&options.topic).small() };
+        // Dead letters, rare and never compacted early, are zstd.
+        let fresh = options.pages;
         let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec, fresh)?;
         let partition_type = main.writer.partition_type();
         let mut dead_letters: Option<Sink> = None;
