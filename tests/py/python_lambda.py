@@ -264,7 +264,9 @@ def main(segment, out, schema_path=None, *protobuf, codec="zstd", compact=False)
         flush()
     writer.close()
     report = {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
-              "records": records, "bytes": os.path.getsize(out)}
+              "records": records, "bytes": os.path.getsize(out),
+              # The job's own peak, before the compaction (a process of its own on AWS).
+              "peak_rss_mib": peak_rss_mib()}
     if compact:
         compacted = out + ".compacted.parquet"
         cpu = time.process_time()
@@ -273,7 +275,6 @@ def main(segment, out, schema_path=None, *protobuf, codec="zstd", compact=False)
             for batch in source.iter_batches(batch_size=ROWS):
                 rewritten.write_batch(batch)
         report.update(compact_cpu_seconds=time.process_time() - cpu, compacted_bytes=os.path.getsize(compacted))
-    report["peak_rss_mib"] = peak_rss_mib()
     print(json.dumps(report))
 
 

@@ -118,6 +118,10 @@ impl SegmentSource for S3Source {
         });
         Ok(Box::new(StreamReader::new(Box::pin(bytes))))
     }
+
+    fn size(&self) -> Option<u64> {
+        Some(self.size)
+    }
 }
 
 /// `range` cut into consecutive ranges of `step` bytes (the last one shorter).

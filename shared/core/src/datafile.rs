@@ -91,9 +91,11 @@ pub enum Pages {
     Zstd,
     /// A materializer's files, which compaction takes when they are small: the writer's
     /// first file is [`FRESH_CODEC`], closed under `small` bytes (compaction's
-    /// small-file size) so that compaction rewrites it. Most segments fit in it. When
-    /// one does not, its rows go on into files of the target, which compaction leaves as
-    /// they are, so those are zstd.
+    /// small-file size) so that compaction rewrites it, when the rows the writer expects
+    /// ([`DataFileWriter::expect_rows`]) fit in it at the fresh codec's bytes per row (of
+    /// a sample). Rows that do not fit go into zstd files of the target from the start:
+    /// those compaction leaves as they are (but the last), so writing them fresh would
+    /// have them compressed twice.
     Fresh { small: u64 },
 }
 
@@ -163,6 +165,8 @@ pub struct DataFileWriter {
     spec_id: i32,
     row_group_bytes: usize,
     pages: Pages,
+    /// The rows it expects to write in all, when told ([`Self::expect_rows`]).
+    expected_rows: Option<u64>,
     /// What rows take in its files, once it has seen rows.
     rates: Option<Rates>,
     current: Option<OpenFile>,
@@ -192,6 +196,7 @@ impl DataFileWriter {
             spec_id: 0,
             row_group_bytes: ROW_GROUP_BYTES,
             pages: Pages::Zstd,
+            expected_rows: None,
             rates: None,
             current: None,
             written: Vec::new(),
@@ -211,6 +216,24 @@ impl DataFileWriter {
     pub fn with_pages(mut self, pages: Pages) -> Self {
         self.pages = pages;
         self
+    }
+
+    /// Expects `rows` rows in all (an estimate): what decides whether its first file is
+    /// fresh ([`Pages::Fresh`]).
+    pub fn expect_rows(&mut self, rows: u64) {
+        self.expected_rows = Some(rows);
+    }
+
+    /// Whether its next file is fresh: its first, when the rows it expects fit in a
+    /// fresh file (or it was told none).
+    fn fresh_next(&self, small: u64) -> bool {
+        let limit = self.target_size.min(Pages::fresh_limit(small)) as f64;
+        let per_row = self.rates.as_ref().and_then(|r| r.fresh_bytes_per_row);
+        self.written.is_empty()
+            && match (self.expected_rows, per_row) {
+                (Some(rows), Some(per_row)) => rows as f64 * per_row <= limit,
+                _ => true,
+            }
     }
 
     pub fn schema(&self) -> &Arc<Schema> {
@@ -245,7 +268,8 @@ impl DataFileWriter {
         let mut start = 0;
         while start < n {
             if self.rates.is_none() {
-                self.rates = Some(Rates::sampled(&batch.slice(start, n - start))?);
+                let fresh = matches!(self.pages, Pages::Fresh { .. });
+                self.rates = Some(Rates::sampled(&batch.slice(start, n - start), fresh)?);
             }
             let slice = batch.slice(start, self.slice_rows(n - start));
             let bounds = offsets(&slice);
@@ -301,7 +325,7 @@ impl DataFileWriter {
     async fn open(&mut self, first_offset: i64) -> Result<(), iceberg::Error> {
         let group_rows = self.group_rows();
         let (codec, suffix, limit) = match self.pages {
-            Pages::Fresh { small } if self.written.is_empty() => {
+            Pages::Fresh { small } if self.fresh_next(small) => {
                 (FRESH_CODEC, FRESH_SUFFIX, self.target_size.min(Pages::fresh_limit(small)))
             }
             _ => (zstd(), ".parquet", self.target_size),
@@ -406,6 +430,8 @@ struct Rates {
     bytes_per_row: f64,
     /// Bytes of the footer (metadata, page indexes) per row group, from the sample.
     footer_per_group: f64,
+    /// Bytes per row of the sample with [`FRESH_CODEC`] pages, when asked for.
+    fresh_bytes_per_row: Option<f64>,
     /// Leaf columns whose dictionary, in the sample, held most of their bytes: values
     /// that hardly repeat (offsets, ids, UUIDs, free text, whole raw values). Interning
     /// them costs a hash and a probe per value and saves nothing, so they are written
@@ -417,23 +443,33 @@ impl Rates {
     /// The first rows of `rows` (up to [`SAMPLE_BYTES`] in memory) encoded aside as a
     /// file of one row group with the writer's settings: once with a dictionary for
     /// every column, to find those it does not pay for, then, if there are any, again
-    /// without theirs, for the bytes per row.
-    fn sampled(rows: &RecordBatch) -> Result<Rates, iceberg::Error> {
+    /// without theirs, for the bytes per row; and with `fresh`, once more with
+    /// [`FRESH_CODEC`] pages.
+    fn sampled(rows: &RecordBatch, fresh: bool) -> Result<Rates, iceberg::Error> {
         let per_row = (rows.get_array_memory_size() / rows.num_rows().max(1)).max(1);
         let n = (SAMPLE_BYTES / per_row).clamp(1, rows.num_rows().max(1)).min(rows.num_rows());
         let sample = rows.slice(0, n);
-        let (rates, metadata) = Rates::encoded(&sample, Arc::from([]))?;
+        let (rates, metadata) = Rates::encoded(&sample, Arc::from([]), zstd())?;
         let plain: Arc<[ColumnPath]> = dictionary_unpaid(&metadata).into();
-        if plain.is_empty() { Ok(rates) } else { Ok(Rates::encoded(&sample, plain)?.0) }
+        let mut rates = if plain.is_empty() { rates } else { Rates::encoded(&sample, plain, zstd())?.0 };
+        if fresh {
+            let fresh = Rates::encoded(&sample, rates.plain.clone(), FRESH_CODEC)?.0;
+            rates.fresh_bytes_per_row = Some(fresh.bytes_per_row);
+        }
+        Ok(rates)
     }
 
-    /// The rates of `sample` written with the writer's settings, `plain` without a
-    /// dictionary; and the sample file's metadata.
-    fn encoded(sample: &RecordBatch, plain: Arc<[ColumnPath]>) -> Result<(Rates, ParquetMetaData), iceberg::Error> {
+    /// The rates of `sample` written with the writer's settings and `codec` pages,
+    /// `plain` without a dictionary; and the sample file's metadata.
+    fn encoded(
+        sample: &RecordBatch,
+        plain: Arc<[ColumnPath]>,
+        codec: Compression,
+    ) -> Result<(Rates, ParquetMetaData), iceberg::Error> {
         let err = |e: parquet::errors::ParquetError| {
             iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("sampling rows: {e}"))
         };
-        let properties = DataFileWriter::properties(zstd(), None, &plain);
+        let properties = DataFileWriter::properties(codec, None, &plain);
         let mut sink = ArrowWriter::try_new(std::io::sink(), sample.schema(), Some(properties)).map_err(err)?;
         sink.write(sample).map_err(err)?;
         sink.flush().map_err(err)?;
@@ -442,7 +478,13 @@ impl Rates {
         let metadata = sink.finish().map_err(err)?;
         let footer = sink.bytes_written().saturating_sub(group + 4);
         let rows = sample.num_rows().max(1) as f64;
-        Ok((Rates { bytes_per_row: group as f64 / rows, footer_per_group: footer as f64, plain }, metadata))
+        let rates = Rates {
+            bytes_per_row: group as f64 / rows,
+            footer_per_group: footer as f64,
+            fresh_bytes_per_row: None,
+            plain,
+        };
+        Ok((rates, metadata))
     }
 }
 
@@ -584,6 +626,7 @@ impl TableWriter {
                 open: HashMap::new(),
                 tick: 0,
                 rates: None,
+                expected_rows: None,
                 written: Vec::new(),
             }))),
         }
@@ -611,6 +654,18 @@ impl TableWriter {
         }
     }
 
+    /// Expects `rows` rows in all ([`DataFileWriter::expect_rows`]); each partition's
+    /// writer takes it as its own, not knowing its share.
+    pub fn expect_rows(&mut self, rows: u64) {
+        match self {
+            TableWriter::Unpartitioned(w) => w.expect_rows(rows),
+            TableWriter::Partitioned(f) => {
+                f.expected_rows = Some(rows);
+                f.open.values_mut().for_each(|(w, _)| w.expect_rows(rows));
+            }
+        }
+    }
+
     /// Closes every open file; returns every file written, in offset order.
     pub async fn close(self) -> Result<Vec<WrittenFile>, iceberg::Error> {
         match self {
@@ -630,6 +685,8 @@ pub struct FanoutWriter {
     /// What a partition's writer learned last: where a new one starts (partitions of
     /// one table compress alike), rather than sampling its first rows.
     rates: Option<Rates>,
+    /// What [`TableWriter::expect_rows`] was told last.
+    expected_rows: Option<u64>,
     written: Vec<WrittenFile>,
 }
 
@@ -651,7 +708,7 @@ impl FanoutWriter {
                 std::collections::hash_map::Entry::Vacant(e) => {
                     let o = &self.options;
                     let dir = format!("{}/{}", o.dir.trim_end_matches('/'), self.partitioner.path(e.key()));
-                    let writer = DataFileWriter::new(
+                    let mut writer = DataFileWriter::new(
                         o.file_io.clone(),
                         dir,
                         o.partition,
@@ -662,6 +719,9 @@ impl FanoutWriter {
                     .with_partition(self.partitioner.spec().spec_id(), e.key().clone())
                     .with_pages(o.pages)
                     .with_rates(self.rates.clone());
+                    if let Some(rows) = self.expected_rows {
+                        writer.expect_rows(rows);
+                    }
                     e.insert((writer, 0))
                 }
             };
@@ -1073,20 +1133,27 @@ pub(crate) mod tests {
 
     /// A fresh writer's rows that fit in one small file go in one Snappy file, named as
     /// one; past compaction's small size, its first file closes under that size (so that
-    /// compaction takes it), and the rest are zstd files of the target. A writer for
-    /// files that stay as written is zstd throughout.
+    /// compaction takes it), and the rest are zstd files of the target. A writer told to
+    /// expect more rows than fit writes zstd files from the start. A writer for files
+    /// that stay as written is zstd throughout.
     #[tokio::test]
     async fn a_fresh_writer_s_first_file_is_snappy_and_small_and_the_rest_zstd() {
         let schema = schema();
         let (target, small) = (256 << 10, 192 << 10);
-        for (pages, rows, expected) in [
-            (Pages::Fresh { small }, 500, vec![true]),
-            (Pages::Fresh { small }, 6_000, vec![true, false, false, false, false]),
-            (Pages::Zstd, 500, vec![false]),
+        let fresh_then_zstd = vec![true, false, false, false, false];
+        for (pages, rows, expect, expected) in [
+            (Pages::Fresh { small }, 500, None, vec![true]),
+            (Pages::Fresh { small }, 500, Some(500), vec![true]),
+            (Pages::Fresh { small }, 6_000, None, fresh_then_zstd),
+            (Pages::Fresh { small }, 6_000, Some(6_000), vec![false; 5]),
+            (Pages::Zstd, 500, None, vec![false]),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let options = WriterOptions { target_size: target, pages, ..options(dir.path()) };
             let mut writer = TableWriter::new(options, Arc::new(PartitionSpec::unpartition_spec())).unwrap();
+            if let Some(rows) = expect {
+                writer.expect_rows(rows);
+            }
             let mut rng = Rng(11);
             for first in (0..rows).step_by(250) {
                 let batch = payload_rows(&schema, first, 250, Payload::Random, &mut rng);
@@ -1094,7 +1161,7 @@ pub(crate) mod tests {
             }
             let written = writer.close().await.unwrap();
             let fresh: Vec<bool> = written.iter().map(|f| is_fresh(f.path())).collect();
-            assert_eq!(fresh, expected, "{pages:?}, {rows} rows");
+            assert_eq!(fresh, expected, "{pages:?}, {rows} rows, {expect:?} expected");
             assert_eq!(written.iter().map(|f| f.record_count()).sum::<u64>(), rows as u64);
             for (i, file) in written.iter().enumerate() {
                 let size = file.data_file.file_size_in_bytes();

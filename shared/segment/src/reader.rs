@@ -95,6 +95,11 @@ impl SegmentReader {
         &self.summary
     }
 
+    /// The segment's length in bytes, when its source knows it without reading it.
+    pub fn size(&self) -> Option<u64> {
+        self.source.size()
+    }
+
     /// The summary, complete once [`Self::next_batch`] has returned `None`.
     pub fn into_summary(self) -> SegmentSummary {
         self.summary

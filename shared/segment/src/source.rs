@@ -20,6 +20,10 @@ pub trait SegmentSource: Send + Sync {
     fn name(&self) -> &str;
     /// A stream of the bytes from `position` to the end.
     async fn open_at(&self, position: u64) -> io::Result<Box<dyn AsyncRead + Send + Unpin>>;
+    /// The segment's length in bytes, when known without reading it.
+    fn size(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A segment in a local file.
@@ -46,6 +50,10 @@ impl SegmentSource for FileSource {
         let mut file = std::fs::File::open(&self.path)?;
         file.seek(io::SeekFrom::Start(position))?;
         Ok(Box::new(InlineFile(file)))
+    }
+
+    fn size(&self) -> Option<u64> {
+        std::fs::metadata(&self.path).ok().map(|m| m.len())
     }
 }
 
@@ -120,6 +128,10 @@ impl SegmentSource for MemorySource {
     async fn open_at(&self, position: u64) -> io::Result<Box<dyn AsyncRead + Send + Unpin>> {
         let start = usize::try_from(position).unwrap_or(usize::MAX).min(self.bytes.len());
         Ok(Box::new(io::Cursor::new(self.bytes.slice(start..))))
+    }
+
+    fn size(&self) -> Option<u64> {
+        Some(self.bytes.len() as u64)
     }
 }
 

@@ -337,6 +337,10 @@ impl SegmentSource for ChunkedSource {
         });
         Ok(Box::new(StreamReader::new(Box::pin(parts.try_flatten()))))
     }
+
+    fn size(&self) -> Option<u64> {
+        Some(self.chunks.last().map_or(0, |c| c.original.end))
+    }
 }
 
 /// The broker's `.txnindex` bytes from the `.indexes` blob; `None` when the segment has none.

@@ -236,7 +236,16 @@ pub async fn materialize_segment(
                 .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
         };
 
+        // The segment's rows, estimated from those read so far and the bytes they took:
+        // what decides whether the table's first file is fresh (`Pages::Fresh`).
+        let size = reader.size();
+        let mut rows_read = 0u64;
         while let Some(batch) = reader.next_batch().await? {
+            rows_read += batch.records.len() as u64;
+            if let Some(size) = size {
+                let read = (batch.position + u64::from(batch.size)).max(1);
+                main.writer.expect_rows((rows_read as f64 * size as f64 / read as f64) as u64);
+            }
             // Where the batch's rows and dead letters go: the segment's own sinks, or
             // (a transaction left open) its producer's, in the table's data directory.
             let (target, dlq_sink, mut suspends_at, dlq_dir, dlq_source) = match batch.txn {
