@@ -77,7 +77,8 @@ def convert_rows(body, *words):
     """Per format: the first row of the convert tables whose input starts with its name
     (of the table with a header holding all `words`, when given)."""
     rows = [r for t in tables(body) for r in t if "input" in r and (not words or cell(r, *words) is not None)]
-    formats = [("Avro", "Avro"), ("Protobuf", "Protobuf"), ("JSON", "JSON"), ("raw", "raw")]
+    formats = [("Avro", "Avro"), ("Protobuf", "Protobuf"), ("JSON", "JSON"), ("raw", "raw"),
+               ("raw, a segment that fits a fresh file", "raw key/value (JSON text), zstd batches, a ")]
     out = []
     for label, prefix in formats:
         row = next((r for r in rows if r["input"].startswith(prefix)), None)

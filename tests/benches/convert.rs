@@ -22,7 +22,7 @@ use arrow_array::RecordBatch;
 use common::{MIB, cpu, cpu_seconds, tile, update_benchmarks};
 use floe_core::columns::RecordConverter;
 use floe_core::config::FloeConfig;
-use floe_core::datafile::{DataFileWriter, FRESH_CODEC, Pages, WriterOptions};
+use floe_core::datafile::{DataFileWriter, FRESH_CODEC, Pages, WriterOptions, is_fresh};
 use floe_core::formats::Formats;
 use floe_core::materializer::segment::{
     BATCH_ROWS, BATCHES_PER_FILE, MaterializeOptions, materialize_segment, table_pages,
@@ -165,24 +165,30 @@ async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> Piped {
     Piped { seconds, cpu, records: done.records, files, schema: done.schema }
 }
 
-/// The compactor's work on a pipeline's files: every row read and written again into
-/// zstd files of the compaction target (`rewrite_files`, what a compaction's rewrite
-/// runs). Returns CPU seconds and the bytes written.
+/// The compactor's work on a pipeline's files: those it takes (small or fresh) read and
+/// written again into zstd files of the compaction target (`rewrite_files`, what a
+/// compaction's rewrite runs). Returns CPU seconds and the bytes the table's files take
+/// after it (those rewritten and those left as they were).
 async fn compaction(piped: &Piped, config: &FloeConfig, out: &Path) -> (f64, u64) {
+    let policy = CompactionPolicy::from(&config.resolve("bench").unwrap());
+    let (taken, left): (Vec<_>, Vec<_>) =
+        piped.files.iter().partition(|(path, size)| *size < policy.small() || is_fresh(path));
     let output = WriterOptions {
         file_io: iceberg::io::FileIO::new_with_fs(),
         dir: out.join("compacted").display().to_string(),
         partition: 0,
         source_id: "compacted".into(),
         schema: piped.schema.clone(),
-        target_size: CompactionPolicy::from(&config.resolve("bench").unwrap()).target,
+        target_size: policy.target,
         pages: Pages::Zstd,
     };
-    let paths: Vec<&str> = piped.files.iter().map(|(p, _)| p.as_str()).collect();
+    let paths: Vec<&str> = taken.iter().map(|(p, _)| p.as_str()).collect();
     let spec = iceberg::spec::PartitionSpec::unpartition_spec();
     let cpu = cpu_seconds();
-    let written = rewrite_files(output, &spec, &paths, None, None).await.unwrap();
-    (cpu_seconds() - cpu, written.iter().map(|f| f.data_file.file_size_in_bytes()).sum())
+    let written =
+        if paths.is_empty() { Vec::new() } else { rewrite_files(output, &spec, &paths, None, None).await.unwrap() };
+    let kept: u64 = left.iter().map(|(_, size)| size).sum();
+    (cpu_seconds() - cpu, kept + written.iter().map(|f| f.data_file.file_size_in_bytes()).sum::<u64>())
 }
 
 /// Decodes and converts the segment into the Arrow batches the pipeline makes, each
@@ -292,15 +298,17 @@ fn main() {
     let (avro_lambda, raw_lambda) = (Python::Avro(&avsc), Python::Raw);
     let protobuf_lambda = Python::Protobuf(&descriptors);
     let json_lambda = Python::Json(&json_schema);
+    let full = segment_bytes();
     let cases = [
-        (format!("{avro}, zstd batches"), seeds.join("seed_avro_zstd.log"), &avro_config, avro_lambda),
-        (format!("{avro}, lz4 batches"), seeds.join("seed_avro_lz4.log"), &avro_config, avro_lambda),
-        (format!("{avro}, uncompressed batches"), seeds.join("seed_avro_none.log"), &avro_config, avro_lambda),
+        (format!("{avro}, zstd batches"), seeds.join("seed_avro_zstd.log"), &avro_config, avro_lambda, full),
+        (format!("{avro}, lz4 batches"), seeds.join("seed_avro_lz4.log"), &avro_config, avro_lambda, full),
+        (format!("{avro}, uncompressed batches"), seeds.join("seed_avro_none.log"), &avro_config, avro_lambda, full),
         (
             format!("{avro}, zstd batches, a 4 MiB seed tiled (each value repeats ~30×)"),
             tiled.join("seed_avro_zstd.log"),
             &avro_config,
             avro_lambda,
+            full,
         ),
         (
             "Protobuf (37 fields: every scalar type, nested, repeated, maps, oneof, wrappers; varied values), zstd batches"
@@ -308,6 +316,7 @@ fn main() {
             seeds.join("seed_protobuf_zstd.log"),
             &protobuf_config,
             protobuf_lambda,
+            full,
         ),
         (
             "JSON with a JSON Schema (15 fields: timestamps, dates, UUIDs, enum, nested, lists, maps; varied values), zstd batches"
@@ -315,17 +324,25 @@ fn main() {
             seeds.join("seed_json_zstd.log"),
             &json_config,
             json_lambda,
+            full,
         ),
-        ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, raw_lambda),
+        ("raw key/value (JSON text), zstd batches".to_string(), seeds.join("seed_zstd.log"), &raw_config, raw_lambda, full),
+        (
+            format!("raw key/value (JSON text), zstd batches, a {} MiB segment (its rows fit in a fresh file)", full / 4 / MIB),
+            seeds.join("seed_zstd.log"),
+            &raw_config,
+            raw_lambda,
+            full / 4,
+        ),
     ];
     let (mut rows, mut compacting_rows) = (Vec::new(), Vec::new());
     // FLOE_BENCH_ONLY=<part of a label>: only the matching inputs.
     let only = std::env::var("FLOE_BENCH_ONLY").unwrap_or_default();
-    for (label, seed, toml, lambda) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
+    for (label, seed, toml, lambda, size) in cases.iter().filter(|(label, ..)| label.contains(&only)) {
         let config = FloeConfig::parse(toml).unwrap();
         let path = dir.path().join("bench.log");
         let seed = std::fs::read(seed).unwrap();
-        tile(&seed, segment_bytes(), &path);
+        tile(&seed, *size, &path);
         let bytes = std::fs::metadata(&path).unwrap().len() as f64 / MIB as f64;
         let (schema, prepared) = rt.block_on(batches(&path, &config));
         // For a profiler: FLOE_BENCH_PROFILE=convert runs only the decode + convert phase
