@@ -66,9 +66,9 @@ struct Run {
 /// fastavro, protobuf or json, pyarrow) on `segment`, as it measures itself: CPU seconds
 /// from reading the file to the Parquet written (interpreter start-up and imports not
 /// counted), and the process's peak RSS (imports included).
-fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>) -> Run {
-    let codec = FRESH_CODEC.to_string().to_lowercase();
-    let mut args = vec!["--codec", &codec, "--compact", segment.to_str().unwrap(), out.to_str().unwrap()];
+/// `codec`: its pages' (pyarrow's name).
+fn python_lambda(segment: &Path, out: &Path, lambda: Python<'_>, codec: &str) -> Run {
+    let mut args = vec!["--codec", codec, "--compact", segment.to_str().unwrap(), out.to_str().unwrap()];
     match lambda {
         Python::Avro(schema) => args.push(schema.to_str().unwrap()),
         Python::Protobuf(descriptors) => args.extend(["--protobuf", descriptors.to_str().unwrap(), "shop.Order"]),
@@ -167,9 +167,9 @@ async fn pipeline(path: &Path, config: &FloeConfig, out: &Path) -> Piped {
 
 /// The compactor's work on a pipeline's files: those it takes (small or fresh) read and
 /// written again into zstd files of the compaction target (`rewrite_files`, what a
-/// compaction's rewrite runs). Returns CPU seconds and the bytes the table's files take
-/// after it (those rewritten and those left as they were).
-async fn compaction(piped: &Piped, config: &FloeConfig, out: &Path) -> (f64, u64) {
+/// compaction's rewrite runs). Returns CPU seconds, the bytes it took, and the bytes the
+/// table's files take after it (those rewritten and those left as they were).
+async fn compaction(piped: &Piped, config: &FloeConfig, out: &Path) -> (f64, u64, u64) {
     let policy = CompactionPolicy::from(&config.resolve("bench").unwrap());
     let (taken, left): (Vec<_>, Vec<_>) =
         piped.files.iter().partition(|(path, size)| *size < policy.small() || is_fresh(path));
@@ -187,8 +187,8 @@ async fn compaction(piped: &Piped, config: &FloeConfig, out: &Path) -> (f64, u64
     let cpu = cpu_seconds();
     let written =
         if paths.is_empty() { Vec::new() } else { rewrite_files(output, &spec, &paths, None, None).await.unwrap() };
-    let kept: u64 = left.iter().map(|(_, size)| size).sum();
-    (cpu_seconds() - cpu, kept + written.iter().map(|f| f.data_file.file_size_in_bytes()).sum::<u64>())
+    let (kept, took): (u64, u64) = (left.iter().map(|(_, size)| size).sum(), taken.iter().map(|(_, size)| size).sum());
+    (cpu_seconds() - cpu, took, kept + written.iter().map(|f| f.data_file.file_size_in_bytes()).sum::<u64>())
 }
 
 /// Decodes and converts the segment into the Arrow batches the pipeline makes, each
@@ -375,6 +375,8 @@ fn main() {
         // The pipeline's MiB per CPU second, each round; and with the compaction of its
         // files; its files' bytes and the compaction's.
         let (mut per_cpu, mut with_compaction, mut fresh_bytes, mut compacted_bytes) = (Vec::new(), Vec::new(), 0, 0);
+        // The share of the files compaction takes, and whether they were fresh.
+        let (mut taken_share, mut fresh) = (0.0, false);
         // Each round's encoder time over its pipeline time: measured back to back, so a
         // slower or faster phase of the shared machine touches both.
         let mut paired = Vec::new();
@@ -388,9 +390,11 @@ fn main() {
             best_pipe = best_pipe.min(t);
             per_cpu.push(bytes / piped.cpu);
             records = piped.records;
-            let (compact_cpu, compacted) = rt.block_on(compaction(&piped, &config, &out));
+            let (compact_cpu, taken, compacted) = rt.block_on(compaction(&piped, &config, &out));
             with_compaction.push(bytes / (piped.cpu + compact_cpu));
             fresh_bytes = piped.files.iter().map(|(_, b)| b).sum();
+            taken_share = taken as f64 / fresh_bytes.max(1) as f64;
+            fresh = piped.files.iter().any(|(path, _)| is_fresh(path));
             compacted_bytes = compacted;
             let e = rt.block_on(encoder(schema.clone(), &prepared, pages(&config), &out));
             best_enc = best_enc.min(e);
@@ -406,16 +410,23 @@ fn main() {
         let small = dir.path().join("python.log");
         tile(&seed, PYTHON_SEGMENT.min(segment_bytes()), &small);
         let small_mib = std::fs::metadata(&small).unwrap().len() as f64 / MIB as f64;
+        // The Python Lambda writes the pages the materializer wrote for this segment.
+        let codec = if fresh { FRESH_CODEC.to_string() } else { "zstd".to_string() }.to_lowercase();
         let python_runs: Vec<Run> =
-            (0..3).map(|_| python_lambda(&small, &dir.path().join("python.parquet"), *lambda)).collect();
+            (0..3).map(|_| python_lambda(&small, &dir.path().join("python.parquet"), *lambda, &codec)).collect();
         let mut python: Vec<f64> = python_runs.iter().map(|r| small_mib / r.cpu_seconds).collect();
         python.sort_by(f64::total_cmp);
+        // Its compaction counted for the share of the bytes the compactor took of Floe's.
         let mut python_compacting: Vec<f64> =
-            python_runs.iter().map(|r| small_mib / (r.cpu_seconds + r.compact_cpu_seconds)).collect();
+            python_runs.iter().map(|r| small_mib / (r.cpu_seconds + taken_share * r.compact_cpu_seconds)).collect();
         python_compacting.sort_by(f64::total_cmp);
         // Bytes per MiB of segment: the fresh files, and once compacted.
-        let python_sizes =
-            (python_runs[0].bytes / MIB as f64 / small_mib, python_runs[0].compacted_bytes / MIB as f64 / small_mib);
+        let python_sizes = (
+            python_runs[0].bytes / MIB as f64 / small_mib,
+            (python_runs[0].bytes + taken_share * (python_runs[0].compacted_bytes - python_runs[0].bytes))
+                / MIB as f64
+                / small_mib,
+        );
         let python_rss = python_runs.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
         // The pipeline's peak RSS on the whole segment, and on the Python Lambda's.
         let job = |segment: &Path| ChildJob {
@@ -479,7 +490,7 @@ fn main() {
          kafka-python reads the batches, fastavro decodes Avro, Google's `protobuf` package\n\
          Protobuf (its values turned into Python ones field by field), the `json` module\n\
          JSON (date-times, dates and UUIDs parsed as the schema types them), pyarrow builds\n\
-         8192-row tables with a declared schema and writes {} Parquet) on the first {} MiB\n\
+         8192-row tables with a declared schema and writes Parquet, paged as Floe's) on the first {} MiB\n\
          of the same segment, 3 runs, its CPU time taken by the script from reading the file\n\
          to the file written (interpreter start-up and imports not counted). The Protobuf\n\
          row's payloads are encoded by Google's `protobuf` package (every record new).\n\
@@ -493,27 +504,27 @@ fn main() {
          Lambda's includes the interpreter and its imports, the largest of its runs. Each\n\
          process reports its own VmHWM. The Python Lambda reads its segment into memory\n\
          whole, as a Lambda handed the object would.\n\n\
-         Pages: as the materializer writes them by default, a segment's first file is fresh\n\
-         ({}, for compaction to rewrite with zstd) and closes under {} MiB (compaction's\n\
-         small-file size less an eighth); what follows goes into zstd files of the target.\n\
-         The Python Lambda writes {} too.\n\n\
+         Pages: as the materializer writes them by default: a segment whose rows fit in one\n\
+         fresh file (under {} MiB: compaction's small-file size less an eighth) is written\n\
+         with {} pages, for compaction to rewrite with zstd; a larger one with zstd pages.\n\
+         The Python Lambda writes the same pages as the materializer did on the row's segment.\n\n\
          | input | segment MiB | records | pipeline MiB/s | encoder alone MiB/s | decode + convert alone MiB/s | pipeline / encoder (target ≥ 70%) | per round: median (range) | pipeline MiB per CPU s | Python Lambda MiB per CPU s | pipeline / Python per CPU s (target ≥ 10×) | pipeline peak RSS MiB (on Python's segment) | Python Lambda peak RSS MiB |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n\n\
          Materializer + compaction: the job is segment → table, so each pipeline round's\n\
-         files are then compacted as the compactor rewrites a bin (`rewrite_files`: every row\n\
-         read and written again into zstd files of the 128 MiB target), and each Python run's\n\
-         file is compacted by pyarrow (read, written again with zstd, level 1 as pyarrow's\n\
-         default and Floe's). MiB of segment per CPU second of both jobs, median of the rounds\n\
-         (5 of Floe, 3 of Python), and the ratio with its range as above. Bytes: the files'\n\
-         MiB per MiB of segment, fresh → compacted (what S3 holds after the window), each side.\n\n\
-         | input | Floe materializer + compaction MiB per CPU s | Python Lambda + compaction MiB per CPU s | Floe / Python, materializer + compaction | Floe MiB per MiB of segment, fresh → compacted | Python MiB per MiB of segment, fresh → compacted |\n\
+         files that the compactor takes (fresh, or under ¾ of the 128 MiB target) are then\n\
+         rewritten as it rewrites a bin (`rewrite_files`: every row read and written again into\n\
+         zstd files of the target), and each Python run's file is compacted by pyarrow (read,\n\
+         written again with zstd, level 1 as pyarrow's default and Floe's), counted for the\n\
+         same share of its bytes as the compactor took of Floe's. MiB of segment per CPU\n\
+         second of both jobs, median of the rounds (5 of Floe, 3 of Python), and the ratio with\n\
+         its range as above. Bytes: the files' MiB per MiB of segment, as written → after\n\
+         compaction (what S3 holds once the window has passed), each side.\n\n\
+         | input | Floe materializer + compaction MiB per CPU s | Python Lambda + compaction MiB per CPU s | Floe / Python, materializer + compaction | Floe MiB per MiB of segment, written → compacted | Python MiB per MiB of segment, written → compacted |\n\
          |---|---|---|---|---|---|\n{}\n",
         cpu(),
         segment_bytes() / MIB,
-        FRESH_CODEC,
         PYTHON_SEGMENT.min(segment_bytes()) / MIB,
         PYTHON_SEGMENT.min(segment_bytes()) / MIB,
-        FRESH_CODEC,
         fresh_mib,
         FRESH_CODEC,
         rows.join("\n"),
