@@ -10,7 +10,7 @@ use floe_core::lock::{LockError, TableLocks};
 use floe_core::maintenance::health::{Readiness, TableFacts, TableHealth, health};
 use floe_core::maintenance::{MaintenanceStatus, RecordAt};
 use floe_core::table::dead_letters::published_by;
-use floe_core::table::retention::oldest_row_ms;
+use floe_core::table::retention::live_file_facts;
 use floe_core::table::state::{HangingTransaction, STATE_KEY, TableState};
 use floe_core::table::{CatalogTables, TableError, TableName, committed_offsets, floe_summary};
 
@@ -56,7 +56,9 @@ pub async fn read_table(
     }
     if read.readiness.unreadable.is_none() {
         // Best effort: a manifest that cannot be read leaves it unknown.
-        read.facts.oldest_row_ms = oldest_row_ms(&tables.file_io, &loaded.metadata).await.ok().flatten();
+        if let Ok((oldest, fresh)) = live_file_facts(&tables.file_io, &loaded.metadata).await {
+            (read.facts.oldest_row_ms, read.facts.fresh_files) = (oldest, fresh);
+        }
         let location = floe_summary(&loaded.metadata).get(STATE_KEY).cloned();
         match TableState::load(&tables.file_io, location.as_ref()).await {
             Ok(state) => {
@@ -156,9 +158,16 @@ pub struct HealthView {
     /// has kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oldest_row: Option<String>,
+    /// Fresh (Snappy) files waiting for compaction to rewrite them with zstd.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fresh_files: u64,
     /// An upsert table's live keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live_keys: Option<u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A transaction hanging, as status shows it: its fields, and since when in RFC 3339.
@@ -192,6 +201,7 @@ impl From<&TableHealth> for HealthView {
             hanging_transactions: h.facts.hanging.iter().map(HangingView::from).collect(),
             dead_letters_waiting: h.facts.dead_letters_waiting,
             oldest_row: h.facts.oldest_row_ms.map(time),
+            fresh_files: h.facts.fresh_files,
             live_keys: h.facts.live_keys,
         }
     }

@@ -174,6 +174,12 @@ impl Clicks {
         files
     }
 
+    /// The fresh files `floe local status` shows for the table.
+    async fn fresh_files_shown(&self) -> u64 {
+        let status = floe_cli::local::status(self.warehouse.path()).await.unwrap();
+        status.into_iter().find(|t| t.table == "kafka.clicks").unwrap().health.fresh_files
+    }
+
     /// The live files' sizes per Kafka partition (the prefix of their names), in offset order.
     async fn sizes(&self) -> BTreeMap<i32, Vec<u64>> {
         let mut sizes: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
@@ -228,6 +234,7 @@ async fn a_full_bin_takes_its_partition_s_files_at_once_the_rest_go_once_the_win
     let sizes = clicks.sizes().await;
     assert_eq!((sizes[&0].len(), sizes[&1].len()), (6, 2));
     assert_eq!(codecs(&clicks.live().await), vec!["SNAPPY"; 8], "the materializer's files are fresh");
+    assert_eq!(clicks.fresh_files_shown().await, 8, "status shows them waiting");
 
     // A minute after the commit: the first four files of partition 0 reach the target, the
     // other two go along (one writer: a file of the target and one tail).
@@ -267,6 +274,7 @@ async fn a_full_bin_takes_its_partition_s_files_at_once_the_rest_go_once_the_win
     assert_eq!(last[&0], vec![compacted, tail], "a compacted file is not compacted again");
     assert_same_rows(&before, &clicks.read());
     assert_eq!(codecs(&clicks.live().await), vec!["ZSTD(ZstdLevel(1))"; 3], "compaction's files are zstd");
+    assert_eq!(clicks.fresh_files_shown().await, 0, "none left waiting");
     let status = clicks.locks.status(&table()).await.unwrap();
     assert_eq!(status.last_compaction.map(|c| (c.files_in, c.files_out)), Some((2, 1)));
 }

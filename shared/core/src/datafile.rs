@@ -70,9 +70,10 @@ const SAMPLE_BYTES: usize = 1 << 20;
 /// quarter to a third of what the materializer spends on a segment.
 const ZSTD_LEVEL: i32 = 1;
 
-/// The codec of fresh files: Snappy, which every Parquet reader reads (LZ4_RAW, a little
-/// faster, needs parquet-mr 1.13 or later: Spark 3.4, Athena's engine 3), at about a
-/// fifth of zstd's cost per byte here.
+/// The codec of fresh files: Snappy, which every Parquet reader reads (LZ4_RAW needs
+/// parquet-mr 1.13 or later: Spark 3.4, Athena's engine 3). Measured, it is hardly
+/// cheaper than zstd level 1 per byte (the `snap` crate: docs/performance.md), so the
+/// saving is smaller than hoped.
 pub const FRESH_CODEC: Compression = Compression::SNAPPY;
 /// How a fresh file's name ends: the codec before the extension, as Spark names files.
 pub const FRESH_SUFFIX: &str = ".snappy.parquet";

@@ -86,8 +86,11 @@ pub struct TableFacts {
     pub dead_letters_waiting: u64,
     /// The oldest Kafka timestamp of the table's rows (ms): the lowest `_kafka.timestamp`
     /// bound of its live data files, what row retention has kept (filled by
-    /// [`crate::table::retention::oldest_row_ms`]).
+    /// [`crate::table::retention::live_file_facts`]).
     pub oldest_row_ms: Option<i64>,
+    /// Its fresh (Snappy) files, each rewritten with zstd by the first compaction past its
+    /// window (filled by [`crate::table::retention::live_file_facts`]).
+    pub fresh_files: u64,
     /// An upsert table's live keys (its last Floe snapshot's `floe.upsert.live-keys`).
     pub live_keys: Option<u64>,
 }
@@ -121,6 +124,7 @@ impl TableFacts {
             hanging: Vec::new(),
             dead_letters_waiting: 0,
             oldest_row_ms: None,
+            fresh_files: 0,
             live_keys: crate::table::floe_summary(metadata)
                 .get(crate::table::keys::LIVE_KEYS)
                 .and_then(|v| v.parse().ok()),
@@ -272,6 +276,7 @@ mod tests {
             hanging: Vec::new(),
             dead_letters_waiting: 0,
             oldest_row_ms: None,
+            fresh_files: 0,
             live_keys: None,
         }
     }

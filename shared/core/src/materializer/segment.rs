@@ -223,9 +223,10 @@ pub async fn materialize_segment(
             })
         };
         let spec = &options.partition_spec;
-        // Dead letters, rare and never compacted early, are zstd.
-        let fresh = options.pages;
-        let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec, fresh)?;
+        // The table's files as the options say; dead letters, rare and never compacted
+        // early, are zstd.
+        let pages = options.pages;
+        let mut main = sink(&options.data_dir, options.source_id.clone(), schema.clone(), spec, pages)?;
         let partition_type = main.writer.partition_type();
         let mut dead_letters: Option<Sink> = None;
         let mut open: BTreeMap<i64, OpenSinks> = BTreeMap::new();
@@ -261,7 +262,7 @@ pub async fn materialize_segment(
                                 format!("{}-txn{producer_id}", options.source_id),
                                 schema.clone(),
                                 spec,
-                                fresh,
+                                pages,
                             )?,
                             dead_letters: None,
                             suspends_at: None,

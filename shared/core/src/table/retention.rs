@@ -110,16 +110,19 @@ impl Retention {
     }
 }
 
-/// The oldest Kafka timestamp (ms) of the rows of `metadata`'s current snapshot, by the
-/// `_kafka.timestamp` lower bounds of its live data files (those without one are not
-/// counted); `None` for a table without rows or bounds.
-pub async fn oldest_row_ms(file_io: &FileIO, metadata: &TableMetadata) -> iceberg::Result<Option<i64>> {
-    let Some(field) = metadata.current_schema().field_by_name(DEFAULT_RETENTION_COLUMN) else {
-        return Ok(None);
-    };
+/// What status shows of `metadata`'s current snapshot's live data files: the oldest
+/// Kafka timestamp (ms) of its rows, by the `_kafka.timestamp` lower bounds (files
+/// without one are not counted; `None` for a table without rows or bounds), and how
+/// many are fresh, waiting for compaction to rewrite them with zstd
+/// ([`crate::datafile::Pages::Fresh`]).
+pub async fn live_file_facts(file_io: &FileIO, metadata: &TableMetadata) -> iceberg::Result<(Option<i64>, u64)> {
     let files = live_data_files(file_io, metadata).await?;
+    let fresh = files.iter().filter(|f| crate::datafile::is_fresh(f.file_path())).count() as u64;
+    let Some(field) = metadata.current_schema().field_by_name(DEFAULT_RETENTION_COLUMN) else {
+        return Ok((None, fresh));
+    };
     let oldest = files.iter().filter_map(|f| bound(f.lower_bounds(), field.id)).min();
-    Ok(oldest.map(|micros| micros.div_euclid(MICROS_PER_MS)))
+    Ok((oldest.map(|micros| micros.div_euclid(MICROS_PER_MS)), fresh))
 }
 
 /// A bound of field `id` as a number in the column's unit.
