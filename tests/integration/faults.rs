@@ -465,13 +465,27 @@ async fn a_compactor_killed_mid_rewrite_loses_nothing_and_its_outputs_are_swept_
 /// offsets.
 #[tokio::test]
 async fn a_compaction_applying_deletes_killed_twice_loses_nothing_and_resurrects_nothing() {
+    deletes_applied_by_a_compaction_killed_twice("killdeletes", "", "foreign_delete.py", "position").await;
+}
+
+/// The same with deletion vectors on a format v3 table (one Puffin file, a vector for
+/// each of two data files, written through Glue as Spark writes them).
+#[tokio::test]
+async fn a_compaction_applying_deletion_vectors_killed_twice_loses_nothing_and_resurrects_nothing() {
+    deletes_applied_by_a_compaction_killed_twice("killvectors", "format_version = 3\n", "foreign_vector.py", "delete")
+        .await;
+}
+
+/// Another engine deletes a row of each of two files of a table made with `defaults`
+/// (`script ACTION`, tests/py); then a compaction applying the deletes is killed twice.
+async fn deletes_applied_by_a_compaction_killed_twice(name: &str, defaults: &str, script: &str, action: &str) {
     use Boundary::AfterCatalogSwap;
 
-    let (aws, _, offsets, values) = crate::maintenance::small_files_on_moto("killdeletes").await;
+    let (aws, _, offsets, values) = crate::maintenance::small_files_on_moto_with(name, defaults).await;
     let deleted = [offsets[1], offsets[offsets.len() - 2]];
     let rows: Vec<String> = deleted.iter().map(|o| format!("0/{o}")).collect();
-    let args: Vec<&str> = ["position"].into_iter().chain(rows.iter().map(String::as_str)).collect();
-    crate::day::foreign(&aws.table().to_string(), "foreign_delete.py", &args);
+    let args: Vec<&str> = [action].into_iter().chain(rows.iter().map(String::as_str)).collect();
+    crate::day::foreign(&aws.table().to_string(), script, &args);
     let kept: Vec<i64> = offsets.iter().copied().filter(|o| !deleted.contains(o)).collect();
     let assert_kept = |read: &crate::committer::Read| {
         assert_eq!((&read.offsets["0"], read.duplicates), (&kept, 0));

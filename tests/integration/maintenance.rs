@@ -233,10 +233,19 @@ pub(crate) const SCHEDULED_EVENT: &str = "events/eventbridge-scheduled.json";
 pub(crate) async fn small_files_on_moto(
     name: &str,
 ) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
+    small_files_on_moto_with(name, "").await
+}
+
+/// [`small_files_on_moto`], `defaults_toml` added to the `[defaults]` section.
+pub(crate) async fn small_files_on_moto_with(
+    name: &str,
+    defaults_toml: &str,
+) -> (crate::committer::Aws, crate::committer::Read, Vec<i64>, std::collections::HashMap<String, String>) {
     use crate::committer::{SEGMENTS, assert_payments, payments};
 
     let (topic, offsets, values) = payments();
-    let (aws, read) = committed_on_moto(name, "compaction_window = \"0s\"\n", topic.path(), &SEGMENTS).await;
+    let defaults = format!("compaction_window = \"0s\"\n{defaults_toml}");
+    let (aws, read) = committed_on_moto(name, &defaults, topic.path(), &SEGMENTS).await;
     assert_payments(&read, &offsets, &values);
     (aws, read, offsets, values)
 }

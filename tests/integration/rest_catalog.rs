@@ -327,23 +327,48 @@ async fn an_upsert_table_through_a_rest_catalog_holds_each_key_s_latest_record()
 /// its size, and drops the delete file; the audit labels the offsets deleted.
 #[tokio::test]
 async fn compaction_applies_another_engine_s_deletes_through_a_rest_catalog() {
+    another_engine_s_deletes_applied_through_a_rest_catalog("", "foreign_delete.py", "position").await;
+}
+
+/// The same with a deletion vector on a format v3 table (written as Spark writes it, by
+/// tests/py/foreign_vector.py; the server's PyIceberg applies the commit): the table stays
+/// v3 with its row lineage.
+#[tokio::test]
+async fn compaction_applies_a_deletion_vector_through_a_rest_catalog() {
+    let server =
+        another_engine_s_deletes_applied_through_a_rest_catalog("format_version = 3\n", "foreign_vector.py", "delete")
+            .await;
+    let metadata = server.load(&server.token().await, "orders").await;
+    assert_eq!(metadata.format_version(), iceberg::spec::FormatVersion::V3);
+    let (first, added) = metadata.current_snapshot().unwrap().row_range().unwrap();
+    assert_eq!(first + added, metadata.next_row_id());
+}
+
+/// `script ACTION` (tests/py) deletes a third of the first file's rows of a table made with
+/// `defaults`; then compaction rewrites the file without them and drops the delete file,
+/// and the audit labels the offsets deleted.
+async fn another_engine_s_deletes_applied_through_a_rest_catalog(
+    defaults: &str,
+    script: &str,
+    action: &str,
+) -> RestServer {
     let server = RestServer::start();
     let (input, dir) = (orders_input(false), tempfile::tempdir().unwrap());
     let warehouse = warehouse_in(&dir, "wh");
-    server.run(input.path(), &warehouse).await;
+    server.run_with(input.path(), &warehouse, defaults).await;
     let rows: Vec<String> = (0..35).map(|o| format!("0/{o}")).collect();
-    let mut args = vec![server.uri.as_str(), CREDENTIAL, "kafka.orders", "position"];
+    let mut args = vec![server.uri.as_str(), CREDENTIAL, "kafka.orders", action];
     args.extend(rows.iter().map(String::as_str));
     let out = std::process::Command::new(support::python())
-        .arg(support::root().join("tests/py/foreign_delete.py"))
+        .arg(support::root().join("tests/py").join(script))
         .args(&args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "foreign_delete.py: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
     let kept: Vec<i64> = (35..100).collect();
     assert_eq!(server.read("kafka.orders").offsets["0"], kept, "PyIceberg applies the deletes");
 
-    let run = server.run(input.path(), &warehouse).await;
+    let run = server.run_with(input.path(), &warehouse, defaults).await;
     let compacted: Vec<(usize, usize)> =
         run.compactions.iter().map(|c| (c.delete_files_applied, c.delete_files_dropped)).collect();
     assert_eq!(compacted, [(1, 1)], "{:?}", run.compactions);
@@ -359,6 +384,7 @@ async fn compaction_applies_another_engine_s_deletes_through_a_rest_catalog() {
     let report: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     let gaps = &report["partitions"][0]["gaps"];
     assert_eq!(gaps, &json!([{"first": 0, "last": 34, "reason": "deleted"}]), "{report}");
+    server
 }
 
 #[tokio::test]

@@ -8,18 +8,20 @@ vector already gets one vector of both (the old positions merged in), the old on
 removed in the same snapshot, as Spark does: a data file has one vector at most.
 
     foreign_vector.py CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE delete PARTITION/OFFSET...
+    foreign_vector.py glue ENDPOINT NAMESPACE.TABLE delete ...     (Glue and S3 at ENDPOINT: moto)
+    foreign_vector.py URI CREDENTIAL NAMESPACE.TABLE delete ...    (a REST catalog)
 
 Prints {"snapshot_id", "operation", "data_files": the data files the vectors name}.
 
 Written from the specs (Puffin, and the table spec's deletion vectors and row lineage)
 with pyroaring and fastavro, not with PyIceberg's writers: PyIceberg 0.12 writes no v3
-manifest list, metadata or deletion vector. The snapshot (its first row id the table's
-next-row-id, no rows added) is committed by swapping the SQLite catalog's pointer. The
-table must be unpartitioned and in a SQLite catalog.
+manifest list or deletion vector. The snapshot (its first row id the table's next-row-id,
+no rows added) is committed through the catalog as any engine commits: an add-snapshot
+and a `main` update, required to find `main` where it was read (PyIceberg applies them,
+its v3 metadata writer let through by v3_metadata.py). The table must be unpartitioned.
 """
 import io
 import json
-import sqlite3
 import struct
 import sys
 import time
@@ -29,6 +31,11 @@ import zlib
 import fastavro
 from pyroaring import BitMap
 
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
+
+import v3_metadata  # noqa: F401 (lets PyIceberg write v3 metadata)
 from foreign_delete import holding, kafka_keys, vector_positions
 from read_iceberg import open_catalog
 
@@ -80,33 +87,17 @@ def write_avro(table, path, schema, metadata, records):
     return len(buffer.getvalue())
 
 
-def commit(db, table, snapshot):
-    """Adds `snapshot` to the table's metadata JSON as the new `main` and swaps the SQLite
-    catalog's pointer to it if no one committed meanwhile (PyIceberg 0.12 writes no v3
-    metadata). No rows are added, so `next-row-id` stays."""
-    old_location = table.metadata_location
-    with table.io.new_input(old_location).open() as f:
-        metadata = json.loads(f.read())
-    metadata["snapshots"].append(snapshot)
-    metadata["current-snapshot-id"] = snapshot["snapshot-id"]
-    metadata["refs"]["main"] = {"snapshot-id": snapshot["snapshot-id"], "type": "branch"}
-    metadata["last-sequence-number"] = snapshot["sequence-number"]
-    metadata["last-updated-ms"] = snapshot["timestamp-ms"]
-    metadata["snapshot-log"].append({"snapshot-id": snapshot["snapshot-id"], "timestamp-ms": snapshot["timestamp-ms"]})
-    metadata.setdefault("metadata-log", []).append({"metadata-file": old_location,
-                                                    "timestamp-ms": snapshot["timestamp-ms"]})
-    version = int(old_location.rsplit("/", 1)[1].split("-", 1)[0]) + 1
-    location = "%s/metadata/%05d-%s.metadata.json" % (table.location(), version, uuid.uuid4())
-    with table.io.new_output(location).create() as f:
-        f.write(json.dumps(metadata).encode())
-    namespace, name = table.name()[-2:]
-    with sqlite3.connect(db) as con:
-        swapped = con.execute(
-            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
-            "WHERE table_namespace = ? AND table_name = ? AND metadata_location = ?",
-            (location, old_location, namespace, name, old_location)).rowcount
-    if swapped != 1:
-        sys.exit("the table changed while the deletion vectors were written")
+def commit(table, snapshot):
+    """Commits `snapshot` as the table's new `main`, if `main` is still its parent."""
+    try:
+        table.catalog.commit_table(
+            table,
+            (AssertRefSnapshotId(ref="main", snapshot_id=snapshot.parent_snapshot_id),),
+            (AddSnapshotUpdate(snapshot=snapshot),
+             SetSnapshotRefUpdate(ref_name="main", type="branch", snapshot_id=snapshot.snapshot_id)),
+        )
+    except CommitFailedException as e:
+        sys.exit("the table changed while the deletion vectors were written: %s" % e)
 
 
 def rewrite_manifest(table, manifest, read, removed, snapshot_id, sequence_number):
@@ -143,7 +134,7 @@ def rewrite_manifest(table, manifest, read, removed, snapshot_id, sequence_numbe
             "deleted_rows_count": sum(e["data_file"]["record_count"] for e in dropped)}
 
 
-def delete(db, table, rows):
+def delete(table, rows):
     metadata = table.metadata
     if metadata.format_version < 3:
         sys.exit("deletion vectors are for format v3 tables; this one is v%d" % metadata.format_version)
@@ -213,22 +204,23 @@ def delete(db, table, rows):
     }, manifests)
 
     timestamp_ms = max(int(time.time() * 1000), metadata.last_updated_ms + 1)
-    commit(db, table, {
+    summary = Summary(operation=Operation.DELETE, **{
+        "added-delete-files": str(len(vectors)), "added-dvs": str(len(vectors)),
+        "added-position-deletes": str(cardinality), "removed-dvs": str(len(earlier))})
+    commit(table, Snapshot(**{
         "snapshot-id": snapshot_id, "parent-snapshot-id": current.snapshot_id, "sequence-number": sequence_number,
         "timestamp-ms": timestamp_ms, "manifest-list": list_path, "schema-id": metadata.current_schema_id,
-        "summary": {"operation": "delete", "added-delete-files": str(len(vectors)), "added-dvs": str(len(vectors)),
-                    "added-position-deletes": str(cardinality), "removed-dvs": str(len(earlier))},
-        "first-row-id": first_row_id, "added-rows": 0,
-    })
+        "summary": summary, "first-row-id": first_row_id, "added-rows": 0,
+    }))
     return [path for path, _ in vectors]
 
 
 def main():
-    db, warehouse, name, action = sys.argv[1:5]
-    table = open_catalog(db, warehouse).load_table(name)
+    first, second, name, action = sys.argv[1:5]
+    table = open_catalog(first, second).load_table(name)
     if action != "delete":
         sys.exit("unknown action " + action)
-    named = delete(db, table, sys.argv[5:])
+    named = delete(table, sys.argv[5:])
     snapshot = table.refresh().current_snapshot()
     print(json.dumps({"snapshot_id": snapshot.snapshot_id, "operation": snapshot.summary.operation.value,
                       "data_files": named}))

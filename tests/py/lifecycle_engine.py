@@ -150,7 +150,7 @@ class Engine:
         if not rows:
             return None
         try:
-            foreign_vector.delete(self.db, t, sorted(rows))
+            foreign_vector.delete(t, sorted(rows))
         except SystemExit as e:
             return {"refused": str(e)}
         return None

@@ -7,6 +7,8 @@ PyIceberg's own models (CommitTableRequest, its TableRequirements and TableUpdat
 SqlCatalog.commit_table validates the requirements against the table as it is and
 applies the updates, writing the new metadata file itself. A stale requirement
 (assert-ref-snapshot-id, assert-table-uuid, …) is answered 409, as the spec says.
+Format v3 tables too: PyIceberg 0.12 applies their updates but writes no v3 metadata
+itself, so v3_metadata.py lets it.
 
 Usage: rest_catalog.py WAREHOUSE_DIR [--credential ID:SECRET] [--vend S3_ENDPOINT BUCKET]
 Prints its port on the first line of stdout (it listens on 127.0.0.1:0), then serves until
@@ -60,6 +62,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+import v3_metadata  # noqa: F401 (format v3 tables: PyIceberg applies their commits; this writes them)
 
 warehouse = os.path.abspath(sys.argv[1])
 credential = sys.argv[sys.argv.index("--credential") + 1] if "--credential" in sys.argv else None

@@ -32,6 +32,12 @@ pub async fn rewrite_bin(
     let spec = metadata.default_partition_spec().as_ref().clone();
     let partition_type = spec.partition_type(&schema)?;
     let task_id = task_id(table, metadata.current_snapshot_id(), bin);
+    if let Some(f) = bin.files.iter().find(|f| planned.deletes.get(f.file_path()).is_some_and(|of| of.unread > 0)) {
+        // The planner reads the deletes of every file it bins: rewriting without them
+        // would bring their rows back.
+        let detail = format!("the deletes applying to {} were not read before its rewrite", f.file_path());
+        return Err(iceberg::Error::new(iceberg::ErrorKind::Unexpected, detail));
+    }
     let inputs: Vec<Input> = bin
         .files
         .iter()

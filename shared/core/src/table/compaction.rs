@@ -69,7 +69,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral, Schema, Struct, TableMetadata};
 
-use super::deletes::{OfFile, TableDeletes, live_files};
+use super::deletes::{OfFile, ScopedFile, TableDeletes, live_files};
 use super::retention::{Retention, Verdict};
 use super::snapshot::LiveFile;
 use crate::config::{DEFAULT_COMPACTION_TARGET_SIZE, DEFAULT_COMPACTION_WINDOW_MS, TopicConfig};
@@ -365,14 +365,17 @@ pub async fn bins(
 ) -> iceberg::Result<Planned> {
     let schema = metadata.current_schema();
     let (data, deletes) = live_files(file_io, metadata).await?;
-    let table_deletes = TableDeletes::read(file_io, metadata, deletes).await?;
+    let mut table_deletes = TableDeletes::scope(file_io, metadata, deletes).await?;
     let sequence_number = metadata.current_snapshot().map(|s| s.sequence_number());
     let mut planned = Planned { sequence_number, retention, ..Default::default() };
     let (mut files, mut expiring) = (Vec::with_capacity(data.len()), Vec::new());
+    // The files deletes apply to, for their deletes to be read if they are rewritten.
+    let mut deleted_from = HashMap::new();
     for scoped in data {
         let of = table_deletes.of(&scoped);
         if !of.files.is_empty() {
             planned.deletes.insert(scoped.path().to_string(), of);
+            deleted_from.insert(scoped.path().to_string(), scoped.clone());
         }
         match retention.map_or(Verdict::Kept, |r| r.of(&scoped.live.file)) {
             Verdict::Kept => files.push(scoped.live),
@@ -388,6 +391,13 @@ pub async fn bins(
     let compacted = per_group(plan_with_deletes(files, schema, policy, now_ms, worth));
     planned.bins = expiring_bins(expiring, schema);
     planned.bins.extend(compacted);
+    // The deletes of the files to rewrite, read; those of the files left as they are, not.
+    let rewritten: Vec<&ScopedFile> =
+        planned.bins.iter().flat_map(|b| &b.files).filter_map(|f| deleted_from.get(f.file_path())).collect();
+    table_deletes.read_for(file_io, metadata, &rewritten).await?;
+    for scoped in rewritten {
+        planned.deletes.insert(scoped.path().to_string(), table_deletes.of(scoped));
+    }
     planned.table_deletes = table_deletes;
     Ok(planned)
 }

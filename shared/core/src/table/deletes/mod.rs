@@ -173,72 +173,117 @@ pub struct AppliedDelete {
 
 /// What applies to one data file: the rows to leave out, the delete files they come
 /// from, and how many rows its position deletes remove (equality deletes: unknown until
-/// read).
+/// read). `unread` counts the delete files that apply but whose rows were not read yet
+/// ([`TableDeletes::read_for`]): a rewrite must find none.
 #[derive(Debug, Clone, Default)]
 pub struct OfFile {
     pub deletes: FileDeletes,
     pub files: Vec<String>,
     pub position_rows: u64,
+    pub unread: usize,
 }
 
-/// The live delete files of the current snapshot, read: what compaction applies.
+/// The rows a position delete file or deletion vector deletes.
+#[derive(Debug)]
+enum Named {
+    /// Read: the rows it deletes, per data file it names.
+    Read(HashMap<String, Vec<i64>>),
+    /// Not read yet: it names this one data file (by its metadata), its `record_count`
+    /// rows of it.
+    One(String),
+}
+
+/// The live delete files of the current snapshot: what compaction applies. Planning
+/// needs only what the manifests say of most of them ([`TableDeletes::scope`]); their
+/// rows are read for the data files a compaction rewrites ([`TableDeletes::read_for`]),
+/// so a table keeping delete files on files left as they are does not read them on every
+/// compactor run.
 #[derive(Debug, Default)]
 pub struct TableDeletes {
     /// Position delete files and deletion vectors, each with the rows it names by file.
-    positions: Vec<(LiveDelete, HashMap<String, Vec<i64>>)>,
-    equality: Vec<(LiveDelete, bool, Arc<EqualityDeletes>)>,
+    positions: Vec<(LiveDelete, Named)>,
+    /// Equality delete files: whether global, and their rows once read.
+    equality: Vec<(LiveDelete, bool, Option<Arc<EqualityDeletes>>)>,
 }
 
 impl TableDeletes {
-    /// Reads `deletes` (of `metadata`'s current snapshot): position and equality delete
-    /// files, and deletion vectors.
-    pub async fn read(file_io: &FileIO, metadata: &TableMetadata, deletes: Vec<LiveDelete>) -> Result<TableDeletes> {
+    /// `deletes` (of `metadata`'s current snapshot) as planning needs them: a position
+    /// delete file that may name several data files is read, to know which and how many
+    /// rows of each; one naming a single data file (a deletion vector, or a file-scoped
+    /// position delete file) and equality delete files are not.
+    pub async fn scope(file_io: &FileIO, metadata: &TableMetadata, deletes: Vec<LiveDelete>) -> Result<TableDeletes> {
         let mut table = TableDeletes::default();
-        if deletes.is_empty() {
-            return Ok(table);
-        }
-        let fields = iceberg::arrow::schema_to_arrow_schema(metadata.current_schema())?.fields().clone();
         for delete in deletes {
-            match delete.file.content_type() {
-                _ if delete.is_vector() => {
-                    let named = read::vector(file_io, &delete.file).await?;
-                    table.positions.push((delete, named));
-                }
-                DataContentType::EqualityDeletes => {
-                    let rows = EqualityDeletes::read(file_io, &delete.file, &fields).await?;
-                    let global = unpartitioned(metadata, delete.spec_id);
-                    table.equality.push((delete, global, Arc::new(rows)));
-                }
-                _ => {
-                    let named = read::positions(file_io, &delete.file).await?;
-                    table.positions.push((delete, named));
-                }
+            if delete.file.content_type() == DataContentType::EqualityDeletes {
+                let global = unpartitioned(metadata, delete.spec_id);
+                table.equality.push((delete, global, None));
+                continue;
             }
+            let named = match delete.referenced() {
+                Some(path) => Named::One(path),
+                None => Named::Read(rows_named(file_io, &delete).await?),
+            };
+            table.positions.push((delete, named));
         }
         Ok(table)
+    }
+
+    /// Reads the rows of the delete files applying to `files` that are not read yet.
+    pub async fn read_for(&mut self, file_io: &FileIO, metadata: &TableMetadata, files: &[&ScopedFile]) -> Result<()> {
+        for (delete, named) in &mut self.positions {
+            if let Named::One(path) = named
+                && files.iter().any(|f| f.path() == path && f.sequence_number <= delete.sequence_number)
+            {
+                *named = Named::Read(rows_named(file_io, delete).await?);
+            }
+        }
+        let unread = |(delete, global, rows): &(LiveDelete, bool, Option<_>)| {
+            rows.is_none() && files.iter().any(|f| applies(delete, f, *global))
+        };
+        if !self.equality.iter().any(unread) {
+            return Ok(());
+        }
+        let fields = iceberg::arrow::schema_to_arrow_schema(metadata.current_schema())?.fields().clone();
+        for entry in &mut self.equality {
+            if unread(entry) {
+                entry.2 = Some(Arc::new(EqualityDeletes::read(file_io, &entry.0.file, &fields).await?));
+            }
+        }
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
         self.positions.is_empty() && self.equality.is_empty()
     }
 
-    /// What applies to `data`.
+    /// What applies to `data`: the rows of the delete files read, and how many rows the
+    /// unread ones name by their metadata.
     pub fn of(&self, data: &ScopedFile) -> OfFile {
         let mut of = OfFile::default();
-        for (delete, named) in &self.positions {
-            let Some(positions) = named.get(data.path()).filter(|_| data.sequence_number <= delete.sequence_number)
-            else {
-                continue;
-            };
-            of.deletes.positions.extend(positions);
+        let mut unread_rows = 0;
+        for (delete, named) in self.positions.iter().filter(|(d, _)| data.sequence_number <= d.sequence_number) {
+            match named {
+                Named::Read(rows) => match rows.get(data.path()) {
+                    Some(positions) => of.deletes.positions.extend(positions),
+                    None => continue,
+                },
+                Named::One(path) if path == data.path() => {
+                    unread_rows += delete.file.record_count();
+                    of.unread += 1;
+                }
+                Named::One(_) => continue,
+            }
             of.files.push(delete.path().to_string());
         }
         of.deletes.positions.sort_unstable();
         of.deletes.positions.dedup();
-        of.position_rows = of.deletes.positions.len() as u64;
+        of.position_rows = of.deletes.positions.len() as u64 + unread_rows;
         for (delete, global, rows) in &self.equality {
             if applies(delete, data, *global) {
-                of.deletes.equality.push(rows.clone());
+                match rows {
+                    Some(rows) => of.deletes.equality.push(rows.clone()),
+                    None => of.unread += 1,
+                }
                 of.files.push(delete.path().to_string());
             }
         }
@@ -252,7 +297,11 @@ impl TableDeletes {
             .into_iter()
             .map(|path| {
                 let named = self.positions.iter().find(|(d, _)| d.path() == path);
-                let mut names: Vec<String> = named.map(|(_, n)| n.keys().cloned().collect()).unwrap_or_default();
+                let mut names: Vec<String> = match named.map(|(_, n)| n) {
+                    Some(Named::Read(rows)) => rows.keys().cloned().collect(),
+                    Some(Named::One(one)) => vec![one.clone()],
+                    None => Vec::new(),
+                };
                 names.sort();
                 AppliedDelete { path, names }
             })
