@@ -50,6 +50,7 @@ pub mod columns;
 pub mod committer;
 pub mod config;
 pub mod datafile;
+pub mod delta;
 pub mod formats;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;

@@ -1,0 +1,383 @@
+//! A Delta table's state read from its log, and new commits and checkpoints written to it.
+//!
+//! ```text
+//!  _delta_log/
+//!    _last_checkpoint                       {"version": 20, "size": n}   (a hint)
+//!    00000000000000000020.checkpoint.parquet the state at 20: protocol, metaData, txn, add, remove
+//!    00000000000000000021.json              one action a line
+//!    00000000000000000022.json
+//!
+//!  read:   the newest checkpoint listed (or none) ─▶ its actions ─▶ each later commit in
+//!          order, no version missing ─▶ the state at the last one
+//!  commit: put-if-absent of N+1.json, N the version read ─ taken ─▶ the caller reads
+//!          again and decides again (another writer committed N+1 first)
+//!  every 10th version: its checkpoint, then _last_checkpoint
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::DeltaError;
+use super::actions::{Action, Add, Metadata, Protocol, Remove, Txn, from_lines, to_lines};
+use super::store::LogStore;
+
+/// A checkpoint is written at every version that is a multiple of this.
+pub const CHECKPOINT_INTERVAL: i64 = 10;
+
+const LAST_CHECKPOINT: &str = "_last_checkpoint";
+
+/// The log folder of the table at `root`.
+pub fn log_dir(root: &str) -> String {
+    format!("{}/_delta_log", root.trim_end_matches('/'))
+}
+
+fn commit_name(version: i64) -> String {
+    format!("{version:020}.json")
+}
+
+fn checkpoint_name(version: i64) -> String {
+    format!("{version:020}.checkpoint.parquet")
+}
+
+/// A Delta table's state at one version.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeltaSnapshot {
+    /// The table's root (its location, without a trailing `/`).
+    pub root: String,
+    pub version: i64,
+    pub protocol: Option<Protocol>,
+    pub metadata: Option<Metadata>,
+    /// The files in the table, by their `add.path`.
+    pub files: BTreeMap<String, Add>,
+    /// Files removed (their tombstones), by path.
+    pub tombstones: BTreeMap<String, Remove>,
+    /// Each application's last transaction version.
+    pub txns: BTreeMap<String, Txn>,
+}
+
+impl DeltaSnapshot {
+    /// The newest state of the table at `root`; `None` when it has no log.
+    pub async fn read(store: &dyn LogStore, root: &str) -> Result<Option<DeltaSnapshot>, DeltaError> {
+        Self::read_at(store, root, None).await
+    }
+
+    /// The state at `version` (`None`: the newest). Commits older than the newest
+    /// checkpoint at or before it are not read.
+    pub async fn read_at(
+        store: &dyn LogStore,
+        root: &str,
+        version: Option<i64>,
+    ) -> Result<Option<DeltaSnapshot>, DeltaError> {
+        let root = root.trim_end_matches('/').to_string();
+        let dir = log_dir(&root);
+        let (mut commits, mut checkpoints) = (Vec::new(), Vec::new());
+        for name in store.list(&dir).await? {
+            if let Some(v) = name.strip_suffix(".json").and_then(|v| v.parse::<i64>().ok()) {
+                commits.push(v);
+            } else if let Some(v) = name.strip_suffix(".checkpoint.parquet").and_then(|v| v.parse::<i64>().ok()) {
+                checkpoints.push(v);
+            }
+        }
+        let wanted = |v: &i64| version.is_none_or(|want| *v <= want);
+        commits.retain(wanted);
+        commits.sort_unstable();
+        let checkpoint = checkpoints.into_iter().filter(wanted).max();
+        let Some(last) = commits.last().copied().max(checkpoint) else { return Ok(None) };
+        if let Some(want) = version
+            && want != last
+        {
+            return Err(DeltaError::Log { path: dir, detail: format!("no version {want}: the newest is {last}") });
+        }
+        let mut state = DeltaSnapshot { root, version: -1, ..Default::default() };
+        if let Some(cp) = checkpoint {
+            let path = format!("{dir}/{}", checkpoint_name(cp));
+            let bytes = store.read(&path).await?.ok_or_else(|| gone(&path))?;
+            state.apply(read_checkpoint(&path, bytes)?);
+            state.version = cp;
+        }
+        let from = state.version;
+        for v in commits.into_iter().filter(|v| *v > from) {
+            let path = format!("{dir}/{}", commit_name(v));
+            if v != state.version + 1 {
+                let detail = format!("version {} is missing before {v}", state.version + 1);
+                return Err(DeltaError::Log { path, detail });
+            }
+            let bytes = store.read(&path).await?.ok_or_else(|| gone(&path))?;
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|e| DeltaError::Log { path: path.clone(), detail: format!("not UTF-8: {e}") })?;
+            let actions = from_lines(text).map_err(|(line, detail)| DeltaError::Log {
+                path: path.clone(),
+                detail: format!("line {line}: {detail}"),
+            })?;
+            state.apply(actions);
+            state.version = v;
+        }
+        Ok(Some(state))
+    }
+
+    /// The table's state with `actions` applied, as readers replay them.
+    fn apply(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Protocol(p) => self.protocol = Some(p),
+                Action::MetaData(m) => self.metadata = Some(m),
+                Action::Add(add) => {
+                    self.tombstones.remove(&add.path);
+                    self.files.insert(add.path.clone(), add);
+                }
+                Action::Remove(remove) => {
+                    self.files.remove(&remove.path);
+                    self.tombstones.insert(remove.path.clone(), remove);
+                }
+                Action::Txn(txn) => {
+                    self.txns.insert(txn.app_id.clone(), txn);
+                }
+                Action::CommitInfo(_) => {}
+            }
+        }
+    }
+
+    /// Commits `actions` as the next version: `Ok(Some(version))`, or `Ok(None)` when
+    /// another writer took that version first (read again and decide again). At every
+    /// [`CHECKPOINT_INTERVAL`]th version a checkpoint follows; failing to write it fails
+    /// nothing (the next one is written ten versions later).
+    pub async fn commit(&self, store: &dyn LogStore, actions: Vec<Action>) -> Result<Option<i64>, DeltaError> {
+        let version = self.version + 1;
+        let dir = log_dir(&self.root);
+        let path = format!("{dir}/{}", commit_name(version));
+        let text = to_lines(&actions).map_err(|e| DeltaError::Log { path: path.clone(), detail: e.to_string() })?;
+        if !store.put_if_absent(&path, Bytes::from(text)).await? {
+            return Ok(None);
+        }
+        if version % CHECKPOINT_INTERVAL == 0 {
+            let mut next = self.clone();
+            next.apply(actions);
+            next.version = version;
+            if let Err(e) = next.checkpoint(store).await {
+                tracing::warn!(table = %self.root, version, error = %e, "Delta checkpoint not written; the next one will be");
+            }
+        }
+        Ok(Some(version))
+    }
+
+    /// Writes this state's checkpoint and points `_last_checkpoint` at it.
+    pub async fn checkpoint(&self, store: &dyn LogStore) -> Result<(), DeltaError> {
+        let dir = log_dir(&self.root);
+        let path = format!("{dir}/{}", checkpoint_name(self.version));
+        let actions = self.actions();
+        let bytes = write_checkpoint(&path, &actions)?;
+        store.put(&path, bytes).await?;
+        let last = serde_json::json!({ "version": self.version, "size": actions.len() }).to_string();
+        store.put(&format!("{dir}/{LAST_CHECKPOINT}"), Bytes::from(last)).await?;
+        Ok(())
+    }
+
+    /// The state as actions: what a checkpoint holds.
+    fn actions(&self) -> Vec<Action> {
+        let head = self.protocol.iter().cloned().map(Action::Protocol);
+        let meta = self.metadata.iter().cloned().map(Action::MetaData);
+        let txns = self.txns.values().cloned().map(Action::Txn);
+        let adds = self.files.values().cloned().map(Action::Add);
+        let removes = self.tombstones.values().cloned().map(Action::Remove);
+        head.chain(meta).chain(txns).chain(adds).chain(removes).collect()
+    }
+}
+
+fn gone(path: &str) -> DeltaError {
+    DeltaError::Log { path: path.to_string(), detail: "listed, then gone".into() }
+}
+
+/// A checkpoint's columns, one per action (the protocol's names; those Floe writes).
+fn checkpoint_schema() -> SchemaRef {
+    let s = |name: &str| Field::new(name, DataType::Utf8, true);
+    let long = |name: &str| Field::new(name, DataType::Int64, true);
+    let map = |name: &str| {
+        let entry = Fields::from(vec![Field::new("key", DataType::Utf8, false), s("value")]);
+        Field::new(name, DataType::Map(Arc::new(Field::new("key_value", DataType::Struct(entry), false)), false), true)
+    };
+    let list =
+        |name: &str| Field::new(name, DataType::List(Arc::new(Field::new("element", DataType::Utf8, true))), true);
+    let strukt = |name: &str, fields: Vec<Field>| Field::new(name, DataType::Struct(fields.into()), true);
+    Arc::new(Schema::new(vec![
+        strukt("txn", vec![s("appId"), long("version"), long("lastUpdated")]),
+        strukt(
+            "add",
+            vec![
+                s("path"),
+                map("partitionValues"),
+                long("size"),
+                long("modificationTime"),
+                Field::new("dataChange", DataType::Boolean, true),
+                s("stats"),
+            ],
+        ),
+        strukt(
+            "remove",
+            vec![
+                s("path"),
+                long("deletionTimestamp"),
+                Field::new("dataChange", DataType::Boolean, true),
+                Field::new("extendedFileMetadata", DataType::Boolean, true),
+                long("size"),
+            ],
+        ),
+        strukt(
+            "metaData",
+            vec![
+                s("id"),
+                s("name"),
+                s("description"),
+                strukt("format", vec![s("provider"), map("options")]),
+                s("schemaString"),
+                list("partitionColumns"),
+                map("configuration"),
+                long("createdTime"),
+            ],
+        ),
+        strukt(
+            "protocol",
+            vec![
+                Field::new("minReaderVersion", DataType::Int32, true),
+                Field::new("minWriterVersion", DataType::Int32, true),
+                list("readerFeatures"),
+                list("writerFeatures"),
+            ],
+        ),
+    ]))
+}
+
+/// The actions as a checkpoint's Parquet: each a row, its action's column set.
+fn write_checkpoint(path: &str, actions: &[Action]) -> Result<Bytes, DeltaError> {
+    let fail = |detail: String| DeltaError::Log { path: path.to_string(), detail };
+    let schema = checkpoint_schema();
+    let text = to_lines(actions).map_err(|e| fail(e.to_string()))?;
+    let mut decoder = arrow_json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(actions.len().max(1))
+        .build_decoder()
+        .map_err(|e| fail(e.to_string()))?;
+    decoder.decode(text.as_bytes()).map_err(|e| fail(e.to_string()))?;
+    let batch =
+        decoder.flush().map_err(|e| fail(e.to_string()))?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, schema, None).map_err(|e| fail(e.to_string()))?;
+    writer.write(&batch).map_err(|e| fail(e.to_string()))?;
+    writer.close().map_err(|e| fail(e.to_string()))?;
+    Ok(Bytes::from(out))
+}
+
+/// A checkpoint's actions (its rows back as JSON lines, nulls left out).
+fn read_checkpoint(path: &str, bytes: Bytes) -> Result<Vec<Action>, DeltaError> {
+    let fail = |detail: String| DeltaError::Log { path: path.to_string(), detail };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| fail(e.to_string()))?
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut text = Vec::new();
+    {
+        let mut writer = arrow_json::LineDelimitedWriter::new(Cursor::new(&mut text));
+        for batch in reader {
+            writer.write(&batch.map_err(|e| fail(e.to_string()))?).map_err(|e| fail(e.to_string()))?;
+        }
+        writer.finish().map_err(|e| fail(e.to_string()))?;
+    }
+    let text = String::from_utf8(text).map_err(|e| fail(e.to_string()))?;
+    from_lines(&text).map_err(|(line, detail)| fail(format!("row {line}: {detail}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delta::actions::FileFormat;
+    use crate::delta::store::LocalLogStore;
+
+    fn add(path: &str) -> Action {
+        Action::Add(Add {
+            path: path.into(),
+            partition_values: BTreeMap::new(),
+            size: 1,
+            modification_time: 2,
+            data_change: true,
+            stats: Some(r#"{"numRecords":1}"#.into()),
+        })
+    }
+
+    fn first() -> Vec<Action> {
+        let metadata = Metadata {
+            id: "id".into(),
+            name: None,
+            description: None,
+            format: FileFormat { provider: "parquet".into(), options: BTreeMap::new() },
+            schema_string: "{}".into(),
+            partition_columns: vec![],
+            configuration: BTreeMap::from([("delta.columnMapping.mode".into(), "id".into())]),
+            created_time: Some(1),
+        };
+        let protocol =
+            Protocol { min_reader_version: 2, min_writer_version: 5, reader_features: None, writer_features: None };
+        vec![Action::Protocol(protocol), Action::MetaData(metadata)]
+    }
+
+    #[tokio::test]
+    async fn commits_replay_through_checkpoints_to_the_same_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let store = LocalLogStore;
+        assert_eq!(DeltaSnapshot::read(&store, &root).await.unwrap(), None);
+        let mut state = DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() };
+        for v in 0..23 {
+            let mut actions = if v == 0 { first() } else { vec![] };
+            actions.push(add(&format!("data/{v}.parquet")));
+            if v % 3 == 0 && v > 0 {
+                let path = format!("data/{}.parquet", v - 1);
+                actions.push(Action::Remove(Remove {
+                    path,
+                    deletion_timestamp: Some(v),
+                    data_change: false,
+                    extended_file_metadata: None,
+                    size: None,
+                }));
+            }
+            actions.push(Action::Txn(Txn { app_id: "app".into(), version: v, last_updated: None }));
+            assert_eq!(state.commit(&store, actions.clone()).await.unwrap(), Some(v));
+            // The version is taken now: a second writer of it loses.
+            assert_eq!(state.commit(&store, actions).await.unwrap(), None);
+            state = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
+        }
+        let names = store.list(&log_dir(&root)).await.unwrap();
+        assert!(names.contains(&checkpoint_name(20)) && names.contains(&checkpoint_name(10)), "{names:?}");
+        assert_eq!(state.version, 22);
+        assert_eq!(state.files.len(), 23 - 7);
+        assert_eq!(state.tombstones.len(), 7);
+        assert_eq!(state.txns["app"].version, 22);
+        assert_eq!(state.metadata.as_ref().unwrap().configuration["delta.columnMapping.mode"], "id");
+
+        // The same state replayed from the commits alone (checkpoints removed).
+        let cps: Vec<String> =
+            names.iter().filter(|n| n.contains("checkpoint")).map(|n| format!("{}/{n}", log_dir(&root))).collect();
+        let from_checkpoint = state.clone();
+        store.delete(&cps).await.unwrap();
+        assert_eq!(DeltaSnapshot::read(&store, &root).await.unwrap().unwrap(), from_checkpoint);
+        // Time travel: the state at version 4 knows nothing later.
+        let at4 = DeltaSnapshot::read_at(&store, &root, Some(4)).await.unwrap().unwrap();
+        assert_eq!((at4.files.len(), at4.txns["app"].version), (4, 4));
+    }
+
+    #[tokio::test]
+    async fn a_missing_version_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let store = LocalLogStore;
+        let log = log_dir(&root);
+        store.put(&format!("{log}/{}", commit_name(0)), Bytes::from(to_lines(&first()).unwrap())).await.unwrap();
+        store.put(&format!("{log}/{}", commit_name(2)), Bytes::from(to_lines(&[add("a")]).unwrap())).await.unwrap();
+        let e = DeltaSnapshot::read(&store, &root).await.unwrap_err().to_string();
+        assert!(e.contains("00000000000000000002.json") && e.contains("version 1 is missing"), "{e}");
+    }
+}

@@ -1,0 +1,253 @@
+//! The Delta table kept in step with the Iceberg table Floe commits: the same Parquet
+//! files, added and removed by Delta commits, each carrying the committed offsets as
+//! `txn` actions.
+//!
+//! ```text
+//!  Iceberg table (loaded: its current snapshot, sequence number s)
+//!    │ live data files, committed offsets, schema
+//!    ▼
+//!  Delta log at N ── txn `floe/iceberg-sequence` ≥ s? ──▶ up to date (nothing written)
+//!    │ diff: files Iceberg has and Delta lacks ─▶ add
+//!    │       files Delta has and Iceberg dropped ─▶ remove
+//!    │       per Kafka partition, the last committed offset ─▶ txn (appId `<table>/<topic>/<partition>`)
+//!    │       a new schema ─▶ metaData (and a higher protocol when a feature needs it)
+//!    ▼
+//!  put-if-absent N+1.json ── taken ──▶ read the log again, diff again (bounded)
+//! ```
+//!
+//! The Delta table is a function of the Iceberg snapshot it mirrors, so mirroring twice,
+//! mirroring after a crash between the two commits, or two mirrors racing all end with
+//! the same files once: the loser of a version re-reads and finds nothing left to do.
+//! The Iceberg sequence number recorded in the same commit keeps an older view of the
+//! Iceberg table from undoing a newer one.
+//!
+//! A Delta commit that mirrors only compactions (`replace` snapshots) says
+//! `dataChange: false`, as `OPTIMIZE` does, so streaming readers skip it.
+//!
+//! Delete files are not mirrored: while the Iceberg table has live delete files (another
+//! engine's deletes, an upsert's), the Delta table waits ([`DeltaError::Waiting`]) until
+//! compaction has applied them into new data files.
+
+use std::collections::BTreeMap;
+
+use iceberg::io::FileIO;
+use iceberg::spec::{Operation, TableMetadata};
+use serde_json::json;
+
+use super::DeltaError;
+use super::actions::{Action, Add, FileFormat, Metadata, Remove, Txn};
+use super::log::DeltaSnapshot;
+use super::schema::DeltaSchema;
+use super::store::LogStore;
+use crate::table::deletes::live_files;
+use crate::table::{LoadedTable, committed_offsets};
+
+/// The `txn` app id whose version is the sequence number of the Iceberg snapshot mirrored.
+pub const ICEBERG_SEQUENCE_APP: &str = "floe/iceberg-sequence";
+
+/// Attempts at a version before giving up (another writer took each).
+const ATTEMPTS: usize = 5;
+
+/// What a mirror did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mirrored {
+    /// The Delta table already mirrored this Iceberg snapshot (or a newer one).
+    UpToDate { version: i64 },
+    /// A new version, with its files added and removed.
+    Committed { version: i64, added: usize, removed: usize },
+}
+
+/// The app id of a Kafka partition's offsets in `table`'s Delta log.
+pub fn offsets_app(table: &str, log: &str, partition: i32) -> String {
+    format!("{table}/{log}/{partition}")
+}
+
+/// Brings the Delta table at `table`'s location in step with its current Iceberg snapshot.
+pub async fn mirror(
+    store: &dyn LogStore,
+    file_io: &FileIO,
+    table: &LoadedTable,
+    now_ms: i64,
+) -> Result<Mirrored, DeltaError> {
+    let metadata = &table.metadata;
+    let sequence = metadata.last_sequence_number();
+    let root = metadata.location().trim_end_matches('/').to_string();
+    let (data, deletes) = live_files(file_io, metadata).await?;
+    if !deletes.is_empty() {
+        return Err(DeltaError::Waiting {
+            table: table.name.to_string(),
+            reason: format!(
+                "the Iceberg table has {} live delete file(s), which Delta is not given: compaction applies them",
+                deletes.len()
+            ),
+        });
+    }
+    let offsets = committed_offsets(&table.name, metadata).map_err(|e| DeltaError::Iceberg(e.to_string()))?;
+    let mut wanted_txns: Vec<Txn> = offsets
+        .partitions
+        .iter()
+        .filter_map(|((log, partition), set)| {
+            let last = set.ranges().last()?.1;
+            Some(Txn {
+                app_id: offsets_app(&table.name.to_string(), log, *partition),
+                version: last,
+                last_updated: Some(now_ms),
+            })
+        })
+        .collect();
+    wanted_txns.push(Txn { app_id: ICEBERG_SEQUENCE_APP.into(), version: sequence, last_updated: Some(now_ms) });
+
+    for _ in 0..ATTEMPTS {
+        let state = DeltaSnapshot::read(store, &root).await?;
+        let synced = state.as_ref().and_then(|s| s.txns.get(ICEBERG_SEQUENCE_APP)).map(|t| t.version);
+        if let (Some(state), Some(synced)) = (&state, synced)
+            && synced >= sequence
+        {
+            return Ok(Mirrored::UpToDate { version: state.version });
+        }
+        let state = state.unwrap_or_else(|| DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() });
+        let data_change = !only_compactions(metadata, synced);
+
+        let schema =
+            DeltaSchema::of(metadata.current_schema(), state.metadata.as_ref().map(|m| m.schema_string.as_str()))?;
+        let mut actions = Vec::new();
+        let protocol = schema.protocol();
+        if state.protocol.as_ref().is_none_or(|p| {
+            p.min_reader_version < protocol.min_reader_version || p.min_writer_version < protocol.min_writer_version
+        }) {
+            actions.push(Action::Protocol(protocol));
+        }
+        let configuration = BTreeMap::from([
+            ("delta.columnMapping.mode".to_string(), "id".to_string()),
+            ("delta.columnMapping.maxColumnId".to_string(), schema.max_column_id.to_string()),
+        ]);
+        let new_metadata = match &state.metadata {
+            None => Some(Metadata {
+                id: metadata.uuid().to_string(),
+                name: Some(table.name.name.clone()),
+                description: None,
+                format: FileFormat { provider: "parquet".into(), options: BTreeMap::new() },
+                schema_string: schema.schema_string.clone(),
+                partition_columns: Vec::new(),
+                configuration,
+                created_time: Some(now_ms),
+            }),
+            Some(m) if m.schema_string != schema.schema_string || m.configuration != configuration => {
+                Some(Metadata { schema_string: schema.schema_string.clone(), configuration, ..m.clone() })
+            }
+            Some(_) => None,
+        };
+        let metadata_changed = new_metadata.is_some();
+        actions.extend(new_metadata.map(Action::MetaData));
+
+        let mut live = BTreeMap::new();
+        for f in &data {
+            live.insert(relative(&root, f.path()), f);
+        }
+        let mut added = 0;
+        for (path, f) in &live {
+            if !state.files.contains_key(path) {
+                added += 1;
+                let file = &f.live.file;
+                actions.push(Action::Add(Add {
+                    path: path.clone(),
+                    partition_values: BTreeMap::new(),
+                    size: file.file_size_in_bytes() as i64,
+                    modification_time: f.live.added_at_ms,
+                    data_change,
+                    stats: Some(json!({ "numRecords": file.record_count() }).to_string()),
+                }));
+            }
+        }
+        let mut removed = 0;
+        for (path, add) in &state.files {
+            if !live.contains_key(path) {
+                removed += 1;
+                actions.push(Action::Remove(Remove {
+                    path: path.clone(),
+                    deletion_timestamp: Some(now_ms),
+                    data_change,
+                    extended_file_metadata: Some(true),
+                    size: Some(add.size),
+                }));
+            }
+        }
+        let txns: Vec<&Txn> = wanted_txns
+            .iter()
+            .filter(|t| state.txns.get(&t.app_id).is_none_or(|had| had.version != t.version))
+            .collect();
+        let offsets_moved = txns.iter().any(|t| t.app_id != ICEBERG_SEQUENCE_APP);
+        if added == 0 && removed == 0 && !metadata_changed && !offsets_moved && state.version >= 0 {
+            return Ok(Mirrored::UpToDate { version: state.version });
+        }
+        actions.extend(txns.into_iter().cloned().map(Action::Txn));
+        let operation = if data_change { "WRITE" } else { "OPTIMIZE" };
+        let info = json!({
+            "timestamp": now_ms,
+            "operation": operation,
+            "operationParameters": { "mode": "Append" },
+            "engineInfo": concat!("floe/", env!("CARGO_PKG_VERSION")),
+            "isBlindAppend": removed == 0,
+            "floe.iceberg.snapshot-id": metadata.current_snapshot_id(),
+            "floe.iceberg.sequence-number": sequence,
+        });
+        let serde_json::Value::Object(info) = info else { unreachable!("a JSON object literal") };
+        actions.insert(0, Action::CommitInfo(info));
+        if let Some(version) = state.commit(store, actions).await? {
+            tracing::info!(table = %table.name, version, added, removed, iceberg_sequence = sequence, "Delta table mirrored");
+            return Ok(Mirrored::Committed { version, added, removed });
+        }
+        tracing::info!(table = %table.name, version = state.version + 1, "Delta version taken by another writer; reading again");
+    }
+    Err(DeltaError::Contended { root, attempts: ATTEMPTS })
+}
+
+/// Whether every Iceberg snapshot since sequence number `synced` (all of them when
+/// `None`) is a compaction's `replace`.
+fn only_compactions(metadata: &TableMetadata, synced: Option<i64>) -> bool {
+    let mut snapshot = metadata.current_snapshot();
+    let mut any = false;
+    while let Some(s) = snapshot.filter(|s| synced.is_none_or(|synced| s.sequence_number() > synced)) {
+        if s.summary().operation != Operation::Replace {
+            return false;
+        }
+        any = true;
+        snapshot = s.parent_snapshot_id().and_then(|id| metadata.snapshot_by_id(id));
+    }
+    any
+}
+
+/// `path` as an `add.path`: relative to `root` when under it, percent-encoded as a URI
+/// path; an absolute URI otherwise.
+pub fn relative(root: &str, path: &str) -> String {
+    match path.strip_prefix(root).and_then(|rest| rest.strip_prefix('/')) {
+        Some(rest) => encode(rest),
+        None if path.starts_with('/') => format!("file://{}", encode(path)),
+        None => path.to_string(),
+    }
+}
+
+fn encode(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/=".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_under_the_root_are_relative_and_encoded() {
+        assert_eq!(relative("/w/t", "/w/t/data/d=2024%2F01/a b.parquet"), "data/d=2024%252F01/a%20b.parquet");
+        assert_eq!(relative("s3://b/w/t", "s3://b/w/t/data/x.parquet"), "data/x.parquet");
+        assert_eq!(relative("/w/t", "/w/other/x.parquet"), "file:///w/other/x.parquet");
+        assert_eq!(relative("/w/t", "/w/tt/x.parquet"), "file:///w/tt/x.parquet");
+    }
+}
