@@ -132,6 +132,7 @@ pub(crate) async fn maintain(warehouse: &Warehouse, config: Arc<FloeConfig>) -> 
         config,
         task_store: None,
         sweep: true,
+        delta_log: warehouse.delta_log.clone(),
     };
     let run = compactor.run(warehouse.clock.now_ms(), None).await;
     let tasks = warehouse.queue.drain();

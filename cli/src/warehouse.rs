@@ -15,6 +15,7 @@ use floe_core::catalog::Catalog;
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::Committer;
 use floe_core::config::CatalogConfig;
+use floe_core::delta::LogStore;
 use floe_core::lock::Clock;
 use floe_core::lock::sqlite::SqliteLocks;
 use floe_core::queue::InProcessQueue;
@@ -49,6 +50,8 @@ pub(crate) struct Warehouse {
     pub file_io: iceberg::io::FileIO,
     /// The tables' files listed and deleted (the orphan sweep).
     pub files: Arc<dyn WarehouseFiles>,
+    /// The Delta mirrors' logs.
+    pub delta_log: Arc<dyn LogStore>,
     pub owner: String,
     pub queue: Arc<InProcessQueue>,
     pub committer: Committer,
@@ -61,7 +64,7 @@ impl Warehouse {
         let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
-        let OpenedCatalog { catalog, file_io, files } =
+        let OpenedCatalog { catalog, file_io, files, delta_log } =
             floe_aws::catalogs::open(catalog, Host::Local { sqlite }).await?;
         let committer = Committer::new(
             catalog.clone(),
@@ -76,7 +79,8 @@ impl Warehouse {
         .with_concurrency(floe_core::committer::DEFAULT_CONCURRENCY)
         // Commits on the wall clock: `clock` is maintenance's, which a test moves to
         // age files, not to stand for a host whose clock is wrong.
-        .with_clock(Clock::Wall);
+        .with_clock(Clock::Wall)
+        .with_delta_log(delta_log.clone());
         Ok(Warehouse {
             dir,
             clock,
@@ -84,6 +88,7 @@ impl Warehouse {
             locks,
             file_io,
             files,
+            delta_log,
             owner,
             queue: Arc::new(InProcessQueue::default()),
             committer,

@@ -396,6 +396,7 @@ async fn compaction_replaces_files_without_changing_rows_and_stale_ones_are_reje
     };
     let outputs = floe_core::table::rewrite::rewrite_files(output, &spec, &paths, None, None).await.unwrap();
     let compaction = CompactionTask {
+        formats: Default::default(),
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,
         task_id: "compaction-1".into(),

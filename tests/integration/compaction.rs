@@ -132,6 +132,7 @@ impl Clicks {
             config: Arc::new(self.config.clone()),
             task_store: None,
             sweep: false,
+            delta_log: Arc::new(floe_core::delta::LocalLogStore),
         }
     }
 

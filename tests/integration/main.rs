@@ -13,6 +13,7 @@ mod compaction;
 mod concurrency;
 mod convert;
 mod day;
+mod delta;
 mod edges;
 mod fault_proxy;
 mod faults;

@@ -30,7 +30,9 @@ use floe_core::config::{CatalogConfig, RestAuth, RestCatalogConfig};
 use floe_core::storage::{LocalFiles, WarehouseFiles, local_file_io};
 use floe_core::table::CatalogTables;
 
+use crate::delta_log::S3LogStore;
 use crate::files::{AnyFiles, S3Files};
+use floe_core::delta::{LocalLogStore, LogStore};
 use crate::glue::GlueCatalog;
 use crate::s3::routed_file_io;
 use crate::s3tables::S3TablesCatalog;
@@ -51,6 +53,8 @@ pub struct OpenedCatalog {
     pub file_io: FileIO,
     /// The tables' files listed and deleted (the orphan sweep).
     pub files: Arc<dyn WarehouseFiles>,
+    /// The Delta mirrors' logs, beside the tables' files.
+    pub delta_log: Arc<dyn LogStore>,
 }
 
 impl OpenedCatalog {
@@ -61,12 +65,22 @@ impl OpenedCatalog {
 
     /// `catalog`, its files in S3 through the client `clients` picks for each.
     fn routed(catalog: Arc<dyn Catalog>, clients: Arc<S3Clients>) -> OpenedCatalog {
-        OpenedCatalog { catalog, file_io: routed_file_io(clients.clone()), files: Arc::new(S3Files::routed(clients)) }
+        OpenedCatalog {
+            catalog,
+            file_io: routed_file_io(clients.clone()),
+            files: Arc::new(S3Files::routed(clients.clone())),
+            delta_log: Arc::new(S3LogStore::new(clients)),
+        }
     }
 
     /// `catalog`, its files local.
     fn local(catalog: Arc<dyn Catalog>) -> OpenedCatalog {
-        OpenedCatalog { catalog, file_io: local_file_io(), files: Arc::new(LocalFiles) }
+        OpenedCatalog {
+            catalog,
+            file_io: local_file_io(),
+            files: Arc::new(LocalFiles),
+            delta_log: Arc::new(LocalLogStore),
+        }
     }
 
     /// The catalog and the `FileIO`: how the tables are read.
@@ -118,7 +132,8 @@ pub async fn open(config: Option<&CatalogConfig>, host: Host<'_>) -> Result<Open
             Ok(OpenedCatalog {
                 catalog,
                 file_io: routed_file_io(clients.clone()),
-                files: Arc::new(AnyFiles::new(clients)),
+                files: Arc::new(AnyFiles::new(clients.clone())),
+                delta_log: Arc::new(S3LogStore::new(clients)),
             })
         }
     }

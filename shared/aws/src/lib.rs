@@ -24,6 +24,7 @@
 
 pub mod access;
 pub mod catalogs;
+pub mod delta_log;
 pub mod dynamodb;
 pub mod events;
 pub mod files;

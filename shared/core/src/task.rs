@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
 pub use crate::table::deletes::AppliedDelete;
-use crate::vocabulary::ordered_partition_json;
+use crate::vocabulary::{Formats, ordered_partition_json};
 pub use crate::vocabulary::{BadRecord, OffsetRange, PendingTransaction, TableName, TaskFile};
 
 /// The CommitTask JSON version of unpartitioned tasks (and of the stored-task pointer).
@@ -192,6 +192,11 @@ pub struct CommitTask {
     pub dead_letter_schema: Option<Schema>,
     pub source: SourceObject,
     pub created_at_ms: i64,
+    /// The table formats its rows go to (the topic's `formats`): after committing the
+    /// Iceberg table, the committer brings its Delta mirror in step when Delta is one.
+    /// Older tasks: Iceberg alone.
+    #[serde(default, skip_serializing_if = "Formats::is_default")]
+    pub formats: Formats,
     /// Set only on the dead-letter part the committer derives from a task
     /// (`committer::dead_letters`): the task's own table, whose committed offsets decide
     /// which dead letters are still to add. Never sent.
@@ -273,6 +278,10 @@ pub struct CompactionTask {
     /// ([`crate::table::left_out`]); none when it left none out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_out: Option<LeftOutFile>,
+    /// The table formats of its topic, as [`CommitTask::formats`]: a compaction of a
+    /// table with a Delta mirror is mirrored too.
+    #[serde(default, skip_serializing_if = "Formats::is_default")]
+    pub formats: Formats,
 }
 
 /// A compaction's file of the offsets its rewrite left out, with how many.
@@ -502,6 +511,7 @@ pub(crate) mod tests {
 
     pub(crate) fn task(schema: &Schema, spec: Option<PartitionSpec>, file: TaskFile) -> CommitTask {
         CommitTask {
+            formats: Default::default(),
             version: task_version(spec.as_ref()),
             task_id: "t1".into(),
             table: TableName { namespace: "kafka".into(), name: "orders".into() },

@@ -49,6 +49,76 @@ pub struct OffsetRange {
     pub last: i64,
 }
 
+/// A table format a topic's rows are committed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TableFormat {
+    Iceberg,
+    /// Delta Lake: the same Parquet files, committed to a Delta log beside the Iceberg
+    /// metadata (`<location>/_delta_log/`).
+    Delta,
+}
+
+/// The table formats of a topic (`formats` in `floe.toml`, carried by its tasks): Iceberg
+/// alone unless said otherwise. As JSON, the list of them (`["iceberg", "delta"]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<TableFormat>", into = "Vec<TableFormat>")]
+pub struct Formats {
+    iceberg: bool,
+    delta: bool,
+}
+
+impl Default for Formats {
+    fn default() -> Self {
+        Formats { iceberg: true, delta: false }
+    }
+}
+
+impl Formats {
+    /// Both: the Iceberg table and its Delta mirror.
+    pub const BOTH: Formats = Formats { iceberg: true, delta: true };
+
+    pub fn iceberg(self) -> bool {
+        self.iceberg
+    }
+
+    pub fn delta(self) -> bool {
+        self.delta
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == Formats::default()
+    }
+}
+
+impl TryFrom<Vec<TableFormat>> for Formats {
+    type Error = String;
+
+    fn try_from(list: Vec<TableFormat>) -> Result<Self, String> {
+        let mut out = Formats { iceberg: false, delta: false };
+        for format in &list {
+            let seen = match format {
+                TableFormat::Iceberg => std::mem::replace(&mut out.iceberg, true),
+                TableFormat::Delta => std::mem::replace(&mut out.delta, true),
+            };
+            if seen {
+                return Err(format!("{format:?} is listed twice").to_lowercase());
+            }
+        }
+        if list.is_empty() {
+            return Err("no format: list \"iceberg\", \"delta\" or both".into());
+        }
+        Ok(out)
+    }
+}
+
+impl From<Formats> for Vec<TableFormat> {
+    fn from(f: Formats) -> Self {
+        let iceberg = f.iceberg.then_some(TableFormat::Iceberg);
+        iceberg.into_iter().chain(f.delta.then_some(TableFormat::Delta)).collect()
+    }
+}
+
 /// One data file of a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskFile {

@@ -77,6 +77,7 @@ pub fn file_task(
 ) -> floe_core::task::CommitTask {
     use floe_core::task::{CommitTask, OffsetRange, SourceObject, TASK_VERSION, TaskFile, TaskSchema};
     CommitTask {
+        formats: Default::default(),
         version: TASK_VERSION,
         task_id,
         table: table.clone(),

@@ -75,6 +75,7 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
         config: Arc::new(config),
         task_store: Some(warehouse),
         sweep: true,
+        delta_log: opened.delta_log,
     };
     Ok(CompactorService {
         compactor,

@@ -39,6 +39,13 @@ struct Lane<'a> {
     data: Vec<&'a CommitTask>,
 }
 
+impl Lane<'_> {
+    /// Whether its topic lists Delta: the table has a Delta mirror to bring in step.
+    fn delta(&self) -> bool {
+        self.data.iter().any(|t| t.formats.delta()) || self.compactions.iter().any(|c| c.formats.delta())
+    }
+}
+
 /// What a lane did before its new data; shared with the lanes that wait for it.
 #[derive(Default)]
 struct Front {
@@ -107,13 +114,17 @@ impl Committer {
             }
             // A task whose dead letters failed waits whole: its main part too.
             let tasks: Vec<&CommitTask> = lane.data.iter().copied().filter(|t| !failed.contains(&t.task_id)).collect();
-            let main = match tasks.is_empty() {
+            let mut main = match tasks.is_empty() {
                 true => Outcome::default(),
                 false => {
                     let _permit = permits.acquire().await.ok();
                     self.commit_table(&lane.table, &tasks, deadline).await
                 }
             };
+            if lane.delta() {
+                let _permit = permits.acquire().await.ok();
+                self.mirror_delta(&lane.table, &mut main.0).await;
+            }
             (front, main)
         });
         merge(data, join_all(mains).await)
@@ -192,6 +203,7 @@ mod tests {
 
     fn compaction(id: &str, table: &str) -> CompactionTask {
         CompactionTask {
+            formats: Default::default(),
             version: TASK_VERSION,
             kind: CompactionKind::Compaction,
             task_id: id.into(),

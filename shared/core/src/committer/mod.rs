@@ -54,6 +54,7 @@ mod dead_letters;
 mod lanes;
 mod layout;
 mod lease;
+mod mirror;
 pub mod plan;
 mod publish;
 mod status;
@@ -68,6 +69,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, PartitionSpec};
 
 use crate::catalog::{Catalog, CatalogError};
+use crate::delta::{DeltaError, LocalLogStore, LogStore};
 use crate::lock::registry::TableRegistry;
 use crate::lock::{Clock, LockError, TableLocks};
 use crate::partition::describe;
@@ -99,6 +101,9 @@ pub enum CommitError {
     Table(#[from] TableError),
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// The Delta mirror of a table whose Iceberg commit is done.
+    #[error(transparent)]
+    Delta(#[from] DeltaError),
     #[error("{table}: incompatible schema, table suspended: {reason}")]
     Incompatible { table: String, reason: String },
     #[error("{table}: task {task_id}: {detail}")]
@@ -114,6 +119,7 @@ impl Retryable for CommitError {
         match self {
             CommitError::Table(e) => e.retryable(),
             CommitError::Lock(e) => e.retryable(),
+            CommitError::Delta(e) => e.retryable(),
             CommitError::Incompatible { .. } | CommitError::Task { .. } | CommitError::Internal { .. } => false,
         }
     }
@@ -166,6 +172,9 @@ pub struct Committer {
     /// The time commits are stamped with (never before the table's last commit:
     /// [`crate::table::snapshot::commit_timestamp_ms`]) and snapshots expire on.
     pub clock: Clock,
+    /// Where the Delta mirrors' logs are read and written (the local filesystem unless
+    /// [`Committer::with_delta_log`] says otherwise).
+    pub delta_log: Arc<dyn LogStore>,
 }
 
 /// Tables of a batch committed at once unless configured otherwise: all of them, as a
@@ -200,6 +209,7 @@ impl Committer {
             retry: RetryPolicy::default(),
             concurrency: DEFAULT_CONCURRENCY,
             clock: Clock::default(),
+            delta_log: Arc::new(LocalLogStore),
         }
     }
 
@@ -246,6 +256,11 @@ impl Committer {
     /// This committer stamping commits by `clock` ([`Committer::clock`]).
     pub fn with_clock(self, clock: Clock) -> Committer {
         Committer { clock, ..self }
+    }
+
+    /// This committer writing Delta logs through `delta_log` ([`Committer::delta_log`]).
+    pub fn with_delta_log(self, delta_log: Arc<dyn LogStore>) -> Committer {
+        Committer { delta_log, ..self }
     }
 
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`

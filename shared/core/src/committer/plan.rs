@@ -666,6 +666,7 @@ mod tests {
     /// A segment of topic `orders`, partition 0, holding `first..=last` in one file.
     fn task(id: &str, first: i64, last: i64) -> CommitTask {
         CommitTask {
+            formats: Default::default(),
             version: 1,
             task_id: id.into(),
             table: TableName { namespace: "kafka".into(), name: "orders".into() },
@@ -1184,6 +1185,7 @@ mod tests {
     #[test]
     fn stale_compactions_are_rejected() {
         let compaction = |id: &str, removed: &[&str]| CompactionTask {
+            formats: Default::default(),
             version: 1,
             kind: crate::task::CompactionKind::Compaction,
             task_id: id.into(),

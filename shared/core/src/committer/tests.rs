@@ -130,6 +130,7 @@ async fn a_compaction_replaces_live_files_and_one_whose_inputs_are_gone_is_rejec
     t.committer.commit(&[a.clone(), b.clone()], None).await;
     let inputs = vec![a.data_files[0].path().to_string(), b.data_files[0].path().to_string()];
     let compaction = |id: &str, removed: Vec<String>, added: TaskFile| CompactionTask {
+        formats: Default::default(),
         version: TASK_VERSION,
         kind: CompactionKind::Compaction,
         task_id: id.into(),

@@ -25,6 +25,7 @@
 //! # key_columns = ["id"]      # upsert: the value's columns keying it (default: the message key)
 //! # envelope = "debezium"     # upsert of JSON or Avro change events: the row is `after`, op d deletes
 //! partition_by = []           # Iceberg transforms, see below
+//! formats = ["iceberg"]      # or ["iceberg", "delta"]: a Delta table of the same files beside it
 //!
 //! [schema_registry]
 //! url = "https://registry.example.com"
@@ -508,6 +509,7 @@ impl FloeConfig {
             partition_by_field,
             key_message: s.key_message.clone().or_else(|| d.key_message.clone()),
             value_message: s.value_message.clone().or_else(|| d.value_message.clone()),
+            formats: s.formats.or(d.formats).unwrap_or_default(),
         })
     }
 

@@ -6,6 +6,7 @@ use iceberg::spec::FormatVersion;
 use serde::Deserialize;
 
 use super::ConfigError;
+use crate::vocabulary::Formats;
 use super::values::{BadRecordMode, ByteSize, DurationMs, Envelope, Format, Mode, SchemaSource};
 use crate::partition::grammar::parse_partition_field;
 pub use crate::partition::grammar::{MAX_WIDTH, PartitionField, Transform};
@@ -66,6 +67,8 @@ pub struct Settings {
     pub key_message: Option<String>,
     /// Protobuf: full name of the value's message (default: the first message of the schema).
     pub value_message: Option<String>,
+    /// The table formats: `["iceberg"]` (the default) or `["iceberg", "delta"]`.
+    pub formats: Option<Formats>,
 }
 
 /// Everything Floe needs to know about one topic.
@@ -107,6 +110,8 @@ pub struct TopicConfig {
     pub partition_by_field: String,
     pub key_message: Option<String>,
     pub value_message: Option<String>,
+    /// Iceberg, and a Delta mirror of it when `delta` is listed.
+    pub formats: Formats,
 }
 
 /// Checks one section's settings; returns its `partition_by`, parsed (`defaults`: the
@@ -186,6 +191,7 @@ pub(super) fn validate_settings(
         return Err(ConfigError::invalid(format!("{at}.format_version"), format!("{version}: 2 or 3")));
     }
     validate_mode(at, s, defaults)?;
+    validate_formats(at, s, defaults)?;
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
     for (i, f) in fields.iter().enumerate() {
@@ -225,6 +231,26 @@ fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), Conf
                 "debezium envelopes are read from JSON or Avro values: value_format = \"json\" or \"avro\"",
             ));
         }
+    }
+    Ok(())
+}
+
+/// Delta beside Iceberg, on append tables: a Delta table alone has no home for Floe's
+/// committed offsets and schema yet, and an upsert table's deletes are not mirrored.
+fn validate_formats(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
+    let Some(formats) = s.formats.or(defaults.formats) else { return Ok(()) };
+    let field = || format!("{at}.formats");
+    if formats.delta() && !formats.iceberg() {
+        return Err(ConfigError::invalid(
+            field(),
+            "[\"delta\"] alone is not supported yet: list [\"iceberg\", \"delta\"] (the Delta table mirrors the Iceberg one)",
+        ));
+    }
+    if formats.delta() && s.mode.or(defaults.mode).unwrap_or_default() == Mode::Upsert {
+        return Err(ConfigError::invalid(
+            field(),
+            "a Delta table mirrors append tables only: an upsert table's deletes have no Delta form in Floe yet",
+        ));
     }
     Ok(())
 }

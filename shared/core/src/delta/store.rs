@@ -33,8 +33,16 @@ pub trait LogStore: Send + Sync {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalLogStore;
 
-fn local(path: &str) -> PathBuf {
-    PathBuf::from(path.strip_prefix("file://").unwrap_or(path))
+/// A local path (`/…` or `file://…`); anything else (`s3://…`) is not this store's.
+fn local(path: &str) -> io::Result<PathBuf> {
+    let path = path.strip_prefix("file://").unwrap_or(path);
+    match path.split_once("://") {
+        Some((scheme, _)) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{path}: a {scheme}:// location, which the local Delta log store cannot reach"),
+        )),
+        None => Ok(PathBuf::from(path)),
+    }
 }
 
 fn named(path: &std::path::Path, e: io::Error) -> io::Error {
@@ -44,7 +52,7 @@ fn named(path: &std::path::Path, e: io::Error) -> io::Error {
 #[async_trait]
 impl LogStore for LocalLogStore {
     async fn read(&self, path: &str) -> io::Result<Option<Bytes>> {
-        let path = local(path);
+        let path = local(path)?;
         match tokio::fs::read(&path).await {
             Ok(bytes) => Ok(Some(Bytes::from(bytes))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -53,7 +61,7 @@ impl LogStore for LocalLogStore {
     }
 
     async fn put_if_absent(&self, path: &str, bytes: Bytes) -> io::Result<bool> {
-        let path = local(path);
+        let path = local(path)?;
         tokio::task::spawn_blocking(move || {
             let dir = path.parent().ok_or_else(|| io::Error::other(format!("{}: no folder", path.display())))?;
             std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
@@ -73,7 +81,7 @@ impl LogStore for LocalLogStore {
     }
 
     async fn put(&self, path: &str, bytes: Bytes) -> io::Result<()> {
-        let path = local(path);
+        let path = local(path)?;
         tokio::task::spawn_blocking(move || {
             let dir = path.parent().ok_or_else(|| io::Error::other(format!("{}: no folder", path.display())))?;
             std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
@@ -87,7 +95,7 @@ impl LogStore for LocalLogStore {
     }
 
     async fn list(&self, dir: &str) -> io::Result<Vec<String>> {
-        let dir = local(dir);
+        let dir = local(dir)?;
         let mut entries = match tokio::fs::read_dir(&dir).await {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -105,7 +113,7 @@ impl LogStore for LocalLogStore {
 
     async fn delete(&self, paths: &[String]) -> io::Result<()> {
         for path in paths {
-            let path = local(path);
+            let path = local(path)?;
             match tokio::fs::remove_file(&path).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

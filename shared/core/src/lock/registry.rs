@@ -105,6 +105,9 @@ pub enum Activity {
     /// The table's lease: held by another owner when the committer came, the tasks given
     /// back (to be retried). Ended by the next commit, or by the lease coming free.
     Lease,
+    /// The Delta mirror: the Delta table brought in step after the table's commits.
+    /// Ended by the next mirror that succeeds.
+    Delta,
 }
 
 impl Activity {
@@ -115,6 +118,7 @@ impl Activity {
             Activity::Sweep => "sweep",
             Activity::Config => "config",
             Activity::Lease => "lease",
+            Activity::Delta => "delta",
         }
     }
 
@@ -127,6 +131,7 @@ impl Activity {
             Activity::Sweep => &[Activity::Sweep],
             Activity::Config => &[Activity::Config],
             Activity::Lease => &[Activity::Lease],
+            Activity::Delta => &[Activity::Delta],
         }
     }
 }

@@ -36,6 +36,7 @@ use super::sweep::{Sweep, SweepReport};
 use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
+use crate::delta::{LogStore, mirror};
 use crate::queue::TaskQueue;
 use crate::retry::Retryable;
 use crate::storage::WarehouseFiles;
@@ -43,6 +44,7 @@ use crate::table::compaction::{Bin, CompactionPolicy, Planned, bins, task_id};
 use crate::table::retention::Retention;
 use crate::table::{LoadedTable, TableError, TableName, committed_offsets, load};
 use crate::task::Task;
+use crate::vocabulary::Formats;
 
 /// A bin whose task was queued less than this long ago is not rewritten again: the
 /// committer applies a task within seconds unless it is failing, and a task lost between
@@ -66,6 +68,10 @@ pub struct Compactor {
     /// Whether each table is swept after its compaction (the orphan sweep); off, the run
     /// only compacts.
     pub sweep: bool,
+    /// Where the Delta mirrors' logs are (tables whose topic lists Delta are brought in
+    /// step each run: a mirror lost between a commit and its Delta commit is made good
+    /// here when no task comes again).
+    pub delta_log: Arc<dyn LogStore>,
 }
 
 /// What one table's maintenance did.
@@ -173,7 +179,10 @@ impl Compactor {
             true => {
                 let policy = topic.as_ref().map(CompactionPolicy::from).unwrap_or_default();
                 let compacted = match retention(&loaded, topic.as_ref(), now_ms) {
-                    Ok(retention) => self.compact_table(&loaded, policy, retention, now_ms, deadline, run).await,
+                    Ok(retention) => {
+                        let formats = topic.as_ref().map(|t| t.formats).unwrap_or_default();
+                        self.compact_table(&loaded, (policy, formats), retention, now_ms, deadline, run).await
+                    }
                     Err(e) => Err(e),
                 };
                 self.note_outcome(table, Activity::Compaction, now_ms, &compacted).await;
@@ -181,6 +190,14 @@ impl Compactor {
             }
             false => Ok(()),
         };
+        if topic.as_ref().is_some_and(|t| t.formats.delta()) {
+            let mirrored = mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now_ms).await;
+            let mirrored = mirrored.map_err(MaintenanceError::from);
+            self.note_outcome(table, Activity::Delta, now_ms, &mirrored).await;
+            if let Err(e) = mirrored {
+                tracing::error!(table = %table, error = %e, "Delta mirror failed");
+            }
+        }
         if !(self.sweep && own.orphan_sweep) {
             return compacted;
         }
@@ -252,7 +269,7 @@ impl Compactor {
     async fn compact_table(
         &self,
         loaded: &LoadedTable,
-        policy: CompactionPolicy,
+        (policy, formats): (CompactionPolicy, Formats),
         retention: Option<Retention>,
         now_ms: i64,
         deadline: Option<Instant>,
@@ -278,7 +295,7 @@ impl Compactor {
                 run.already_queued += 1;
                 continue;
             }
-            self.queue_bin(loaded, policy, &planned, bin, earlier, now_ms, run).await?;
+            self.queue_bin(loaded, (policy, formats), &planned, bin, earlier, now_ms, run).await?;
         }
         tracing::info!(table = %table, compactions = run.compactions, files = run.files_in, bytes = run.bytes_in,
             already_queued = run.already_queued, "compaction queued");
@@ -292,7 +309,7 @@ impl Compactor {
     async fn queue_bin(
         &self,
         loaded: &LoadedTable,
-        policy: CompactionPolicy,
+        (policy, formats): (CompactionPolicy, Formats),
         planned: &Planned,
         bin: &Bin,
         earlier: Option<&HeldTask>,
@@ -300,9 +317,10 @@ impl Compactor {
         run: &mut TableRun,
     ) -> Result<(), MaintenanceError> {
         let (table, metadata) = (&loaded.name, &loaded.metadata);
-        let task = rewrite_bin(&self.file_io, table, metadata, policy, planned, bin, now_ms)
+        let mut task = rewrite_bin(&self.file_io, table, metadata, policy, planned, bin, now_ms)
             .await
             .map_err(TableError::iceberg(table))?;
+        task.formats = formats;
         let (files_out, bytes_out) = (task.added.len() as u64, task.added.iter().map(|f| f.size()).sum::<u64>());
         let delete_files: Vec<String> = task.deletes_applied.iter().map(|d| d.path.clone()).collect();
         let (rows_deleted, rows_expired) = task.left_out.as_ref().map_or((0, 0), |l| (l.deleted, l.expired));

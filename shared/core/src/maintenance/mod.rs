@@ -28,6 +28,7 @@ pub mod rewrite;
 pub mod stall;
 pub mod sweep;
 
+use crate::delta::DeltaError;
 use crate::lock::LockError;
 use crate::queue::QueueError;
 use crate::retry::Retryable;
@@ -58,6 +59,9 @@ pub enum MaintenanceError {
     /// timestamp or date column of it): fixed in `floe.toml`, not by retrying.
     #[error("{table}: {detail}")]
     Config { table: String, detail: String },
+    /// The table's Delta mirror could not be brought in step.
+    #[error(transparent)]
+    Delta(#[from] DeltaError),
 }
 
 impl Retryable for MaintenanceError {
@@ -67,6 +71,7 @@ impl Retryable for MaintenanceError {
             MaintenanceError::Registry(e) => e.retryable(),
             MaintenanceError::Queue(e) => e.retryable(),
             MaintenanceError::Storage { retryable, .. } => *retryable,
+            MaintenanceError::Delta(e) => e.retryable(),
             MaintenanceError::Internal { .. } | MaintenanceError::Config { .. } => false,
         }
     }

@@ -96,6 +96,7 @@ pub async fn rewrite_bin(
         data_sequence_number: planned.sequence_number,
         deletes_applied,
         left_out,
+        formats: Default::default(),
     })
 }
 

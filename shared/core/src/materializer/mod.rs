@@ -548,6 +548,7 @@ fn build_task(
         dead_letter_schema,
         source: input.object,
         created_at_ms: chrono::Utc::now().timestamp_millis(),
+        formats: topic.formats,
         dead_letters_of: None,
     })
 }

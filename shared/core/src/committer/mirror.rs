@@ -1,0 +1,57 @@
+//! A table's Delta mirror brought in step after the batch's commits to it, when its
+//! tasks' topic lists Delta (`formats`, carried by each task): [`crate::delta::mirror`]
+//! from the table as it is now.
+//!
+//! ```text
+//!  lane done (compactions, new data) ─ a task lists Delta? ─ no ─▶ nothing
+//!    │ load the table ─▶ mirror (no lease: put-if-absent and the Iceberg sequence
+//!    │                   number recorded in the Delta log keep racing mirrors right)
+//!    ├─ ok ─▶ status: Delta failing no more
+//!    ├─ retryable failure ─▶ the lane's committed data tasks fail, retryable: the
+//!    │                       queue brings them back, their offsets are found in the
+//!    │                       Iceberg table, and the mirror runs again (a crash between
+//!    │                       the two commits converges the same way)
+//!    └─ other failure (a type Delta lacks, delete files waiting for compaction, a
+//!                      damaged log) ─▶ status: Delta failing, with the error; the
+//!                      Iceberg table goes on, and each later commit tries again
+//! ```
+
+use super::{CommitError, Committer, TaskResult};
+use crate::delta::{Mirrored, mirror};
+use crate::lock::registry::Activity;
+use crate::retry::Retryable;
+use crate::table::load;
+use crate::task::TableName;
+
+impl Committer {
+    /// Mirrors `table` into its Delta table; on a retryable failure, the committed tasks
+    /// among `results` are failed (retryable) so that they come back.
+    pub(super) async fn mirror_delta(&self, table: &TableName, results: &mut [(String, TaskResult)]) {
+        let outcome = self.try_mirror(table).await;
+        self.note_outcome(table, Activity::Delta, &outcome).await;
+        let error = match outcome {
+            Ok(Some(Mirrored::Committed { version, added, removed })) => {
+                tracing::info!(table = %table, version, added, removed, "Delta table in step");
+                return;
+            }
+            Ok(_) => return,
+            Err(e) => e,
+        };
+        tracing::error!(table = %table, error = %error, retryable = error.retryable(), "Delta mirror failed");
+        if !error.retryable() {
+            return;
+        }
+        for (_, result) in results.iter_mut() {
+            if matches!(result, TaskResult::Committed | TaskResult::AlreadyCommitted) {
+                let error = format!("committed to the Iceberg table; its Delta table is not in step yet: {error}");
+                *result = TaskResult::Failed { error, retryable: true };
+            }
+        }
+    }
+
+    async fn try_mirror(&self, table: &TableName) -> Result<Option<Mirrored>, CommitError> {
+        let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else { return Ok(None) };
+        let now = self.clock.now_ms();
+        Ok(Some(mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now).await?))
+    }
+}

@@ -1,0 +1,131 @@
+//! Delta tables beside the Iceberg tables (`formats = ["iceberg", "delta"]`), judged by
+//! delta-rs (the `deltalake` Python package) and DuckDB's delta extension against
+//! PyIceberg's read of the Iceberg table: every committed record once, the same rows,
+//! the offsets in `txn` actions, time travel by version, compaction as `OPTIMIZE`,
+//! readers starting from Floe's checkpoint, and a mirror lost between the two commits
+//! (its Delta commit file gone) made good when the tasks come again.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use floe_core::config::FloeConfig;
+use floe_core::delta::{DeltaSnapshot, LocalLogStore};
+
+use crate::committer::{copy, read_local};
+use crate::support;
+
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// What tests/py/read_delta.py reads.
+#[derive(serde::Deserialize, Debug)]
+struct DeltaRead {
+    rows: usize,
+    offsets: BTreeMap<String, Vec<i64>>,
+    duplicates: usize,
+    values: std::collections::HashMap<String, Option<String>>,
+    #[serde(default)]
+    version: Option<i64>,
+    #[serde(default)]
+    txns: BTreeMap<String, Option<i64>>,
+    #[serde(default)]
+    protocol: Vec<i32>,
+    #[serde(default)]
+    operations: Vec<Option<String>>,
+}
+
+fn read_delta(args: &[&str]) -> DeltaRead {
+    let out = std::process::Command::new(support::python())
+        .arg(support::root().join("tests/py/read_delta.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "read_delta.py {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn config() -> FloeConfig {
+    FloeConfig::parse("[defaults]\nenabled = true\nformats = [\"iceberg\", \"delta\"]\n").unwrap()
+}
+
+async fn run(input: &Path, warehouse: &Path) {
+    let report = floe_cli::local::run_local(input, warehouse, config()).await.unwrap();
+    assert!(report.failed.is_empty() && report.maintenance_failed.is_empty(), "{report:?}");
+}
+
+/// Both readers of the Delta table see exactly the Iceberg table's rows; delta-rs's read
+/// (with the partitions' txn versions) is returned.
+fn same_rows(warehouse: &Path, table: &str, partitions: &[i32]) -> DeltaRead {
+    let iceberg = read_local(warehouse, table);
+    assert_eq!(iceberg.duplicates, 0);
+    let topic = table.rsplit('.').next().unwrap();
+    let apps: Vec<String> = partitions.iter().map(|p| format!("{table}/{topic}/{p}")).collect();
+    let mut args = vec!["deltalake", iceberg.location.as_str()];
+    for app in &apps {
+        args.extend(["--app", app.as_str()]);
+    }
+    let delta = read_delta(&args);
+    let duck = read_delta(&["duckdb", &iceberg.location]);
+    for (reader, read) in [("delta-rs", &delta), ("DuckDB", &duck)] {
+        assert_eq!((read.rows, read.duplicates), (iceberg.rows, 0), "{table}: {reader}");
+        assert_eq!(read.offsets, iceberg.offsets, "{table}: {reader}");
+        assert_eq!(read.values, iceberg.values, "{table}: {reader}");
+    }
+    for (p, app) in partitions.iter().zip(&apps) {
+        let last = iceberg.offsets[&p.to_string()].last().copied();
+        assert_eq!(delta.txns[app], last, "{table}: the txn of partition {p}");
+    }
+    delta
+}
+
+#[tokio::test]
+async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_compaction_and_a_lost_mirror() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for rel in ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"] {
+        copy(&samples, input.path(), rel);
+    }
+    run(input.path(), warehouse.path()).await;
+    let first = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
+    assert_eq!((first.rows, first.version, first.protocol.as_slice()), (180, Some(0), &[2, 5][..]));
+
+    // A second run adds a segment: a new version; version 0 still reads the first rows.
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    run(input.path(), warehouse.path()).await;
+    let second = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
+    assert_eq!((second.rows, second.version), (240, Some(1)));
+    let location = read_local(warehouse.path(), "kafka.orders").location;
+    let back = read_delta(&["deltalake", &location, "--version", "0"]);
+    assert_eq!((back.rows, back.offsets), (180, first.offsets));
+
+    // The mirror of a commit lost (its Delta commit file gone, as if the committer died
+    // between the two commits): the same segments run again, their tasks are found
+    // committed in Iceberg, and the mirror brings the Delta table in step.
+    let log = Path::new(&location).join("_delta_log");
+    std::fs::remove_file(log.join("00000000000000000001.json")).unwrap();
+    assert_eq!(read_delta(&["deltalake", &location]).rows, 180);
+    run(input.path(), warehouse.path()).await;
+    let caught_up = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
+    assert_eq!((caught_up.rows, caught_up.version), (240, Some(1)));
+    // And once in step, running again writes nothing.
+    run(input.path(), warehouse.path()).await;
+    assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).version, Some(1));
+
+    // Compaction days later: one Delta commit that changes no data (OPTIMIZE).
+    let mut out = Vec::new();
+    let clock = floe_core::lock::Clock::Shifted { by_ms: 4 * DAY_MS };
+    floe_cli::compact::compact(warehouse.path(), config(), clock, &mut out).await.unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("kafka.orders: ") && out.contains("bin(s) compacted"), "{out}");
+    assert_eq!(read_local(warehouse.path(), "kafka.orders").operation.as_deref(), Some("replace"));
+    let compacted = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
+    assert_eq!(compacted.version, Some(2));
+    assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"), "{:?}", compacted.operations);
+
+    // Readers start from Floe's checkpoint: the commits it covers removed.
+    let state = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();
+    state.checkpoint(&LocalLogStore).await.unwrap();
+    for v in 0..=state.version {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).rows, 240);
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Reads a local Delta table as engines other than Floe do; prints one JSON object.
+
+    read_delta.py deltalake TABLE_FOLDER [--version V] [--app APP_ID ...]
+        delta-rs (the `deltalake` package): its DataFusion query engine, at the newest
+        version or at V; each APP_ID's transaction version
+    read_delta.py duckdb TABLE_FOLDER
+        DuckDB's delta extension (delta_scan)
+
+The DuckDB extension is loaded by path from the `duckdb-extension-delta` wheel
+(tests/py/requirements.txt); DuckDB never downloads one. Output: the rows as
+read_folder.py summarises them ({"rows", "offsets", "duplicates", "values"}), and from
+delta-rs the table's "version", its "txns" ({app id: version}), its "protocol"
+([reader, writer]), its "files" (how many) and its "operations" (each version's, oldest
+first). A failure exits 1 with the reader's error on stderr.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+import pyarrow as pa
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from read_folder import summary  # noqa: E402
+
+
+def with_deltalake(folder, version, apps):
+    from deltalake import DeltaTable, QueryBuilder
+
+    table = DeltaTable(folder, version=version)
+    data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+    out = summary(data)
+    protocol = table.protocol()
+    out.update(
+        version=table.version(),
+        txns={app: table.transaction_version(app) for app in apps},
+        protocol=[protocol.min_reader_version, protocol.min_writer_version],
+        files=len(table.file_uris()),
+        operations=[h.get("operation") for h in sorted(table.history(), key=lambda h: h["version"])],
+    )
+    return out
+
+
+def with_duckdb(folder):
+    import duckdb
+    import duckdb_extension_delta
+
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    pattern = os.path.join(duckdb_extension_delta.__path__[0], "extensions", "v" + duckdb.__version__, "delta.duckdb_extension")
+    found = glob.glob(pattern)
+    if not found:
+        sys.exit("no delta extension at %s" % pattern)
+    con.execute("LOAD '%s'" % found[0].replace("'", "''"))
+    data = con.execute("SELECT * FROM delta_scan('%s')" % folder.replace("'", "''")).to_arrow_table()
+    return summary(data)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["deltalake", "duckdb"])
+    parser.add_argument("folder")
+    parser.add_argument("--version", type=int)
+    parser.add_argument("--app", action="append", default=[], help="an app id whose txn version to read")
+    args = parser.parse_args()
+    if args.mode == "deltalake":
+        out = with_deltalake(args.folder, args.version, args.app)
+    else:
+        out = with_duckdb(args.folder)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
