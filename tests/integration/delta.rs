@@ -119,7 +119,12 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
     assert_eq!(read_local(warehouse.path(), "kafka.orders").operation.as_deref(), Some("replace"));
     let compacted = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
     assert_eq!(compacted.version, Some(2));
-    assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"), "{:?}", compacted.operations);
+    assert_eq!(
+        compacted.operations.last().cloned().flatten().as_deref(),
+        Some("OPTIMIZE"),
+        "{:?}",
+        compacted.operations
+    );
 
     // Readers start from Floe's checkpoint: the commits it covers removed.
     let state = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();
@@ -128,4 +133,60 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
         std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
     }
     assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).rows, 240);
+}
+
+/// delta-rs's read of the Delta table at `location` on moto's S3, with the txn version
+/// of the table's Kafka partition 0.
+fn read_delta_on_moto(location: &str, app: &str) -> DeltaRead {
+    let endpoint = support::moto().endpoint.clone();
+    read_delta(&["deltalake", location, "--app", app, "--endpoint", &endpoint])
+}
+
+/// On AWS (moto: S3's conditional PUT, Glue, SQS, DynamoDB), through the Lambda
+/// handlers: three segments committed a batch each, one of them delivered again, then
+/// the compactor Lambda's scheduled run committed: delta-rs reads the same rows as
+/// PyIceberg through Glue at each step, the offsets in the `txn`, the compaction as an
+/// `OPTIMIZE` that changes no data.
+#[tokio::test]
+async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelivery_and_compaction() {
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    use floe_aws::lambda::{handle_committer_event, handle_compactor_event};
+
+    let formats = "formats = [\"iceberg\", \"delta\"]\n";
+    let (aws, read, offsets, _) = crate::maintenance::small_files_on_moto_with("delta", formats).await;
+    let app = format!("{}/payments/0", aws.table());
+    let same = |read: &crate::committer::Read, delta: &DeltaRead| {
+        assert_eq!((delta.rows, delta.duplicates), (read.rows, 0));
+        assert_eq!((&delta.offsets, &delta.values), (&read.offsets, &read.values));
+        assert_eq!(delta.txns[&app], offsets.last().copied());
+    };
+    let first = read_delta_on_moto(&read.location, &app);
+    same(&read, &first);
+    assert_eq!(first.version, Some(2), "a Delta version per commit");
+
+    // The first segment delivered again: its offsets are committed, nothing is added.
+    let (materializer, committer) = (aws.materializer().await, aws.committer());
+    let (dir, _, _) = crate::committer::payments();
+    aws.materialize(&materializer, dir.path(), crate::committer::SEGMENTS[0]).await;
+    let (event, receipts) = aws.receive().await;
+    assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let again = read_delta_on_moto(&read.location, &app);
+    same(&aws.read(), &again);
+    assert_eq!(again.version, Some(2), "nothing new to mirror");
+
+    // The compactor Lambda's scheduled run, then the committer: one OPTIMIZE version.
+    let text = std::fs::read_to_string(support::root().join(crate::maintenance::SCHEDULED_EVENT)).unwrap();
+    let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let response = handle_compactor_event(&aws.compactor().await, scheduled, None).await;
+    assert!(response.failed.is_empty() && response.compacted.len() == 1, "{response:?}");
+    let (event, receipts) = aws.receive().await;
+    assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+    aws.delete(&receipts).await;
+    let after = aws.read();
+    assert_eq!(after.operation.as_deref(), Some("replace"));
+    let compacted = read_delta_on_moto(&read.location, &app);
+    same(&after, &compacted);
+    assert_eq!(compacted.version, Some(3));
+    assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"));
 }

@@ -268,7 +268,7 @@ pub(crate) async fn full_bin_on_moto(name: &str) -> (crate::committer::Aws, crat
 /// A table on moto (`[defaults]` with `defaults_toml`) of the segments `keys` in `dir`,
 /// committed a segment a batch: a snapshot and a small file each. Returns what PyIceberg
 /// reads.
-async fn committed_on_moto(
+pub(crate) async fn committed_on_moto(
     name: &str,
     defaults_toml: &str,
     dir: &Path,

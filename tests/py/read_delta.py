@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Reads a local Delta table as engines other than Floe do; prints one JSON object.
 
-    read_delta.py deltalake TABLE_FOLDER [--version V] [--app APP_ID ...]
+    read_delta.py deltalake TABLE_FOLDER [--version V] [--app APP_ID ...] [--endpoint URL]
         delta-rs (the `deltalake` package): its DataFusion query engine, at the newest
-        version or at V; each APP_ID's transaction version
+        version or at V; each APP_ID's transaction version; an s3:// table from S3 at
+        URL (moto)
     read_delta.py duckdb TABLE_FOLDER
         DuckDB's delta extension (delta_scan)
 
@@ -26,10 +27,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from read_folder import summary  # noqa: E402
 
 
-def with_deltalake(folder, version, apps):
+def storage_options(endpoint):
+    """S3 at `endpoint` (moto), with the test credentials."""
+    if not endpoint:
+        return None
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+    }
+
+
+def with_deltalake(folder, version, apps, endpoint):
     from deltalake import DeltaTable, QueryBuilder
 
-    table = DeltaTable(folder, version=version)
+    table = DeltaTable(folder, version=version, storage_options=storage_options(endpoint))
     data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
     out = summary(data)
     protocol = table.protocol()
@@ -63,9 +78,10 @@ def main():
     parser.add_argument("folder")
     parser.add_argument("--version", type=int)
     parser.add_argument("--app", action="append", default=[], help="an app id whose txn version to read")
+    parser.add_argument("--endpoint", help="S3 at this endpoint (moto), for an s3:// table")
     args = parser.parse_args()
     if args.mode == "deltalake":
-        out = with_deltalake(args.folder, args.version, args.app)
+        out = with_deltalake(args.folder, args.version, args.app, args.endpoint)
     else:
         out = with_duckdb(args.folder)
     print(json.dumps(out))

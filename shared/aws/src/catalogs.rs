@@ -32,11 +32,11 @@ use floe_core::table::CatalogTables;
 
 use crate::delta_log::S3LogStore;
 use crate::files::{AnyFiles, S3Files};
-use floe_core::delta::{LocalLogStore, LogStore};
 use crate::glue::GlueCatalog;
 use crate::s3::routed_file_io;
 use crate::s3tables::S3TablesCatalog;
 use crate::vended::{S3Clients, VendedRoutes};
+use floe_core::delta::{LocalLogStore, LogStore};
 
 /// Where the catalog is opened.
 pub enum Host<'a> {

@@ -57,8 +57,8 @@ use serde::{Deserialize, Serialize};
 use crate::datafile::WrittenFile;
 use crate::segment::{SegmentLayout, TxnMarker};
 pub use crate::table::deletes::AppliedDelete;
-use crate::vocabulary::{Formats, ordered_partition_json};
 pub use crate::vocabulary::{BadRecord, OffsetRange, PendingTransaction, TableName, TaskFile};
+use crate::vocabulary::{Formats, ordered_partition_json};
 
 /// The CommitTask JSON version of unpartitioned tasks (and of the stored-task pointer).
 pub const TASK_VERSION: u32 = 1;

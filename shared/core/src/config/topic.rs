@@ -6,11 +6,11 @@ use iceberg::spec::FormatVersion;
 use serde::Deserialize;
 
 use super::ConfigError;
-use crate::vocabulary::Formats;
 use super::values::{BadRecordMode, ByteSize, DurationMs, Envelope, Format, Mode, SchemaSource};
 use crate::partition::grammar::parse_partition_field;
 pub use crate::partition::grammar::{MAX_WIDTH, PartitionField, Transform};
 pub use crate::segment::{MAX_TOPIC_LEN, topic_name_error};
+use crate::vocabulary::Formats;
 
 /// Target file sizes accepted: files above 4 GiB gain nothing for readers, and a batch
 /// (a sixteenth of the target) must stay far below the 2 GiB of string data an Arrow
