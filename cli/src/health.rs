@@ -25,6 +25,8 @@ pub struct TableRead {
     pub facts: TableFacts,
     /// What stops its next commit: what cannot be read, who holds its lease.
     pub readiness: Readiness,
+    /// Its Delta mirror, when it has one (or why its log cannot be read).
+    pub delta: Option<String>,
 }
 
 /// Reads `name` as a commit reads it — its current metadata, the offsets its snapshot
@@ -48,6 +50,10 @@ pub async fn read_table(
     };
     read.found = true;
     read.snapshots = loaded.metadata.snapshots().count();
+    read.delta = match floe_core::delta::status(tables.delta_log.as_ref(), &loaded).await {
+        Ok(delta) => delta.map(|d| d.describe()),
+        Err(e) => Some(format!("its log cannot be read: {e}")),
+    };
     match TableFacts::of(name, &loaded.metadata, now_ms) {
         Ok(facts) => read.facts = facts,
         // The table is named by status's line already.
@@ -121,7 +127,7 @@ impl TableStatus {
             offsets: health.facts.offsets.clone(),
             suspended,
             problem: read.readiness.unreadable,
-            health: HealthView::from(&health),
+            health: HealthView { delta: read.delta, ..HealthView::from(&health) },
             maintenance: maintenance.into(),
         }
     }
@@ -164,6 +170,9 @@ pub struct HealthView {
     /// An upsert table's live keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live_keys: Option<u64>,
+    /// Its Delta mirror: version, files, whether it is in step with the Iceberg table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -203,6 +212,7 @@ impl From<&TableHealth> for HealthView {
             oldest_row: h.facts.oldest_row_ms.map(time),
             fresh_files: h.facts.fresh_files,
             live_keys: h.facts.live_keys,
+            delta: None,
         }
     }
 }
@@ -248,6 +258,9 @@ pub fn render(rows: &[(&str, &HealthView)]) -> String {
         }
         for warning in &h.warnings {
             out += &format!("  warning: {warning}\n");
+        }
+        if let Some(delta) = &h.delta {
+            out += &format!("  delta: {delta}\n");
         }
         if let Some(keys) = h.live_keys {
             out += &format!("  upsert: {keys} live key(s), one row each\n");
@@ -320,7 +333,8 @@ mod tests {
             files: Some(2),
             ..Default::default()
         };
-        let read = TableRead { found: true, snapshots: 3, facts, readiness: Readiness::default() };
+        let delta = Some("version 2, 3 files, in step with the Iceberg table".to_string());
+        let read = TableRead { found: true, snapshots: 3, facts, readiness: Readiness::default(), delta };
         let resume = "floe aws resume kafka.orders --lock-table locks";
         let status =
             TableStatus::new("kafka.orders".into(), Some("bad record".into()), Default::default(), read, resume);
@@ -330,6 +344,7 @@ mod tests {
         assert_eq!(json["offsets"], serde_json::json!({"orders-0": "0-99"}));
         assert_eq!((&json["state"], &json["reason"]), (&"suspended".into(), &"bad record".into()));
         assert_eq!((&json["suspended"], &json["resume"]), (&"bad record".into(), &resume.into()));
+        assert_eq!(json["delta"], "version 2, 3 files, in step with the Iceberg table");
         assert_eq!(json["files"], 2);
         assert!(json.get("problem").is_none(), "a readable table has no problem field: {json}");
         assert_eq!(json["failing"], serde_json::json!([]), "the maintenance fields, flattened: {json}");

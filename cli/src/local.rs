@@ -209,7 +209,11 @@ pub async fn run_local_at(
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
     warehouse.catalog.check_access(&config.configured_tables(), Access::Commit).await?;
-    let tables = Arc::new(CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() });
+    let tables = Arc::new(CatalogTables {
+        catalog: warehouse.catalog.clone(),
+        file_io: warehouse.file_io.clone(),
+        delta_log: warehouse.delta_log.clone(),
+    });
     let config = Arc::new(config);
     let materializer = Materializer {
         registry: http_registry(&config)?,
@@ -325,7 +329,11 @@ pub async fn resolve(
 ) -> anyhow::Result<String> {
     let dir = folder("--warehouse", warehouse, false)?;
     let warehouse = Warehouse::open(dir, Clock::Wall, config.catalog.as_ref()).await?;
-    let tables = CatalogTables { catalog: warehouse.catalog.clone(), file_io: warehouse.file_io.clone() };
+    let tables = CatalogTables {
+        catalog: warehouse.catalog.clone(),
+        file_io: warehouse.file_io.clone(),
+        delta_log: warehouse.delta_log.clone(),
+    };
     crate::resolve::local(&warehouse.committer, &tables, decision).await
 }
 

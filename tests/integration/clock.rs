@@ -21,7 +21,11 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 /// The table's snapshot-log and metadata-log times, oldest first.
 async fn logged_times(warehouse: &Path, table: &str) -> (Vec<i64>, Vec<i64>) {
     let catalog = SqliteCatalog::open(&warehouse.join("catalog.db"), "floe").unwrap();
-    let tables = CatalogTables { catalog: Arc::new(catalog), file_io: floe_core::storage::local_file_io() };
+    let tables = CatalogTables {
+        catalog: Arc::new(catalog),
+        file_io: floe_core::storage::local_file_io(),
+        delta_log: Arc::new(floe_core::delta::LocalLogStore),
+    };
     let loaded = tables.load(&TableName::parse(table).unwrap()).await.unwrap().unwrap();
     let snapshots = loaded.metadata.history().iter().map(|l| l.timestamp_ms).collect();
     let metadata = loaded.metadata.metadata_log().iter().map(|l| l.timestamp_ms).collect();

@@ -111,6 +111,7 @@ impl Clicks {
         let tables: Arc<dyn floe_core::table::TableLookup> = Arc::new(floe_core::table::CatalogTables {
             catalog: self.catalog.clone(),
             file_io: self.committer.file_io.clone(),
+            delta_log: Arc::new(floe_core::delta::LocalLogStore),
         });
         let mut tasks = Vec::new();
         for object in objects {

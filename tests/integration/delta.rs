@@ -103,7 +103,14 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
     let log = Path::new(&location).join("_delta_log");
     std::fs::remove_file(log.join("00000000000000000001.json")).unwrap();
     assert_eq!(read_delta(&["deltalake", &location]).rows, 180);
+    let delta_status = async || {
+        let status = floe_cli::local::status_in(warehouse.path(), &config()).await.unwrap();
+        status.into_iter().find(|t| t.table == "kafka.orders").unwrap().health.delta.unwrap()
+    };
+    let behind = delta_status().await;
+    assert!(behind.starts_with("version 0, 2 files, behind: mirrors Iceberg sequence number 1 of 2"), "{behind}");
     run(input.path(), warehouse.path()).await;
+    assert_eq!(delta_status().await, "version 1, 3 files, in step with the Iceberg table");
     let caught_up = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
     assert_eq!((caught_up.rows, caught_up.version), (240, Some(1)));
     // And once in step, running again writes nothing.

@@ -464,6 +464,7 @@ async fn a_throttled_glue_on_the_table_lookup_is_retryable() {
     let tables = CatalogTables {
         catalog: Arc::new(GlueCatalog::new(aws_sdk_glue::Client::from_conf(glue_config))),
         file_io: floe_core::storage::local_file_io(),
+        delta_log: Arc::new(floe_core::delta::LocalLogStore),
     };
     let materializer = Materializer { tables: Some(Arc::new(tables)), ..aws.materializer(None).await };
     let error = materializer.handle(&ObjectRef::new(&aws.segments, key)).await.unwrap_err();

@@ -273,7 +273,11 @@ fn local_materializer(input: &Path, warehouse: &Path, config: FloeConfig) -> (Ma
         file_io: file_io.clone(),
         warehouse: warehouse.canonicalize().unwrap().display().to_string(),
         queue: queue.clone(),
-        tables: Some(Arc::new(CatalogTables { catalog: Arc::new(catalog), file_io })),
+        tables: Some(Arc::new(CatalogTables {
+            catalog: Arc::new(catalog),
+            file_io,
+            delta_log: Arc::new(floe_core::delta::LocalLogStore),
+        })),
         table_registry: None,
         limits: Limits::default(),
     };

@@ -36,7 +36,8 @@ async fn read(catalog: &S3TablesCatalog, table: &TableName) -> Read {
 /// The Lambdas' materializer, its tables looked up (and made) through S3 Tables.
 async fn materializer(aws: &Aws, catalog: Arc<dyn Catalog>) -> Materializer {
     let base = aws.materializer().await;
-    let tables = CatalogTables { catalog, file_io: base.file_io.clone() };
+    let tables =
+        CatalogTables { catalog, file_io: base.file_io.clone(), delta_log: Arc::new(floe_core::delta::LocalLogStore) };
     Materializer { tables: Some(Arc::new(tables)), ..base }
 }
 

@@ -85,7 +85,11 @@ impl OpenedCatalog {
 
     /// The catalog and the `FileIO`: how the tables are read.
     pub fn tables(&self) -> CatalogTables {
-        CatalogTables { catalog: self.catalog.clone(), file_io: self.file_io.clone() }
+        CatalogTables {
+            catalog: self.catalog.clone(),
+            file_io: self.file_io.clone(),
+            delta_log: self.delta_log.clone(),
+        }
     }
 }
 

@@ -21,10 +21,11 @@ pub mod store;
 use std::io;
 
 pub use log::DeltaSnapshot;
-pub use mirror::{Mirrored, mirror};
+pub use mirror::{ICEBERG_SEQUENCE_APP, Mirrored, mirror};
 pub use store::{LocalLogStore, LogStore};
 
 use crate::retry::Retryable;
+use crate::table::LoadedTable;
 
 /// Why a Delta table could not be read or brought in step.
 #[derive(Debug, thiserror::Error)]
@@ -63,4 +64,48 @@ impl Retryable for DeltaError {
             DeltaError::Log { .. } | DeltaError::Unsupported(_) | DeltaError::Waiting { .. } => false,
         }
     }
+}
+
+/// A table's Delta mirror as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeltaStatus {
+    /// The Delta table's newest version.
+    pub version: i64,
+    /// Its files.
+    pub files: usize,
+    /// The sequence number of the Iceberg snapshot it mirrors (`None`: none of Floe's).
+    pub mirrored_sequence: Option<i64>,
+    /// The Iceberg table's own.
+    pub iceberg_sequence: i64,
+}
+
+impl DeltaStatus {
+    /// Whether it mirrors the Iceberg table's current snapshot.
+    pub fn in_step(&self) -> bool {
+        self.mirrored_sequence.is_some_and(|m| m >= self.iceberg_sequence)
+    }
+
+    /// One line: `version 3, 12 files, in step` or `…, behind: mirrors sequence 4 of 5`.
+    pub fn describe(&self) -> String {
+        let head = format!("version {}, {} files", self.version, self.files);
+        match (self.in_step(), self.mirrored_sequence) {
+            (true, _) => format!("{head}, in step with the Iceberg table"),
+            (false, Some(m)) => format!(
+                "{head}, behind: mirrors Iceberg sequence number {m} of {} (the next commit or compactor run brings it in step)",
+                self.iceberg_sequence
+            ),
+            (false, None) => format!("{head}, behind: mirrors no Iceberg snapshot yet"),
+        }
+    }
+}
+
+/// The Delta mirror of `table` (at its location), `None` when it has none.
+pub async fn status(store: &dyn LogStore, table: &LoadedTable) -> Result<Option<DeltaStatus>, DeltaError> {
+    let Some(state) = DeltaSnapshot::read(store, table.metadata.location()).await? else { return Ok(None) };
+    Ok(Some(DeltaStatus {
+        version: state.version,
+        files: state.files.len(),
+        mirrored_sequence: state.txns.get(ICEBERG_SEQUENCE_APP).map(|t| t.version),
+        iceberg_sequence: table.metadata.last_sequence_number(),
+    }))
 }

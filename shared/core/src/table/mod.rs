@@ -194,6 +194,8 @@ pub trait TableLookup: Send + Sync {
 pub struct CatalogTables {
     pub catalog: Arc<dyn Catalog>,
     pub file_io: FileIO,
+    /// Where the tables' Delta mirrors' logs are read (status).
+    pub delta_log: Arc<dyn crate::delta::LogStore>,
 }
 
 impl CatalogTables {
