@@ -28,7 +28,12 @@ pub async fn local(warehouse: &Path, table: &str) -> anyhow::Result<AuditReport>
     let path = warehouse.join("catalog.db");
     anyhow::ensure!(path.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
     let catalog: Arc<dyn Catalog> = Arc::new(SqliteCatalog::open(&path, "floe")?);
-    Ok(audit(catalog.as_ref(), &floe_core::storage::local_file_io(), &name).await?)
+    let tables = CatalogTables {
+        catalog,
+        file_io: floe_core::storage::local_file_io(),
+        delta_log: Arc::new(floe_core::delta::LocalLogStore),
+    };
+    audited(&tables, &name).await
 }
 
 /// Audits a table of a deployed stack in Glue, its files in S3 (path-style addressing
@@ -40,8 +45,28 @@ pub async fn aws(config: &SdkConfig, table: &str, path_style: bool) -> anyhow::R
 
 /// Audits a table of a deployed stack, through its catalog ([`crate::aws::stack_tables`]).
 pub async fn stack_table(tables: &CatalogTables, table: &str) -> anyhow::Result<AuditReport> {
-    let name = table_name(table)?;
-    Ok(audit(tables.catalog.as_ref(), &tables.file_io, &name).await?)
+    audited(tables, &table_name(table)?).await
+}
+
+/// Audits of a table that keeps committing before its Delta mirror is checked against
+/// the same snapshot.
+const AUDIT_ATTEMPTS: usize = 5;
+
+/// The table audited, and its Delta mirror (when it has one) checked against the
+/// snapshot audited: audited again while the table moves on before the check (the last
+/// attempt checks the mirror against the newer snapshot).
+async fn audited(tables: &CatalogTables, name: &TableName) -> anyhow::Result<AuditReport> {
+    for attempt in 1.. {
+        let report = audit(tables.catalog.as_ref(), &tables.file_io, name).await?;
+        let Some(loaded) = tables.load(name).await? else { return Ok(report) };
+        if loaded.metadata.current_snapshot().map(|s| s.snapshot_id()) != report.snapshot_id && attempt < AUDIT_ATTEMPTS
+        {
+            continue;
+        }
+        let delta = floe_core::delta::check::check(tables.delta_log.as_ref(), &tables.file_io, &loaded).await?;
+        return Ok(report.with_delta(delta));
+    }
+    unreachable!("the attempts end at the last")
 }
 
 /// Prints the report: JSON (one object) or readable.
@@ -57,6 +82,10 @@ pub fn print(report: &AuditReport, json: bool, mut out: impl Write) -> anyhow::R
     }
     if report.rows_without_offset > 0 {
         writeln!(out, "  {} row(s) without a Kafka partition or offset", report.rows_without_offset)?;
+    }
+    if let Some(delta) = &report.delta {
+        let state = if delta.same_rows() { "the same rows" } else { "NOT the same rows" };
+        writeln!(out, "  delta: version {}, {} files: {state}", delta.version, delta.files)?;
     }
     let verdict = match report.exactly_once {
         true => "exactly once: every committed record is in the table once".to_string(),
@@ -150,6 +179,25 @@ pub fn violations(report: &AuditReport) -> Vec<String> {
     }
     if report.rows_without_offset > 0 {
         out.push(format!("{} row(s) without a Kafka partition or offset", report.rows_without_offset));
+    }
+    if let Some(delta) = report.delta.as_ref().filter(|d| !d.same_rows()) {
+        let listed = |what: &str, paths: &[String]| {
+            let shown: Vec<&str> = paths.iter().take(SHOWN_GAPS).map(String::as_str).collect();
+            format!("the Delta table {what} {} file(s): {}", paths.len(), shown.join(", "))
+        };
+        if !delta.missing.is_empty() {
+            out.push(listed("lacks (behind the Iceberg table)", &delta.missing));
+        }
+        if !delta.extra.is_empty() {
+            out.push(listed("holds files the Iceberg table has not live,", &delta.extra));
+        }
+        out.extend(delta.offsets.iter().map(|o| format!("the Delta table's {o}")));
+        if delta.deletes_waiting > 0 {
+            out.push(format!(
+                "the Iceberg table has {} delete file(s) the Delta table does not apply (until compaction applies them)",
+                delta.deletes_waiting
+            ));
+        }
     }
     out
 }

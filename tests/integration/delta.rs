@@ -77,6 +77,12 @@ fn same_rows(warehouse: &Path, table: &str, partitions: &[i32]) -> DeltaRead {
     delta
 }
 
+/// `floe local audit`: exactly once, the Delta table's files the Iceberg table's.
+async fn audited(warehouse: &Path) {
+    let audit = floe_cli::audit::local(warehouse, "kafka.orders").await.unwrap();
+    assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
+}
+
 #[tokio::test]
 async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_compaction_and_a_lost_mirror() {
     let samples = support::root().join("examples/segments");
@@ -107,10 +113,15 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
         let status = floe_cli::local::status_in(warehouse.path(), &config()).await.unwrap();
         status.into_iter().find(|t| t.table == "kafka.orders").unwrap().health.delta.unwrap()
     };
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.orders").await.unwrap();
+    let check = audit.delta.clone().unwrap();
+    assert!(!audit.exactly_once && check.missing.len() == 1 && check.extra.is_empty(), "{audit:?}");
+    assert_eq!(check.offsets, ["kafka.orders/orders/0: txn version 99, where 159 is committed last"]);
     let behind = delta_status().await;
     assert!(behind.starts_with("version 0, 2 files, behind: mirrors Iceberg sequence number 1 of 2"), "{behind}");
     run(input.path(), warehouse.path()).await;
     assert_eq!(delta_status().await, "version 1, 3 files, in step with the Iceberg table");
+    audited(warehouse.path()).await;
     let caught_up = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
     assert_eq!((caught_up.rows, caught_up.version), (240, Some(1)));
     // And once in step, running again writes nothing.
@@ -132,6 +143,7 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
         "{:?}",
         compacted.operations
     );
+    audited(warehouse.path()).await;
 
     // Readers start from Floe's checkpoint: the commits it covers removed.
     let state = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();
@@ -194,6 +206,8 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
     assert_eq!(after.operation.as_deref(), Some("replace"));
     let compacted = read_delta_on_moto(&read.location, &app);
     same(&after, &compacted);
+    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows() && d.version == 3), "{audit:?}");
     assert_eq!(compacted.version, Some(3));
     assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"));
 }

@@ -39,7 +39,7 @@ use super::actions::{Action, Add, FileFormat, Metadata, Remove, Txn};
 use super::log::DeltaSnapshot;
 use super::schema::DeltaSchema;
 use super::store::LogStore;
-use crate::table::deletes::live_files;
+use crate::table::deletes::{ScopedFile, live_files};
 use crate::table::{LoadedTable, committed_offsets};
 
 /// The `txn` app id whose version is the sequence number of the Iceberg snapshot mirrored.
@@ -82,20 +82,7 @@ pub async fn mirror(
             ),
         });
     }
-    let offsets = committed_offsets(&table.name, metadata).map_err(|e| DeltaError::Iceberg(e.to_string()))?;
-    let mut wanted_txns: Vec<Txn> = offsets
-        .partitions
-        .iter()
-        .filter_map(|((log, partition), set)| {
-            let last = set.ranges().last()?.1;
-            Some(Txn {
-                app_id: offsets_app(&table.name.to_string(), log, *partition),
-                version: last,
-                last_updated: Some(now_ms),
-            })
-        })
-        .collect();
-    wanted_txns.push(Txn { app_id: ICEBERG_SEQUENCE_APP.into(), version: sequence, last_updated: Some(now_ms) });
+    let wanted_txns = expected_txns(table, now_ms)?;
 
     for _ in 0..ATTEMPTS {
         let state = DeltaSnapshot::read(store, &root).await?;
@@ -140,10 +127,7 @@ pub async fn mirror(
         let metadata_changed = new_metadata.is_some();
         actions.extend(new_metadata.map(Action::MetaData));
 
-        let mut live = BTreeMap::new();
-        for f in &data {
-            live.insert(relative(&root, f.path()), f);
-        }
+        let live = by_delta_path(&root, &data);
         let mut added = 0;
         for (path, f) in &live {
             if !state.files.contains_key(path) {
@@ -200,6 +184,30 @@ pub async fn mirror(
         tracing::info!(table = %table.name, version = state.version + 1, "Delta version taken by another writer; reading again");
     }
     Err(DeltaError::Contended { root, attempts: ATTEMPTS })
+}
+
+/// The `txn` actions that record `table`'s current snapshot: per Kafka partition its last
+/// committed offset, and the Iceberg sequence number mirrored.
+pub(super) fn expected_txns(table: &LoadedTable, now_ms: i64) -> Result<Vec<Txn>, DeltaError> {
+    let metadata = &table.metadata;
+    let offsets = committed_offsets(&table.name, metadata).map_err(|e| DeltaError::Iceberg(e.to_string()))?;
+    let name = table.name.to_string();
+    let mut txns: Vec<Txn> = offsets
+        .partitions
+        .iter()
+        .filter_map(|((log, partition), set)| {
+            let last = set.ranges().last()?.1;
+            Some(Txn { app_id: offsets_app(&name, log, *partition), version: last, last_updated: Some(now_ms) })
+        })
+        .collect();
+    let sequence = metadata.last_sequence_number();
+    txns.push(Txn { app_id: ICEBERG_SEQUENCE_APP.into(), version: sequence, last_updated: Some(now_ms) });
+    Ok(txns)
+}
+
+/// The Iceberg table's live data files by the `add.path` they have in the Delta table.
+pub(super) fn by_delta_path<'a>(root: &str, data: &'a [ScopedFile]) -> BTreeMap<String, &'a ScopedFile> {
+    data.iter().map(|f| (relative(root, f.path()), f)).collect()
 }
 
 /// Whether every Iceberg snapshot since sequence number `synced` (all of them when

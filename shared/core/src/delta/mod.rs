@@ -10,9 +10,11 @@
 //! - [`log`]: a table's state replayed from its log and checkpoints; new commits and
 //!   checkpoints;
 //! - [`mirror`]: the Delta table brought in step with the Iceberg table's current
-//!   snapshot, exactly once.
+//!   snapshot, exactly once;
+//! - [`check`]: the audit of a mirror against the Iceberg table.
 
 pub mod actions;
+pub mod check;
 pub mod log;
 pub mod mirror;
 pub mod schema;

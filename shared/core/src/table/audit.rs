@@ -197,8 +197,45 @@ pub struct AuditReport {
     pub partitions: Vec<PartitionAudit>,
     /// Rows without a partition or offset.
     pub rows_without_offset: u64,
-    /// True when every partition holds every committed record once and nothing else.
+    /// True when every partition holds every committed record once and nothing else
+    /// (and so does the Delta mirror, when the table has one).
     pub exactly_once: bool,
+    /// The table's Delta mirror, checked against the snapshot audited (filled by
+    /// `floe_core::delta::check`, which reads Delta logs; `None`: no mirror).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaCheck>,
+}
+
+/// What the audit found of a table's Delta mirror: it holds the same rows as the Iceberg
+/// table when it holds the same data files and the Iceberg table has no delete file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeltaCheck {
+    pub version: i64,
+    pub files: usize,
+    /// Live Iceberg data files the Delta table lacks (its `add.path`s): it is behind.
+    pub missing: Vec<String>,
+    /// Delta files the Iceberg table has not live: rows twice, or never committed.
+    pub extra: Vec<String>,
+    /// Partitions whose `txn` version is not their last committed offset.
+    pub offsets: Vec<String>,
+    /// Iceberg delete files the Delta table does not apply (the mirror waits for
+    /// compaction to apply them).
+    pub deletes_waiting: usize,
+}
+
+impl DeltaCheck {
+    /// Whether the Delta table holds exactly the Iceberg table's rows.
+    pub fn same_rows(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.offsets.is_empty() && self.deletes_waiting == 0
+    }
+}
+
+impl AuditReport {
+    /// The report with the Delta mirror's check: exactly once only if it holds the same rows.
+    pub fn with_delta(self, delta: Option<DeltaCheck>) -> AuditReport {
+        let exactly_once = self.exactly_once && delta.as_ref().is_none_or(DeltaCheck::same_rows);
+        AuditReport { exactly_once, delta, ..self }
+    }
 }
 
 /// The offsets found in rows of one partition, as runs merged as they come.
@@ -523,6 +560,7 @@ pub async fn audit(catalog: &dyn Catalog, file_io: &FileIO, name: &TableName) ->
         partitions: Vec::new(),
         rows_without_offset: live.without_offset,
         exactly_once: live.without_offset == 0,
+        delta: None,
     };
     for partition in partitions {
         let present = live.present.get(&partition).unwrap_or(&empty);
