@@ -18,13 +18,13 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// What tests/py/read_delta.py reads.
 #[derive(serde::Deserialize, Debug)]
-struct DeltaRead {
-    rows: usize,
-    offsets: BTreeMap<String, Vec<i64>>,
-    duplicates: usize,
-    values: std::collections::HashMap<String, Option<String>>,
+pub(crate) struct DeltaRead {
+    pub(crate) rows: usize,
+    pub(crate) offsets: BTreeMap<String, Vec<i64>>,
+    pub(crate) duplicates: usize,
+    pub(crate) values: std::collections::HashMap<String, Option<String>>,
     #[serde(default)]
-    version: Option<i64>,
+    pub(crate) version: Option<i64>,
     #[serde(default)]
     txns: BTreeMap<String, Option<i64>>,
     #[serde(default)]
@@ -156,7 +156,7 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
 
 /// delta-rs's read of the Delta table at `location` on moto's S3, with the txn version
 /// of the table's Kafka partition 0.
-fn read_delta_on_moto(location: &str, app: &str) -> DeltaRead {
+pub(crate) fn read_on_moto(location: &str, app: &str) -> DeltaRead {
     let endpoint = support::moto().endpoint.clone();
     read_delta(&["deltalake", location, "--app", app, "--endpoint", &endpoint])
 }
@@ -179,7 +179,7 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
         assert_eq!((&delta.offsets, &delta.values), (&read.offsets, &read.values));
         assert_eq!(delta.txns[&app], offsets.last().copied());
     };
-    let first = read_delta_on_moto(&read.location, &app);
+    let first = read_on_moto(&read.location, &app);
     same(&read, &first);
     assert_eq!(first.version, Some(2), "a Delta version per commit");
 
@@ -190,7 +190,7 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
     let (event, receipts) = aws.receive().await;
     assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
     aws.delete(&receipts).await;
-    let again = read_delta_on_moto(&read.location, &app);
+    let again = read_on_moto(&read.location, &app);
     same(&aws.read(), &again);
     assert_eq!(again.version, Some(2), "nothing new to mirror");
 
@@ -204,10 +204,43 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
     aws.delete(&receipts).await;
     let after = aws.read();
     assert_eq!(after.operation.as_deref(), Some("replace"));
-    let compacted = read_delta_on_moto(&read.location, &app);
+    let compacted = read_on_moto(&read.location, &app);
     same(&after, &compacted);
     let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
     assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows() && d.version == 3), "{audit:?}");
     assert_eq!(compacted.version, Some(3));
     assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"));
+}
+
+/// Mirrors racing for the same Delta table (committers whose leases overlapped, a
+/// compactor run beside a commit): one writes each version, the others read it and find
+/// nothing left to do; the table holds each row once.
+#[tokio::test]
+async fn racing_mirrors_write_each_version_once() {
+    use floe_core::delta::Mirrored;
+
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for rel in ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"] {
+        copy(&samples, input.path(), rel);
+    }
+    run(input.path(), warehouse.path()).await;
+    let location = read_local(warehouse.path(), "kafka.orders").location;
+    std::fs::remove_dir_all(Path::new(&location).join("_delta_log")).unwrap();
+
+    let catalog =
+        floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    let file_io = floe_core::storage::local_file_io();
+    let name = floe_core::task::TableName::parse("kafka.orders").unwrap();
+    let loaded = floe_core::table::load(&catalog, &file_io, &name).await.unwrap().unwrap();
+    let racers = (0..8).map(|_| floe_core::delta::mirror(&LocalLogStore, &file_io, &loaded, 1));
+    let outcomes: Vec<Mirrored> = futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
+    let written = outcomes.iter().filter(|o| matches!(o, Mirrored::Committed { .. })).count();
+    assert_eq!(written, 1, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Mirrored::Committed { version: 0, .. } | Mirrored::UpToDate { version: 0 }))
+    );
+    assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).version, Some(0));
 }

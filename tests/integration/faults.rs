@@ -64,6 +64,8 @@ enum Boundary {
     BetweenCompactionOutputs,
     /// The committer stops (SIGSTOP) right before its pointer swap, until continued.
     StallBeforeSwap,
+    /// The committer: a Delta topic's Delta commit written, the batch not answered.
+    AfterDeltaCommit,
 }
 
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
@@ -171,6 +173,9 @@ async fn function_process() {
                 service.committer.lease_ttl = Duration::from_millis(ms);
             }
             service.committer.catalog = Arc::new(killing_catalog(service.committer.catalog.clone(), job.at));
+            if job.at == Some(Boundary::AfterDeltaCommit) {
+                service.committer.delta_log = Arc::new(DyingAfterCommit(service.committer.delta_log.clone()));
+            }
             let event: SqsEvent = serde_json::from_value(job.event).unwrap();
             serde_json::to_value(handle_committer_event(&service, event, None).await).unwrap()
         }
@@ -208,6 +213,31 @@ impl TaskQueue for KillingQueue {
             die();
         }
         Ok(())
+    }
+}
+
+/// A Delta log store that kills the process once a commit is written.
+struct DyingAfterCommit(Arc<dyn floe_core::delta::LogStore>);
+
+#[async_trait]
+impl floe_core::delta::LogStore for DyingAfterCommit {
+    async fn read(&self, path: &str) -> std::io::Result<Option<bytes::Bytes>> {
+        self.0.read(path).await
+    }
+    async fn put_if_absent(&self, path: &str, bytes: bytes::Bytes) -> std::io::Result<bool> {
+        if self.0.put_if_absent(path, bytes).await? {
+            die();
+        }
+        Ok(false)
+    }
+    async fn put(&self, path: &str, bytes: bytes::Bytes) -> std::io::Result<()> {
+        self.0.put(path, bytes).await
+    }
+    async fn list(&self, dir: &str) -> std::io::Result<Vec<String>> {
+        self.0.list(dir).await
+    }
+    async fn delete(&self, paths: &[String]) -> std::io::Result<()> {
+        self.0.delete(paths).await
     }
 }
 
@@ -377,6 +407,51 @@ async fn a_function_killed_at_each_step_boundary_leaves_every_record_once() {
     let left = warehouse_objects(&aws).await;
     assert!(orphans.iter().all(|o| !left.contains(o)), "swept: {orphans:?}");
     assert_payments(&aws.read(), &offsets, &values);
+}
+
+/// A Delta topic's committer killed between the two formats' commits (its Iceberg swap
+/// done, its Delta commit not written), then right after its Delta commit: redelivered
+/// each time, the tasks find their offsets in the Iceberg table, the Delta table comes in
+/// step, and both hold each committed record once (delta-rs against PyIceberg, and the
+/// audit of both).
+#[tokio::test]
+async fn a_delta_topic_s_committer_killed_between_the_two_formats_commits_converges() {
+    use Boundary::*;
+    use Function::*;
+    let aws = setup_with("deltakilled", "formats = [\"iceberg\", \"delta\"]\n").await;
+    let (topic, offsets, values) = payments();
+    for key in SEGMENTS {
+        upload(&aws, topic.path(), key).await;
+        let answer = Job::new(&aws, Materializer, None, object_created(&aws.segments, key)).run().await.answer;
+        assert_eq!(answer.unwrap()["queued"].as_array().unwrap().len(), 1);
+    }
+    let commit = |batch: SqsEvent, at| Job {
+        lease_ms: Some(LEASE.as_millis() as u64),
+        ..Job::new(&aws, Committer, at, serde_json::to_value(batch).unwrap())
+    };
+    let delta_log = async || warehouse_objects(&aws).await.into_iter().filter(|k| k.contains("/_delta_log/")).count();
+    let (batch, _) = receive_n(&aws, 3).await;
+    assert!(commit(batch, Some(AfterCatalogSwap)).run().await.killed);
+    assert_payments(&aws.read(), &offsets, &values);
+    assert_eq!(delta_log().await, 0, "killed before its Delta commit");
+    tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
+    let (batch, _) = receive_n(&aws, 3).await;
+    assert!(commit(batch, Some(AfterDeltaCommit)).run().await.killed);
+    assert_eq!(delta_log().await, 1, "its Delta commit written");
+    let (batch, receipts) = receive_n(&aws, 3).await;
+    let answer = commit(batch, None).run().await.answer.unwrap();
+    assert_eq!(failures(&answer), 0, "{answer}");
+    aws.delete(&receipts).await;
+    let read = aws.read();
+    assert_payments(&read, &offsets, &values);
+    assert_eq!(read.snapshots, 1, "nothing committed twice: {:#?}", read.history);
+    assert_eq!(delta_log().await, 1, "nothing mirrored twice");
+    let app = format!("{}/payments/0", aws.table());
+    let delta = crate::delta::read_on_moto(&read.location, &app);
+    assert_eq!((delta.rows, delta.duplicates, delta.version), (read.rows, 0, Some(0)));
+    assert_eq!((&delta.offsets, &delta.values), (&read.offsets, &read.values));
+    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
 }
 
 /// An upsert table's committer killed after its pointer swap, then before the event
