@@ -50,11 +50,16 @@ NAMESPACE = "kafka"
 # template's is longer: a committer's whole timeout and more).
 VISIBILITY_TIMEOUT_SECONDS = 60
 # What floe.toml holds: every topic a table of raw records, but the Debezium topic of
-# tests/py/make_debezium.py, an upsert table of its rows; and compaction without
-# waiting for the window, so that the first scheduled run compacts the small files.
+# tests/py/make_debezium.py, an upsert table of its rows; `orders` a Delta table too;
+# and compaction without waiting for the window, so that the first scheduled run
+# compacts the small files.
 FLOE_TOML = """[defaults]
 enabled = true
 compaction_window = "0s"
+
+[[topics]]
+topic = "orders"
+formats = ["iceberg", "delta"]
 
 [[topics]]
 topic = "dbserver1.inventory.customers"
@@ -218,6 +223,29 @@ def text(value):
     return str(value)
 
 
+def read_delta(location, url):
+    """The Delta table at `location` as delta-rs reads it, when there is one."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+    from deltalake.exceptions import TableNotFoundError
+    options = {"AWS_ENDPOINT_URL": url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    try:
+        table = DeltaTable(location, storage_options=options)
+    except TableNotFoundError:
+        return None
+    rows = pa.table(QueryBuilder().register("t", table).execute("SELECT _kafka FROM t").read_all()).to_pylist()
+    offsets = {}
+    for row in rows:
+        offsets.setdefault(str(row["_kafka"]["partition"]), []).append(row["_kafka"]["offset"])
+    return {
+        "version": table.version(),
+        "rows": len(rows),
+        "offsets": {p: sorted(o) for p, o in offsets.items()},
+        "operations": [h.get("operation") for h in sorted(table.history(), key=lambda h: h["version"])],
+    }
+
+
 def read(args):
     from pyiceberg.catalog.glue import GlueCatalog
     url = endpoint()
@@ -249,6 +277,11 @@ def read(args):
             "snapshots": [s.summary.operation.value for s in table.metadata.snapshots],
             "data_files": int(snapshot.summary["total-data-files"]) if snapshot else 0,
         }
+        delta = read_delta(table.location(), url)
+        if delta:
+            tables[name]["delta"] = delta
+            print(f"  Delta table: version {delta['version']}, {delta['rows']} rows, "
+                  f"operations {', '.join(delta['operations'])}")
         print(f"{name}: {len(rows)} rows in {tables[name]['data_files']} file(s); "
               f"columns {', '.join(tables[name]['columns'])}; snapshots {', '.join(tables[name]['snapshots'])}")
         for row in rows[:3]:

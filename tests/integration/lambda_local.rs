@@ -81,6 +81,12 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
     let orders = &tables["kafka.orders"];
     assert_eq!(orders["snapshots"].as_array().unwrap().last().unwrap(), "replace", "{orders}");
     assert_eq!(orders["data_files"], 2, "{orders}");
+    // `orders` is a Delta topic too: delta-rs reads the same records from its Delta table,
+    // whose last version is the compaction's (OPTIMIZE: no data changed).
+    let delta = &orders["delta"];
+    assert_eq!((&delta["offsets"], &delta["rows"]), (&orders["offsets"], &orders["rows"]), "{orders}");
+    assert_eq!(delta["operations"].as_array().unwrap().last().unwrap(), "OPTIMIZE", "{orders}");
+    assert!(tables["kafka.page_views"].get("delta").is_none(), "not a Delta topic: {tables}");
     assert_eq!(customers["snapshots"].as_array().unwrap().last().unwrap(), "replace", "{customers}");
 
     // Every batch the committer took was committed whole (no batchItemFailures), within

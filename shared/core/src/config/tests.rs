@@ -322,3 +322,27 @@ fn upsert_topics_name_their_key_and_envelope_and_each_setting_is_checked() {
     let e = error("mode = \"merge\"\n");
     assert!(e.contains("merge"), "{e}");
 }
+
+#[test]
+fn formats_are_iceberg_unless_delta_is_listed_beside_it() {
+    use crate::vocabulary::Formats;
+    let c = FloeConfig::parse(
+        "[defaults]\nformats = [\"iceberg\", \"delta\"]\n[[topics]]\ntopic = \"plain\"\nformats = [\"iceberg\"]\n",
+    )
+    .unwrap();
+    assert_eq!(c.resolve("other"), None);
+    assert_eq!(c.resolve("plain").unwrap().formats, Formats::default());
+    let enabled = FloeConfig::parse("[defaults]\nenabled = true\nformats = [\"delta\", \"iceberg\"]\n").unwrap();
+    assert_eq!(enabled.resolve("t").unwrap().formats, Formats::BOTH);
+    assert_eq!(FloeConfig::default().resolve("t").unwrap().formats, Formats::default());
+    let error =
+        |settings: &str| FloeConfig::parse(&format!("[[topics]]\ntopic = \"t\"\n{settings}")).unwrap_err().to_string();
+    let e = error("formats = [\"delta\"]\n");
+    assert!(e.starts_with("topics[0].formats: [\"delta\"] alone is not supported yet"), "{e}");
+    let e = error("formats = [\"iceberg\", \"delta\"]\nmode = \"upsert\"\n");
+    assert!(e.starts_with("topics[0].formats: a Delta table mirrors append tables only"), "{e}");
+    for (list, why) in [("[]", "no format"), ("[\"iceberg\", \"iceberg\"]", "listed twice"), ("[\"hudi\"]", "hudi")] {
+        let e = error(&format!("formats = {list}\n"));
+        assert!(e.contains(why), "{list}: {e}");
+    }
+}

@@ -9,7 +9,7 @@
 //!   rest on (local files here, S3's conditional PUT in `floe-aws`);
 //! - [`log`]: a table's state replayed from its log and checkpoints; new commits and
 //!   checkpoints;
-//! - [`mirror`]: the Delta table brought in step with the Iceberg table's current
+//! - [`mirror`](mod@mirror): the Delta table brought in step with the Iceberg table's current
 //!   snapshot, exactly once;
 //! - [`check`]: the audit of a mirror against the Iceberg table.
 
