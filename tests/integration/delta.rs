@@ -244,3 +244,44 @@ async fn racing_mirrors_write_each_version_once() {
     );
     assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).version, Some(0));
 }
+
+/// The orphan sweep keeps what the Delta table's current version names, even a file no
+/// Iceberg snapshot names (a mirror stopped, or `delta` taken out of `formats`); once the
+/// mirror has removed it from the Delta table too, the sweep deletes it.
+#[tokio::test]
+async fn the_sweep_keeps_the_files_the_delta_table_names() {
+    use floe_core::delta::actions::{Action, Add};
+
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
+    run(input.path(), warehouse.path()).await;
+    let location = read_local(warehouse.path(), "kafka.orders").location;
+    let live = read_local(warehouse.path(), "kafka.orders").files[0].clone();
+    let only_delta = Path::new(&location).join("data/only-delta.parquet");
+    std::fs::copy(live.strip_prefix("file://").unwrap_or(&live), &only_delta).unwrap();
+    let state = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();
+    let add = Add {
+        path: "data/only-delta.parquet".into(),
+        partition_values: Default::default(),
+        size: std::fs::metadata(&only_delta).unwrap().len() as i64,
+        modification_time: 0,
+        data_change: true,
+        stats: None,
+    };
+    assert_eq!(state.commit(&LocalLogStore, vec![Action::Add(add)]).await.unwrap(), Some(1));
+
+    let maintain = async |config: FloeConfig| {
+        let mut out = Vec::new();
+        let clock = floe_core::lock::Clock::Shifted { by_ms: 4 * DAY_MS };
+        floe_cli::compact::compact(warehouse.path(), config, clock, &mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let iceberg_only = FloeConfig::parse("[defaults]\nenabled = true\n").unwrap();
+    let out = maintain(iceberg_only).await;
+    assert!(only_delta.exists(), "named by the Delta table: kept\n{out}");
+    let out = maintain(config()).await;
+    assert!(!only_delta.exists(), "the mirror removed it from the Delta table, then the sweep deleted it\n{out}");
+    let after = same_rows(warehouse.path(), "kafka.orders", &[0]);
+    assert_eq!((after.rows, after.version), (100, Some(2)));
+}

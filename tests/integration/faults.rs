@@ -233,8 +233,8 @@ impl floe_core::delta::LogStore for DyingAfterCommit {
     async fn put(&self, path: &str, bytes: bytes::Bytes) -> std::io::Result<()> {
         self.0.put(path, bytes).await
     }
-    async fn list(&self, dir: &str) -> std::io::Result<Vec<String>> {
-        self.0.list(dir).await
+    async fn list(&self, dir: &str, after: Option<&str>) -> std::io::Result<Vec<floe_core::delta::store::LogFile>> {
+        self.0.list(dir, after).await
     }
     async fn delete(&self, paths: &[String]) -> std::io::Result<()> {
         self.0.delete(paths).await

@@ -52,7 +52,14 @@ async fn sweep(warehouse: &Path, now_ms: i64) -> SweepReport {
     let (_, locks) = open(warehouse);
     let loaded = load(warehouse).await;
     let file_io = local_file_io();
-    let sweep = Sweep { file_io: &file_io, files: &LocalFiles, registry: &locks, task_store: None, grace_ms: GRACE_MS };
+    let sweep = Sweep {
+        file_io: &file_io,
+        files: &LocalFiles,
+        registry: &locks,
+        task_store: None,
+        grace_ms: GRACE_MS,
+        delta_log: &floe_core::delta::LocalLogStore,
+    };
     sweep.table(&orders(), &loaded.metadata, &loaded.pointer.metadata_location, now_ms).await.unwrap()
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use floe_core::delta::store::LogFile;
 use floe_core::delta::{LocalLogStore, LogStore};
 use floe_core::storage::split_s3_uri;
 
@@ -73,18 +74,25 @@ impl LogStore for S3LogStore {
         Ok(())
     }
 
-    async fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+    async fn list(&self, dir: &str, after: Option<&str>) -> io::Result<Vec<LogFile>> {
         let prefix = format!("{}/", dir.trim_end_matches('/'));
-        let Some((bucket, key_prefix)) = split_s3_uri(&prefix) else { return LocalLogStore.list(dir).await };
+        let Some((bucket, key_prefix)) = split_s3_uri(&prefix) else { return LocalLogStore.list(dir, after).await };
         let client = self.clients.client(&prefix).await;
-        let request = client.list_objects_v2().bucket(bucket).prefix(key_prefix).delimiter("/");
+        let mut request = client.list_objects_v2().bucket(bucket).prefix(key_prefix).delimiter("/");
+        if let Some(after) = after {
+            request = request.start_after(format!("{key_prefix}{after}"));
+        }
         let mut pages = request.into_paginator().send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| sdk_io_error(format!("LIST {prefix}"), &e))?;
-            out.extend(page.contents().iter().filter_map(|o| o.key()?.strip_prefix(key_prefix).map(str::to_string)));
+            for object in page.contents() {
+                let Some(name) = object.key().and_then(|k| k.strip_prefix(key_prefix)) else { continue };
+                let modified_ms = object.last_modified().and_then(|t| t.to_millis().ok()).unwrap_or(0);
+                out.push(LogFile { name: name.to_string(), modified_ms });
+            }
         }
-        out.sort();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
 

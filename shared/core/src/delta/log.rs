@@ -26,7 +26,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::DeltaError;
 use super::actions::{Action, Add, Metadata, Protocol, Remove, Txn, from_lines, to_lines};
-use super::store::LogStore;
+use super::store::{LogFile, LogStore};
 
 /// A checkpoint is written at every version that is a multiple of this.
 pub const CHECKPOINT_INTERVAL: i64 = 10;
@@ -77,14 +77,18 @@ impl DeltaSnapshot {
     ) -> Result<Option<DeltaSnapshot>, DeltaError> {
         let root = root.trim_end_matches('/').to_string();
         let dir = log_dir(&root);
-        let (mut commits, mut checkpoints) = (Vec::new(), Vec::new());
-        for name in store.list(&dir).await? {
-            if let Some(v) = name.strip_suffix(".json").and_then(|v| v.parse::<i64>().ok()) {
-                commits.push(v);
-            } else if let Some(v) = name.strip_suffix(".checkpoint.parquet").and_then(|v| v.parse::<i64>().ok()) {
-                checkpoints.push(v);
-            }
+        // The newest state is listed from the checkpoint `_last_checkpoint` names (a hint:
+        // a newer checkpoint listed is taken); an older state, or a log without the hint
+        // or whose hinted checkpoint is gone, from its start.
+        let hint = match version {
+            None => last_checkpoint(store, &dir).await?,
+            Some(_) => None,
+        };
+        let mut listed = Listed::of(store.list(&dir, hint.map(|v| format!("{v:020}")).as_deref()).await?);
+        if hint.is_some_and(|v| !listed.checkpoints.contains(&v)) {
+            listed = Listed::of(store.list(&dir, None).await?);
         }
+        let Listed { mut commits, checkpoints } = listed;
         let wanted = |v: &i64| version.is_none_or(|want| *v <= want);
         commits.retain(wanted);
         commits.sort_unstable();
@@ -188,6 +192,37 @@ impl DeltaSnapshot {
         let removes = self.tombstones.values().cloned().map(Action::Remove);
         head.chain(meta).chain(txns).chain(adds).chain(removes).collect()
     }
+}
+
+/// A log folder's commits and checkpoints, by version.
+struct Listed {
+    commits: Vec<i64>,
+    checkpoints: Vec<i64>,
+}
+
+impl Listed {
+    fn of(files: Vec<LogFile>) -> Listed {
+        let (mut commits, mut checkpoints) = (Vec::new(), Vec::new());
+        for f in files {
+            if let Some(v) = f.name.strip_suffix(".json").and_then(|v| v.parse::<i64>().ok()) {
+                commits.push(v);
+            } else if let Some(v) = f.name.strip_suffix(".checkpoint.parquet").and_then(|v| v.parse::<i64>().ok()) {
+                checkpoints.push(v);
+            }
+        }
+        Listed { commits, checkpoints }
+    }
+}
+
+/// The version `_last_checkpoint` names; `None` without it, or when it holds no version
+/// (it is a hint: the listing is read from the start then).
+async fn last_checkpoint(store: &dyn LogStore, dir: &str) -> Result<Option<i64>, DeltaError> {
+    let Some(bytes) = store.read(&format!("{dir}/{LAST_CHECKPOINT}")).await? else { return Ok(None) };
+    let version = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["version"].as_i64());
+    if version.is_none() {
+        tracing::warn!(log = dir, "_last_checkpoint names no version: the log is listed from its start");
+    }
+    Ok(version)
 }
 
 fn gone(path: &str) -> DeltaError {
@@ -350,7 +385,7 @@ mod tests {
             assert_eq!(state.commit(&store, actions).await.unwrap(), None);
             state = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
         }
-        let names = store.list(&log_dir(&root)).await.unwrap();
+        let names: Vec<String> = store.list(&log_dir(&root), None).await.unwrap().into_iter().map(|f| f.name).collect();
         assert!(names.contains(&checkpoint_name(20)) && names.contains(&checkpoint_name(10)), "{names:?}");
         assert_eq!(state.version, 22);
         assert_eq!(state.files.len(), 23 - 7);

@@ -235,6 +235,36 @@ pub fn relative(root: &str, path: &str) -> String {
     }
 }
 
+/// The location of the file an `add.path` names in the table at `root`: a relative path
+/// percent-decoded under the root, a `file://` URI as a local path, any other URI as it is.
+pub fn absolute(root: &str, path: &str) -> String {
+    match path.split_once("://") {
+        Some(("file", rest)) => decode(rest),
+        Some(_) => path.to_string(),
+        None => format!("{}/{}", root.trim_end_matches('/'), decode(path)),
+    }
+}
+
+fn decode(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn encode(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for b in path.bytes() {
@@ -257,5 +287,12 @@ mod tests {
         assert_eq!(relative("s3://b/w/t", "s3://b/w/t/data/x.parquet"), "data/x.parquet");
         assert_eq!(relative("/w/t", "/w/other/x.parquet"), "file:///w/other/x.parquet");
         assert_eq!(relative("/w/t", "/w/tt/x.parquet"), "file:///w/tt/x.parquet");
+        for (root, path) in [
+            ("/w/t", "/w/t/data/d=2024%2F01/a b.parquet"),
+            ("s3://b/w/t", "s3://b/w/t/data/x.parquet"),
+            ("/w/t", "/w/other/é x.parquet"),
+        ] {
+            assert_eq!(absolute(root, &relative(root, path)), path);
+        }
     }
 }

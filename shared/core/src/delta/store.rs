@@ -22,11 +22,21 @@ pub trait LogStore: Send + Sync {
     /// Writes the file, replacing any (`_last_checkpoint`, a checkpoint: the same bytes
     /// whoever writes them).
     async fn put(&self, path: &str, bytes: Bytes) -> io::Result<()>;
-    /// The names (not paths) of the files directly in the folder `dir`; none when it
-    /// does not exist.
-    async fn list(&self, dir: &str) -> io::Result<Vec<String>>;
+    /// The files directly in the folder `dir` whose names sort after `after` (all of
+    /// them without it), by name; none when it does not exist. A log is listed from its
+    /// newest checkpoint on, as S3 lists from a key (`StartAfter`).
+    async fn list(&self, dir: &str, after: Option<&str>) -> io::Result<Vec<LogFile>>;
     /// Deletes the files (missing ones are not an error).
     async fn delete(&self, paths: &[String]) -> io::Result<()>;
+}
+
+/// A file of a log folder, as a listing finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    /// Its name in the folder (not its path).
+    pub name: String,
+    /// When it was last written (milliseconds since the epoch; 0 when unknown).
+    pub modified_ms: i64,
 }
 
 /// Delta logs on the local filesystem.
@@ -94,7 +104,7 @@ impl LogStore for LocalLogStore {
         .map_err(io::Error::other)?
     }
 
-    async fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+    async fn list(&self, dir: &str, after: Option<&str>) -> io::Result<Vec<LogFile>> {
         let dir = local(dir)?;
         let mut entries = match tokio::fs::read_dir(&dir).await {
             Ok(entries) => entries,
@@ -103,11 +113,26 @@ impl LogStore for LocalLogStore {
         };
         let mut out = Vec::new();
         while let Some(entry) = entries.next_entry().await.map_err(|e| named(&dir, e))? {
-            if entry.file_type().await.map_err(|e| named(&entry.path(), e))?.is_file() {
-                out.push(entry.file_name().to_string_lossy().into_owned());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // A writer's staged file (`.tmp…`) is no part of the log, and may be gone by now.
+            if name.starts_with('.') || after.is_some_and(|after| name.as_str() <= after) {
+                continue;
+            }
+            let meta = match entry.metadata().await {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(named(&entry.path(), e)),
+            };
+            if meta.is_file() {
+                let modified_ms = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as i64);
+                out.push(LogFile { name, modified_ms });
             }
         }
-        out.sort();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
 
@@ -137,9 +162,15 @@ mod tests {
         assert!(store.put_if_absent(&path, Bytes::from_static(b"first")).await.unwrap());
         assert!(!store.put_if_absent(&path, Bytes::from_static(b"second")).await.unwrap());
         assert_eq!(store.read(&path).await.unwrap().unwrap(), Bytes::from_static(b"first"));
-        assert_eq!(store.list(&log.to_string_lossy()).await.unwrap(), vec!["00000000000000000000.json"]);
+        let names = |files: Vec<LogFile>| files.into_iter().map(|f| f.name).collect::<Vec<_>>();
+        assert_eq!(names(store.list(&log.to_string_lossy(), None).await.unwrap()), vec!["00000000000000000000.json"]);
+        let next = log.join("00000000000000000001.json").to_string_lossy().into_owned();
+        assert!(store.put_if_absent(&next, Bytes::from_static(b"next")).await.unwrap());
+        let after = store.list(&log.to_string_lossy(), Some("00000000000000000000.json")).await.unwrap();
+        assert_eq!(names(after), vec!["00000000000000000001.json"]);
         assert_eq!(store.read(&format!("{path}.missing")).await.unwrap(), None);
-        assert!(store.list("/nonexistent/_delta_log").await.unwrap().is_empty());
+        assert!(store.list("/nonexistent/_delta_log", None).await.unwrap().is_empty());
+        assert!(store.read("s3://bucket/key").await.unwrap_err().to_string().contains("cannot reach"));
     }
 
     #[tokio::test]

@@ -363,6 +363,7 @@ impl Compactor {
             registry: self.registry.as_ref(),
             task_store: self.task_store.as_deref(),
             grace_ms: i64::try_from(grace_ms).unwrap_or(i64::MAX),
+            delta_log: self.delta_log.as_ref(),
         };
         sweep.table(&loaded.name, &loaded.metadata, &loaded.pointer.metadata_location, now_ms).await
     }

@@ -59,6 +59,8 @@ use iceberg::io::FileIO;
 use iceberg::spec::{ManifestList, TableMetadata};
 
 use super::{HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
+use crate::delta::mirror::absolute;
+use crate::delta::{DeltaSnapshot, LogStore};
 use crate::retry::Retryable;
 use crate::storage::{StoredFile, WarehouseFiles};
 use crate::table::keys::KEYS_KEY;
@@ -88,6 +90,9 @@ pub struct Sweep<'a> {
     /// Where spilled tasks are stored (`<store>tasks/<table>/<task id>.json`), if anywhere.
     pub task_store: Option<&'a str>,
     pub grace_ms: i64,
+    /// Where a table's Delta mirror's log is read: the files its current version names
+    /// are kept, whatever Iceberg says (a mirror that lags, or is stopped, still reads them).
+    pub delta_log: &'a dyn LogStore,
 }
 
 impl Sweep<'_> {
@@ -192,6 +197,12 @@ impl Sweep<'_> {
     ) -> Result<HashSet<String>, MaintenanceError> {
         let mut refs = References::default();
         refs.add_root(self.file_io, table, metadata_location, metadata).await?;
+        let root = metadata.location().trim_end_matches('/');
+        if let Some(delta) = DeltaSnapshot::read(self.delta_log, root).await? {
+            for path in delta.files.keys() {
+                refs.insert(&absolute(root, path));
+            }
+        }
         let current = metadata_version(metadata_location);
         for file in listed {
             let key = file_key(&file.path);
@@ -567,7 +578,14 @@ mod tests {
         }
 
         fn sweep_of<'a>(&'a self, task_store: Option<&'a str>) -> Sweep<'a> {
-            Sweep { file_io: &self.file_io, files: &LocalFiles, registry: &self.locks, task_store, grace_ms: GRACE }
+            Sweep {
+                file_io: &self.file_io,
+                files: &LocalFiles,
+                registry: &self.locks,
+                task_store,
+                grace_ms: GRACE,
+                delta_log: &crate::delta::LocalLogStore,
+            }
         }
 
         async fn sweep(&self, now_ms: i64) -> SweepReport {
