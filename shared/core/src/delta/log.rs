@@ -31,6 +31,16 @@ use super::store::{LogFile, LogStore};
 /// A checkpoint is written at every version that is a multiple of this.
 pub const CHECKPOINT_INTERVAL: i64 = 10;
 
+/// How long commits and checkpoints are kept for time travel (Delta's default
+/// `delta.logRetentionDuration`, 30 days): older ones go once a newer checkpoint, itself
+/// older than this, makes them unneeded.
+pub const LOG_RETENTION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+/// How long a removed file's tombstone is kept in checkpoints (Delta's default
+/// `delta.deletedFileRetentionDuration`, 7 days), counted back from the newest time the
+/// log records.
+pub const TOMBSTONE_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
 const LAST_CHECKPOINT: &str = "_last_checkpoint";
 
 /// The log folder of the table at `root`.
@@ -60,6 +70,8 @@ pub struct DeltaSnapshot {
     pub tombstones: BTreeMap<String, Remove>,
     /// Each application's last transaction version.
     pub txns: BTreeMap<String, Txn>,
+    /// The newest time the files' actions record (an add's modification, a removal).
+    pub newest_ms: i64,
 }
 
 impl DeltaSnapshot {
@@ -89,11 +101,22 @@ impl DeltaSnapshot {
             listed = Listed::of(store.list(&dir, None).await?);
         }
         let Listed { mut commits, checkpoints } = listed;
+        let oldest = commits.iter().chain(&checkpoints).min().copied();
         let wanted = |v: &i64| version.is_none_or(|want| *v <= want);
         commits.retain(wanted);
         commits.sort_unstable();
         let checkpoint = checkpoints.into_iter().filter(wanted).max();
-        let Some(last) = commits.last().copied().max(checkpoint) else { return Ok(None) };
+        let Some(last) = commits.last().copied().max(checkpoint) else {
+            return match (version, oldest) {
+                (Some(want), Some(oldest)) => Err(DeltaError::Log {
+                    path: dir,
+                    detail: format!(
+                        "version {want} is no longer in the log (past its retention): the oldest is {oldest}"
+                    ),
+                }),
+                _ => Ok(None),
+            };
+        };
         if let Some(want) = version
             && want != last
         {
@@ -133,10 +156,12 @@ impl DeltaSnapshot {
                 Action::Protocol(p) => self.protocol = Some(p),
                 Action::MetaData(m) => self.metadata = Some(m),
                 Action::Add(add) => {
+                    self.newest_ms = self.newest_ms.max(add.modification_time);
                     self.tombstones.remove(&add.path);
                     self.files.insert(add.path.clone(), add);
                 }
                 Action::Remove(remove) => {
+                    self.newest_ms = self.newest_ms.max(remove.deletion_timestamp.unwrap_or(0));
                     self.files.remove(&remove.path);
                     self.tombstones.insert(remove.path.clone(), remove);
                 }
@@ -160,7 +185,7 @@ impl DeltaSnapshot {
         if !store.put_if_absent(&path, Bytes::from(text)).await? {
             return Ok(None);
         }
-        if version % CHECKPOINT_INTERVAL == 0 {
+        if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
             let mut next = self.clone();
             next.apply(actions);
             next.version = version;
@@ -189,9 +214,54 @@ impl DeltaSnapshot {
         let meta = self.metadata.iter().cloned().map(Action::MetaData);
         let txns = self.txns.values().cloned().map(Action::Txn);
         let adds = self.files.values().cloned().map(Action::Add);
-        let removes = self.tombstones.values().cloned().map(Action::Remove);
+        let kept_since = self.newest_ms.saturating_sub(TOMBSTONE_RETENTION_MS);
+        let removes = self
+            .tombstones
+            .values()
+            .filter(|r| r.deletion_timestamp.is_none_or(|at| at >= kept_since))
+            .cloned()
+            .map(Action::Remove);
         head.chain(meta).chain(txns).chain(adds).chain(removes).collect()
     }
+}
+
+/// Deletes the commits and checkpoints of the table at `root` that time travel no longer
+/// needs: those before the newest checkpoint whose commit is older than `retention_ms`
+/// at `now_ms` (that checkpoint then starts the log). Returns how many went.
+pub async fn expire_log(store: &dyn LogStore, root: &str, now_ms: i64, retention_ms: i64) -> Result<usize, DeltaError> {
+    let dir = log_dir(root.trim_end_matches('/'));
+    let files = store.list(&dir, None).await?;
+    let cutoff = now_ms.saturating_sub(retention_ms);
+    let version_of = |f: &LogFile| {
+        let v = f.name.strip_suffix(".json").or_else(|| f.name.strip_suffix(".checkpoint.parquet"))?;
+        v.parse::<i64>().ok()
+    };
+    let old_commits: std::collections::HashSet<i64> =
+        files.iter().filter(|f| f.name.ends_with(".json") && f.modified_ms <= cutoff).filter_map(version_of).collect();
+    let Some(start) = files
+        .iter()
+        .filter(|f| f.name.ends_with(".checkpoint.parquet"))
+        .filter_map(version_of)
+        .filter(|v| old_commits.contains(v))
+        .max()
+    else {
+        return Ok(0);
+    };
+    let doomed: Vec<String> = files
+        .iter()
+        .filter(|f| version_of(f).is_some_and(|v| v < start))
+        .map(|f| format!("{dir}/{}", f.name))
+        .collect();
+    store.delete(&doomed).await?;
+    if !doomed.is_empty() {
+        tracing::info!(
+            log = dir,
+            files = doomed.len(),
+            from_version = start,
+            "Delta log files past their retention deleted"
+        );
+    }
+    Ok(doomed.len())
 }
 
 /// A log folder's commits and checkpoints, by version.
@@ -402,6 +472,60 @@ mod tests {
         // Time travel: the state at version 4 knows nothing later.
         let at4 = DeltaSnapshot::read_at(&store, &root, Some(4)).await.unwrap().unwrap();
         assert_eq!((at4.files.len(), at4.txns["app"].version), (4, 4));
+    }
+
+    #[tokio::test]
+    async fn commits_past_the_retention_go_up_to_the_checkpoint_that_starts_the_log_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let store = LocalLogStore;
+        let mut state = DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() };
+        for v in 0..23 {
+            let mut actions = if v == 0 { first() } else { vec![] };
+            actions.push(add(&format!("data/{v}.parquet")));
+            state.commit(&store, actions).await.unwrap();
+            state = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
+        }
+        // Versions 0 to 15 were written long ago; 16 on, today.
+        let (day, now) = (24 * 60 * 60 * 1000_i64, 100 * 24 * 60 * 60 * 1000_i64);
+        for v in 0..=15 {
+            let path = dir.path().join(format!("_delta_log/{}", commit_name(v)));
+            let old = std::time::UNIX_EPOCH + std::time::Duration::from_millis((now - 40 * day) as u64);
+            std::fs::File::options().write(true).open(path).unwrap().set_modified(old).unwrap();
+        }
+        assert_eq!(expire_log(&store, &root, now, LOG_RETENTION_MS).await.unwrap(), 10, "versions 0 to 9");
+        let names: Vec<String> = store.list(&log_dir(&root), None).await.unwrap().into_iter().map(|f| f.name).collect();
+        assert_eq!(names.first().map(String::as_str), Some("00000000000000000010.checkpoint.parquet"), "{names:?}");
+        assert_eq!(DeltaSnapshot::read(&store, &root).await.unwrap().unwrap(), state);
+        assert!(DeltaSnapshot::read_at(&store, &root, Some(5)).await.is_err(), "past the retention");
+        assert_eq!(DeltaSnapshot::read_at(&store, &root, Some(12)).await.unwrap().unwrap().files.len(), 13);
+        // Nothing else is old enough: a second run deletes nothing.
+        assert_eq!(expire_log(&store, &root, now, LOG_RETENTION_MS).await.unwrap(), 0);
+    }
+
+    #[test]
+    fn a_checkpoint_keeps_the_tombstones_of_the_retention_only() {
+        let mut state = DeltaSnapshot::default();
+        let remove = |path: &str, at| {
+            Action::Remove(Remove {
+                path: path.into(),
+                deletion_timestamp: Some(at),
+                data_change: true,
+                extended_file_metadata: None,
+                size: None,
+            })
+        };
+        state.apply(vec![
+            remove("old", 0),
+            remove("recent", TOMBSTONE_RETENTION_MS + 5),
+            remove("new", TOMBSTONE_RETENTION_MS * 2),
+        ]);
+        let kept: Vec<String> = state
+            .actions()
+            .into_iter()
+            .filter_map(|a| if let Action::Remove(r) = a { Some(r.path) } else { None })
+            .collect();
+        assert_eq!(kept, ["new", "recent"]);
     }
 
     #[tokio::test]

@@ -36,6 +36,7 @@ use super::sweep::{Sweep, SweepReport};
 use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
+use crate::delta::log::{LOG_RETENTION_MS, expire_log};
 use crate::delta::{LogStore, mirror};
 use crate::queue::TaskQueue;
 use crate::retry::Retryable;
@@ -191,8 +192,7 @@ impl Compactor {
             false => Ok(()),
         };
         if topic.as_ref().is_some_and(|t| t.formats.delta()) {
-            let mirrored = mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now_ms).await;
-            let mirrored = mirrored.map_err(MaintenanceError::from);
+            let mirrored = self.mirror_delta(&loaded, now_ms).await;
             self.note_outcome(table, Activity::Delta, now_ms, &mirrored).await;
             if let Err(e) = mirrored {
                 tracing::error!(table = %table, error = %e, "Delta mirror failed");
@@ -347,6 +347,16 @@ impl Compactor {
         run.delete_files.dedup();
         run.rows_deleted += rows_deleted;
         run.rows_expired += rows_expired;
+        Ok(())
+    }
+
+    /// Brings the table's Delta mirror in step (a mirror lost between a commit and its
+    /// Delta commit, whose tasks never come back), then deletes its log files past their
+    /// retention.
+    async fn mirror_delta(&self, loaded: &LoadedTable, now_ms: i64) -> Result<(), MaintenanceError> {
+        let store = self.delta_log.as_ref();
+        mirror(store, &self.file_io, loaded, now_ms).await?;
+        expire_log(store, loaded.metadata.location(), now_ms, LOG_RETENTION_MS).await?;
         Ok(())
     }
 
