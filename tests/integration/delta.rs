@@ -31,6 +31,10 @@ pub(crate) struct DeltaRead {
     protocol: Vec<i32>,
     #[serde(default)]
     operations: Vec<Option<String>>,
+    #[serde(default)]
+    columns: Vec<String>,
+    #[serde(default)]
+    rows_json: BTreeMap<String, String>,
 }
 
 fn read_delta(args: &[&str]) -> DeltaRead {
@@ -284,4 +288,37 @@ async fn the_sweep_keeps_the_files_the_delta_table_names() {
     assert!(!only_delta.exists(), "the mirror removed it from the Delta table, then the sweep deleted it\n{out}");
     let after = same_rows(warehouse.path(), "kafka.orders", &[0]);
     assert_eq!((after.rows, after.version), (100, Some(2)));
+}
+
+/// A JSON topic gains a column (a nested struct, `meta`, before `name`): the Delta
+/// table's schema follows in the same commit as the files of the new schema (a
+/// `metaData` action, the new field's id in its column mapping), and delta-rs reads the
+/// old rows with `meta` null.
+#[tokio::test]
+async fn the_delta_schema_follows_the_iceberg_schema_s_evolution() {
+    let (data, input, warehouse) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    support::run_python("make_nested_evolution.py", &[Path::new("json"), data.path()]);
+    let config = || {
+        let text = "[defaults]\nenabled = true\nvalue_format = \"json\"\nformats = [\"iceberg\", \"delta\"]\n";
+        FloeConfig::parse(text).unwrap()
+    };
+    let run = async |segment: &str| {
+        copy(data.path(), input.path(), segment);
+        let report = floe_cli::local::run_local(input.path(), warehouse.path(), config()).await.unwrap();
+        assert!(report.failed.is_empty(), "{report:?}");
+    };
+    run("shop-0/00000000000000000000.log").await;
+    let location = read_local(warehouse.path(), "kafka.shop").location;
+    let before = read_delta(&["deltalake", &location]);
+    assert!(!before.columns.contains(&"meta".to_string()), "{:?}", before.columns);
+    run("shop-0/00000000000000000010.log").await;
+    let after = read_delta(&["deltalake", &location]);
+    assert_eq!((after.rows, after.version), (20, Some(1)));
+    assert_eq!(after.columns, ["_kafka", "id", "items", "name", "meta"].map(String::from), "the Iceberg order");
+    assert_eq!(after.rows_json["0/5"], r#"{"id": 5, "items": [5, 6], "meta": null, "name": "a5"}"#);
+    assert_eq!(after.rows_json["0/15"], r#"{"id": 15, "items": [5], "meta": {"tag": "t5"}, "name": "b5"}"#);
+    assert_eq!(read_delta(&["duckdb", &location]).rows, 20);
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.shop").await.unwrap();
+    assert!(audit.exactly_once && audit.delta.is_some_and(|d| d.same_rows()), "the audit of both");
 }

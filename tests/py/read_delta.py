@@ -13,7 +13,8 @@ The DuckDB extension is loaded by path from the `duckdb-extension-delta` wheel
 read_folder.py summarises them ({"rows", "offsets", "duplicates", "values"}), and from
 delta-rs the table's "version", its "txns" ({app id: version}), its "protocol"
 ([reader, writer]), its "files" (how many) and its "operations" (each version's, oldest
-first). A failure exits 1 with the reader's error on stderr.
+first), its "columns" and each row but `_kafka` as JSON ("rows_json", by
+"<partition>/<offset>"). A failure exits 1 with the reader's error on stderr.
 """
 import argparse
 import glob
@@ -47,6 +48,10 @@ def with_deltalake(folder, version, apps, endpoint):
     table = DeltaTable(folder, version=version, storage_options=storage_options(endpoint))
     data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
     out = summary(data)
+    out["columns"] = data.column_names
+    out["rows_json"] = {"%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"]):
+                        json.dumps({k: v for k, v in r.items() if k != "_kafka"}, sort_keys=True, default=str)
+                        for r in data.to_pylist()}
     protocol = table.protocol()
     out.update(
         version=table.version(),
