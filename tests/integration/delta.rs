@@ -34,6 +34,13 @@ pub(crate) struct DeltaRead {
     #[serde(default)]
     columns: Vec<String>,
     #[serde(default)]
+    partition_columns: Vec<String>,
+    #[serde(default)]
+    day_mismatches: Option<usize>,
+    /// Rows per value of the last partition column.
+    #[serde(default)]
+    counts: BTreeMap<String, usize>,
+    #[serde(default)]
     rows_json: BTreeMap<String, String>,
 }
 
@@ -320,5 +327,43 @@ async fn the_delta_schema_follows_the_iceberg_schema_s_evolution() {
     assert_eq!(after.rows_json["0/15"], r#"{"id": 15, "items": [5], "meta": {"tag": "t5"}, "name": "b5"}"#);
     assert_eq!(read_delta(&["duckdb", &location]).rows, 20);
     let audit = floe_cli::audit::local(warehouse.path(), "kafka.shop").await.unwrap();
+    assert!(audit.exactly_once && audit.delta.is_some_and(|d| d.same_rows()), "the audit of both");
+}
+
+/// A table partitioned by `day(_kafka.timestamp)` and `identity(region)` (null every
+/// third record): the Delta table is partitioned by a generated `timestamp_day` column
+/// and by `region`, each file's values in its `add`; delta-rs and DuckDB read the same
+/// rows as the Iceberg table, and group them by region as it does.
+#[tokio::test]
+async fn a_partitioned_table_s_delta_table_has_its_partition_columns() {
+    let (data, input, warehouse) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    support::run_python("make_partitioned.py", &[data.path()]);
+    for rel in
+        ["events-0/00000000000000000000.log", "events-0/00000000000000000060.log", "events-1/00000000000000000000.log"]
+    {
+        copy(data.path(), input.path(), rel);
+    }
+    let text = "[defaults]\nenabled = true\nvalue_format = \"json\"\nformats = [\"iceberg\", \"delta\"]\n\
+                partition_by = [\"day(_kafka.timestamp)\", \"identity(region)\"]\n";
+    let report =
+        floe_cli::local::run_local(input.path(), warehouse.path(), FloeConfig::parse(text).unwrap()).await.unwrap();
+    assert!(report.failed.is_empty(), "{report:?}");
+    let iceberg = read_local(warehouse.path(), "kafka.events");
+    let delta = read_delta(&["deltalake", &iceberg.location]);
+    let duck = read_delta(&["duckdb", &iceberg.location]);
+    for read in [&delta, &duck] {
+        assert_eq!((read.rows, read.duplicates, &read.offsets), (iceberg.rows, 0, &iceberg.offsets));
+    }
+    assert_eq!(delta.partition_columns, ["timestamp_day", "region"]);
+    assert_eq!(delta.day_mismatches, Some(0), "each row's timestamp_day is its timestamp's day");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.path().join("expected.json")).unwrap()).unwrap();
+    let mut by_region: BTreeMap<String, usize> = BTreeMap::new();
+    for row in expected["rows"].as_array().unwrap() {
+        *by_region.entry(row[3].as_str().unwrap_or("None").to_string()).or_default() += 1;
+    }
+    assert_eq!(delta.counts, by_region);
+    let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
     assert!(audit.exactly_once && audit.delta.is_some_and(|d| d.same_rows()), "the audit of both");
 }

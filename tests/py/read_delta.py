@@ -17,6 +17,7 @@ first), its "columns" and each row but `_kafka` as JSON ("rows_json", by
 "<partition>/<offset>"). A failure exits 1 with the reader's error on stderr.
 """
 import argparse
+import datetime
 import glob
 import json
 import os
@@ -49,6 +50,11 @@ def with_deltalake(folder, version, apps, endpoint):
     data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
     out = summary(data)
     out["columns"] = data.column_names
+    if "timestamp_day" in data.column_names:
+        # The generated day column, from the files' partition values, against each row's timestamp (UTC).
+        out["day_mismatches"] = sum(
+            1 for r in data.to_pylist()
+            if r["timestamp_day"] != r["_kafka"]["timestamp"].astimezone(datetime.timezone.utc).date())
     out["rows_json"] = {"%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"]):
                         json.dumps({k: v for k, v in r.items() if k != "_kafka"}, sort_keys=True, default=str)
                         for r in data.to_pylist()}
@@ -58,9 +64,25 @@ def with_deltalake(folder, version, apps, endpoint):
         txns={app: table.transaction_version(app) for app in apps},
         protocol=[protocol.min_reader_version, protocol.min_writer_version],
         files=len(table.file_uris()),
+        partition_columns=table.metadata().partition_columns,
+        counts={str(k): v for k, v in counts(table).items()},
         operations=[h.get("operation") for h in sorted(table.history(), key=lambda h: h["version"])],
     )
     return out
+
+
+def counts(table):
+    """Rows per value of the first partition column, filtered by it (the filter a reader
+    prunes files by), null included."""
+    from deltalake import QueryBuilder
+
+    columns = table.metadata().partition_columns
+    if not columns:
+        return {}
+    column = columns[-1]
+    query = 'SELECT "%s" AS v, count(*) AS n FROM t GROUP BY "%s"' % (column, column)
+    rows = pa.table(QueryBuilder().register("t", table).execute(query).read_all()).to_pylist()
+    return {r["v"]: r["n"] for r in rows}
 
 
 def with_duckdb(folder):

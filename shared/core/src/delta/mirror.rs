@@ -37,6 +37,7 @@ use serde_json::json;
 use super::DeltaError;
 use super::actions::{Action, Add, FileFormat, Metadata, Remove, Txn};
 use super::log::DeltaSnapshot;
+use super::partition::DeltaPartitioning;
 use super::schema::DeltaSchema;
 use super::store::LogStore;
 use crate::table::deletes::{ScopedFile, live_files};
@@ -83,6 +84,7 @@ pub async fn mirror(
         });
     }
     let wanted_txns = expected_txns(table, now_ms)?;
+    let partitioning = DeltaPartitioning::of(metadata.current_schema(), metadata.default_partition_spec());
 
     for _ in 0..ATTEMPTS {
         let state = DeltaSnapshot::read(store, &root).await?;
@@ -95,8 +97,16 @@ pub async fn mirror(
         let state = state.unwrap_or_else(|| DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() });
         let data_change = !only_compactions(metadata, synced);
 
-        let schema =
-            DeltaSchema::of(metadata.current_schema(), state.metadata.as_ref().map(|m| m.schema_string.as_str()))?;
+        let previous = state.metadata.as_ref().map(|m| m.schema_string.as_str());
+        let schema = DeltaSchema::of(metadata.current_schema(), &partitioning.generated, previous)?;
+        if let Some(m) = state.metadata.as_ref().filter(|m| m.partition_columns != partitioning.names()) {
+            return Err(DeltaError::Unsupported(format!(
+                "the Delta table is partitioned by {:?} and the Iceberg table's spec gives {:?}: Delta cannot change \
+                 a table's partition columns",
+                m.partition_columns,
+                partitioning.names()
+            )));
+        }
         let mut actions = Vec::new();
         let protocol = schema.protocol();
         if state.protocol.as_ref().is_none_or(|p| {
@@ -115,7 +125,7 @@ pub async fn mirror(
                 description: None,
                 format: FileFormat { provider: "parquet".into(), options: BTreeMap::new() },
                 schema_string: schema.schema_string.clone(),
-                partition_columns: Vec::new(),
+                partition_columns: partitioning.names(),
                 configuration,
                 created_time: Some(now_ms),
             }),
@@ -135,7 +145,7 @@ pub async fn mirror(
                 let file = &f.live.file;
                 actions.push(Action::Add(Add {
                     path: path.clone(),
-                    partition_values: BTreeMap::new(),
+                    partition_values: partitioning.values(metadata, f.spec_id, file.partition()),
                     size: file.file_size_in_bytes() as i64,
                     modification_time: f.live.added_at_ms,
                     data_change,

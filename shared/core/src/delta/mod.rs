@@ -4,7 +4,7 @@
 //!
 //! - [`actions`]: the actions of a commit, as JSON lines;
 //! - [`schema`]: an Iceberg schema as a Delta schema (column mapping by field id) and the
-//!   protocol it needs;
+//!   protocol it needs; [`partition`]: the partition spec as Delta partition columns;
 //! - [`store`]: the [`LogStore`] port — a log's files, with the put-if-absent commits
 //!   rest on (local files here, S3's conditional PUT in `floe-aws`);
 //! - [`log`]: a table's state replayed from its log and checkpoints; new commits and
@@ -17,6 +17,7 @@ pub mod actions;
 pub mod check;
 pub mod log;
 pub mod mirror;
+pub mod partition;
 pub mod schema;
 pub mod store;
 

@@ -35,33 +35,42 @@ pub struct DeltaSchema {
     pub uses_timestamp_ntz: bool,
     /// The highest field id, for `delta.columnMapping.maxColumnId`.
     pub max_column_id: i32,
+    /// Whether it has generated columns (partition columns of day and hour fields).
+    pub generated: bool,
 }
 
 impl DeltaSchema {
-    /// `schema` in Delta's terms; `previous` is the table's Delta schema string so far (a
+    /// `schema` in Delta's terms, with the `generated` partition columns after its own
+    /// ([`super::partition`]); `previous` is the table's Delta schema string so far (a
     /// column whose physical name it recorded differently is a rename: refused).
-    pub fn of(schema: &Schema, previous: Option<&str>) -> Result<DeltaSchema, DeltaError> {
+    pub fn of(schema: &Schema, generated: &[Value], previous: Option<&str>) -> Result<DeltaSchema, DeltaError> {
         let physical = previous.map(physical_names).transpose()?.unwrap_or_default();
         let mut out = Converter { physical, uses_timestamp_ntz: false, max_column_id: 0 };
-        let fields = out.fields(schema.as_struct().fields(), "")?;
+        let mut fields = out.fields(schema.as_struct().fields(), "")?;
+        fields.extend(generated.iter().cloned());
+        let generated_ids = generated.iter().filter_map(|g| g["metadata"][ID].as_i64());
+        let max_column_id = generated_ids
+            .fold(out.max_column_id.max(schema.highest_field_id()), |m, id| m.max(i32::try_from(id).unwrap_or(m)));
+        let uses_timestamp_ntz = out.uses_timestamp_ntz || generated.iter().any(|g| g["type"] == "timestamp_ntz");
         let schema_string = json!({ "type": "struct", "fields": fields }).to_string();
-        Ok(DeltaSchema {
-            schema_string,
-            uses_timestamp_ntz: out.uses_timestamp_ntz,
-            max_column_id: out.max_column_id.max(schema.highest_field_id()),
-        })
+        Ok(DeltaSchema { schema_string, uses_timestamp_ntz, max_column_id, generated: !generated.is_empty() })
     }
 
-    /// The lowest protocol for it: column mapping needs reader 2 and writer 5; a
-    /// `timestamp_ntz` column the table features (reader 3, writer 7), naming both.
+    /// The lowest protocol for it: column mapping needs reader 2 and writer 5 (which
+    /// covers generated columns, writer 4); a `timestamp_ntz` column the table features
+    /// (reader 3, writer 7), naming them.
     pub fn protocol(&self) -> Protocol {
         if self.uses_timestamp_ntz {
-            let features = Some(vec!["columnMapping".to_string(), "timestampNtz".to_string()]);
+            let features = vec!["columnMapping".to_string(), "timestampNtz".to_string()];
+            let mut writer = features.clone();
+            if self.generated {
+                writer.push("generatedColumns".into());
+            }
             Protocol {
                 min_reader_version: 3,
                 min_writer_version: 7,
-                reader_features: features.clone(),
-                writer_features: features,
+                reader_features: Some(features),
+                writer_features: Some(writer),
             }
         } else {
             Protocol { min_reader_version: 2, min_writer_version: 5, reader_features: None, writer_features: None }
@@ -200,7 +209,7 @@ mod tests {
 
     #[test]
     fn fields_carry_their_ids_and_names_and_the_protocol_is_the_lowest() {
-        let s = DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), None).unwrap();
+        let s = DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), &[], None).unwrap();
         let v: Value = serde_json::from_str(&s.schema_string).unwrap();
         let kafka = &v["fields"][1];
         assert_eq!(kafka["nullable"], false);
@@ -212,7 +221,7 @@ mod tests {
         assert_eq!(s.max_column_id, 6);
         assert_eq!((s.protocol().min_reader_version, s.protocol().min_writer_version), (2, 5));
 
-        let ntz = DeltaSchema::of(&schema("id", PrimitiveType::Timestamp), None).unwrap();
+        let ntz = DeltaSchema::of(&schema("id", PrimitiveType::Timestamp), &[], None).unwrap();
         assert!(ntz.schema_string.contains("timestamp_ntz"));
         let p = ntz.protocol();
         assert_eq!((p.min_reader_version, p.min_writer_version), (3, 7));
@@ -221,11 +230,11 @@ mod tests {
 
     #[test]
     fn a_rename_and_a_type_without_a_delta_twin_are_refused() {
-        let before = DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), None).unwrap();
-        assert!(DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), Some(&before.schema_string)).is_ok());
-        let renamed = DeltaSchema::of(&schema("key", PrimitiveType::Timestamptz), Some(&before.schema_string));
+        let before = DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), &[], None).unwrap();
+        assert!(DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), &[], Some(&before.schema_string)).is_ok());
+        let renamed = DeltaSchema::of(&schema("key", PrimitiveType::Timestamptz), &[], Some(&before.schema_string));
         assert!(matches!(renamed, Err(DeltaError::Unsupported(m)) if m.contains("`key` (field id 1) was `id`")));
-        let nanos = DeltaSchema::of(&schema("id", PrimitiveType::TimestamptzNs), None);
+        let nanos = DeltaSchema::of(&schema("id", PrimitiveType::TimestamptzNs), &[], None);
         assert!(matches!(nanos, Err(DeltaError::Unsupported(m)) if m.contains("_kafka.timestamp")));
     }
 }
