@@ -64,7 +64,7 @@ impl Warehouse {
         let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
-        let OpenedCatalog { catalog, file_io, files, delta_log } =
+        let OpenedCatalog { catalog, file_io, files, delta_log, delta_catalog } =
             floe_aws::catalogs::open(catalog, Host::Local { sqlite }).await?;
         let committer = Committer::new(
             catalog.clone(),
@@ -80,7 +80,8 @@ impl Warehouse {
         // Commits on the wall clock: `clock` is maintenance's, which a test moves to
         // age files, not to stand for a host whose clock is wrong.
         .with_clock(Clock::Wall)
-        .with_delta_log(delta_log.clone());
+        .with_delta_log(delta_log.clone())
+        .with_delta_catalog(delta_catalog);
         Ok(Warehouse {
             dir,
             clock,

@@ -542,8 +542,8 @@ impl Aws {
 
     pub(crate) fn committer(&self) -> CommitterService {
         let env = self.committer_env(None);
-        let glue = floe_aws::glue::GlueCatalog::new(aws_sdk_glue::Client::new(&self.config));
-        committer(&self.config, &env, floe_aws::catalogs::OpenedCatalog::on_s3(Arc::new(glue), self.s3.clone()))
+        let glue = aws_sdk_glue::Client::new(&self.config);
+        committer(&self.config, &env, floe_aws::catalogs::OpenedCatalog::on_glue(glue, self.s3.clone()))
     }
 
     /// The committer as its `main` builds it: its catalog from `[catalog]` of the test's

@@ -193,6 +193,16 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
     let first = read_on_moto(&read.location, &app);
     same(&read, &first);
     assert_eq!(first.version, Some(2), "a Delta version per commit");
+    // Registered in Glue beside the Iceberg table, as Athena and Spark find Delta tables.
+    let glue = aws_sdk_glue::Client::new(&support::aws_config().await);
+    let name = format!("{}_delta", aws.table().name);
+    let registered = glue.get_table().database_name(&aws.namespace).name(&name).send().await.unwrap().table.unwrap();
+    let parameters = registered.parameters().unwrap();
+    assert_eq!(
+        (parameters["table_type"].as_str(), parameters["spark.sql.sources.provider"].as_str()),
+        ("DELTA", "delta")
+    );
+    assert_eq!(registered.storage_descriptor().unwrap().location(), Some(read.location.as_str()));
 
     // The first segment delivered again: its offsets are committed, nothing is added.
     let (materializer, committer) = (aws.materializer().await, aws.committer());

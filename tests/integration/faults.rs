@@ -446,6 +446,10 @@ async fn a_delta_topic_s_committer_killed_between_the_two_formats_commits_conver
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 1, "nothing committed twice: {:#?}", read.history);
     assert_eq!(delta_log().await, 1, "nothing mirrored twice");
+    // Killed before it could register the Delta table in Glue: the redelivery's committer did.
+    let glue = aws_sdk_glue::Client::new(&support::aws_config().await);
+    let registered = glue.get_table().database_name("deltakilled").name("payments_delta").send().await;
+    assert!(registered.is_ok_and(|r| r.table.is_some()), "registered after the crash");
     let app = format!("{}/payments/0", aws.table());
     let delta = crate::delta::read_on_moto(&read.location, &app);
     assert_eq!((delta.rows, delta.duplicates, delta.version), (read.rows, 0, Some(0)));

@@ -36,7 +36,7 @@ use crate::glue::GlueCatalog;
 use crate::s3::routed_file_io;
 use crate::s3tables::S3TablesCatalog;
 use crate::vended::{S3Clients, VendedRoutes};
-use floe_core::delta::{LocalLogStore, LogStore};
+use floe_core::delta::{DeltaCatalog, LocalLogStore, LogStore};
 
 /// Where the catalog is opened.
 pub enum Host<'a> {
@@ -55,12 +55,21 @@ pub struct OpenedCatalog {
     pub files: Arc<dyn WarehouseFiles>,
     /// The Delta mirrors' logs, beside the tables' files.
     pub delta_log: Arc<dyn LogStore>,
+    /// Where Delta tables are registered by name (Glue); `None`: opened by path only.
+    pub delta_catalog: Option<Arc<dyn DeltaCatalog>>,
 }
 
 impl OpenedCatalog {
     /// `catalog`, its files in S3 through `s3`.
     pub fn on_s3(catalog: Arc<dyn Catalog>, s3: aws_sdk_s3::Client) -> OpenedCatalog {
         OpenedCatalog::routed(catalog, S3Clients::new(s3))
+    }
+
+    /// Glue through `glue`, its files in S3 through `s3`, its Delta tables registered in
+    /// Glue too.
+    pub fn on_glue(glue: aws_sdk_glue::Client, s3: aws_sdk_s3::Client) -> OpenedCatalog {
+        let glue = Arc::new(GlueCatalog::new(glue));
+        OpenedCatalog { delta_catalog: Some(glue.clone()), ..OpenedCatalog::on_s3(glue, s3) }
     }
 
     /// `catalog`, its files in S3 through the client `clients` picks for each.
@@ -70,6 +79,7 @@ impl OpenedCatalog {
             file_io: routed_file_io(clients.clone()),
             files: Arc::new(S3Files::routed(clients.clone())),
             delta_log: Arc::new(S3LogStore::new(clients)),
+            delta_catalog: None,
         }
     }
 
@@ -80,6 +90,7 @@ impl OpenedCatalog {
             file_io: local_file_io(),
             files: Arc::new(LocalFiles),
             delta_log: Arc::new(LocalLogStore),
+            delta_catalog: None,
         }
     }
 
@@ -107,8 +118,13 @@ pub enum OpenError {
 /// a local warehouse), with its files.
 pub async fn open(config: Option<&CatalogConfig>, host: Host<'_>) -> Result<OpenedCatalog, OpenError> {
     match (config, host) {
-        (None | Some(CatalogConfig::Glue), Host::Aws { aws, s3 }) => Ok(OpenedCatalog::on_s3(glue(aws), s3)),
-        (Some(CatalogConfig::Glue), Host::Local { .. }) => Ok(OpenedCatalog::local(glue(&aws_defaults().await))),
+        (None | Some(CatalogConfig::Glue), Host::Aws { aws, s3 }) => {
+            Ok(OpenedCatalog::on_glue(aws_sdk_glue::Client::new(aws), s3))
+        }
+        (Some(CatalogConfig::Glue), Host::Local { .. }) => {
+            let glue = glue(&aws_defaults().await);
+            Ok(OpenedCatalog { delta_catalog: Some(glue.clone()), ..OpenedCatalog::local(glue) })
+        }
         (None | Some(CatalogConfig::Sql), Host::Local { sqlite }) => Ok(OpenedCatalog::local(Arc::new(sqlite))),
         (Some(CatalogConfig::Sql), Host::Aws { .. }) => Err(OpenError::Refused(
             "catalog.type: \"sql\" is the local SQLite catalog of `floe local`; on AWS use glue, rest or s3tables",
@@ -138,12 +154,13 @@ pub async fn open(config: Option<&CatalogConfig>, host: Host<'_>) -> Result<Open
                 file_io: routed_file_io(clients.clone()),
                 files: Arc::new(AnyFiles::new(clients.clone())),
                 delta_log: Arc::new(S3LogStore::new(clients)),
+                delta_catalog: None,
             })
         }
     }
 }
 
-fn glue(aws: &aws_config::SdkConfig) -> Arc<dyn Catalog> {
+fn glue(aws: &aws_config::SdkConfig) -> Arc<GlueCatalog> {
     Arc::new(GlueCatalog::new(aws_sdk_glue::Client::new(aws)))
 }
 

@@ -9,12 +9,13 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use aws_sdk_glue::Client;
 use aws_sdk_glue::error::DisplayErrorContext;
-use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, TableInput};
+use aws_sdk_glue::types::{DatabaseInput, SerDeInfo, StorageDescriptor, TableInput};
 use iceberg::spec::TableMetadata;
 
 use crate::access::probe;
 use crate::retry::sdk_error_retryable;
 use floe_core::catalog::{Access, Catalog, CatalogError, TablePointer};
+use floe_core::delta::{DeltaCatalog, DeltaError};
 use floe_core::table::TableName;
 
 pub struct GlueCatalog {
@@ -186,3 +187,52 @@ impl Catalog for GlueCatalog {
 /// A table name no one gives a table: the `UpdateTable` probe's target, which Glue answers
 /// with `EntityNotFoundException` once IAM allowed the call.
 const ACCESS_PROBE_TABLE: &str = "floe_access_probe_7f3c9a1e5b";
+
+/// Delta tables in Glue: `table_type` DELTA (as Athena reads them) and the
+/// `spark.sql.sources.provider` and `path` Spark finds them by; their columns are in the
+/// Delta log, which engines read.
+#[async_trait]
+impl DeltaCatalog for GlueCatalog {
+    async fn register(&self, name: &TableName, location: &str) -> Result<bool, DeltaError> {
+        let error =
+            |detail: String, retryable: bool| DeltaError::Catalog { table: name.to_string(), detail, retryable };
+        let sdk = |what: &str, e: &dyn std::fmt::Display, retryable: bool| error(format!("{what}: {e}"), retryable);
+        match self.client.get_table().database_name(&name.namespace).name(&name.name).send().await {
+            Ok(out) => {
+                let table = out.table.ok_or_else(|| error("GetTable answered no table".into(), true))?;
+                let kind = table.parameters().and_then(|p| p.get("table_type")).cloned().unwrap_or_default();
+                let at = table.storage_descriptor().and_then(|s| s.location()).unwrap_or_default();
+                if !kind.eq_ignore_ascii_case("delta") || at.trim_end_matches('/') != location.trim_end_matches('/') {
+                    return Err(error(
+                        format!(
+                            "Glue has a table of that name, of type {kind:?} at {at:?}, not the Delta table at {location}"
+                        ),
+                        false,
+                    ));
+                }
+                return Ok(false);
+            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => {}
+            Err(e) => return Err(sdk("GetTable", &DisplayErrorContext(&e), sdk_error_retryable(&e))),
+        }
+        let parameters = HashMap::from([
+            ("table_type".to_string(), "DELTA".to_string()),
+            ("spark.sql.sources.provider".to_string(), "delta".to_string()),
+            ("EXTERNAL".to_string(), "TRUE".to_string()),
+        ]);
+        let serde = SerDeInfo::builder().parameters("path", location).build();
+        let storage = StorageDescriptor::builder().location(location).serde_info(serde).build();
+        let input = TableInput::builder()
+            .name(&name.name)
+            .table_type("EXTERNAL_TABLE")
+            .set_parameters(Some(parameters))
+            .storage_descriptor(storage)
+            .build()
+            .map_err(|e| error(e.to_string(), false))?;
+        match self.client.create_table().database_name(&name.namespace).table_input(input).send().await {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => Ok(false),
+            Err(e) => Err(sdk("CreateTable", &DisplayErrorContext(&e), sdk_error_retryable(&e))),
+        }
+    }
+}

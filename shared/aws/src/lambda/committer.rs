@@ -80,7 +80,7 @@ pub async fn committer_catalog(aws: &aws_config::SdkConfig, env: &CommitterEnv) 
 /// ([`committer_catalog`]), once per container.
 pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, opened: OpenedCatalog) -> CommitterService {
     let s3 = s3_client(aws, env.s3_path_style);
-    let OpenedCatalog { catalog, file_io, delta_log, .. } = opened;
+    let OpenedCatalog { catalog, file_io, delta_log, delta_catalog, .. } = opened;
     let committer = floe_core::committer::Committer::new(
         catalog.clone(),
         file_io,
@@ -93,7 +93,8 @@ pub fn committer(aws: &aws_config::SdkConfig, env: &CommitterEnv, opened: Opened
     .with_retry(floe_core::retry::RetryPolicy { attempts: 8, ..Default::default() })
     .with_concurrency(env.concurrency)
     .with_clock(floe_core::lock::Clock::Wall)
-    .with_delta_log(delta_log);
+    .with_delta_log(delta_log)
+    .with_delta_catalog(delta_catalog);
     CommitterService {
         committer,
         access: crate::access::AccessCheck::new(catalog, floe_core::catalog::Access::Commit),

@@ -6,6 +6,7 @@
 //!  lane done (compactions, new data) ─ a task lists Delta? ─ no ─▶ nothing
 //!    │ load the table ─▶ mirror (no lease: put-if-absent and the Iceberg sequence
 //!    │                   number recorded in the Delta log keep racing mirrors right)
+//!    │                   ─▶ registered by name (`<table>_delta`, Glue), once per committer
 //!    ├─ ok ─▶ status: Delta failing no more
 //!    ├─ retryable failure ─▶ the lane's committed data tasks fail, retryable: the
 //!    │                       queue brings them back, their offsets are found in the
@@ -17,7 +18,7 @@
 //! ```
 
 use super::{CommitError, Committer, TaskResult};
-use crate::delta::{Mirrored, mirror};
+use crate::delta::{Mirrored, delta_name, mirror};
 use crate::lock::registry::Activity;
 use crate::retry::Retryable;
 use crate::table::load;
@@ -52,6 +53,29 @@ impl Committer {
     async fn try_mirror(&self, table: &TableName) -> Result<Option<Mirrored>, CommitError> {
         let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else { return Ok(None) };
         let now = self.clock.now_ms();
-        Ok(Some(mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now).await?))
+        let mirrored = mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now).await?;
+        self.register_delta(table, loaded.metadata.location()).await?;
+        Ok(Some(mirrored))
+    }
+
+    /// Registers `table`'s Delta table by name (`<table>_delta`) where Delta tables are,
+    /// once per committer: after a crash between its first Delta commit and its
+    /// registration, the next committer to mirror the table registers it.
+    async fn register_delta(&self, table: &TableName, location: &str) -> Result<(), CommitError> {
+        let Some(catalog) = &self.delta_catalog else { return Ok(()) };
+        let done = |set: &std::sync::Mutex<std::collections::HashSet<TableName>>| {
+            set.lock().map(|s| s.contains(table)).unwrap_or(false)
+        };
+        if done(&self.delta_registered) {
+            return Ok(());
+        }
+        let name = delta_name(table);
+        if catalog.register(&name, location).await? {
+            tracing::info!(table = %table, delta_table = %name, location, "Delta table registered");
+        }
+        if let Ok(mut set) = self.delta_registered.lock() {
+            set.insert(table.clone());
+        }
+        Ok(())
     }
 }

@@ -69,7 +69,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, PartitionSpec};
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::delta::{DeltaError, LocalLogStore, LogStore};
+use crate::delta::{DeltaCatalog, DeltaError, LocalLogStore, LogStore};
 use crate::lock::registry::TableRegistry;
 use crate::lock::{Clock, LockError, TableLocks};
 use crate::partition::describe;
@@ -175,6 +175,11 @@ pub struct Committer {
     /// Where the Delta mirrors' logs are read and written (the local filesystem unless
     /// [`Committer::with_delta_log`] says otherwise).
     pub delta_log: Arc<dyn LogStore>,
+    /// Where a Delta table is registered by name (Glue); `None`: by path only.
+    pub delta_catalog: Option<Arc<dyn DeltaCatalog>>,
+    /// The Delta tables this committer (this Lambda container, this process) found
+    /// registered, or registered: checked once each.
+    delta_registered: std::sync::Mutex<std::collections::HashSet<TableName>>,
 }
 
 /// Tables of a batch committed at once unless configured otherwise: all of them, as a
@@ -210,6 +215,8 @@ impl Committer {
             concurrency: DEFAULT_CONCURRENCY,
             clock: Clock::default(),
             delta_log: Arc::new(LocalLogStore),
+            delta_catalog: None,
+            delta_registered: Default::default(),
         }
     }
 
@@ -261,6 +268,11 @@ impl Committer {
     /// This committer writing Delta logs through `delta_log` ([`Committer::delta_log`]).
     pub fn with_delta_log(self, delta_log: Arc<dyn LogStore>) -> Committer {
         Committer { delta_log, ..self }
+    }
+
+    /// This committer registering the Delta tables it creates in `delta_catalog`.
+    pub fn with_delta_catalog(self, delta_catalog: Option<Arc<dyn DeltaCatalog>>) -> Committer {
+        Committer { delta_catalog, ..self }
     }
 
     /// Commits a batch of any tasks: per table, its compactions first (one `replace`

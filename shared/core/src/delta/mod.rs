@@ -11,9 +11,11 @@
 //!   checkpoints;
 //! - [`mirror`](mod@mirror): the Delta table brought in step with the Iceberg table's current
 //!   snapshot, exactly once;
-//! - [`check`]: the audit of a mirror against the Iceberg table.
+//! - [`check`]: the audit of a mirror against the Iceberg table;
+//! - [`catalog`]: the [`DeltaCatalog`] port, where a Delta table is registered by name.
 
 pub mod actions;
+pub mod catalog;
 pub mod check;
 pub mod log;
 pub mod mirror;
@@ -23,6 +25,7 @@ pub mod store;
 
 use std::io;
 
+pub use catalog::{DeltaCatalog, delta_name};
 pub use log::DeltaSnapshot;
 pub use mirror::{ICEBERG_SEQUENCE_APP, Mirrored, mirror};
 pub use store::{LocalLogStore, LogStore};
@@ -51,6 +54,9 @@ pub enum DeltaError {
     /// The Delta table is behind on purpose until the Iceberg table changes.
     #[error("{table}: the Delta table waits: {reason}")]
     Waiting { table: String, reason: String },
+    /// Registering the Delta table by name failed.
+    #[error("registering Delta table {table}: {detail}")]
+    Catalog { table: String, detail: String, retryable: bool },
 }
 
 impl From<iceberg::Error> for DeltaError {
@@ -64,6 +70,7 @@ impl Retryable for DeltaError {
         match self {
             DeltaError::Io(e) => e.retryable(),
             DeltaError::Contended { .. } | DeltaError::Iceberg(_) => true,
+            DeltaError::Catalog { retryable, .. } => *retryable,
             DeltaError::Log { .. } | DeltaError::Unsupported(_) | DeltaError::Waiting { .. } => false,
         }
     }

@@ -354,9 +354,9 @@ impl Compactor {
     /// Delta commit, whose tasks never come back), then deletes its log files past their
     /// retention.
     async fn mirror_delta(&self, loaded: &LoadedTable, now_ms: i64) -> Result<(), MaintenanceError> {
-        let store = self.delta_log.as_ref();
+        let (store, location) = (self.delta_log.as_ref(), loaded.metadata.location());
         mirror(store, &self.file_io, loaded, now_ms).await?;
-        expire_log(store, loaded.metadata.location(), now_ms, LOG_RETENTION_MS).await?;
+        expire_log(store, location, now_ms, LOG_RETENTION_MS).await?;
         Ok(())
     }
 
