@@ -155,6 +155,21 @@ async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_c
         compacted.operations
     );
     audited(warehouse.path()).await;
+    let data_changes = |version: i64| -> Vec<bool> {
+        let text = std::fs::read_to_string(log.join(format!("{version:020}.json"))).unwrap();
+        let actions = floe_core::delta::actions::from_lines(&text).unwrap();
+        actions
+            .into_iter()
+            .filter_map(|a| match a {
+                floe_core::delta::actions::Action::Add(add) => Some(add.data_change),
+                floe_core::delta::actions::Action::Remove(remove) => Some(remove.data_change),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(data_changes(1).iter().all(|&c| c), "appended files change data");
+    let compaction = data_changes(2);
+    assert!(compaction.len() >= 2 && compaction.iter().all(|&c| !c), "a compaction's files change none");
 
     // Readers start from Floe's checkpoint: the commits it covers removed.
     let state = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();

@@ -21,8 +21,9 @@
 //! The Iceberg sequence number recorded in the same commit keeps an older view of the
 //! Iceberg table from undoing a newer one.
 //!
-//! A Delta commit that mirrors only compactions (`replace` snapshots) says
-//! `dataChange: false`, as `OPTIMIZE` does, so streaming readers skip it.
+//! A compaction's files (added by a `replace` snapshot, or removed while only Floe's
+//! appends and compactions committed) say `dataChange: false`, as `OPTIMIZE` writes
+//! them, so streaming readers skip them; a commit of such files alone is an `OPTIMIZE`.
 //!
 //! Delete files are not mirrored: while the Iceberg table has live delete files (another
 //! engine's deletes, an upsert's), the Delta table waits ([`DeltaError::Waiting`]) until
@@ -95,7 +96,11 @@ pub async fn mirror(
             return Ok(Mirrored::UpToDate { version: state.version });
         }
         let state = state.unwrap_or_else(|| DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() });
-        let data_change = !only_compactions(metadata, synced);
+        // A compaction's outputs and inputs change no data; a file an append added does.
+        let removes_change_data = !only_floe_s(metadata, synced);
+        let adds_change_data = |f: &ScopedFile| {
+            metadata.snapshot_by_id(f.added_by).is_none_or(|s| s.summary().operation != Operation::Replace)
+        };
 
         let previous = state.metadata.as_ref().map(|m| m.schema_string.as_str());
         let schema = DeltaSchema::of(metadata.current_schema(), &partitioning.generated, previous)?;
@@ -148,7 +153,7 @@ pub async fn mirror(
                     partition_values: partitioning.values(metadata, f.spec_id, file.partition()),
                     size: file.file_size_in_bytes() as i64,
                     modification_time: f.live.added_at_ms,
-                    data_change,
+                    data_change: adds_change_data(f),
                     stats: Some(json!({ "numRecords": file.record_count() }).to_string()),
                 }));
             }
@@ -160,7 +165,7 @@ pub async fn mirror(
                 actions.push(Action::Remove(Remove {
                     path: path.clone(),
                     deletion_timestamp: Some(now_ms),
-                    data_change,
+                    data_change: removes_change_data,
                     extended_file_metadata: Some(true),
                     size: Some(add.size),
                 }));
@@ -175,7 +180,13 @@ pub async fn mirror(
             return Ok(Mirrored::UpToDate { version: state.version });
         }
         actions.extend(txns.into_iter().cloned().map(Action::Txn));
-        let operation = if data_change { "WRITE" } else { "OPTIMIZE" };
+        let changes_data = actions.iter().any(|a| match a {
+            Action::Add(add) => add.data_change,
+            Action::Remove(remove) => remove.data_change,
+            _ => false,
+        });
+        // A commit of files that changes no data is a compaction's, as `OPTIMIZE` writes it.
+        let operation = if changes_data || added + removed == 0 { "WRITE" } else { "OPTIMIZE" };
         let info = json!({
             "timestamp": now_ms,
             "operation": operation,
@@ -221,18 +232,17 @@ pub(super) fn by_delta_path<'a>(root: &str, data: &'a [ScopedFile]) -> BTreeMap<
 }
 
 /// Whether every Iceberg snapshot since sequence number `synced` (all of them when
-/// `None`) is a compaction's `replace`.
-fn only_compactions(metadata: &TableMetadata, synced: Option<i64>) -> bool {
+/// `None`) is one of Floe's appends or compactions (`replace`): the files they removed
+/// were rewritten, not their rows deleted.
+fn only_floe_s(metadata: &TableMetadata, synced: Option<i64>) -> bool {
     let mut snapshot = metadata.current_snapshot();
-    let mut any = false;
     while let Some(s) = snapshot.filter(|s| synced.is_none_or(|synced| s.sequence_number() > synced)) {
-        if s.summary().operation != Operation::Replace {
+        if !matches!(s.summary().operation, Operation::Replace | Operation::Append) {
             return false;
         }
-        any = true;
         snapshot = s.parent_snapshot_id().and_then(|id| metadata.snapshot_by_id(id));
     }
-    any
+    true
 }
 
 /// `path` as an `add.path`: relative to `root` when under it, percent-encoded as a URI

@@ -47,6 +47,8 @@ pub struct ScopedFile {
     pub live: LiveFile,
     pub sequence_number: i64,
     pub spec_id: i32,
+    /// The snapshot that added it (its manifest entry's).
+    pub added_by: i64,
 }
 
 impl ScopedFile {
@@ -151,7 +153,8 @@ pub async fn live_files(file_io: &FileIO, metadata: &TableMetadata) -> Result<(V
             }
             let snapshot_id = entry.snapshot_id().unwrap_or(manifest.added_snapshot_id);
             let added_at_ms = metadata.snapshot_by_id(snapshot_id).map_or(oldest, |s| s.timestamp_ms());
-            data.push(ScopedFile { live: LiveFile { file, added_at_ms }, sequence_number, spec_id });
+            let live = LiveFile { file, added_at_ms };
+            data.push(ScopedFile { live, sequence_number, spec_id, added_by: snapshot_id });
         }
     }
     Ok((data, deletes))
@@ -420,7 +423,7 @@ mod tests {
             .file_size_in_bytes(100)
             .build()
             .unwrap();
-        ScopedFile { live: LiveFile { file, added_at_ms: 0 }, sequence_number: seq, spec_id }
+        ScopedFile { live: LiveFile { file, added_at_ms: 0 }, sequence_number: seq, spec_id, added_by: 0 }
     }
 
     fn delete(content: DataContentType, day: Option<i32>, seq: i64, names: Option<&str>, dv: bool) -> LiveDelete {
