@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 export FLOE_PYTHON="${FLOE_PYTHON:-$PWD/.venv/bin/python}"
 benches=("$@")
 if [ ${#benches[@]} -eq 0 ]; then
-  benches=(segment_decode convert commit materializer compaction cold_start cost committer_scale)
+  benches=(segment_decode convert commit materializer compaction cold_start cost committer_scale upsert)
 fi
 for bench in "${benches[@]}"; do
   echo "== cargo bench -p floe-tests --bench $bench" >&2

@@ -335,6 +335,19 @@ impl FloeConfig {
             validate_schemas(&field, &settings, &defaults)?;
             entries.push(Entry { matcher, table: table_name, settings, field, partition_by });
         }
+        // S3 Tables owns its tables' storage and removes what their Iceberg metadata does
+        // not name: a Delta log there would be deleted under its readers.
+        if matches!(catalog, Some(CatalogConfig::S3Tables(_))) {
+            let mut sections =
+                std::iter::once(("defaults", &defaults)).chain(entries.iter().map(|e| (e.field.as_str(), &e.settings)));
+            if let Some((field, _)) = sections.find(|(_, s)| s.formats.is_some_and(|f| f.delta())) {
+                return Err(ConfigError::invalid(
+                    format!("{field}.formats"),
+                    "S3 Tables removes the files its Iceberg metadata does not name, a Delta log among them: \
+                     a Delta table needs a glue, rest or sql catalog",
+                ));
+            }
+        }
         // The defaults' partitioning, as the entries without their own inherit it.
         for entry in entries.iter().filter(|e| e.partition_by.is_none()) {
             let key = entry.settings.key_format.or(defaults.key_format);

@@ -346,3 +346,18 @@ fn formats_are_iceberg_unless_delta_is_listed_beside_it() {
         assert!(e.contains(why), "{list}: {e}");
     }
 }
+
+#[test]
+fn delta_is_refused_on_s3_tables_which_removes_unreferenced_files() {
+    let catalog =
+        "[catalog]\ntype = \"s3tables\"\ntable_bucket_arn = \"arn:aws:s3tables:us-east-1:123456789012:bucket/b\"\n";
+    let e = FloeConfig::parse(&format!("{catalog}[[topics]]\ntopic = \"t\"\nformats = [\"iceberg\", \"delta\"]\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("topics[0].formats: S3 Tables removes the files"), "{e}");
+    let e = FloeConfig::parse(&format!("[defaults]\nformats = [\"iceberg\", \"delta\"]\n{catalog}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("defaults.formats: S3 Tables"), "{e}");
+    assert!(FloeConfig::parse(&format!("{catalog}[[topics]]\ntopic = \"t\"\nformats = [\"iceberg\"]\n")).is_ok());
+}
