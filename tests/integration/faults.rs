@@ -224,6 +224,9 @@ impl floe_core::delta::LogStore for DyingAfterCommit {
     async fn read(&self, path: &str) -> std::io::Result<Option<bytes::Bytes>> {
         self.0.read(path).await
     }
+    async fn exists(&self, path: &str) -> std::io::Result<bool> {
+        self.0.exists(path).await
+    }
     async fn put_if_absent(&self, path: &str, bytes: bytes::Bytes) -> std::io::Result<bool> {
         if self.0.put_if_absent(path, bytes).await? {
             die();

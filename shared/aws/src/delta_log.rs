@@ -49,6 +49,16 @@ impl LogStore for S3LogStore {
         }
     }
 
+    async fn exists(&self, path: &str) -> io::Result<bool> {
+        let Some((bucket, key)) = split_s3_uri(path) else { return LocalLogStore.exists(path).await };
+        let client = self.clients.client(path).await;
+        match client.head_object().bucket(bucket).key(key).send().await {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
+            Err(e) => Err(sdk_io_error(format!("HEAD {path}"), &e)),
+        }
+    }
+
     async fn put_if_absent(&self, path: &str, bytes: Bytes) -> io::Result<bool> {
         let Some((bucket, key)) = split_s3_uri(path) else { return LocalLogStore.put_if_absent(path, bytes).await };
         let client = self.clients.client(path).await;

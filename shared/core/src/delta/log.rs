@@ -96,6 +96,12 @@ impl DeltaSnapshot {
             None => last_checkpoint(store, &dir).await?,
             Some(_) => None,
         };
+        // Neither a checkpoint named nor a first commit: no log, known without a listing
+        // (which some stores, S3 Tables' among them, refuse). The log's start is deleted
+        // only once `_last_checkpoint` names a later checkpoint ([`expire_log`]).
+        if hint.is_none() && version.is_none() && !store.exists(&format!("{dir}/{}", commit_name(0))).await? {
+            return Ok(None);
+        }
         let mut listed = Listed::of(store.list(&dir, hint.map(|v| format!("{v:020}")).as_deref()).await?);
         if hint.is_some_and(|v| !listed.checkpoints.contains(&v)) {
             listed = Listed::of(store.list(&dir, None).await?);
@@ -238,11 +244,14 @@ pub async fn expire_log(store: &dyn LogStore, root: &str, now_ms: i64, retention
     };
     let old_commits: std::collections::HashSet<i64> =
         files.iter().filter(|f| f.name.ends_with(".json") && f.modified_ms <= cutoff).filter_map(version_of).collect();
+    // Only up to the checkpoint `_last_checkpoint` names: a reader finds the log by it
+    // once its first commit is gone.
+    let named = last_checkpoint(store, &dir).await?.unwrap_or(-1);
     let Some(start) = files
         .iter()
         .filter(|f| f.name.ends_with(".checkpoint.parquet"))
         .filter_map(version_of)
-        .filter(|v| old_commits.contains(v))
+        .filter(|v| old_commits.contains(v) && *v <= named)
         .max()
     else {
         return Ok(0);

@@ -16,6 +16,8 @@ use bytes::Bytes;
 pub trait LogStore: Send + Sync {
     /// The file's bytes; `None` when there is no such file.
     async fn read(&self, path: &str) -> io::Result<Option<Bytes>>;
+    /// Whether the file exists (without reading it).
+    async fn exists(&self, path: &str) -> io::Result<bool>;
     /// Writes the file only if no file has its name: `Ok(false)` when one has (another
     /// writer won), and then nothing was written.
     async fn put_if_absent(&self, path: &str, bytes: Bytes) -> io::Result<bool>;
@@ -66,6 +68,15 @@ impl LogStore for LocalLogStore {
         match tokio::fs::read(&path).await {
             Ok(bytes) => Ok(Some(Bytes::from(bytes))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(named(&path, e)),
+        }
+    }
+
+    async fn exists(&self, path: &str) -> io::Result<bool> {
+        let path = local(path)?;
+        match tokio::fs::metadata(&path).await {
+            Ok(meta) => Ok(meta.is_file()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(named(&path, e)),
         }
     }
@@ -169,6 +180,7 @@ mod tests {
         let after = store.list(&log.to_string_lossy(), Some("00000000000000000000.json")).await.unwrap();
         assert_eq!(names(after), vec!["00000000000000000001.json"]);
         assert_eq!(store.read(&format!("{path}.missing")).await.unwrap(), None);
+        assert!(store.exists(&path).await.unwrap() && !store.exists(&format!("{path}.missing")).await.unwrap());
         assert!(store.list("/nonexistent/_delta_log", None).await.unwrap().is_empty());
         assert!(store.read("s3://bucket/key").await.unwrap_err().to_string().contains("cannot reach"));
     }
