@@ -94,14 +94,24 @@ async fn audited(warehouse: &Path) {
     assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
 }
 
-#[tokio::test]
-async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_compaction_and_a_lost_mirror() {
+/// `kafka.orders` of the sample segments `segments` (examples/segments), run with both
+/// formats: the input folder and the warehouse.
+async fn orders(segments: &[&str]) -> (tempfile::TempDir, tempfile::TempDir) {
     let samples = support::root().join("examples/segments");
     let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    for rel in ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"] {
+    for rel in segments {
         copy(&samples, input.path(), rel);
     }
     run(input.path(), warehouse.path()).await;
+    (input, warehouse)
+}
+
+const FIRST_SEGMENTS: [&str; 2] = ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"];
+
+#[tokio::test]
+async fn a_delta_table_beside_the_iceberg_one_holds_the_same_rows_through_runs_compaction_and_a_lost_mirror() {
+    let samples = support::root().join("examples/segments");
+    let (input, warehouse) = orders(&FIRST_SEGMENTS).await;
     let first = same_rows(warehouse.path(), "kafka.orders", &[0, 1]);
     assert_eq!((first.rows, first.version, first.protocol.as_slice()), (180, Some(0), &[2, 5][..]));
 
@@ -255,12 +265,7 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
 async fn racing_mirrors_write_each_version_once() {
     use floe_core::delta::Mirrored;
 
-    let samples = support::root().join("examples/segments");
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    for rel in ["orders-0/00000000000000000000.log", "orders-1/00000000000000000000.log"] {
-        copy(&samples, input.path(), rel);
-    }
-    run(input.path(), warehouse.path()).await;
+    let (_input, warehouse) = orders(&FIRST_SEGMENTS).await;
     let location = read_local(warehouse.path(), "kafka.orders").location;
     std::fs::remove_dir_all(Path::new(&location).join("_delta_log")).unwrap();
 
@@ -288,10 +293,7 @@ async fn racing_mirrors_write_each_version_once() {
 async fn the_sweep_keeps_the_files_the_delta_table_names() {
     use floe_core::delta::actions::{Action, Add};
 
-    let samples = support::root().join("examples/segments");
-    let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    copy(&samples, input.path(), "orders-0/00000000000000000000.log");
-    run(input.path(), warehouse.path()).await;
+    let (_input, warehouse) = orders(&FIRST_SEGMENTS[..1]).await;
     let location = read_local(warehouse.path(), "kafka.orders").location;
     let live = read_local(warehouse.path(), "kafka.orders").files[0].clone();
     let only_delta = Path::new(&location).join("data/only-delta.parquet");

@@ -61,6 +61,16 @@ fn named(path: &std::path::Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// `bytes` written to a new temporary file (`.tmp…`) in `path`'s folder, made if need be:
+/// a file is whole before it gets its name.
+fn staged(path: &std::path::Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    let dir = path.parent().ok_or_else(|| io::Error::other(format!("{}: no folder", path.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
+    let mut staged = tempfile::NamedTempFile::new_in(dir).map_err(|e| named(dir, e))?;
+    io::Write::write_all(&mut staged, bytes).map_err(|e| named(staged.path(), e))?;
+    Ok(staged)
+}
+
 #[async_trait]
 impl LogStore for LocalLogStore {
     async fn read(&self, path: &str) -> io::Result<Option<Bytes>> {
@@ -84,10 +94,7 @@ impl LogStore for LocalLogStore {
     async fn put_if_absent(&self, path: &str, bytes: Bytes) -> io::Result<bool> {
         let path = local(path)?;
         tokio::task::spawn_blocking(move || {
-            let dir = path.parent().ok_or_else(|| io::Error::other(format!("{}: no folder", path.display())))?;
-            std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
-            let mut staged = tempfile::NamedTempFile::new_in(dir).map_err(|e| named(dir, e))?;
-            io::Write::write_all(&mut staged, &bytes).map_err(|e| named(staged.path(), e))?;
+            let staged = staged(&path, &bytes)?;
             staged.as_file().sync_all().map_err(|e| named(staged.path(), e))?;
             // The link is the commit: it fails when the name exists, and the file it names
             // is already whole.
@@ -104,11 +111,7 @@ impl LogStore for LocalLogStore {
     async fn put(&self, path: &str, bytes: Bytes) -> io::Result<()> {
         let path = local(path)?;
         tokio::task::spawn_blocking(move || {
-            let dir = path.parent().ok_or_else(|| io::Error::other(format!("{}: no folder", path.display())))?;
-            std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
-            let mut staged = tempfile::NamedTempFile::new_in(dir).map_err(|e| named(dir, e))?;
-            io::Write::write_all(&mut staged, &bytes).map_err(|e| named(staged.path(), e))?;
-            staged.persist(&path).map_err(|e| named(&path, e.error))?;
+            staged(&path, &bytes)?.persist(&path).map_err(|e| named(&path, e.error))?;
             Ok(())
         })
         .await
