@@ -33,7 +33,7 @@ fn gaps(p: &PartitionAudit) -> Vec<(i64, i64, GapReason)> {
 }
 
 /// Runs `script` (tests/py) on `table` of the warehouse with `args`; its output.
-fn on_table(warehouse: &Path, table: &str, script: &str, args: &[&str]) -> String {
+pub(crate) fn on_table(warehouse: &Path, table: &str, script: &str, args: &[&str]) -> String {
     let w = warehouse.canonicalize().unwrap().display().to_string();
     let out = std::process::Command::new(support::python())
         .arg(support::root().join("tests/py").join(script))

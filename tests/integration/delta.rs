@@ -394,3 +394,62 @@ async fn a_partitioned_table_s_delta_table_has_its_partition_columns() {
     let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
     assert!(audit.exactly_once && audit.delta.is_some_and(|d| d.same_rows()), "the audit of both");
 }
+
+/// Another engine writes the Iceberg table of a Delta topic: its append is mirrored; its
+/// row-level delete (a position delete file) holds the Delta table back, shown in status
+/// and the audit, until compaction has applied it; its overwrite (every row in new files)
+/// is mirrored as a remove and an add of each file. Delta-rs reads what PyIceberg reads
+/// at each step.
+#[tokio::test]
+async fn another_engine_s_append_delete_and_overwrite_reach_the_delta_table() {
+    use crate::audit::on_table;
+
+    let (_input, warehouse) = orders(&FIRST_SEGMENTS).await;
+    let w = warehouse.path();
+    let maintain = async |by_ms: i64| {
+        let mut out = Vec::new();
+        let clock = floe_core::lock::Clock::Shifted { by_ms };
+        floe_cli::compact::compact(w, config(), clock, &mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    // The other engine's appended rows are no committed records (the Iceberg audit says
+    // so); the Delta table must hold what the Iceberg table holds all the same.
+    let delta_same_rows = async |w: &Path| {
+        let audit = floe_cli::audit::local(w, "kafka.orders").await.unwrap();
+        assert!(audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
+    };
+    let delta_line = async || {
+        let status = floe_cli::local::status_in(w, &config()).await.unwrap();
+        let orders = status.into_iter().find(|t| t.table == "kafka.orders").unwrap();
+        (orders.health.state, orders.health.reason, orders.health.delta.unwrap())
+    };
+
+    // An append (three rows again, in Kafka partition 9): mirrored by the next run.
+    on_table(w, "kafka.orders", "foreign_write.py", &["append", "3", "9"]);
+    maintain(0).await;
+    assert_eq!(same_rows(w, "kafka.orders", &[0, 1]).rows, 183);
+
+    // A position delete: the Delta table waits, and says so.
+    on_table(w, "kafka.orders", "foreign_delete.py", &["position", "0/5"]);
+    maintain(0).await;
+    let (state, reason, delta) = delta_line().await;
+    assert_eq!(state, "degraded");
+    assert!(reason.as_deref().is_some_and(|r| r.contains("live delete file")), "{reason:?}");
+    assert!(delta.contains("behind"), "{delta}");
+    let audit = floe_cli::audit::local(w, "kafka.orders").await.unwrap();
+    assert!(!audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.deletes_waiting == 1), "{audit:?}");
+    // Compaction days later applies it: the Delta table is in step, without the row.
+    let out = maintain(4 * DAY_MS).await;
+    let (state, _, delta) = delta_line().await;
+    assert_eq!((state, delta.contains("in step")), ("running", true), "{out}");
+    let after = same_rows(w, "kafka.orders", &[0, 1]);
+    assert_eq!(after.rows, 182);
+    assert!(!after.offsets["0"].contains(&5));
+    delta_same_rows(w).await;
+
+    // An overwrite: every row in new files, the old ones removed.
+    on_table(w, "kafka.orders", "foreign_write.py", &["overwrite"]);
+    maintain(4 * DAY_MS).await;
+    assert_eq!(same_rows(w, "kafka.orders", &[0, 1]).rows, 182);
+    delta_same_rows(w).await;
+}
