@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use floe_core::catalog::Catalog;
-use floe_core::catalog::sqlite::SqliteCatalog;
+use floe_core::catalog::split::SplitCatalog;
+use floe_core::catalog::sqlite::{OWN_CATALOG, SqliteCatalog};
 use floe_core::table::CatalogTables;
 use floe_core::table::audit::{AuditReport, Gap, GapReason, PartitionAudit, audit};
 use floe_core::task::TableName;
@@ -27,7 +28,10 @@ pub async fn local(warehouse: &Path, table: &str) -> anyhow::Result<AuditReport>
     let name = table_name(table)?;
     let path = warehouse.join("catalog.db");
     anyhow::ensure!(path.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
-    let catalog: Arc<dyn Catalog> = Arc::new(SqliteCatalog::open(&path, "floe")?);
+    // Delta-only topics' tables are in the file's own catalog: looked up there too.
+    let sqlite = SqliteCatalog::open(&path, "floe")?;
+    let catalog: Arc<dyn Catalog> =
+        Arc::new(SplitCatalog::new(Arc::new(sqlite.clone()), Arc::new(sqlite.named(OWN_CATALOG))));
     let tables = CatalogTables {
         catalog,
         file_io: floe_core::storage::local_file_io(),

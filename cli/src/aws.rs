@@ -29,20 +29,23 @@ pub fn s3_client(config: &SdkConfig, path_style: bool) -> aws_sdk_s3::Client {
 /// The stack's tables, through Glue (the catalog without `[catalog]`) and, for their
 /// files, `s3`.
 pub async fn glue_tables(config: &SdkConfig, s3: aws_sdk_s3::Client) -> anyhow::Result<CatalogTables> {
-    Ok(floe_aws::catalogs::open(None, Host::Aws { aws: config, s3 }).await?.tables())
+    let host = Host::Aws { aws: config, s3, lock_table: None };
+    Ok(floe_aws::catalogs::open(&FloeConfig::default(), host).await?.tables())
 }
 
 /// The stack's floe.toml (`config_uri`: `s3://…` or a path, the stack's `ConfigUri`;
 /// without it, the defaults) and its tables, through the catalog its `[catalog]` names
-/// (Glue without it), opened as the functions open it, and, for their files, `s3`.
+/// (Glue without it), opened as the functions open it (with the stack's `lock_table`,
+/// where Delta-only topics' Iceberg tables are), and, for their files, `s3`.
 pub async fn stack_tables(
     config: &SdkConfig,
     s3: &aws_sdk_s3::Client,
     config_uri: Option<&str>,
+    lock_table: Option<&str>,
 ) -> anyhow::Result<(FloeConfig, CatalogTables)> {
     let floe_config = floe_aws::lambda::read_config(s3, config_uri).await?;
-    let opened =
-        floe_aws::catalogs::open(floe_config.catalog.as_ref(), Host::Aws { aws: config, s3: s3.clone() }).await?;
+    let host = Host::Aws { aws: config, s3: s3.clone(), lock_table };
+    let opened = floe_aws::catalogs::open(&floe_config, host).await?;
     Ok((floe_config, opened.tables()))
 }
 

@@ -169,7 +169,7 @@ pub async fn compact(
 ) -> anyhow::Result<Vec<TableCompaction>> {
     let dir = folder("--warehouse", warehouse, false)?;
     anyhow::ensure!(dir.join("catalog.db").is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
-    let opened = Warehouse::open(dir, clock, config.catalog.as_ref()).await?;
+    let opened = Warehouse::open(dir, clock, &config).await?;
     let tables = maintain(&opened, Arc::new(config)).await;
     for line in tables.iter().filter_map(TableCompaction::line) {
         writeln!(out, "{line}")?;

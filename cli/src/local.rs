@@ -203,8 +203,7 @@ pub async fn run_local_at(
     clock: Clock,
     commits: Clock,
 ) -> anyhow::Result<LocalReport> {
-    let mut warehouse =
-        Warehouse::open(folder("--warehouse", warehouse, true)?, clock, config.catalog.as_ref()).await?;
+    let mut warehouse = Warehouse::open(folder("--warehouse", warehouse, true)?, clock, &config).await?;
     warehouse.committer.clock = commits;
     let input = folder("--input", input, false)?;
     let Warehouse { locks, owner, queue, committer, .. } = &warehouse;
@@ -328,7 +327,7 @@ pub async fn resolve(
     decision: &crate::resolve::Decision,
 ) -> anyhow::Result<String> {
     let dir = folder("--warehouse", warehouse, false)?;
-    let warehouse = Warehouse::open(dir, Clock::Wall, config.catalog.as_ref()).await?;
+    let warehouse = Warehouse::open(dir, Clock::Wall, config).await?;
     let tables = CatalogTables {
         catalog: warehouse.catalog.clone(),
         file_io: warehouse.file_io.clone(),
@@ -358,7 +357,7 @@ pub async fn status_in(warehouse: &Path, config: &FloeConfig) -> anyhow::Result<
     }
     namespaces.extend(registered.iter().map(|r| r.table.namespace.clone()));
     namespaces.extend(config.configured_tables().into_iter().map(|t| t.namespace));
-    let opened = floe_aws::catalogs::open(config.catalog.as_ref(), floe_aws::catalogs::Host::Local { sqlite }).await?;
+    let opened = floe_aws::catalogs::open(config, floe_aws::catalogs::Host::Local { sqlite }).await?;
     let (tables, catalog) = (opened.tables(), opened.catalog);
     let now_ms = floe_core::lock::now_ms();
     let mut out = Vec::new();

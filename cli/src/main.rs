@@ -93,10 +93,8 @@ enum AwsCommand {
         /// The stack's task queue (its `TaskQueueUrl` output).
         #[arg(long)]
         queue_url: String,
-        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri): its
-        /// `[catalog]` is where the table is read (Glue without it).
-        #[arg(long)]
-        config: Option<String>,
+        #[command(flatten)]
+        stack: StackArgs,
     },
     /// Prove from the table's data (through its catalog, files in S3) that it holds every
     /// committed Kafka record once: offsets per partition, gaps and what explains them,
@@ -108,14 +106,14 @@ enum AwsCommand {
         /// One JSON object instead of the readable report.
         #[arg(long)]
         json: bool,
-        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri): its
-        /// `[catalog]` is where the tables are read (Glue without it).
-        #[arg(long)]
-        config: Option<String>,
+        #[command(flatten)]
+        stack: StackArgs,
     },
     /// Hand the segments already in tiered storage to the materializer, as if each had just
     /// been uploaded: segments the tables hold are skipped, none is committed twice.
-    /// Progress goes to a state file, so a rerun hands only the rest.
+    /// Progress goes to a state file, so a rerun hands only the rest. The stack's floe.toml
+    /// (--config) finds each topic's table and tells the topics it does not enable, whose
+    /// segments are skipped too; without it, the defaults (as the functions without one).
     Backfill {
         /// The bucket of segments (the tiered-storage bucket).
         #[arg(long)]
@@ -145,13 +143,22 @@ enum AwsCommand {
         /// The materializer's memory, for the dry run's estimate.
         #[arg(long, default_value_t = 1024)]
         memory_mib: u64,
-        /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri), to find
-        /// each topic's table, in the catalog its `[catalog]` names, and skip the segments
-        /// it already holds and those of topics it does not enable; without it, the
-        /// defaults (as the functions without one).
-        #[arg(long)]
-        config: Option<String>,
+        #[command(flatten)]
+        stack: StackArgs,
     },
+}
+
+/// Where a stack's tables are read, as its functions read them.
+#[derive(clap::Args)]
+struct StackArgs {
+    /// The functions' floe.toml (`s3://…` or a path: the stack's ConfigUri): its
+    /// `[catalog]` is where the tables are read (Glue without it).
+    #[arg(long)]
+    config: Option<String>,
+    /// The stack's lock table (its `LockTableName` output), where the Iceberg records of
+    /// Delta-only topics are kept: needed when floe.toml has one.
+    #[arg(long)]
+    lock_table: Option<String>,
 }
 
 /// A decision on a stranded transaction part, as `floe … resolve` takes it.
@@ -375,6 +382,14 @@ async fn table_access(warehouse: &std::path::Path, table: &str, json: bool) -> a
     Ok(())
 }
 
+async fn stack_tables(
+    config: &aws_config::SdkConfig,
+    s3: &aws_sdk_s3::Client,
+    stack: &StackArgs,
+) -> anyhow::Result<(floe_core::config::FloeConfig, floe_core::table::CatalogTables)> {
+    floe_cli::aws::stack_tables(config, s3, stack.config.as_deref(), stack.lock_table.as_deref()).await
+}
+
 async fn aws(command: AwsCommand) -> anyhow::Result<()> {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     // As the functions address S3 (`FLOE_S3_PATH_STYLE=true` for S3 emulators).
@@ -382,13 +397,14 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
     let s3 = floe_cli::aws::s3_client(&config, path_style);
     match command {
         AwsCommand::Status { lock_table, json, config: config_uri } => {
-            let (_, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+            let stack = StackArgs { config: config_uri, lock_table: Some(lock_table.clone()) };
+            let (_, tables) = stack_tables(&config, &s3, &stack).await?;
             let tables = floe_cli::aws::status_of(&config, &lock_table, &tables).await?;
             let rows: Vec<_> = tables.iter().map(|t| (t.table.as_str(), &t.health)).collect();
             print_status(&tables, &rows, json)
         }
-        AwsCommand::Resolve { decision, queue_url, config: config_uri } => {
-            let (_, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+        AwsCommand::Resolve { decision, queue_url, stack } => {
+            let (_, tables) = stack_tables(&config, &s3, &stack).await?;
             let done = floe_cli::aws::resolve(&config, &s3, &tables, &queue_url, &decision.decision()).await?;
             println!("{done}");
             Ok(())
@@ -398,9 +414,9 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             resumed(&table, reason);
             Ok(())
         }
-        AwsCommand::Audit { table, json, config: config_uri } => {
+        AwsCommand::Audit { table, json, stack } => {
             let report = async {
-                let (_, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+                let (_, tables) = stack_tables(&config, &s3, &stack).await?;
                 floe_cli::audit::stack_table(&tables, &table).await
             };
             floe_cli::audit::verdict(report.await, json, std::io::stdout().lock())
@@ -415,11 +431,11 @@ async fn aws(command: AwsCommand) -> anyhow::Result<()> {
             limit,
             dry_run,
             memory_mib,
-            config: config_uri,
+            stack,
         } => {
             use floe_cli::backfill;
             let segments = backfill::list_segments(&s3, &bucket, &prefix, topic.as_deref()).await?;
-            let (floe_config, tables) = floe_cli::aws::stack_tables(&config, &s3, config_uri.as_deref()).await?;
+            let (floe_config, tables) = stack_tables(&config, &s3, &stack).await?;
             let skip = backfill::Skip {
                 held: backfill::already_held(&s3, &bucket, &segments, &floe_config, &tables).await?,
                 not_enabled: backfill::not_enabled(&segments, &floe_config),
@@ -496,7 +512,7 @@ mod tests {
         }
         assert!(matches!(
             parse("floe aws audit kafka.orders").unwrap(),
-            Command::Aws { command: AwsCommand::Audit { json: false, config: None, .. } }
+            Command::Aws { command: AwsCommand::Audit { json: false, stack: StackArgs { config: None, .. }, .. } }
         ));
         match parse("floe aws status --lock-table floe-leases --config s3://cfg/floe.toml").unwrap() {
             Command::Aws { command: AwsCommand::Status { config, .. } } => {

@@ -14,7 +14,7 @@ use floe_aws::catalogs::{Host, OpenedCatalog};
 use floe_core::catalog::Catalog;
 use floe_core::catalog::sqlite::SqliteCatalog;
 use floe_core::committer::Committer;
-use floe_core::config::CatalogConfig;
+use floe_core::config::FloeConfig;
 use floe_core::delta::LogStore;
 use floe_core::lock::Clock;
 use floe_core::lock::sqlite::SqliteLocks;
@@ -59,13 +59,14 @@ pub(crate) struct Warehouse {
 
 impl Warehouse {
     /// Opens (creating the SQLite catalog if need be) the warehouse in the folder `dir`,
-    /// on `clock`, its tables in the catalog `catalog` names (the SQLite one by default).
-    pub async fn open(dir: PathBuf, clock: Clock, catalog: Option<&CatalogConfig>) -> anyhow::Result<Warehouse> {
+    /// on `clock`, its tables in the catalog `config`'s `[catalog]` names (the SQLite one
+    /// by default), those of Delta-only topics in its own ([`floe_aws::catalogs::open`]).
+    pub async fn open(dir: PathBuf, clock: Clock, config: &FloeConfig) -> anyhow::Result<Warehouse> {
         let sqlite = SqliteCatalog::open(&dir.join("catalog.db"), "floe")?;
         let locks = Arc::new(SqliteLocks::new(sqlite.connection())?.waiting(LEASE_WAIT));
         let owner = floe_core::lock::sqlite::process_owner("floe-local");
         let OpenedCatalog { catalog, file_io, files, delta_log, delta_catalog } =
-            floe_aws::catalogs::open(catalog, Host::Local { sqlite }).await?;
+            floe_aws::catalogs::open(config, Host::Local { sqlite }).await?;
         let committer = Committer::new(
             catalog.clone(),
             file_io.clone(),

@@ -106,6 +106,7 @@ impl Subject {
                 spec: &spec,
                 format: iceberg::spec::FormatVersion::V2,
                 upsert_key: None,
+                formats: Default::default(),
             },
         )
         .await;

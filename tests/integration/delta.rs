@@ -453,3 +453,84 @@ async fn another_engine_s_append_delete_and_overwrite_reach_the_delta_table() {
     assert_eq!(same_rows(w, "kafka.orders", &[0, 1]).rows, 182);
     delta_same_rows(w).await;
 }
+
+/// A Delta-only topic (`formats = ["delta"]`): the Delta table is the only table users
+/// see. Its Iceberg table, Floe's record of its commits, is in Floe's own catalog (the
+/// SQLite file's `floe-own`), not the user's. delta-rs and DuckDB read what PyIceberg
+/// reads of an Iceberg-only run of the same segments, through a second run, a replay
+/// and compaction; status and the audit cover it; and a topic whose formats change
+/// under the table is suspended, nothing lost, until they are set back.
+#[tokio::test]
+async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceberg_run() {
+    use floe_core::catalog::Catalog;
+    let samples = support::root().join("examples/segments");
+    let delta_only = FloeConfig::parse("[defaults]\nenabled = true\nformats = [\"delta\"]\n").unwrap();
+    let (input, warehouse, iceberg) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let runs = async |config: &FloeConfig| {
+        let report = floe_cli::local::run_local(input.path(), warehouse.path(), config.clone()).await.unwrap();
+        let plain = floe_cli::local::run_local(input.path(), iceberg.path(), FloeConfig::default()).await.unwrap();
+        assert!(plain.failed.is_empty(), "{plain:?}");
+        report
+    };
+    let same_as_iceberg = || {
+        let expected = read_local(iceberg.path(), "kafka.orders");
+        let w = warehouse.path().canonicalize().unwrap().display().to_string();
+        let own = crate::committer::pyiceberg(&["own", &format!("{w}/catalog.db"), &w, "kafka.orders"]);
+        assert_eq!((own.rows, &own.offsets), (expected.rows, &expected.offsets), "Floe's own Iceberg table");
+        let delta = read_delta(&["deltalake", &own.location, "--app", "kafka.orders/orders/0"]);
+        let duck = read_delta(&["duckdb", &own.location]);
+        for (reader, read) in [("delta-rs", &delta), ("DuckDB", &duck)] {
+            assert_eq!((read.rows, read.duplicates), (expected.rows, 0), "{reader}");
+            assert_eq!((&read.offsets, &read.values), (&expected.offsets, &expected.values), "{reader}");
+        }
+        assert_eq!(delta.txns["kafka.orders/orders/0"], expected.offsets["0"].last().copied());
+        delta
+    };
+    for rel in FIRST_SEGMENTS {
+        copy(&samples, input.path(), rel);
+    }
+    let report = runs(&delta_only).await;
+    assert!(report.failed.is_empty() && report.maintenance_failed.is_empty(), "{report:?}");
+    assert_eq!(same_as_iceberg().version, Some(0));
+    let user = floe_core::catalog::sqlite::SqliteCatalog::open(&warehouse.path().join("catalog.db"), "floe").unwrap();
+    assert_eq!(user.list("kafka").await.unwrap(), vec![], "no Iceberg table in the user's catalog");
+
+    // A new segment, then the same input again (every task a replay): one version more.
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    runs(&delta_only).await;
+    runs(&delta_only).await;
+    assert_eq!(same_as_iceberg().version, Some(1));
+    let status = floe_cli::local::status_in(warehouse.path(), &delta_only).await.unwrap();
+    let orders = status.iter().find(|t| t.table == "kafka.orders").expect("status lists the Delta-only table");
+    assert_eq!(orders.health.delta.as_deref(), Some("version 1, 3 files, in step with the Iceberg table"));
+    audited(warehouse.path()).await;
+
+    // Compaction days later: an OPTIMIZE version, the same rows.
+    let clock = floe_core::lock::Clock::Shifted { by_ms: 4 * DAY_MS };
+    floe_cli::compact::compact(warehouse.path(), delta_only.clone(), clock, &mut Vec::new()).await.unwrap();
+    let compacted = same_as_iceberg();
+    assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"));
+    audited(warehouse.path()).await;
+
+    // A topic's formats changed under its table (here Iceberg and Delta, then Delta
+    // alone): the table is suspended with the reason, the task kept; set back and
+    // resumed, it commits.
+    let (input, moved) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&samples, input.path(), FIRST_SEGMENTS[0]);
+    let run = async |config: &FloeConfig| floe_cli::local::run_local(input.path(), moved.path(), config.clone()).await;
+    assert!(run(&config()).await.unwrap().failed.is_empty());
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    let report = run(&delta_only).await.unwrap();
+    assert!(!report.failed.is_empty(), "{report:?}");
+    let status = floe_cli::local::status_in(moved.path(), &delta_only).await.unwrap();
+    let orders = status.iter().find(|t| t.table == "kafka.orders").unwrap();
+    let reason = orders.suspended.clone().unwrap_or_default();
+    assert!(reason.contains("the formats of an existing table cannot change"), "{orders:?}");
+    assert_eq!(read_local(moved.path(), "kafka.orders").rows, 100, "the kept task waits");
+    floe_cli::local::resume(moved.path(), "kafka.orders").await.unwrap();
+    assert!(run(&config()).await.unwrap().failed.is_empty());
+    let read = read_local(moved.path(), "kafka.orders");
+    assert_eq!((read.rows, read.duplicates), (160, 0));
+    audited(moved.path()).await;
+}

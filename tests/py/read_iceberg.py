@@ -3,6 +3,8 @@
 catalog client and reads every row; prints one JSON object.
 
     read_iceberg.py sql  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
+    read_iceberg.py own  CATALOG_DB WAREHOUSE_DIR NAMESPACE.TABLE [...]
+                         (Floe's own catalog in the same file: Delta-only topics' tables)
     read_iceberg.py glue ENDPOINT   -            NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py rest URI        CREDENTIAL   NAMESPACE.TABLE [ROW_FILTER] [snapshot=ID]
     read_iceberg.py static ENDPOINT METADATA_LOCATION NAMESPACE.TABLE [...]
@@ -28,9 +30,10 @@ def catalog(kind, where, warehouse):
     if kind == "rest":
         from pyiceberg.catalog.rest import RestCatalog
         return RestCatalog("floe", uri=where, credential=warehouse)
-    if kind == "sql":
+    if kind in ("sql", "own"):
         from pyiceberg.catalog.sql import SqlCatalog
-        return SqlCatalog("floe", uri="sqlite:///" + where, warehouse="file://" + warehouse)
+        name = "floe" if kind == "sql" else "floe-own"
+        return SqlCatalog(name, uri="sqlite:///" + where, warehouse="file://" + warehouse)
     from pyiceberg.catalog.glue import GlueCatalog
     return GlueCatalog("floe", **{
         "glue.endpoint": where, "glue.region": "us-east-1",

@@ -14,6 +14,12 @@
 //!  s3tables         S3TablesCatalog                  S3                     (Local: refused)
 //! ```
 //!
+//! The catalog is split ([`SplitCatalog`]) with Floe's own: Delta-only topics' Iceberg
+//! tables (`formats = ["delta"]`), Floe's record of them, go to the lock table's rows on
+//! AWS ([`LockTableCatalog`]) or to the warehouse's SQLite file under another catalog
+//! name ([`OWN_CATALOG`]) locally; every other table to `[catalog]`. (`floe aws` without
+//! `--lock-table` opens `[catalog]` alone, refused when a topic is Delta-only.)
+//!
 //! A REST catalog's vended credentials go from the catalog to the storage of the same
 //! [`OpenedCatalog`] through the [`VendedRoutes`] made for it, not through anything
 //! process-global. `floe local` loads AWS credentials only for the catalogs that use
@@ -25,14 +31,16 @@ use iceberg::io::FileIO;
 
 use floe_core::catalog::Catalog;
 use floe_core::catalog::rest::{RestCatalog, RestSetupError};
-use floe_core::catalog::sqlite::SqliteCatalog;
-use floe_core::config::{CatalogConfig, RestAuth, RestCatalogConfig};
+use floe_core::catalog::split::SplitCatalog;
+use floe_core::catalog::sqlite::{OWN_CATALOG, SqliteCatalog};
+use floe_core::config::{CatalogConfig, FloeConfig, RestAuth, RestCatalogConfig};
 use floe_core::storage::{LocalFiles, WarehouseFiles, local_file_io};
 use floe_core::table::CatalogTables;
 
 use crate::delta_log::S3LogStore;
 use crate::files::{AnyFiles, S3Files};
 use crate::glue::GlueCatalog;
+use crate::lock_table_catalog::LockTableCatalog;
 use crate::s3::routed_file_io;
 use crate::s3tables::S3TablesCatalog;
 use crate::vended::{S3Clients, VendedRoutes};
@@ -40,8 +48,9 @@ use floe_core::delta::{DeltaCatalog, LocalLogStore, LogStore};
 
 /// Where the catalog is opened.
 pub enum Host<'a> {
-    /// A Lambda or `floe aws`: the AWS configuration, and the S3 client of the warehouse.
-    Aws { aws: &'a aws_config::SdkConfig, s3: aws_sdk_s3::Client },
+    /// A Lambda or `floe aws`: the AWS configuration, the S3 client of the warehouse, and
+    /// the stack's lock table (needed when floe.toml has a Delta-only topic).
+    Aws { aws: &'a aws_config::SdkConfig, s3: aws_sdk_s3::Client, lock_table: Option<&'a str> },
     /// `floe local`: a warehouse folder, whose SQLite catalog is the default.
     Local { sqlite: SqliteCatalog },
 }
@@ -115,10 +124,32 @@ pub enum OpenError {
 }
 
 /// Opens the catalog `config` names on `host` (none: Glue on AWS, the SQLite catalog of
-/// a local warehouse), with its files.
-pub async fn open(config: Option<&CatalogConfig>, host: Host<'_>) -> Result<OpenedCatalog, OpenError> {
+/// a local warehouse), with its files; split with Floe's own where there is one (a
+/// local warehouse, the lock table), which a Delta-only topic needs.
+pub async fn open(config: &FloeConfig, host: Host<'_>) -> Result<OpenedCatalog, OpenError> {
+    let own: Option<Arc<dyn Catalog>> = match &host {
+        Host::Aws { aws, lock_table: Some(table), .. } => {
+            Some(Arc::new(LockTableCatalog::new(aws_sdk_dynamodb::Client::new(aws), table)))
+        }
+        Host::Aws { lock_table: None, .. } if config.has_delta_only() => {
+            return Err(OpenError::Refused(
+                "floe.toml has a Delta-only topic (formats = [\"delta\"]), whose Iceberg record Floe keeps in the \
+             stack's lock table: name it (--lock-table, the stack's LockTableName output)",
+            ));
+        }
+        Host::Aws { lock_table: None, .. } => None,
+        Host::Local { sqlite } => Some(Arc::new(sqlite.named(OWN_CATALOG))),
+    };
+    let opened = open_catalog(config.catalog.as_ref(), host).await?;
+    Ok(match own {
+        Some(own) => OpenedCatalog { catalog: Arc::new(SplitCatalog::new(opened.catalog.clone(), own)), ..opened },
+        None => opened,
+    })
+}
+
+async fn open_catalog(config: Option<&CatalogConfig>, host: Host<'_>) -> Result<OpenedCatalog, OpenError> {
     match (config, host) {
-        (None | Some(CatalogConfig::Glue), Host::Aws { aws, s3 }) => {
+        (None | Some(CatalogConfig::Glue), Host::Aws { aws, s3, .. }) => {
             Ok(OpenedCatalog::on_glue(aws_sdk_glue::Client::new(aws), s3))
         }
         (Some(CatalogConfig::Glue), Host::Local { .. }) => {
@@ -129,14 +160,14 @@ pub async fn open(config: Option<&CatalogConfig>, host: Host<'_>) -> Result<Open
         (Some(CatalogConfig::Sql), Host::Aws { .. }) => Err(OpenError::Refused(
             "catalog.type: \"sql\" is the local SQLite catalog of `floe local`; on AWS use glue, rest or s3tables",
         )),
-        (Some(CatalogConfig::S3Tables(s3tables)), Host::Aws { aws, s3 }) => {
+        (Some(CatalogConfig::S3Tables(s3tables)), Host::Aws { aws, s3, .. }) => {
             Ok(OpenedCatalog::on_s3(Arc::new(S3TablesCatalog::from_config(aws, s3tables)), s3))
         }
         (Some(CatalogConfig::S3Tables(_)), Host::Local { .. }) => Err(OpenError::Refused(
             "catalog.type: \"s3tables\" keeps each table's files in the S3 storage S3 Tables assigns, \
              and `floe local` writes local files: deploy the Lambdas with this floe.toml instead",
         )),
-        (Some(CatalogConfig::Rest(rest)), Host::Aws { aws, s3 }) => {
+        (Some(CatalogConfig::Rest(rest)), Host::Aws { aws, s3, .. }) => {
             let routes = VendedRoutes::new(Some(aws.clone()));
             let catalog = rest_catalog(rest, Some(aws), routes.clone()).await?;
             Ok(OpenedCatalog::routed(catalog, S3Clients::vended(s3, routes)))
@@ -191,11 +222,17 @@ mod tests {
             table_bucket_arn: "arn:aws:s3tables:us-east-1:123456789012:bucket/floe".into(),
             compaction: false,
         });
-        let e = open(Some(&s3tables), Host::Local { sqlite }).await.err().unwrap().to_string();
+        let config = |catalog| {
+            let mut config = FloeConfig::default();
+            config.catalog = Some(catalog);
+            config
+        };
+        let e = open(&config(s3tables), Host::Local { sqlite }).await.err().unwrap().to_string();
         assert!(e.contains("`floe local` writes local files"), "{e}");
         let aws = aws_config::SdkConfig::builder().behavior_version(aws_config::BehaviorVersion::latest()).build();
         let s3 = aws_sdk_s3::Client::new(&aws);
-        let e = open(Some(&CatalogConfig::Sql), Host::Aws { aws: &aws, s3 }).await.err().unwrap().to_string();
+        let host = Host::Aws { aws: &aws, s3, lock_table: None };
+        let e = open(&config(CatalogConfig::Sql), host).await.err().unwrap().to_string();
         assert!(e.contains("on AWS use glue, rest or s3tables"), "{e}");
     }
 }

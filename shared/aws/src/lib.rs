@@ -5,6 +5,8 @@
 //! |---|---|
 //! | `catalog::Catalog` | [`glue::GlueCatalog`]: Glue tables, `UpdateTable` with `VersionId` (the REST catalog is floe-core's, `catalog::rest`; its AWS hooks are [`rest_hooks`]) |
 //! | `catalog::Catalog` | [`s3tables::S3TablesCatalog`]: S3 Tables, `UpdateTableMetadataLocation` with `versionToken` |
+//! | `catalog::Catalog` (Floe's own, `catalog::split`) | [`lock_table_catalog::LockTableCatalog`]: Delta-only topics' Iceberg pointers on the lock table's rows, conditional updates |
+//! | `delta::LogStore`, `delta::DeltaCatalog` | [`delta_log::S3LogStore`]: `If-None-Match` puts; [`glue::GlueCatalog`]: Delta tables in Glue |
 //! | `lock::TableLocks` | [`dynamodb::DynamoDbLocks`]: leases with fencing, table status |
 //! | `maintenance::TableRegistry` | [`dynamodb::DynamoDbLocks`]: tables, held task files (index [`dynamodb::HELD_INDEX`]), maintenance record |
 //! | `queue::TaskQueue` | [`sqs::SqsTaskQueue`]: FIFO SQS, large tasks spilled to S3 |
@@ -30,6 +32,7 @@ pub mod events;
 pub mod files;
 pub mod glue;
 pub mod lambda;
+pub mod lock_table_catalog;
 pub mod objects;
 pub mod rest_hooks;
 pub mod retry;

@@ -73,7 +73,7 @@ pub struct CommitterService {
 pub async fn committer_catalog(aws: &aws_config::SdkConfig, env: &CommitterEnv) -> Result<OpenedCatalog, InitError> {
     let s3 = s3_client(aws, env.s3_path_style);
     let config = load_config(&s3, env.config.as_deref()).await?;
-    open_catalog(aws, &s3, &config).await
+    open_catalog(aws, &s3, &config, &env.lock_table).await
 }
 
 /// Builds the committer from the environment, the AWS clients and its catalog

@@ -64,7 +64,7 @@ pub async fn compactor(aws: &aws_config::SdkConfig, env: &CompactorEnv) -> Resul
     // The plain queue: the compactor holds each CompactionTask's files in the registry
     // itself before sending it, so the sweep keeps them while it waits.
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &warehouse);
-    let opened = open_catalog(aws, &s3, &config).await?;
+    let opened = open_catalog(aws, &s3, &config, &env.lock_table).await?;
     let catalog = opened.catalog.clone();
     let compactor = floe_core::maintenance::compactor::Compactor {
         catalog: catalog.clone(),

@@ -65,7 +65,7 @@ pub async fn materializer(aws: &aws_config::SdkConfig, env: &MaterializerEnv) ->
     let queue = SqsTaskQueue::new(aws_sdk_sqs::Client::new(aws), s3.clone(), &env.task_queue_url, &env.warehouse);
     let table_registry = table_registry(aws, &env.lock_table);
     let queue = HoldingQueue::new(Arc::new(queue), table_registry.clone());
-    let opened = open_catalog(aws, &s3, &config).await?;
+    let opened = open_catalog(aws, &s3, &config, &env.lock_table).await?;
     let (tables, file_io) = (opened.tables(), opened.file_io);
     Ok(Materializer {
         config: Arc::new(config),

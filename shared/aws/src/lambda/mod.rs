@@ -56,20 +56,22 @@ pub enum InitError {
 }
 
 /// The catalog `[catalog]` names (Glue without it) with its files (the warehouse's in
-/// S3, through `s3`), checked at start-up: against the catalog the stack was deployed
-/// for too (`FLOE_CATALOG_TYPE`, `FLOE_TABLE_BUCKET_ARN`, which infra/template.yaml sets
-/// from the parameters that grant its permissions).
+/// S3, through `s3`), split with the lock table `lock_table` when a topic is Delta-only,
+/// checked at start-up: against the catalog the stack was deployed for too
+/// (`FLOE_CATALOG_TYPE`, `FLOE_TABLE_BUCKET_ARN`, which infra/template.yaml sets from the
+/// parameters that grant its permissions).
 pub async fn open_catalog(
     aws: &aws_config::SdkConfig,
     s3: &aws_sdk_s3::Client,
     config: &FloeConfig,
+    lock_table: &str,
 ) -> Result<OpenedCatalog, InitError> {
     let deployed_type = std::env::var("FLOE_CATALOG_TYPE").ok();
     let deployed_bucket = std::env::var("FLOE_TABLE_BUCKET_ARN").ok();
     deployed_catalog_matches(config.catalog.as_ref(), deployed_type.as_deref(), deployed_bucket.as_deref())
         .map_err(InitError::Catalog)?;
-    let host = Host::Aws { aws, s3: s3.clone() };
-    crate::catalogs::open(config.catalog.as_ref(), host).await.map_err(|e| InitError::Catalog(e.to_string()))
+    let host = Host::Aws { aws, s3: s3.clone(), lock_table: Some(lock_table) };
+    crate::catalogs::open(config, host).await.map_err(|e| InitError::Catalog(e.to_string()))
 }
 
 /// Whether floe.toml's `[catalog]` is the catalog the stack grants (`deployed_type`, its

@@ -27,6 +27,7 @@
 
 pub mod hint;
 pub mod rest;
+pub mod split;
 pub mod sqlite;
 
 use async_trait::async_trait;

@@ -33,6 +33,10 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
     PRIMARY KEY (catalog_name, namespace, property_key)
 );";
 
+/// The catalog name of Floe's own tables in a warehouse's SQLite file: the Delta-only
+/// topics' Iceberg tables ([`super::split`]), which `SqlCatalog("floe")` does not list.
+pub const OWN_CATALOG: &str = "floe-own";
+
 /// A SQLite catalog file.
 #[derive(Clone)]
 pub struct SqliteCatalog {
@@ -57,6 +61,12 @@ impl SqliteCatalog {
             path: path.to_path_buf(),
             connection: Arc::new(Mutex::new(connection)),
         })
+    }
+
+    /// The catalog `name` in the same file, on the same connection (Floe's own catalog
+    /// beside the user's: [`super::split`]).
+    pub fn named(&self, name: &str) -> SqliteCatalog {
+        SqliteCatalog { name: name.to_string(), ..self.clone() }
     }
 
     pub fn path(&self) -> &Path {

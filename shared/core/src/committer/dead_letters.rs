@@ -19,6 +19,7 @@ use crate::table::snapshot::SnapshotChange;
 use crate::table::state::{STATE_KEY, TableState};
 use crate::table::{LoadedTable, TableError, floe_summary, load};
 use crate::task::{CommitTask, TableName, TaskFile, TaskSchema};
+use crate::vocabulary::Formats;
 
 impl Committer {
     /// Per dead-letter table of `state`'s queue, the highest number it holds from `main`.
@@ -100,7 +101,7 @@ impl Committer {
             format_version: None,
             upsert_key: None,
         };
-        let loaded = self.load_or_create(table, &schema, None).await?;
+        let loaded = self.load_or_create(table, &schema, Formats::default(), None).await?;
         let metadata = &loaded.metadata;
         let mut properties = floe_summary(metadata);
         let holds = published(&properties, main, main_uuid);

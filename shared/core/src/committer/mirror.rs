@@ -21,7 +21,7 @@ use super::{CommitError, Committer, TaskResult};
 use crate::delta::{Mirrored, delta_name, mirror};
 use crate::lock::registry::Activity;
 use crate::retry::Retryable;
-use crate::table::load;
+use crate::table::{LoadedTable, load};
 use crate::task::TableName;
 
 impl Committer {
@@ -54,14 +54,16 @@ impl Committer {
         let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else { return Ok(None) };
         let now = self.clock.now_ms();
         let mirrored = mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now).await?;
-        self.register_delta(table, loaded.metadata.location()).await?;
+        self.register_delta(&loaded).await?;
         Ok(Some(mirrored))
     }
 
-    /// Registers `table`'s Delta table by name (`<table>_delta`) where Delta tables are,
-    /// once per committer: after a crash between its first Delta commit and its
-    /// registration, the next committer to mirror the table registers it.
-    async fn register_delta(&self, table: &TableName, location: &str) -> Result<(), CommitError> {
+    /// Registers the table's Delta table by name ([`delta_name`]: `<table>_delta`, or
+    /// `<table>` for a Delta-only topic) where Delta tables are, once per committer: after
+    /// a crash between its first Delta commit and its registration, the next committer to
+    /// mirror the table registers it.
+    async fn register_delta(&self, loaded: &LoadedTable) -> Result<(), CommitError> {
+        let (table, location) = (&loaded.name, loaded.metadata.location());
         let Some(catalog) = &self.delta_catalog else { return Ok(()) };
         let done = |set: &std::sync::Mutex<std::collections::HashSet<TableName>>| {
             set.lock().map(|s| s.contains(table)).unwrap_or(false)
@@ -69,7 +71,7 @@ impl Committer {
         if done(&self.delta_registered) {
             return Ok(());
         }
-        let name = delta_name(table);
+        let name = delta_name(table, &loaded.metadata);
         if catalog.register(&name, location).await? {
             tracing::info!(table = %table, delta_table = %name, location, "Delta table registered");
         }

@@ -80,6 +80,7 @@ use crate::table::{
     LoadedTable, NewTable, TableError, committed_offsets, create, floe_summary, load, rowless_offsets, table_location,
 };
 use crate::task::{CommitTask, CompactionTask, TableName, Task, TaskSchema};
+use crate::vocabulary::Formats;
 use plan::TableRecord;
 
 /// What became of one task.
@@ -319,6 +320,7 @@ impl Committer {
         &self,
         table: &TableName,
         schema: &TaskSchema,
+        formats: Formats,
         written_at: Option<&str>,
     ) -> Result<LoadedTable, CommitError> {
         if let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? {
@@ -333,7 +335,13 @@ impl Committer {
         };
         let spec = schema.partition_spec.clone().unwrap_or_else(PartitionSpec::unpartition_spec);
         let format = schema.format_version.unwrap_or(FormatVersion::V2);
-        let new = NewTable { schema: &schema.iceberg, spec: &spec, format, upsert_key: schema.upsert_key.as_deref() };
+        let new = NewTable {
+            schema: &schema.iceberg,
+            spec: &spec,
+            format,
+            upsert_key: schema.upsert_key.as_deref(),
+            formats,
+        };
         if create(self.catalog.as_ref(), &self.file_io, table, &location, &new).await? {
             tracing::info!(table = %table, %location, partition_spec = %describe(&spec), "table created");
         }

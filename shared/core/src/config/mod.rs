@@ -25,7 +25,7 @@
 //! # key_columns = ["id"]      # upsert: the value's columns keying it (default: the message key)
 //! # envelope = "debezium"     # upsert of JSON or Avro change events: the row is `after`, op d deletes
 //! partition_by = []           # Iceberg transforms, see below
-//! formats = ["iceberg"]      # or ["iceberg", "delta"]: a Delta table of the same files beside it
+//! formats = ["iceberg"]      # or ["iceberg", "delta"], or ["delta"]: Delta tables of the same files
 //!
 //! [schema_registry]
 //! url = "https://registry.example.com"
@@ -178,6 +178,11 @@ impl OwnMaintenance {
             .collect();
         (!off.is_empty()).then(|| format!("{} left to {left_to}, which does it itself", off.join(" and ")))
     }
+}
+
+/// A topic whose only table is a Delta table.
+fn delta_only(formats: crate::vocabulary::Formats) -> bool {
+    formats.delta() && !formats.iceberg()
 }
 
 pub const DEFAULT_NAMESPACE: &str = "kafka";
@@ -336,17 +341,31 @@ impl FloeConfig {
             entries.push(Entry { matcher, table: table_name, settings, field, partition_by });
         }
         // S3 Tables owns its tables' storage and removes what their Iceberg metadata does
-        // not name: a Delta log there would be deleted under its readers.
-        if matches!(catalog, Some(CatalogConfig::S3Tables(_))) {
-            let mut sections =
-                std::iter::once(("defaults", &defaults)).chain(entries.iter().map(|e| (e.field.as_str(), &e.settings)));
-            if let Some((field, _)) = sections.find(|(_, s)| s.formats.is_some_and(|f| f.delta())) {
-                return Err(ConfigError::invalid(
-                    format!("{field}.formats"),
+        // not name: a Delta log there would be deleted under its readers. A Delta-only
+        // topic's Iceberg table is Floe's own, so its files are where Floe puts them, not
+        // where a REST catalog assigns.
+        let mut sections =
+            std::iter::once(("defaults", &defaults)).chain(entries.iter().map(|e| (e.field.as_str(), &e.settings)));
+        let refused = match catalog {
+            Some(CatalogConfig::S3Tables(_)) => sections.find(|(_, s)| s.formats.is_some_and(|f| f.delta())).map(|s| {
+                (
+                    s,
                     "S3 Tables removes the files its Iceberg metadata does not name, a Delta log among them: \
                      a Delta table needs a glue, rest or sql catalog",
-                ));
-            }
+                )
+            }),
+            Some(CatalogConfig::Rest(_)) => sections.find(|(_, s)| s.formats.is_some_and(delta_only)).map(|s| {
+                (
+                    s,
+                    "[\"delta\"] alone keeps the table's Iceberg record in Floe's own catalog, its files in \
+                     Floe's warehouse, and a REST catalog assigns a table's storage itself: list \
+                     [\"iceberg\", \"delta\"], or use a glue or sql catalog",
+                )
+            }),
+            _ => None,
+        };
+        if let Some(((field, _), why)) = refused {
+            return Err(ConfigError::invalid(format!("{field}.formats"), why));
         }
         // The defaults' partitioning, as the entries without their own inherit it.
         for entry in entries.iter().filter(|e| e.partition_by.is_none()) {
@@ -444,6 +463,14 @@ impl FloeConfig {
             }
             _ => OwnMaintenance { compaction: true, orphan_sweep: true, left_to: None },
         }
+    }
+
+    /// Whether any topic is Delta-only (`formats = ["delta"]`): then the catalog is split,
+    /// their Iceberg tables in Floe's own ([`crate::catalog::split`]).
+    pub fn has_delta_only(&self) -> bool {
+        std::iter::once(&self.defaults)
+            .chain(self.entries.iter().map(|e| &e.settings))
+            .any(|s| s.formats.or(self.defaults.formats).is_some_and(delta_only))
     }
 
     /// The tables of the `[[topics]]` entries that name one topic (those of patterns are

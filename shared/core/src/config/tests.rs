@@ -324,7 +324,7 @@ fn upsert_topics_name_their_key_and_envelope_and_each_setting_is_checked() {
 }
 
 #[test]
-fn formats_are_iceberg_unless_delta_is_listed_beside_it() {
+fn formats_are_iceberg_unless_delta_is_listed() {
     use crate::vocabulary::Formats;
     let c = FloeConfig::parse(
         "[defaults]\nformats = [\"iceberg\", \"delta\"]\n[[topics]]\ntopic = \"plain\"\nformats = [\"iceberg\"]\n",
@@ -337,8 +337,16 @@ fn formats_are_iceberg_unless_delta_is_listed_beside_it() {
     assert_eq!(FloeConfig::default().resolve("t").unwrap().formats, Formats::default());
     let error =
         |settings: &str| FloeConfig::parse(&format!("[[topics]]\ntopic = \"t\"\n{settings}")).unwrap_err().to_string();
-    let e = error("formats = [\"delta\"]\n");
-    assert!(e.starts_with("topics[0].formats: [\"delta\"] alone is not supported yet"), "{e}");
+    let alone = FloeConfig::parse("[[topics]]\ntopic = \"t\"\nformats = [\"delta\"]\n").unwrap();
+    assert!(!alone.resolve("t").unwrap().formats.iceberg() && alone.has_delta_only());
+    assert!(!c.has_delta_only() && !enabled.has_delta_only());
+    let by_default = FloeConfig::parse("[defaults]\nformats = [\"delta\"]\n[[topics]]\ntopic = \"t\"\n").unwrap();
+    assert!(by_default.has_delta_only());
+    let overridden =
+        FloeConfig::parse("[defaults]\nformats = [\"delta\"]\n[[topics]]\ntopic = \"t\"\nformats = [\"iceberg\"]\n");
+    assert!(overridden.unwrap().has_delta_only(), "other topics still take the defaults");
+    let e = error("formats = [\"delta\"]\nmode = \"upsert\"\n");
+    assert!(e.starts_with("topics[0].formats: a Delta table mirrors append tables only"), "{e}");
     let e = error("formats = [\"iceberg\", \"delta\"]\nmode = \"upsert\"\n");
     assert!(e.starts_with("topics[0].formats: a Delta table mirrors append tables only"), "{e}");
     for (list, why) in [("[]", "no format"), ("[\"iceberg\", \"iceberg\"]", "listed twice"), ("[\"hudi\"]", "hudi")] {
@@ -360,4 +368,17 @@ fn delta_is_refused_on_s3_tables_which_removes_unreferenced_files() {
         .to_string();
     assert!(e.starts_with("defaults.formats: S3 Tables"), "{e}");
     assert!(FloeConfig::parse(&format!("{catalog}[[topics]]\ntopic = \"t\"\nformats = [\"iceberg\"]\n")).is_ok());
+}
+
+#[test]
+fn delta_alone_is_refused_on_a_rest_catalog_which_assigns_table_storage() {
+    let catalog = "[catalog]\ntype = \"rest\"\nuri = \"https://catalog.example.com\"\n";
+    let e = FloeConfig::parse(&format!("{catalog}[[topics]]\ntopic = \"t\"\nformats = [\"delta\"]\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("topics[0].formats: [\"delta\"] alone keeps the table's Iceberg record"), "{e}");
+    let both = format!("{catalog}[[topics]]\ntopic = \"t\"\nformats = [\"iceberg\", \"delta\"]\n");
+    assert!(FloeConfig::parse(&both).is_ok());
+    let sql = "[catalog]\ntype = \"sql\"\n[[topics]]\ntopic = \"t\"\nformats = [\"delta\"]\n";
+    assert!(FloeConfig::parse(sql).is_ok());
 }

@@ -67,7 +67,7 @@ pub struct Settings {
     pub key_message: Option<String>,
     /// Protobuf: full name of the value's message (default: the first message of the schema).
     pub value_message: Option<String>,
-    /// The table formats: `["iceberg"]` (the default) or `["iceberg", "delta"]`.
+    /// The table formats: `["iceberg"]` (the default), `["iceberg", "delta"]` or `["delta"]`.
     pub formats: Option<Formats>,
 }
 
@@ -235,17 +235,11 @@ fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), Conf
     Ok(())
 }
 
-/// Delta beside Iceberg, on append tables: a Delta table alone has no home for Floe's
-/// committed offsets and schema yet, and an upsert table's deletes are not mirrored.
+/// Delta on append tables: an upsert table's deletes are not mirrored. (Which catalogs
+/// take Delta is checked with `[catalog]`.)
 fn validate_formats(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
     let Some(formats) = s.formats.or(defaults.formats) else { return Ok(()) };
     let field = || format!("{at}.formats");
-    if formats.delta() && !formats.iceberg() {
-        return Err(ConfigError::invalid(
-            field(),
-            "[\"delta\"] alone is not supported yet: list [\"iceberg\", \"delta\"] (the Delta table mirrors the Iceberg one)",
-        ));
-    }
     if formats.delta() && s.mode.or(defaults.mode).unwrap_or_default() == Mode::Upsert {
         return Err(ConfigError::invalid(
             field(),

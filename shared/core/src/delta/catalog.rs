@@ -1,19 +1,27 @@
 //! Where a Delta table is registered by name ([`DeltaCatalog`]), for engines that find
 //! tables in a catalog rather than by path: Glue on AWS (`floe-aws`), as a Delta table
-//! named `<table>_delta` beside the Iceberg table ([`delta_name`]). A local warehouse has
-//! none: its Delta tables are opened by path.
+//! named `<table>_delta` beside the Iceberg table, or `<table>` itself for a Delta-only
+//! topic, whose Iceberg table is Floe's own ([`delta_name`]). A local warehouse has none:
+//! its Delta tables are opened by path.
 
 use async_trait::async_trait;
 
+use iceberg::spec::TableMetadata;
+
 use super::DeltaError;
+use crate::catalog::split::is_delta_only;
 use crate::vocabulary::TableName;
 
 /// What a Delta table's name takes after its Iceberg table's.
 pub const DELTA_SUFFIX: &str = "_delta";
 
-/// The name `table`'s Delta table is registered under: `<name>_delta`, same namespace.
-pub fn delta_name(table: &TableName) -> TableName {
-    TableName { namespace: table.namespace.clone(), name: format!("{}{DELTA_SUFFIX}", table.name) }
+/// The name the Delta table of `table` (its Iceberg `metadata`) is registered under:
+/// `<name>_delta` in the same namespace, or `<name>` when the topic is Delta-only.
+pub fn delta_name(table: &TableName, metadata: &TableMetadata) -> TableName {
+    match is_delta_only(metadata) {
+        true => table.clone(),
+        false => TableName { namespace: table.namespace.clone(), name: format!("{}{DELTA_SUFFIX}", table.name) },
+    }
 }
 
 /// Registers Delta tables by name.
@@ -30,8 +38,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_delta_table_is_named_after_its_iceberg_table() {
+    fn a_delta_table_is_named_after_its_iceberg_table_or_takes_its_name_alone() {
+        use crate::catalog::split::{DELTA_ONLY, FORMATS_PROPERTY};
+        use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadataBuilder, UnboundPartitionSpec};
+        let metadata = |properties: Vec<(&str, &str)>| {
+            let properties = properties.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let schema = Schema::builder().build().unwrap();
+            let spec = UnboundPartitionSpec::builder().build();
+            TableMetadataBuilder::new(
+                schema,
+                spec,
+                SortOrder::unsorted_order(),
+                "/w".into(),
+                FormatVersion::V2,
+                properties,
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata
+        };
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
-        assert_eq!(delta_name(&table).to_string(), "kafka.orders_delta");
+        assert_eq!(delta_name(&table, &metadata(vec![])).to_string(), "kafka.orders_delta");
+        assert_eq!(delta_name(&table, &metadata(vec![(FORMATS_PROPERTY, DELTA_ONLY)])).to_string(), "kafka.orders");
     }
 }

@@ -89,6 +89,16 @@ pub async fn mirror(
 
     for _ in 0..ATTEMPTS {
         let state = DeltaSnapshot::read(store, &root).await?;
+        if let Some(m) =
+            state.as_ref().and_then(|s| s.metadata.as_ref()).filter(|m| m.id != metadata.uuid().to_string())
+        {
+            return Err(DeltaError::Unsupported(format!(
+                "the Delta table mirrors the Iceberg table {} and this one is {}: an Iceberg table made again \
+                 (dropped, or its topic's formats changed) would undo the Delta table's rows",
+                m.id,
+                metadata.uuid()
+            )));
+        }
         let synced = state.as_ref().and_then(|s| s.txns.get(ICEBERG_SEQUENCE_APP)).map(|t| t.version);
         if let (Some(state), Some(synced)) = (&state, synced)
             && synced >= sequence

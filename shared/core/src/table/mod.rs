@@ -33,8 +33,9 @@ use iceberg::spec::{
 };
 use iceberg::{Error, ErrorKind, MetadataLocation};
 
-use crate::catalog::{Catalog, CatalogError, TablePointer};
+use crate::catalog::{Catalog, CatalogError, TablePointer, split};
 use crate::retry::Retryable;
+use crate::vocabulary::Formats;
 use iceberg::spec::SnapshotRef;
 use offsets::CommittedOffsets;
 use rowless::RowlessOffsets;
@@ -303,12 +304,14 @@ pub fn new_table_metadata(
 }
 
 /// What a new table is made of: its schema, partition spec (bound to it), format
-/// version, and for an upsert table its key columns.
+/// version, for an upsert table its key columns, and its topic's table formats (a
+/// Delta-only topic's Iceberg table says so: [`crate::catalog::split`]).
 pub struct NewTable<'a> {
     pub schema: &'a Schema,
     pub spec: &'a PartitionSpec,
     pub format: FormatVersion,
     pub upsert_key: Option<&'a [String]>,
+    pub formats: Formats,
 }
 
 /// Creates the table in the catalog; `Ok(false)` when someone else created it first.
@@ -321,12 +324,18 @@ pub async fn create(
 ) -> Result<bool, TableError> {
     let (metadata, metadata_location) =
         new_table_metadata(location, new.schema, new.spec, new.format).map_err(TableError::iceberg(name))?;
-    let metadata = match new.upsert_key {
-        None => metadata,
-        Some(key) => {
-            let key = serde_json::to_string(key)
-                .map_err(|e| TableError::iceberg(name)(Error::new(ErrorKind::Unexpected, e.to_string())))?;
-            let properties = HashMap::from([(keys::UPSERT_KEY_PROPERTY.to_string(), key)]);
+    let mut properties = HashMap::new();
+    if let Some(key) = new.upsert_key {
+        let key = serde_json::to_string(key)
+            .map_err(|e| TableError::iceberg(name)(Error::new(ErrorKind::Unexpected, e.to_string())))?;
+        properties.insert(keys::UPSERT_KEY_PROPERTY.to_string(), key);
+    }
+    if !new.formats.iceberg() {
+        properties.insert(split::FORMATS_PROPERTY.to_string(), split::DELTA_ONLY.to_string());
+    }
+    let metadata = match properties.is_empty() {
+        true => metadata,
+        false => {
             metadata
                 .into_builder(None)
                 .set_properties(properties)
