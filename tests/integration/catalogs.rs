@@ -1,5 +1,6 @@
 //! One suite, every catalog: the same cases against the local SQLite catalog, Glue on
-//! moto, the REST test server (tests/py/rest_catalog.py) and S3 Tables on moto, each
+//! moto, the REST test server (tests/py/rest_catalog.py), S3 Tables on moto and Floe's
+//! own catalog on AWS (the lock table's rows in DynamoDB on moto), each
 //! through Floe's [`Catalog`] as the committer uses it (the way iceberg-rust's
 //! `catalog/loader` tests run one case list over its catalogs). A case is an `async fn`
 //! taking a [`Subject`]; [`suite!`] makes one `#[tokio::test]` per case and catalog
@@ -29,6 +30,7 @@ enum Backend {
     Glue { client: aws_sdk_glue::Client, bucket: String },
     Rest(RestServer),
     S3Tables { client: aws_sdk_s3tables::Client, arn: String },
+    LockTable { client: aws_sdk_dynamodb::Client, table: String, bucket: String },
 }
 
 /// A catalog under test, with the FileIO its tables' files are written with.
@@ -76,6 +78,18 @@ impl Subject {
         Subject { backend: Backend::S3Tables { client, arn }, catalog, file_io, namespace: format!("suite_{case}") }
     }
 
+    async fn lock_table(case: &str) -> Subject {
+        let config = support::aws_config().await;
+        let (table, bucket) = (format!("suite-own-{case}"), format!("suite-own-{}", case.replace('_', "-")));
+        crate::committer::create_lease_table(&config, &table).await;
+        support::s3_client().await.create_bucket().bucket(&bucket).send().await.unwrap();
+        let client = aws_sdk_dynamodb::Client::new(&config);
+        let catalog = Arc::new(floe_aws::lock_table_catalog::LockTableCatalog::new(client.clone(), &table));
+        let file_io = floe_aws::s3::warehouse_file_io(support::s3_client().await);
+        let backend = Backend::LockTable { client, table, bucket };
+        Subject { backend, catalog, file_io, namespace: format!("suite_{case}") }
+    }
+
     fn table(&self, name: &str) -> TableName {
         TableName { namespace: self.namespace.clone(), name: name.into() }
     }
@@ -87,7 +101,9 @@ impl Subject {
             Some(location) => location,
             None => match &self.backend {
                 Backend::Sql(dir) => format!("{}/{}.db/{}", dir.path().display(), table.namespace, table.name),
-                Backend::Glue { bucket, .. } => format!("s3://{bucket}/{}.db/{}", table.namespace, table.name),
+                Backend::Glue { bucket, .. } | Backend::LockTable { bucket, .. } => {
+                    format!("s3://{bucket}/{}.db/{}", table.namespace, table.name)
+                }
                 other => panic!("{} assigns every location", other.name()),
             },
         };
@@ -164,6 +180,10 @@ impl Subject {
                 let request = client.delete_table().table_bucket_arn(arn).namespace(&table.namespace);
                 request.name(&table.name).send().await.unwrap();
             }
+            Backend::LockTable { client, table: lock_table, .. } => {
+                let key = aws_sdk_dynamodb::types::AttributeValue::S(table.to_string());
+                client.delete_item().table_name(lock_table).key("table", key).send().await.unwrap();
+            }
         }
     }
 }
@@ -175,11 +195,12 @@ impl Backend {
             Backend::Glue { .. } => "glue",
             Backend::Rest(_) => "rest",
             Backend::S3Tables { .. } => "s3tables",
+            Backend::LockTable { .. } => "lock_table",
         }
     }
 }
 
-/// One `#[tokio::test]` per case and catalog: `catalogs::<case>::{sql, glue, rest, s3tables}`.
+/// One `#[tokio::test]` per case and catalog: `catalogs::<case>::{sql, glue, rest, s3tables, lock_table}`.
 macro_rules! suite {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -198,6 +219,10 @@ macro_rules! suite {
             #[tokio::test]
             async fn s3tables() {
                 super::$case(super::Subject::s3tables(stringify!($case)).await).await
+            }
+            #[tokio::test]
+            async fn lock_table() {
+                super::$case(super::Subject::lock_table(stringify!($case)).await).await
             }
         }
     )*};

@@ -534,3 +534,83 @@ async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceber
     assert_eq!((read.rows, read.duplicates), (160, 0));
     audited(moved.path()).await;
 }
+
+/// A Delta-only topic on AWS (moto), through the Lambda handlers: its Iceberg record's
+/// pointer is on the table's row of the lock table, no Iceberg table is in Glue, and the
+/// Delta table is registered under the table's own name. delta-rs reads every committed
+/// record once through a redelivered segment and the compactor's run; PyIceberg reads the
+/// same rows from the record's metadata file; `floe aws status` and `audit` cover the
+/// table given the lock table, and say they need it without.
+#[tokio::test]
+async fn on_aws_a_delta_only_topic_keeps_its_iceberg_record_on_the_lock_table() {
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    use floe_aws::lambda::{handle_committer_event, handle_compactor_event};
+    use floe_core::catalog::Catalog;
+
+    let aws = crate::committer::setup_with("deltaonly", "compaction_window = \"0s\"\nformats = [\"delta\"]\n").await;
+    let (dir, offsets, values) = crate::committer::payments();
+    let (materializer, committer) = (aws.materializer().await, aws.configured_committer().await);
+    let commit = async || {
+        let (event, receipts) = aws.receive().await;
+        assert!(handle_committer_event(&committer, event, None).await.batch_item_failures.is_empty());
+        aws.delete(&receipts).await;
+    };
+    for key in crate::committer::SEGMENTS {
+        aws.materialize(&materializer, dir.path(), key).await;
+        commit().await;
+    }
+    let table = aws.table();
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws.config);
+    let row = dynamodb
+        .get_item()
+        .table_name(&aws.locks)
+        .key("table", aws_sdk_dynamodb::types::AttributeValue::S(table.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let pointer = row.item.unwrap()[floe_aws::lock_table_catalog::POINTER].as_s().unwrap().clone();
+    let endpoint = support::moto().endpoint.clone();
+    let own = crate::committer::pyiceberg(&["static", &endpoint, &pointer, &table.to_string()]);
+    crate::committer::assert_payments(&own, &offsets, &values);
+
+    let app = format!("{table}/payments/0");
+    let same = |delta: &DeltaRead| {
+        assert_eq!((delta.rows, delta.duplicates, &delta.offsets), (own.rows, 0, &own.offsets));
+        assert_eq!(delta.values, own.values);
+        assert_eq!(delta.txns[&app], offsets.last().copied());
+    };
+    let first = read_on_moto(&own.location, &app);
+    same(&first);
+    assert_eq!(first.version, Some(2), "a Delta version per commit");
+    let glue = aws_sdk_glue::Client::new(&aws.config);
+    let user = floe_aws::glue::GlueCatalog::new(glue.clone());
+    assert_eq!(user.list(&aws.namespace).await.unwrap(), vec![], "no Iceberg table in Glue");
+    let registered = glue.get_table().database_name(&aws.namespace).name("payments").send().await.unwrap();
+    let registered = registered.table.unwrap();
+    assert_eq!(registered.parameters().unwrap()["table_type"], "DELTA");
+    assert_eq!(registered.storage_descriptor().unwrap().location(), Some(own.location.as_str()));
+
+    // The first segment delivered again: nothing new; then the compactor's run: OPTIMIZE.
+    aws.materialize(&materializer, dir.path(), crate::committer::SEGMENTS[0]).await;
+    commit().await;
+    assert_eq!(read_on_moto(&own.location, &app).version, Some(2));
+    let text = std::fs::read_to_string(support::root().join(crate::maintenance::SCHEDULED_EVENT)).unwrap();
+    let scheduled: EventBridgeEvent<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    let response = handle_compactor_event(&aws.compactor().await, scheduled, None).await;
+    assert!(response.failed.is_empty() && response.compacted.len() == 1, "{response:?}");
+    commit().await;
+    let compacted = read_on_moto(&own.location, &app);
+    same(&compacted);
+    assert_eq!(compacted.operations.last().cloned().flatten().as_deref(), Some("OPTIMIZE"));
+
+    // The operator's commands, given the lock table; refused, saying so, without it.
+    let config = Some(aws.config_file.to_str().unwrap());
+    let (_, tables) = floe_cli::aws::stack_tables(&aws.config, &aws.s3, config, Some(&aws.locks)).await.unwrap();
+    let status = floe_cli::aws::status_of(&aws.config, &aws.locks, &tables).await.unwrap();
+    let row = status.iter().find(|t| t.table == table.to_string()).expect("status lists the Delta-only table");
+    assert_eq!(row.health.delta.as_deref(), Some("version 3, 1 files, in step with the Iceberg table"), "{row:?}");
+    let audit = floe_cli::audit::stack_table(&tables, &table.to_string()).await.unwrap();
+    assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows() && d.version == 3), "{audit:?}");
+    let refused = floe_cli::aws::stack_tables(&aws.config, &aws.s3, config, None).await.err().unwrap().to_string();
+    assert!(refused.contains("--lock-table"), "{refused}");
+}

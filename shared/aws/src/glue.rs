@@ -16,6 +16,7 @@ use crate::access::probe;
 use crate::retry::sdk_error_retryable;
 use floe_core::catalog::{Access, Catalog, CatalogError, TablePointer};
 use floe_core::delta::{DeltaCatalog, DeltaError};
+use floe_core::retry::Retryable;
 use floe_core::table::TableName;
 
 pub struct GlueCatalog {
@@ -62,6 +63,20 @@ impl GlueCatalog {
             .map_err(|e| CatalogError::Other { table: table.to_string(), detail: e.to_string(), retryable: false })
     }
 
+    /// Creates `table`'s database (its namespace) unless it exists.
+    async fn create_database(&self, table: &TableName) -> Result<(), CatalogError> {
+        let database = DatabaseInput::builder().name(&table.namespace).build().map_err(|e| CatalogError::Other {
+            table: table.to_string(),
+            detail: e.to_string(),
+            retryable: false,
+        })?;
+        match self.client.create_database().database_input(database).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => Ok(()),
+            Err(e) => Err(Self::other(table, "CreateDatabase", e)),
+        }
+    }
+
     async fn get(&self, table: &TableName) -> Result<Option<aws_sdk_glue::types::Table>, CatalogError> {
         match self.client.get_table().database_name(&table.namespace).name(&table.name).send().await {
             Ok(out) => Ok(out.table),
@@ -85,16 +100,7 @@ impl Catalog for GlueCatalog {
     }
 
     async fn create(&self, table: &TableName, metadata: &TableMetadata, location: &str) -> Result<(), CatalogError> {
-        let database = DatabaseInput::builder().name(&table.namespace).build().map_err(|e| CatalogError::Other {
-            table: table.to_string(),
-            detail: e.to_string(),
-            retryable: false,
-        })?;
-        match self.client.create_database().database_input(database).send().await {
-            Ok(_) => {}
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {}
-            Err(e) => return Err(Self::other(table, "CreateDatabase", e)),
-        }
+        self.create_database(table).await?;
         let input = Self::table_input(table, Some(metadata), HashMap::new(), location, None)?;
         match self.client.create_table().database_name(&table.namespace).table_input(input).send().await {
             Ok(_) => Ok(()),
@@ -215,6 +221,8 @@ impl DeltaCatalog for GlueCatalog {
             Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => {}
             Err(e) => return Err(sdk("GetTable", &DisplayErrorContext(&e), sdk_error_retryable(&e))),
         }
+        // A Delta-only topic's table is the first of its namespace in Glue.
+        self.create_database(name).await.map_err(|e| error(e.to_string(), e.retryable()))?;
         let parameters = HashMap::from([
             ("table_type".to_string(), "DELTA".to_string()),
             ("spark.sql.sources.provider".to_string(), "delta".to_string()),
