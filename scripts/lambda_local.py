@@ -50,9 +50,9 @@ NAMESPACE = "kafka"
 # template's is longer: a committer's whole timeout and more).
 VISIBILITY_TIMEOUT_SECONDS = 60
 # What floe.toml holds: every topic a table of raw records, but the Debezium topic of
-# tests/py/make_debezium.py, an upsert table of its rows; `orders` a Delta table too;
-# and compaction without waiting for the window, so that the first scheduled run
-# compacts the small files.
+# tests/py/make_debezium.py, an upsert table of its rows; `orders` a Delta table too,
+# `shipments` a Delta table alone; and compaction without waiting for the window, so
+# that the first scheduled run compacts the small files.
 FLOE_TOML = """[defaults]
 enabled = true
 compaction_window = "0s"
@@ -60,6 +60,10 @@ compaction_window = "0s"
 [[topics]]
 topic = "orders"
 formats = ["iceberg", "delta"]
+
+[[topics]]
+topic = "shipments"
+formats = ["delta"]
 
 [[topics]]
 topic = "dbserver1.inventory.customers"
@@ -286,6 +290,19 @@ def read(args):
               f"columns {', '.join(tables[name]['columns'])}; snapshots {', '.join(tables[name]['snapshots'])}")
         for row in rows[:3]:
             print("  ", json.dumps(row, default=text))
+    # Delta-only topics' tables: in Glue as Delta tables under their own names (a Delta
+    # mirror of an Iceberg table is `<table>_delta`, read above).
+    glue = client("glue")
+    for page in glue.get_paginator("get_tables").paginate(DatabaseName=NAMESPACE):
+        for entry in page["TableList"]:
+            name = f"{NAMESPACE}.{entry['Name']}"
+            mirror = name.endswith("_delta") and name[:-len("_delta")] in tables
+            if entry.get("Parameters", {}).get("table_type", "").upper() != "DELTA" or mirror:
+                continue
+            delta = read_delta(entry["StorageDescriptor"]["Location"], url)
+            tables[name] = {"rows": delta["rows"], "offsets": delta["offsets"], "delta": delta}
+            print(f"{name} (Delta alone): version {delta['version']}, {delta['rows']} rows, "
+                  f"operations {', '.join(delta['operations'])}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(tables, indent=2))
 

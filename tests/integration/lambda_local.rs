@@ -42,6 +42,10 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
     // a table now, once; the two segments the tables already held were not handed.
     assert_eq!(offsets(&tables["kafka.shipments"]), BTreeMap::from([("0", 0..120)]), "{tables}");
     assert_eq!(tables["kafka.shipments"]["rows"].as_u64(), Some(120));
+    // `shipments` is Delta alone: the rows are delta-rs's read of the Delta table Glue
+    // has under the table's name, whose last version is the compaction's.
+    let shipments = &tables["kafka.shipments"]["delta"];
+    assert_eq!(shipments["operations"].as_array().unwrap().last().unwrap(), "OPTIMIZE", "{tables}");
     let backfill = log("backfill.out");
     assert!(
         backfill.contains("backfill of s3://kafka-tiered: 6 handed, 2 already in the table"),
