@@ -275,7 +275,7 @@ pub(crate) fn assert_payments(read: &Read, offsets: &[i64], values: &HashMap<Str
 }
 
 /// Every order of `n` items.
-fn permutations(n: usize) -> Vec<Vec<usize>> {
+pub(crate) fn permutations(n: usize) -> Vec<Vec<usize>> {
     (0..n).fold(vec![vec![]], |orders, item| {
         orders
             .into_iter()

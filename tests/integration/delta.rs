@@ -475,8 +475,7 @@ async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceber
     };
     let same_as_iceberg = || {
         let expected = read_local(iceberg.path(), "kafka.orders");
-        let w = warehouse.path().canonicalize().unwrap().display().to_string();
-        let own = crate::committer::pyiceberg(&["own", &format!("{w}/catalog.db"), &w, "kafka.orders"]);
+        let own = read_local_own(warehouse.path());
         assert_eq!((own.rows, &own.offsets), (expected.rows, &expected.offsets), "Floe's own Iceberg table");
         let delta = read_delta(&["deltalake", &own.location, "--app", "kafka.orders/orders/0"]);
         let duck = read_delta(&["duckdb", &own.location]);
@@ -500,7 +499,12 @@ async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceber
     copy(&samples, input.path(), "orders-0/00000000000000000100.log");
     runs(&delta_only).await;
     runs(&delta_only).await;
-    assert_eq!(same_as_iceberg().version, Some(1));
+    let second = same_as_iceberg();
+    assert_eq!(second.version, Some(1));
+    // Time travel: version 0 reads the first run's rows.
+    let back = read_delta(&["deltalake", &read_local_own(warehouse.path()).location, "--version", "0"]);
+    assert_eq!((back.rows, back.duplicates), (180, 0));
+    assert!(back.offsets["0"].len() < second.offsets["0"].len());
     let status = floe_cli::local::status_in(warehouse.path(), &delta_only).await.unwrap();
     let orders = status.iter().find(|t| t.table == "kafka.orders").expect("status lists the Delta-only table");
     assert_eq!(orders.health.delta.as_deref(), Some("version 1, 3 files, in step with the Iceberg table"));
@@ -535,6 +539,24 @@ async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceber
     audited(moved.path()).await;
 }
 
+/// PyIceberg's read of a local Delta-only topic's `kafka.orders` Iceberg record, in the
+/// warehouse's own catalog.
+fn read_local_own(warehouse: &Path) -> crate::committer::Read {
+    let w = warehouse.canonicalize().unwrap().display().to_string();
+    crate::committer::pyiceberg(&["own", &format!("{w}/catalog.db"), &w, "kafka.orders"])
+}
+
+/// PyIceberg's read of the Iceberg record of a Delta-only topic's table on moto: the
+/// metadata file its lock table row points to.
+pub(crate) async fn own_read(aws: &crate::committer::Aws) -> crate::committer::Read {
+    let table = aws.table().to_string();
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws.config);
+    let key = aws_sdk_dynamodb::types::AttributeValue::S(table.clone());
+    let row = dynamodb.get_item().table_name(&aws.locks).key("table", key).send().await.unwrap();
+    let pointer = row.item.unwrap()[floe_aws::lock_table_catalog::POINTER].as_s().unwrap().clone();
+    crate::committer::pyiceberg(&["static", &support::moto().endpoint, &pointer, &table])
+}
+
 /// A Delta-only topic on AWS (moto), through the Lambda handlers: its Iceberg record's
 /// pointer is on the table's row of the lock table, no Iceberg table is in Glue, and the
 /// Delta table is registered under the table's own name. delta-rs reads every committed
@@ -560,17 +582,7 @@ async fn on_aws_a_delta_only_topic_keeps_its_iceberg_record_on_the_lock_table() 
         commit().await;
     }
     let table = aws.table();
-    let dynamodb = aws_sdk_dynamodb::Client::new(&aws.config);
-    let row = dynamodb
-        .get_item()
-        .table_name(&aws.locks)
-        .key("table", aws_sdk_dynamodb::types::AttributeValue::S(table.to_string()))
-        .send()
-        .await
-        .unwrap();
-    let pointer = row.item.unwrap()[floe_aws::lock_table_catalog::POINTER].as_s().unwrap().clone();
-    let endpoint = support::moto().endpoint.clone();
-    let own = crate::committer::pyiceberg(&["static", &endpoint, &pointer, &table.to_string()]);
+    let own = own_read(&aws).await;
     crate::committer::assert_payments(&own, &offsets, &values);
 
     let app = format!("{table}/payments/0");
@@ -613,4 +625,37 @@ async fn on_aws_a_delta_only_topic_keeps_its_iceberg_record_on_the_lock_table() 
     assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows() && d.version == 3), "{audit:?}");
     let refused = floe_cli::aws::stack_tables(&aws.config, &aws.s3, config, None).await.err().unwrap().to_string();
     assert!(refused.contains("--lock-table"), "{refused}");
+}
+
+/// make_topic.py's `payments` segments (a transaction spanning them) arriving in every
+/// order, each run twice (every task replayed), with both formats and with Delta alone:
+/// delta-rs reads each committed record once, the transaction resolved, its last
+/// offset in the partition's `txn`.
+#[tokio::test]
+async fn segments_in_any_order_each_replayed_reach_the_delta_table_once() {
+    use crate::committer::{SEGMENTS, payments, permutations, pyiceberg};
+    let (topic, offsets, values) = payments();
+    for (formats, catalog) in [("[\"iceberg\", \"delta\"]", "sql"), ("[\"delta\"]", "own")] {
+        let config = FloeConfig::parse(&format!("[defaults]\nenabled = true\nformats = {formats}\n")).unwrap();
+        for order in permutations(SEGMENTS.len()) {
+            let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            for &i in &order {
+                copy(topic.path(), input.path(), SEGMENTS[i]);
+                for _ in 0..2 {
+                    let report = floe_cli::local::run_local(input.path(), warehouse.path(), config.clone()).await;
+                    let report = report.unwrap();
+                    assert!(report.failed.is_empty(), "{formats} {order:?}: {report:?}");
+                }
+            }
+            let w = warehouse.path().canonicalize().unwrap().display().to_string();
+            let iceberg = pyiceberg(&[catalog, &format!("{w}/catalog.db"), &w, "kafka.payments"]);
+            let delta = read_delta(&["deltalake", &iceberg.location, "--app", "kafka.payments/payments/0"]);
+            let at = format!("{formats} in the order {order:?}");
+            assert_eq!((&delta.offsets["0"], delta.duplicates), (&offsets, 0), "{at}");
+            for o in &offsets {
+                assert_eq!(delta.values[&format!("0/{o}")].as_deref(), Some(values[&o.to_string()].as_str()), "{at}");
+            }
+            assert_eq!(delta.txns["kafka.payments/payments/0"], Some(99), "{at}");
+        }
+    }
 }

@@ -168,7 +168,8 @@ async fn function_process() {
             }
         }
         Function::Committer => {
-            let mut service = aws.committer();
+            // As the committer's main builds it: floe.toml's catalog, split with the lock table.
+            let mut service = aws.configured_committer().await;
             if let Some(ms) = job.lease_ms {
                 service.committer.lease_ttl = Duration::from_millis(ms);
             }
@@ -419,9 +420,25 @@ async fn a_function_killed_at_each_step_boundary_leaves_every_record_once() {
 /// audit of both).
 #[tokio::test]
 async fn a_delta_topic_s_committer_killed_between_the_two_formats_commits_converges() {
+    killed_between_the_two_formats_commits("deltakilled", false).await;
+}
+
+/// The same of a Delta-only topic, whose Iceberg record is on the lock table's row:
+/// PyIceberg reads that record from its metadata file.
+#[tokio::test]
+async fn a_delta_only_topic_s_committer_killed_between_its_record_and_its_delta_commit_converges() {
+    killed_between_the_two_formats_commits("deltaonlykilled", true).await;
+}
+
+async fn killed_between_the_two_formats_commits(name: &str, delta_only: bool) {
     use Boundary::*;
     use Function::*;
-    let aws = setup_with("deltakilled", "formats = [\"iceberg\", \"delta\"]\n").await;
+    let formats = if delta_only { "formats = [\"delta\"]\n" } else { "formats = [\"iceberg\", \"delta\"]\n" };
+    let aws = setup_with(name, formats).await;
+    let read = async || match delta_only {
+        true => crate::delta::own_read(&aws).await,
+        false => aws.read(),
+    };
     let (topic, offsets, values) = payments();
     for key in SEGMENTS {
         upload(&aws, topic.path(), key).await;
@@ -435,7 +452,7 @@ async fn a_delta_topic_s_committer_killed_between_the_two_formats_commits_conver
     let delta_log = async || warehouse_objects(&aws).await.into_iter().filter(|k| k.contains("/_delta_log/")).count();
     let (batch, _) = receive_n(&aws, 3).await;
     assert!(commit(batch, Some(AfterCatalogSwap)).run().await.killed);
-    assert_payments(&aws.read(), &offsets, &values);
+    assert_payments(&read().await, &offsets, &values);
     assert_eq!(delta_log().await, 0, "killed before its Delta commit");
     tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
     let (batch, _) = receive_n(&aws, 3).await;
@@ -445,19 +462,22 @@ async fn a_delta_topic_s_committer_killed_between_the_two_formats_commits_conver
     let answer = commit(batch, None).run().await.answer.unwrap();
     assert_eq!(failures(&answer), 0, "{answer}");
     aws.delete(&receipts).await;
-    let read = aws.read();
+    let read = read().await;
     assert_payments(&read, &offsets, &values);
     assert_eq!(read.snapshots, 1, "nothing committed twice: {:#?}", read.history);
     assert_eq!(delta_log().await, 1, "nothing mirrored twice");
     // Killed before it could register the Delta table in Glue: the redelivery's committer did.
     let glue = aws_sdk_glue::Client::new(&support::aws_config().await);
-    let registered = glue.get_table().database_name("deltakilled").name("payments_delta").send().await;
+    let delta_name = if delta_only { "payments" } else { "payments_delta" };
+    let registered = glue.get_table().database_name(name).name(delta_name).send().await;
     assert!(registered.is_ok_and(|r| r.table.is_some()), "registered after the crash");
     let app = format!("{}/payments/0", aws.table());
     let delta = crate::delta::read_on_moto(&read.location, &app);
     assert_eq!((delta.rows, delta.duplicates, delta.version), (read.rows, 0, Some(0)));
     assert_eq!((&delta.offsets, &delta.values), (&read.offsets, &read.values));
-    let audit = floe_cli::audit::aws(&aws.config, &aws.table().to_string(), true).await.unwrap();
+    let config = Some(aws.config_file.to_str().unwrap());
+    let (_, tables) = floe_cli::aws::stack_tables(&aws.config, &aws.s3, config, Some(&aws.locks)).await.unwrap();
+    let audit = floe_cli::audit::stack_table(&tables, &aws.table().to_string()).await.unwrap();
     assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
 }
 
