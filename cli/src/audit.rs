@@ -196,12 +196,7 @@ pub fn violations(report: &AuditReport) -> Vec<String> {
             out.push(listed("holds files the Iceberg table has not live,", &delta.extra));
         }
         out.extend(delta.offsets.iter().map(|o| format!("the Delta table's {o}")));
-        if delta.deletes_waiting > 0 {
-            out.push(format!(
-                "the Iceberg table has {} delete file(s) the Delta table does not apply (until compaction applies them)",
-                delta.deletes_waiting
-            ));
-        }
+        out.extend(delta.vectors.iter().take(SHOWN_GAPS).map(|v| format!("the Delta table's deletion vector of {v}")));
     }
     out
 }

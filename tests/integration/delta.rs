@@ -63,26 +63,42 @@ async fn run(input: &Path, warehouse: &Path) {
     assert!(report.failed.is_empty() && report.maintenance_failed.is_empty(), "{report:?}");
 }
 
-/// Both readers of the Delta table see exactly the Iceberg table's rows; delta-rs's read
-/// (with the partitions' txn versions) is returned.
+/// What the Iceberg table holds, as an independent reader reads it (PyIceberg, or
+/// foreign_delete.py's reader, which applies equality deletes too).
+#[derive(serde::Deserialize)]
+struct Expected {
+    rows: usize,
+    offsets: BTreeMap<String, Vec<i64>>,
+    values: std::collections::HashMap<String, Option<String>>,
+}
+
+/// Both readers of the Delta table see exactly the Iceberg table's rows as PyIceberg
+/// reads them; delta-rs's read (with the partitions' txn versions) is returned.
 fn same_rows(warehouse: &Path, table: &str, partitions: &[i32]) -> DeltaRead {
     let iceberg = read_local(warehouse, table);
     assert_eq!(iceberg.duplicates, 0);
+    let expected = Expected { rows: iceberg.rows, offsets: iceberg.offsets.clone(), values: iceberg.values.clone() };
+    same_as(&iceberg.location, &expected, table, partitions)
+}
+
+/// Both readers of the Delta table at `location` see exactly `expected`; delta-rs's read
+/// (with the partitions' txn versions) is returned.
+fn same_as(location: &str, expected: &Expected, table: &str, partitions: &[i32]) -> DeltaRead {
     let topic = table.rsplit('.').next().unwrap();
     let apps: Vec<String> = partitions.iter().map(|p| format!("{table}/{topic}/{p}")).collect();
-    let mut args = vec!["deltalake", iceberg.location.as_str()];
+    let mut args = vec!["deltalake", location];
     for app in &apps {
         args.extend(["--app", app.as_str()]);
     }
     let delta = read_delta(&args);
-    let duck = read_delta(&["duckdb", &iceberg.location]);
+    let duck = read_delta(&["duckdb", location]);
     for (reader, read) in [("delta-rs", &delta), ("DuckDB", &duck)] {
-        assert_eq!((read.rows, read.duplicates), (iceberg.rows, 0), "{table}: {reader}");
-        assert_eq!(read.offsets, iceberg.offsets, "{table}: {reader}");
-        assert_eq!(read.values, iceberg.values, "{table}: {reader}");
+        assert_eq!((read.rows, read.duplicates), (expected.rows, 0), "{table}: {reader}");
+        assert_eq!(read.offsets, expected.offsets, "{table}: {reader}");
+        assert_eq!(read.values, expected.values, "{table}: {reader}");
     }
     for (p, app) in partitions.iter().zip(&apps) {
-        let last = iceberg.offsets[&p.to_string()].last().copied();
+        let last = expected.offsets[&p.to_string()].last().copied();
         assert_eq!(delta.txns[app], last, "{table}: the txn of partition {p}");
     }
     delta
@@ -306,6 +322,7 @@ async fn the_sweep_keeps_the_files_the_delta_table_names() {
         modification_time: 0,
         data_change: true,
         stats: None,
+        deletion_vector: None,
     };
     assert_eq!(state.commit(&LocalLogStore, vec![Action::Add(add)]).await.unwrap(), Some(1));
 
@@ -429,28 +446,45 @@ async fn another_engine_s_append_delete_and_overwrite_reach_the_delta_table() {
     maintain(0).await;
     assert_eq!(same_rows(w, "kafka.orders", &[0, 1]).rows, 183);
 
-    // A position delete: the Delta table waits, and says so.
+    // A position delete: the next run gives the file a deletion vector; both readers
+    // read the table without the row.
     on_table(w, "kafka.orders", "foreign_delete.py", &["position", "0/5"]);
     maintain(0).await;
-    let (state, reason, delta) = delta_line().await;
-    assert_eq!(state, "degraded");
-    assert!(reason.as_deref().is_some_and(|r| r.contains("live delete file")), "{reason:?}");
-    assert!(delta.contains("behind"), "{delta}");
-    let audit = floe_cli::audit::local(w, "kafka.orders").await.unwrap();
-    assert!(!audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.deletes_waiting == 1), "{audit:?}");
-    // Compaction days later applies it: the Delta table is in step, without the row.
-    let out = maintain(4 * DAY_MS).await;
     let (state, _, delta) = delta_line().await;
-    assert_eq!((state, delta.contains("in step")), ("running", true), "{out}");
-    let after = same_rows(w, "kafka.orders", &[0, 1]);
-    assert_eq!(after.rows, 182);
-    assert!(!after.offsets["0"].contains(&5));
+    assert_eq!((state, delta.contains("in step")), ("running", true), "{delta}");
+    let deleted = same_rows(w, "kafka.orders", &[0, 1]);
+    assert_eq!((deleted.rows, deleted.offsets["0"].contains(&5)), (182, false));
+    assert_eq!(deleted.protocol, [3, 7], "deletion vectors are a table feature");
     delta_same_rows(w).await;
 
     // An overwrite: every row in new files, the old ones removed.
     on_table(w, "kafka.orders", "foreign_write.py", &["overwrite"]);
     maintain(4 * DAY_MS).await;
-    assert_eq!(same_rows(w, "kafka.orders", &[0, 1]).rows, 182);
+    let overwritten = same_rows(w, "kafka.orders", &[0, 1]);
+    assert_eq!(overwritten.rows, 182);
+    delta_same_rows(w).await;
+
+    // An equality delete (rows by value): the rows it matches in each file it applies
+    // to become their positions in the file's deletion vector. (PyIceberg applies no
+    // equality deletes: foreign_delete.py's reader judges.)
+    let location = read_local(w, "kafka.orders").location;
+    let judge =
+        || -> Expected { serde_json::from_str(&on_table(w, "kafka.orders", "foreign_delete.py", &["read"])).unwrap() };
+    let doomed = overwritten.values["0/7"].clone().unwrap();
+    let matching = overwritten.values.values().filter(|v| v.as_deref() == Some(doomed.as_str())).count();
+    on_table(w, "kafka.orders", "foreign_delete.py", &["equality", "value", &doomed]);
+    maintain(0).await;
+    let (state, _, delta) = delta_line().await;
+    assert_eq!((state, delta.contains("in step")), ("running", true), "{delta}");
+    let equality = same_as(&location, &judge(), "kafka.orders", &[0, 1]);
+    assert_eq!(equality.rows, 182 - matching);
+    assert!(!equality.offsets["0"].contains(&7));
+    delta_same_rows(w).await;
+    // Compaction days later applies it into new files, which need no vector.
+    let out = maintain(8 * DAY_MS).await;
+    let (state, reason, delta) = delta_line().await;
+    assert_eq!((state, delta.contains("in step")), ("running", true), "{out}\n{reason:?}");
+    assert_eq!(same_as(&location, &judge(), "kafka.orders", &[0, 1]).rows, equality.rows);
     delta_same_rows(w).await;
 }
 
@@ -657,5 +691,88 @@ async fn segments_in_any_order_each_replayed_reach_the_delta_table_once() {
             }
             assert_eq!(delta.txns["kafka.payments/payments/0"], Some(99), "{at}");
         }
+    }
+}
+
+/// An upsert topic's Delta table, beside the Iceberg table (format 2: position delete
+/// files) and alone (format 3: Iceberg deletion vectors): the rows each upsert's deletes
+/// remove are Delta deletion vectors, so delta-rs and DuckDB read each key's latest
+/// record once, as make_upsert.py's model says, after the commits and after compaction.
+#[tokio::test]
+async fn an_upsert_topic_s_delta_table_holds_each_key_s_latest_record_once() {
+    use crate::upsert::{data, model, segments};
+    use floe_core::delta::actions::Action;
+    let model = model("accounts.json");
+    let all = segments();
+    let both = "[\"iceberg\", \"delta\"]";
+    // In time order (each record superseding rows of files the Delta table has), and shuffled.
+    let (in_order, shuffled) = ([0, 3, 1, 4, 2, 5], [2, 3, 0, 5, 1, 4]);
+    for (formats, version, catalog, order) in
+        [(both, 2, "sql", in_order), (both, 2, "sql", shuffled), ("[\"delta\"]", 3, "own", in_order)]
+    {
+        let toml = format!(
+            "[[topics]]\ntopic = \"accounts\"\nvalue_format = \"json\"\nmode = \"upsert\"\nformats = {formats}\n\
+             format_version = {version}\n"
+        );
+        let config = FloeConfig::parse(&toml).unwrap();
+        let (input, warehouse) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for i in order {
+            copy(data(), input.path(), &all[i]);
+            let report = floe_cli::local::run_local(input.path(), warehouse.path(), config.clone()).await.unwrap();
+            assert!(report.failed.is_empty() && report.maintenance_failed.is_empty(), "{report:?}");
+        }
+        let w = warehouse.path().canonicalize().unwrap().display().to_string();
+        let location =
+            crate::committer::pyiceberg(&[catalog, &format!("{w}/catalog.db"), &w, "kafka.accounts"]).location;
+        let as_modelled = |when: &str| {
+            for reader in ["deltalake", "duckdb"] {
+                let read = read_delta(&[reader, &location]);
+                let what = format!("{formats} in the order {order:?}, {reader}, {when}");
+                assert_eq!((read.duplicates, read.rows), (0, model.keys), "{what}");
+                assert_eq!(read.offsets, model.live, "{what}");
+                if reader == "deltalake" {
+                    assert_eq!(read.rows_json.len(), model.values.len(), "{what}");
+                    for (at, value) in &model.values {
+                        assert_eq!(read.rows_json.get(at), Some(value), "{what}: {at}");
+                    }
+                }
+            }
+        };
+        as_modelled("after the commits");
+        // Later records superseded rows of files the Delta table had: such a file was
+        // removed with its old vector and added again with a new one. That version reads
+        // as the Iceberg snapshot it mirrors (time travel on both sides).
+        let log = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();
+        let readded = (0..=log.version).find_map(|v| {
+            let text = std::fs::read_to_string(format!("{location}/_delta_log/{v:020}.json")).unwrap();
+            let actions = floe_core::delta::actions::from_lines(&text).unwrap();
+            let removed: Vec<&str> = actions
+                .iter()
+                .filter_map(|a| if let Action::Remove(r) = a { Some(r.path.as_str()) } else { None })
+                .collect();
+            let again = actions.iter().any(|a| matches!(a, Action::Add(add) if removed.contains(&add.path.as_str())));
+            let mirrored = actions.iter().find_map(|a| match a {
+                Action::CommitInfo(info) => info["floe.iceberg.snapshot-id"].as_i64(),
+                _ => None,
+            });
+            again.then(|| (v, mirrored.unwrap()))
+        });
+        let (version, snapshot) = readded.unwrap_or_else(|| panic!("{formats} in the order {order:?}: no new vector"));
+        let then = read_delta(&["deltalake", &location, "--version", &version.to_string()]);
+        let db = format!("{w}/catalog.db");
+        let iceberg =
+            crate::committer::pyiceberg(&[catalog, &db, &w, "kafka.accounts", &format!("snapshot={snapshot}")]);
+        assert_eq!(
+            (then.rows, then.duplicates, &then.offsets),
+            (iceberg.rows, 0, &iceberg.offsets),
+            "version {version}"
+        );
+        let audit = floe_cli::audit::local(warehouse.path(), "kafka.accounts").await.unwrap();
+        assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
+        let clock = floe_core::lock::Clock::Shifted { by_ms: 4 * DAY_MS };
+        floe_cli::compact::compact(warehouse.path(), config, clock, &mut Vec::new()).await.unwrap();
+        as_modelled("after compaction");
+        let audit = floe_cli::audit::local(warehouse.path(), "kafka.accounts").await.unwrap();
+        assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
     }
 }

@@ -169,8 +169,9 @@ fn the_compactor_runs_alone_on_a_schedule_and_the_lock_table_has_its_index() {
     let holds: Vec<String> = materializer.iter().flat_map(actions).filter(|a| a.starts_with("dynamodb:")).collect();
     assert_eq!(
         holds,
-        ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem"],
-        "the materializer holds its tasks' files and records a table's configuration issue"
+        ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem"],
+        "the materializer holds its tasks' files, records a table's configuration issue, and reads a Delta-only \
+         topic's Iceberg record"
     );
     // The index DynamoDbLocks queries for held tasks.
     let lock_table = &template["Resources"]["LockTable"]["Properties"];

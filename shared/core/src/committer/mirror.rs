@@ -12,7 +12,7 @@
 //!    │                       queue brings them back, their offsets are found in the
 //!    │                       Iceberg table, and the mirror runs again (a crash between
 //!    │                       the two commits converges the same way)
-//!    └─ other failure (a type Delta lacks, delete files waiting for compaction, a
+//!    └─ other failure (a type Delta lacks, equality deletes waiting for compaction, a
 //!                      damaged log) ─▶ status: Delta failing, with the error; the
 //!                      Iceberg table goes on, and each later commit tries again
 //! ```
@@ -31,8 +31,8 @@ impl Committer {
         let outcome = self.try_mirror(table).await;
         self.note_outcome(table, Activity::Delta, &outcome).await;
         let error = match outcome {
-            Ok(Some(Mirrored::Committed { version, added, removed })) => {
-                tracing::info!(table = %table, version, added, removed, "Delta table in step");
+            Ok(Some(Mirrored::Committed { version, added, removed, deleted_in })) => {
+                tracing::info!(table = %table, version, added, removed, deleted_in, "Delta table in step");
                 return;
             }
             Ok(_) => return,

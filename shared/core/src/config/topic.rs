@@ -191,7 +191,6 @@ pub(super) fn validate_settings(
         return Err(ConfigError::invalid(format!("{at}.format_version"), format!("{version}: 2 or 3")));
     }
     validate_mode(at, s, defaults)?;
-    validate_formats(at, s, defaults)?;
     let Some(fields) = &s.partition_by else { return Ok(None) };
     let mut parsed = Vec::with_capacity(fields.len());
     for (i, f) in fields.iter().enumerate() {
@@ -231,20 +230,6 @@ fn validate_mode(at: &str, s: &Settings, defaults: &Settings) -> Result<(), Conf
                 "debezium envelopes are read from JSON or Avro values: value_format = \"json\" or \"avro\"",
             ));
         }
-    }
-    Ok(())
-}
-
-/// Delta on append tables: an upsert table's deletes are not mirrored. (Which catalogs
-/// take Delta is checked with `[catalog]`.)
-fn validate_formats(at: &str, s: &Settings, defaults: &Settings) -> Result<(), ConfigError> {
-    let Some(formats) = s.formats.or(defaults.formats) else { return Ok(()) };
-    let field = || format!("{at}.formats");
-    if formats.delta() && s.mode.or(defaults.mode).unwrap_or_default() == Mode::Upsert {
-        return Err(ConfigError::invalid(
-            field(),
-            "a Delta table mirrors append tables only: an upsert table's deletes have no Delta form in Floe yet",
-        ));
     }
     Ok(())
 }

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::vectors::DeletionVector;
+
 /// The lowest reader and writer versions for the features the table uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -59,6 +61,9 @@ pub struct Add {
     /// `{"numRecords": n, …}`, as a JSON string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<String>,
+    /// The rows of the file deleted since it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<DeletionVector>,
 }
 
 /// A data file no longer part of the table (its tombstone, kept for `VACUUM`'s retention).
@@ -73,6 +78,9 @@ pub struct Remove {
     pub extended_file_metadata: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<i64>,
+    /// The vector of the `add` it removes: a file is the same file with the same vector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<DeletionVector>,
 }
 
 /// An application's transaction version: `version` committed by `app_id`, atomically with
@@ -142,6 +150,7 @@ mod tests {
             modification_time: 5,
             data_change: true,
             stats: Some(r#"{"numRecords":3}"#.into()),
+            deletion_vector: None,
         });
         let txn = Action::Txn(Txn { app_id: "a".into(), version: 7, last_updated: Some(1) });
         let text = to_lines(&[add.clone(), txn.clone()]).unwrap();

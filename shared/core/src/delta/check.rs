@@ -7,7 +7,8 @@
 //! - a Delta file the Iceberg table no longer has live: rows twice (a compaction's inputs
 //!   beside its output) or rows Floe did not commit;
 //! - a partition's `txn` version other than its last committed offset;
-//! - Iceberg delete files: rows Delta still shows (the mirror waits for compaction).
+//! - a file whose rows the Iceberg table's deletes remove, and whose Delta deletion
+//!   vector removes another number of them.
 
 use iceberg::io::FileIO;
 
@@ -15,6 +16,7 @@ use super::DeltaError;
 use super::log::DeltaSnapshot;
 use super::mirror::{by_delta_path, expected_txns};
 use super::store::LogStore;
+use super::vectors::deleted_positions;
 use crate::table::LoadedTable;
 use crate::table::audit::DeltaCheck;
 use crate::table::deletes::live_files;
@@ -28,9 +30,19 @@ pub async fn check(
     let root = table.metadata.location().trim_end_matches('/').to_string();
     let Some(state) = DeltaSnapshot::read(store, &root).await? else { return Ok(None) };
     let (data, deletes) = live_files(file_io, &table.metadata).await?;
+    let deleted = deleted_positions(file_io, &table.metadata, &data, deletes).await?;
     let live = by_delta_path(&root, &data);
     let missing = live.keys().filter(|p| !state.files.contains_key(*p)).cloned().collect();
     let extra = state.files.keys().filter(|p| !live.contains_key(*p)).cloned().collect();
+    let vectors = live
+        .iter()
+        .filter_map(|(path, f)| {
+            let add = state.files.get(path)?;
+            let delta = add.deletion_vector.as_ref().map_or(0, |v| v.cardinality);
+            let iceberg = deleted.get(f.path()).map_or(0, |p| p.len() as i64);
+            (delta != iceberg).then(|| format!("{path}: {delta} row(s) deleted in Delta, {iceberg} in Iceberg"))
+        })
+        .collect();
     let offsets = expected_txns(table, 0)?
         .into_iter()
         .filter(|t| !t.app_id.starts_with("floe/"))
@@ -42,12 +54,5 @@ pub async fn check(
             })
         })
         .collect();
-    Ok(Some(DeltaCheck {
-        version: state.version,
-        files: state.files.len(),
-        missing,
-        extra,
-        offsets,
-        deletes_waiting: deletes.len(),
-    }))
+    Ok(Some(DeltaCheck { version: state.version, files: state.files.len(), missing, extra, offsets, vectors }))
 }

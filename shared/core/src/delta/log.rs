@@ -25,7 +25,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::DeltaError;
-use super::actions::{Action, Add, Metadata, Protocol, Remove, Txn, from_lines, to_lines};
+use super::actions::{Action, Add, DeletionVector, Metadata, Protocol, Remove, Txn, from_lines, to_lines};
 use super::store::{LogFile, LogStore};
 
 /// A checkpoint is written at every version that is a multiple of this.
@@ -168,7 +168,14 @@ impl DeltaSnapshot {
                 }
                 Action::Remove(remove) => {
                     self.newest_ms = self.newest_ms.max(remove.deletion_timestamp.unwrap_or(0));
-                    self.files.remove(&remove.path);
+                    // A file is its path and its deletion vector: removing it with another
+                    // vector (a new vector added in the same commit) leaves the new one.
+                    let vector = |v: Option<&DeletionVector>| v.map(DeletionVector::id);
+                    if self.files.get(&remove.path).is_some_and(|add| {
+                        vector(add.deletion_vector.as_ref()) == vector(remove.deletion_vector.as_ref())
+                    }) {
+                        self.files.remove(&remove.path);
+                    }
                     self.tombstones.insert(remove.path.clone(), remove);
                 }
                 Action::Txn(txn) => {
@@ -319,6 +326,12 @@ fn checkpoint_schema() -> SchemaRef {
     let list =
         |name: &str| Field::new(name, DataType::List(Arc::new(Field::new("element", DataType::Utf8, true))), true);
     let strukt = |name: &str, fields: Vec<Field>| Field::new(name, DataType::Struct(fields.into()), true);
+    let int = |name: &str| Field::new(name, DataType::Int32, true);
+    let vector = || {
+        let fields =
+            vec![s("storageType"), s("pathOrInlineDv"), int("offset"), int("sizeInBytes"), long("cardinality")];
+        strukt("deletionVector", fields)
+    };
     Arc::new(Schema::new(vec![
         strukt("txn", vec![s("appId"), long("version"), long("lastUpdated")]),
         strukt(
@@ -330,6 +343,7 @@ fn checkpoint_schema() -> SchemaRef {
                 long("modificationTime"),
                 Field::new("dataChange", DataType::Boolean, true),
                 s("stats"),
+                vector(),
             ],
         ),
         strukt(
@@ -340,6 +354,7 @@ fn checkpoint_schema() -> SchemaRef {
                 Field::new("dataChange", DataType::Boolean, true),
                 Field::new("extendedFileMetadata", DataType::Boolean, true),
                 long("size"),
+                vector(),
             ],
         ),
         strukt(
@@ -419,6 +434,7 @@ mod tests {
             modification_time: 2,
             data_change: true,
             stats: Some(r#"{"numRecords":1}"#.into()),
+            deletion_vector: None,
         })
     }
 
@@ -456,6 +472,7 @@ mod tests {
                     data_change: false,
                     extended_file_metadata: None,
                     size: None,
+                    deletion_vector: None,
                 }));
             }
             actions.push(Action::Txn(Txn { app_id: "app".into(), version: v, last_updated: None }));
@@ -522,6 +539,7 @@ mod tests {
                 data_change: true,
                 extended_file_metadata: None,
                 size: None,
+                deletion_vector: None,
             })
         };
         state.apply(vec![

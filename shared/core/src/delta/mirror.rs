@@ -9,6 +9,7 @@
 //!  Delta log at N ── txn `floe/iceberg-sequence` ≥ s? ──▶ up to date (nothing written)
 //!    │ diff: files Iceberg has and Delta lacks ─▶ add
 //!    │       files Delta has and Iceberg dropped ─▶ remove
+//!    │       rows deleted from a file since ─▶ remove, add again with its deletion vector
 //!    │       per Kafka partition, the last committed offset ─▶ txn (appId `<table>/<topic>/<partition>`)
 //!    │       a new schema ─▶ metaData (and a higher protocol when a feature needs it)
 //!    ▼
@@ -25,9 +26,10 @@
 //! appends and compactions committed) say `dataChange: false`, as `OPTIMIZE` writes
 //! them, so streaming readers skip them; a commit of such files alone is an `OPTIMIZE`.
 //!
-//! Delete files are not mirrored: while the Iceberg table has live delete files (another
-//! engine's deletes, an upsert's), the Delta table waits ([`DeltaError::Waiting`]) until
-//! compaction has applied them into new data files.
+//! Row-level deletes (an upsert's, another engine's) are mirrored as deletion vectors:
+//! the positions the live delete files remove from a file (position deletes, deletion
+//! vectors, the rows equality deletes match) become its Delta deletion vector
+//! ([`super::vectors`]), the file removed with its old vector and added with the new one.
 
 use std::collections::BTreeMap;
 
@@ -39,8 +41,9 @@ use super::DeltaError;
 use super::actions::{Action, Add, FileFormat, Metadata, Remove, Txn};
 use super::log::DeltaSnapshot;
 use super::partition::DeltaPartitioning;
-use super::schema::DeltaSchema;
+use super::schema::{DeltaSchema, has_deletion_vectors, needs_upgrade};
 use super::store::LogStore;
+use super::vectors::{deleted_positions, write as write_vector};
 use crate::table::deletes::{ScopedFile, live_files};
 use crate::table::{LoadedTable, committed_offsets};
 
@@ -55,8 +58,9 @@ const ATTEMPTS: usize = 5;
 pub enum Mirrored {
     /// The Delta table already mirrored this Iceberg snapshot (or a newer one).
     UpToDate { version: i64 },
-    /// A new version, with its files added and removed.
-    Committed { version: i64, added: usize, removed: usize },
+    /// A new version, with its files added and removed, and the files given (new)
+    /// deletion vectors.
+    Committed { version: i64, added: usize, removed: usize, deleted_in: usize },
 }
 
 /// The app id of a Kafka partition's offsets in `table`'s Delta log.
@@ -75,15 +79,7 @@ pub async fn mirror(
     let sequence = metadata.last_sequence_number();
     let root = metadata.location().trim_end_matches('/').to_string();
     let (data, deletes) = live_files(file_io, metadata).await?;
-    if !deletes.is_empty() {
-        return Err(DeltaError::Waiting {
-            table: table.name.to_string(),
-            reason: format!(
-                "the Iceberg table has {} live delete file(s), which Delta is not given: compaction applies them",
-                deletes.len()
-            ),
-        });
-    }
+    let deleted = deleted_positions(file_io, metadata, &data, deletes).await?;
     let wanted_txns = expected_txns(table, now_ms)?;
     let partitioning = DeltaPartitioning::of(metadata.current_schema(), metadata.default_partition_spec());
 
@@ -123,16 +119,18 @@ pub async fn mirror(
             )));
         }
         let mut actions = Vec::new();
-        let protocol = schema.protocol();
-        if state.protocol.as_ref().is_none_or(|p| {
-            p.min_reader_version < protocol.min_reader_version || p.min_writer_version < protocol.min_writer_version
-        }) {
+        let vectors = !deleted.is_empty() || has_deletion_vectors(state.protocol.as_ref());
+        let protocol = schema.protocol(vectors);
+        if needs_upgrade(state.protocol.as_ref(), &protocol) {
             actions.push(Action::Protocol(protocol));
         }
-        let configuration = BTreeMap::from([
+        let mut configuration = BTreeMap::from([
             ("delta.columnMapping.mode".to_string(), "id".to_string()),
             ("delta.columnMapping.maxColumnId".to_string(), schema.max_column_id.to_string()),
         ]);
+        if vectors {
+            configuration.insert("delta.enableDeletionVectors".into(), "true".into());
+        }
         let new_metadata = match &state.metadata {
             None => Some(Metadata {
                 id: metadata.uuid().to_string(),
@@ -153,40 +151,67 @@ pub async fn mirror(
         actions.extend(new_metadata.map(Action::MetaData));
 
         let live = by_delta_path(&root, &data);
-        let mut added = 0;
+        let remove = |add: &Add, data_change: bool| {
+            Action::Remove(Remove {
+                path: add.path.clone(),
+                deletion_timestamp: Some(now_ms),
+                data_change,
+                extended_file_metadata: Some(true),
+                size: Some(add.size),
+                deletion_vector: add.deletion_vector.clone(),
+            })
+        };
+        let (mut added, mut removed, mut deleted_in) = (0, 0, 0);
+        let mut adds = Vec::new();
         for (path, f) in &live {
-            if !state.files.contains_key(path) {
-                added += 1;
-                let file = &f.live.file;
-                actions.push(Action::Add(Add {
-                    path: path.clone(),
-                    partition_values: partitioning.values(metadata, f.spec_id, file.partition()),
-                    size: file.file_size_in_bytes() as i64,
-                    modification_time: f.live.added_at_ms,
-                    data_change: adds_change_data(f),
-                    stats: Some(json!({ "numRecords": file.record_count() }).to_string()),
-                }));
+            let positions = deleted.get(f.path()).map_or(&[][..], Vec::as_slice);
+            let had = state.files.get(path);
+            let cardinality = |add: &Add| add.deletion_vector.as_ref().map_or(0, |v| v.cardinality);
+            // A file's deletes only grow until it is rewritten: the same count, the same rows.
+            if had.is_some_and(|had| cardinality(had) == positions.len() as i64) {
+                continue;
+            }
+            let vector = match positions.is_empty() {
+                true => None,
+                false => Some(write_vector(file_io, &root, f.path(), positions).await?),
+            };
+            let file = &f.live.file;
+            let add = Add {
+                path: path.clone(),
+                partition_values: partitioning.values(metadata, f.spec_id, file.partition()),
+                size: file.file_size_in_bytes() as i64,
+                modification_time: f.live.added_at_ms,
+                data_change: adds_change_data(f),
+                stats: Some(json!({ "numRecords": file.record_count() }).to_string()),
+                deletion_vector: vector,
+            };
+            match had {
+                // Rows of a file Delta has deleted: the file again, with its new vector.
+                Some(had) => {
+                    deleted_in += 1;
+                    actions.push(remove(had, true));
+                    adds.push(Action::Add(Add { data_change: true, ..add }));
+                }
+                None => {
+                    added += 1;
+                    adds.push(Action::Add(add));
+                }
             }
         }
-        let mut removed = 0;
         for (path, add) in &state.files {
             if !live.contains_key(path) {
                 removed += 1;
-                actions.push(Action::Remove(Remove {
-                    path: path.clone(),
-                    deletion_timestamp: Some(now_ms),
-                    data_change: removes_change_data,
-                    extended_file_metadata: Some(true),
-                    size: Some(add.size),
-                }));
+                actions.push(remove(add, removes_change_data));
             }
         }
+        // Removes first, then adds: a file removed with its old vector and added with a new one.
+        actions.extend(adds);
         let txns: Vec<&Txn> = wanted_txns
             .iter()
             .filter(|t| state.txns.get(&t.app_id).is_none_or(|had| had.version != t.version))
             .collect();
         let offsets_moved = txns.iter().any(|t| t.app_id != ICEBERG_SEQUENCE_APP);
-        if added == 0 && removed == 0 && !metadata_changed && !offsets_moved && state.version >= 0 {
+        if added + removed + deleted_in == 0 && !metadata_changed && !offsets_moved && state.version >= 0 {
             return Ok(Mirrored::UpToDate { version: state.version });
         }
         actions.extend(txns.into_iter().cloned().map(Action::Txn));
@@ -209,8 +234,8 @@ pub async fn mirror(
         let serde_json::Value::Object(info) = info else { unreachable!("a JSON object literal") };
         actions.insert(0, Action::CommitInfo(info));
         if let Some(version) = state.commit(store, actions).await? {
-            tracing::info!(table = %table.name, version, added, removed, iceberg_sequence = sequence, "Delta table mirrored");
-            return Ok(Mirrored::Committed { version, added, removed });
+            tracing::info!(table = %table.name, version, added, removed, deleted_in, iceberg_sequence = sequence, "Delta table mirrored");
+            return Ok(Mirrored::Committed { version, added, removed, deleted_in });
         }
         tracing::info!(table = %table.name, version = state.version + 1, "Delta version taken by another writer; reading again");
     }

@@ -22,6 +22,7 @@ pub mod mirror;
 pub mod partition;
 pub mod schema;
 pub mod store;
+pub mod vectors;
 
 use std::io;
 
@@ -51,9 +52,6 @@ pub enum DeltaError {
     /// Reading the Iceberg table failed.
     #[error("reading the Iceberg table for its Delta mirror: {0}")]
     Iceberg(String),
-    /// The Delta table is behind on purpose until the Iceberg table changes.
-    #[error("{table}: the Delta table waits: {reason}")]
-    Waiting { table: String, reason: String },
     /// Registering the Delta table by name failed.
     #[error("registering Delta table {table}: {detail}")]
     Catalog { table: String, detail: String, retryable: bool },
@@ -71,7 +69,7 @@ impl Retryable for DeltaError {
             DeltaError::Io(e) => e.retryable(),
             DeltaError::Contended { .. } | DeltaError::Iceberg(_) => true,
             DeltaError::Catalog { retryable, .. } => *retryable,
-            DeltaError::Log { .. } | DeltaError::Unsupported(_) | DeltaError::Waiting { .. } => false,
+            DeltaError::Log { .. } | DeltaError::Unsupported(_) => false,
         }
     }
 }

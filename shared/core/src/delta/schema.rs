@@ -59,23 +59,54 @@ impl DeltaSchema {
     /// The lowest protocol for it: column mapping needs reader 2 and writer 5 (which
     /// covers generated columns, writer 4); a `timestamp_ntz` column the table features
     /// (reader 3, writer 7), naming them.
-    pub fn protocol(&self) -> Protocol {
+    /// The lowest protocol for the table's features: column mapping (reader 2, writer 5),
+    /// and with a `timestamp_ntz` column or `deletion_vectors`, reader 3 and writer 7 with
+    /// the features named.
+    pub fn protocol(&self, deletion_vectors: bool) -> Protocol {
+        if !self.uses_timestamp_ntz && !deletion_vectors {
+            return Protocol {
+                min_reader_version: 2,
+                min_writer_version: 5,
+                reader_features: None,
+                writer_features: None,
+            };
+        }
+        let mut features = vec!["columnMapping".to_string()];
+        if deletion_vectors {
+            features.push("deletionVectors".into());
+        }
         if self.uses_timestamp_ntz {
-            let features = vec!["columnMapping".to_string(), "timestampNtz".to_string()];
-            let mut writer = features.clone();
-            if self.generated {
-                writer.push("generatedColumns".into());
-            }
-            Protocol {
-                min_reader_version: 3,
-                min_writer_version: 7,
-                reader_features: Some(features),
-                writer_features: Some(writer),
-            }
-        } else {
-            Protocol { min_reader_version: 2, min_writer_version: 5, reader_features: None, writer_features: None }
+            features.push("timestampNtz".into());
+        }
+        let mut writer = features.clone();
+        if self.generated {
+            writer.push("generatedColumns".into());
+        }
+        Protocol {
+            min_reader_version: 3,
+            min_writer_version: 7,
+            reader_features: Some(features),
+            writer_features: Some(writer),
         }
     }
+}
+
+/// Whether `current` (none: a new table) lacks what `wanted` needs: a lower version, or
+/// a feature it does not list.
+pub fn needs_upgrade(current: Option<&Protocol>, wanted: &Protocol) -> bool {
+    let Some(current) = current else { return true };
+    let lacks = |have: &Option<Vec<String>>, want: &Option<Vec<String>>| {
+        want.iter().flatten().any(|f| !have.iter().flatten().any(|h| h == f))
+    };
+    current.min_reader_version < wanted.min_reader_version
+        || current.min_writer_version < wanted.min_writer_version
+        || lacks(&current.reader_features, &wanted.reader_features)
+        || lacks(&current.writer_features, &wanted.writer_features)
+}
+
+/// Whether `protocol` lists deletion vectors (once on, a table keeps them).
+pub fn has_deletion_vectors(protocol: Option<&Protocol>) -> bool {
+    protocol.and_then(|p| p.reader_features.as_ref()).is_some_and(|f| f.iter().any(|f| f == "deletionVectors"))
 }
 
 struct Converter {
@@ -219,13 +250,30 @@ mod tests {
         assert_eq!(v["fields"][2]["type"]["elementType"], "string");
         assert_eq!(v["fields"][2]["type"]["containsNull"], true);
         assert_eq!(s.max_column_id, 6);
-        assert_eq!((s.protocol().min_reader_version, s.protocol().min_writer_version), (2, 5));
+        assert_eq!((s.protocol(false).min_reader_version, s.protocol(false).min_writer_version), (2, 5));
 
         let ntz = DeltaSchema::of(&schema("id", PrimitiveType::Timestamp), &[], None).unwrap();
         assert!(ntz.schema_string.contains("timestamp_ntz"));
-        let p = ntz.protocol();
+        let p = ntz.protocol(false);
         assert_eq!((p.min_reader_version, p.min_writer_version), (3, 7));
         assert!(p.reader_features.unwrap().contains(&"timestampNtz".to_string()));
+    }
+
+    #[test]
+    fn deletion_vectors_raise_the_protocol_to_table_features_and_an_older_one_is_upgraded() {
+        let plain = DeltaSchema::of(&schema("id", PrimitiveType::Timestamptz), &[], None).unwrap();
+        let dv = plain.protocol(true);
+        assert_eq!((dv.min_reader_version, dv.min_writer_version), (3, 7));
+        let names = |f: &Option<Vec<String>>| f.clone().unwrap_or_default();
+        assert_eq!(names(&dv.reader_features), ["columnMapping", "deletionVectors"]);
+        assert_eq!(names(&dv.writer_features), ["columnMapping", "deletionVectors"]);
+        assert!(has_deletion_vectors(Some(&dv)) && !has_deletion_vectors(Some(&plain.protocol(false))));
+        assert!(needs_upgrade(None, &plain.protocol(false)));
+        assert!(needs_upgrade(Some(&plain.protocol(false)), &dv), "2/5 to 3/7");
+        let ntz = DeltaSchema::of(&schema("id", PrimitiveType::Timestamp), &[], None).unwrap();
+        assert!(needs_upgrade(Some(&ntz.protocol(false)), &ntz.protocol(true)), "a feature more at 3/7");
+        assert!(!needs_upgrade(Some(&ntz.protocol(true)), &ntz.protocol(false)), "never down");
+        assert!(!needs_upgrade(Some(&dv), &dv));
     }
 
     #[test]

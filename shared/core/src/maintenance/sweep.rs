@@ -199,8 +199,11 @@ impl Sweep<'_> {
         refs.add_root(self.file_io, table, metadata_location, metadata).await?;
         let root = metadata.location().trim_end_matches('/');
         if let Some(delta) = DeltaSnapshot::read(self.delta_log, root).await? {
-            for path in delta.files.keys() {
+            for (path, add) in &delta.files {
                 refs.insert(&absolute(root, path));
+                if let Some(vector) = add.deletion_vector.as_ref().and_then(|v| v.file(root)) {
+                    refs.insert(&vector);
+                }
             }
         }
         let current = metadata_version(metadata_location);

@@ -218,15 +218,15 @@ pub struct DeltaCheck {
     pub extra: Vec<String>,
     /// Partitions whose `txn` version is not their last committed offset.
     pub offsets: Vec<String>,
-    /// Iceberg delete files the Delta table does not apply (the mirror waits for
-    /// compaction to apply them).
-    pub deletes_waiting: usize,
+    /// Files whose Delta deletion vector deletes another number of rows than the
+    /// Iceberg table's deletes of them.
+    pub vectors: Vec<String>,
 }
 
 impl DeltaCheck {
     /// Whether the Delta table holds exactly the Iceberg table's rows.
     pub fn same_rows(&self) -> bool {
-        self.missing.is_empty() && self.extra.is_empty() && self.offsets.is_empty() && self.deletes_waiting == 0
+        self.missing.is_empty() && self.extra.is_empty() && self.offsets.is_empty() && self.vectors.is_empty()
     }
 }
 

@@ -105,7 +105,7 @@ pub async fn positions(file_io: &FileIO, delete: &DataFile) -> Result<HashMap<St
 }
 
 /// The magic bytes a `deletion-vector-v1` blob's bitmap starts with.
-pub(super) const VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+pub(crate) const VECTOR_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
 /// The rows a deletion vector deletes, as [`positions`] gives them: the one data file it
 /// names (`referenced_data_file`) and its positions. The vector is the Puffin blob at
@@ -219,6 +219,11 @@ impl EqualityDeletes {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let rows = self.converter.convert_columns(&columns).map_err(|e| e.to_string())?;
         Ok(rows.iter().map(|r| Some(self.rows.contains(r.as_ref()))).collect())
+    }
+
+    /// The field ids of its equality columns.
+    pub fn ids(&self) -> &[i32] {
+        &self.ids
     }
 
     pub fn len(&self) -> usize {
