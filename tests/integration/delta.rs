@@ -315,6 +315,11 @@ async fn the_sweep_keeps_the_files_the_delta_table_names() {
     let only_delta = Path::new(&location).join("data/only-delta.parquet");
     std::fs::copy(live.strip_prefix("file://").unwrap_or(&live), &only_delta).unwrap();
     let state = DeltaSnapshot::read(&LocalLogStore, &location).await.unwrap().unwrap();
+    // With a deletion vector (its first row deleted), a file of its own.
+    let file_io = floe_core::storage::local_file_io();
+    let vector = floe_core::delta::vectors::write(&file_io, &location, only_delta.to_str().unwrap(), &[0]).await;
+    let vector = vector.unwrap();
+    let vector_file = std::path::PathBuf::from(vector.file(&location).unwrap());
     let add = Add {
         path: "data/only-delta.parquet".into(),
         partition_values: Default::default(),
@@ -322,7 +327,7 @@ async fn the_sweep_keeps_the_files_the_delta_table_names() {
         modification_time: 0,
         data_change: true,
         stats: None,
-        deletion_vector: None,
+        deletion_vector: Some(vector),
     };
     assert_eq!(state.commit(&LocalLogStore, vec![Action::Add(add)]).await.unwrap(), Some(1));
 
@@ -334,9 +339,10 @@ async fn the_sweep_keeps_the_files_the_delta_table_names() {
     };
     let iceberg_only = FloeConfig::parse("[defaults]\nenabled = true\n").unwrap();
     let out = maintain(iceberg_only).await;
-    assert!(only_delta.exists(), "named by the Delta table: kept\n{out}");
+    assert!(only_delta.exists() && vector_file.exists(), "named by the Delta table: kept\n{out}");
     let out = maintain(config()).await;
     assert!(!only_delta.exists(), "the mirror removed it from the Delta table, then the sweep deleted it\n{out}");
+    assert!(!vector_file.exists(), "its deletion vector too\n{out}");
     let after = same_rows(warehouse.path(), "kafka.orders", &[0]);
     assert_eq!((after.rows, after.version), (100, Some(2)));
 }
