@@ -50,8 +50,8 @@ NAMESPACE = "kafka"
 # template's is longer: a committer's whole timeout and more).
 VISIBILITY_TIMEOUT_SECONDS = 60
 # What floe.toml holds: every topic a table of raw records, but the Debezium topic of
-# tests/py/make_debezium.py, an upsert table of its rows; `orders` a Delta table too,
-# `shipments` a Delta table alone; and compaction without waiting for the window, so
+# tests/py/make_debezium.py, an upsert table of its rows (and a Delta table: its deletes
+# are deletion vectors); `orders` a Delta table too, `shipments` a Delta table alone; and compaction without waiting for the window, so
 # that the first scheduled run compacts the small files.
 FLOE_TOML = """[defaults]
 enabled = true
@@ -70,6 +70,7 @@ topic = "dbserver1.inventory.customers"
 value_format = "json"
 mode = "upsert"
 envelope = "debezium"
+formats = ["iceberg", "delta"]
 """
 
 
@@ -242,11 +243,21 @@ def read_delta(location, url):
     offsets = {}
     for row in rows:
         offsets.setdefault(str(row["_kafka"]["partition"]), []).append(row["_kafka"]["offset"])
+    # Deletion vectors the log's commits gave files (the commits are objects in S3).
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    s3 = client("s3")
+    vectors = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/_delta_log/"):
+        for entry in page.get("Contents", []):
+            if entry["Key"].endswith(".json"):
+                body = s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read().decode()
+                vectors += sum(1 for line in body.splitlines() if '"add"' in line and '"deletionVector"' in line)
     return {
         "version": table.version(),
         "rows": len(rows),
         "offsets": {p: sorted(o) for p, o in offsets.items()},
         "operations": [h.get("operation") for h in sorted(table.history(), key=lambda h: h["version"])],
+        "vectors_added": vectors,
     }
 
 

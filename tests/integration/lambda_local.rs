@@ -61,6 +61,10 @@ fn the_walkthrough_commits_every_sample_record_once_through_the_three_functions_
     assert_eq!(customers["values"], model["values"], "{customers}");
     let operations = customers["snapshots"].as_array().unwrap();
     assert!(operations.contains(&serde_json::json!("overwrite")), "{customers}");
+    // Its Delta table: the upserts' deletes as deletion vectors, read by delta-rs.
+    let delta = &customers["delta"];
+    assert_eq!((&delta["offsets"], &delta["rows"]), (&customers["offsets"], &customers["rows"]), "{customers}");
+    assert!(delta["vectors_added"].as_u64().is_some_and(|n| n > 0), "{customers}");
 
     // The materializer queued one task per segment, and ignored the test event.
     let queued = |event: &str| json(&format!("materializer-{event}.response.json"))["queued"].as_array().unwrap().len();
