@@ -127,37 +127,39 @@ impl Catalog for SplitCatalog {
     }
 }
 
+/// A table's first metadata, of a Delta-only topic's table when `delta_only` (for tests).
 #[cfg(test)]
-mod tests {
+pub(crate) fn metadata(delta_only: bool) -> TableMetadata {
     use std::collections::HashMap;
 
     use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Schema, Type, UnboundPartitionSpec};
 
+    let schema = Schema::builder()
+        .with_fields(vec![NestedField::required(1, "a", Type::Primitive(PrimitiveType::Long)).into()])
+        .build()
+        .unwrap();
+    let properties = match delta_only {
+        true => HashMap::from([(FORMATS_PROPERTY.to_string(), DELTA_ONLY.to_string())]),
+        false => HashMap::new(),
+    };
+    iceberg::spec::TableMetadataBuilder::new(
+        schema,
+        UnboundPartitionSpec::builder().build(),
+        iceberg::spec::SortOrder::unsorted_order(),
+        "/w/t".into(),
+        FormatVersion::V2,
+        properties,
+    )
+    .unwrap()
+    .build()
+    .unwrap()
+    .metadata
+}
+
+#[cfg(test)]
+mod tests {
     use super::*;
     use crate::catalog::sqlite::SqliteCatalog;
-
-    fn metadata(delta_only: bool) -> TableMetadata {
-        let schema = Schema::builder()
-            .with_fields(vec![NestedField::required(1, "a", Type::Primitive(PrimitiveType::Long)).into()])
-            .build()
-            .unwrap();
-        let properties = match delta_only {
-            true => HashMap::from([(FORMATS_PROPERTY.to_string(), DELTA_ONLY.to_string())]),
-            false => HashMap::new(),
-        };
-        iceberg::spec::TableMetadataBuilder::new(
-            schema,
-            UnboundPartitionSpec::builder().build(),
-            iceberg::spec::SortOrder::unsorted_order(),
-            "/w/t".into(),
-            FormatVersion::V2,
-            properties,
-        )
-        .unwrap()
-        .build()
-        .unwrap()
-        .metadata
-    }
 
     /// The user's catalog and Floe's own, two catalog names in one SQLite file.
     fn catalogs() -> (tempfile::TempDir, SqliteCatalog, SqliteCatalog, SplitCatalog) {

@@ -39,27 +39,9 @@ mod tests {
 
     #[test]
     fn a_delta_table_is_named_after_its_iceberg_table_or_takes_its_name_alone() {
-        use crate::catalog::split::{DELTA_ONLY, FORMATS_PROPERTY};
-        use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadataBuilder, UnboundPartitionSpec};
-        let metadata = |properties: Vec<(&str, &str)>| {
-            let properties = properties.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            let schema = Schema::builder().build().unwrap();
-            let spec = UnboundPartitionSpec::builder().build();
-            TableMetadataBuilder::new(
-                schema,
-                spec,
-                SortOrder::unsorted_order(),
-                "/w".into(),
-                FormatVersion::V2,
-                properties,
-            )
-            .unwrap()
-            .build()
-            .unwrap()
-            .metadata
-        };
+        use crate::catalog::split::metadata;
         let table = TableName { namespace: "kafka".into(), name: "orders".into() };
-        assert_eq!(delta_name(&table, &metadata(vec![])).to_string(), "kafka.orders_delta");
-        assert_eq!(delta_name(&table, &metadata(vec![(FORMATS_PROPERTY, DELTA_ONLY)])).to_string(), "kafka.orders");
+        assert_eq!(delta_name(&table, &metadata(false)).to_string(), "kafka.orders_delta");
+        assert_eq!(delta_name(&table, &metadata(true)).to_string(), "kafka.orders");
     }
 }
