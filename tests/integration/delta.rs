@@ -37,6 +37,12 @@ pub(crate) struct DeltaRead {
     partition_columns: Vec<String>,
     #[serde(default)]
     day_mismatches: Option<usize>,
+    #[serde(default)]
+    month_mismatches: Option<usize>,
+    #[serde(default)]
+    year_mismatches: Option<usize>,
+    #[serde(default)]
+    trunc_mismatches: Option<usize>,
     /// Rows per value of the last partition column.
     #[serde(default)]
     counts: BTreeMap<String, usize>,
@@ -383,7 +389,8 @@ async fn the_delta_schema_follows_the_iceberg_schema_s_evolution() {
 /// A table partitioned by `day(_kafka.timestamp)` and `identity(region)` (null every
 /// third record): the Delta table is partitioned by a generated `timestamp_day` column
 /// and by `region`, each file's values in its `add`; delta-rs and DuckDB read the same
-/// rows as the Iceberg table, and group them by region as it does.
+/// rows as the Iceberg table, and group them by region as it does. Then by `year`,
+/// `month` and `truncate`: generated columns whose values are their expressions'.
 #[tokio::test]
 async fn a_partitioned_table_s_delta_table_has_its_partition_columns() {
     let (data, input, warehouse) =
@@ -416,13 +423,39 @@ async fn a_partitioned_table_s_delta_table_has_its_partition_columns() {
     assert_eq!(delta.counts, by_region);
     let audit = floe_cli::audit::local(warehouse.path(), "kafka.events").await.unwrap();
     assert!(audit.exactly_once && audit.delta.is_some_and(|d| d.same_rows()), "the audit of both");
+
+    // Year, month and truncate: generated columns too, each row's value what its
+    // expression gives; bucket is left out of the Delta partitioning.
+    let specs = [
+        (
+            "[\"month(_kafka.timestamp)\", \"truncate(1, region)\", \"bucket(4, region)\"]",
+            &["timestamp_month", "region_trunc"][..],
+        ),
+        ("[\"year(_kafka.timestamp)\"]", &["timestamp_year"][..]),
+    ];
+    for (partition_by, columns) in specs {
+        let other = tempfile::tempdir().unwrap();
+        let text = text.replace("[\"day(_kafka.timestamp)\", \"identity(region)\"]", partition_by);
+        let config = FloeConfig::parse(&text).unwrap();
+        let report = floe_cli::local::run_local(input.path(), other.path(), config).await.unwrap();
+        assert!(report.failed.is_empty(), "{report:?}");
+        let iceberg = read_local(other.path(), "kafka.events");
+        let delta = read_delta(&["deltalake", &iceberg.location]);
+        let duck = read_delta(&["duckdb", &iceberg.location]);
+        for read in [&delta, &duck] {
+            assert_eq!((read.rows, read.duplicates, &read.offsets), (iceberg.rows, 0, &iceberg.offsets));
+        }
+        assert_eq!(delta.partition_columns, columns);
+        let mismatches = [delta.year_mismatches, delta.month_mismatches, delta.trunc_mismatches];
+        assert!(mismatches.iter().all(|m| m.is_none_or(|n| n == 0)), "{partition_by}: {mismatches:?}");
+        assert_eq!(mismatches.iter().flatten().count(), columns.len(), "{partition_by}: each column checked");
+    }
 }
 
 /// Another engine writes the Iceberg table of a Delta topic: its append is mirrored; its
-/// row-level delete (a position delete file) holds the Delta table back, shown in status
-/// and the audit, until compaction has applied it; its overwrite (every row in new files)
-/// is mirrored as a remove and an add of each file. Delta-rs reads what PyIceberg reads
-/// at each step.
+/// row-level deletes (a position delete file, an equality delete file) become deletion
+/// vectors; its overwrite (every row in new files) is mirrored as a remove and an add of
+/// each file. Delta-rs and DuckDB read what the Iceberg readers read at each step.
 #[tokio::test]
 async fn another_engine_s_append_delete_and_overwrite_reach_the_delta_table() {
     use crate::audit::on_table;

@@ -50,11 +50,18 @@ def with_deltalake(folder, version, apps, endpoint):
     data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
     out = summary(data)
     out["columns"] = data.column_names
-    if "timestamp_day" in data.column_names:
-        # The generated day column, from the files' partition values, against each row's timestamp (UTC).
-        out["day_mismatches"] = sum(
-            1 for r in data.to_pylist()
-            if r["timestamp_day"] != r["_kafka"]["timestamp"].astimezone(datetime.timezone.utc).date())
+    # Generated partition columns, from the files' partition values, against what their
+    # expressions give of each row (timestamps in UTC).
+    utc = lambda r: r["_kafka"]["timestamp"].astimezone(datetime.timezone.utc)  # noqa: E731
+    generated = {
+        "timestamp_day": ("day_mismatches", lambda r: utc(r).date()),
+        "timestamp_month": ("month_mismatches", lambda r: utc(r).strftime("%Y-%m")),
+        "timestamp_year": ("year_mismatches", lambda r: utc(r).year),
+        "region_trunc": ("trunc_mismatches", lambda r: None if r["region"] is None else r["region"][:1]),
+    }
+    for column, (key, expected) in generated.items():
+        if column in data.column_names:
+            out[key] = sum(1 for r in data.to_pylist() if r[column] != expected(r))
     out["rows_json"] = {"%s/%s" % (r["_kafka"]["partition"], r["_kafka"]["offset"]):
                         json.dumps({k: v for k, v in r.items() if k != "_kafka"}, sort_keys=True, default=str)
                         for r in data.to_pylist()}

@@ -3,9 +3,12 @@
 //! | Iceberg field | Delta partition column |
 //! |---|---|
 //! | `identity(col)`, `col` a top-level primitive column | `col` itself |
+//! | `year(ts)` | a generated column named as the Iceberg field (`timestamp_year`), `integer`, `YEAR(ts)` |
+//! | `month(ts)` | a generated column named as the Iceberg field (`timestamp_month`), `string`, `DATE_FORMAT(ts, 'yyyy-MM')` |
 //! | `day(ts)` | a generated column named as the Iceberg field (`timestamp_day`), `date`, `CAST(ts AS DATE)` |
 //! | `hour(ts)` | a generated column named as the Iceberg field (`timestamp_hour`), a timestamp, `DATE_TRUNC('HOUR', ts)` |
-//! | `identity` of a nested or binary column, `year`, `month`, `bucket`, `truncate` | none: Delta has no column its values are |
+//! | `truncate(W, col)`, `col` a string, int or long column | a generated column named as the Iceberg field (`region_trunc`), `SUBSTRING(col, 1, W)` or `col - pmod(col, W)` |
+//! | `identity` of a nested or binary column, `bucket`, `truncate` of other types | none: Delta has no expression its values are |
 //!
 //! A generated column is no column of the Parquet files: readers take its value from each
 //! file's `partitionValues`, as they do every partition column's. Values are written as
@@ -29,8 +32,14 @@ const GENERATED: &str = "delta.generationExpression";
 enum Kind {
     /// The source column's value, of this type.
     Identity(PrimitiveType),
+    /// Years since 1970, as the year.
+    Year,
+    /// Months since 1970, as `yyyy-MM`.
+    Month,
     /// Days since the epoch, as a date.
     Day,
+    /// The truncated value itself.
+    Truncate,
     /// Hours since the epoch, as the hour's first instant.
     Hour,
 }
@@ -69,7 +78,18 @@ impl DeltaPartitioning {
                 (Transform::Identity, Type::Primitive(p)) if top_level && identity_type(p) => {
                     (Kind::Identity(p.clone()), None)
                 }
+                (Transform::Year, Type::Primitive(_)) => (Kind::Year, Some(("integer", format!("YEAR({quoted})")))),
+                (Transform::Month, Type::Primitive(_)) => {
+                    (Kind::Month, Some(("string", format!("DATE_FORMAT({quoted}, 'yyyy-MM')"))))
+                }
                 (Transform::Day, Type::Primitive(_)) => (Kind::Day, Some(("date", format!("CAST({quoted} AS DATE)")))),
+                (Transform::Truncate(w), Type::Primitive(PrimitiveType::String)) => {
+                    (Kind::Truncate, Some(("string", format!("SUBSTRING({quoted}, 1, {w})"))))
+                }
+                (Transform::Truncate(w), Type::Primitive(p @ (PrimitiveType::Int | PrimitiveType::Long))) => {
+                    let t = if *p == PrimitiveType::Int { "integer" } else { "long" };
+                    (Kind::Truncate, Some((t, format!("{quoted} - pmod({quoted}, {w})"))))
+                }
                 (Transform::Hour, Type::Primitive(p)) => {
                     let t = if *p == PrimitiveType::Timestamp { "timestamp_ntz" } else { "timestamp" };
                     (Kind::Hour, Some((t, format!("DATE_TRUNC('HOUR', {quoted})"))))
@@ -150,7 +170,15 @@ fn serialize(kind: &Kind, literal: &Literal) -> Option<String> {
     let micros = |us: i64| DateTime::from_timestamp_micros(us).map(|t| t.format("%Y-%m-%d %H:%M:%S%.6f").to_string());
     let day = |d: i64| NaiveDate::from_num_days_from_ce_opt(719_163 + i32::try_from(d).ok()?).map(|d| d.to_string());
     match (kind, p) {
+        (Kind::Year, PrimitiveLiteral::Int(y)) => Some((1970 + i64::from(*y)).to_string()),
+        (Kind::Month, PrimitiveLiteral::Int(m)) => {
+            let m = i64::from(*m);
+            Some(format!("{:04}-{:02}", 1970 + m.div_euclid(12), m.rem_euclid(12) + 1))
+        }
         (Kind::Day, PrimitiveLiteral::Int(d)) => day(i64::from(*d)),
+        (Kind::Truncate, PrimitiveLiteral::String(s)) => Some(s.clone()),
+        (Kind::Truncate, PrimitiveLiteral::Int(i)) => Some(i.to_string()),
+        (Kind::Truncate, PrimitiveLiteral::Long(i)) => Some(i.to_string()),
         (Kind::Hour, PrimitiveLiteral::Int(h)) => micros(i64::from(*h) * 3_600_000_000),
         (Kind::Identity(PrimitiveType::Date), PrimitiveLiteral::Int(d)) => day(i64::from(*d)),
         (Kind::Identity(PrimitiveType::Timestamp | PrimitiveType::Timestamptz), PrimitiveLiteral::Long(us)) => {
@@ -251,6 +279,46 @@ mod tests {
                 ("created_hour".into(), Some("2025-11-24 20:00:00.000000".into())),
             ]
         );
+    }
+
+    #[test]
+    fn year_month_and_truncate_become_generated_columns_and_bucket_is_left_out() {
+        let schema = schema();
+        let spec = UnboundPartitionSpec::builder()
+            .add_partition_field(3, "timestamp_year", Transform::Year)
+            .unwrap()
+            .add_partition_field(5, "created_month", Transform::Month)
+            .unwrap()
+            .add_partition_field(1, "region_trunc", Transform::Truncate(2))
+            .unwrap()
+            .add_partition_field(1, "region_bucket", Transform::Bucket(16))
+            .unwrap()
+            .build()
+            .bind(Arc::new(schema.clone()))
+            .unwrap();
+        let p = DeltaPartitioning::of(&schema, &spec);
+        assert_eq!(p.names(), ["timestamp_year", "created_month", "region_trunc"]);
+        assert_eq!(p.left_out, ["region_bucket"]);
+        let expressions: Vec<(&str, &str)> = p
+            .generated
+            .iter()
+            .map(|g| (g["type"].as_str().unwrap(), g["metadata"][GENERATED].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            expressions,
+            [
+                ("integer", "YEAR(`_kafka`.`timestamp`)"),
+                ("string", "DATE_FORMAT(`created`, 'yyyy-MM')"),
+                ("string", "SUBSTRING(`region`, 1, 2)")
+            ]
+        );
+        // Iceberg's values: years and months since 1970 (before it too), the truncated text.
+        assert_eq!(serialize(&Kind::Year, &Literal::int(55)), Some("2025".into()));
+        assert_eq!(serialize(&Kind::Month, &Literal::int(55 * 12 + 10)), Some("2025-11".into()));
+        assert_eq!(serialize(&Kind::Month, &Literal::int(0)), Some("1970-01".into()));
+        assert_eq!(serialize(&Kind::Month, &Literal::int(-1)), Some("1969-12".into()));
+        assert_eq!(serialize(&Kind::Truncate, &Literal::string("eu")), Some("eu".into()));
+        assert_eq!(serialize(&Kind::Truncate, &Literal::long(-20)), Some("-20".into()));
     }
 
     #[test]
