@@ -580,7 +580,10 @@ async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceber
     assert!(back.offsets["0"].len() < second.offsets["0"].len());
     let status = floe_cli::local::status_in(warehouse.path(), &delta_only).await.unwrap();
     let orders = status.iter().find(|t| t.table == "kafka.orders").expect("status lists the Delta-only table");
-    assert_eq!(orders.health.delta.as_deref(), Some("version 1, 3 files, in step with the Iceberg table"));
+    assert_eq!(
+        orders.health.delta.as_deref(),
+        Some("version 1, 3 files, Delta alone, in step with Floe's Iceberg record")
+    );
     audited(warehouse.path()).await;
 
     // Compaction days later: an OPTIMIZE version, the same rows.
@@ -693,7 +696,11 @@ async fn on_aws_a_delta_only_topic_keeps_its_iceberg_record_on_the_lock_table() 
     let (_, tables) = floe_cli::aws::stack_tables(&aws.config, &aws.s3, config, Some(&aws.locks)).await.unwrap();
     let status = floe_cli::aws::status_of(&aws.config, &aws.locks, &tables).await.unwrap();
     let row = status.iter().find(|t| t.table == table.to_string()).expect("status lists the Delta-only table");
-    assert_eq!(row.health.delta.as_deref(), Some("version 3, 1 files, in step with the Iceberg table"), "{row:?}");
+    assert_eq!(
+        row.health.delta.as_deref(),
+        Some("version 3, 1 files, Delta alone, in step with Floe's Iceberg record"),
+        "{row:?}"
+    );
     let audit = floe_cli::audit::stack_table(&tables, &table.to_string()).await.unwrap();
     assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows() && d.version == 3), "{audit:?}");
     let refused = floe_cli::aws::stack_tables(&aws.config, &aws.s3, config, None).await.err().unwrap().to_string();
@@ -814,4 +821,34 @@ async fn an_upsert_topic_s_delta_table_holds_each_key_s_latest_record_once() {
         let audit = floe_cli::audit::local(warehouse.path(), "kafka.accounts").await.unwrap();
         assert!(audit.exactly_once && audit.delta.as_ref().is_some_and(|d| d.same_rows()), "{audit:?}");
     }
+}
+
+/// The Iceberg table of a Delta topic dropped and made again under its name, at the same
+/// location: the Delta table mirrors the old one (its id is that table's UUID), so the new
+/// table's mirror stops, named in status, rather than replace the Delta table's files
+/// with the new table's.
+#[tokio::test]
+async fn an_iceberg_table_made_again_does_not_take_over_its_delta_table() {
+    let (input, warehouse) = orders(&FIRST_SEGMENTS).await;
+    let w = warehouse.path();
+    let location = read_local(w, "kafka.orders").location;
+    let script = format!(
+        "from pyiceberg.catalog.sql import SqlCatalog\n\
+         SqlCatalog('floe', uri='sqlite:///{}/catalog.db').drop_table('kafka.orders')\n",
+        w.canonicalize().unwrap().display()
+    );
+    let out = std::process::Command::new(support::python()).args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let samples = support::root().join("examples/segments");
+    copy(&samples, input.path(), "orders-0/00000000000000000100.log");
+    floe_cli::local::run_local(input.path(), w, config()).await.unwrap();
+    let remade = read_local(w, "kafka.orders");
+    assert_eq!((remade.location.as_str(), remade.rows), (location.as_str(), 240), "a new table, every segment again");
+    let status = floe_cli::local::status_in(w, &config()).await.unwrap();
+    let orders = status.iter().find(|t| t.table == "kafka.orders").unwrap();
+    let reason = orders.health.reason.clone().unwrap_or_default();
+    assert!(reason.contains("the Delta table mirrors the Iceberg table"), "{orders:?}");
+    let delta = read_delta(&["deltalake", &location]);
+    assert_eq!((delta.rows, delta.version), (180, Some(0)), "the Delta table as it was");
 }

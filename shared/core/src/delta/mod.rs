@@ -85,6 +85,9 @@ pub struct DeltaStatus {
     pub mirrored_sequence: Option<i64>,
     /// The Iceberg table's own.
     pub iceberg_sequence: i64,
+    /// Whether the topic is Delta-only: the Iceberg table is Floe's record, no table of
+    /// the user's.
+    pub alone: bool,
 }
 
 impl DeltaStatus {
@@ -93,11 +96,17 @@ impl DeltaStatus {
         self.mirrored_sequence.is_some_and(|m| m >= self.iceberg_sequence)
     }
 
-    /// One line: `version 3, 12 files, in step` or `…, behind: mirrors sequence 4 of 5`.
+    /// One line: `version 3, 12 files, in step with the Iceberg table` (a Delta-only
+    /// topic's: `…, Delta alone, in step with Floe's Iceberg record`) or `…, behind: mirrors
+    /// Iceberg sequence number 4 of 5 …`.
     pub fn describe(&self) -> String {
-        let head = format!("version {}, {} files", self.version, self.files);
+        let head = match self.alone {
+            true => format!("version {}, {} files, Delta alone", self.version, self.files),
+            false => format!("version {}, {} files", self.version, self.files),
+        };
+        let iceberg = if self.alone { "Floe's Iceberg record" } else { "the Iceberg table" };
         match (self.in_step(), self.mirrored_sequence) {
-            (true, _) => format!("{head}, in step with the Iceberg table"),
+            (true, _) => format!("{head}, in step with {iceberg}"),
             (false, Some(m)) => format!(
                 "{head}, behind: mirrors Iceberg sequence number {m} of {} (the next commit or compactor run brings it in step)",
                 self.iceberg_sequence
@@ -115,5 +124,6 @@ pub async fn status(store: &dyn LogStore, table: &LoadedTable) -> Result<Option<
         files: state.files.len(),
         mirrored_sequence: state.txns.get(ICEBERG_SEQUENCE_APP).map(|t| t.version),
         iceberg_sequence: table.metadata.last_sequence_number(),
+        alone: crate::catalog::split::is_delta_only(&table.metadata),
     }))
 }
