@@ -78,10 +78,10 @@ pub async fn mirror(
     let metadata = &table.metadata;
     let sequence = metadata.last_sequence_number();
     let root = metadata.location().trim_end_matches('/').to_string();
-    let (data, deletes) = live_files(file_io, metadata).await?;
-    let deleted = deleted_positions(file_io, metadata, &data, deletes).await?;
     let wanted_txns = expected_txns(table, now_ms)?;
     let partitioning = DeltaPartitioning::of(metadata.current_schema(), metadata.default_partition_spec());
+    // The Iceberg table's files and deletes, read once the Delta table is found behind.
+    let mut iceberg: Option<(Vec<ScopedFile>, BTreeMap<String, Vec<i64>>)> = None;
 
     for _ in 0..ATTEMPTS {
         let state = DeltaSnapshot::read(store, &root).await?;
@@ -102,6 +102,14 @@ pub async fn mirror(
             return Ok(Mirrored::UpToDate { version: state.version });
         }
         let state = state.unwrap_or_else(|| DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() });
+        let (data, deleted) = match &mut iceberg {
+            Some(read) => &*read,
+            None => {
+                let (data, deletes) = live_files(file_io, metadata).await?;
+                let deleted = deleted_positions(file_io, metadata, &data, deletes).await?;
+                &*iceberg.insert((data, deleted))
+            }
+        };
         // A compaction's outputs and inputs change no data; a file an append added does.
         let removes_change_data = !only_floe_s(metadata, synced);
         let adds_change_data = |f: &ScopedFile| {
@@ -150,7 +158,7 @@ pub async fn mirror(
         let metadata_changed = new_metadata.is_some();
         actions.extend(new_metadata.map(Action::MetaData));
 
-        let live = by_delta_path(&root, &data);
+        let live = by_delta_path(&root, data);
         let remove = |add: &Add, data_change: bool| {
             Action::Remove(Remove {
                 path: add.path.clone(),
