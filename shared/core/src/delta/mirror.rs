@@ -63,6 +63,13 @@ pub enum Mirrored {
     Committed { version: i64, added: usize, removed: usize, deleted_in: usize },
 }
 
+/// The Iceberg table's live data files, and the rows its deletes remove from each (by
+/// its path).
+struct LiveRows {
+    data: Vec<ScopedFile>,
+    deleted: BTreeMap<String, Vec<i64>>,
+}
+
 /// The app id of a Kafka partition's offsets in `table`'s Delta log.
 pub fn offsets_app(table: &str, log: &str, partition: i32) -> String {
     format!("{table}/{log}/{partition}")
@@ -81,7 +88,7 @@ pub async fn mirror(
     let wanted_txns = expected_txns(table, now_ms)?;
     let partitioning = DeltaPartitioning::of(metadata.current_schema(), metadata.default_partition_spec());
     // The Iceberg table's files and deletes, read once the Delta table is found behind.
-    let mut iceberg: Option<(Vec<ScopedFile>, BTreeMap<String, Vec<i64>>)> = None;
+    let mut iceberg: Option<LiveRows> = None;
 
     for _ in 0..ATTEMPTS {
         let state = DeltaSnapshot::read(store, &root).await?;
@@ -102,12 +109,12 @@ pub async fn mirror(
             return Ok(Mirrored::UpToDate { version: state.version });
         }
         let state = state.unwrap_or_else(|| DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() });
-        let (data, deleted) = match &mut iceberg {
+        let LiveRows { data, deleted } = match &mut iceberg {
             Some(read) => &*read,
             None => {
                 let (data, deletes) = live_files(file_io, metadata).await?;
                 let deleted = deleted_positions(file_io, metadata, &data, deletes).await?;
-                &*iceberg.insert((data, deleted))
+                &*iceberg.insert(LiveRows { data, deleted })
             }
         };
         // A compaction's outputs and inputs change no data; a file an append added does.
