@@ -1,12 +1,17 @@
 //! `floe local table`: where a table of a local warehouse is, and a query ready to paste
 //! for each engine — DuckDB on the table's folder (found through its
-//! `metadata/version-hint.text`), PyIceberg and Spark through the SQLite catalog.
+//! `metadata/version-hint.text`), PyIceberg and Spark through the SQLite catalog; and
+//! for a table with a Delta table (`_delta_log/` in its folder), DuckDB's `delta_scan`
+//! and delta-rs on the folder. A Delta-only topic's table is the Delta table alone: its
+//! Iceberg metadata is Floe's record (the file's own catalog, `floe-own`), no table to
+//! query, so only the Delta queries are given.
 //!
 //! ```text
-//!  catalog.db ─▶ the table's metadata file ─▶ its folder (<warehouse>/<ns>.db/<table>)
+//!  catalog.db (floe-own, then floe) ─▶ the table's metadata file ─▶ its folder
 //!  the folder's version hint, rewritten when it names another file (another engine
 //!  committed through the catalog, or the warehouse predates hints)
-//!  ─▶ TableAccess { location, metadata_location, version_hint, duckdb, pyiceberg, spark }
+//!  ─▶ TableAccess { location, metadata_location, version_hint, duckdb, pyiceberg, spark,
+//!                   delta: { duckdb, python }, delta_only }
 //! ```
 
 use std::io::Write;
@@ -14,7 +19,8 @@ use std::path::Path;
 
 use floe_core::catalog::Catalog;
 use floe_core::catalog::hint;
-use floe_core::catalog::sqlite::SqliteCatalog;
+use floe_core::catalog::sqlite::{OWN_CATALOG, SqliteCatalog};
+use floe_core::delta::{LocalLogStore, LogStore};
 use floe_core::table::TableName;
 
 use crate::warehouse::folder;
@@ -39,6 +45,21 @@ pub struct TableAccess {
     pub pyiceberg: String,
     /// A `spark-sql` command line.
     pub spark: String,
+    /// The queries of its Delta table, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<DeltaAccess>,
+    /// Whether the Delta table is the table's only one (a Delta-only topic's): the Iceberg
+    /// metadata is Floe's record of its commits, not a table to query.
+    pub delta_only: bool,
+}
+
+/// How engines read a table's Delta table, by its folder.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeltaAccess {
+    /// One line for the DuckDB shell (its `delta` extension).
+    pub duckdb: String,
+    /// Python lines leaving the table's rows in `table` (a pyarrow Table), with delta-rs.
+    pub python: String,
 }
 
 /// Versions in the printed Spark command: an Iceberg runtime and the SQLite JDBC driver.
@@ -52,9 +73,14 @@ pub async fn access(warehouse: &Path, table: &str) -> anyhow::Result<TableAccess
     anyhow::ensure!(db.is_file(), "no warehouse at {} (no catalog.db)", warehouse.display());
     let name = TableName::parse(table)
         .ok_or_else(|| anyhow::anyhow!("{table:?}: a table is named <namespace>.<table> (kafka.orders)"))?;
-    let catalog = SqliteCatalog::open(&db, "floe")?;
-    let Some(pointer) = catalog.current(&name).await? else {
-        anyhow::bail!("no table {name} in {} (its tables: {})", db.display(), table_list(&catalog).await?);
+    let user = SqliteCatalog::open(&db, "floe")?;
+    let own = user.named(OWN_CATALOG);
+    let (catalog, pointer, delta_only) = match own.current(&name).await? {
+        Some(pointer) => (own, pointer, true),
+        None => match user.current(&name).await? {
+            Some(pointer) => (user, pointer, false),
+            None => anyhow::bail!("no table {name} in {} (its tables: {})", db.display(), table_list(&user).await?),
+        },
     };
     let metadata_location = pointer.metadata_location;
     let (location, version_hint, hint_rewritten) = match hint::hint_for(&metadata_location) {
@@ -74,7 +100,16 @@ pub async fn access(warehouse: &Path, table: &str) -> anyhow::Result<TableAccess
         None => (metadata_location.clone(), None, None),
     };
     let db = db.display().to_string();
+    let delta = match LocalLogStore.exists(&format!("{location}/_delta_log/{:020}.json", 0)).await? {
+        true => Some(DeltaAccess {
+            duckdb: format!("INSTALL delta; LOAD delta; SELECT * FROM delta_scan({});", sql_string(&location)),
+            python: delta_lines(&location),
+        }),
+        false => None,
+    };
     Ok(TableAccess {
+        delta,
+        delta_only,
         duckdb: format!("INSTALL iceberg; LOAD iceberg; SELECT * FROM iceberg_scan({});", sql_string(&location)),
         pyiceberg: pyiceberg_lines(&db, &warehouse.display().to_string(), table),
         spark: spark_command(&db, &warehouse.display().to_string(), table),
@@ -86,13 +121,29 @@ pub async fn access(warehouse: &Path, table: &str) -> anyhow::Result<TableAccess
     })
 }
 
-/// The catalog's tables, `a.b, a.c`, for an error naming a table it does not have.
+/// The catalog's tables (its own too: Delta-only topics'), `a.b, a.c`, for an error
+/// naming a table it does not have.
 async fn table_list(catalog: &SqliteCatalog) -> anyhow::Result<String> {
     let mut names = Vec::new();
     for namespace in catalog.namespaces().await? {
-        names.extend(catalog.list(&namespace).await?.iter().map(TableName::to_string));
+        for catalog in [catalog.clone(), catalog.named(OWN_CATALOG)] {
+            names.extend(catalog.list(&namespace).await?.iter().map(TableName::to_string));
+        }
     }
+    names.sort();
     Ok(if names.is_empty() { "none".into() } else { names.join(", ") })
+}
+
+/// delta-rs's lines for the Delta table in the folder `location`, its rows in `table`.
+fn delta_lines(location: &str) -> String {
+    let python = serde_json::to_string(location).expect("a string serializes");
+    [
+        "import pyarrow",
+        "from deltalake import DeltaTable, QueryBuilder",
+        &format!("delta = DeltaTable({python})"),
+        "table = pyarrow.table(QueryBuilder().register(\"t\", delta).execute(\"SELECT * FROM t\").read_all())",
+    ]
+    .join("\n")
 }
 
 fn pyiceberg_lines(db: &str, warehouse: &str, table: &str) -> String {
@@ -138,16 +189,26 @@ fn shell_word(s: &str) -> String {
 pub fn print(access: &TableAccess, mut out: impl Write) -> std::io::Result<()> {
     writeln!(out, "{}", access.table)?;
     writeln!(out, "  folder:   {}", access.location)?;
-    writeln!(out, "  metadata: {}", access.metadata_location)?;
-    if let Some(before) = &access.hint_rewritten {
-        writeln!(out, "  metadata/{} rewritten: {before}", hint::FILE_NAME)?;
-    }
     let indent = |text: &str| text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n");
-    writeln!(out, "\nDuckDB:\n{}", indent(&access.duckdb))?;
-    writeln!(out, "\nPyIceberg (pip install \"pyiceberg[sql-sqlite,pyarrow]\"):\n{}", indent(&access.pyiceberg))?;
-    writeln!(out, "\nSpark (Iceberg's JDBC catalog on catalog.db; the Spark catalog must be named floe):")?;
-    writeln!(out, "{}", indent(&access.spark))?;
-    writeln!(out, "\nMore engines, and tables on AWS: docs/querying.md")
+    if !access.delta_only {
+        writeln!(out, "  metadata: {}", access.metadata_location)?;
+        if let Some(before) = &access.hint_rewritten {
+            writeln!(out, "  metadata/{} rewritten: {before}", hint::FILE_NAME)?;
+        }
+        writeln!(out, "\nDuckDB:\n{}", indent(&access.duckdb))?;
+        writeln!(out, "\nPyIceberg (pip install \"pyiceberg[sql-sqlite,pyarrow]\"):\n{}", indent(&access.pyiceberg))?;
+        writeln!(out, "\nSpark (Iceberg's JDBC catalog on catalog.db; the Spark catalog must be named floe):")?;
+        writeln!(out, "{}", indent(&access.spark))?;
+    }
+    if let Some(delta) = &access.delta {
+        let what = match access.delta_only {
+            true => "a Delta table alone: its Iceberg metadata is Floe's record of its commits",
+            false => "a Delta table of the same files",
+        };
+        writeln!(out, "\nDuckDB ({what}):\n{}", indent(&delta.duckdb))?;
+        writeln!(out, "\ndelta-rs (pip install deltalake):\n{}", indent(&delta.python))?;
+    }
+    writeln!(out, "\nMore engines, and tables on AWS: docs/querying.md, docs/delta.md")
 }
 
 #[cfg(test)]

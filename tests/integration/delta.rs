@@ -852,3 +852,36 @@ async fn an_iceberg_table_made_again_does_not_take_over_its_delta_table() {
     let delta = read_delta(&["deltalake", &location]);
     assert_eq!((delta.rows, delta.version), (180, Some(0)), "the Delta table as it was");
 }
+
+/// `floe local table` of a table with a Delta table beside it, and of a Delta-only
+/// topic's: the Delta queries it prints (DuckDB's `delta_scan`, delta-rs) read the rows
+/// PyIceberg reads of the Iceberg table (of Floe's record, for the Delta-only one), and
+/// a Delta-only table is given no Iceberg query.
+#[tokio::test]
+async fn floe_local_table_gives_the_delta_queries_and_a_delta_only_table_no_iceberg_one() {
+    use crate::querying::{Rows, read};
+    let (_input, both) = orders(&FIRST_SEGMENTS).await;
+    let (input, alone) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let samples = support::root().join("examples/segments");
+    for rel in FIRST_SEGMENTS {
+        copy(&samples, input.path(), rel);
+    }
+    let delta_only = FloeConfig::parse("[defaults]\nenabled = true\nformats = [\"delta\"]\n").unwrap();
+    floe_cli::local::run_local(input.path(), alone.path(), delta_only).await.unwrap();
+    for (warehouse, judge, only) in [
+        (both.path(), read_local(both.path(), "kafka.orders"), false),
+        (alone.path(), read_local_own(alone.path()), true),
+    ] {
+        let access = floe_cli::table::access(warehouse, "kafka.orders").await.unwrap();
+        assert_eq!(access.delta_only, only);
+        let delta = access.delta.clone().expect("the Delta queries");
+        let expected = Rows { rows: judge.rows, offsets: judge.offsets, duplicates: 0, values: judge.values };
+        assert_eq!(read("duckdb-line", &delta.duckdb), Ok(expected.clone()), "the DuckDB line");
+        assert_eq!(read("pyiceberg-lines", &delta.python), Ok(expected), "the delta-rs lines");
+        let mut printed = Vec::new();
+        floe_cli::table::print(&access, &mut printed).unwrap();
+        let printed = String::from_utf8(printed).unwrap();
+        assert!(printed.contains("delta_scan") && printed.contains("from deltalake import"), "{printed}");
+        assert_eq!(printed.contains("iceberg_scan") || printed.contains("PyIceberg"), !only, "{printed}");
+    }
+}

@@ -17,7 +17,7 @@ const TIERED: &str = "tiered/page.views-MWJ6FHTfRYy67jzwZdeqSQ/0/000000000000000
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// What tests/py/read_folder.py reads.
-#[derive(serde::Deserialize, Debug, PartialEq)]
+#[derive(serde::Deserialize, Debug, Clone, PartialEq)]
 pub(crate) struct Rows {
     pub(crate) rows: usize,
     pub(crate) offsets: BTreeMap<String, Vec<i64>>,

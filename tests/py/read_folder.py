@@ -4,12 +4,12 @@
 
     read_folder.py duckdb-scan TABLE_FOLDER     DuckDB: SELECT * FROM iceberg_scan('<folder>')
     read_folder.py duckdb-line LINE             DuckDB: the printed line (INSTALL/LOAD skipped)
-    read_folder.py pyiceberg-lines LINES        PyIceberg: the printed lines, rows in `table`
+    read_folder.py pyiceberg-lines LINES        Python (PyIceberg, delta-rs): the printed lines, rows in `table`
     read_folder.py static TABLE_FOLDER          PyIceberg: StaticTable.from_metadata('<folder>')
 
-The DuckDB extensions are loaded by path from the `duckdb-extension-avro` and
-`duckdb-extension-iceberg` wheels (tests/py/requirements.txt); DuckDB never downloads
-one. Output: {"rows": N, "offsets": {"<partition>": [sorted offsets]}, "duplicates": N,
+The DuckDB extensions are loaded by path from the `duckdb-extension-avro`,
+`duckdb-extension-iceberg` and `duckdb-extension-delta` wheels (tests/py/requirements.txt);
+DuckDB never downloads one. Output: {"rows": N, "offsets": {"<partition>": [sorted offsets]}, "duplicates": N,
 "values": {"<partition>/<offset>": value as text}}; a failure exits 1 with DuckDB's or
 PyIceberg's error on stderr.
 """
@@ -23,9 +23,11 @@ from collections import Counter
 def duckdb_connection():
     import duckdb
     import duckdb_extension_avro
+    import duckdb_extension_delta
     import duckdb_extension_iceberg
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    for package, name in [(duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg")]:
+    packages = [(duckdb_extension_avro, "avro"), (duckdb_extension_iceberg, "iceberg"), (duckdb_extension_delta, "delta")]
+    for package, name in packages:
         pattern = os.path.join(package.__path__[0], "extensions", "v" + duckdb.__version__, name + ".duckdb_extension")
         found = glob.glob(pattern)
         if not found:
