@@ -501,6 +501,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_file_with_a_new_deletion_vector_is_the_same_file_through_checkpoints_in_either_action_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let store = LocalLogStore;
+        let vector = |n: i64| DeletionVector {
+            storage_type: "u".into(),
+            path_or_inline_dv: format!("data{:0>20}", n),
+            offset: Some(1),
+            size_in_bytes: 20,
+            cardinality: n,
+        };
+        let with = |path: &str, v: Option<DeletionVector>| match add(path) {
+            Action::Add(a) => Action::Add(Add { deletion_vector: v, ..a }),
+            _ => unreachable!(),
+        };
+        let remove = |path: &str, v: Option<DeletionVector>| {
+            Action::Remove(Remove {
+                path: path.into(),
+                deletion_timestamp: Some(1),
+                data_change: true,
+                extended_file_metadata: None,
+                size: None,
+                deletion_vector: v,
+            })
+        };
+        let mut state = DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() };
+        let mut commits = vec![[first(), vec![add("a"), add("b")]].concat()];
+        // `a` gets a vector, removed first then added; `b` added first then removed.
+        commits.push(vec![remove("a", None), with("a", Some(vector(1)))]);
+        commits.push(vec![with("b", Some(vector(2))), remove("b", None)]);
+        commits.push(vec![remove("a", Some(vector(1))), with("a", Some(vector(3)))]);
+        for v in 4..=10 {
+            commits.push(vec![Action::Txn(Txn { app_id: "app".into(), version: v, last_updated: None })]);
+        }
+        for actions in commits {
+            let v = state.version + 1;
+            assert_eq!(state.commit(&store, actions).await.unwrap(), Some(v));
+            state = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
+        }
+        let cardinality = |s: &DeltaSnapshot, p: &str| s.files[p].deletion_vector.as_ref().map(|v| v.cardinality);
+        assert_eq!((cardinality(&state, "a"), cardinality(&state, "b")), (Some(3), Some(2)));
+        let names: Vec<String> = store.list(&log_dir(&root), None).await.unwrap().into_iter().map(|f| f.name).collect();
+        assert!(names.contains(&checkpoint_name(10)), "{names:?}");
+        store.delete(&[format!("{}/{}", log_dir(&root), checkpoint_name(10))]).await.unwrap();
+        store.delete(&[format!("{}/_last_checkpoint", log_dir(&root))]).await.unwrap();
+        let commits_only = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
+        assert_eq!(state, commits_only, "the checkpoint keeps each file's vector");
+    }
+
+    #[tokio::test]
     async fn commits_past_the_retention_go_up_to_the_checkpoint_that_starts_the_log_after_them() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_string_lossy().into_owned();
