@@ -286,6 +286,7 @@ async fn on_glue_the_lambda_handlers_keep_a_delta_table_in_step_through_redelive
 #[tokio::test]
 async fn racing_mirrors_write_each_version_once() {
     use floe_core::delta::Mirrored;
+    use floe_core::delta::cache::MirrorCache;
 
     let (_input, warehouse) = orders(&FIRST_SEGMENTS).await;
     let location = read_local(warehouse.path(), "kafka.orders").location;
@@ -296,8 +297,13 @@ async fn racing_mirrors_write_each_version_once() {
     let file_io = floe_core::storage::local_file_io();
     let name = floe_core::task::TableName::parse("kafka.orders").unwrap();
     let loaded = floe_core::table::load(&catalog, &file_io, &name).await.unwrap().unwrap();
-    let racers = (0..8).map(|_| floe_core::delta::mirror(&LocalLogStore, &file_io, &loaded, 1));
-    let outcomes: Vec<Mirrored> = futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
+    // Each racer a process of its own, with what it keeps between mirrors.
+    let caches: Vec<MirrorCache> = (0..8).map(|_| MirrorCache::default()).collect();
+    let race = async |loaded: &floe_core::table::LoadedTable| -> Vec<Mirrored> {
+        let racers = caches.iter().map(|cache| floe_core::delta::mirror(&LocalLogStore, &file_io, loaded, 1, cache));
+        futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect()
+    };
+    let outcomes = race(&loaded).await;
     let written = outcomes.iter().filter(|o| matches!(o, Mirrored::Committed { .. })).count();
     assert_eq!(written, 1, "{outcomes:?}");
     assert!(
@@ -306,6 +312,17 @@ async fn racing_mirrors_write_each_version_once() {
             .all(|o| matches!(o, Mirrored::Committed { version: 0, .. } | Mirrored::UpToDate { version: 0 }))
     );
     assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).version, Some(0));
+
+    // Another committer commits a segment and mirrors it (version 1): the racers' kept
+    // states are a version behind, and each finds the table in step rather than writing
+    // it again.
+    let input = tempfile::tempdir().unwrap();
+    copy(&support::root().join("examples/segments"), input.path(), "orders-0/00000000000000000100.log");
+    run(input.path(), warehouse.path()).await;
+    let loaded = floe_core::table::load(&catalog, &file_io, &name).await.unwrap().unwrap();
+    let outcomes = race(&loaded).await;
+    assert!(outcomes.iter().all(|o| matches!(o, Mirrored::UpToDate { version: 1 })), "{outcomes:?}");
+    assert_eq!(same_rows(warehouse.path(), "kafka.orders", &[0, 1]).rows, 240);
 }
 
 /// The orphan sweep keeps what the Delta table's current version names, even a file no

@@ -53,7 +53,7 @@ impl Committer {
     async fn try_mirror(&self, table: &TableName) -> Result<Option<Mirrored>, CommitError> {
         let Some(loaded) = load(self.catalog.as_ref(), &self.file_io, table).await? else { return Ok(None) };
         let now = self.clock.now_ms();
-        let mirrored = mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now).await?;
+        let mirrored = mirror(self.delta_log.as_ref(), &self.file_io, &loaded, now, &self.mirror_cache).await?;
         self.register_delta(&loaded).await?;
         Ok(Some(mirrored))
     }

@@ -69,6 +69,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, PartitionSpec};
 
 use crate::catalog::{Catalog, CatalogError};
+use crate::delta::cache::MirrorCache;
 use crate::delta::{DeltaCatalog, DeltaError, LocalLogStore, LogStore};
 use crate::lock::registry::TableRegistry;
 use crate::lock::{Clock, LockError, TableLocks};
@@ -181,6 +182,9 @@ pub struct Committer {
     /// The Delta tables this committer (this Lambda container, this process) found
     /// registered, or registered: checked once each.
     delta_registered: std::sync::Mutex<std::collections::HashSet<TableName>>,
+    /// What a mirror keeps for this committer's next ones: the manifests read, each Delta
+    /// table's state.
+    mirror_cache: MirrorCache,
 }
 
 /// Tables of a batch committed at once unless configured otherwise: all of them, as a
@@ -218,6 +222,7 @@ impl Committer {
             delta_log: Arc::new(LocalLogStore),
             delta_catalog: None,
             delta_registered: Default::default(),
+            mirror_cache: MirrorCache::default(),
         }
     }
 

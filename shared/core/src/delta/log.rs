@@ -135,11 +135,42 @@ impl DeltaSnapshot {
             state.apply(read_checkpoint(&path, bytes)?);
             state.version = cp;
         }
-        let from = state.version;
+        state.apply_commits(store, &dir, commits).await?;
+        Ok(Some(state))
+    }
+
+    /// This state brought to the table's newest version: the commits after it listed and
+    /// applied (a long-lived process's mirror, [`super::cache`]). Commits past its version
+    /// that start later than the next one (the next deleted by log retention) read the
+    /// log anew.
+    pub async fn refresh(mut self, store: &dyn LogStore) -> Result<DeltaSnapshot, DeltaError> {
+        let dir = log_dir(&self.root);
+        let Listed { mut commits, .. } = Listed::of(store.list(&dir, Some(&format!("{:020}", self.version))).await?);
+        commits.retain(|v| *v > self.version);
+        commits.sort_unstable();
+        if commits.first().is_some_and(|&v| v != self.version + 1) {
+            return Self::read(store, &self.root).await?.ok_or_else(|| gone(&dir));
+        }
+        self.apply_commits(store, &dir, commits).await?;
+        Ok(self)
+    }
+
+    /// The state after `actions`, committed as `version`.
+    pub fn after(&self, actions: Vec<Action>, version: i64) -> DeltaSnapshot {
+        let mut next = self.clone();
+        next.apply(actions);
+        next.version = version;
+        next
+    }
+
+    /// Applies the commits `commits` (ascending) of the log in `dir` that follow this
+    /// state's version, each the next one.
+    async fn apply_commits(&mut self, store: &dyn LogStore, dir: &str, commits: Vec<i64>) -> Result<(), DeltaError> {
+        let from = self.version;
         for v in commits.into_iter().filter(|v| *v > from) {
             let path = format!("{dir}/{}", commit_name(v));
-            if v != state.version + 1 {
-                let detail = format!("version {} is missing before {v}", state.version + 1);
+            if v != self.version + 1 {
+                let detail = format!("version {} is missing before {v}", self.version + 1);
                 return Err(DeltaError::Log { path, detail });
             }
             let bytes = store.read(&path).await?.ok_or_else(|| gone(&path))?;
@@ -149,10 +180,10 @@ impl DeltaSnapshot {
                 path: path.clone(),
                 detail: format!("line {line}: {detail}"),
             })?;
-            state.apply(actions);
-            state.version = v;
+            self.apply(actions);
+            self.version = v;
         }
-        Ok(Some(state))
+        Ok(())
     }
 
     /// The table's state with `actions` applied, as readers replay them.
@@ -199,9 +230,7 @@ impl DeltaSnapshot {
             return Ok(None);
         }
         if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
-            let mut next = self.clone();
-            next.apply(actions);
-            next.version = version;
+            let next = self.after(actions, version);
             if let Err(e) = next.checkpoint(store).await {
                 tracing::warn!(table = %self.root, version, error = %e, "Delta checkpoint not written; the next one will be");
             }

@@ -39,12 +39,13 @@ use serde_json::json;
 
 use super::DeltaError;
 use super::actions::{Action, Add, FileFormat, Metadata, Remove, Txn};
+use super::cache::MirrorCache;
 use super::log::DeltaSnapshot;
 use super::partition::DeltaPartitioning;
 use super::schema::{DeltaSchema, has_deletion_vectors, needs_upgrade};
 use super::store::LogStore;
 use super::vectors::{deleted_positions, write as write_vector};
-use crate::table::deletes::{ScopedFile, live_files};
+use crate::table::deletes::{ScopedFile, live_files_from};
 use crate::table::{LoadedTable, committed_offsets};
 
 /// The `txn` app id whose version is the sequence number of the Iceberg snapshot mirrored.
@@ -75,12 +76,14 @@ pub fn offsets_app(table: &str, log: &str, partition: i32) -> String {
     format!("{table}/{log}/{partition}")
 }
 
-/// Brings the Delta table at `table`'s location in step with its current Iceberg snapshot.
+/// Brings the Delta table at `table`'s location in step with its current Iceberg snapshot;
+/// `cache` keeps what the next mirror in this process need not read again.
 pub async fn mirror(
     store: &dyn LogStore,
     file_io: &FileIO,
     table: &LoadedTable,
     now_ms: i64,
+    cache: &MirrorCache,
 ) -> Result<Mirrored, DeltaError> {
     let metadata = &table.metadata;
     let sequence = metadata.last_sequence_number();
@@ -91,7 +94,7 @@ pub async fn mirror(
     let mut iceberg: Option<LiveRows> = None;
 
     for _ in 0..ATTEMPTS {
-        let state = DeltaSnapshot::read(store, &root).await?;
+        let state = cache.state(store, &root).await?;
         if let Some(m) =
             state.as_ref().and_then(|s| s.metadata.as_ref()).filter(|m| m.id != metadata.uuid().to_string())
         {
@@ -112,7 +115,7 @@ pub async fn mirror(
         let LiveRows { data, deleted } = match &mut iceberg {
             Some(read) => &*read,
             None => {
-                let (data, deletes) = live_files(file_io, metadata).await?;
+                let (data, deletes) = live_files_from(file_io, metadata, cache).await?;
                 let deleted = deleted_positions(file_io, metadata, &data, deletes).await?;
                 &*iceberg.insert(LiveRows { data, deleted })
             }
@@ -248,7 +251,8 @@ pub async fn mirror(
         });
         let serde_json::Value::Object(info) = info else { unreachable!("a JSON object literal") };
         actions.insert(0, Action::CommitInfo(info));
-        if let Some(version) = state.commit(store, actions).await? {
+        if let Some(version) = state.commit(store, actions.clone()).await? {
+            cache.keep(state.after(actions, version));
             tracing::info!(table = %table.name, version, added, removed, deleted_in, iceberg_sequence = sequence, "Delta table mirrored");
             return Ok(Mirrored::Committed { version, added, removed, deleted_in });
         }

@@ -15,6 +15,7 @@
 //! - [`catalog`]: the [`DeltaCatalog`] port, where a Delta table is registered by name.
 
 pub mod actions;
+pub mod cache;
 pub mod catalog;
 pub mod check;
 pub mod log;

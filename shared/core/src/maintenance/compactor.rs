@@ -36,6 +36,7 @@ use super::sweep::{Sweep, SweepReport};
 use super::{Activity, DEFAULT_ORPHAN_GRACE_MS, Failure, HeldTask, MaintenanceError, MaintenanceEvent, TableRegistry};
 use crate::catalog::Catalog;
 use crate::config::{FloeConfig, TopicConfig};
+use crate::delta::cache::MirrorCache;
 use crate::delta::log::{LOG_RETENTION_MS, expire_log};
 use crate::delta::{LogStore, mirror};
 use crate::queue::TaskQueue;
@@ -355,7 +356,8 @@ impl Compactor {
     /// retention.
     async fn mirror_delta(&self, loaded: &LoadedTable, now_ms: i64) -> Result<(), MaintenanceError> {
         let (store, location) = (self.delta_log.as_ref(), loaded.metadata.location());
-        mirror(store, &self.file_io, loaded, now_ms).await?;
+        // A run mirrors each table once: nothing is kept for a next one.
+        mirror(store, &self.file_io, loaded, now_ms, &MirrorCache::default()).await?;
         expire_log(store, location, now_ms, LOG_RETENTION_MS).await?;
         Ok(())
     }

@@ -427,6 +427,24 @@ pub fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     }
 }
 
+/// Where a manifest's entries come from: read from its file ([`ReadManifests`]), or a
+/// cache of the manifests read before ([`crate::delta::cache::MirrorCache`]: a manifest
+/// file never changes once written).
+#[async_trait::async_trait]
+pub trait ManifestSource: Send + Sync {
+    async fn manifest(&self, file_io: &FileIO, file: &ManifestFile) -> Result<std::sync::Arc<iceberg::spec::Manifest>>;
+}
+
+/// Each manifest read from its file.
+pub struct ReadManifests;
+
+#[async_trait::async_trait]
+impl ManifestSource for ReadManifests {
+    async fn manifest(&self, file_io: &FileIO, file: &ManifestFile) -> Result<std::sync::Arc<iceberg::spec::Manifest>> {
+        Ok(std::sync::Arc::new(file.load_manifest(file_io).await?))
+    }
+}
+
 /// The manifests of the current snapshot.
 pub async fn current_manifests(file_io: &FileIO, metadata: &TableMetadata) -> Result<Vec<ManifestFile>> {
     let Some(snapshot) = metadata.current_snapshot() else { return Ok(Vec::new()) };

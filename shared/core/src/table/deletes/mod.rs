@@ -36,7 +36,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, DataFile, DataFileFormat, ManifestContentType, PrimitiveLiteral, TableMetadata};
 
 use self::read::{EqualityDeletes, FileDeletes};
-use super::snapshot::{LiveFile, current_manifests};
+use super::snapshot::{LiveFile, ManifestSource, ReadManifests, current_manifests};
 
 /// Field id of the `file_path` column of position delete files (Iceberg's reserved id).
 const DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
@@ -140,10 +140,19 @@ pub fn applies(delete: &LiveDelete, data: &ScopedFile, global: bool) -> bool {
 /// The current snapshot's live data files (data entries only: never a delete file) with
 /// their sequence numbers and specs, and its live delete files.
 pub async fn live_files(file_io: &FileIO, metadata: &TableMetadata) -> Result<(Vec<ScopedFile>, Vec<LiveDelete>)> {
+    live_files_from(file_io, metadata, &ReadManifests).await
+}
+
+/// [`live_files`], the manifests taken from `manifests`.
+pub async fn live_files_from(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    manifests: &dyn ManifestSource,
+) -> Result<(Vec<ScopedFile>, Vec<LiveDelete>)> {
     let oldest = metadata.snapshots().map(|s| s.timestamp_ms()).min().unwrap_or(0);
     let (mut data, mut deletes) = (Vec::new(), Vec::new());
     for manifest in current_manifests(file_io, metadata).await? {
-        for entry in manifest.load_manifest(file_io).await?.entries().iter().filter(|e| e.is_alive()) {
+        for entry in manifests.manifest(file_io, &manifest).await?.entries().iter().filter(|e| e.is_alive()) {
             let sequence_number = entry.sequence_number().unwrap_or(manifest.sequence_number);
             let spec_id = manifest.partition_spec_id;
             let file = entry.data_file().clone();
