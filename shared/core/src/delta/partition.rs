@@ -235,23 +235,26 @@ mod tests {
             .unwrap()
     }
 
+    /// The test schema, and a spec of its `fields` (source id, name, transform).
+    fn spec(fields: &[(i32, &str, Transform)]) -> (Schema, PartitionSpec) {
+        let schema = schema();
+        let mut spec = UnboundPartitionSpec::builder();
+        for (source, name, transform) in fields {
+            spec = spec.add_partition_field(*source, *name, *transform).unwrap();
+        }
+        let spec = spec.build().bind(Arc::new(schema.clone())).unwrap();
+        (schema, spec)
+    }
+
     #[test]
     fn identity_day_and_hour_become_columns_and_the_rest_is_left_out() {
-        let schema = schema();
-        let spec = UnboundPartitionSpec::builder()
-            .add_partition_field(3, "timestamp_day", Transform::Day)
-            .unwrap()
-            .add_partition_field(1, "region", Transform::Identity)
-            .unwrap()
-            .add_partition_field(5, "created_hour", Transform::Hour)
-            .unwrap()
-            .add_partition_field(4, "payload", Transform::Identity)
-            .unwrap()
-            .add_partition_field(1, "region_bucket", Transform::Bucket(16))
-            .unwrap()
-            .build()
-            .bind(Arc::new(schema.clone()))
-            .unwrap();
+        let (schema, spec) = spec(&[
+            (3, "timestamp_day", Transform::Day),
+            (1, "region", Transform::Identity),
+            (5, "created_hour", Transform::Hour),
+            (4, "payload", Transform::Identity),
+            (1, "region_bucket", Transform::Bucket(16)),
+        ]);
         let p = DeltaPartitioning::of(&schema, &spec);
         assert_eq!(p.names(), ["timestamp_day", "region", "created_hour"]);
         assert_eq!(p.left_out, ["payload", "region_bucket"]);
@@ -283,19 +286,12 @@ mod tests {
 
     #[test]
     fn year_month_and_truncate_become_generated_columns_and_bucket_is_left_out() {
-        let schema = schema();
-        let spec = UnboundPartitionSpec::builder()
-            .add_partition_field(3, "timestamp_year", Transform::Year)
-            .unwrap()
-            .add_partition_field(5, "created_month", Transform::Month)
-            .unwrap()
-            .add_partition_field(1, "region_trunc", Transform::Truncate(2))
-            .unwrap()
-            .add_partition_field(1, "region_bucket", Transform::Bucket(16))
-            .unwrap()
-            .build()
-            .bind(Arc::new(schema.clone()))
-            .unwrap();
+        let (schema, spec) = spec(&[
+            (3, "timestamp_year", Transform::Year),
+            (5, "created_month", Transform::Month),
+            (1, "region_trunc", Transform::Truncate(2)),
+            (1, "region_bucket", Transform::Bucket(16)),
+        ]);
         let p = DeltaPartitioning::of(&schema, &spec);
         assert_eq!(p.names(), ["timestamp_year", "created_month", "region_trunc"]);
         assert_eq!(p.left_out, ["region_bucket"]);
