@@ -1,6 +1,6 @@
 //! Iceberg's row-level deletes as Delta deletion vectors: for each live data file, the
 //! positions its live position delete files, deletion vectors and equality delete files
-//! remove ([`deleted_positions`]), written as a Delta deletion vector file ([`write`])
+//! remove ([`deleted_positions`]), written as a Delta deletion vector file ([`write()`])
 //! named on the file's `add` ([`DeletionVector`]).
 //!
 //! ```text
