@@ -6,7 +6,10 @@
 //!  table = "kafka.orders"                    the table's row: lease (owner, expires_at_ms,
 //!                                            fencing), suspended_reason, maintenance
 //!                                            (last_compaction, snapshots_expired,
-//!                                            orphans_removed, last_sweep_ms)
+//!                                            orphans_removed, last_sweep_ms); a Delta-only
+//!                                            topic's Iceberg pointer
+//!                                            (iceberg_metadata_location, moved by
+//!                                            crate::lock_table_catalog)
 //!  table = "held#kafka.orders#0#<task id>"   a held task: held_table = "kafka.orders",
 //!  table = "held#kafka.orders#1#<task id>"   task_id, held_at_ms, files (≤ 300 KB of
 //!                                            paths an item; chunk 0 says how many),
