@@ -19,7 +19,7 @@ use super::store::LogStore;
 use super::vectors::deleted_positions;
 use crate::table::LoadedTable;
 use crate::table::audit::DeltaCheck;
-use crate::table::deletes::live_files;
+use crate::table::deletes::{ReadDeletes, live_files};
 
 /// The Delta mirror of `table` (its current snapshot) checked; `None` when it has none.
 pub async fn check(
@@ -30,7 +30,7 @@ pub async fn check(
     let root = table.metadata.location().trim_end_matches('/').to_string();
     let Some(state) = DeltaSnapshot::read(store, &root).await? else { return Ok(None) };
     let (data, deletes) = live_files(file_io, &table.metadata).await?;
-    let deleted = deleted_positions(file_io, &table.metadata, &data, deletes).await?;
+    let deleted = deleted_positions(file_io, &table.metadata, &data, deletes, &ReadDeletes).await?;
     let live = by_delta_path(&root, &data);
     let missing = live.keys().filter(|p| !state.files.contains_key(*p)).cloned().collect();
     let extra = state.files.keys().filter(|p| !live.contains_key(*p)).cloned().collect();

@@ -116,7 +116,7 @@ pub async fn mirror(
             Some(read) => &*read,
             None => {
                 let (data, deletes) = live_files_from(file_io, metadata, cache).await?;
-                let deleted = deleted_positions(file_io, metadata, &data, deletes).await?;
+                let deleted = deleted_positions(file_io, metadata, &data, deletes, cache).await?;
                 &*iceberg.insert(LiveRows { data, deleted })
             }
         };

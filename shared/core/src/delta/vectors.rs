@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use super::DeltaError;
 use crate::table::deletes::read::{EqualityDeletes, FileDeletes, VECTOR_MAGIC, read_columns};
-use crate::table::deletes::{LiveDelete, ScopedFile, TableDeletes};
+use crate::table::deletes::{DeleteSource, LiveDelete, ScopedFile, TableDeletes};
 
 /// Where a table's deletion vector files go, under its root; their `pathOrInlineDv` prefix.
 const PREFIX: &str = "data";
@@ -72,19 +72,20 @@ impl DeletionVector {
 }
 
 /// The rows removed from each of `data` (by its Iceberg path, ascending positions) by the
-/// live delete files `deletes` of `metadata`'s current snapshot; a file none applies to is
-/// absent.
+/// live delete files `deletes` of `metadata`'s current snapshot (the rows of position
+/// deletes taken from `source`); a file none applies to is absent.
 pub async fn deleted_positions(
     file_io: &FileIO,
     metadata: &TableMetadata,
     data: &[ScopedFile],
     deletes: Vec<LiveDelete>,
+    source: &dyn DeleteSource,
 ) -> Result<BTreeMap<String, Vec<i64>>, DeltaError> {
     if deletes.is_empty() {
         return Ok(BTreeMap::new());
     }
-    let mut scoped = TableDeletes::scope(file_io, metadata, deletes).await?;
-    scoped.read_for(file_io, metadata, &data.iter().collect::<Vec<_>>()).await?;
+    let mut scoped = TableDeletes::scope_from(file_io, metadata, deletes, source).await?;
+    scoped.read_for_from(file_io, metadata, &data.iter().collect::<Vec<_>>(), source).await?;
     let mut out = BTreeMap::new();
     for file in data {
         let FileDeletes { mut positions, equality } = scoped.of(file).deletes;

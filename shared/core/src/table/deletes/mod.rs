@@ -199,7 +199,7 @@ pub struct OfFile {
 #[derive(Debug)]
 enum Named {
     /// Read: the rows it deletes, per data file it names.
-    Read(HashMap<String, Vec<i64>>),
+    Read(Arc<HashMap<String, Vec<i64>>>),
     /// Not read yet: it names this one data file (by its metadata), its `record_count`
     /// rows of it.
     One(String),
@@ -224,6 +224,16 @@ impl TableDeletes {
     /// rows of each; one naming a single data file (a deletion vector, or a file-scoped
     /// position delete file) and equality delete files are not.
     pub async fn scope(file_io: &FileIO, metadata: &TableMetadata, deletes: Vec<LiveDelete>) -> Result<TableDeletes> {
+        Self::scope_from(file_io, metadata, deletes, &ReadDeletes).await
+    }
+
+    /// [`TableDeletes::scope`], the rows of position deletes taken from `source`.
+    pub async fn scope_from(
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        deletes: Vec<LiveDelete>,
+        source: &dyn DeleteSource,
+    ) -> Result<TableDeletes> {
         let mut table = TableDeletes::default();
         for delete in deletes {
             if delete.file.content_type() == DataContentType::EqualityDeletes {
@@ -233,7 +243,7 @@ impl TableDeletes {
             }
             let named = match delete.referenced() {
                 Some(path) => Named::One(path),
-                None => Named::Read(rows_named(file_io, &delete).await?),
+                None => Named::Read(source.rows_named(file_io, &delete).await?),
             };
             table.positions.push((delete, named));
         }
@@ -242,11 +252,22 @@ impl TableDeletes {
 
     /// Reads the rows of the delete files applying to `files` that are not read yet.
     pub async fn read_for(&mut self, file_io: &FileIO, metadata: &TableMetadata, files: &[&ScopedFile]) -> Result<()> {
+        self.read_for_from(file_io, metadata, files, &ReadDeletes).await
+    }
+
+    /// [`TableDeletes::read_for`], the rows of position deletes taken from `source`.
+    pub async fn read_for_from(
+        &mut self,
+        file_io: &FileIO,
+        metadata: &TableMetadata,
+        files: &[&ScopedFile],
+        source: &dyn DeleteSource,
+    ) -> Result<()> {
         for (delete, named) in &mut self.positions {
             if let Named::One(path) = named
                 && files.iter().any(|f| f.path() == path && f.sequence_number <= delete.sequence_number)
             {
-                *named = Named::Read(rows_named(file_io, delete).await?);
+                *named = Named::Read(source.rows_named(file_io, delete).await?);
             }
         }
         let unread = |(delete, global, rows): &(LiveDelete, bool, Option<_>)| {
@@ -378,6 +399,25 @@ pub fn since_plan<'a>(
         }
     }
     Ok(found)
+}
+
+/// Where the rows a position delete file or deletion vector deletes come from: read
+/// from it ([`ReadDeletes`]), or a cache of those read before (a delete file never
+/// changes once written: [`crate::delta::cache::MirrorCache`]).
+#[async_trait::async_trait]
+pub trait DeleteSource: Send + Sync {
+    /// The rows `delete` deletes, per data file it names.
+    async fn rows_named(&self, file_io: &FileIO, delete: &LiveDelete) -> Result<Arc<HashMap<String, Vec<i64>>>>;
+}
+
+/// Each delete file read from its file.
+pub struct ReadDeletes;
+
+#[async_trait::async_trait]
+impl DeleteSource for ReadDeletes {
+    async fn rows_named(&self, file_io: &FileIO, delete: &LiveDelete) -> Result<Arc<HashMap<String, Vec<i64>>>> {
+        Ok(Arc::new(rows_named(file_io, delete).await?))
+    }
 }
 
 /// The rows a position delete file or deletion vector deletes, per data file it names.
