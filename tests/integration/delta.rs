@@ -611,25 +611,53 @@ async fn a_delta_only_topic_has_the_delta_table_alone_with_the_rows_of_an_iceber
     audited(warehouse.path()).await;
 
     // A topic's formats changed under its table (here Iceberg and Delta, then Delta
-    // alone): the table is suspended with the reason, the task kept; set back and
-    // resumed, it commits.
+    // alone, then back): the table keeps its formats and its commits go on, nothing held;
+    // status warns until a commit of the formats set back.
     let (input, moved) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     copy(&samples, input.path(), FIRST_SEGMENTS[0]);
     let run = async |config: &FloeConfig| floe_cli::local::run_local(input.path(), moved.path(), config.clone()).await;
     assert!(run(&config()).await.unwrap().failed.is_empty());
     copy(&samples, input.path(), "orders-0/00000000000000000100.log");
     let report = run(&delta_only).await.unwrap();
-    assert!(!report.failed.is_empty(), "{report:?}");
-    let status = floe_cli::local::status_in(moved.path(), &delta_only).await.unwrap();
-    let orders = status.iter().find(|t| t.table == "kafka.orders").unwrap();
-    let reason = orders.suspended.clone().unwrap_or_default();
-    assert!(reason.contains("the formats of an existing table cannot change"), "{orders:?}");
-    assert_eq!(read_local(moved.path(), "kafka.orders").rows, 100, "the kept task waits");
-    floe_cli::local::resume(moved.path(), "kafka.orders").await.unwrap();
-    assert!(run(&config()).await.unwrap().failed.is_empty());
+    assert!(report.failed.is_empty(), "{report:?}");
+    let warnings = async |config: &FloeConfig| {
+        let status = floe_cli::local::status_in(moved.path(), config).await.unwrap();
+        let orders = status.into_iter().find(|t| t.table == "kafka.orders").unwrap();
+        assert_eq!((orders.health.state, orders.suspended.as_deref()), ("running", None), "{orders:?}");
+        orders.health.warnings
+    };
+    let warned = warnings(&delta_only).await;
+    assert!(warned.iter().any(|w| w.starts_with("formats: the topic lists [delta], but the formats of an existing table do not change: it stays an Iceberg table")), "{warned:?}");
     let read = read_local(moved.path(), "kafka.orders");
-    assert_eq!((read.rows, read.duplicates), (160, 0));
+    assert_eq!((read.rows, read.duplicates), (160, 0), "still the Iceberg table in the catalog");
+    assert_eq!(same_rows(moved.path(), "kafka.orders", &[0]).rows, 160, "its Delta table in step");
+    copy(&samples, input.path(), FIRST_SEGMENTS[1]);
+    assert!(run(&config()).await.unwrap().failed.is_empty());
+    assert_eq!(warnings(&config()).await, Vec::<String>::new(), "the formats set back");
+    let read = read_local(moved.path(), "kafka.orders");
+    assert_eq!((read.rows, read.duplicates), (240, 0));
     audited(moved.path()).await;
+
+    // A Delta-only topic's table whose topic then lists Iceberg alone: still the Delta
+    // table alone, still mirrored (its only table), and status says so.
+    let (topic, offsets, _) = crate::committer::payments();
+    let (input, alone) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let iceberg_only = FloeConfig::parse("[defaults]\nenabled = true\n").unwrap();
+    for (segment, config) in
+        [(crate::committer::SEGMENTS[0], &delta_only), (crate::committer::SEGMENTS[1], &iceberg_only)]
+    {
+        copy(topic.path(), input.path(), segment);
+        let report = floe_cli::local::run_local(input.path(), alone.path(), config.clone()).await.unwrap();
+        assert!(report.failed.is_empty(), "{report:?}");
+    }
+    let w = alone.path().canonicalize().unwrap().display().to_string();
+    let own = crate::committer::pyiceberg(&["own", &format!("{w}/catalog.db"), &w, "kafka.payments"]);
+    let delta = read_delta(&["deltalake", &own.location]);
+    assert_eq!((delta.rows, &delta.offsets), (own.rows, &own.offsets), "mirrored though the topic lists no Delta");
+    assert!(own.offsets["0"].len() < offsets.len() && own.offsets["0"].len() > 55, "two segments' records");
+    let status = floe_cli::local::status_in(alone.path(), &iceberg_only).await.unwrap();
+    let payments = status.iter().find(|t| t.table == "kafka.payments").unwrap();
+    assert!(payments.health.warnings.iter().any(|w| w.contains("it stays a Delta table alone")), "{payments:?}");
 }
 
 /// PyIceberg's read of a local Delta-only topic's `kafka.orders` Iceberg record, in the

@@ -17,9 +17,10 @@
 //! ```
 //!
 //! The property is written when the table is created ([`crate::table::create`]) and kept
-//! by every later metadata file, so a table's side never changes (the committer suspends
-//! a table whose topic's formats say otherwise). Every table costs one lookup in the own
-//! catalog more per load. No Delta-only table is on a REST catalog's side, which writes
+//! by every later metadata file, so a table's side never changes (a topic's formats
+//! changed later leave it as it is, and status says so:
+//! [`crate::maintenance::health::formats_warning`]). Every table costs one lookup in the
+//! own catalog more per load: a GetItem on AWS, next to a commit's Glue and S3 calls. No Delta-only table is on a REST catalog's side, which writes
 //! metadata files itself ([`Catalog::writes_metadata`]): configuration refuses Delta-only
 //! topics there.
 
@@ -29,7 +30,7 @@ use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 
 use super::{Access, Catalog, CatalogError, TablePointer};
-use crate::vocabulary::TableName;
+use crate::vocabulary::{Formats, TableFormat, TableName};
 
 /// The table property naming the formats of a table's topic when they are not Iceberg's
 /// (`"delta"`: the Iceberg table is Floe's own, [`DELTA_ONLY`]).
@@ -37,6 +38,23 @@ pub const FORMATS_PROPERTY: &str = "floe.formats";
 
 /// [`FORMATS_PROPERTY`]'s value on the Iceberg table of a Delta-only topic.
 pub const DELTA_ONLY: &str = "delta";
+
+/// The snapshot summary key of the formats the topic listed at the commit (`iceberg,delta`):
+/// a table keeps the formats it was made with, and status warns when its topic's differ.
+pub const TOPIC_FORMATS_KEY: &str = "floe.topic-formats";
+
+/// `formats` as the summary records them: `iceberg`, `iceberg,delta`, `delta`.
+pub fn formats_text(formats: Formats) -> String {
+    let list: Vec<TableFormat> = formats.into();
+    let names: Vec<&str> = list
+        .iter()
+        .map(|f| match f {
+            TableFormat::Iceberg => "iceberg",
+            TableFormat::Delta => "delta",
+        })
+        .collect();
+    names.join(",")
+}
 
 /// Whether `metadata` is the Iceberg table of a Delta-only topic, kept in Floe's own catalog.
 pub fn is_delta_only(metadata: &TableMetadata) -> bool {

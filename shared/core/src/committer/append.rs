@@ -10,7 +10,7 @@ use iceberg::spec::{DataFile, Operation, Schema};
 use super::layout::TableLayout;
 use super::plan::{self, AppendPlan, FileAction, TableRecord, plan_append};
 use super::{BatchReport, CommitError, CommittedSnapshot, Committer, TaskResult};
-use crate::catalog::split::is_delta_only;
+use crate::catalog::split::{self, is_delta_only};
 use crate::lock::Lease;
 use crate::lock::registry::Activity;
 use crate::metrics;
@@ -135,7 +135,9 @@ impl Committer {
         let written_at = tasks.iter().find_map(|t| t.table_location.as_deref());
         let loaded = self.load_or_create(table, &tasks[0].schema, tasks[0].formats, written_at).await?;
         same_key(&loaded, tasks)?;
-        same_formats(&loaded, tasks)?;
+        if is_delta_only(&loaded.metadata) {
+            self.note_delta_only(table);
+        }
         let ids: Vec<(i32, String)> = topic_ids(tasks).collect();
         if let Some(reason) =
             keys::recreated(&self.file_io, &loaded.metadata, &ids).await.map_err(TableError::iceberg(table))?
@@ -171,6 +173,11 @@ impl Committer {
         let mut change = self.apply(loaded, &plan, &topic_ids(tasks).collect(), lease).await?;
         if let Some(newest) = newest_committed(tasks, &plan.results) {
             change.properties.insert(crate::table::MAX_TIMESTAMP_KEY.into(), newest.to_string());
+        }
+        // What the topic lists now: a table keeps the formats it was made with, and
+        // status says so when the topic's differ (`health::formats_warning`).
+        if let Some(task) = tasks.first() {
+            change.properties.insert(split::TOPIC_FORMATS_KEY.into(), split::formats_text(task.formats));
         }
         let (files, records) = (change.added.len(), change.added.iter().map(|f| f.record_count()).sum::<u64>());
         let (snapshot_id, at_ms) = self.publish(loaded, change, lease).await?;
@@ -300,28 +307,6 @@ fn same_key(loaded: &LoadedTable, tasks: &[&CommitTask]) -> Result<(), CommitErr
         (None, _) => "the table is an append table; mode = \"upsert\" needs a new table".to_string(),
         (Some(key), None) => format!("the table is an upsert table keyed on {key:?}; its topic's tasks are append"),
         (Some(key), Some(other)) => format!("the table is keyed on {key:?}, task {} on {other:?}", task.task_id),
-    };
-    Err(CommitError::Incompatible { table: loaded.name.to_string(), reason })
-}
-
-/// A table keeps the side of the catalog it was made on ([`crate::catalog::split`]): an
-/// Iceberg table whose topic became Delta-only, or a Delta-only topic's table whose topic
-/// lists Iceberg again, is suspended with the reason, its tasks kept, until the formats
-/// are set back.
-fn same_formats(loaded: &LoadedTable, tasks: &[&CommitTask]) -> Result<(), CommitError> {
-    let delta_only = is_delta_only(&loaded.metadata);
-    let Some(task) = tasks.iter().find(|t| t.formats.iceberg() == delta_only) else { return Ok(()) };
-    let reason = match delta_only {
-        true => format!(
-            "the table is a Delta-only topic's, its Iceberg record kept by Floe, and task {} lists \"iceberg\": \
-             the formats of an existing table cannot change; list [\"delta\"] again",
-            task.task_id
-        ),
-        false => format!(
-            "the table is an Iceberg table in the catalog, and task {} is a Delta-only topic's: the formats of \
-             an existing table cannot change; list \"iceberg\" again",
-            task.task_id
-        ),
     };
     Err(CommitError::Incompatible { table: loaded.name.to_string(), reason })
 }

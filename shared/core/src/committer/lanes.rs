@@ -121,7 +121,7 @@ impl Committer {
                     self.commit_table(&lane.table, &tasks, deadline).await
                 }
             };
-            if lane.delta() {
+            if self.mirrors(&lane.table, lane.delta()) {
                 let _permit = permits.acquire().await.ok();
                 self.mirror_delta(&lane.table, &mut main.0).await;
             }

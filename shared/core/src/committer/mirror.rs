@@ -25,6 +25,20 @@ use crate::table::{LoadedTable, load};
 use crate::task::TableName;
 
 impl Committer {
+    /// Notes `table` as a Delta-only topic's: its Delta table is its only one.
+    pub(super) fn note_delta_only(&self, table: &TableName) {
+        if let Ok(mut set) = self.delta_only.lock() {
+            set.insert(table.clone());
+        }
+    }
+
+    /// Whether `table`'s Delta table is to be brought in step after its lane: a task's
+    /// topic lists Delta, or the table is a Delta-only topic's (whatever its topic lists
+    /// now).
+    pub(super) fn mirrors(&self, table: &TableName, topic_lists_delta: bool) -> bool {
+        topic_lists_delta || self.delta_only.lock().map(|set| set.contains(table)).unwrap_or(false)
+    }
+
     /// Mirrors `table` into its Delta table; on a retryable failure, the committed tasks
     /// among `results` are failed (retryable) so that they come back.
     pub(super) async fn mirror_delta(&self, table: &TableName, results: &mut [(String, TaskResult)]) {

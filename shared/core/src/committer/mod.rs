@@ -185,6 +185,9 @@ pub struct Committer {
     /// What a mirror keeps for this committer's next ones: the manifests read, each Delta
     /// table's state.
     mirror_cache: MirrorCache,
+    /// The Delta-only topics' tables this committer committed to: mirrored whatever
+    /// their tasks' topic lists now (a table keeps the formats it was made with).
+    delta_only: std::sync::Mutex<std::collections::HashSet<TableName>>,
 }
 
 /// Tables of a batch committed at once unless configured otherwise: all of them, as a
@@ -223,6 +226,7 @@ impl Committer {
             delta_catalog: None,
             delta_registered: Default::default(),
             mirror_cache: MirrorCache::default(),
+            delta_only: Default::default(),
         }
     }
 

@@ -192,7 +192,9 @@ impl Compactor {
             }
             false => Ok(()),
         };
-        if topic.as_ref().is_some_and(|t| t.formats.delta()) {
+        // A Delta-only topic's table is mirrored whatever its topic lists now.
+        let delta_only = crate::catalog::split::is_delta_only(&loaded.metadata);
+        if delta_only || topic.as_ref().is_some_and(|t| t.formats.delta()) {
             let mirrored = self.mirror_delta(&loaded, now_ms).await;
             self.note_outcome(table, Activity::Delta, now_ms, &mirrored).await;
             if let Err(e) = mirrored {

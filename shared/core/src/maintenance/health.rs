@@ -93,6 +93,9 @@ pub struct TableFacts {
     pub fresh_files: u64,
     /// An upsert table's live keys (its last Floe snapshot's `floe.upsert.live-keys`).
     pub live_keys: Option<u64>,
+    /// The table's formats against those its topic listed at the last commit, when they
+    /// differ ([`formats_warning`]).
+    pub formats_warning: Option<String>,
 }
 
 /// A table's latest time ahead of this host's clock by more than this is warned about.
@@ -128,6 +131,7 @@ impl TableFacts {
             live_keys: crate::table::floe_summary(metadata)
                 .get(crate::table::keys::LIVE_KEYS)
                 .and_then(|v| v.parse().ok()),
+            formats_warning: formats_warning(metadata),
         })
     }
 }
@@ -190,7 +194,26 @@ fn warnings(facts: &TableFacts) -> Vec<String> {
             span(ms)
         )
     });
-    clock.into_iter().collect()
+    clock.into_iter().chain(facts.formats_warning.clone()).collect()
+}
+
+/// A table keeps the formats it was made with ([`crate::catalog::split`]): when the topic
+/// listed others at the table's last commit, what stays as it was. Ends with a commit of
+/// the formats set back.
+pub fn formats_warning(metadata: &TableMetadata) -> Option<String> {
+    use crate::catalog::split::{TOPIC_FORMATS_KEY, is_delta_only};
+    let summary = crate::table::floe_summary(metadata);
+    let listed = summary.get(TOPIC_FORMATS_KEY)?;
+    let lists_iceberg = listed.split(',').any(|f| f == "iceberg");
+    let keep = match (is_delta_only(metadata), lists_iceberg) {
+        (true, true) => "a Delta table alone (its Iceberg metadata Floe's record, in no catalog of yours)",
+        (false, false) => "an Iceberg table in the catalog, with its Delta table beside it",
+        _ => return None,
+    };
+    Some(format!(
+        "formats: the topic lists [{listed}], but the formats of an existing table do not change: it stays {keep}, \
+         its commits going on as before; set its formats back (docs/delta.md)"
+    ))
 }
 
 /// `ms` as minutes, hours or days, whichever reads best.
@@ -278,6 +301,7 @@ mod tests {
             oldest_row_ms: None,
             fresh_files: 0,
             live_keys: None,
+            formats_warning: None,
         }
     }
 
