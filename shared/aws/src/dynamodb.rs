@@ -146,7 +146,7 @@ impl DynamoDbLocks {
     }
 }
 
-fn s(v: &str) -> AttributeValue {
+pub(crate) fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.to_string())
 }
 
@@ -176,7 +176,9 @@ fn store<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
     LockError::Store { retryable: sdk_error_retryable(&e), detail: format!("{what}: {}", DisplayErrorContext(&e)) }
 }
 
-fn condition_failed<E: ProvideErrorMetadata>(e: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>) -> bool {
+pub(crate) fn condition_failed<E: ProvideErrorMetadata>(
+    e: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> bool {
     e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException")
 }
 

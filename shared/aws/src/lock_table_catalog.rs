@@ -15,9 +15,9 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::AttributeValue;
 use iceberg::spec::TableMetadata;
 
+use crate::dynamodb::{condition_failed, s};
 use crate::retry::sdk_error_retryable;
 use floe_core::catalog::{Catalog, CatalogError, TablePointer};
 use floe_core::table::TableName;
@@ -64,7 +64,7 @@ impl LockTableCatalog {
         };
         match update.send().await {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException") => {
+            Err(e) if condition_failed(&e) => {
                 let detail = match previous {
                     Some(p) => format!("the pointer moved from {p} first"),
                     None => "the table already exists".into(),
@@ -74,10 +74,6 @@ impl LockTableCatalog {
             Err(e) => Err(other(table, what, e)),
         }
     }
-}
-
-fn s(v: &str) -> AttributeValue {
-    AttributeValue::S(v.to_string())
 }
 
 fn other<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(

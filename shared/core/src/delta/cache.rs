@@ -96,18 +96,15 @@ impl DeleteSource for MirrorCache {
 }
 
 impl MirrorCache {
-    /// The newest state of the Delta table at `root` (`None`: no log): the one kept,
-    /// refreshed, else read.
+    /// The newest state of the Delta table at `root` (`None`: no log): the one kept (taken
+    /// out, not copied: the caller [`MirrorCache::keep`]s what it ends with), refreshed,
+    /// else read.
     pub async fn state(&self, store: &dyn LogStore, root: &str) -> Result<Option<DeltaSnapshot>, DeltaError> {
-        let kept = self.states.lock().unwrap_or_else(PoisonError::into_inner).get(root).cloned();
-        let state = match kept {
-            Some(kept) => Some(kept.refresh(store).await?),
-            None => DeltaSnapshot::read(store, root).await?,
-        };
-        if let Some(state) = &state {
-            self.keep(state.clone());
+        let kept = self.states.lock().unwrap_or_else(PoisonError::into_inner).remove(root);
+        match kept {
+            Some(kept) => Ok(Some(kept.refresh(store).await?)),
+            None => DeltaSnapshot::read(store, root).await,
         }
-        Ok(state)
     }
 
     /// Keeps `state` as its table's newest known.

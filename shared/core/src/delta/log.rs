@@ -156,11 +156,10 @@ impl DeltaSnapshot {
     }
 
     /// The state after `actions`, committed as `version`.
-    pub fn after(&self, actions: Vec<Action>, version: i64) -> DeltaSnapshot {
-        let mut next = self.clone();
-        next.apply(actions);
-        next.version = version;
-        next
+    pub fn after(mut self, actions: Vec<Action>, version: i64) -> DeltaSnapshot {
+        self.apply(actions);
+        self.version = version;
+        self
     }
 
     /// Applies the commits `commits` (ascending) of the log in `dir` that follow this
@@ -230,7 +229,7 @@ impl DeltaSnapshot {
             return Ok(None);
         }
         if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
-            let next = self.after(actions, version);
+            let next = self.clone().after(actions, version);
             if let Err(e) = next.checkpoint(store).await {
                 tracing::warn!(table = %self.root, version, error = %e, "Delta checkpoint not written; the next one will be");
             }
@@ -577,6 +576,33 @@ mod tests {
         store.delete(&[format!("{}/_last_checkpoint", log_dir(&root))]).await.unwrap();
         let commits_only = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
         assert_eq!(state, commits_only, "the checkpoint keeps each file's vector");
+    }
+
+    #[tokio::test]
+    async fn a_state_kept_is_refreshed_with_the_commits_after_it_and_read_anew_past_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let store = LocalLogStore;
+        let empty = DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() };
+        empty.commit(&store, [first(), vec![add("data/0.parquet")]].concat()).await.unwrap();
+        let kept = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
+        assert_eq!(kept.clone().refresh(&store).await.unwrap(), kept, "nothing newer");
+        // Another writer commits versions 1 and 2.
+        let mut other = kept.clone();
+        for v in 1..=2 {
+            other.commit(&store, vec![add(&format!("data/{v}.parquet"))]).await.unwrap();
+            other = DeltaSnapshot::read(&store, &root).await.unwrap().unwrap();
+        }
+        let refreshed = kept.clone().refresh(&store).await.unwrap();
+        assert_eq!((refreshed.version, refreshed.files.len()), (2, 3));
+        assert_eq!(refreshed, other);
+        // Version 1 gone (as log retention deletes it): the log is read anew.
+        store.delete(&[format!("{}/{}", log_dir(&root), commit_name(1))]).await.unwrap();
+        let read = kept.refresh(&store).await;
+        assert!(
+            read.is_err_and(|e| e.to_string().contains("missing before 2")),
+            "replayed from its start, found the gap"
+        );
     }
 
     #[tokio::test]

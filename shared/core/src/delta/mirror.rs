@@ -106,10 +106,12 @@ pub async fn mirror(
             )));
         }
         let synced = state.as_ref().and_then(|s| s.txns.get(ICEBERG_SEQUENCE_APP)).map(|t| t.version);
-        if let (Some(state), Some(synced)) = (&state, synced)
-            && synced >= sequence
+        if synced.is_some_and(|synced| synced >= sequence)
+            && let Some(state) = state
         {
-            return Ok(Mirrored::UpToDate { version: state.version });
+            let version = state.version;
+            cache.keep(state);
+            return Ok(Mirrored::UpToDate { version });
         }
         let state = state.unwrap_or_else(|| DeltaSnapshot { root: root.clone(), version: -1, ..Default::default() });
         let LiveRows { data, deleted } = match &mut iceberg {
@@ -230,7 +232,9 @@ pub async fn mirror(
             .collect();
         let offsets_moved = txns.iter().any(|t| t.app_id != ICEBERG_SEQUENCE_APP);
         if added + removed + deleted_in == 0 && !metadata_changed && !offsets_moved && state.version >= 0 {
-            return Ok(Mirrored::UpToDate { version: state.version });
+            let version = state.version;
+            cache.keep(state);
+            return Ok(Mirrored::UpToDate { version });
         }
         actions.extend(txns.into_iter().cloned().map(Action::Txn));
         let changes_data = actions.iter().any(|a| match a {
